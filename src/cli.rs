@@ -1,0 +1,101 @@
+//! The command line as clap sees it: flags, their help text and examples. No logic here.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+use crate::duration::parse_duration;
+
+const EXAMPLES: &str = "\
+Examples:
+  # Jobs as KEY<TAB>COMMAND lines: per key one at a time, at most 4 at once
+  printf 'db\\tsleep 1; echo migrated\\nweb\\techo built\\ndb\\techo seeded\\n' | lanes -j 4
+
+  # A TOML manifest, with a JSON Lines report for CI
+  lanes --max-concurrent 8 --report report.jsonl examples/deploy.toml
+
+  # The report on stdout (job output goes to stderr), failed jobs with jq
+  lanes --json jobs.tsv | jq -c 'select(.type == \"job\" and .outcome != \"succeeded\")'";
+
+/// Run keyed shell jobs through per-key lanes: at most one job of a key in flight, a key's jobs
+/// in order, all under a global cap, with turn timeouts, clean Ctrl-C and a JSON Lines report.
+#[derive(Debug, Parser)]
+#[command(name = "lanes", version, after_help = EXAMPLES, max_term_width = 100)]
+pub struct Cli {
+    /// Jobs to run: a file of KEY<TAB>COMMAND lines, or a TOML manifest when the name ends in
+    /// `.toml`. Without FILE, or with `-`, lines are read from stdin.
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+
+    /// Read FILE as a TOML manifest whatever its name.
+    #[arg(long, value_name = "FILE", conflicts_with = "file")]
+    pub manifest: Option<PathBuf>,
+
+    /// At most N jobs in flight overall [default: the number of CPUs].
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent: Option<u32>,
+
+    /// Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job's
+    /// process group gets SIGTERM, then SIGKILL after the grace period.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+
+    /// Grace period between SIGTERM (or the forwarded signal) and SIGKILL [default: 5s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub grace: Option<Duration>,
+
+    /// How long to wait, after a job's shell exits, for the rest of its process group and for
+    /// EOF on its pipes before the leftovers are terminated and the job marked `leaked`.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "200ms")]
+    pub leak_window: Duration,
+
+    /// Shell that runs each command as `SHELL -c COMMAND` [default: sh].
+    #[arg(long, value_name = "SHELL")]
+    pub shell: Option<String>,
+
+    /// At most N jobs admitted but not yet started, across all keys.
+    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_queued: u64,
+
+    /// What a new job meets when --max-queued jobs wait: `wait` pauses reading input until
+    /// there is room (backpressure); `reject` records it as rejected (queue_full).
+    #[arg(long, value_name = "POLICY", value_enum, default_value_t = OnFull::Wait)]
+    pub on_full: OnFull,
+
+    /// Validate the whole input before anything starts; exit 2 on the first invalid line.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// Write the JSON Lines report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+
+    /// Write the JSON Lines report to stdout; all job output then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+
+    /// How job output is shown.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = OutputMode::Prefixed)]
+    pub output: OutputMode,
+}
+
+/// `--on-full`: what happens to a job that finds the queue full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OnFull {
+    /// Pause reading input until a queued job starts (nothing is lost).
+    Wait,
+    /// Record the job as rejected, reason queue_full.
+    Reject,
+}
+
+/// `--output`: how job output reaches lanes' stdout and stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputMode {
+    /// Each line whole, prefixed with the job's key.
+    Prefixed,
+    /// Bytes as they come, no prefix.
+    Raw,
+    /// Discarded.
+    None,
+}

@@ -1,0 +1,114 @@
+//! From what was typed to what it means: the command line and the manifest merged into one
+//! validated [`RunConfig`] (flags override the manifest, the manifest overrides defaults).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::cli::{Cli, OnFull, OutputMode};
+use crate::input::manifest::{self, Manifest, ManifestError};
+
+/// The default grace period between the first signal and SIGKILL.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+/// The default shell.
+pub const DEFAULT_SHELL: &str = "sh";
+
+/// Where the jobs come from.
+#[derive(Debug)]
+pub enum Source {
+    /// `KEY<TAB>COMMAND` lines on stdin.
+    Stdin,
+    /// `KEY<TAB>COMMAND` lines in a file.
+    LinesFile(PathBuf),
+    /// A parsed, validated manifest.
+    Manifest { path: PathBuf, manifest: Manifest },
+}
+
+impl Source {
+    /// How the report's `run` record names the source: `"-"` for stdin, else the path.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Stdin => "-".to_owned(),
+            Source::LinesFile(path) | Source::Manifest { path, .. } => path.display().to_string(),
+        }
+    }
+}
+
+/// Everything a run needs, validated.
+#[derive(Debug)]
+pub struct RunConfig {
+    pub source: Source,
+    /// ≥ 1.
+    pub max_concurrent: usize,
+    /// ≥ 1.
+    pub max_queued: usize,
+    pub on_full: OnFull,
+    /// The run-wide turn timeout; a manifest job's own `timeout` overrides it.
+    pub timeout: Option<Duration>,
+    pub grace: Duration,
+    pub leak_window: Duration,
+    pub shell: String,
+    /// Added to every job's environment (the manifest's `[env]`).
+    pub env: Vec<(String, String)>,
+    pub strict: bool,
+    pub report: Option<PathBuf>,
+    pub json: bool,
+    pub output: OutputMode,
+}
+
+/// Why a configuration could not be built; nothing has run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+}
+
+impl RunConfig {
+    /// Merges the command line with the manifest it names, if any.
+    ///
+    /// # Errors
+    /// An invalid manifest ([`ManifestError`], naming file, line and column).
+    pub fn from_cli(cli: Cli) -> Result<Self, ConfigError> {
+        let source = match (cli.manifest, cli.file) {
+            (Some(path), _) => load_manifest(path)?,
+            (None, Some(path)) if path == Path::new("-") => Source::Stdin,
+            (None, Some(path)) if path.extension().is_some_and(|e| e == "toml") => {
+                load_manifest(path)?
+            }
+            (None, Some(path)) => Source::LinesFile(path),
+            (None, None) => Source::Stdin,
+        };
+        let settings = match &source {
+            Source::Manifest { manifest, .. } => manifest.settings.clone(),
+            _ => Default::default(),
+        };
+        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        Ok(RunConfig {
+            max_concurrent: cli
+                .max_concurrent
+                .map(|n| n as usize)
+                .or(settings.max_concurrent)
+                .unwrap_or(cpus)
+                .max(1),
+            max_queued: usize::try_from(cli.max_queued).unwrap_or(usize::MAX),
+            on_full: cli.on_full,
+            timeout: cli.timeout.or(settings.timeout),
+            grace: cli.grace.or(settings.grace).unwrap_or(DEFAULT_GRACE),
+            leak_window: cli.leak_window,
+            shell: cli
+                .shell
+                .or(settings.shell)
+                .unwrap_or_else(|| DEFAULT_SHELL.to_owned()),
+            env: settings.env,
+            strict: cli.strict,
+            report: cli.report,
+            json: cli.json,
+            output: cli.output,
+            source,
+        })
+    }
+}
+
+fn load_manifest(path: PathBuf) -> Result<Source, ConfigError> {
+    let manifest = manifest::load(&path)?;
+    Ok(Source::Manifest { path, manifest })
+}

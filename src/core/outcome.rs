@@ -1,0 +1,153 @@
+//! How a job ended: the four outcomes, their reasons, and the rule that maps exit facts to them.
+
+use serde::Serialize;
+
+/// What the operating system said about a job's direct child when it was reaped
+/// (`waitpid(2)`: `WIFEXITED`/`WEXITSTATUS`, `WIFSIGNALED`/`WTERMSIG`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitFacts {
+    /// Exited normally with this exit status (0..=255).
+    Exited(i32),
+    /// Terminated by this signal number.
+    Signaled(i32),
+}
+
+/// Why `lanes` itself stopped a running job or dropped a waiting one. The first cause wins:
+/// a job already being stopped for its timeout keeps `Timeout` when a shutdown follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The job ran past its turn timeout.
+    Timeout,
+    /// `lanes` received SIGINT, SIGTERM or SIGHUP.
+    Shutdown,
+    /// Another job failed under `--fail-fast`.
+    FailFast,
+    /// A newer job of the same key replaced it (`--coalesce`, `--cancel-in-progress`).
+    Superseded,
+}
+
+/// Why a job counts as failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailReason {
+    /// The direct child exited with a non-zero exit status.
+    ExitStatus,
+    /// The direct child was terminated by a signal `lanes` did not send (e.g. SIGSEGV).
+    Killed,
+    /// The job could not be started (missing `cwd`, shell not found, exec error).
+    SpawnError,
+}
+
+/// Why a job was refused before it could be queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectReason {
+    /// The input line is malformed (no tab, empty key or command, not UTF-8).
+    InvalidInput,
+    /// `--on-full reject` and `--max-queued` jobs were already waiting.
+    QueueFull,
+}
+
+/// The one outcome every job ends with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Succeeded,
+    Failed(FailReason),
+    Interrupted(StopReason),
+    Rejected(RejectReason),
+}
+
+impl Outcome {
+    /// The report's `outcome` word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed(_) => "failed",
+            Outcome::Interrupted(_) => "interrupted",
+            Outcome::Rejected(_) => "rejected",
+        }
+    }
+
+    /// The report's `reason` word; `None` for a success.
+    pub fn reason(self) -> Option<&'static str> {
+        Some(match self {
+            Outcome::Succeeded => return None,
+            Outcome::Failed(FailReason::ExitStatus) => "exit_status",
+            Outcome::Failed(FailReason::Killed) => "killed",
+            Outcome::Failed(FailReason::SpawnError) => "spawn_error",
+            Outcome::Interrupted(StopReason::Timeout) => "timeout",
+            Outcome::Interrupted(StopReason::Shutdown) => "shutdown",
+            Outcome::Interrupted(StopReason::FailFast) => "fail_fast",
+            Outcome::Interrupted(StopReason::Superseded) => "superseded",
+            Outcome::Rejected(RejectReason::InvalidInput) => "invalid_input",
+            Outcome::Rejected(RejectReason::QueueFull) => "queue_full",
+        })
+    }
+
+    /// Whether this outcome makes the run's exit status 1 (SPEC §6): everything but a success
+    /// and a job superseded under `--coalesce`/`--cancel-in-progress`.
+    pub fn is_bad(self) -> bool {
+        !matches!(
+            self,
+            Outcome::Succeeded | Outcome::Interrupted(StopReason::Superseded)
+        )
+    }
+}
+
+/// Maps what happened to a started job to its outcome.
+///
+/// `stopped_before_exit` is the reason `lanes` signalled the job's process group while its
+/// direct child was still running; such a job is `interrupted` whatever its exit status
+/// (SPEC §4). Otherwise exit status 0 is a success, any other status a failure, and death by a
+/// signal `lanes` did not send is `failed`/`killed`.
+pub fn classify(exit: ExitFacts, stopped_before_exit: Option<StopReason>) -> Outcome {
+    if let Some(reason) = stopped_before_exit {
+        return Outcome::Interrupted(reason);
+    }
+    match exit {
+        ExitFacts::Exited(0) => Outcome::Succeeded,
+        ExitFacts::Exited(_) => Outcome::Failed(FailReason::ExitStatus),
+        ExitFacts::Signaled(_) => Outcome::Failed(FailReason::Killed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_status_decides_without_a_stop() {
+        assert_eq!(classify(ExitFacts::Exited(0), None), Outcome::Succeeded);
+        assert_eq!(
+            classify(ExitFacts::Exited(137), None),
+            Outcome::Failed(FailReason::ExitStatus)
+        );
+        assert_eq!(
+            classify(ExitFacts::Signaled(15), None),
+            Outcome::Failed(FailReason::Killed)
+        );
+    }
+
+    #[test]
+    fn a_stop_wins_over_any_exit_status() {
+        for exit in [ExitFacts::Exited(0), ExitFacts::Signaled(9)] {
+            assert_eq!(
+                classify(exit, Some(StopReason::Timeout)),
+                Outcome::Interrupted(StopReason::Timeout)
+            );
+        }
+    }
+
+    #[test]
+    fn superseded_is_not_bad_but_other_interruptions_are() {
+        assert!(!Outcome::Interrupted(StopReason::Superseded).is_bad());
+        assert!(Outcome::Interrupted(StopReason::Shutdown).is_bad());
+        assert!(Outcome::Rejected(RejectReason::QueueFull).is_bad());
+        assert_eq!(Outcome::Succeeded.reason(), None);
+        assert_eq!(
+            Outcome::Failed(FailReason::SpawnError).reason(),
+            Some("spawn_error")
+        );
+    }
+}

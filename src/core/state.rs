@@ -1,0 +1,133 @@
+//! The scheduler's state as a plain value: lanes of waiting jobs, the ready line, running jobs,
+//! free slots and turn deadlines. Ids and keys only, never process handles.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A job's number: 1-based, in input order.
+pub type Seq = u64;
+
+/// A point in time, as the time elapsed since the run started.
+pub type Tick = Duration;
+
+/// The run's scheduling bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// At most this many jobs in flight overall (`--max-concurrent`, ≥ 1).
+    pub max_concurrent: usize,
+    /// At most this many jobs admitted but not yet started, across all keys (`--max-queued`, ≥ 1).
+    pub max_queued: usize,
+}
+
+/// What the core needs to know of a job to schedule it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobRequest {
+    pub seq: Seq,
+    /// The lane; compared byte for byte.
+    pub key: Arc<str>,
+    /// Lower runs first within its lane; ties keep input order.
+    pub rank: i64,
+    /// The turn timeout, counted from the job's start; `None` for no limit.
+    pub timeout: Option<Duration>,
+}
+
+/// A job waiting in its lane.
+#[derive(Debug, Clone)]
+pub(crate) struct Waiting {
+    pub(crate) seq: Seq,
+    pub(crate) rank: i64,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) queued_at: Tick,
+}
+
+/// One key's lane: its waiting jobs in run order and whether one of its jobs is in flight.
+#[derive(Debug, Default)]
+pub(crate) struct Lane {
+    pub(crate) waiting: VecDeque<Waiting>,
+    pub(crate) busy: bool,
+}
+
+/// A job in flight.
+#[derive(Debug, Clone)]
+pub(crate) struct Running {
+    pub(crate) key: Arc<str>,
+    pub(crate) slot: u32,
+    pub(crate) deadline: Option<Tick>,
+}
+
+/// The whole scheduling state. Memory is proportional to the jobs waiting and running: a lane
+/// with nothing waiting and nothing in flight is removed.
+#[derive(Debug)]
+pub struct Scheduler {
+    pub(crate) limits: Limits,
+    pub(crate) lanes: HashMap<Arc<str>, Lane>,
+    /// Keys that are idle and have work, first come first served (SPEC §3.1).
+    pub(crate) ready: VecDeque<Arc<str>>,
+    pub(crate) running: HashMap<Seq, Running>,
+    /// Turn deadlines of running jobs, soonest first.
+    pub(crate) deadlines: BTreeSet<(Tick, Seq)>,
+    /// Free slots, smallest first; slots are 1..=max_concurrent.
+    pub(crate) free_slots: BinaryHeap<Reverse<u32>>,
+    /// Jobs admitted and not yet started.
+    pub(crate) queued: usize,
+    /// Set by `drain`: nothing is admitted or started any more.
+    pub(crate) draining: bool,
+}
+
+impl Scheduler {
+    /// An empty scheduler. `limits` values below 1 are raised to 1.
+    pub fn new(limits: Limits) -> Self {
+        let limits = Limits {
+            max_concurrent: limits.max_concurrent.max(1),
+            max_queued: limits.max_queued.max(1),
+        };
+        let slots = u32::try_from(limits.max_concurrent).unwrap_or(u32::MAX);
+        Scheduler {
+            limits,
+            lanes: HashMap::new(),
+            ready: VecDeque::new(),
+            running: HashMap::new(),
+            deadlines: BTreeSet::new(),
+            free_slots: (1..=slots).map(Reverse).collect(),
+            queued: 0,
+            draining: false,
+        }
+    }
+
+    /// The bounds this scheduler enforces.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Jobs admitted and not yet started.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Jobs in flight.
+    pub fn running(&self) -> usize {
+        self.running.len()
+    }
+
+    /// Whether another job can be admitted without exceeding `max_queued`.
+    pub fn has_room(&self) -> bool {
+        !self.draining && self.queued < self.limits.max_queued
+    }
+
+    /// Whether nothing waits and nothing runs.
+    pub fn is_idle(&self) -> bool {
+        self.queued == 0 && self.running.is_empty()
+    }
+
+    /// Whether `drain` was called.
+    pub fn is_draining(&self) -> bool {
+        self.draining
+    }
+
+    /// Number of lanes currently held in memory (keys with work waiting or in flight).
+    pub fn lane_count(&self) -> usize {
+        self.lanes.len()
+    }
+}

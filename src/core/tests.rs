@@ -1,0 +1,1088 @@
+//! Tests of the scheduling core: concrete unit tests of each transition, a property test
+//! against a naive reference model, and a no-starvation property.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::sample::Index;
+
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------------------------
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn sched(max_concurrent: usize, max_queued: usize) -> Scheduler {
+    Scheduler::new(Limits {
+        max_concurrent,
+        max_queued,
+    })
+}
+
+fn job(seq: Seq, key: &str, rank: i64) -> JobRequest {
+    JobRequest {
+        seq,
+        key: Arc::from(key),
+        rank,
+        timeout: None,
+    }
+}
+
+fn timed(seq: Seq, key: &str, timeout: Duration) -> JobRequest {
+    JobRequest {
+        timeout: Some(timeout),
+        ..job(seq, key, 0)
+    }
+}
+
+/// Admits `req` at `now`, asserts it was queued and returns its `ahead`.
+fn admit(s: &mut Scheduler, req: JobRequest, now: Tick) -> usize {
+    let seq = req.seq;
+    match s.admit(req, now) {
+        Admission::Queued { ahead } => ahead,
+        other => panic!("job {seq} was not queued: {other:?}"),
+    }
+}
+
+/// Takes a job at `now`, asserting there is one.
+fn take(s: &mut Scheduler, now: Tick) -> Start {
+    s.take(now).expect("a job should start")
+}
+
+/// Takes jobs until `take` answers `None`; returns their seqs in start order.
+fn take_all(s: &mut Scheduler, now: Tick) -> Vec<Seq> {
+    std::iter::from_fn(|| s.take(now))
+        .map(|st| st.seq)
+        .collect()
+}
+
+fn release(s: &mut Scheduler, seq: Seq) -> (Arc<str>, u32) {
+    match s.release(seq) {
+        Released::Done { key, slot } => (key, slot),
+        Released::Unknown => panic!("job {seq} should have been in flight"),
+    }
+}
+
+fn expired(s: &mut Scheduler, now: Tick) -> Vec<Seq> {
+    s.expire(now).into_iter().map(|e| e.seq).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unit tests
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn limits_below_one_are_raised_to_one() {
+    let mut s = sched(0, 0);
+    assert_eq!(
+        s.limits(),
+        Limits {
+            max_concurrent: 1,
+            max_queued: 1
+        }
+    );
+    assert_eq!(admit(&mut s, job(1, "a", 0), ms(0)), 0);
+    assert_eq!(s.admit(job(2, "b", 0), ms(0)), Admission::Full);
+    assert_eq!(take(&mut s, ms(0)).slot, 1);
+    assert_eq!(admit(&mut s, job(3, "b", 0), ms(0)), 0);
+    assert_eq!(s.take(ms(0)), None, "one job in flight is the cap");
+}
+
+#[test]
+fn the_cap_is_respected() {
+    let mut s = sched(2, 10);
+    for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
+        admit(&mut s, job(seq, key, 0), ms(0));
+    }
+    assert_eq!(take_all(&mut s, ms(0)), vec![1, 2]);
+    assert_eq!(s.running(), 2);
+    assert_eq!(s.queued(), 1);
+    assert_eq!(s.take(ms(1)), None);
+    release(&mut s, 1);
+    assert_eq!(take_all(&mut s, ms(2)), vec![3]);
+    assert_eq!(s.running(), 2);
+    assert_eq!(s.queued(), 0);
+}
+
+#[test]
+fn one_job_per_key_in_flight_and_a_busy_key_blocks_no_other() {
+    let mut s = sched(4, 10);
+    for seq in 1..=3 {
+        admit(&mut s, job(seq, "a", 0), ms(0));
+    }
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    assert_eq!(s.take(ms(0)), None, "slots are free but key a is busy");
+    admit(&mut s, job(4, "b", 0), ms(1));
+    let b = take(&mut s, ms(1));
+    assert_eq!((b.seq, &*b.key), (4, "b"), "busy key a must not block b");
+    assert_eq!(s.take(ms(1)), None);
+    assert_eq!(release(&mut s, 1), (Arc::from("a"), 1));
+    assert_eq!(take_all(&mut s, ms(2)), vec![2]);
+    release(&mut s, 2);
+    assert_eq!(take_all(&mut s, ms(3)), vec![3]);
+}
+
+#[test]
+fn keys_are_served_first_come_first_served() {
+    let mut s = sched(1, 10);
+    // Admission order b, d, a, c: neither alphabetical nor hash order in general.
+    for (seq, key) in [(1, "b"), (2, "d"), (3, "a"), (4, "c")] {
+        admit(&mut s, job(seq, key, 0), ms(0));
+    }
+    let mut order = Vec::new();
+    while let Some(st) = s.take(ms(0)) {
+        order.push(st.key.to_string());
+        release(&mut s, st.seq);
+    }
+    assert_eq!(order, ["b", "d", "a", "c"]);
+}
+
+#[test]
+fn a_released_key_with_more_work_rejoins_the_back_of_the_ready_line() {
+    let mut s = sched(1, 10);
+    for seq in 1..=3 {
+        admit(&mut s, job(seq, "hot", 0), ms(0));
+    }
+    admit(&mut s, job(4, "a", 0), ms(0));
+    admit(&mut s, job(5, "b", 0), ms(0));
+    let mut order = Vec::new();
+    while let Some(st) = s.take(ms(0)) {
+        order.push(st.seq);
+        release(&mut s, st.seq);
+    }
+    assert_eq!(order, vec![1, 4, 5, 2, 3]);
+}
+
+#[test]
+fn a_busy_key_joins_the_ready_line_at_release_not_at_admission() {
+    let mut s = sched(2, 10);
+    admit(&mut s, job(1, "a", 0), ms(0));
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    admit(&mut s, job(2, "a", 0), ms(1)); // a is busy: a does not join yet
+    admit(&mut s, job(3, "b", 0), ms(2)); // b is idle: b joins now
+    admit(&mut s, job(4, "c", 0), ms(3));
+    assert_eq!(take(&mut s, ms(3)).seq, 3);
+    release(&mut s, 1); // a joins behind c
+    release(&mut s, 3);
+    assert_eq!(take_all(&mut s, ms(4)), vec![4, 2]);
+}
+
+#[test]
+fn a_key_that_went_idle_rejoins_the_back_when_it_gets_work_again() {
+    let mut s = sched(1, 10);
+    admit(&mut s, job(1, "a", 0), ms(0));
+    admit(&mut s, job(2, "b", 0), ms(0));
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    release(&mut s, 1); // a idle, lane gone
+    admit(&mut s, job(3, "c", 0), ms(1));
+    admit(&mut s, job(4, "a", 0), ms(2)); // a comes back after c
+    let mut order = Vec::new();
+    while let Some(st) = s.take(ms(3)) {
+        order.push(st.seq);
+        release(&mut s, st.seq);
+    }
+    assert_eq!(order, vec![2, 3, 4]);
+}
+
+#[test]
+fn ranks_order_a_lane_and_ties_keep_admission_order() {
+    let mut s = sched(3, 10);
+    let ranks = [(1, 5), (2, 1), (3, 3), (4, 1), (5, -2), (6, 3), (7, 5)];
+    for (seq, rank) in ranks {
+        admit(&mut s, job(seq, "a", rank), ms(0));
+    }
+    let mut order = Vec::new();
+    while let Some(st) = s.take(ms(0)) {
+        assert_eq!(s.take(ms(0)), None, "one job of a at a time");
+        order.push(st.seq);
+        release(&mut s, st.seq);
+    }
+    assert_eq!(order, vec![5, 2, 4, 3, 6, 1, 7]);
+}
+
+#[test]
+fn a_lower_rank_admitted_while_busy_runs_next() {
+    let mut s = sched(1, 10);
+    admit(&mut s, job(1, "a", 0), ms(0));
+    admit(&mut s, job(2, "a", 0), ms(0));
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    assert_eq!(admit(&mut s, job(3, "a", -1), ms(1)), 1, "only job 1 ahead");
+    release(&mut s, 1);
+    assert_eq!(take(&mut s, ms(2)).seq, 3);
+}
+
+#[test]
+fn ahead_counts_same_key_jobs_that_run_first() {
+    let mut s = sched(2, 20);
+    assert_eq!(admit(&mut s, job(1, "a", 5), ms(0)), 0);
+    assert_eq!(admit(&mut s, job(2, "a", 1), ms(0)), 0);
+    assert_eq!(admit(&mut s, job(3, "a", 3), ms(0)), 1);
+    assert_eq!(admit(&mut s, job(4, "a", 1), ms(0)), 1);
+    assert_eq!(admit(&mut s, job(5, "a", 5), ms(0)), 4);
+    assert_eq!(admit(&mut s, job(6, "a", 9), ms(0)), 5);
+    // Other keys do not count.
+    assert_eq!(admit(&mut s, job(7, "b", 9), ms(0)), 0);
+    assert_eq!(admit(&mut s, job(8, "b", 9), ms(0)), 1);
+    // Job 2 (rank 1) starts; a is in flight: + 1.
+    assert_eq!(take(&mut s, ms(0)).seq, 2);
+    assert_eq!(admit(&mut s, job(9, "a", 1), ms(1)), 2); // in flight + job 4
+    assert_eq!(admit(&mut s, job(10, "a", -7), ms(1)), 1); // in flight only
+    assert_eq!(admit(&mut s, job(11, "a", 100), ms(1)), 8); // in flight + 7 waiting
+                                                            // Key c with a job in flight and nothing waiting.
+    assert_eq!(admit(&mut s, job(12, "c", 0), ms(1)), 0);
+    release(&mut s, 2);
+    let c = take_all(&mut s, ms(2));
+    assert!(c.contains(&12), "c should have started: {c:?}");
+    assert_eq!(admit(&mut s, job(13, "c", 0), ms(2)), 1);
+}
+
+#[test]
+fn ahead_matches_the_actual_start_order() {
+    // `ahead` counts the jobs admitted before this one that start before it; jobs admitted
+    // later with a lower rank may still overtake it.
+    let mut s = sched(1, 20);
+    let ranks = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5];
+    let mut ahead = Vec::new();
+    let mut order = Vec::new();
+    for (i, rank) in ranks.into_iter().enumerate() {
+        let seq = i as Seq + 1;
+        ahead.push(admit(&mut s, job(seq, "k", rank), ms(0)));
+        if seq == 4 {
+            order.push(take(&mut s, ms(0)).seq);
+        }
+    }
+    release(&mut s, order[0]);
+    while let Some(st) = s.take(ms(1)) {
+        order.push(st.seq);
+        release(&mut s, st.seq);
+    }
+    assert_eq!(order, vec![2, 4, 7, 1, 10, 3, 5, 9, 11, 8, 6]);
+    let position = |seq: Seq| order.iter().position(|&o| o == seq).unwrap();
+    for seq in 1..=ranks.len() as Seq {
+        let before = (1..seq).filter(|&o| position(o) < position(seq)).count();
+        assert_eq!(ahead[seq as usize - 1], before, "job {seq}");
+    }
+}
+
+#[test]
+fn full_at_max_queued() {
+    let mut s = sched(1, 2);
+    admit(&mut s, job(1, "a", 0), ms(0));
+    admit(&mut s, job(2, "b", 0), ms(0));
+    assert!(!s.has_room());
+    assert_eq!(s.admit(job(3, "c", 0), ms(0)), Admission::Full);
+    assert_eq!(s.admit(job(3, "a", 0), ms(0)), Admission::Full);
+    assert_eq!(s.queued(), 2);
+    assert_eq!(s.lane_count(), 2, "a refused job makes no lane");
+    // Starting a job makes room: running jobs do not count against max_queued.
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    assert!(s.has_room());
+    assert_eq!(admit(&mut s, job(3, "c", 0), ms(1)), 0);
+    assert_eq!(s.admit(job(4, "d", 0), ms(1)), Admission::Full);
+    // The refused job 3 of key c never shows up: only the admitted one does.
+    release(&mut s, 1);
+    let mut order = Vec::new();
+    while let Some(st) = s.take(ms(2)) {
+        order.push(st.seq);
+        release(&mut s, st.seq);
+    }
+    assert_eq!(order, vec![2, 3]);
+    assert!(s.is_idle());
+}
+
+#[test]
+fn closed_after_drain() {
+    let mut s = sched(2, 10);
+    admit(&mut s, job(1, "a", 0), ms(0));
+    admit(&mut s, job(2, "b", 0), ms(0));
+    assert!(!s.is_draining());
+    let drained = s.drain(ms(1));
+    assert_eq!(drained.len(), 2);
+    assert!(s.is_draining());
+    assert!(!s.has_room());
+    assert_eq!(s.admit(job(3, "c", 0), ms(2)), Admission::Closed);
+    assert_eq!(s.take(ms(2)), None);
+    assert_eq!(s.queued(), 0);
+    assert_eq!(s.lane_count(), 0);
+    assert!(s.is_idle());
+    // Closed wins over Full.
+    let mut s = sched(1, 1);
+    admit(&mut s, job(1, "a", 0), ms(0));
+    assert_eq!(s.admit(job(2, "a", 0), ms(0)), Admission::Full);
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    assert!(s.drain(ms(0)).is_empty());
+    assert_eq!(s.admit(job(2, "a", 0), ms(0)), Admission::Closed);
+}
+
+#[test]
+fn drain_returns_waiting_jobs_sorted_and_leaves_running_ones() {
+    let mut s = sched(2, 20);
+    let jobs = [
+        (1, "a", 0, 0),
+        (2, "b", 0, 1),
+        (3, "a", -5, 2),
+        (4, "c", 7, 3),
+        (5, "b", -9, 4),
+        (6, "a", 2, 5),
+        (7, "d", 0, 6),
+    ];
+    for (seq, key, rank, at) in jobs {
+        admit(&mut s, job(seq, key, rank), ms(at));
+    }
+    // Within a and b the lower ranks start: 3 and 5.
+    assert_eq!(take_all(&mut s, ms(10)), vec![3, 5]);
+    let drained = s.drain(ms(20));
+    let expected: Vec<Drained> = [
+        (1, "a", 0),
+        (2, "b", 1),
+        (4, "c", 3),
+        (6, "a", 5),
+        (7, "d", 6),
+    ]
+    .into_iter()
+    .map(|(seq, key, at)| Drained {
+        seq,
+        key: Arc::from(key),
+        waited: ms(20 - at),
+    })
+    .collect();
+    assert_eq!(drained, expected);
+    assert_eq!(s.queued(), 0);
+    assert_eq!(s.running(), 2);
+    assert_eq!(s.lane_count(), 2, "the running jobs' lanes stay");
+    assert!(!s.is_idle());
+    assert_eq!(s.take(ms(21)), None);
+    assert!(s.drain(ms(21)).is_empty(), "a second drain finds nothing");
+    assert_eq!(release(&mut s, 5), (Arc::from("b"), 2));
+    assert_eq!(s.take(ms(22)), None, "b had work but it was drained");
+    assert_eq!(release(&mut s, 3), (Arc::from("a"), 1));
+    assert_eq!(s.lane_count(), 0);
+    assert!(s.is_idle());
+    assert_eq!(s.take(ms(23)), None);
+}
+
+#[test]
+fn release_of_an_unknown_seq() {
+    let mut s = sched(2, 10);
+    assert_eq!(s.release(1), Released::Unknown);
+    admit(&mut s, job(1, "a", 0), ms(0));
+    admit(&mut s, job(2, "a", 0), ms(0));
+    assert_eq!(s.release(1), Released::Unknown, "waiting, not started");
+    assert_eq!((s.queued(), s.running(), s.lane_count()), (2, 0, 1));
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    assert_eq!(s.release(2), Released::Unknown, "still waiting");
+    assert_eq!(s.release(99), Released::Unknown);
+    assert_eq!(s.take(ms(0)), None, "an unknown release frees nothing");
+    assert_eq!(
+        s.release(1),
+        Released::Done {
+            key: Arc::from("a"),
+            slot: 1
+        }
+    );
+    assert_eq!(s.release(1), Released::Unknown, "released twice");
+    assert_eq!(take(&mut s, ms(1)).seq, 2);
+    assert_eq!((s.queued(), s.running(), s.lane_count()), (0, 1, 1));
+}
+
+#[test]
+fn slots_are_the_smallest_free_and_reused_after_release() {
+    let mut s = sched(3, 20);
+    for (seq, key) in [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e"), (6, "f")] {
+        admit(&mut s, job(seq, key, 0), ms(0));
+    }
+    let slots: Vec<(Seq, u32)> = std::iter::from_fn(|| s.take(ms(0)))
+        .map(|st| (st.seq, st.slot))
+        .collect();
+    assert_eq!(slots, vec![(1, 1), (2, 2), (3, 3)]);
+    assert_eq!(release(&mut s, 2).1, 2);
+    let st = take(&mut s, ms(1));
+    assert_eq!((st.seq, st.slot), (4, 2));
+    assert_eq!(release(&mut s, 3).1, 3);
+    assert_eq!(release(&mut s, 1).1, 1);
+    let st = take(&mut s, ms(2));
+    assert_eq!((st.seq, st.slot), (5, 1));
+    let st = take(&mut s, ms(2));
+    assert_eq!((st.seq, st.slot), (6, 3));
+    assert_eq!(s.take(ms(2)), None);
+}
+
+#[test]
+fn start_reports_how_long_the_job_waited() {
+    let mut s = sched(1, 10);
+    admit(&mut s, job(1, "a", 0), ms(5));
+    admit(&mut s, job(2, "b", 0), ms(7));
+    assert_eq!(take(&mut s, ms(12)).waited, ms(7));
+    release(&mut s, 1);
+    assert_eq!(take(&mut s, ms(30)).waited, ms(23));
+}
+
+#[test]
+fn expire_and_next_deadline_on_a_virtual_clock() {
+    let mut s = sched(4, 10);
+    assert_eq!(s.next_deadline(), None);
+    admit(&mut s, timed(1, "a", ms(100)), ms(0));
+    admit(&mut s, timed(2, "b", ms(30)), ms(0));
+    admit(&mut s, job(3, "c", 0), ms(0)); // no timeout
+    admit(&mut s, timed(4, "d", ms(50)), ms(0));
+    assert_eq!(s.next_deadline(), None, "waiting jobs have no deadline yet");
+    assert_eq!(take(&mut s, ms(10)).seq, 1); // deadline 110
+    assert_eq!(s.next_deadline(), Some(ms(110)));
+    assert_eq!(take(&mut s, ms(20)).seq, 2); // deadline 50
+    assert_eq!(take(&mut s, ms(25)).seq, 3); // none
+    assert_eq!(take(&mut s, ms(40)).seq, 4); // deadline 90
+    assert_eq!(s.next_deadline(), Some(ms(50)));
+
+    assert!(expired(&mut s, ms(49)).is_empty(), "never early");
+    assert_eq!(s.next_deadline(), Some(ms(50)));
+    assert_eq!(expired(&mut s, ms(50)), vec![2], "due at its deadline");
+    assert!(expired(&mut s, ms(50)).is_empty(), "reported once");
+    assert_eq!(s.next_deadline(), Some(ms(90)));
+
+    // Jump past two deadlines at once: soonest first.
+    assert_eq!(expired(&mut s, ms(500)), vec![4, 1]);
+    assert_eq!(s.next_deadline(), None);
+    assert!(expired(&mut s, ms(10_000)).is_empty());
+    // Expired jobs are still in flight until released.
+    assert_eq!(s.running(), 4);
+    assert_eq!(release(&mut s, 2).1, 2);
+    assert_eq!(s.release(2), Released::Unknown);
+}
+
+#[test]
+fn release_before_the_deadline_cancels_it() {
+    let mut s = sched(2, 10);
+    admit(&mut s, timed(1, "a", ms(10)), ms(0));
+    admit(&mut s, timed(2, "b", ms(20)), ms(0));
+    take_all(&mut s, ms(0));
+    release(&mut s, 1);
+    assert_eq!(s.next_deadline(), Some(ms(20)));
+    assert_eq!(expired(&mut s, ms(25)), vec![2]);
+    // A job started later gets its deadline from its own start.
+    admit(&mut s, timed(3, "a", ms(10)), ms(25));
+    assert_eq!(take(&mut s, ms(30)).seq, 3);
+    assert_eq!(s.next_deadline(), Some(ms(40)));
+    assert!(expired(&mut s, ms(39)).is_empty());
+    release(&mut s, 3);
+    assert_eq!(s.next_deadline(), None);
+    assert!(expired(&mut s, ms(1000)).is_empty());
+}
+
+#[test]
+fn equal_deadlines_and_zero_timeouts() {
+    let mut s = sched(3, 10);
+    admit(&mut s, timed(1, "a", ms(0)), ms(0));
+    admit(&mut s, timed(2, "b", ms(5)), ms(0));
+    admit(&mut s, timed(3, "c", ms(10)), ms(0));
+    assert_eq!(take(&mut s, ms(10)).seq, 1); // deadline 10
+    assert_eq!(take(&mut s, ms(5)).seq, 2); // deadline 10 (a clock may be read before)
+    assert_eq!(take(&mut s, ms(0)).seq, 3); // deadline 10
+    assert_eq!(s.next_deadline(), Some(ms(10)));
+    assert!(expired(&mut s, ms(9)).is_empty());
+    assert_eq!(expired(&mut s, ms(10)), vec![1, 2, 3]);
+    assert_eq!(s.next_deadline(), None);
+}
+
+#[test]
+fn huge_timeouts_do_not_overflow() {
+    let mut s = sched(1, 10);
+    admit(&mut s, timed(1, "a", Duration::MAX), ms(0));
+    assert_eq!(take(&mut s, ms(5)).seq, 1);
+    assert_eq!(s.next_deadline(), Some(Duration::MAX));
+    assert!(expired(&mut s, ms(1_000_000)).is_empty());
+}
+
+#[test]
+fn lanes_are_removed_when_idle() {
+    let mut s = sched(2, 10);
+    assert_eq!(s.lane_count(), 0);
+    admit(&mut s, job(1, "a", 0), ms(0));
+    admit(&mut s, job(2, "a", 0), ms(0));
+    admit(&mut s, job(3, "b", 0), ms(0));
+    assert_eq!(s.lane_count(), 2);
+    assert_eq!(take_all(&mut s, ms(0)), vec![1, 3]);
+    assert_eq!(s.lane_count(), 2);
+    release(&mut s, 3);
+    assert_eq!(s.lane_count(), 1, "b: nothing waiting, nothing in flight");
+    release(&mut s, 1);
+    assert_eq!(s.lane_count(), 1, "a still has job 2 waiting");
+    assert_eq!(take(&mut s, ms(1)).seq, 2);
+    assert_eq!(s.lane_count(), 1, "a has job 2 in flight");
+    release(&mut s, 2);
+    assert_eq!(s.lane_count(), 0);
+    assert!(s.is_idle());
+    // A lane comes back with new work.
+    admit(&mut s, job(4, "b", 0), ms(2));
+    assert_eq!(s.lane_count(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Property test against a naive reference model
+// ---------------------------------------------------------------------------------------------
+
+const KEYS: [&str; 4] = ["a", "b", "c", "d"];
+
+#[derive(Debug, Clone)]
+enum Op {
+    Admit {
+        key: usize,
+        rank: i64,
+        timeout: Option<u64>,
+    },
+    Take,
+    /// Release one of the running jobs (if any).
+    Release(Index),
+    /// Release a seq that is not in flight: a waiting job, or one never admitted.
+    ReleaseNotRunning(Index),
+    Advance(u64),
+    /// Move the clock to the next pending deadline, if it is in the future.
+    AdvanceToDeadline,
+    Expire,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (0..KEYS.len(), -2i64..3, prop::option::of(0u64..60))
+            .prop_map(|(key, rank, timeout)| Op::Admit { key, rank, timeout }),
+        5 => Just(Op::Take),
+        3 => any::<Index>().prop_map(Op::Release),
+        1 => any::<Index>().prop_map(Op::ReleaseNotRunning),
+        2 => (0u64..40).prop_map(Op::Advance),
+        1 => Just(Op::AdvanceToDeadline),
+        2 => Just(Op::Expire),
+    ]
+}
+
+#[derive(Debug, Clone)]
+struct MWaiting {
+    seq: Seq,
+    key: usize,
+    rank: i64,
+    timeout: Option<Duration>,
+    queued_at: Tick,
+}
+
+#[derive(Debug, Clone)]
+struct MRunning {
+    seq: Seq,
+    key: usize,
+    slot: u32,
+    deadline: Option<Tick>,
+    expired: bool,
+}
+
+/// The naive model: flat lists scanned in full at every step.
+#[derive(Debug)]
+struct Model {
+    max_concurrent: usize,
+    max_queued: usize,
+    waiting: Vec<MWaiting>,
+    running: Vec<MRunning>,
+    /// For each key in the ready line: the event number at which it joined.
+    ready_since: HashMap<usize, u64>,
+    events: u64,
+    draining: bool,
+}
+
+impl Model {
+    fn new(max_concurrent: usize, max_queued: usize) -> Self {
+        Model {
+            max_concurrent,
+            max_queued,
+            waiting: Vec::new(),
+            running: Vec::new(),
+            ready_since: HashMap::new(),
+            events: 0,
+            draining: false,
+        }
+    }
+
+    fn key_busy(&self, key: usize) -> bool {
+        self.running.iter().any(|r| r.key == key)
+    }
+
+    fn key_waiting(&self, key: usize) -> bool {
+        self.waiting.iter().any(|w| w.key == key)
+    }
+
+    fn join_ready(&mut self, key: usize) {
+        self.events += 1;
+        self.ready_since.insert(key, self.events);
+    }
+
+    fn admit(&mut self, w: MWaiting) -> Admission {
+        if self.draining {
+            return Admission::Closed;
+        }
+        if self.waiting.len() >= self.max_queued {
+            return Admission::Full;
+        }
+        let busy = self.key_busy(w.key);
+        if !busy && !self.key_waiting(w.key) {
+            self.join_ready(w.key);
+        }
+        let ahead = self
+            .waiting
+            .iter()
+            .filter(|o| o.key == w.key && (o.rank, o.seq) < (w.rank, w.seq))
+            .count()
+            + usize::from(busy);
+        self.waiting.push(w);
+        Admission::Queued { ahead }
+    }
+
+    /// (seq, key, slot, waited)
+    fn take(&mut self, now: Tick) -> Option<(Seq, usize, u32, Duration)> {
+        if self.draining || self.running.len() >= self.max_concurrent {
+            return None;
+        }
+        // Keys with work and nothing in flight; the one ready the longest goes first.
+        let candidates: HashSet<usize> = self
+            .waiting
+            .iter()
+            .map(|w| w.key)
+            .filter(|&k| !self.key_busy(k))
+            .collect();
+        let key = candidates.into_iter().min_by_key(|k| {
+            *self
+                .ready_since
+                .get(k)
+                .expect("model: an idle key with work is in the ready line")
+        })?;
+        self.ready_since.remove(&key);
+        let i = (0..self.waiting.len())
+            .filter(|&i| self.waiting[i].key == key)
+            .min_by_key(|&i| (self.waiting[i].rank, self.waiting[i].seq))
+            .expect("candidate has work");
+        let w = self.waiting.remove(i);
+        let slot = (1..)
+            .find(|s| self.running.iter().all(|r| r.slot != *s))
+            .expect("a free slot");
+        self.running.push(MRunning {
+            seq: w.seq,
+            key,
+            slot,
+            deadline: w.timeout.map(|t| now + t),
+            expired: false,
+        });
+        Some((w.seq, key, slot, now - w.queued_at))
+    }
+
+    fn release(&mut self, seq: Seq) -> Option<(usize, u32)> {
+        let i = self.running.iter().position(|r| r.seq == seq)?;
+        let r = self.running.remove(i);
+        if !self.draining && self.key_waiting(r.key) {
+            self.join_ready(r.key);
+        }
+        Some((r.key, r.slot))
+    }
+
+    fn drain(&mut self, now: Tick) -> Vec<(Seq, usize, Duration)> {
+        self.draining = true;
+        self.ready_since.clear();
+        let mut out: Vec<_> = self
+            .waiting
+            .drain(..)
+            .map(|w| (w.seq, w.key, now - w.queued_at))
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn expire(&mut self, now: Tick) -> Vec<Seq> {
+        let mut due: Vec<(Tick, Seq)> = Vec::new();
+        for r in &mut self.running {
+            if let Some(d) = r.deadline {
+                if !r.expired && d <= now {
+                    r.expired = true;
+                    due.push((d, r.seq));
+                }
+            }
+        }
+        due.sort();
+        due.into_iter().map(|(_, seq)| seq).collect()
+    }
+
+    fn next_deadline(&self) -> Option<Tick> {
+        self.running
+            .iter()
+            .filter(|r| !r.expired)
+            .filter_map(|r| r.deadline)
+            .min()
+    }
+
+    fn lane_count(&self) -> usize {
+        let keys: HashSet<usize> = self
+            .waiting
+            .iter()
+            .map(|w| w.key)
+            .chain(self.running.iter().map(|r| r.key))
+            .collect();
+        keys.len()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    Waiting,
+    Running,
+    Ended,
+}
+
+/// What the real scheduler's answers imply, tracked independently of the model.
+#[derive(Debug, Default)]
+struct Ledger {
+    life: HashMap<Seq, Life>,
+    /// key -> seq of its job in flight
+    in_flight: HashMap<Arc<str>, Seq>,
+    /// seq -> its turn deadline (start + timeout), for jobs started with a timeout
+    deadline: HashMap<Seq, Tick>,
+    expired: HashSet<Seq>,
+}
+
+impl Ledger {
+    fn admitted(&mut self, seq: Seq) {
+        assert_eq!(self.life.insert(seq, Life::Waiting), None, "seq reused");
+    }
+
+    fn started(&mut self, st: &Start, timeout: Option<Duration>, now: Tick) {
+        assert_eq!(
+            self.life.insert(st.seq, Life::Running),
+            Some(Life::Waiting),
+            "job {} started but was not waiting",
+            st.seq
+        );
+        if let Some(other) = self.in_flight.insert(Arc::clone(&st.key), st.seq) {
+            panic!(
+                "key {} has two jobs in flight: {other} and {}",
+                st.key, st.seq
+            );
+        }
+        if let Some(t) = timeout {
+            self.deadline.insert(st.seq, now.saturating_add(t));
+        }
+    }
+
+    fn released(&mut self, seq: Seq, key: &Arc<str>) {
+        assert_eq!(
+            self.life.insert(seq, Life::Ended),
+            Some(Life::Running),
+            "job {seq} released but was not running"
+        );
+        assert_eq!(self.in_flight.remove(key), Some(seq));
+    }
+
+    fn drained(&mut self, seq: Seq) {
+        assert_eq!(
+            self.life.insert(seq, Life::Ended),
+            Some(Life::Waiting),
+            "job {seq} drained but was not waiting"
+        );
+    }
+
+    fn expired(&mut self, seq: Seq, now: Tick) {
+        assert_eq!(self.life.get(&seq), Some(&Life::Running));
+        let deadline = self.deadline[&seq];
+        assert!(
+            deadline <= now,
+            "job {seq} expired early: {now:?} < {deadline:?}"
+        );
+        assert!(self.expired.insert(seq), "job {seq} expired twice");
+    }
+}
+
+fn check_agrees(s: &Scheduler, m: &Model, step: usize) {
+    let l = s.limits();
+    assert!(s.running() <= l.max_concurrent, "step {step}: over the cap");
+    assert!(s.queued() <= l.max_queued, "step {step}: over max_queued");
+    assert_eq!(s.running(), m.running.len(), "step {step}: running()");
+    assert_eq!(s.queued(), m.waiting.len(), "step {step}: queued()");
+    assert_eq!(s.lane_count(), m.lane_count(), "step {step}: lane_count()");
+    assert_eq!(
+        s.next_deadline(),
+        m.next_deadline(),
+        "step {step}: next_deadline()"
+    );
+    assert_eq!(s.is_draining(), m.draining, "step {step}: is_draining()");
+    assert_eq!(
+        s.is_idle(),
+        m.waiting.is_empty() && m.running.is_empty(),
+        "step {step}: is_idle()"
+    );
+    assert_eq!(
+        s.has_room(),
+        !m.draining && m.waiting.len() < m.max_queued,
+        "step {step}: has_room()"
+    );
+}
+
+fn run_against_model(max_concurrent: usize, max_queued: usize, ops: &[Op], drain_at: usize) {
+    let mut s = sched(max_concurrent, max_queued);
+    let mut m = Model::new(max_concurrent, max_queued);
+    let mut ledger = Ledger::default();
+    let keys: Vec<Arc<str>> = KEYS.iter().map(|k| Arc::from(*k)).collect();
+    let mut timeouts: HashMap<Seq, Option<Duration>> = HashMap::new();
+    let mut now = Duration::ZERO;
+    let mut next_seq: Seq = 1;
+
+    let do_drain = |s: &mut Scheduler, m: &mut Model, ledger: &mut Ledger, now: Tick| {
+        let got = s.drain(now);
+        let want = m.drain(now);
+        let got_triples: Vec<(Seq, Arc<str>, Duration)> = got
+            .iter()
+            .map(|d| (d.seq, Arc::clone(&d.key), d.waited))
+            .collect();
+        let want_triples: Vec<(Seq, Arc<str>, Duration)> = want
+            .iter()
+            .map(|&(seq, k, waited)| (seq, Arc::clone(&keys[k]), waited))
+            .collect();
+        assert_eq!(got_triples, want_triples, "drain");
+        assert!(got.windows(2).all(|w| w[0].seq < w[1].seq), "drain order");
+        for d in &got {
+            ledger.drained(d.seq);
+        }
+    };
+
+    for (step, op) in ops.iter().enumerate() {
+        if step == drain_at {
+            do_drain(&mut s, &mut m, &mut ledger, now);
+            check_agrees(&s, &m, step);
+        }
+        match *op {
+            Op::Admit { key, rank, timeout } => {
+                let seq = next_seq;
+                next_seq += 1;
+                let timeout = timeout.map(ms);
+                let req = JobRequest {
+                    seq,
+                    key: Arc::clone(&keys[key]),
+                    rank,
+                    timeout,
+                };
+                let got = s.admit(req, now);
+                let want = m.admit(MWaiting {
+                    seq,
+                    key,
+                    rank,
+                    timeout,
+                    queued_at: now,
+                });
+                assert_eq!(got, want, "step {step}: admit of job {seq} (rank {rank})");
+                if let Admission::Queued { .. } = got {
+                    ledger.admitted(seq);
+                    timeouts.insert(seq, timeout);
+                }
+            }
+            Op::Take => {
+                let got = s.take(now);
+                let want = m.take(now);
+                match (&got, want) {
+                    (None, None) => {}
+                    (Some(st), Some((seq, key, slot, waited))) => {
+                        assert_eq!(
+                            (st.seq, &*st.key, st.slot, st.waited),
+                            (seq, KEYS[key], slot, waited),
+                            "step {step}: take (left real, right model)"
+                        );
+                        ledger.started(st, timeouts[&st.seq], now);
+                    }
+                    _ => panic!("step {step}: take: real {got:?}, model {want:?}"),
+                }
+            }
+            Op::Release(i) => {
+                if m.running.is_empty() {
+                    continue;
+                }
+                let seq = m.running[i.index(m.running.len())].seq;
+                let (key, slot) = m.release(seq).expect("model has it");
+                let got = s.release(seq);
+                assert_eq!(
+                    got,
+                    Released::Done {
+                        key: Arc::clone(&keys[key]),
+                        slot
+                    },
+                    "step {step}: release of job {seq}"
+                );
+                ledger.released(seq, &keys[key]);
+            }
+            Op::ReleaseNotRunning(i) => {
+                let seq = if m.waiting.is_empty() {
+                    next_seq + 1000
+                } else {
+                    m.waiting[i.index(m.waiting.len())].seq
+                };
+                assert_eq!(m.release(seq), None);
+                assert_eq!(s.release(seq), Released::Unknown, "step {step}");
+            }
+            Op::Advance(d) => now += ms(d),
+            Op::AdvanceToDeadline => {
+                if let Some(d) = m.next_deadline() {
+                    now = now.max(d);
+                }
+            }
+            Op::Expire => {
+                let got: Vec<Seq> = s.expire(now).into_iter().map(|e| e.seq).collect();
+                let want = m.expire(now);
+                assert_eq!(got, want, "step {step}: expire at {now:?}");
+                for seq in got {
+                    ledger.expired(seq, now);
+                }
+            }
+        }
+        check_agrees(&s, &m, step);
+    }
+
+    // The end: every admitted job ends exactly once.
+    if !s.is_draining() {
+        do_drain(&mut s, &mut m, &mut ledger, now);
+    }
+    check_agrees(&s, &m, ops.len());
+    let seq = next_seq;
+    assert_eq!(s.admit(job(seq, "a", 0), now), Admission::Closed);
+    assert_eq!(s.take(now), None);
+    // Every job past its deadline is reported by a last expire.
+    let got: Vec<Seq> = s.expire(now).into_iter().map(|e| e.seq).collect();
+    assert_eq!(got, m.expire(now), "final expire");
+    for seq in got {
+        ledger.expired(seq, now);
+    }
+    let mut running: Vec<Seq> = m.running.iter().map(|r| r.seq).collect();
+    running.sort_unstable();
+    for seq in running {
+        let (key, slot) = m.release(seq).expect("model has it");
+        assert_eq!(
+            s.release(seq),
+            Released::Done {
+                key: Arc::clone(&keys[key]),
+                slot
+            }
+        );
+        ledger.released(seq, &keys[key]);
+        assert_eq!(s.release(seq), Released::Unknown);
+        check_agrees(&s, &m, ops.len());
+    }
+    for (seq, life) in &ledger.life {
+        assert_eq!(*life, Life::Ended, "job {seq} never ended");
+    }
+    assert!(ledger
+        .expired
+        .iter()
+        .all(|s| ledger.deadline.contains_key(s)));
+    assert!(s.is_idle());
+    assert_eq!(s.lane_count(), 0);
+    assert_eq!(s.next_deadline(), None);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn scheduler_agrees_with_a_naive_model(
+        max_concurrent in 1usize..=4,
+        max_queued in 1usize..=8,
+        ops in prop::collection::vec(op(), 0..150),
+        drain_back in prop::option::weighted(0.5, 0usize..10),
+    ) {
+        let drain_at = drain_back.map_or(usize::MAX, |b| ops.len().saturating_sub(b));
+        run_against_model(max_concurrent, max_queued, &ops, drain_at);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// No starvation
+// ---------------------------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// One key always has more work (a backlog, and a new job each time one of its jobs is
+    /// released); every other key gets one job at some round. Each other key's job starts
+    /// within as many takes as there are keys after it was admitted.
+    #[test]
+    fn no_key_starves_behind_a_key_that_always_has_work(
+        max_concurrent in 1usize..=3,
+        others in 1usize..=6,
+        hot_backlog in 1usize..=3,
+        admit_round in prop::collection::vec(0usize..30, 6),
+        picks in prop::collection::vec(any::<Index>(), 120),
+    ) {
+        let mut s = sched(max_concurrent, 1000);
+        let hot: Arc<str> = Arc::from("hot");
+        let mut next_seq: Seq = 1;
+        let mut now = Duration::ZERO;
+        for _ in 0..hot_backlog {
+            admit(&mut s, job(next_seq, "hot", 0), now);
+            next_seq += 1;
+        }
+        let total_keys = others + 1;
+        let mut takes = 0usize;
+        // other key index -> takes done when it was admitted / when it started
+        let mut admitted_at: HashMap<usize, usize> = HashMap::new();
+        let mut started_at: HashMap<usize, usize> = HashMap::new();
+        let mut seq_of: HashMap<Seq, usize> = HashMap::new();
+        let mut running: Vec<(Seq, Arc<str>)> = Vec::new();
+
+        for (round, pick) in picks.iter().enumerate() {
+            for (k, &at) in admit_round.iter().enumerate().take(others) {
+                if at == round {
+                    let name = format!("k{k}");
+                    admit(&mut s, job(next_seq, &name, 0), now);
+                    seq_of.insert(next_seq, k);
+                    admitted_at.insert(k, takes);
+                    next_seq += 1;
+                }
+            }
+            while let Some(st) = s.take(now) {
+                takes += 1;
+                if let Some(&k) = seq_of.get(&st.seq) {
+                    started_at.insert(k, takes);
+                    let waited_takes = takes - admitted_at[&k];
+                    prop_assert!(
+                        waited_takes <= total_keys,
+                        "k{} started {} takes after its admission; {} keys",
+                        k, waited_takes, total_keys
+                    );
+                }
+                running.push((st.seq, st.key));
+            }
+            prop_assert!(!running.is_empty(), "the hot key always has work");
+            let (seq, key) = running.remove(pick.index(running.len()));
+            release(&mut s, seq);
+            if key == hot {
+                admit(&mut s, job(next_seq, "hot", 0), now);
+                next_seq += 1;
+            }
+            now += ms(1);
+        }
+        for k in 0..others {
+            prop_assert!(started_at.contains_key(&k), "k{} never started", k);
+        }
+    }
+}
+
+#[test]
+fn no_starvation_with_a_single_slot_is_round_robin() {
+    // Cap 1, hot key with a deep backlog, three other keys admitted at once: each other key
+    // starts before hot's second job.
+    let mut s = sched(1, 100);
+    for seq in 1..=10 {
+        admit(&mut s, job(seq, "hot", 0), ms(0));
+    }
+    admit(&mut s, job(11, "x", 0), ms(0));
+    admit(&mut s, job(12, "y", 0), ms(0));
+    admit(&mut s, job(13, "z", 0), ms(0));
+    let mut keys = Vec::new();
+    for _ in 0..6 {
+        let st = take(&mut s, ms(0));
+        keys.push(st.key.to_string());
+        release(&mut s, st.seq);
+    }
+    assert_eq!(keys, ["hot", "x", "y", "z", "hot", "hot"]);
+}

@@ -1,0 +1,52 @@
+//! Parsing of durations as users type them: a number of seconds or a humantime string.
+
+use std::time::Duration;
+
+/// Parses a duration given as a non-negative number of seconds (`20`, `0.5`) or as a
+/// humantime string (`250ms`, `1m30s`, `2h`; see the `humantime` crate for the units).
+///
+/// # Errors
+/// A message fit to follow "invalid duration": names the text and the accepted forms.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let trimmed = text.trim();
+    if let Ok(seconds) = trimmed.parse::<f64>() {
+        return seconds_to_duration(seconds)
+            .ok_or_else(|| format!("`{text}` is not a non-negative, finite number of seconds"));
+    }
+    humantime::parse_duration(trimmed).map_err(|err| {
+        format!("`{text}` is not a duration ({err}); use seconds (`20`, `0.5`) or units (`250ms`, `1m30s`)")
+    })
+}
+
+/// Converts a number of seconds to a [`Duration`]; `None` when negative, NaN or infinite.
+pub fn seconds_to_duration(seconds: f64) -> Option<Duration> {
+    if seconds.is_finite() && seconds >= 0.0 {
+        Duration::try_from_secs_f64(seconds).ok()
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_seconds() {
+        assert_eq!(parse_duration("20"), Ok(Duration::from_secs(20)));
+        assert_eq!(parse_duration("0.5"), Ok(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn humantime_units() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+    }
+
+    #[test]
+    fn rejects_negative_and_garbage() {
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("NaN").is_err());
+        assert!(parse_duration("soon").unwrap_err().contains("soon"));
+    }
+}

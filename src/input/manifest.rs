@@ -1,0 +1,897 @@
+//! The TOML manifest: parsing and validation into plain job specs; nothing runs here.
+//!
+//! A manifest holds run-level settings (`max_concurrent`, `timeout`, `grace`, `shell`,
+//! `[env]`) and any number of `[[job]]` tables (`key`, `cmd`, `timeout`, `cwd`, `env`,
+//! `rank`). Everything is checked here: unknown fields, wrong types, missing or empty
+//! values and bad durations are reported as `PATH:LINE:COLUMN: MESSAGE`, pointing at the
+//! offending key or value.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::duration::{parse_duration, seconds_to_duration};
+
+/// Run-level settings from the manifest; `None` where the manifest does not set them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ManifestSettings {
+    /// Most jobs in flight at once; at least 1.
+    pub max_concurrent: Option<usize>,
+    /// Per-job turn timeout.
+    pub timeout: Option<Duration>,
+    /// Time between SIGTERM and SIGKILL when a job is stopped.
+    pub grace: Option<Duration>,
+    /// Shell that runs each `cmd` (the runner's default is `sh`); never empty.
+    pub shell: Option<String>,
+    /// `[env]`, in key order.
+    pub env: Vec<(String, String)>,
+}
+
+/// One `[[job]]` table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestJob {
+    /// 1-based line of the `[[job]]` header.
+    pub line: u64,
+    /// The lane key; never empty.
+    pub key: String,
+    /// The shell command; never empty or only whitespace.
+    pub cmd: String,
+    /// Overrides the run's timeout for this job.
+    pub timeout: Option<Duration>,
+    /// Already resolved against the manifest's directory.
+    pub cwd: Option<PathBuf>,
+    /// The job's `env`, in key order.
+    pub env: Vec<(String, String)>,
+    /// Order within the lane: lower runs first, ties keep file order; 0 when not set.
+    pub rank: i64,
+}
+
+/// A parsed and validated manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// Run-level settings.
+    pub settings: ManifestSettings,
+    /// In file order.
+    pub jobs: Vec<ManifestJob>,
+}
+
+/// Errors: `Display` gives `PATH:LINE:COLUMN: MESSAGE`, or `PATH: MESSAGE` for read errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file could not be read: missing, not permitted, a directory, not UTF-8.
+    ///
+    /// The OS error is part of the message (and deliberately not a `source`, so that
+    /// error chains do not print it twice).
+    #[error("{}: cannot read manifest: {error}", path.display())]
+    Read {
+        /// The path as given to [`load`].
+        path: PathBuf,
+        /// The error from the OS.
+        error: std::io::Error,
+    },
+    /// The text is not a valid manifest: TOML syntax, an unknown field, a wrong type, a
+    /// missing field, or a value that fails a check (empty key, bad duration, ...).
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Invalid {
+        /// The path as given to [`load`] or [`parse`].
+        path: PathBuf,
+        /// 1-based line of the offending place.
+        line: u64,
+        /// 1-based column (in characters) of the offending place.
+        column: u64,
+        /// What is wrong, for a person.
+        message: String,
+    },
+}
+
+/// Reads and validates the manifest at `path`.
+///
+/// # Errors
+/// [`ManifestError::Read`] when the file cannot be read as UTF-8 text;
+/// [`ManifestError::Invalid`] as for [`parse`].
+pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+    let text = std::fs::read_to_string(path).map_err(|error| ManifestError::Read {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    parse(path, &text)
+}
+
+/// Parses manifest `text` as if read from `path` (used by `load` and by tests).
+///
+/// `path` names the file in errors, and its parent directory (`.` when it has none) is
+/// the base for relative `cwd` values. Nothing on disk is touched.
+///
+/// # Errors
+/// [`ManifestError::Invalid`] with the line and column of the first problem found.
+pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
+    // Editors do not show a byte order mark; leave it out so columns match what people see.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let invalid = |offset: usize, message: String| {
+        let (line, column) = line_column(text, offset);
+        ManifestError::Invalid {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message,
+        }
+    };
+    let raw: RawManifest = toml::from_str(text).map_err(|err| {
+        // Without a span the parser is speaking of the document as a whole.
+        let offset = err.span().map_or(0, |span| span.start);
+        invalid(offset, err.message().to_string())
+    })?;
+    let base = manifest_dir(path);
+    raw.validate(text, &base)
+        .map_err(|(offset, message)| invalid(offset, message))
+}
+
+/// A failed check: byte offset into the text, and the message.
+type Problem = (usize, String);
+
+/// Converts a byte offset in `text` to a 1-based line and a 1-based column in characters.
+/// Offsets past the end (or inside a character) are clamped; never panics.
+fn line_column(text: &str, offset: usize) -> (u64, u64) {
+    let bytes = text.as_bytes();
+    let before = &bytes[..offset.min(bytes.len())];
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |newline| newline + 1);
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    // Count characters by their first bytes (UTF-8 continuation bytes are 0b10xx_xxxx).
+    let chars = before[line_start..]
+        .iter()
+        .filter(|&&b| b & 0xC0 != 0x80)
+        .count();
+    (to_u64(line), to_u64(chars + 1))
+}
+
+fn to_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// The directory relative `cwd` values are resolved against.
+fn manifest_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    max_concurrent: Option<Spanned<WholeNumber>>,
+    timeout: Option<Spanned<RawDuration>>,
+    grace: Option<Spanned<RawDuration>>,
+    shell: Option<Spanned<String>>,
+    #[serde(default)]
+    env: RawEnv,
+    #[serde(default)]
+    job: Vec<Spanned<RawJob>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJob {
+    key: Spanned<String>,
+    cmd: Spanned<String>,
+    timeout: Option<Spanned<RawDuration>>,
+    cwd: Option<Spanned<String>>,
+    #[serde(default)]
+    env: RawEnv,
+    #[serde(default)]
+    rank: WholeNumber,
+}
+
+/// An `env` table; `Spanned<String>` keys order by their text alone.
+type RawEnv = BTreeMap<Spanned<String>, Spanned<String>>;
+
+impl RawManifest {
+    /// `text` is the parsed text (for job lines), `base` the directory for relative `cwd`.
+    fn validate(self, text: &str, base: &Path) -> Result<Manifest, Problem> {
+        let max_concurrent = match self.max_concurrent {
+            None => None,
+            Some(value) => {
+                let span = value.span();
+                let n = value.into_inner().0;
+                match usize::try_from(n) {
+                    Ok(n) if n >= 1 => Some(n),
+                    _ => {
+                        return Err((
+                            span.start,
+                            format!("`max_concurrent` must be at least 1, not {n}"),
+                        ))
+                    }
+                }
+            }
+        };
+        let shell = match self.shell {
+            None => None,
+            Some(shell) => {
+                check_text(&shell, "shell")?;
+                Some(shell.into_inner())
+            }
+        };
+        let settings = ManifestSettings {
+            max_concurrent,
+            timeout: resolve_duration(self.timeout, "timeout")?,
+            grace: resolve_duration(self.grace, "grace")?,
+            shell,
+            env: resolve_env(self.env)?,
+        };
+        let jobs = self
+            .job
+            .into_iter()
+            .map(|job| {
+                let (line, _) = line_column(text, job.span().start);
+                job.into_inner().validate(line, base)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Manifest { settings, jobs })
+    }
+}
+
+impl RawJob {
+    /// `line` is where the job's table (its `[[job]]` header) starts.
+    fn validate(self, line: u64, base: &Path) -> Result<ManifestJob, Problem> {
+        if self.key.get_ref().is_empty() {
+            return Err((self.key.span().start, "`key` must not be empty".to_string()));
+        }
+        check_text(&self.cmd, "cmd")?;
+        let timeout = resolve_duration(self.timeout, "timeout")?;
+        let cwd = match self.cwd {
+            None => None,
+            Some(cwd) => {
+                if cwd.get_ref().is_empty() {
+                    return Err((
+                        cwd.span().start,
+                        "`cwd` must not be empty (use \".\" for the manifest's directory)"
+                            .to_string(),
+                    ));
+                }
+                check_no_nul(&cwd, "cwd")?;
+                let dir = Path::new(cwd.get_ref());
+                Some(if dir.is_absolute() {
+                    dir.to_path_buf()
+                } else {
+                    base.join(dir)
+                })
+            }
+        };
+        Ok(ManifestJob {
+            line,
+            key: self.key.into_inner(),
+            cmd: self.cmd.into_inner(),
+            timeout,
+            cwd,
+            env: resolve_env(self.env)?,
+            rank: self.rank.0,
+        })
+    }
+}
+
+/// Rejects a value that is empty or only whitespace, or contains NUL.
+fn check_text(value: &Spanned<String>, field: &str) -> Result<(), Problem> {
+    if value.get_ref().trim().is_empty() {
+        return Err((
+            value.span().start,
+            format!("`{field}` must not be empty or only whitespace"),
+        ));
+    }
+    check_no_nul(value, field)
+}
+
+/// Rejects a value containing NUL, which cannot be passed to a process.
+fn check_no_nul(value: &Spanned<String>, what: &str) -> Result<(), Problem> {
+    if value.get_ref().contains('\0') {
+        return Err((
+            value.span().start,
+            format!("`{what}` must not contain a NUL character"),
+        ));
+    }
+    Ok(())
+}
+
+fn resolve_env(env: RawEnv) -> Result<Vec<(String, String)>, Problem> {
+    env.into_iter()
+        .map(|(name, value)| {
+            let bad_name = if name.get_ref().is_empty() {
+                Some("must not be empty")
+            } else if name.get_ref().contains('=') {
+                Some("must not contain `=`")
+            } else if name.get_ref().contains('\0') {
+                Some("must not contain a NUL character")
+            } else {
+                None
+            };
+            if let Some(why) = bad_name {
+                return Err((
+                    name.span().start,
+                    format!("environment variable name {:?} {why}", name.get_ref()),
+                ));
+            }
+            check_no_nul(&value, &format!("env.{}", name.get_ref()))?;
+            Ok((name.into_inner(), value.into_inner()))
+        })
+        .collect()
+}
+
+fn resolve_duration(
+    value: Option<Spanned<RawDuration>>,
+    field: &str,
+) -> Result<Option<Duration>, Problem> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let start = value.span().start;
+    let parsed = match value.into_inner() {
+        RawDuration::Text(text) => parse_duration(&text),
+        RawDuration::Int(n) => seconds_to_duration(n as f64).ok_or_else(|| not_seconds(n)),
+        RawDuration::Float(x) => seconds_to_duration(x).ok_or_else(|| not_seconds(x)),
+    };
+    parsed
+        .map(Some)
+        .map_err(|message| (start, format!("invalid duration for `{field}`: {message}")))
+}
+
+fn not_seconds(n: impl fmt::Display) -> String {
+    format!("`{n}` is not a non-negative, finite number of seconds within range")
+}
+
+/// A duration as written: a string for [`parse_duration`] or a number of seconds.
+enum RawDuration {
+    Text(String),
+    Int(i64),
+    Float(f64),
+}
+
+impl<'de> Deserialize<'de> for RawDuration {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct DurationVisitor;
+
+        impl Visitor<'_> for DurationVisitor {
+            type Value = RawDuration;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration such as \"10m\" or a number of seconds")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<RawDuration, E> {
+                Ok(RawDuration::Text(text.to_string()))
+            }
+
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<RawDuration, E> {
+                Ok(RawDuration::Int(n))
+            }
+
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<RawDuration, E> {
+                Ok(i64::try_from(n).map_or(RawDuration::Float(n as f64), RawDuration::Int))
+            }
+
+            fn visit_f64<E: de::Error>(self, x: f64) -> Result<RawDuration, E> {
+                Ok(RawDuration::Float(x))
+            }
+        }
+
+        deserializer.deserialize_any(DurationVisitor)
+    }
+}
+
+/// A TOML integer, with a friendlier "expected" message than `i64` gives.
+#[derive(Default)]
+struct WholeNumber(i64);
+
+impl<'de> Deserialize<'de> for WholeNumber {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct WholeNumberVisitor;
+
+        impl Visitor<'_> for WholeNumberVisitor {
+            type Value = WholeNumber;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a whole number")
+            }
+
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<WholeNumber, E> {
+                Ok(WholeNumber(n))
+            }
+
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<WholeNumber, E> {
+                i64::try_from(n)
+                    .map(WholeNumber)
+                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(n), &self))
+            }
+        }
+
+        deserializer.deserialize_any(WholeNumberVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PATH: &str = "conf/jobs.toml";
+
+    fn ok(text: &str) -> Manifest {
+        match parse(Path::new(PATH), text) {
+            Ok(manifest) => manifest,
+            Err(err) => panic!("expected a valid manifest, got: {err}"),
+        }
+    }
+
+    /// Parses `text`, expects an error, and returns (line, column, message), after checking
+    /// that `Display` is `PATH:LINE:COLUMN: MESSAGE`.
+    fn err(text: &str) -> (u64, u64, String) {
+        match parse(Path::new(PATH), text) {
+            Ok(manifest) => panic!("expected an error, got {manifest:?}"),
+            Err(ManifestError::Invalid {
+                path,
+                line,
+                column,
+                message,
+            }) => {
+                assert_eq!(path, Path::new(PATH));
+                let shown = ManifestError::Invalid {
+                    path: path.clone(),
+                    line,
+                    column,
+                    message: message.clone(),
+                }
+                .to_string();
+                assert_eq!(shown, format!("{PATH}:{line}:{column}: {message}"));
+                (line, column, message)
+            }
+            Err(other) => panic!("expected an Invalid error, got {other:?}"),
+        }
+    }
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    }
+
+    const FULL: &str = r#"# Run settings; command-line flags override them.
+max_concurrent = 4
+timeout = "10m"
+grace = 5
+shell = "bash"
+
+[env]
+RUST_LOG = "info"
+A_FIRST = "1"
+
+[[job]]
+key = "api"
+cmd = "make deploy"
+timeout = "2m"
+cwd = "services/api"
+env = { STAGE = "prod", DEBUG = "0" }
+rank = -3
+
+[[job]]
+key = "web"
+cmd = "npm run build"
+timeout = 0.5
+cwd = "/srv/web"
+
+  [[job]]    # indented header
+key = "api"
+cmd = "true"
+rank = 7
+[job.env]
+X = "y"
+"#;
+
+    #[test]
+    fn full_manifest_every_field() {
+        let manifest = ok(FULL);
+        assert_eq!(
+            manifest.settings,
+            ManifestSettings {
+                max_concurrent: Some(4),
+                timeout: Some(Duration::from_secs(600)),
+                grace: Some(Duration::from_secs(5)),
+                shell: Some("bash".to_string()),
+                env: env(&[("A_FIRST", "1"), ("RUST_LOG", "info")]),
+            }
+        );
+        assert_eq!(
+            manifest.jobs,
+            vec![
+                ManifestJob {
+                    line: 11,
+                    key: "api".to_string(),
+                    cmd: "make deploy".to_string(),
+                    timeout: Some(Duration::from_secs(120)),
+                    cwd: Some(PathBuf::from("conf/services/api")),
+                    env: env(&[("DEBUG", "0"), ("STAGE", "prod")]),
+                    rank: -3,
+                },
+                ManifestJob {
+                    line: 19,
+                    key: "web".to_string(),
+                    cmd: "npm run build".to_string(),
+                    timeout: Some(Duration::from_millis(500)),
+                    cwd: Some(PathBuf::from("/srv/web")),
+                    env: vec![],
+                    rank: 0,
+                },
+                ManifestJob {
+                    line: 25,
+                    key: "api".to_string(),
+                    cmd: "true".to_string(),
+                    timeout: None,
+                    cwd: None,
+                    env: env(&[("X", "y")]),
+                    rank: 7,
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_and_job_less_files_are_valid() {
+        let empty = ok("");
+        assert_eq!(empty.settings, ManifestSettings::default());
+        assert!(empty.jobs.is_empty());
+
+        let settings_only = ok("# nothing to run\nshell = \"zsh\"\n");
+        assert_eq!(settings_only.settings.shell.as_deref(), Some("zsh"));
+        assert_eq!(settings_only.settings.max_concurrent, None);
+        assert_eq!(settings_only.settings.timeout, None);
+        assert!(settings_only.jobs.is_empty());
+    }
+
+    #[test]
+    fn durations_as_strings_and_numbers() {
+        let cases: &[(&str, Duration)] = &[
+            ("\"10m\"", Duration::from_secs(600)),
+            ("\"1m30s\"", Duration::from_secs(90)),
+            ("\"250ms\"", Duration::from_millis(250)),
+            ("\"20\"", Duration::from_secs(20)),
+            ("20", Duration::from_secs(20)),
+            ("0", Duration::ZERO),
+            ("0.5", Duration::from_millis(500)),
+            ("1.25", Duration::from_millis(1250)),
+            ("2e1", Duration::from_secs(20)),
+        ];
+        for (written, expected) in cases {
+            let manifest = ok(&format!(
+                "timeout = {written}\ngrace = {written}\n[[job]]\nkey = \"k\"\ncmd = \"c\"\ntimeout = {written}\n"
+            ));
+            assert_eq!(manifest.settings.timeout, Some(*expected), "{written}");
+            assert_eq!(manifest.settings.grace, Some(*expected), "{written}");
+            assert_eq!(manifest.jobs[0].timeout, Some(*expected), "{written}");
+        }
+    }
+
+    #[test]
+    fn cwd_relative_absolute_and_bare_path() {
+        let text = "[[job]]\nkey = \"a\"\ncmd = \"c\"\ncwd = \"sub/dir\"\n\
+                    [[job]]\nkey = \"b\"\ncmd = \"c\"\ncwd = \"/abs/dir\"\n\
+                    [[job]]\nkey = \"c\"\ncmd = \"c\"\ncwd = \"../up\"\n";
+        let in_dir = parse(Path::new("conf/jobs.toml"), text).expect("valid");
+        assert_eq!(in_dir.jobs[0].cwd, Some(PathBuf::from("conf/sub/dir")));
+        assert_eq!(in_dir.jobs[1].cwd, Some(PathBuf::from("/abs/dir")));
+        assert_eq!(in_dir.jobs[2].cwd, Some(PathBuf::from("conf/../up")));
+
+        let bare = parse(Path::new("jobs.toml"), text).expect("valid");
+        assert_eq!(bare.jobs[0].cwd, Some(PathBuf::from("./sub/dir")));
+        assert_eq!(bare.jobs[1].cwd, Some(PathBuf::from("/abs/dir")));
+
+        let absolute = parse(Path::new("/etc/lanes/jobs.toml"), text).expect("valid");
+        assert_eq!(
+            absolute.jobs[0].cwd,
+            Some(PathBuf::from("/etc/lanes/sub/dir"))
+        );
+    }
+
+    #[test]
+    fn job_lines_follow_headers() {
+        let text = "\n\n[[job]]\nkey = \"a\"\ncmd = \"c\"\n\n# comment\n\n\t[[ job ]]\n\
+                    cmd = \"c\"\nkey = \"b\"\n[job.env]\nA = \"1\"\n[[job]]\nkey = \"c\"\ncmd = \"c\"";
+        let lines: Vec<u64> = ok(text).jobs.iter().map(|job| job.line).collect();
+        assert_eq!(lines, vec![3, 9, 14]);
+
+        // An inline array of tables: the line where each table starts.
+        let inline =
+            "job = [\n  { key = \"a\", cmd = \"c\" },\n\n  { key = \"b\", cmd = \"c\" },\n]\n";
+        let lines: Vec<u64> = ok(inline).jobs.iter().map(|job| job.line).collect();
+        assert_eq!(lines, vec![2, 4]);
+    }
+
+    #[test]
+    fn missing_trailing_newline() {
+        let manifest = ok("max_concurrent = 2\n[[job]]\nkey = \"a\"\ncmd = \"echo hi\"\nrank = 2");
+        assert_eq!(manifest.settings.max_concurrent, Some(2));
+        assert_eq!(manifest.jobs[0].rank, 2);
+        assert_eq!(manifest.jobs[0].cmd, "echo hi");
+
+        // An error on the unterminated last line still gets its position.
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \"unterminated");
+        assert_eq!((line, column), (3, 20));
+        assert!(message.contains("string"), "{message}");
+    }
+
+    #[test]
+    fn crlf_and_byte_order_mark() {
+        let manifest = ok("\u{feff}[[job]]\r\nkey = \"a\"\r\ncmd = \"c\"\r\n\r\n[[job]]\r\nkey = \"b\"\r\ncmd = \"c\"\r\n");
+        let lines: Vec<u64> = manifest.jobs.iter().map(|job| job.line).collect();
+        assert_eq!(lines, vec![1, 5]);
+
+        let (line, column, _) = err("\u{feff}bad = 1\r\n");
+        assert_eq!((line, column), (1, 1));
+        let (line, column, _) = err("[[job]]\r\nkey = \"\"\r\ncmd = \"c\"\r\n");
+        assert_eq!((line, column), (2, 7));
+    }
+
+    #[test]
+    fn error_unknown_top_level_field() {
+        let (line, column, message) = err("max_concurrent = 2\nshel = \"bash\"\n");
+        assert_eq!((line, column), (2, 1));
+        assert_eq!(
+            message,
+            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `job`"
+        );
+    }
+
+    #[test]
+    fn error_unknown_job_field() {
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\n  cmdd = \"x\"\n");
+        assert_eq!((line, column), (3, 3));
+        assert_eq!(
+            message,
+            "unknown field `cmdd`, expected one of `key`, `cmd`, `timeout`, `cwd`, `env`, `rank`"
+        );
+    }
+
+    #[test]
+    fn error_wrong_types() {
+        let (line, column, message) = err("[[job]]\nkey = 5\ncmd = \"x\"\n");
+        assert_eq!((line, column), (2, 7));
+        assert_eq!(message, "invalid type: integer `5`, expected a string");
+
+        let (line, column, message) = err("max_concurrent = \"4\"\n");
+        assert_eq!((line, column), (1, 18));
+        assert_eq!(
+            message,
+            "invalid type: string \"4\", expected a whole number"
+        );
+
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \"x\"\nrank = 1.5\n");
+        assert_eq!((line, column), (4, 8));
+        assert_eq!(
+            message,
+            "invalid type: floating point `1.5`, expected a whole number"
+        );
+
+        let (line, column, message) = err("grace = true\n");
+        assert_eq!((line, column), (1, 9));
+        assert_eq!(
+            message,
+            "invalid type: boolean `true`, expected a duration such as \"10m\" or a number of seconds"
+        );
+
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \"x\"\nenv = 3\n");
+        assert_eq!((line, column), (4, 7));
+        assert_eq!(message, "invalid type: integer `3`, expected a map");
+
+        let (line, column, message) = err("[job]\nkey = \"a\"\ncmd = \"x\"\n");
+        assert_eq!((line, column), (1, 1));
+        assert_eq!(message, "invalid type: map, expected a sequence");
+    }
+
+    #[test]
+    fn error_missing_key() {
+        let (line, column, message) =
+            err("[[job]]\nkey = \"a\"\ncmd = \"x\"\n\n[[job]]\ncmd = \"y\"\n");
+        assert_eq!((line, column), (5, 1));
+        assert_eq!(message, "missing field `key`");
+    }
+
+    #[test]
+    fn error_missing_cmd() {
+        let (line, column, message) = err("shell = \"sh\"\n[[job]]\nkey = \"a\"\n");
+        assert_eq!((line, column), (2, 1));
+        assert_eq!(message, "missing field `cmd`");
+    }
+
+    #[test]
+    fn error_empty_key() {
+        let (line, column, message) = err("[[job]]\ncmd = \"x\"\nkey   =   \"\"\n");
+        assert_eq!((line, column), (3, 11));
+        assert_eq!(message, "`key` must not be empty");
+    }
+
+    #[test]
+    fn error_empty_or_whitespace_cmd() {
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \" \\t \"\n");
+        assert_eq!((line, column), (3, 7));
+        assert_eq!(message, "`cmd` must not be empty or only whitespace");
+
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\n cmd = ''\n");
+        assert_eq!((line, column), (3, 8));
+        assert_eq!(message, "`cmd` must not be empty or only whitespace");
+    }
+
+    #[test]
+    fn error_bad_durations() {
+        let (line, column, message) = err("max_concurrent = 1\ntimeout = \"soon\"\n");
+        assert_eq!((line, column), (2, 11));
+        assert!(
+            message.starts_with("invalid duration for `timeout`: `soon` is not a duration ("),
+            "{message}"
+        );
+
+        let (line, column, message) = err("grace = -1\n");
+        assert_eq!((line, column), (1, 9));
+        assert_eq!(
+            message,
+            "invalid duration for `grace`: `-1` is not a non-negative, finite number of seconds within range"
+        );
+
+        let (line, column, message) = err("timeout = nan\n");
+        assert_eq!((line, column), (1, 11));
+        assert_eq!(
+            message,
+            "invalid duration for `timeout`: `NaN` is not a non-negative, finite number of seconds within range"
+        );
+
+        let (line, column, message) = err("grace = -0.5\n");
+        assert_eq!((line, column), (1, 9));
+        assert!(message.contains("`-0.5`"), "{message}");
+
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \"x\"\ntimeout = \"-3s\"\n");
+        assert_eq!((line, column), (4, 11));
+        assert!(
+            message.starts_with("invalid duration for `timeout`: `-3s`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn error_max_concurrent_below_one() {
+        let (line, column, message) = err("timeout = 1\nmax_concurrent = 0\n");
+        assert_eq!((line, column), (2, 18));
+        assert_eq!(message, "`max_concurrent` must be at least 1, not 0");
+
+        let (line, column, message) = err("max_concurrent = -2\n");
+        assert_eq!((line, column), (1, 18));
+        assert_eq!(message, "`max_concurrent` must be at least 1, not -2");
+    }
+
+    #[test]
+    fn error_non_string_env_values() {
+        let (line, column, message) = err("[env]\nA = \"ok\"\nB = 5\n");
+        assert_eq!((line, column), (3, 5));
+        assert_eq!(message, "invalid type: integer `5`, expected a string");
+
+        let (line, column, message) =
+            err("[[job]]\nkey = \"a\"\ncmd = \"x\"\nenv = { A = \"1\", B = true }\n");
+        assert_eq!((line, column), (4, 22));
+        assert_eq!(message, "invalid type: boolean `true`, expected a string");
+    }
+
+    #[test]
+    fn error_bad_env_names_and_nul() {
+        let (line, column, message) = err("[env]\n\"A=B\" = \"x\"\n");
+        assert_eq!((line, column), (2, 1));
+        assert_eq!(
+            message,
+            "environment variable name \"A=B\" must not contain `=`"
+        );
+
+        let (line, column, message) =
+            err("[[job]]\nkey = \"a\"\ncmd = \"x\"\nenv = { \"\" = \"x\" }\n");
+        assert_eq!((line, column), (4, 9));
+        assert_eq!(message, "environment variable name \"\" must not be empty");
+
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \"echo \\u0000\"\n");
+        assert_eq!((line, column), (3, 7));
+        assert_eq!(message, "`cmd` must not contain a NUL character");
+    }
+
+    #[test]
+    fn error_empty_shell_and_cwd() {
+        let (line, column, message) = err("shell = \"\"\n");
+        assert_eq!((line, column), (1, 9));
+        assert_eq!(message, "`shell` must not be empty or only whitespace");
+
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \"x\"\ncwd = \"\"\n");
+        assert_eq!((line, column), (4, 7));
+        assert!(message.starts_with("`cwd` must not be empty"), "{message}");
+    }
+
+    #[test]
+    fn error_toml_syntax() {
+        let (line, column, message) = err("[[job]]\nkey = \"a\" x\ncmd = \"x\"\n");
+        assert_eq!((line, column), (2, 11));
+        assert!(message.starts_with("expected newline"), "{message}");
+
+        // Columns count characters, not bytes.
+        let (line, column, _) = err("[[job]]\nkey = \"é\" x\n");
+        assert_eq!((line, column), (2, 11));
+
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\nkey = \"b\"\ncmd = \"x\"\n");
+        assert_eq!((line, column), (3, 1));
+        assert!(message.contains("duplicate key"), "{message}");
+    }
+
+    #[test]
+    fn first_problem_in_file_order_among_jobs() {
+        let (line, column, message) =
+            err("[[job]]\nkey = \"a\"\ncmd = \"x\"\n[[job]]\nkey = \"\"\ncmd = \" \"\n");
+        assert_eq!((line, column), (5, 7));
+        assert_eq!(message, "`key` must not be empty");
+    }
+
+    #[test]
+    fn line_column_is_clamped_and_counts_characters() {
+        let text = "ab\nçd\n";
+        assert_eq!(line_column(text, 0), (1, 1));
+        assert_eq!(line_column(text, 2), (1, 3));
+        assert_eq!(line_column(text, 3), (2, 1));
+        assert_eq!(line_column(text, 5), (2, 2));
+        assert_eq!(line_column(text, 4), (2, 2)); // inside `ç`: the character's column
+        assert_eq!(line_column(text, 7), (3, 1));
+        assert_eq!(line_column(text, 1000), (3, 1));
+        assert_eq!(line_column("", 5), (1, 1));
+    }
+
+    #[test]
+    fn load_reads_the_file_and_reports_read_errors() {
+        let dir = std::env::temp_dir().join(format!("lanes-manifest-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        let path = dir.join("jobs.toml");
+        std::fs::write(&path, "[[job]]\nkey = \"a\"\ncmd = \"x\"\ncwd = \"w\"\n").expect("write");
+        let manifest = load(&path);
+        let bad_path = dir.join("bad.toml");
+        std::fs::write(&bad_path, "[[job]]\nkey = \"\"\ncmd = \"x\"\n").expect("write");
+        let bad = load(&bad_path);
+        let missing_path = dir.join("missing.toml");
+        let missing = load(&missing_path);
+        let directory = load(&dir);
+        std::fs::remove_dir_all(&dir).expect("clean up");
+
+        let manifest = manifest.expect("valid");
+        assert_eq!(manifest.jobs[0].cwd, Some(dir.join("w")));
+        assert_eq!(manifest.jobs[0].line, 1);
+
+        let bad = bad.expect_err("empty key");
+        assert_eq!(
+            bad.to_string(),
+            format!("{}:2:7: `key` must not be empty", bad_path.display())
+        );
+
+        match missing {
+            Err(ManifestError::Read { path, error }) => {
+                assert_eq!(path, missing_path);
+                assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
+                let shown = ManifestError::Read { path, error }.to_string();
+                assert!(
+                    shown.starts_with(&format!(
+                        "{}: cannot read manifest: ",
+                        missing_path.display()
+                    )),
+                    "{shown}"
+                );
+                assert!(shown.contains("(os error 2)"), "{shown}");
+            }
+            other => panic!("expected a read error, got {other:?}"),
+        }
+        match directory {
+            Err(ManifestError::Read { path, .. }) => assert_eq!(path, dir),
+            other => panic!("expected a read error for a directory, got {other:?}"),
+        }
+    }
+}

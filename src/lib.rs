@@ -1,0 +1,125 @@
+//! `lanes`: run keyed shell jobs through per-key lanes. [`run`] is the whole program; the
+//! binary only parses the command line and exits with what it returns.
+
+pub mod cli;
+pub mod config;
+pub mod core;
+pub mod duration;
+pub mod exit;
+pub mod input;
+pub mod output;
+pub mod report;
+pub mod shell;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+
+use anyhow::{bail, Context as _};
+
+use crate::cli::Cli;
+use crate::config::{RunConfig, Source};
+use crate::input::lines::{LineItem, LineReader};
+use crate::output::sink::{stderr_file, stdout_file, Sink};
+use crate::report::recorder::Recorder;
+use crate::shell::driver::{drive, Streams};
+use crate::shell::input::Feed;
+
+/// Process-wide set-up that must happen before any thread starts; returns whether SIGHUP was
+/// ignored at start (`nohup`). See [`shell::unix::reset_ignored_signals`].
+pub fn prepare_process() -> bool {
+    let hangup_ignored = shell::unix::reset_ignored_signals();
+    shell::unix::close_inherited_descriptors_on_exec();
+    shell::unix::become_subreaper();
+    hangup_ignored
+}
+
+/// Runs `lanes` as the command line says; returns the exit status (SPEC §6).
+///
+/// # Errors
+/// Anything that stops the run before the first job could start: an invalid manifest, a
+/// `--strict` input error, an unreadable input file, a report file that cannot be created. The
+/// caller prints the error and exits with [`exit::USAGE`].
+pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
+    let config = RunConfig::from_cli(cli)?;
+    let feed = feed_for(&config)?;
+    let report_file = match &config.report {
+        Some(path) => Some(
+            File::create(path)
+                .with_context(|| format!("cannot create the report {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let stdout = Sink::spawn(
+        "stdout",
+        match stdout_file() {
+            Ok(file) => Box::new(file),
+            Err(_) => Box::new(std::io::sink()),
+        },
+    );
+    let stderr = Sink::spawn(
+        "stderr",
+        match stderr_file() {
+            Ok(file) => Box::new(file),
+            Err(_) => Box::new(std::io::sink()),
+        },
+    );
+    let streams = Streams {
+        job_stdout: if config.json {
+            stderr.sender()
+        } else {
+            stdout.sender()
+        },
+        stderr: stderr.sender(),
+    };
+    let recorder = Recorder::new(
+        report_file,
+        config
+            .report
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        config.json.then(|| stdout.sender()),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the event loop")?;
+    let input = {
+        let _guard = runtime.enter();
+        shell::input::start(feed)
+    };
+    let code = runtime.block_on(drive(config, hangup_ignored, input, streams, recorder));
+    drop(runtime);
+    stdout.close();
+    stderr.close();
+    Ok(code)
+}
+
+/// Opens the input. Under `--strict` the whole input is read and validated here, before
+/// anything starts.
+fn feed_for(config: &RunConfig) -> anyhow::Result<Feed> {
+    let reader: Box<dyn BufRead + Send> = match &config.source {
+        Source::Manifest { manifest, .. } => return Ok(Feed::Manifest(manifest.clone())),
+        Source::Stdin => Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin())),
+        Source::LinesFile(path) => Box::new(BufReader::with_capacity(
+            64 * 1024,
+            File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
+        )),
+    };
+    if !config.strict {
+        return Ok(Feed::Lines(reader));
+    }
+    let mut lines = Vec::new();
+    for numbered in LineReader::new(reader) {
+        let numbered = numbered.context("cannot read the input")?;
+        if let LineItem::Invalid { message, .. } = &numbered.item {
+            bail!(
+                "{}:{}: {message} (--strict: nothing was run)",
+                config.source.describe(),
+                numbered.line
+            );
+        }
+        lines.push(numbered);
+    }
+    Ok(Feed::Preloaded(lines))
+}

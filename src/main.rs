@@ -1,0 +1,17 @@
+//! The `lanes` binary: parse the command line, run, exit.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let hangup_ignored = lanes::prepare_process();
+    let cli = lanes::cli::Cli::parse();
+    match lanes::run(cli, hangup_ignored) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            eprintln!("lanes: {err:#}");
+            ExitCode::from(lanes::exit::USAGE)
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! Line framing of a job's output stream: whole lines, each with the job's prefix, never split
+//! or mixed with another job's; over-long lines cut into prefixed pieces (SPEC §5.1).
+
+/// The longest piece of a line written at once: longer lines are cut into pieces this size.
+pub const MAX_PIECE: usize = 64 * 1024;
+
+/// Turns a byte stream into prefixed whole lines. Bytes are passed through unchanged, valid
+/// UTF-8 or not; only a missing final newline is added.
+#[derive(Debug)]
+pub struct LineFramer {
+    prefix: Vec<u8>,
+    partial: Vec<u8>,
+}
+
+impl LineFramer {
+    /// A framer that puts `prefix` before each line.
+    pub fn new(prefix: Vec<u8>) -> Self {
+        LineFramer {
+            prefix,
+            partial: Vec::new(),
+        }
+    }
+
+    /// Appends to `out` every line completed by `chunk`, prefixed; keeps the unfinished rest.
+    pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<u8>) {
+        while let Some(newline) = memchr(b'\n', chunk) {
+            let (line, rest) = chunk.split_at(newline + 1);
+            if self.partial.is_empty() {
+                self.emit(line, out);
+            } else {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(line);
+                self.emit(&whole, out);
+                whole.clear();
+                self.partial = whole;
+            }
+            chunk = rest;
+        }
+        self.partial.extend_from_slice(chunk);
+        while self.partial.len() >= MAX_PIECE {
+            let rest = self.partial.split_off(MAX_PIECE);
+            let piece = std::mem::replace(&mut self.partial, rest);
+            self.emit_piece(&piece, out);
+        }
+    }
+
+    /// Appends the unfinished last line, if any, with a newline added.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        if !self.partial.is_empty() {
+            let piece = std::mem::take(&mut self.partial);
+            self.emit_piece(&piece, out);
+        }
+    }
+
+    /// `line` ends with `\n`; cut into pieces when longer than [`MAX_PIECE`].
+    fn emit(&self, line: &[u8], out: &mut Vec<u8>) {
+        let body = &line[..line.len() - 1];
+        if body.len() <= MAX_PIECE {
+            out.extend_from_slice(&self.prefix);
+            out.extend_from_slice(line);
+        } else {
+            for piece in body.chunks(MAX_PIECE) {
+                self.emit_piece(piece, out);
+            }
+        }
+    }
+
+    fn emit_piece(&self, piece: &[u8], out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.prefix);
+        out.extend_from_slice(piece);
+        out.push(b'\n');
+    }
+}
+
+fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|&b| b == needle)
+}
+
+/// The prefix shown before each output line of the job with `key`: `[key] `, with control
+/// characters escaped so that a key can never break a line or move the cursor.
+pub fn prefix_for(key: &str) -> Vec<u8> {
+    let mut prefix = String::with_capacity(key.len() + 3);
+    prefix.push('[');
+    for c in key.chars() {
+        if c.is_control() {
+            prefix.extend(c.escape_default());
+        } else {
+            prefix.push(c);
+        }
+    }
+    prefix.push_str("] ");
+    prefix.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(chunks: &[&[u8]]) -> Vec<u8> {
+        let mut framer = LineFramer::new(b"[k] ".to_vec());
+        let mut out = Vec::new();
+        for chunk in chunks {
+            framer.push(chunk, &mut out);
+        }
+        framer.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn whole_lines_across_chunks() {
+        assert_eq!(
+            frame(&[b"a\nb", b"c\n", b"\xf0\x9f", b"\x9a\x80 r\n"]),
+            b"[k] a\n[k] bc\n[k] \xf0\x9f\x9a\x80 r\n"
+        );
+    }
+
+    #[test]
+    fn unterminated_last_line_gets_a_newline() {
+        assert_eq!(frame(&[b"x\ntail"]), b"[k] x\n[k] tail\n");
+        assert_eq!(frame(&[b""]), b"");
+    }
+
+    #[test]
+    fn long_lines_come_in_prefixed_pieces() {
+        let line = vec![b'x'; MAX_PIECE * 2 + 10];
+        let mut input = line.clone();
+        input.push(b'\n');
+        let out = frame(&[&input[..1000], &input[1000..]]);
+        let pieces: Vec<&[u8]> = out
+            .split(|&b| b == b'\n')
+            .filter(|p| !p.is_empty())
+            .collect();
+        assert_eq!(pieces.len(), 3);
+        assert!(pieces.iter().all(|p| p.starts_with(b"[k] ")));
+        let total: usize = pieces.iter().map(|p| p.len() - 4).sum();
+        assert_eq!(total, line.len());
+    }
+
+    #[test]
+    fn prefixes_escape_control_characters() {
+        assert_eq!(prefix_for("a\nb\u{1}"), b"[a\\nb\\u{1}] ".to_vec());
+        assert_eq!(prefix_for("ünï/x"), "[ünï/x] ".as_bytes().to_vec());
+    }
+}

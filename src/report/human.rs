@@ -1,0 +1,56 @@
+//! The end-of-run summary for people, on stderr: counts by outcome, wall time, and each job
+//! that failed, was interrupted or was rejected, with its reason.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use super::json::{JobRecord, SummaryRecord};
+
+/// How many bad jobs the summary lists by name; the rest are counted.
+pub const MAX_LISTED: usize = 20;
+
+/// One line naming a bad job: `failed      seq 5 [key] exit_status (exit 3)`.
+pub fn bad_job_line(record: &JobRecord) -> String {
+    let mut line = format!(
+        "  {:<11} seq {} [{}] {}",
+        record.outcome,
+        record.seq,
+        record.key.as_deref().unwrap_or("?").escape_default(),
+        record.reason.unwrap_or("")
+    );
+    if let Some(code) = record.exit_code.filter(|_| record.outcome == "failed") {
+        let _ = write!(line, " (exit {code})");
+    }
+    if let Some(signal) = &record.signal {
+        let _ = write!(line, " ({signal})");
+    }
+    if let Some(error) = &record.error {
+        let _ = write!(line, ": {error}");
+    }
+    line
+}
+
+/// The whole summary: one line of counts, then the listed bad jobs, then how many more.
+pub fn summary(summary: &SummaryRecord, listed: &[String], unlisted: u64) -> String {
+    let mut text = format!(
+        "lanes: {} jobs in {}: {} succeeded, {} failed, {} interrupted, {} rejected",
+        summary.jobs,
+        humantime::format_duration(Duration::from_millis(summary.duration_ms)),
+        summary.succeeded,
+        summary.failed,
+        summary.interrupted,
+        summary.rejected,
+    );
+    if summary.skipped > 0 {
+        let _ = write!(text, ", {} skipped", summary.skipped);
+    }
+    text.push('\n');
+    for line in listed {
+        text.push_str(line);
+        text.push('\n');
+    }
+    if unlisted > 0 {
+        let _ = writeln!(text, "  … and {unlisted} more (see the report)");
+    }
+    text
+}

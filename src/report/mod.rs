@@ -1,0 +1,5 @@
+//! What `lanes` tells about a run: the JSON Lines report and the human summary.
+
+pub mod human;
+pub mod json;
+pub mod recorder;

@@ -1,0 +1,413 @@
+//! One job's process: spawning `SHELL -c COMMAND` in a process group of its own, and
+//! supervising it until its process group is empty: reading its pipes, the leak window, the
+//! grace period and the escalation from the first signal to SIGKILL (SPEC §2, §4).
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use nix::sys::signal::Signal;
+use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::{sleep, sleep_until, Instant};
+
+use super::reap::Reaper;
+use super::unix::{group_alive, set_nonblocking, signal_group};
+use crate::core::{ExitFacts, StopReason};
+use crate::output::framing::LineFramer;
+use crate::output::sink::SinkTx;
+
+/// What it takes to start one job.
+#[derive(Debug)]
+pub struct Launch<'a> {
+    pub shell: &'a str,
+    pub command: &'a str,
+    /// The job's working directory; `None` for lanes' own.
+    pub cwd: Option<&'a Path>,
+    /// lanes' own working directory, physical, for `PWD` when `cwd` is `None`.
+    pub own_cwd: &'a Path,
+    /// Variables added to lanes' own environment, in order (later ones win).
+    pub env: &'a [(String, String)],
+    pub job_env: &'a [(String, String)],
+    pub key: &'a str,
+    pub seq: u64,
+    pub slot: u32,
+    pub attempt: u32,
+    /// Whether stdout and stderr are captured (through pipes) or discarded.
+    pub capture: bool,
+}
+
+/// A started job: its pid (also its process group id), its exit notification and its pipes.
+pub struct Spawned {
+    pub pid: i32,
+    pub exit: oneshot::Receiver<ExitFacts>,
+    pub stdout: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
+}
+
+/// Why a job could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// Out of processes or descriptors for now (EAGAIN, EMFILE, ENFILE): try again later.
+    #[error("{0}")]
+    Transient(io::Error),
+    /// The job cannot start: its record is `failed`, reason `spawn_error`.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Starts `SHELL -c COMMAND` with stdin from /dev/null, in a process group of its own, with
+/// `LANES_KEY`, `LANES_SEQ`, `LANES_SLOT`, `LANES_ATTEMPT` and `PWD` set; the spawned process
+/// starts with default signal dispositions and an empty signal mask (Rust's `Command` resets
+/// both) and with no descriptor but 0, 1 and 2.
+///
+/// # Errors
+/// [`SpawnError::Transient`] for EAGAIN/EMFILE/ENFILE, [`SpawnError::Failed`] for anything
+/// else, naming the missing directory or the shell.
+pub fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, SpawnError> {
+    let pwd: PathBuf = match launch.cwd {
+        Some(dir) => match std::fs::canonicalize(dir) {
+            Ok(real) if real.is_dir() => real,
+            Ok(_) => {
+                return Err(SpawnError::Failed(format!(
+                    "cannot use working directory {}: not a directory",
+                    dir.display()
+                )))
+            }
+            Err(err) if is_transient(&err) => return Err(SpawnError::Transient(err)),
+            Err(err) => {
+                return Err(SpawnError::Failed(format!(
+                    "cannot use working directory {}: {err}",
+                    dir.display()
+                )))
+            }
+        },
+        None => launch.own_cwd.to_path_buf(),
+    };
+    let output = || {
+        if launch.capture {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        }
+    };
+    let mut command = Command::new(launch.shell);
+    command
+        .arg("-c")
+        .arg(launch.command)
+        .stdin(Stdio::null())
+        .stdout(output())
+        .stderr(output())
+        .process_group(0)
+        .current_dir(&pwd)
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
+        .envs(launch.job_env.iter().map(|(k, v)| (k, v)))
+        .env("LANES_KEY", launch.key)
+        .env("LANES_SEQ", launch.seq.to_string())
+        .env("LANES_SLOT", launch.slot.to_string())
+        .env("LANES_ATTEMPT", launch.attempt.to_string())
+        .env("PWD", &pwd);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(err) if is_transient(&err) => return Err(SpawnError::Transient(err)),
+        Err(err) => {
+            return Err(SpawnError::Failed(format!(
+                "cannot run shell `{}`: {err}",
+                launch.shell
+            )))
+        }
+    };
+    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    let exit = reaper.watch(pid);
+    let stdout = child.stdout.take().map(|p| async_pipe(p.into()));
+    let stderr = child.stderr.take().map(|p| async_pipe(p.into()));
+    Ok(Spawned {
+        pid,
+        exit,
+        // A pipe that cannot be registered is read as if closed; the job still runs.
+        stdout: stdout.and_then(Result::ok),
+        stderr: stderr.and_then(Result::ok),
+    })
+}
+
+fn async_pipe(fd: OwnedFd) -> io::Result<pipe::Receiver> {
+    set_nonblocking(&fd)?;
+    pipe::Receiver::from_owned_fd_unchecked(fd)
+}
+
+/// Whether a spawn error is a passing shortage of processes or descriptors.
+pub fn is_transient(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc_errno::EAGAIN | libc_errno::EMFILE | libc_errno::ENFILE)
+    )
+}
+
+mod libc_errno {
+    use nix::errno::Errno;
+    pub const EAGAIN: i32 = Errno::EAGAIN as i32;
+    pub const EMFILE: i32 = Errno::EMFILE as i32;
+    pub const ENFILE: i32 = Errno::ENFILE as i32;
+}
+
+/// What the driver asks of a running job's supervisor.
+#[derive(Debug, Clone, Copy)]
+pub enum Control {
+    /// Send `signal` to the job's process group once, then SIGKILL after the grace period.
+    /// The first stop's reason is kept.
+    Stop { signal: Signal, reason: StopReason },
+    /// SIGKILL to the job's process group now (a second Ctrl-C).
+    Kill,
+}
+
+/// Where a job's output goes.
+pub enum OutputRoute {
+    /// Whole lines, prefixed, to the two sinks.
+    Prefixed {
+        stdout: SinkTx,
+        stderr: SinkTx,
+        prefix: Arc<[u8]>,
+    },
+    /// Bytes as they come.
+    Raw { stdout: SinkTx, stderr: SinkTx },
+    /// Nowhere (the pipes are not even created).
+    Discard,
+}
+
+/// Timing rules of supervision.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// From the first signal to SIGKILL.
+    pub grace: Duration,
+    /// After the direct child exits: how long the rest of the group and the pipes get.
+    pub leak_window: Duration,
+}
+
+/// How a supervised job ended: the facts the driver needs for its record.
+#[derive(Debug)]
+pub struct Ended {
+    pub seq: u64,
+    pub exit: ExitFacts,
+    /// The reason of a stop requested while the direct child still ran.
+    pub stopped_before_exit: Option<StopReason>,
+    /// Processes of the group outlived the shell past the leak window, or something held the
+    /// job's pipes open.
+    pub leaked: bool,
+    pub ended_at: SystemTime,
+    pub ended_instant: Instant,
+}
+
+/// How often the process group is checked for emptiness once the direct child has exited and
+/// members are left.
+const GROUP_POLL: Duration = Duration::from_millis(10);
+
+/// Size of one read from a job's pipe, in bytes.
+const READ_SIZE: usize = 16 * 1024;
+
+/// Supervises a started job until its process group is empty and its pipes are at EOF (or
+/// past the leak window, held open by a process outside the group), then returns how it ended.
+pub async fn supervise(
+    seq: u64,
+    spawned: Spawned,
+    mut control: mpsc::UnboundedReceiver<Control>,
+    route: OutputRoute,
+    timing: Timing,
+    reaper: Reaper,
+) -> Ended {
+    let Spawned {
+        pid,
+        exit: mut exit_rx,
+        mut stdout,
+        mut stderr,
+    } = spawned;
+    let mut out = Stream::new(&route, false);
+    let mut err = Stream::new(&route, true);
+    let mut exit: Option<ExitFacts> = None;
+    let mut stop: Option<(Signal, StopReason)> = None;
+    let mut stopped_before_exit = None;
+    let mut leaked = false;
+    let mut leak_at: Option<Instant> = None;
+    let mut window_over = false;
+    let mut grace_at: Option<Instant> = None;
+    let mut control_open = true;
+
+    loop {
+        if exit.is_some() {
+            let pipes_open = stdout.is_some() || stderr.is_some();
+            if !pipes_open || window_over {
+                reaper.reap();
+                if !group_alive(pid) {
+                    if pipes_open {
+                        // Held open by a process that left the group (setsid, double fork
+                        // into another session): stop reading, keep what was read.
+                        leaked = true;
+                    }
+                    break;
+                }
+            }
+        }
+        tokio::select! {
+            biased;
+            message = control.recv(), if control_open => match message {
+                Some(Control::Stop { signal, reason }) => {
+                    if stop.is_none() {
+                        stop = Some((signal, reason));
+                        if exit.is_none() {
+                            stopped_before_exit = Some(reason);
+                            signal_group(pid, signal);
+                        } else {
+                            // The shell is gone; what is left (background processes of a
+                            // non-interactive shell ignore SIGINT) gets SIGTERM at once.
+                            signal_group(pid, Signal::SIGTERM);
+                        }
+                        grace_at = Some(Instant::now() + timing.grace);
+                    }
+                }
+                Some(Control::Kill) => {
+                    signal_group(pid, Signal::SIGKILL);
+                    grace_at = None;
+                }
+                None => control_open = false,
+            },
+            facts = &mut exit_rx, if exit.is_none() => {
+                // The reaper never drops a watched pid's sender before sending; should it be
+                // gone anyway, the job is taken as killed.
+                exit = Some(facts.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32)));
+                leak_at = Some(Instant::now() + timing.leak_window);
+                if let Some((signal, _)) = stop {
+                    if signal != Signal::SIGTERM && signal != Signal::SIGKILL {
+                        signal_group(pid, Signal::SIGTERM);
+                    }
+                }
+            },
+            ready = readable(&stdout) => {
+                if !out.pump(&mut stdout, ready).await {
+                    stdout = None;
+                }
+            },
+            ready = readable(&stderr) => {
+                if !err.pump(&mut stderr, ready).await {
+                    stderr = None;
+                }
+            },
+            () = sleep_until_opt(leak_at) => {
+                leak_at = None;
+                window_over = true;
+                reaper.reap();
+                if group_alive(pid) && stop.is_none() {
+                    leaked = true;
+                    signal_group(pid, Signal::SIGTERM);
+                    grace_at = Some(Instant::now() + timing.grace);
+                }
+            },
+            () = sleep_until_opt(grace_at) => {
+                grace_at = None;
+                signal_group(pid, Signal::SIGKILL);
+            },
+            () = sleep(GROUP_POLL), if exit.is_some() => {},
+        }
+    }
+    out.finish().await;
+    err.finish().await;
+    Ended {
+        seq,
+        exit: exit.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32)),
+        stopped_before_exit,
+        leaked,
+        ended_at: SystemTime::now(),
+        ended_instant: Instant::now(),
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn readable(pipe: &Option<pipe::Receiver>) -> io::Result<()> {
+    match pipe {
+        Some(pipe) => pipe.readable().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One of a job's two output streams on its way to a sink.
+struct Stream {
+    sink: Option<SinkTx>,
+    framer: Option<LineFramer>,
+}
+
+impl Stream {
+    fn new(route: &OutputRoute, is_stderr: bool) -> Self {
+        match route {
+            OutputRoute::Prefixed {
+                stdout,
+                stderr,
+                prefix,
+            } => Stream {
+                sink: Some(if is_stderr { stderr } else { stdout }.clone()),
+                framer: Some(LineFramer::new(prefix.to_vec())),
+            },
+            OutputRoute::Raw { stdout, stderr } => Stream {
+                sink: Some(if is_stderr { stderr } else { stdout }.clone()),
+                framer: None,
+            },
+            OutputRoute::Discard => Stream {
+                sink: None,
+                framer: None,
+            },
+        }
+    }
+
+    /// Reads what is available and passes it on. Returns false at EOF or on a read error.
+    async fn pump(&mut self, pipe: &mut Option<pipe::Receiver>, ready: io::Result<()>) -> bool {
+        let Some(reader) = pipe.as_ref() else {
+            return false;
+        };
+        if ready.is_err() {
+            return false;
+        }
+        let mut batch = Vec::new();
+        let open = {
+            let mut buffer = [0u8; READ_SIZE];
+            match reader.try_read(&mut buffer) {
+                Ok(0) => false,
+                Ok(n) => {
+                    match &mut self.framer {
+                        Some(framer) => framer.push(&buffer[..n], &mut batch),
+                        None => batch.extend_from_slice(&buffer[..n]),
+                    }
+                    true
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+                Err(_) => false,
+            }
+        };
+        self.send(batch).await;
+        open
+    }
+
+    async fn finish(&mut self) {
+        let mut batch = Vec::new();
+        if let Some(framer) = &mut self.framer {
+            framer.finish(&mut batch);
+        }
+        self.send(batch).await;
+    }
+
+    async fn send(&mut self, batch: Vec<u8>) {
+        if batch.is_empty() {
+            return;
+        }
+        if let Some(sink) = &self.sink {
+            let _ = sink.send(batch).await;
+        }
+    }
+}

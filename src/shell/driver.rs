@@ -1,0 +1,533 @@
+//! The one event loop: input items, job ends, the core's next deadline, spawn retries and stop
+//! signals go in; the core decides; the driver carries out its decisions and records every job.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use nix::sys::signal::Signal;
+use tokio::signal::unix::{signal as unix_signal, SignalKind};
+use tokio::sync::mpsc;
+use tokio::time::{sleep_until, Instant};
+
+use super::child::{self, Control, Ended, Launch, OutputRoute, SpawnError, Timing};
+use super::input::{InputItem, JobSpec};
+use super::reap::Reaper;
+use super::signal::{ShutdownLevel, StopSignals};
+use super::unix::signal_name;
+use crate::cli::{OnFull, OutputMode};
+use crate::config::RunConfig;
+use crate::core::{
+    classify, Admission, ExitFacts, FailReason, JobRequest, Limits, Outcome, RejectReason,
+    Released, Scheduler, Seq, Start, StopReason, Tick,
+};
+use crate::exit;
+use crate::output::framing::prefix_for;
+use crate::output::sink::SinkTx;
+use crate::report::json::{timestamp, JobRecord, RunRecord, SCHEMA_VERSION};
+use crate::report::recorder::Recorder;
+
+/// First and longest pause before a spawn that failed with EAGAIN/EMFILE/ENFILE is retried.
+const RESPAWN_FIRST: Duration = Duration::from_millis(5);
+const RESPAWN_MAX: Duration = Duration::from_millis(500);
+
+/// The sinks job output and status text go to.
+pub struct Streams {
+    /// Job stdout (lanes' stdout, or its stderr under `--json`).
+    pub job_stdout: SinkTx,
+    /// Job stderr and lanes' own messages.
+    pub stderr: SinkTx,
+}
+
+/// A job the driver knows: admitted and not yet recorded.
+struct Job {
+    spec: JobSpec,
+    started: Option<Started>,
+    attempts: u32,
+}
+
+struct Started {
+    at: SystemTime,
+    instant: Instant,
+    slot: u32,
+    waited: Duration,
+}
+
+/// Runs the whole job stream to its end; returns the exit status.
+pub async fn drive(
+    config: RunConfig,
+    hangup_ignored: bool,
+    input: mpsc::Receiver<InputItem>,
+    streams: Streams,
+    mut recorder: Recorder,
+) -> u8 {
+    let reaper = Reaper::default();
+    // SIGCHLD first, so that no child's exit can be missed.
+    let mut sigchld = unix_signal(SignalKind::child()).ok();
+    let mut signals = StopSignals::install(!hangup_ignored).ok();
+    let started_at = SystemTime::now();
+    recorder
+        .start(&RunRecord {
+            kind: "run",
+            version: env!("CARGO_PKG_VERSION"),
+            schema: SCHEMA_VERSION,
+            started_at: timestamp(started_at),
+            max_concurrent: config.max_concurrent,
+            source: config.source.describe(),
+        })
+        .await;
+    let (ended_tx, ended_rx) = mpsc::unbounded_channel();
+    let mut driver = Driver {
+        core: Scheduler::new(Limits {
+            max_concurrent: config.max_concurrent,
+            max_queued: config.max_queued,
+        }),
+        own_cwd: std::env::current_dir()
+            .and_then(std::fs::canonicalize)
+            .unwrap_or_else(|_| PathBuf::from(".")),
+        config,
+        t0: Instant::now(),
+        jobs: HashMap::new(),
+        controls: HashMap::new(),
+        respawn: VecDeque::new(),
+        respawn_at: None,
+        backoff: RESPAWN_FIRST,
+        level: ShutdownLevel::Running,
+        stop_signal: None,
+        input: Some(input),
+        read_error: false,
+        ended_tx,
+        reaper,
+        streams,
+        recorder,
+    };
+    let mut ended_rx = ended_rx;
+    loop {
+        driver.start_ready().await;
+        if driver.is_done() {
+            break;
+        }
+        let wake = driver.next_wake();
+        let accept_input = driver.input.is_some() && driver.can_accept();
+        tokio::select! {
+            biased;
+            Some((signal, level)) = next_signal(&mut signals) => driver.on_signal(signal, level).await,
+            Some(()) = next_child(&mut sigchld) => driver.reaper.reap(),
+            Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
+            () = sleep_until_opt(wake) => driver.on_wake().await,
+            item = recv_input(&mut driver.input), if accept_input => driver.on_input(item).await,
+        }
+    }
+    driver.finish(started_at).await
+}
+
+async fn next_signal(signals: &mut Option<StopSignals>) -> Option<(Signal, ShutdownLevel)> {
+    match signals {
+        Some(signals) => Some(signals.next().await),
+        None => std::future::pending().await,
+    }
+}
+
+async fn next_child(sigchld: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match sigchld {
+        Some(stream) => stream.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn recv_input(input: &mut Option<mpsc::Receiver<InputItem>>) -> Option<InputItem> {
+    match input {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+struct Driver {
+    config: RunConfig,
+    own_cwd: PathBuf,
+    core: Scheduler,
+    t0: Instant,
+    jobs: HashMap<Seq, Job>,
+    controls: HashMap<Seq, mpsc::UnboundedSender<Control>>,
+    /// Jobs taken by the core whose spawn hit a transient shortage, in order.
+    respawn: VecDeque<Start>,
+    respawn_at: Option<Instant>,
+    backoff: Duration,
+    level: ShutdownLevel,
+    stop_signal: Option<Signal>,
+    input: Option<mpsc::Receiver<InputItem>>,
+    read_error: bool,
+    ended_tx: mpsc::UnboundedSender<Ended>,
+    reaper: Reaper,
+    streams: Streams,
+    recorder: Recorder,
+}
+
+impl Driver {
+    fn tick(&self) -> Tick {
+        self.t0.elapsed()
+    }
+
+    fn can_accept(&self) -> bool {
+        match self.config.on_full {
+            OnFull::Wait => self.core.has_room(),
+            OnFull::Reject => true,
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.input.is_none()
+            && self.core.is_idle()
+            && self.controls.is_empty()
+            && self.respawn.is_empty()
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        let deadline = self.core.next_deadline().map(|tick| self.t0 + tick);
+        match (deadline, self.respawn_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Starts every job the core says may start now. Waits while a spawn is being retried, so
+    /// that a shortage of descriptors does not pile up taken-but-unstarted jobs.
+    async fn start_ready(&mut self) {
+        while self.respawn.is_empty() {
+            let Some(start) = self.core.take(self.tick()) else {
+                break;
+            };
+            self.launch(start).await;
+        }
+    }
+
+    async fn launch(&mut self, start: Start) {
+        let Some(job) = self.jobs.get_mut(&start.seq) else {
+            let _ = self.core.release(start.seq);
+            return;
+        };
+        let capture = self.config.output != OutputMode::None;
+        let spec = &job.spec;
+        let launch = Launch {
+            shell: &self.config.shell,
+            command: &spec.command,
+            cwd: spec.cwd.as_deref(),
+            own_cwd: &self.own_cwd,
+            env: &self.config.env,
+            job_env: &spec.env,
+            key: &spec.key,
+            seq: spec.seq,
+            slot: start.slot,
+            attempt: job.attempts + 1,
+            capture,
+        };
+        match child::spawn(&launch, &self.reaper) {
+            Ok(spawned) => {
+                self.backoff = RESPAWN_FIRST;
+                job.attempts += 1;
+                job.started = Some(Started {
+                    at: SystemTime::now(),
+                    instant: Instant::now(),
+                    slot: start.slot,
+                    waited: start.waited,
+                });
+                let (control_tx, control_rx) = mpsc::unbounded_channel();
+                self.controls.insert(start.seq, control_tx);
+                let route = match self.config.output {
+                    OutputMode::Prefixed => OutputRoute::Prefixed {
+                        stdout: self.streams.job_stdout.clone(),
+                        stderr: self.streams.stderr.clone(),
+                        prefix: Arc::from(prefix_for(&spec.key)),
+                    },
+                    OutputMode::Raw => OutputRoute::Raw {
+                        stdout: self.streams.job_stdout.clone(),
+                        stderr: self.streams.stderr.clone(),
+                    },
+                    OutputMode::None => OutputRoute::Discard,
+                };
+                let timing = Timing {
+                    grace: self.config.grace,
+                    leak_window: self.config.leak_window,
+                };
+                let ended_tx = self.ended_tx.clone();
+                let reaper = self.reaper.clone();
+                let seq = start.seq;
+                tokio::spawn(async move {
+                    let ended =
+                        child::supervise(seq, spawned, control_rx, route, timing, reaper).await;
+                    let _ = ended_tx.send(ended);
+                });
+            }
+            Err(SpawnError::Transient(_)) => {
+                self.respawn.push_back(start);
+                self.respawn_at = Some(Instant::now() + self.backoff);
+                self.backoff = (self.backoff * 2).min(RESPAWN_MAX);
+            }
+            Err(SpawnError::Failed(message)) => {
+                let _ = self.core.release(start.seq);
+                let mut job = self.jobs.remove(&start.seq).expect("the job is known");
+                job.attempts += 1;
+                let outcome = Outcome::Failed(FailReason::SpawnError);
+                let mut record = base_record(&job.spec, outcome);
+                record.attempts = job.attempts;
+                record.wait_ms = Some(millis(start.waited));
+                record.error = Some(message);
+                self.recorder.job(record, outcome).await;
+            }
+        }
+    }
+
+    async fn on_input(&mut self, item: Option<InputItem>) {
+        match item {
+            None => self.input = None,
+            Some(item) => self.accept(item).await,
+        }
+    }
+
+    async fn accept(&mut self, item: InputItem) {
+        match item {
+            InputItem::Job(spec) => {
+                let request = JobRequest {
+                    seq: spec.seq,
+                    key: Arc::clone(&spec.key),
+                    rank: spec.rank,
+                    timeout: spec.timeout.or(self.config.timeout),
+                };
+                match self.core.admit(request, self.tick()) {
+                    Admission::Queued { .. } => {
+                        self.jobs.insert(
+                            spec.seq,
+                            Job {
+                                spec,
+                                started: None,
+                                attempts: 0,
+                            },
+                        );
+                    }
+                    Admission::Full => {
+                        let outcome = Outcome::Rejected(RejectReason::QueueFull);
+                        let mut record = base_record(&spec, outcome);
+                        record.error = Some(format!(
+                            "{} jobs were already waiting (--max-queued)",
+                            self.core.limits().max_queued
+                        ));
+                        self.recorder.job(record, outcome).await;
+                    }
+                    Admission::Closed => {
+                        let outcome = Outcome::Interrupted(StopReason::Shutdown);
+                        self.recorder
+                            .job(base_record(&spec, outcome), outcome)
+                            .await;
+                    }
+                }
+            }
+            InputItem::Invalid {
+                seq,
+                line,
+                key,
+                message,
+            } => {
+                let outcome = Outcome::Rejected(RejectReason::InvalidInput);
+                let mut record = empty_record(seq, line, outcome);
+                record.key = key;
+                record.error = Some(format!("line {line}: {message}"));
+                self.recorder.job(record, outcome).await;
+            }
+            InputItem::ReadError(message) => {
+                self.read_error = true;
+                let _ = self
+                    .streams
+                    .stderr
+                    .send(format!("lanes: {message}; no more jobs are read\n").into_bytes())
+                    .await;
+                self.input = None;
+            }
+        }
+    }
+
+    async fn on_ended(&mut self, ended: Ended) {
+        self.controls.remove(&ended.seq);
+        if !self.respawn.is_empty() {
+            // Descriptors and processes were just freed: retry a waiting spawn now.
+            self.respawn_at = Some(Instant::now());
+        }
+        let released = self.core.release(ended.seq);
+        debug_assert!(matches!(released, Released::Done { .. }));
+        let Some(job) = self.jobs.remove(&ended.seq) else {
+            return;
+        };
+        let outcome = classify(ended.exit, ended.stopped_before_exit);
+        let mut record = base_record(&job.spec, outcome);
+        match ended.exit {
+            ExitFacts::Exited(code) => record.exit_code = Some(code),
+            ExitFacts::Signaled(signal) => record.signal = Some(signal_name(signal)),
+        }
+        record.attempts = job.attempts;
+        record.leaked = ended.leaked;
+        if let Some(started) = &job.started {
+            record.started = true;
+            record.started_at = Some(timestamp(started.at));
+            record.slot = Some(started.slot);
+            record.wait_ms = Some(millis(started.waited));
+            record.duration_ms = Some(millis(
+                ended
+                    .ended_instant
+                    .saturating_duration_since(started.instant),
+            ));
+        }
+        record.ended_at = timestamp(ended.ended_at);
+        self.recorder.job(record, outcome).await;
+    }
+
+    async fn on_wake(&mut self) {
+        let now = Instant::now();
+        if self.respawn_at.is_some_and(|at| at <= now) {
+            self.respawn_at = None;
+            while let Some(start) = self.respawn.pop_front() {
+                self.launch(start).await;
+                if self.respawn_at.is_some() {
+                    // Still short: `launch` queued it again at the back; keep the order.
+                    if let Some(again) = self.respawn.pop_back() {
+                        self.respawn.push_front(again);
+                    }
+                    break;
+                }
+            }
+        }
+        for expired in self.core.expire(self.tick()) {
+            if let Some(control) = self.controls.get(&expired.seq) {
+                let _ = control.send(Control::Stop {
+                    signal: Signal::SIGTERM,
+                    reason: StopReason::Timeout,
+                });
+            }
+        }
+    }
+
+    async fn on_signal(&mut self, signal: Signal, level: ShutdownLevel) {
+        if level <= self.level {
+            return;
+        }
+        self.level = level;
+        match level {
+            ShutdownLevel::Running => {}
+            ShutdownLevel::Graceful => {
+                self.stop_signal = Some(signal);
+                self.stop_intake().await;
+                for control in self.controls.values() {
+                    let _ = control.send(Control::Stop {
+                        signal,
+                        reason: StopReason::Shutdown,
+                    });
+                }
+            }
+            ShutdownLevel::Forced => {
+                for control in self.controls.values() {
+                    let _ = control.send(Control::Kill);
+                }
+            }
+        }
+    }
+
+    /// Stops reading input and records every job that has not started, in input order: what
+    /// the core holds, what waits for a spawn retry, and what the input thread had already
+    /// handed over.
+    async fn stop_intake(&mut self) {
+        let outcome = Outcome::Interrupted(StopReason::Shutdown);
+        let mut pending = Vec::new();
+        if let Some(mut input) = self.input.take() {
+            input.close();
+            while let Ok(item) = input.try_recv() {
+                pending.push(item);
+            }
+        }
+        let now = self.tick();
+        let mut unstarted: Vec<(Seq, Duration)> = self
+            .core
+            .drain(now)
+            .into_iter()
+            .map(|d| (d.seq, d.waited))
+            .collect();
+        for start in std::mem::take(&mut self.respawn) {
+            let _ = self.core.release(start.seq);
+            unstarted.push((start.seq, start.waited));
+        }
+        self.respawn_at = None;
+        unstarted.sort_by_key(|&(seq, _)| seq);
+        for (seq, waited) in unstarted {
+            if let Some(job) = self.jobs.remove(&seq) {
+                let mut record = base_record(&job.spec, outcome);
+                record.wait_ms = Some(millis(waited));
+                self.recorder.job(record, outcome).await;
+            }
+        }
+        for item in pending {
+            match item {
+                InputItem::Job(spec) => {
+                    self.recorder
+                        .job(base_record(&spec, outcome), outcome)
+                        .await;
+                }
+                other => self.accept(other).await,
+            }
+        }
+    }
+
+    async fn finish(mut self, started_at: SystemTime) -> u8 {
+        let code = exit::for_run(
+            self.stop_signal.map(|s| s as i32),
+            self.recorder.any_bad() || self.read_error,
+        );
+        let elapsed = SystemTime::now()
+            .duration_since(started_at)
+            .unwrap_or_default();
+        let text = self.recorder.finish(millis(elapsed), code).await;
+        let _ = self.streams.stderr.send(text.into_bytes()).await;
+        code
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A record for a job that never started, with the given outcome.
+fn base_record(spec: &JobSpec, outcome: Outcome) -> JobRecord {
+    let mut record = empty_record(spec.seq, spec.line, outcome);
+    record.key = Some(spec.key.to_string());
+    record.command = Some(spec.command.clone());
+    record
+}
+
+fn empty_record(seq: Seq, line: u64, outcome: Outcome) -> JobRecord {
+    JobRecord {
+        kind: "job",
+        seq,
+        line,
+        key: None,
+        command: None,
+        outcome: outcome.name(),
+        reason: outcome.reason(),
+        exit_code: None,
+        signal: None,
+        started: false,
+        started_at: None,
+        ended_at: timestamp(SystemTime::now()),
+        duration_ms: None,
+        wait_ms: None,
+        attempts: 0,
+        slot: None,
+        leaked: false,
+        superseded_by: None,
+        batch: None,
+        error: None,
+    }
+}

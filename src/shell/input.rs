@@ -1,0 +1,133 @@
+//! The input thread: reads jobs from stdin, a lines file or a loaded manifest and hands them
+//! to the driver over a bounded channel, so that a full queue pauses reading (backpressure).
+
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::input::lines::{LineItem, LineReader, NumberedLine};
+use crate::input::manifest::Manifest;
+
+/// One job as the driver receives it, whatever the input form.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    pub seq: u64,
+    pub line: u64,
+    pub key: Arc<str>,
+    pub command: String,
+    pub rank: i64,
+    /// The job's own turn timeout (manifest), overriding the run's.
+    pub timeout: Option<Duration>,
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+}
+
+/// What the input thread sends.
+#[derive(Debug)]
+pub enum InputItem {
+    Job(JobSpec),
+    /// A malformed line: recorded as `rejected`/`invalid_input`.
+    Invalid {
+        seq: u64,
+        line: u64,
+        key: Option<String>,
+        message: String,
+    },
+    /// The input could not be read to its end; nothing more comes.
+    ReadError(String),
+}
+
+/// Where the input thread reads from.
+pub enum Feed {
+    /// Lines from a reader (stdin or a file).
+    Lines(Box<dyn BufRead + Send>),
+    /// Lines already read and validated (`--strict`).
+    Preloaded(Vec<NumberedLine>),
+    /// A validated manifest's jobs.
+    Manifest(Manifest),
+}
+
+/// How many items may wait in the channel between the input thread and the driver.
+const CHANNEL_DEPTH: usize = 64;
+
+/// Starts the input thread; its items arrive on the returned receiver, which ends at EOF.
+pub fn start(feed: Feed) -> mpsc::Receiver<InputItem> {
+    let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+    std::thread::Builder::new()
+        .name("lanes-input".into())
+        .spawn(move || run(feed, &tx))
+        .expect("the input thread can be started");
+    rx
+}
+
+fn run(feed: Feed, tx: &mpsc::Sender<InputItem>) {
+    let send = |item| tx.blocking_send(item).is_ok();
+    match feed {
+        Feed::Lines(reader) => {
+            for numbered in LineReader::new(reader) {
+                let item = match numbered {
+                    Ok(numbered) => from_line(numbered),
+                    Err(err) => {
+                        let _ = send(InputItem::ReadError(format!("cannot read input: {err}")));
+                        return;
+                    }
+                };
+                if !send(item) {
+                    return;
+                }
+            }
+        }
+        Feed::Preloaded(lines) => {
+            for numbered in lines {
+                if !send(from_line(numbered)) {
+                    return;
+                }
+            }
+        }
+        Feed::Manifest(manifest) => {
+            let mut jobs: Vec<_> = manifest.jobs.into_iter().enumerate().collect();
+            // Lower rank first; a stable sort keeps file order among equal ranks, so each
+            // lane is admitted in (rank, file order).
+            jobs.sort_by_key(|(_, job)| job.rank);
+            for (index, job) in jobs {
+                let spec = JobSpec {
+                    seq: index as u64 + 1,
+                    line: job.line,
+                    key: Arc::from(job.key),
+                    command: job.cmd,
+                    rank: job.rank,
+                    timeout: job.timeout,
+                    cwd: job.cwd,
+                    env: job.env,
+                };
+                if !send(InputItem::Job(spec)) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn from_line(numbered: NumberedLine) -> InputItem {
+    match numbered.item {
+        LineItem::Job { key, command } => InputItem::Job(JobSpec {
+            seq: numbered.seq,
+            line: numbered.line,
+            key: Arc::from(key),
+            command,
+            rank: 0,
+            timeout: None,
+            cwd: None,
+            env: Vec::new(),
+        }),
+        LineItem::Invalid { key, message } => InputItem::Invalid {
+            seq: numbered.seq,
+            line: numbered.line,
+            key,
+            message,
+        },
+    }
+}

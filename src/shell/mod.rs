@@ -1,0 +1,9 @@
+//! The effectful side: the tokio event loop, processes, pipes, signals and reaping. It applies
+//! the pure core's decisions and never makes scheduling decisions of its own.
+
+pub mod child;
+pub mod driver;
+pub mod input;
+pub mod reap;
+pub mod signal;
+pub mod unix;

@@ -1,0 +1,137 @@
+//! Thin, safe wrappers over the Unix calls the shell needs: signalling a process group, asking
+//! whether a group still has live members, becoming a child subreaper, descriptor hygiene.
+
+use std::os::fd::{AsRawFd, RawFd};
+
+use nix::errno::Errno;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+
+/// Sends `signal` to every process of the process group `pgid` (`killpg(3)`). A group that is
+/// already empty (ESRCH) is not an error; other errors are ignored too, as there is nothing
+/// better to do with a group we may not signal.
+pub fn signal_group(pgid: i32, signal: Signal) {
+    let _ = killpg(Pid::from_raw(pgid), signal);
+}
+
+/// Whether the process group `pgid` still has a member that is not a zombie.
+///
+/// `kill(-pgid, 0)` (POSIX `kill(2)` with signal 0) tells whether any member exists; zombies
+/// count as members there, so when it says yes, `/proc/*/stat` is read to see whether any
+/// member is not a zombie (state `Z`). Zombies whose parent is `lanes` are reaped before this is
+/// asked, so in practice only zombies of live parents inside the group are seen.
+pub fn group_alive(pgid: i32) -> bool {
+    match kill(Pid::from_raw(-pgid), None) {
+        Err(Errno::ESRCH) => false,
+        Ok(()) | Err(_) => group_has_live_member(pgid),
+    }
+}
+
+fn group_has_live_member(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command name, which is in parentheses and may hold spaces:
+        // state ppid pgrp ...
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut fields = rest.split_ascii_whitespace();
+        let state = fields.next();
+        let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
+        if pgrp == Some(pgid) && state != Some("Z") {
+            return true;
+        }
+    }
+    false
+}
+
+/// Makes `lanes` a child subreaper (Linux `prctl(PR_SET_CHILD_SUBREAPER)`, see `prctl(2)`):
+/// orphans of its jobs are re-parented to it, so it can reap them and see when a job's
+/// process group is really empty. Elsewhere this does nothing.
+pub fn become_subreaper() {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+    }
+}
+
+/// Marks every open descriptor above 2 close-on-exec, so that no descriptor `lanes` inherited
+/// reaches a job (SPEC §2). Descriptors `lanes` opens itself are close-on-exec already (Rust
+/// and tokio open everything with `O_CLOEXEC`).
+pub fn close_inherited_descriptors_on_exec() {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd").or_else(|_| std::fs::read_dir("/dev/fd"))
+    else {
+        return;
+    };
+    let fds: Vec<RawFd> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > 2)
+        .collect();
+    for fd in fds {
+        set_cloexec(fd);
+    }
+}
+
+fn set_cloexec(fd: RawFd) {
+    use nix::fcntl::{fcntl, FcntlArg, FdFlag};
+    if let Ok(bits) = fcntl(fd, FcntlArg::F_GETFD) {
+        let flags = FdFlag::from_bits_truncate(bits) | FdFlag::FD_CLOEXEC;
+        let _ = fcntl(fd, FcntlArg::F_SETFD(flags));
+    }
+}
+
+/// Sets `O_NONBLOCK` on a descriptor (for the read ends of job pipes).
+pub fn set_nonblocking(fd: &impl AsRawFd) -> std::io::Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let bits = fcntl(fd.as_raw_fd(), FcntlArg::F_GETFL)?;
+    let flags = OFlag::from_bits_truncate(bits) | OFlag::O_NONBLOCK;
+    fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(flags))?;
+    Ok(())
+}
+
+/// The conventional name of signal number `signal` (`"SIGKILL"`), or `"SIG<N>"` when unknown.
+pub fn signal_name(signal: i32) -> String {
+    Signal::try_from(signal).map_or_else(|_| format!("SIG{signal}"), |s| s.as_str().to_owned())
+}
+
+/// Resets every signal that `lanes` inherited as ignored (`SIG_IGN`) to its default action, so
+/// that jobs start with default dispositions (SPEC §2) even when `lanes` was started in the
+/// background by a non-interactive shell (which ignores SIGINT and SIGQUIT for it, POSIX
+/// "Shell Command Language" §2.11). SIGHUP stays ignored when it was (`nohup lanes …`), and
+/// the return value says so; SIGPIPE is left to Rust, whose `Command` resets it in children.
+///
+/// Call it first thing in `main`, before any thread starts.
+pub fn reset_ignored_signals() -> bool {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet};
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    let mut hangup_ignored = false;
+    for signal in Signal::iterator() {
+        if matches!(signal, Signal::SIGKILL | Signal::SIGSTOP | Signal::SIGPIPE) {
+            continue;
+        }
+        // SAFETY: installs SIG_DFL, or reinstalls the previous action unchanged; no handler
+        // of ours runs, and no other thread exists yet.
+        let Ok(previous) = (unsafe { sigaction(signal, &default) }) else {
+            continue;
+        };
+        let ignored = previous.handler() == SigHandler::SigIgn;
+        if ignored && signal == Signal::SIGHUP {
+            hangup_ignored = true;
+        }
+        if !ignored || signal == Signal::SIGHUP {
+            // SAFETY: as above.
+            let _ = unsafe { sigaction(signal, &previous) };
+        }
+    }
+    hangup_ignored
+}
