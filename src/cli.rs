@@ -78,6 +78,11 @@ pub struct Cli {
     /// How job output is shown.
     #[arg(long, value_name = "MODE", value_enum, default_value_t = OutputMode::Prefixed)]
     pub output: OutputMode,
+
+    /// Also write each job's stdout and stderr to files of their own under DIR (created when
+    /// missing), named from the seq and the escaped key: `000042-KEY.stdout`.
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
 }
 
 /// `--on-full`: what happens to a job that finds the queue full.
@@ -94,6 +99,8 @@ pub enum OnFull {
 pub enum OutputMode {
     /// Each line whole, prefixed with the job's key.
     Prefixed,
+    /// Each job's whole output in one block when it ends, after a header line.
+    Grouped,
     /// Bytes as they come, no prefix.
     Raw,
     /// Discarded.

@@ -53,6 +53,7 @@ pub struct RunConfig {
     pub report: Option<PathBuf>,
     pub json: bool,
     pub output: OutputMode,
+    pub results: Option<PathBuf>,
 }
 
 /// Why a configuration could not be built; nothing has run.
@@ -103,6 +104,7 @@ impl RunConfig {
             report: cli.report,
             json: cli.json,
             output: cli.output,
+            results: cli.results,
             source,
         })
     }

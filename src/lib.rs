@@ -42,6 +42,10 @@ pub fn prepare_process() -> bool {
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let config = RunConfig::from_cli(cli)?;
     let feed = feed_for(&config)?;
+    if let Some(dir) = &config.results {
+        output::results::prepare_dir(dir)
+            .with_context(|| format!("cannot create the results directory {}", dir.display()))?;
+    }
     let report_file = match &config.report {
         Some(path) => Some(
             File::create(path)

@@ -1,4 +1,7 @@
-//! Job output on its way to lanes' own stdout and stderr: line framing and the writer threads.
+//! Job output on its way out: line framing, grouped capture, per-job result files and the
+//! writer threads.
 
+pub mod capture;
 pub mod framing;
+pub mod results;
 pub mod sink;

@@ -17,8 +17,11 @@ use tokio::time::{sleep, sleep_until, Instant};
 
 use super::reap::Reaper;
 use super::unix::{group_alive, set_nonblocking, signal_group};
-use crate::core::{ExitFacts, StopReason};
+use crate::cli::OutputMode;
+use crate::core::{classify, ExitFacts, Outcome, StopReason};
+use crate::output::capture::Capture;
 use crate::output::framing::LineFramer;
+use crate::output::results::ResultFiles;
 use crate::output::sink::SinkTx;
 
 /// What it takes to start one job.
@@ -164,18 +167,19 @@ pub enum Control {
     Kill,
 }
 
-/// Where a job's output goes.
-pub enum OutputRoute {
-    /// Whole lines, prefixed, to the two sinks.
-    Prefixed {
-        stdout: SinkTx,
-        stderr: SinkTx,
-        prefix: Arc<[u8]>,
-    },
-    /// Bytes as they come.
-    Raw { stdout: SinkTx, stderr: SinkTx },
-    /// Nowhere (the pipes are not even created).
-    Discard,
+/// Where a job's output goes (SPEC §5.1).
+pub struct OutputPlan {
+    pub mode: OutputMode,
+    /// The job's stdout destination (lanes' stdout, or its stderr under `--json`).
+    pub stdout: SinkTx,
+    pub stderr: SinkTx,
+    /// `[key] `, for prefixed lines.
+    pub prefix: Arc<[u8]>,
+    pub key: Arc<str>,
+    /// `--results DIR`.
+    pub results_dir: Option<Arc<Path>>,
+    /// Held while a grouped block is written, so that blocks never interleave.
+    pub group_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Timing rules of supervision.
@@ -199,6 +203,8 @@ pub struct Ended {
     pub leaked: bool,
     pub ended_at: SystemTime,
     pub ended_instant: Instant,
+    /// A problem with the job's output files, for the record's `error`.
+    pub output_error: Option<String>,
 }
 
 /// How often the process group is checked for emptiness once the direct child has exited and
@@ -214,7 +220,7 @@ pub async fn supervise(
     seq: u64,
     spawned: Spawned,
     mut control: mpsc::UnboundedReceiver<Control>,
-    route: OutputRoute,
+    plan: OutputPlan,
     timing: Timing,
     reaper: Reaper,
 ) -> Ended {
@@ -224,8 +230,12 @@ pub async fn supervise(
         mut stdout,
         mut stderr,
     } = spawned;
-    let mut out = Stream::new(&route, false);
-    let mut err = Stream::new(&route, true);
+    let mut out = Stream::new(&plan, false);
+    let mut err = Stream::new(&plan, true);
+    let mut results = plan
+        .results_dir
+        .as_deref()
+        .map(|dir| ResultFiles::create(dir, seq, &plan.key));
     let mut exit: Option<ExitFacts> = None;
     let mut stop: Option<(Signal, StopReason)> = None;
     let mut stopped_before_exit = None;
@@ -285,12 +295,12 @@ pub async fn supervise(
                 }
             },
             ready = readable(&stdout) => {
-                if !out.pump(&mut stdout, ready).await {
+                if !out.pump(&mut stdout, ready, results.as_mut()).await {
                     stdout = None;
                 }
             },
             ready = readable(&stderr) => {
-                if !err.pump(&mut stderr, ready).await {
+                if !err.pump(&mut stderr, ready, results.as_mut()).await {
                     stderr = None;
                 }
             },
@@ -311,15 +321,35 @@ pub async fn supervise(
             () = sleep(GROUP_POLL), if exit.is_some() => {},
         }
     }
+    let exit = exit.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32));
     out.finish().await;
     err.finish().await;
+    if plan.mode == OutputMode::Grouped {
+        let outcome = classify(exit, stopped_before_exit);
+        let _block = plan.group_lock.lock().await;
+        let header = group_header(&plan.key, seq, outcome);
+        let _ = plan.stdout.send(header.into_bytes()).await;
+        out.replay().await;
+        err.replay().await;
+    }
     Ended {
         seq,
-        exit: exit.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32)),
+        exit,
         stopped_before_exit,
         leaked,
         ended_at: SystemTime::now(),
         ended_instant: Instant::now(),
+        output_error: results.and_then(|r| r.error),
+    }
+}
+
+/// The line before a grouped block: `==> [key] seq 3: failed (exit_status) <==`.
+fn group_header(key: &str, seq: u64, outcome: Outcome) -> String {
+    let prefix = crate::output::framing::prefix_for(key);
+    let key = String::from_utf8_lossy(&prefix);
+    match outcome.reason() {
+        Some(reason) => format!("==> {}seq {seq}: {} ({reason}) <==\n", key, outcome.name()),
+        None => format!("==> {}seq {seq}: {} <==\n", key, outcome.name()),
     }
 }
 
@@ -337,36 +367,48 @@ async fn readable(pipe: &Option<pipe::Receiver>) -> io::Result<()> {
     }
 }
 
-/// One of a job's two output streams on its way to a sink.
+/// One of a job's two output streams on its way out.
 struct Stream {
+    is_stderr: bool,
+    /// Where lines or bytes go as they come (prefixed, raw).
     sink: Option<SinkTx>,
     framer: Option<LineFramer>,
+    /// Everything, held until the job ends (grouped).
+    capture: Option<Capture>,
 }
 
 impl Stream {
-    fn new(route: &OutputRoute, is_stderr: bool) -> Self {
-        match route {
-            OutputRoute::Prefixed {
-                stdout,
-                stderr,
-                prefix,
-            } => Stream {
-                sink: Some(if is_stderr { stderr } else { stdout }.clone()),
-                framer: Some(LineFramer::new(prefix.to_vec())),
-            },
-            OutputRoute::Raw { stdout, stderr } => Stream {
-                sink: Some(if is_stderr { stderr } else { stdout }.clone()),
-                framer: None,
-            },
-            OutputRoute::Discard => Stream {
-                sink: None,
-                framer: None,
-            },
+    fn new(plan: &OutputPlan, is_stderr: bool) -> Self {
+        let sink = if is_stderr {
+            &plan.stderr
+        } else {
+            &plan.stdout
+        };
+        let (sink, framer, capture) = match plan.mode {
+            OutputMode::Prefixed => (
+                Some(sink.clone()),
+                Some(LineFramer::new(plan.prefix.to_vec())),
+                None,
+            ),
+            OutputMode::Raw => (Some(sink.clone()), None, None),
+            OutputMode::Grouped => (Some(sink.clone()), None, Some(Capture::default())),
+            OutputMode::None => (None, None, None),
+        };
+        Stream {
+            is_stderr,
+            sink,
+            framer,
+            capture,
         }
     }
 
     /// Reads what is available and passes it on. Returns false at EOF or on a read error.
-    async fn pump(&mut self, pipe: &mut Option<pipe::Receiver>, ready: io::Result<()>) -> bool {
+    async fn pump(
+        &mut self,
+        pipe: &mut Option<pipe::Receiver>,
+        ready: io::Result<()>,
+        results: Option<&mut ResultFiles>,
+    ) -> bool {
         let Some(reader) = pipe.as_ref() else {
             return false;
         };
@@ -379,9 +421,16 @@ impl Stream {
             match reader.try_read(&mut buffer) {
                 Ok(0) => false,
                 Ok(n) => {
-                    match &mut self.framer {
-                        Some(framer) => framer.push(&buffer[..n], &mut batch),
-                        None => batch.extend_from_slice(&buffer[..n]),
+                    let data = &buffer[..n];
+                    if let Some(results) = results {
+                        results.write(self.is_stderr, data);
+                    }
+                    if let Some(capture) = &mut self.capture {
+                        capture.push(data);
+                    } else if let Some(framer) = &mut self.framer {
+                        framer.push(data, &mut batch);
+                    } else if self.sink.is_some() {
+                        batch.extend_from_slice(data);
                     }
                     true
                 }
@@ -394,12 +443,23 @@ impl Stream {
         open
     }
 
+    /// Writes the unfinished last line (prefixed).
     async fn finish(&mut self) {
         let mut batch = Vec::new();
         if let Some(framer) = &mut self.framer {
             framer.finish(&mut batch);
         }
         self.send(batch).await;
+    }
+
+    /// Writes the captured block (grouped).
+    async fn replay(&mut self) {
+        if let (Some(capture), Some(sink)) = (self.capture.take(), &self.sink) {
+            if let Err(err) = capture.replay(sink).await {
+                let message = format!("lanes: cannot read back captured output: {err}\n");
+                let _ = sink.send(message.into_bytes()).await;
+            }
+        }
     }
 
     async fn send(&mut self, batch: Vec<u8>) {

@@ -2,7 +2,7 @@
 //! signals go in; the core decides; the driver carries out its decisions and records every job.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -11,7 +11,7 @@ use tokio::signal::unix::{signal as unix_signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 
-use super::child::{self, Control, Ended, Launch, OutputRoute, SpawnError, Timing};
+use super::child::{self, Control, Ended, Launch, OutputPlan, SpawnError, Timing};
 use super::input::{InputItem, JobSpec};
 use super::reap::Reaper;
 use super::signal::{ShutdownLevel, StopSignals};
@@ -86,6 +86,7 @@ pub async fn drive(
         own_cwd: std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .unwrap_or_else(|_| PathBuf::from(".")),
+        results_dir: config.results.as_deref().map(Arc::from),
         config,
         t0: Instant::now(),
         jobs: HashMap::new(),
@@ -101,6 +102,7 @@ pub async fn drive(
         reaper,
         streams,
         recorder,
+        group_lock: Arc::default(),
     };
     let mut ended_rx = ended_rx;
     loop {
@@ -169,6 +171,8 @@ struct Driver {
     reaper: Reaper,
     streams: Streams,
     recorder: Recorder,
+    results_dir: Option<Arc<Path>>,
+    group_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Driver {
@@ -214,7 +218,7 @@ impl Driver {
             let _ = self.core.release(start.seq);
             return;
         };
-        let capture = self.config.output != OutputMode::None;
+        let capture = self.config.output != OutputMode::None || self.results_dir.is_some();
         let spec = &job.spec;
         let launch = Launch {
             shell: &self.config.shell,
@@ -241,17 +245,14 @@ impl Driver {
                 });
                 let (control_tx, control_rx) = mpsc::unbounded_channel();
                 self.controls.insert(start.seq, control_tx);
-                let route = match self.config.output {
-                    OutputMode::Prefixed => OutputRoute::Prefixed {
-                        stdout: self.streams.job_stdout.clone(),
-                        stderr: self.streams.stderr.clone(),
-                        prefix: Arc::from(prefix_for(&spec.key)),
-                    },
-                    OutputMode::Raw => OutputRoute::Raw {
-                        stdout: self.streams.job_stdout.clone(),
-                        stderr: self.streams.stderr.clone(),
-                    },
-                    OutputMode::None => OutputRoute::Discard,
+                let plan = OutputPlan {
+                    mode: self.config.output,
+                    stdout: self.streams.job_stdout.clone(),
+                    stderr: self.streams.stderr.clone(),
+                    prefix: Arc::from(prefix_for(&spec.key)),
+                    key: Arc::clone(&spec.key),
+                    results_dir: self.results_dir.clone(),
+                    group_lock: Arc::clone(&self.group_lock),
                 };
                 let timing = Timing {
                     grace: self.config.grace,
@@ -262,7 +263,7 @@ impl Driver {
                 let seq = start.seq;
                 tokio::spawn(async move {
                     let ended =
-                        child::supervise(seq, spawned, control_rx, route, timing, reaper).await;
+                        child::supervise(seq, spawned, control_rx, plan, timing, reaper).await;
                     let _ = ended_tx.send(ended);
                 });
             }
@@ -372,6 +373,7 @@ impl Driver {
         }
         record.attempts = job.attempts;
         record.leaked = ended.leaked;
+        record.error = ended.output_error;
         if let Some(started) = &job.started {
             record.started = true;
             record.started_at = Some(timestamp(started.at));

@@ -1,0 +1,130 @@
+//! Holding a job's whole output until it ends (`--output grouped`): in memory up to a limit,
+//! then spilled to an unnamed temporary file, so memory never scales with a job's output.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+
+use super::sink::SinkTx;
+
+/// Bytes kept in memory per captured stream before it spills to a temporary file (1 MiB).
+pub const SPILL_AT: usize = 1024 * 1024;
+
+/// Size of the pieces a spilled capture is sent in, in bytes.
+const REPLAY_CHUNK: usize = 64 * 1024;
+
+/// One captured stream.
+#[derive(Debug, Default)]
+pub struct Capture {
+    memory: Vec<u8>,
+    spill: Option<File>,
+    /// A spill file that failed; the rest of the output is lost, and said so when replayed.
+    failed: Option<String>,
+}
+
+impl Capture {
+    /// Appends `data`; spills to a temporary file once more than [`SPILL_AT`] bytes are held.
+    pub fn push(&mut self, data: &[u8]) {
+        if self.failed.is_some() {
+            return;
+        }
+        if let Some(file) = &mut self.spill {
+            if let Err(err) = file.write_all(data) {
+                self.failed = Some(err.to_string());
+            }
+            return;
+        }
+        self.memory.extend_from_slice(data);
+        if self.memory.len() > SPILL_AT {
+            match tempfile::tempfile().and_then(|mut file| {
+                file.write_all(&self.memory)?;
+                Ok(file)
+            }) {
+                Ok(file) => {
+                    self.spill = Some(file);
+                    self.memory = Vec::new();
+                }
+                Err(err) => self.failed = Some(err.to_string()),
+            }
+        }
+    }
+
+    /// Whether nothing was captured.
+    pub fn is_empty(&self) -> bool {
+        self.memory.is_empty() && self.spill.is_none()
+    }
+
+    /// Sends everything captured to `sink`, in order, in pieces of at most 64 KiB, adding a
+    /// newline when the output did not end with one.
+    pub async fn replay(self, sink: &SinkTx) -> io::Result<()> {
+        let mut last = None;
+        if let Some(mut file) = self.spill {
+            file.seek(SeekFrom::Start(0))?;
+            loop {
+                let mut chunk = vec![0; REPLAY_CHUNK];
+                let n = file.read(&mut chunk)?;
+                if n == 0 {
+                    break;
+                }
+                chunk.truncate(n);
+                last = chunk.last().copied();
+                let _ = sink.send(chunk).await;
+            }
+        } else if !self.memory.is_empty() {
+            last = self.memory.last().copied();
+            let _ = sink.send(self.memory).await;
+        }
+        if last.is_some_and(|b| b != b'\n') {
+            let _ = sink.send(b"\n".to_vec()).await;
+        }
+        if let Some(err) = self.failed {
+            let message = format!("lanes: part of this output was lost: {err}\n");
+            let _ = sink.send(message.into_bytes()).await;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn replayed(capture: Capture) -> Vec<u8> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        capture.replay(&tx).await.unwrap();
+        drop(tx);
+        let mut out = Vec::new();
+        while let Some(chunk) = rx.recv().await {
+            out.extend_from_slice(&chunk);
+        }
+        out
+    }
+
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    #[test]
+    fn small_output_stays_in_memory_and_gets_a_final_newline() {
+        let mut capture = Capture::default();
+        capture.push(b"a\nb");
+        assert!(capture.spill.is_none());
+        assert_eq!(block_on(replayed(capture)), b"a\nb\n");
+    }
+
+    #[test]
+    fn large_output_spills_and_replays_byte_for_byte() {
+        let mut capture = Capture::default();
+        let mut expected = Vec::new();
+        for i in 0..50_000u32 {
+            let line = format!("line {i} {}\n", "x".repeat(40));
+            capture.push(line.as_bytes());
+            expected.extend_from_slice(line.as_bytes());
+        }
+        assert!(capture.spill.is_some());
+        assert!(capture.memory.is_empty());
+        assert_eq!(block_on(replayed(capture)), expected);
+    }
+}

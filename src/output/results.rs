@@ -1,0 +1,128 @@
+//! `--results DIR`: each job's stdout and stderr also in files of their own under DIR, named
+//! from the seq and an escaped key so that no key can name a path outside DIR (SPEC §5.1).
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+/// The longest escaped key kept in a file name, in bytes; longer ones are cut (the seq keeps
+/// names unique).
+const MAX_KEY_IN_NAME: usize = 80;
+
+/// The file stem for a job: `000042-` followed by the key with every byte outside
+/// `[A-Za-z0-9._-]` written as `%XX`, cut to 80 bytes. The seq makes every name unique and
+/// never `.` or `..`; the escaping keeps `/`, control characters and anything else a shell or
+/// a file system treats specially out of names.
+pub fn file_stem(seq: u64, key: &str) -> String {
+    let mut stem = format!("{seq:06}-");
+    let mut kept = 0;
+    for &byte in key.as_bytes() {
+        let piece = if byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-') {
+            (byte as char).to_string()
+        } else {
+            format!("%{byte:02X}")
+        };
+        if kept + piece.len() > MAX_KEY_IN_NAME {
+            break;
+        }
+        kept += piece.len();
+        stem.push_str(&piece);
+    }
+    stem
+}
+
+/// The two files of one job.
+#[derive(Debug)]
+pub struct ResultFiles {
+    pub stdout: Option<File>,
+    pub stderr: Option<File>,
+    pub stdout_path: PathBuf,
+    pub stderr_path: PathBuf,
+    /// The first error met, reported once.
+    pub error: Option<String>,
+}
+
+impl ResultFiles {
+    /// Creates `DIR/STEM.stdout` and `DIR/STEM.stderr`.
+    pub fn create(dir: &Path, seq: u64, key: &str) -> Self {
+        let stem = file_stem(seq, key);
+        let stdout_path = dir.join(format!("{stem}.stdout"));
+        let stderr_path = dir.join(format!("{stem}.stderr"));
+        let mut error = None;
+        let mut open = |path: &Path| match File::create(path) {
+            Ok(file) => Some(file),
+            Err(err) => {
+                error.get_or_insert_with(|| format!("cannot create {}: {err}", path.display()));
+                None
+            }
+        };
+        let stdout = open(&stdout_path);
+        let stderr = open(&stderr_path);
+        ResultFiles {
+            stdout,
+            stderr,
+            stdout_path,
+            stderr_path,
+            error,
+        }
+    }
+
+    /// Appends `data` to the job's stdout or stderr file.
+    pub fn write(&mut self, is_stderr: bool, data: &[u8]) {
+        let file = if is_stderr {
+            &mut self.stderr
+        } else {
+            &mut self.stdout
+        };
+        if let Some(handle) = file {
+            if let Err(err) = handle.write_all(data) {
+                self.error
+                    .get_or_insert_with(|| format!("cannot write a results file: {err}"));
+                *file = None;
+            }
+        }
+    }
+}
+
+/// Creates DIR (and its parents) when missing.
+///
+/// # Errors
+/// When DIR cannot be created or is not a directory.
+pub fn prepare_dir(dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stems_escape_everything_that_could_be_a_path() {
+        assert_eq!(file_stem(1, "a/b"), "000001-a%2Fb");
+        assert_eq!(file_stem(2, "../x"), "000002-..%2Fx");
+        assert_eq!(file_stem(3, "/etc/y"), "000003-%2Fetc%2Fy");
+        assert_eq!(file_stem(4, "ctl\u{1}x\ny"), "000004-ctl%01x%0Ay");
+        assert_eq!(file_stem(5, "ü"), "000005-%C3%BC");
+    }
+
+    #[test]
+    fn long_keys_are_cut_and_pieces_never_split() {
+        let stem = file_stem(7, &"k".repeat(300));
+        assert_eq!(stem.len(), 7 + MAX_KEY_IN_NAME);
+        let stem = file_stem(8, &"/".repeat(100));
+        assert!(stem.len() <= 7 + MAX_KEY_IN_NAME);
+        assert!(stem.ends_with("%2F"));
+    }
+
+    #[test]
+    fn files_land_inside_the_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = ResultFiles::create(dir.path(), 3, "../../escape");
+        files.write(false, b"out\n");
+        files.write(true, b"err\n");
+        assert!(files.error.is_none());
+        assert_eq!(files.stdout_path.parent(), Some(dir.path()));
+        assert_eq!(std::fs::read(&files.stdout_path).unwrap(), b"out\n");
+        assert_eq!(std::fs::read(&files.stderr_path).unwrap(), b"err\n");
+    }
+}
