@@ -230,6 +230,7 @@ SwitchType=switch/none
 LaunchParameters=use_interactive_step
 
 SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 $overrides

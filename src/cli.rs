@@ -54,14 +54,46 @@ pub struct Cli {
     #[arg(long, value_name = "SHELL")]
     pub shell: Option<String>,
 
-    /// At most N jobs admitted but not yet started, across all keys.
-    #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_queued: u64,
+    /// At most N jobs admitted but not yet started, across all keys [default: 10000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_queued: Option<u64>,
 
     /// What a new job meets when --max-queued jobs wait: `wait` pauses reading input until
-    /// there is room (backpressure); `reject` records it as rejected (queue_full).
-    #[arg(long, value_name = "POLICY", value_enum, default_value_t = OnFull::Wait)]
-    pub on_full: OnFull,
+    /// there is room (backpressure); `reject` records it as rejected (queue_full)
+    /// [default: wait].
+    #[arg(long, value_name = "POLICY", value_enum)]
+    pub on_full: Option<OnFull>,
+
+    /// Coalesce waiting jobs per key: `latest` keeps at most one running and one pending job
+    /// per key, a newer job replacing the pending one (recorded as superseded) [default: off].
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub coalesce: Option<Coalesce>,
+
+    /// A newer job of a key also interrupts the key's running job (superseded), then starts.
+    /// Implies --coalesce latest.
+    #[arg(long)]
+    pub cancel_in_progress: bool,
+
+    /// Re-run a failed job up to N more times, first in its own lane [default: 0].
+    #[arg(long, value_name = "N")]
+    pub retries: Option<u32>,
+
+    /// Pause before each retry; the key's later jobs wait behind it [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub retry_delay: Option<Duration>,
+
+    /// After the first failed job, start nothing more and stop the running jobs.
+    #[arg(long)]
+    pub fail_fast: bool,
+
+    /// Bind each key to the slot its first job ran in; later jobs of the key wait for that
+    /// slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port.
+    #[arg(long)]
+    pub sticky_slots: bool,
+
+    /// Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub events: Option<PathBuf>,
 
     /// Validate the whole input before anything starts; exit 2 on the first invalid line.
     #[arg(long)]
@@ -86,12 +118,23 @@ pub struct Cli {
 }
 
 /// `--on-full`: what happens to a job that finds the queue full.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum OnFull {
     /// Pause reading input until a queued job starts (nothing is lost).
     Wait,
     /// Record the job as rejected, reason queue_full.
     Reject,
+}
+
+/// `--coalesce`: how waiting jobs of one key are merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Coalesce {
+    /// Every job runs.
+    Off,
+    /// A key has at most one running and one pending job; a newer job replaces the pending one.
+    Latest,
 }
 
 /// `--output`: how job output reaches lanes' stdout and stderr.

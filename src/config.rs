@@ -4,11 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::{Cli, OnFull, OutputMode};
+use crate::cli::{Cli, Coalesce, OnFull, OutputMode};
+use crate::core::Policy;
 use crate::input::manifest::{self, Manifest, ManifestError};
 
 /// The default grace period between the first signal and SIGKILL.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+/// The default bound on jobs admitted but not started.
+pub const DEFAULT_MAX_QUEUED: usize = 10_000;
 /// The default shell.
 pub const DEFAULT_SHELL: &str = "sh";
 
@@ -42,6 +45,12 @@ pub struct RunConfig {
     /// ≥ 1.
     pub max_queued: usize,
     pub on_full: OnFull,
+    /// Per-key policies for the core.
+    pub policy: Policy,
+    /// Stop everything after the first failed job.
+    pub fail_fast: bool,
+    /// `--events FILE`.
+    pub events: Option<PathBuf>,
     /// The run-wide turn timeout; a manifest job's own `timeout` overrides it.
     pub timeout: Option<Duration>,
     pub grace: Duration,
@@ -90,8 +99,22 @@ impl RunConfig {
                 .or(settings.max_concurrent)
                 .unwrap_or(cpus)
                 .max(1),
-            max_queued: usize::try_from(cli.max_queued).unwrap_or(usize::MAX),
-            on_full: cli.on_full,
+            max_queued: cli
+                .max_queued
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+                .or(settings.max_queued)
+                .unwrap_or(DEFAULT_MAX_QUEUED),
+            on_full: cli.on_full.or(settings.on_full).unwrap_or(OnFull::Wait),
+            policy: Policy {
+                coalesce_latest: cli.coalesce.or(settings.coalesce) == Some(Coalesce::Latest),
+                cancel_in_progress: cli.cancel_in_progress
+                    || settings.cancel_in_progress.unwrap_or(false),
+                retries: cli.retries.or(settings.retries).unwrap_or(0),
+                retry_delay: cli.retry_delay.or(settings.retry_delay).unwrap_or_default(),
+                sticky_slots: cli.sticky_slots || settings.sticky_slots.unwrap_or(false),
+            },
+            fail_fast: cli.fail_fast || settings.fail_fast.unwrap_or(false),
+            events: cli.events,
             timeout: cli.timeout.or(settings.timeout),
             grace: cli.grace.or(settings.grace).unwrap_or(DEFAULT_GRACE),
             leak_window: cli.leak_window,

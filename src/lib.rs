@@ -20,6 +20,7 @@ use crate::cli::Cli;
 use crate::config::{RunConfig, Source};
 use crate::input::lines::{LineItem, LineReader};
 use crate::output::sink::{stderr_file, stdout_file, Sink};
+use crate::report::events::EventLog;
 use crate::report::recorder::Recorder;
 use crate::shell::driver::{drive, Streams};
 use crate::shell::input::Feed;
@@ -50,6 +51,13 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         Some(path) => Some(
             File::create(path)
                 .with_context(|| format!("cannot create the report {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let events = match &config.events {
+        Some(path) => Some(
+            File::create(path)
+                .with_context(|| format!("cannot create the events file {}", path.display()))?,
         ),
         None => None,
     };
@@ -92,7 +100,14 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         let _guard = runtime.enter();
         shell::input::start(feed)
     };
-    let code = runtime.block_on(drive(config, hangup_ignored, input, streams, recorder));
+    let code = runtime.block_on(drive(
+        config,
+        hangup_ignored,
+        input,
+        streams,
+        recorder,
+        EventLog::new(events),
+    ));
     drop(runtime);
     stdout.close();
     stderr.close();

@@ -8,7 +8,7 @@ mod state;
 mod transition;
 
 pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, StopReason};
-pub use state::{JobRequest, Limits, Scheduler, Seq, Tick};
+pub use state::{JobRequest, Limits, Policy, Scheduler, Seq, Tick};
 pub use transition::{Admission, Drained, Expired, Released, Start};
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,7 @@
 //! The scheduler's state as a plain value: lanes of waiting jobs, the ready line, running jobs,
 //! free slots and turn deadlines. Ids and keys only, never process handles.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +18,22 @@ pub struct Limits {
     pub max_concurrent: usize,
     /// At most this many jobs admitted but not yet started, across all keys (`--max-queued`, ≥ 1).
     pub max_queued: usize,
+}
+
+/// Per-key policies (SPEC §3.2, §3.4, §3.6). The default runs every job, in order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// `--coalesce latest`: per key at most one job waits; a newer job replaces it.
+    pub coalesce_latest: bool,
+    /// `--cancel-in-progress`: a newer job also interrupts the key's running job. Implies
+    /// `coalesce_latest` (the "1 running + 1 pending" rule of CI concurrency groups).
+    pub cancel_in_progress: bool,
+    /// `--retries N`: a failed job runs up to N more times, first in its lane.
+    pub retries: u32,
+    /// `--retry-delay`: the pause before a retry; the key's other jobs wait behind it.
+    pub retry_delay: Duration,
+    /// `--sticky-slots`: a key's first job binds the key to its slot for the whole run.
+    pub sticky_slots: bool,
 }
 
 /// What the core needs to know of a job to schedule it.
@@ -40,6 +55,8 @@ pub(crate) struct Waiting {
     pub(crate) rank: i64,
     pub(crate) timeout: Option<Duration>,
     pub(crate) queued_at: Tick,
+    /// Tries already made (0 for a new job, ≥ 1 for a retry).
+    pub(crate) attempts: u32,
 }
 
 /// One key's lane: its waiting jobs in run order and whether one of its jobs is in flight.
@@ -47,6 +64,10 @@ pub(crate) struct Waiting {
 pub(crate) struct Lane {
     pub(crate) waiting: VecDeque<Waiting>,
     pub(crate) busy: bool,
+    /// The running job was told to stop because a newer job superseded it.
+    pub(crate) cancelling: bool,
+    /// Until this time the lane's first job (a retry) may not start.
+    pub(crate) held_until: Option<Tick>,
 }
 
 /// A job in flight.
@@ -55,6 +76,10 @@ pub(crate) struct Running {
     pub(crate) key: Arc<str>,
     pub(crate) slot: u32,
     pub(crate) deadline: Option<Tick>,
+    pub(crate) rank: i64,
+    pub(crate) timeout: Option<Duration>,
+    /// Tries made, this one included.
+    pub(crate) attempts: u32,
 }
 
 /// The whole scheduling state. Memory is proportional to the jobs waiting and running: a lane
@@ -62,14 +87,20 @@ pub(crate) struct Running {
 #[derive(Debug)]
 pub struct Scheduler {
     pub(crate) limits: Limits,
+    pub(crate) policy: Policy,
     pub(crate) lanes: HashMap<Arc<str>, Lane>,
     /// Keys that are idle and have work, first come first served (SPEC §3.1).
     pub(crate) ready: VecDeque<Arc<str>>,
     pub(crate) running: HashMap<Seq, Running>,
     /// Turn deadlines of running jobs, soonest first.
     pub(crate) deadlines: BTreeSet<(Tick, Seq)>,
+    /// Retries waiting out `retry_delay`, by the time their lane may go on.
+    pub(crate) held: BTreeSet<(Tick, Arc<str>)>,
     /// Free slots, smallest first; slots are 1..=max_concurrent.
-    pub(crate) free_slots: BinaryHeap<Reverse<u32>>,
+    pub(crate) free_slots: BTreeSet<u32>,
+    /// `--sticky-slots`: the slot each key is bound to. Kept for the whole run, so it grows
+    /// with the number of distinct keys.
+    pub(crate) bound_slots: HashMap<Arc<str>, u32>,
     /// Jobs admitted and not yet started.
     pub(crate) queued: usize,
     /// Set by `drain`: nothing is admitted or started any more.
@@ -77,20 +108,32 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// An empty scheduler. `limits` values below 1 are raised to 1.
+    /// An empty scheduler with the default policy. `limits` values below 1 are raised to 1.
     pub fn new(limits: Limits) -> Self {
+        Self::with_policy(limits, Policy::default())
+    }
+
+    /// An empty scheduler with per-key policies. `limits` values below 1 are raised to 1.
+    pub fn with_policy(limits: Limits, policy: Policy) -> Self {
         let limits = Limits {
             max_concurrent: limits.max_concurrent.max(1),
             max_queued: limits.max_queued.max(1),
         };
         let slots = u32::try_from(limits.max_concurrent).unwrap_or(u32::MAX);
+        let policy = Policy {
+            coalesce_latest: policy.coalesce_latest || policy.cancel_in_progress,
+            ..policy
+        };
         Scheduler {
             limits,
+            policy,
             lanes: HashMap::new(),
             ready: VecDeque::new(),
             running: HashMap::new(),
             deadlines: BTreeSet::new(),
-            free_slots: (1..=slots).map(Reverse).collect(),
+            held: BTreeSet::new(),
+            free_slots: (1..=slots).collect(),
+            bound_slots: HashMap::new(),
             queued: 0,
             draining: false,
         }
@@ -99,6 +142,11 @@ impl Scheduler {
     /// The bounds this scheduler enforces.
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    /// The per-key policies in force.
+    pub fn policy(&self) -> Policy {
+        self.policy
     }
 
     /// Jobs admitted and not yet started.

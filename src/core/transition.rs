@@ -1,11 +1,11 @@
-//! The scheduler's decisions: admit, take, release, drain, expire and the next deadline.
-//! Each is a plain function of (state, input, now) whose result must be applied by the caller.
+//! The scheduler's decisions: admit (with coalescing and cancel-in-progress), take, release
+//! (with retries), drain, expire and the next deadline. Each is a plain function of
+//! (state, input, now) whose result must be applied by the caller.
 
-use std::cmp::Reverse;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Waiting};
+use super::state::{JobRequest, Running, Scheduler, Seq, Tick, Waiting};
 
 /// The answer to [`Scheduler::admit`].
 #[must_use]
@@ -13,6 +13,14 @@ use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Waiting};
 pub enum Admission {
     /// Queued in its lane; `ahead` jobs of the same key (waiting or in flight) come before it.
     Queued { ahead: usize },
+    /// Queued under `--coalesce latest`/`--cancel-in-progress`: `replaced` is the waiting job
+    /// it took the place of (record it `interrupted`/`superseded`, never started), `cancel`
+    /// the running job of its key to stop (reason `superseded`); both superseded by this job.
+    Superseding {
+        ahead: usize,
+        replaced: Option<Seq>,
+        cancel: Option<Seq>,
+    },
     /// `max_queued` jobs already wait; the job was not admitted.
     Full,
     /// The scheduler is draining; the job was not admitted.
@@ -25,18 +33,28 @@ pub enum Admission {
 pub struct Start {
     pub seq: Seq,
     pub key: Arc<str>,
-    /// 1..=max_concurrent: the smallest slot free when the job starts.
+    /// 1..=max_concurrent: the smallest slot free when the job starts, or the key's own slot
+    /// under `--sticky-slots`.
     pub slot: u32,
-    /// How long the job waited between admission and start.
+    /// How long the job waited between admission (or its retry) and start.
     pub waited: Duration,
+    /// Which try this is: 1 for the first.
+    pub attempt: u32,
 }
 
-/// The answer to [`Scheduler::release`].
+/// The answer to [`Scheduler::release`] and [`Scheduler::release_failed`].
 #[must_use]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Released {
     /// The job was in flight; its slot and key are free again.
     Done { key: Arc<str>, slot: u32 },
+    /// The job failed and goes again, first in its lane (`--retries`); no record yet.
+    Retry {
+        key: Arc<str>,
+        slot: u32,
+        /// The try that comes next.
+        attempt: u32,
+    },
     /// No such job was in flight (already released, or never started).
     Unknown,
 }
@@ -47,6 +65,8 @@ pub struct Drained {
     pub seq: Seq,
     pub key: Arc<str>,
     pub waited: Duration,
+    /// Tries already made (a retry waiting for its turn has made some).
+    pub attempts: u32,
 }
 
 /// A running job whose turn timeout has passed; reported once.
@@ -58,16 +78,29 @@ pub struct Expired {
 impl Scheduler {
     /// Admits a job into its lane at time `now`: after every waiting job of lower or equal rank
     /// (ties keep input order). A key that was idle with nothing waiting joins the back of the
-    /// ready line.
+    /// ready line. Under `--coalesce latest` the job replaces the lane's waiting job; under
+    /// `--cancel-in-progress` it also asks for the running job to stop.
     pub fn admit(&mut self, job: JobRequest, now: Tick) -> Admission {
         if self.draining {
             return Admission::Closed;
         }
-        if self.queued >= self.limits.max_queued {
+        let coalesce = self.policy.coalesce_latest;
+        // The lane's pending job: under coalescing at most one waiting job is fresh (a retry
+        // waiting at the front is never replaced).
+        let pending = if coalesce {
+            self.lanes
+                .get(&job.key)
+                .and_then(|lane| lane.waiting.iter().position(|w| w.attempts == 0))
+        } else {
+            None
+        };
+        let replaceable = pending.is_some();
+        if self.queued >= self.limits.max_queued && !replaceable {
             return Admission::Full;
         }
         let lane = self.lanes.entry(Arc::clone(&job.key)).or_default();
         let was_waiting = !lane.waiting.is_empty();
+        let replaced = pending.and_then(|i| lane.waiting.remove(i)).map(|w| w.seq);
         let position = lane
             .waiting
             .iter()
@@ -80,28 +113,59 @@ impl Scheduler {
                 rank: job.rank,
                 timeout: job.timeout,
                 queued_at: now,
+                attempts: 0,
             },
         );
         let ahead = position + usize::from(lane.busy);
+        let cancel = if self.policy.cancel_in_progress && lane.busy && !lane.cancelling {
+            lane.cancelling = true;
+            self.running
+                .iter()
+                .find(|(_, run)| run.key == job.key)
+                .map(|(&seq, _)| seq)
+        } else {
+            None
+        };
         if !lane.busy && !was_waiting {
             self.ready.push_back(job.key);
         }
-        self.queued += 1;
-        Admission::Queued { ahead }
+        if replaced.is_none() {
+            self.queued += 1;
+        }
+        if coalesce {
+            Admission::Superseding {
+                ahead,
+                replaced,
+                cancel,
+            }
+        } else {
+            Admission::Queued { ahead }
+        }
     }
 
-    /// Takes the next job to start at `now`, if a slot is free: the first waiting job of the key
-    /// at the front of the ready line. `None` when the cap is reached, nothing is ready, or the
-    /// scheduler is draining.
+    /// Takes the next job to start at `now`, if a slot is free: the first waiting job of the
+    /// first key in the ready line that can run (under `--sticky-slots`, whose slot is free).
+    /// `None` when the cap is reached, nothing is ready, or the scheduler is draining.
     pub fn take(&mut self, now: Tick) -> Option<Start> {
         if self.draining || self.running.len() >= self.limits.max_concurrent {
             return None;
         }
-        let key = self.ready.pop_front()?;
-        let Some(Reverse(slot)) = self.free_slots.pop() else {
-            self.ready.push_front(key);
-            return None;
+        let (index, slot) = if self.policy.sticky_slots {
+            self.ready
+                .iter()
+                .enumerate()
+                .find_map(|(i, key)| match self.bound_slots.get(key) {
+                    Some(&slot) => self.free_slots.contains(&slot).then_some((i, slot)),
+                    None => self.free_slots.first().map(|&slot| (i, slot)),
+                })?
+        } else {
+            (0, *self.free_slots.first()?)
         };
+        let key = self.ready.remove(index)?;
+        self.free_slots.remove(&slot);
+        if self.policy.sticky_slots {
+            self.bound_slots.entry(Arc::clone(&key)).or_insert(slot);
+        }
         let lane = self
             .lanes
             .get_mut(&key)
@@ -111,6 +175,7 @@ impl Scheduler {
             .pop_front()
             .expect("a key in the ready line has a waiting job");
         lane.busy = true;
+        lane.cancelling = false;
         self.queued -= 1;
         let deadline = job.timeout.map(|t| now.saturating_add(t));
         if let Some(at) = deadline {
@@ -122,6 +187,9 @@ impl Scheduler {
                 key: Arc::clone(&key),
                 slot,
                 deadline,
+                rank: job.rank,
+                timeout: job.timeout,
+                attempts: job.attempts + 1,
             },
         );
         Some(Start {
@@ -129,24 +197,64 @@ impl Scheduler {
             key,
             slot,
             waited: now.saturating_sub(job.queued_at),
+            attempt: job.attempts + 1,
         })
     }
 
-    /// Releases a job that was in flight: frees its slot; its key goes to the back of the ready
-    /// line when more of its jobs wait, and its lane is removed when none do.
+    /// Releases a job that was in flight and did not fail (or whose failure is final): frees
+    /// its slot; its key goes to the back of the ready line when more of its jobs wait, and
+    /// its lane is removed when none do.
     pub fn release(&mut self, seq: Seq) -> Released {
+        self.release_at(seq, None)
+    }
+
+    /// Releases a job that was in flight and failed, at `now`. Under `--retries N` a job with
+    /// tries left goes back to the front of its own lane, so its key's order holds; with a
+    /// `--retry-delay` the lane waits that long before it can be taken again.
+    pub fn release_failed(&mut self, seq: Seq, now: Tick) -> Released {
+        self.release_at(seq, Some(now))
+    }
+
+    fn release_at(&mut self, seq: Seq, failed_at: Option<Tick>) -> Released {
         let Some(run) = self.running.remove(&seq) else {
             return Released::Unknown;
         };
         if let Some(at) = run.deadline {
             self.deadlines.remove(&(at, seq));
         }
-        self.free_slots.push(Reverse(run.slot));
-        let lane: &mut Lane = self
+        self.free_slots.insert(run.slot);
+        let retry_at = failed_at.filter(|_| {
+            run.attempts <= self.policy.retries && !self.draining && !self.lane_cancelling(&run.key)
+        });
+        let lane = self
             .lanes
             .get_mut(&run.key)
             .expect("a running job's key has a lane");
         lane.busy = false;
+        lane.cancelling = false;
+        if let Some(now) = retry_at {
+            lane.waiting.push_front(Waiting {
+                seq,
+                rank: run.rank,
+                timeout: run.timeout,
+                queued_at: now,
+                attempts: run.attempts,
+            });
+            self.queued += 1;
+            let delay = self.policy.retry_delay;
+            if delay.is_zero() {
+                self.ready.push_back(Arc::clone(&run.key));
+            } else {
+                let until = now.saturating_add(delay);
+                lane.held_until = Some(until);
+                self.held.insert((until, Arc::clone(&run.key)));
+            }
+            return Released::Retry {
+                key: run.key,
+                slot: run.slot,
+                attempt: run.attempts + 1,
+            };
+        }
         if lane.waiting.is_empty() {
             self.lanes.remove(&run.key);
         } else if !self.draining {
@@ -158,17 +266,24 @@ impl Scheduler {
         }
     }
 
+    fn lane_cancelling(&self, key: &Arc<str>) -> bool {
+        self.lanes.get(key).is_some_and(|lane| lane.cancelling)
+    }
+
     /// Stops admitting and starting, and removes every waiting job, in input order. Running
     /// jobs stay until released.
     pub fn drain(&mut self, now: Tick) -> Vec<Drained> {
         self.draining = true;
         self.ready.clear();
+        self.held.clear();
         let mut drained = Vec::with_capacity(self.queued);
         self.lanes.retain(|key, lane| {
+            lane.held_until = None;
             drained.extend(lane.waiting.drain(..).map(|w| Drained {
                 seq: w.seq,
                 key: Arc::clone(key),
                 waited: now.saturating_sub(w.queued_at),
+                attempts: w.attempts,
             }));
             lane.busy
         });
@@ -178,8 +293,18 @@ impl Scheduler {
     }
 
     /// Running jobs whose turn deadline is at or before `now`, soonest first. Each is reported
-    /// once: its deadline is cleared.
+    /// once: its deadline is cleared. Lanes whose retry delay is over rejoin the ready line.
     pub fn expire(&mut self, now: Tick) -> Vec<Expired> {
+        while let Some((until, _)) = self.held.first() {
+            if *until > now {
+                break;
+            }
+            let (_, key) = self.held.pop_first().expect("just seen");
+            if let Some(lane) = self.lanes.get_mut(&key) {
+                lane.held_until = None;
+                self.ready.push_back(key);
+            }
+        }
         let mut expired = Vec::new();
         while let Some(&(at, seq)) = self.deadlines.first() {
             if at > now {
@@ -194,8 +319,22 @@ impl Scheduler {
         expired
     }
 
-    /// The next time the core needs to be woken (`expire`), if any.
+    /// The next time the core needs to be woken (`expire`), if any: a turn deadline or the end
+    /// of a retry delay.
     pub fn next_deadline(&self) -> Option<Tick> {
-        self.deadlines.first().map(|&(at, _)| at)
+        let turn = self.deadlines.first().map(|&(at, _)| at);
+        let held = self.held.first().map(|(at, _)| *at);
+        match (turn, held) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// How many jobs of `key` are ahead of a job that would be admitted now (waiting, plus one
+    /// in flight); 0 for an idle key.
+    pub fn ahead_in_lane(&self, key: &str) -> usize {
+        self.lanes
+            .get(key)
+            .map_or(0, |lane| lane.waiting.len() + usize::from(lane.busy))
     }
 }

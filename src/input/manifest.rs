@@ -15,6 +15,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::cli::{Coalesce, OnFull};
 use crate::duration::{parse_duration, seconds_to_duration};
 
 /// Run-level settings from the manifest; `None` where the manifest does not set them.
@@ -30,6 +31,22 @@ pub struct ManifestSettings {
     pub shell: Option<String>,
     /// `[env]`, in key order.
     pub env: Vec<(String, String)>,
+    /// Most jobs admitted but not started; at least 1.
+    pub max_queued: Option<usize>,
+    /// What a job meets when the queue is full.
+    pub on_full: Option<OnFull>,
+    /// Per-key coalescing.
+    pub coalesce: Option<Coalesce>,
+    /// Whether a newer job of a key interrupts the running one.
+    pub cancel_in_progress: Option<bool>,
+    /// How many more times a failed job runs.
+    pub retries: Option<u32>,
+    /// Pause before a retry.
+    pub retry_delay: Option<Duration>,
+    /// Whether the first failure stops the run.
+    pub fail_fast: Option<bool>,
+    /// Whether keys are bound to stable slots.
+    pub sticky_slots: Option<bool>,
 }
 
 /// One `[[job]]` table.
@@ -173,8 +190,38 @@ struct RawManifest {
     shell: Option<Spanned<String>>,
     #[serde(default)]
     env: RawEnv,
+    max_queued: Option<Spanned<WholeNumber>>,
+    on_full: Option<OnFull>,
+    coalesce: Option<Coalesce>,
+    cancel_in_progress: Option<bool>,
+    retries: Option<Spanned<WholeNumber>>,
+    retry_delay: Option<Spanned<RawDuration>>,
+    fail_fast: Option<bool>,
+    sticky_slots: Option<bool>,
     #[serde(default)]
     job: Vec<Spanned<RawJob>>,
+}
+
+/// A whole number setting within `min..=max`, or the problem with it.
+fn bounded(
+    value: Option<Spanned<WholeNumber>>,
+    field: &str,
+    min: i64,
+    max: i64,
+) -> Result<Option<i64>, Problem> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let span = value.span();
+    let n = value.into_inner().0;
+    if (min..=max).contains(&n) {
+        Ok(Some(n))
+    } else {
+        Err((
+            span.start,
+            format!("`{field}` must be between {min} and {max}, not {n}"),
+        ))
+    }
 }
 
 #[derive(Deserialize)]
@@ -225,6 +272,16 @@ impl RawManifest {
             grace: resolve_duration(self.grace, "grace")?,
             shell,
             env: resolve_env(self.env)?,
+            max_queued: bounded(self.max_queued, "max_queued", 1, i64::MAX)?
+                .and_then(|n| usize::try_from(n).ok()),
+            on_full: self.on_full,
+            coalesce: self.coalesce,
+            cancel_in_progress: self.cancel_in_progress,
+            retries: bounded(self.retries, "retries", 0, i64::from(u32::MAX))?
+                .and_then(|n| u32::try_from(n).ok()),
+            retry_delay: resolve_duration(self.retry_delay, "retry_delay")?,
+            fail_fast: self.fail_fast,
+            sticky_slots: self.sticky_slots,
         };
         let jobs = self
             .job

@@ -54,8 +54,6 @@ impl Recorder {
         }
         if outcome.is_bad() {
             self.any_bad = true;
-        }
-        if outcome != Outcome::Succeeded {
             if self.listed.len() < human::MAX_LISTED {
                 self.listed.push(human::bad_job_line(&record));
             } else {

@@ -25,6 +25,7 @@ use crate::core::{
 use crate::exit;
 use crate::output::framing::prefix_for;
 use crate::output::sink::SinkTx;
+use crate::report::events::{self, Event, EventLog};
 use crate::report::json::{timestamp, JobRecord, RunRecord, SCHEMA_VERSION};
 use crate::report::recorder::Recorder;
 
@@ -45,6 +46,8 @@ struct Job {
     spec: JobSpec,
     started: Option<Started>,
     attempts: u32,
+    /// The seq of the newer job that made this one stop (`--cancel-in-progress`).
+    superseded_by: Option<Seq>,
 }
 
 struct Started {
@@ -61,6 +64,7 @@ pub async fn drive(
     input: mpsc::Receiver<InputItem>,
     streams: Streams,
     mut recorder: Recorder,
+    events: EventLog,
 ) -> u8 {
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
@@ -79,10 +83,14 @@ pub async fn drive(
         .await;
     let (ended_tx, ended_rx) = mpsc::unbounded_channel();
     let mut driver = Driver {
-        core: Scheduler::new(Limits {
-            max_concurrent: config.max_concurrent,
-            max_queued: config.max_queued,
-        }),
+        core: Scheduler::with_policy(
+            Limits {
+                max_concurrent: config.max_concurrent,
+                max_queued: config.max_queued,
+            },
+            config.policy,
+        ),
+        input_finite: !matches!(config.source, crate::config::Source::Stdin),
         own_cwd: std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .unwrap_or_else(|_| PathBuf::from(".")),
@@ -102,6 +110,8 @@ pub async fn drive(
         reaper,
         streams,
         recorder,
+        events,
+        failed_fast: false,
         group_lock: Arc::default(),
     };
     let mut ended_rx = ended_rx;
@@ -171,6 +181,12 @@ struct Driver {
     reaper: Reaper,
     streams: Streams,
     recorder: Recorder,
+    events: EventLog,
+    /// `--fail-fast` was triggered.
+    failed_fast: bool,
+    /// Whether the input ends by itself (a file or manifest), so that after `--fail-fast` it
+    /// can still be read to its end and every job recorded.
+    input_finite: bool,
     results_dir: Option<Arc<Path>>,
     group_lock: Arc<tokio::sync::Mutex<()>>,
 }
@@ -230,13 +246,23 @@ impl Driver {
             key: &spec.key,
             seq: spec.seq,
             slot: start.slot,
-            attempt: job.attempts + 1,
+            attempt: start.attempt,
             capture,
         };
         match child::spawn(&launch, &self.reaper) {
             Ok(spawned) => {
                 self.backoff = RESPAWN_FIRST;
-                job.attempts += 1;
+                job.attempts = start.attempt;
+                if self.events.enabled() {
+                    self.events.write(&Event::Started {
+                        seq: start.seq,
+                        key: &spec.key,
+                        slot: start.slot,
+                        attempt: start.attempt,
+                        batch: None,
+                        at: events::now(),
+                    });
+                }
                 job.started = Some(Started {
                     at: SystemTime::now(),
                     instant: Instant::now(),
@@ -273,15 +299,18 @@ impl Driver {
                 self.backoff = (self.backoff * 2).min(RESPAWN_MAX);
             }
             Err(SpawnError::Failed(message)) => {
-                let _ = self.core.release(start.seq);
-                let mut job = self.jobs.remove(&start.seq).expect("the job is known");
-                job.attempts += 1;
+                job.attempts = start.attempt;
                 let outcome = Outcome::Failed(FailReason::SpawnError);
+                if self.release_job(start.seq, outcome, start.attempt) {
+                    return;
+                }
+                let job = self.jobs.remove(&start.seq).expect("the job is known");
                 let mut record = base_record(&job.spec, outcome);
                 record.attempts = job.attempts;
                 record.wait_ms = Some(millis(start.waited));
                 record.error = Some(message);
                 self.recorder.job(record, outcome).await;
+                self.after_final(outcome).await;
             }
         }
     }
@@ -302,17 +331,15 @@ impl Driver {
                     rank: spec.rank,
                     timeout: spec.timeout.or(self.config.timeout),
                 };
-                match self.core.admit(request, self.tick()) {
-                    Admission::Queued { .. } => {
-                        self.jobs.insert(
-                            spec.seq,
-                            Job {
-                                spec,
-                                started: None,
-                                attempts: 0,
-                            },
-                        );
-                    }
+                let seq = spec.seq;
+                let key = Arc::clone(&spec.key);
+                let (ahead, replaced, cancel) = match self.core.admit(request, self.tick()) {
+                    Admission::Queued { ahead } => (ahead, None, None),
+                    Admission::Superseding {
+                        ahead,
+                        replaced,
+                        cancel,
+                    } => (ahead, replaced, cancel),
                     Admission::Full => {
                         let outcome = Outcome::Rejected(RejectReason::QueueFull);
                         let mut record = base_record(&spec, outcome);
@@ -321,12 +348,54 @@ impl Driver {
                             self.core.limits().max_queued
                         ));
                         self.recorder.job(record, outcome).await;
+                        return;
                     }
                     Admission::Closed => {
-                        let outcome = Outcome::Interrupted(StopReason::Shutdown);
+                        let reason = if self.failed_fast {
+                            StopReason::FailFast
+                        } else {
+                            StopReason::Shutdown
+                        };
+                        let outcome = Outcome::Interrupted(reason);
                         self.recorder
                             .job(base_record(&spec, outcome), outcome)
                             .await;
+                        return;
+                    }
+                };
+                self.jobs.insert(
+                    seq,
+                    Job {
+                        spec,
+                        started: None,
+                        attempts: 0,
+                        superseded_by: None,
+                    },
+                );
+                if self.events.enabled() {
+                    self.events.write(&Event::Queued {
+                        seq,
+                        key: &key,
+                        ahead,
+                        at: events::now(),
+                    });
+                }
+                if let Some(old) = replaced.and_then(|old| self.jobs.remove(&old)) {
+                    let outcome = Outcome::Interrupted(StopReason::Superseded);
+                    let mut record = base_record(&old.spec, outcome);
+                    record.superseded_by = Some(seq);
+                    record.attempts = old.attempts;
+                    self.recorder.job(record, outcome).await;
+                }
+                if let Some(running) = cancel {
+                    if let Some(job) = self.jobs.get_mut(&running) {
+                        job.superseded_by = Some(seq);
+                    }
+                    if let Some(control) = self.controls.get(&running) {
+                        let _ = control.send(Control::Stop {
+                            signal: Signal::SIGTERM,
+                            reason: StopReason::Superseded,
+                        });
                     }
                 }
             }
@@ -354,19 +423,66 @@ impl Driver {
         }
     }
 
+    /// Tells the core a try has ended; returns true when the job goes again (a retry), in
+    /// which case no record is written yet.
+    fn release_job(&mut self, seq: Seq, outcome: Outcome, attempt: u32) -> bool {
+        let released = if matches!(outcome, Outcome::Failed(_)) {
+            self.core.release_failed(seq, self.tick())
+        } else {
+            self.core.release(seq)
+        };
+        let retry = matches!(released, Released::Retry { .. });
+        if self.events.enabled() {
+            if let Some(job) = self.jobs.get(&seq) {
+                self.events.write(&Event::Ended {
+                    seq,
+                    key: &job.spec.key,
+                    outcome: outcome.name(),
+                    reason: outcome.reason(),
+                    attempt,
+                    retry,
+                    at: events::now(),
+                });
+            }
+        }
+        retry
+    }
+
+    /// What follows a job's final outcome: `--fail-fast` after a failure.
+    async fn after_final(&mut self, outcome: Outcome) {
+        if self.config.fail_fast && matches!(outcome, Outcome::Failed(_)) && !self.failed_fast {
+            self.failed_fast = true;
+            self.stop_intake(StopReason::FailFast).await;
+            for control in self.controls.values() {
+                let _ = control.send(Control::Stop {
+                    signal: Signal::SIGTERM,
+                    reason: StopReason::FailFast,
+                });
+            }
+        }
+    }
+
     async fn on_ended(&mut self, ended: Ended) {
         self.controls.remove(&ended.seq);
         if !self.respawn.is_empty() {
             // Descriptors and processes were just freed: retry a waiting spawn now.
             self.respawn_at = Some(Instant::now());
         }
-        let released = self.core.release(ended.seq);
-        debug_assert!(matches!(released, Released::Done { .. }));
+        let outcome = classify(ended.exit, ended.stopped_before_exit);
+        let attempt = self.jobs.get(&ended.seq).map_or(1, |job| job.attempts);
+        if self.release_job(ended.seq, outcome, attempt) {
+            if let Some(job) = self.jobs.get_mut(&ended.seq) {
+                job.started = None;
+            }
+            return;
+        }
         let Some(job) = self.jobs.remove(&ended.seq) else {
             return;
         };
-        let outcome = classify(ended.exit, ended.stopped_before_exit);
         let mut record = base_record(&job.spec, outcome);
+        if outcome == Outcome::Interrupted(StopReason::Superseded) {
+            record.superseded_by = job.superseded_by;
+        }
         match ended.exit {
             ExitFacts::Exited(code) => record.exit_code = Some(code),
             ExitFacts::Signaled(signal) => record.signal = Some(signal_name(signal)),
@@ -387,6 +503,7 @@ impl Driver {
         }
         record.ended_at = timestamp(ended.ended_at);
         self.recorder.job(record, outcome).await;
+        self.after_final(outcome).await;
     }
 
     async fn on_wake(&mut self) {
@@ -423,7 +540,7 @@ impl Driver {
             ShutdownLevel::Running => {}
             ShutdownLevel::Graceful => {
                 self.stop_signal = Some(signal);
-                self.stop_intake().await;
+                self.stop_intake(StopReason::Shutdown).await;
                 for control in self.controls.values() {
                     let _ = control.send(Control::Stop {
                         signal,
@@ -439,16 +556,21 @@ impl Driver {
         }
     }
 
-    /// Stops reading input and records every job that has not started, in input order: what
-    /// the core holds, what waits for a spawn retry, and what the input thread had already
-    /// handed over.
-    async fn stop_intake(&mut self) {
-        let outcome = Outcome::Interrupted(StopReason::Shutdown);
+    /// Stops starting jobs and records every job that has not started, in input order, as
+    /// interrupted for `reason`: what the core holds, what waits for a spawn retry, and what
+    /// the input thread had already handed over. A shutdown stops reading input; after
+    /// `--fail-fast` a file or manifest is still read to its end (each job recorded at once),
+    /// stdin is not.
+    async fn stop_intake(&mut self, reason: StopReason) {
+        let outcome = Outcome::Interrupted(reason);
         let mut pending = Vec::new();
-        if let Some(mut input) = self.input.take() {
-            input.close();
-            while let Ok(item) = input.try_recv() {
-                pending.push(item);
+        let keep_reading = reason == StopReason::FailFast && self.input_finite;
+        if !keep_reading {
+            if let Some(mut input) = self.input.take() {
+                input.close();
+                while let Ok(item) = input.try_recv() {
+                    pending.push(item);
+                }
             }
         }
         let now = self.tick();
@@ -468,6 +590,7 @@ impl Driver {
             if let Some(job) = self.jobs.remove(&seq) {
                 let mut record = base_record(&job.spec, outcome);
                 record.wait_ms = Some(millis(waited));
+                record.attempts = job.attempts;
                 self.recorder.job(record, outcome).await;
             }
         }

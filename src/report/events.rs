@@ -1,0 +1,78 @@
+//! `--events FILE`: JSON Lines of every lifecycle event as it happens (SPEC §5.3), one write
+//! per event, for live dashboards.
+
+use std::fs::File;
+use std::io::Write;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use super::json::{timestamp, to_line};
+
+/// One lifecycle event.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event<'a> {
+    /// Admitted into its lane; `ahead` jobs of the same key run before it.
+    Queued {
+        seq: u64,
+        key: &'a str,
+        ahead: usize,
+        at: String,
+    },
+    /// A try started in `slot`.
+    Started {
+        seq: u64,
+        key: &'a str,
+        slot: u32,
+        attempt: u32,
+        /// The seq of the batch's first job, when batching.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        batch: Option<u64>,
+        at: String,
+    },
+    /// A try ended; `retry` is true when the job goes again (`--retries`), and then no record
+    /// is written yet.
+    Ended {
+        seq: u64,
+        key: &'a str,
+        outcome: &'static str,
+        reason: Option<&'static str>,
+        attempt: u32,
+        retry: bool,
+        at: String,
+    },
+}
+
+/// Writes events to a file; silent when no `--events` was given.
+#[derive(Default)]
+pub struct EventLog {
+    file: Option<File>,
+}
+
+impl EventLog {
+    /// An event log writing to `file`, or a silent one.
+    pub fn new(file: Option<File>) -> Self {
+        EventLog { file }
+    }
+
+    /// Whether events are written at all (to skip building them).
+    pub fn enabled(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Writes one event with one `write`. A failing file is reported once and then dropped.
+    pub fn write(&mut self, event: &Event<'_>) {
+        if let Some(file) = &mut self.file {
+            if let Err(err) = file.write_all(&to_line(event)) {
+                eprintln!("lanes: cannot write the events file: {err}; the run goes on");
+                self.file = None;
+            }
+        }
+    }
+}
+
+/// The current time as an event's `at`.
+pub fn now() -> String {
+    timestamp(SystemTime::now())
+}
