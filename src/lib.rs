@@ -6,6 +6,7 @@ pub mod config;
 pub mod core;
 pub mod duration;
 pub mod exit;
+pub mod generate;
 pub mod input;
 pub mod output;
 pub mod report;

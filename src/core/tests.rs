@@ -65,6 +65,7 @@ fn take_all(s: &mut Scheduler, now: Tick) -> Vec<Seq> {
 fn release(s: &mut Scheduler, seq: Seq) -> (Arc<str>, u32) {
     match s.release(seq) {
         Released::Done { key, slot } => (key, slot),
+        Released::Retry { .. } => panic!("job {seq} was released as done, not failed"),
         Released::Unknown => panic!("job {seq} should have been in flight"),
     }
 }
@@ -350,6 +351,7 @@ fn drain_returns_waiting_jobs_sorted_and_leaves_running_ones() {
         seq,
         key: Arc::from(key),
         waited: ms(20 - at),
+        attempts: 0,
     })
     .collect();
     assert_eq!(drained, expected);

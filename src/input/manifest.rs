@@ -560,6 +560,7 @@ X = "y"
                 grace: Some(Duration::from_secs(5)),
                 shell: Some("bash".to_string()),
                 env: env(&[("A_FIRST", "1"), ("RUST_LOG", "info")]),
+                ..ManifestSettings::default()
             }
         );
         assert_eq!(
@@ -698,7 +699,7 @@ X = "y"
         assert_eq!((line, column), (2, 1));
         assert_eq!(
             message,
-            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `job`"
+            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `max_queued`, `on_full`, `coalesce`, `cancel_in_progress`, `retries`, `retry_delay`, `fail_fast`, `sticky_slots`, `job`"
         );
     }
 

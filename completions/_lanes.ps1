@@ -1,0 +1,55 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'lanes'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'lanes' {
+            [CompletionResult]::new('--manifest', '--manifest', [CompletionResultType]::ParameterName, 'Read FILE as a TOML manifest whatever its name')
+            [CompletionResult]::new('-j', '-j', [CompletionResultType]::ParameterName, 'At most N jobs in flight overall [default: the number of CPUs]')
+            [CompletionResult]::new('--max-concurrent', '--max-concurrent', [CompletionResultType]::ParameterName, 'At most N jobs in flight overall [default: the number of CPUs]')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job''s process group gets SIGTERM, then SIGKILL after the grace period')
+            [CompletionResult]::new('--grace', '--grace', [CompletionResultType]::ParameterName, 'Grace period between SIGTERM (or the forwarded signal) and SIGKILL [default: 5s]')
+            [CompletionResult]::new('--leak-window', '--leak-window', [CompletionResultType]::ParameterName, 'How long to wait, after a job''s shell exits, for the rest of its process group and for EOF on its pipes before the leftovers are terminated and the job marked `leaked`')
+            [CompletionResult]::new('--shell', '--shell', [CompletionResultType]::ParameterName, 'Shell that runs each command as `SHELL -c COMMAND` [default: sh]')
+            [CompletionResult]::new('--max-queued', '--max-queued', [CompletionResultType]::ParameterName, 'At most N jobs admitted but not yet started, across all keys [default: 10000]')
+            [CompletionResult]::new('--on-full', '--on-full', [CompletionResultType]::ParameterName, 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) [default: wait]')
+            [CompletionResult]::new('--coalesce', '--coalesce', [CompletionResultType]::ParameterName, 'Coalesce waiting jobs per key: `latest` keeps at most one running and one pending job per key, a newer job replacing the pending one (recorded as superseded) [default: off]')
+            [CompletionResult]::new('--retries', '--retries', [CompletionResultType]::ParameterName, 'Re-run a failed job up to N more times, first in its own lane [default: 0]')
+            [CompletionResult]::new('--retry-delay', '--retry-delay', [CompletionResultType]::ParameterName, 'Pause before each retry; the key''s later jobs wait behind it [default: 0s]')
+            [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE')
+            [CompletionResult]::new('--report', '--report', [CompletionResultType]::ParameterName, 'Write the JSON Lines report to FILE')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'How job output is shown')
+            [CompletionResult]::new('--results', '--results', [CompletionResultType]::ParameterName, 'Also write each job''s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`')
+            [CompletionResult]::new('--cancel-in-progress', '--cancel-in-progress', [CompletionResultType]::ParameterName, 'A newer job of a key also interrupts the key''s running job (superseded), then starts. Implies --coalesce latest')
+            [CompletionResult]::new('--fail-fast', '--fail-fast', [CompletionResultType]::ParameterName, 'After the first failed job, start nothing more and stop the running jobs')
+            [CompletionResult]::new('--sticky-slots', '--sticky-slots', [CompletionResultType]::ParameterName, 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port')
+            [CompletionResult]::new('--strict', '--strict', [CompletionResultType]::ParameterName, 'Validate the whole input before anything starts; exit 2 on the first invalid line')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Write the JSON Lines report to stdout; all job output then goes to stderr')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

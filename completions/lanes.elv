@@ -1,0 +1,49 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[lanes] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'lanes'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'lanes'= {
+            cand --manifest 'Read FILE as a TOML manifest whatever its name'
+            cand -j 'At most N jobs in flight overall [default: the number of CPUs]'
+            cand --max-concurrent 'At most N jobs in flight overall [default: the number of CPUs]'
+            cand --timeout 'Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job''s process group gets SIGTERM, then SIGKILL after the grace period'
+            cand --grace 'Grace period between SIGTERM (or the forwarded signal) and SIGKILL [default: 5s]'
+            cand --leak-window 'How long to wait, after a job''s shell exits, for the rest of its process group and for EOF on its pipes before the leftovers are terminated and the job marked `leaked`'
+            cand --shell 'Shell that runs each command as `SHELL -c COMMAND` [default: sh]'
+            cand --max-queued 'At most N jobs admitted but not yet started, across all keys [default: 10000]'
+            cand --on-full 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) [default: wait]'
+            cand --coalesce 'Coalesce waiting jobs per key: `latest` keeps at most one running and one pending job per key, a newer job replacing the pending one (recorded as superseded) [default: off]'
+            cand --retries 'Re-run a failed job up to N more times, first in its own lane [default: 0]'
+            cand --retry-delay 'Pause before each retry; the key''s later jobs wait behind it [default: 0s]'
+            cand --events 'Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE'
+            cand --report 'Write the JSON Lines report to FILE'
+            cand --output 'How job output is shown'
+            cand --results 'Also write each job''s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`'
+            cand --cancel-in-progress 'A newer job of a key also interrupts the key''s running job (superseded), then starts. Implies --coalesce latest'
+            cand --fail-fast 'After the first failed job, start nothing more and stop the running jobs'
+            cand --sticky-slots 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
+            cand --strict 'Validate the whole input before anything starts; exit 2 on the first invalid line'
+            cand --json 'Write the JSON Lines report to stdout; all job output then goes to stderr'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+    ]
+    $completions[$command]
+}

@@ -1,0 +1,27 @@
+complete -c lanes -l manifest -d 'Read FILE as a TOML manifest whatever its name' -r -F
+complete -c lanes -s j -l max-concurrent -d 'At most N jobs in flight overall [default: the number of CPUs]' -r
+complete -c lanes -l timeout -d 'Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job\'s process group gets SIGTERM, then SIGKILL after the grace period' -r
+complete -c lanes -l grace -d 'Grace period between SIGTERM (or the forwarded signal) and SIGKILL [default: 5s]' -r
+complete -c lanes -l leak-window -d 'How long to wait, after a job\'s shell exits, for the rest of its process group and for EOF on its pipes before the leftovers are terminated and the job marked `leaked`' -r
+complete -c lanes -l shell -d 'Shell that runs each command as `SHELL -c COMMAND` [default: sh]' -r
+complete -c lanes -l max-queued -d 'At most N jobs admitted but not yet started, across all keys [default: 10000]' -r
+complete -c lanes -l on-full -d 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) [default: wait]' -r -f -a "wait\t'Pause reading input until a queued job starts (nothing is lost)'
+reject\t'Record the job as rejected, reason queue_full'"
+complete -c lanes -l coalesce -d 'Coalesce waiting jobs per key: `latest` keeps at most one running and one pending job per key, a newer job replacing the pending one (recorded as superseded) [default: off]' -r -f -a "off\t'Every job runs'
+latest\t'A key has at most one running and one pending job; a newer job replaces the pending one'"
+complete -c lanes -l retries -d 'Re-run a failed job up to N more times, first in its own lane [default: 0]' -r
+complete -c lanes -l retry-delay -d 'Pause before each retry; the key\'s later jobs wait behind it [default: 0s]' -r
+complete -c lanes -l events -d 'Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE' -r -F
+complete -c lanes -l report -d 'Write the JSON Lines report to FILE' -r -F
+complete -c lanes -l output -d 'How job output is shown' -r -f -a "prefixed\t'Each line whole, prefixed with the job\'s key'
+grouped\t'Each job\'s whole output in one block when it ends, after a header line'
+raw\t'Bytes as they come, no prefix'
+none\t'Discarded'"
+complete -c lanes -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`' -r -F
+complete -c lanes -l cancel-in-progress -d 'A newer job of a key also interrupts the key\'s running job (superseded), then starts. Implies --coalesce latest'
+complete -c lanes -l fail-fast -d 'After the first failed job, start nothing more and stop the running jobs'
+complete -c lanes -l sticky-slots -d 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
+complete -c lanes -l strict -d 'Validate the whole input before anything starts; exit 2 on the first invalid line'
+complete -c lanes -l json -d 'Write the JSON Lines report to stdout; all job output then goes to stderr'
+complete -c lanes -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lanes -s V -l version -d 'Print version'

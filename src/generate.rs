@@ -1,0 +1,76 @@
+//! The files generated from the command-line definition: shell completions and the man page.
+//! They are committed under `completions/` and `man/`; a test proves them current.
+//!
+//! Regenerate after changing `cli.rs`:
+//! `LANES_REGENERATE=1 cargo test generated_files_are_current`
+
+use clap::CommandFactory;
+use clap_complete::Shell;
+
+use crate::cli::Cli;
+
+/// The shells completions are generated for, with their file names under `completions/`.
+pub const COMPLETIONS: [(Shell, &str); 5] = [
+    (Shell::Bash, "lanes.bash"),
+    (Shell::Zsh, "_lanes"),
+    (Shell::Fish, "lanes.fish"),
+    (Shell::Elvish, "lanes.elv"),
+    (Shell::PowerShell, "_lanes.ps1"),
+];
+
+/// The completion script for `shell`.
+pub fn completion(shell: Shell) -> Vec<u8> {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "lanes", &mut out);
+    out
+}
+
+/// The man page `lanes.1` (roff).
+pub fn man_page() -> Vec<u8> {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut out)
+        .expect("rendering to memory cannot fail");
+    out
+}
+
+/// Every generated file as (path relative to the repository, contents).
+pub fn all() -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = COMPLETIONS
+        .iter()
+        .map(|&(shell, name)| (format!("completions/{name}"), completion(shell)))
+        .collect();
+    files.push(("man/lanes.1".to_owned(), man_page()));
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn generated_files_are_current() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let regenerate = std::env::var_os("LANES_REGENERATE").is_some();
+        let mut stale = Vec::new();
+        for (path, contents) in super::all() {
+            let full = root.join(&path);
+            if regenerate {
+                std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+                std::fs::write(&full, &contents).unwrap();
+            } else if std::fs::read(&full).ok().as_deref() != Some(&contents[..]) {
+                stale.push(path);
+            }
+        }
+        assert!(
+            stale.is_empty(),
+            "out of date: {stale:?}; run `LANES_REGENERATE=1 cargo test generated_files_are_current`"
+        );
+    }
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        crate::cli::Cli::command().debug_assert();
+    }
+}
