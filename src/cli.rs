@@ -91,6 +91,28 @@ pub struct Cli {
     #[arg(long)]
     pub sticky_slots: bool,
 
+    /// Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the
+    /// argument (a batch's arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every
+    /// substitution is shell-quoted. Without `{}`, the argument is appended. `{{`/`}}` are
+    /// literal braces.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub command: Option<String>,
+
+    /// With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to
+    /// all their arguments, in lane order [default: 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: Option<u64>,
+
+    /// With --command: at most B bytes of quoted arguments in one batch (a batch always holds
+    /// at least one job) [default: 100000, under Linux's 128 KiB limit on one argument].
+    #[arg(long, value_name = "B", value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_bytes: Option<u64>,
+
+    /// With --command: a lane whose batch is not full waits until its oldest job has waited D
+    /// (a debounce for streamed input); a full batch starts at once [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub batch_delay: Option<Duration>,
+
     /// Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,

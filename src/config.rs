@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::cli::{Cli, Coalesce, OnFull, OutputMode};
 use crate::core::Policy;
 use crate::input::manifest::{self, Manifest, ManifestError};
+use crate::template::{Template, TemplateError};
 
 /// The default grace period between the first signal and SIGKILL.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
@@ -23,7 +24,10 @@ pub enum Source {
     /// `KEY<TAB>COMMAND` lines in a file.
     LinesFile(PathBuf),
     /// A parsed, validated manifest.
-    Manifest { path: PathBuf, manifest: Manifest },
+    Manifest {
+        path: PathBuf,
+        manifest: Box<Manifest>,
+    },
 }
 
 impl Source {
@@ -51,6 +55,10 @@ pub struct RunConfig {
     pub fail_fast: bool,
     /// `--events FILE`.
     pub events: Option<PathBuf>,
+    /// `--command`: the text after the tab is then an argument.
+    pub template: Option<Template>,
+    /// Whether batching is on (`--batch-size` > 1 or a `--batch-delay`): records carry `batch`.
+    pub batching: bool,
     /// The run-wide turn timeout; a manifest job's own `timeout` overrides it.
     pub timeout: Option<Duration>,
     pub grace: Duration,
@@ -70,7 +78,16 @@ pub struct RunConfig {
 pub enum ConfigError {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    /// Flags that make no sense together.
+    #[error("{0}")]
+    Usage(String),
 }
+
+/// The default bound on a batch's quoted argument bytes: under Linux's `MAX_ARG_STRLEN`
+/// (128 KiB for one argument, and `SHELL -c COMMAND` passes the whole command as one).
+pub const DEFAULT_BATCH_BYTES: usize = 100_000;
 
 impl RunConfig {
     /// Merges the command line with the manifest it names, if any.
@@ -92,6 +109,39 @@ impl RunConfig {
             _ => Default::default(),
         };
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        let template = match cli.command.or(settings.command) {
+            Some(text) => Some(Template::parse(&text)?),
+            None => None,
+        };
+        let batch_size = cli
+            .batch_size
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+            .or(settings.batch_size)
+            .unwrap_or(1);
+        let batch_bytes = cli
+            .batch_bytes
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+            .or(settings.batch_bytes)
+            .unwrap_or(DEFAULT_BATCH_BYTES);
+        let batch_delay = cli.batch_delay.or(settings.batch_delay).unwrap_or_default();
+        let batching = batch_size > 1 || !batch_delay.is_zero();
+        let coalesce_latest = cli.coalesce.or(settings.coalesce) == Some(Coalesce::Latest);
+        let cancel_in_progress =
+            cli.cancel_in_progress || settings.cancel_in_progress.unwrap_or(false);
+        if batching && template.is_none() {
+            return Err(ConfigError::Usage(
+                "--batch-size and --batch-delay need --command: a batch runs one command for \
+                 the arguments of several jobs"
+                    .into(),
+            ));
+        }
+        if batching && (coalesce_latest || cancel_in_progress) {
+            return Err(ConfigError::Usage(
+                "batching runs every waiting job of a key together, while --coalesce and \
+                 --cancel-in-progress drop all but the newest: use one or the other"
+                    .into(),
+            ));
+        }
         Ok(RunConfig {
             max_concurrent: cli
                 .max_concurrent
@@ -106,13 +156,17 @@ impl RunConfig {
                 .unwrap_or(DEFAULT_MAX_QUEUED),
             on_full: cli.on_full.or(settings.on_full).unwrap_or(OnFull::Wait),
             policy: Policy {
-                coalesce_latest: cli.coalesce.or(settings.coalesce) == Some(Coalesce::Latest),
-                cancel_in_progress: cli.cancel_in_progress
-                    || settings.cancel_in_progress.unwrap_or(false),
+                coalesce_latest,
+                cancel_in_progress,
                 retries: cli.retries.or(settings.retries).unwrap_or(0),
                 retry_delay: cli.retry_delay.or(settings.retry_delay).unwrap_or_default(),
                 sticky_slots: cli.sticky_slots || settings.sticky_slots.unwrap_or(false),
+                batch_size,
+                batch_bytes,
+                batch_delay,
             },
+            template,
+            batching,
             fail_fast: cli.fail_fast || settings.fail_fast.unwrap_or(false),
             events: cli.events,
             timeout: cli.timeout.or(settings.timeout),
@@ -134,6 +188,6 @@ impl RunConfig {
 }
 
 fn load_manifest(path: PathBuf) -> Result<Source, ConfigError> {
-    let manifest = manifest::load(&path)?;
+    let manifest = Box::new(manifest::load(&path)?);
     Ok(Source::Manifest { path, manifest })
 }

@@ -11,6 +11,7 @@ pub mod input;
 pub mod output;
 pub mod report;
 pub mod shell;
+pub mod template;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};

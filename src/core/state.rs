@@ -21,7 +21,7 @@ pub struct Limits {
 }
 
 /// Per-key policies (SPEC §3.2, §3.4, §3.6). The default runs every job, in order.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Policy {
     /// `--coalesce latest`: per key at most one job waits; a newer job replaces it.
     pub coalesce_latest: bool,
@@ -34,6 +34,29 @@ pub struct Policy {
     pub retry_delay: Duration,
     /// `--sticky-slots`: a key's first job binds the key to its slot for the whole run.
     pub sticky_slots: bool,
+    /// `--batch-size`: at most this many waiting jobs of a lane run as one batch (≥ 1).
+    pub batch_size: usize,
+    /// `--batch-bytes`: at most this many argument bytes (the jobs' `weight`) in one batch; a
+    /// batch always holds at least one job.
+    pub batch_bytes: usize,
+    /// `--batch-delay`: a lane whose batch is not full waits until its oldest job has waited
+    /// this long (a debounce for streamed input).
+    pub batch_delay: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            coalesce_latest: false,
+            cancel_in_progress: false,
+            retries: 0,
+            retry_delay: Duration::ZERO,
+            sticky_slots: false,
+            batch_size: 1,
+            batch_bytes: usize::MAX,
+            batch_delay: Duration::ZERO,
+        }
+    }
 }
 
 /// What the core needs to know of a job to schedule it.
@@ -46,6 +69,9 @@ pub struct JobRequest {
     pub rank: i64,
     /// The turn timeout, counted from the job's start; `None` for no limit.
     pub timeout: Option<Duration>,
+    /// The job's share of a batch's byte bound (its argument's length in bytes); 0 when not
+    /// batching.
+    pub weight: usize,
 }
 
 /// A job waiting in its lane.
@@ -57,6 +83,7 @@ pub(crate) struct Waiting {
     pub(crate) queued_at: Tick,
     /// Tries already made (0 for a new job, ≥ 1 for a retry).
     pub(crate) attempts: u32,
+    pub(crate) weight: usize,
 }
 
 /// One key's lane: its waiting jobs in run order and whether one of its jobs is in flight.
@@ -76,8 +103,8 @@ pub(crate) struct Running {
     pub(crate) key: Arc<str>,
     pub(crate) slot: u32,
     pub(crate) deadline: Option<Tick>,
-    pub(crate) rank: i64,
-    pub(crate) timeout: Option<Duration>,
+    /// The jobs of this run, in lane order; the first is the one the run is known by.
+    pub(crate) batch: Vec<Waiting>,
     /// Tries made, this one included.
     pub(crate) attempts: u32,
 }
@@ -122,6 +149,7 @@ impl Scheduler {
         let slots = u32::try_from(limits.max_concurrent).unwrap_or(u32::MAX);
         let policy = Policy {
             coalesce_latest: policy.coalesce_latest || policy.cancel_in_progress,
+            batch_size: policy.batch_size.max(1),
             ..policy
         };
         Scheduler {

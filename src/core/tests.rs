@@ -27,6 +27,7 @@ fn sched(max_concurrent: usize, max_queued: usize) -> Scheduler {
 
 fn job(seq: Seq, key: &str, rank: i64) -> JobRequest {
     JobRequest {
+        weight: 0,
         seq,
         key: Arc::from(key),
         rank,
@@ -36,6 +37,7 @@ fn job(seq: Seq, key: &str, rank: i64) -> JobRequest {
 
 fn timed(seq: Seq, key: &str, timeout: Duration) -> JobRequest {
     JobRequest {
+        weight: 0,
         timeout: Some(timeout),
         ..job(seq, key, 0)
     }
@@ -866,6 +868,7 @@ fn run_against_model(max_concurrent: usize, max_queued: usize, ops: &[Op], drain
                     key: Arc::clone(&keys[key]),
                     rank,
                     timeout,
+                    weight: 0,
                 };
                 let got = s.admit(req, now);
                 let want = m.admit(MWaiting {

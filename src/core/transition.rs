@@ -40,6 +40,8 @@ pub struct Start {
     pub waited: Duration,
     /// Which try this is: 1 for the first.
     pub attempt: u32,
+    /// Every job of this run in lane order, `seq` first; just `[seq]` when not batching.
+    pub batch: Vec<Seq>,
 }
 
 /// The answer to [`Scheduler::release`] and [`Scheduler::release_failed`].
@@ -67,6 +69,21 @@ pub struct Drained {
     pub waited: Duration,
     /// Tries already made (a retry waiting for its turn has made some).
     pub attempts: u32,
+}
+
+/// How many jobs from the front of a lane make one batch: at most `size` jobs and `bytes`
+/// weight, and always at least one.
+fn batch_len(waiting: &std::collections::VecDeque<Waiting>, size: usize, bytes: usize) -> usize {
+    let mut total = 0usize;
+    let mut count = 0;
+    for job in waiting.iter().take(size) {
+        total = total.saturating_add(job.weight);
+        if count > 0 && total > bytes {
+            break;
+        }
+        count += 1;
+    }
+    count.max(usize::from(!waiting.is_empty()))
 }
 
 /// A running job whose turn timeout has passed; reported once.
@@ -114,6 +131,7 @@ impl Scheduler {
                 timeout: job.timeout,
                 queued_at: now,
                 attempts: 0,
+                weight: job.weight,
             },
         );
         let ahead = position + usize::from(lane.busy);
@@ -143,24 +161,25 @@ impl Scheduler {
         }
     }
 
-    /// Takes the next job to start at `now`, if a slot is free: the first waiting job of the
-    /// first key in the ready line that can run (under `--sticky-slots`, whose slot is free).
-    /// `None` when the cap is reached, nothing is ready, or the scheduler is draining.
+    /// Takes the next job to start at `now`, if a slot is free: the first key in the ready line
+    /// that can run now (under `--sticky-slots`, whose slot is free; when batching, whose batch
+    /// is full or whose oldest job has waited `--batch-delay`), with its first waiting job, or
+    /// the longest prefix of its lane that fits the batch bounds. `None` when the cap is
+    /// reached, nothing is ready, or the scheduler is draining.
     pub fn take(&mut self, now: Tick) -> Option<Start> {
         if self.draining || self.running.len() >= self.limits.max_concurrent {
             return None;
         }
-        let (index, slot) = if self.policy.sticky_slots {
-            self.ready
-                .iter()
-                .enumerate()
-                .find_map(|(i, key)| match self.bound_slots.get(key) {
-                    Some(&slot) => self.free_slots.contains(&slot).then_some((i, slot)),
-                    None => self.free_slots.first().map(|&slot| (i, slot)),
-                })?
-        } else {
-            (0, *self.free_slots.first()?)
-        };
+        let (index, slot) = self.ready.iter().enumerate().find_map(|(i, key)| {
+            let slot = match self.bound_slots.get(key) {
+                Some(&slot) => self.free_slots.contains(&slot).then_some(slot)?,
+                None => *self.free_slots.first()?,
+            };
+            let lane = self.lanes.get(key)?;
+            self.batch_ready_at(&lane.waiting)
+                .is_none_or(|at| at <= now)
+                .then_some((i, slot))
+        })?;
         let key = self.ready.remove(index)?;
         self.free_slots.remove(&slot);
         if self.policy.sticky_slots {
@@ -170,35 +189,57 @@ impl Scheduler {
             .lanes
             .get_mut(&key)
             .expect("a key in the ready line has a lane");
-        let job = lane
-            .waiting
-            .pop_front()
-            .expect("a key in the ready line has a waiting job");
+        let count = batch_len(
+            &lane.waiting,
+            self.policy.batch_size,
+            self.policy.batch_bytes,
+        );
+        let batch: Vec<Waiting> = lane.waiting.drain(..count).collect();
         lane.busy = true;
         lane.cancelling = false;
-        self.queued -= 1;
-        let deadline = job.timeout.map(|t| now.saturating_add(t));
+        self.queued -= batch.len();
+        let first = &batch[0];
+        let (seq, attempts) = (first.seq, first.attempts + 1);
+        let waited = now.saturating_sub(first.queued_at);
+        let deadline = first.timeout.map(|t| now.saturating_add(t));
         if let Some(at) = deadline {
-            self.deadlines.insert((at, job.seq));
+            self.deadlines.insert((at, seq));
         }
+        let seqs = batch.iter().map(|w| w.seq).collect();
         self.running.insert(
-            job.seq,
+            seq,
             Running {
                 key: Arc::clone(&key),
                 slot,
                 deadline,
-                rank: job.rank,
-                timeout: job.timeout,
-                attempts: job.attempts + 1,
+                batch,
+                attempts,
             },
         );
         Some(Start {
-            seq: job.seq,
+            seq,
             key,
             slot,
-            waited: now.saturating_sub(job.queued_at),
-            attempt: job.attempts + 1,
+            waited,
+            attempt: attempts,
+            batch: seqs,
         })
+    }
+
+    /// When a lane with these waiting jobs may be taken: `None` when at once (not batching
+    /// with a delay, or its batch is full), else when its oldest job will have waited
+    /// `--batch-delay`.
+    fn batch_ready_at(&self, waiting: &std::collections::VecDeque<Waiting>) -> Option<Tick> {
+        let policy = &self.policy;
+        if policy.batch_delay.is_zero() {
+            return None;
+        }
+        let count = batch_len(waiting, policy.batch_size, policy.batch_bytes);
+        if count == policy.batch_size || count < waiting.len() {
+            return None;
+        }
+        let oldest = waiting.iter().map(|w| w.queued_at).min()?;
+        Some(oldest.saturating_add(policy.batch_delay))
     }
 
     /// Releases a job that was in flight and did not fail (or whose failure is final): frees
@@ -233,14 +274,12 @@ impl Scheduler {
         lane.busy = false;
         lane.cancelling = false;
         if let Some(now) = retry_at {
-            lane.waiting.push_front(Waiting {
-                seq,
-                rank: run.rank,
-                timeout: run.timeout,
-                queued_at: now,
-                attempts: run.attempts,
-            });
-            self.queued += 1;
+            self.queued += run.batch.len();
+            for mut job in run.batch.into_iter().rev() {
+                job.queued_at = now;
+                job.attempts = run.attempts;
+                lane.waiting.push_front(job);
+            }
             let delay = self.policy.retry_delay;
             if delay.is_zero() {
                 self.ready.push_back(Arc::clone(&run.key));
@@ -319,15 +358,20 @@ impl Scheduler {
         expired
     }
 
-    /// The next time the core needs to be woken (`expire`), if any: a turn deadline or the end
-    /// of a retry delay.
+    /// The next time the core needs to be woken, if any: a turn deadline (`expire`), the end
+    /// of a retry delay (`expire`), or a partial batch's delay running out (`take`).
     pub fn next_deadline(&self) -> Option<Tick> {
         let turn = self.deadlines.first().map(|&(at, _)| at);
         let held = self.held.first().map(|(at, _)| *at);
-        match (turn, held) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let batch = if self.policy.batch_delay.is_zero() {
+            None
+        } else {
+            self.ready
+                .iter()
+                .filter_map(|key| self.batch_ready_at(&self.lanes.get(key)?.waiting))
+                .min()
+        };
+        [turn, held, batch].into_iter().flatten().min()
     }
 
     /// How many jobs of `key` are ahead of a job that would be admitted now (waiting, plus one

@@ -47,6 +47,14 @@ pub struct ManifestSettings {
     pub fail_fast: Option<bool>,
     /// Whether keys are bound to stable slots.
     pub sticky_slots: Option<bool>,
+    /// The `--command` template: each job's `cmd` is then its argument.
+    pub command: Option<String>,
+    /// Most jobs per batch; at least 1.
+    pub batch_size: Option<usize>,
+    /// Most argument bytes per batch; at least 1.
+    pub batch_bytes: Option<usize>,
+    /// Debounce before a partial batch runs.
+    pub batch_delay: Option<Duration>,
 }
 
 /// One `[[job]]` table.
@@ -198,6 +206,10 @@ struct RawManifest {
     retry_delay: Option<Spanned<RawDuration>>,
     fail_fast: Option<bool>,
     sticky_slots: Option<bool>,
+    command: Option<Spanned<String>>,
+    batch_size: Option<Spanned<WholeNumber>>,
+    batch_bytes: Option<Spanned<WholeNumber>>,
+    batch_delay: Option<Spanned<RawDuration>>,
     #[serde(default)]
     job: Vec<Spanned<RawJob>>,
 }
@@ -282,6 +294,18 @@ impl RawManifest {
             retry_delay: resolve_duration(self.retry_delay, "retry_delay")?,
             fail_fast: self.fail_fast,
             sticky_slots: self.sticky_slots,
+            command: match self.command {
+                None => None,
+                Some(command) => {
+                    check_text(&command, "command")?;
+                    Some(command.into_inner())
+                }
+            },
+            batch_size: bounded(self.batch_size, "batch_size", 1, i64::MAX)?
+                .and_then(|n| usize::try_from(n).ok()),
+            batch_bytes: bounded(self.batch_bytes, "batch_bytes", 1, i64::MAX)?
+                .and_then(|n| usize::try_from(n).ok()),
+            batch_delay: resolve_duration(self.batch_delay, "batch_delay")?,
         };
         let jobs = self
             .job
@@ -699,7 +723,7 @@ X = "y"
         assert_eq!((line, column), (2, 1));
         assert_eq!(
             message,
-            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `max_queued`, `on_full`, `coalesce`, `cancel_in_progress`, `retries`, `retry_delay`, `fail_fast`, `sticky_slots`, `job`"
+            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `max_queued`, `on_full`, `coalesce`, `cancel_in_progress`, `retries`, `retry_delay`, `fail_fast`, `sticky_slots`, `command`, `batch_size`, `batch_bytes`, `batch_delay`, `job`"
         );
     }
 

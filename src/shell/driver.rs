@@ -28,10 +28,14 @@ use crate::output::sink::SinkTx;
 use crate::report::events::{self, Event, EventLog};
 use crate::report::json::{timestamp, JobRecord, RunRecord, SCHEMA_VERSION};
 use crate::report::recorder::Recorder;
+use crate::template;
 
 /// First and longest pause before a spawn that failed with EAGAIN/EMFILE/ENFILE is retried.
 const RESPAWN_FIRST: Duration = Duration::from_millis(5);
 const RESPAWN_MAX: Duration = Duration::from_millis(500);
+
+/// Most input items admitted in one turn of the loop.
+const INPUT_BURST: usize = 256;
 
 /// The sinks job output and status text go to.
 pub struct Streams {
@@ -48,6 +52,8 @@ struct Job {
     attempts: u32,
     /// The seq of the newer job that made this one stop (`--cancel-in-progress`).
     superseded_by: Option<Seq>,
+    /// For the job a run is known by: every job of the run (itself first; a batch's members).
+    members: Vec<Seq>,
 }
 
 struct Started {
@@ -230,15 +236,27 @@ impl Driver {
     }
 
     async fn launch(&mut self, start: Start) {
-        let Some(job) = self.jobs.get_mut(&start.seq) else {
+        let Some(job) = self.jobs.get(&start.seq) else {
             let _ = self.core.release(start.seq);
             return;
+        };
+        let command = match &self.config.template {
+            Some(template) => {
+                let args: Vec<&str> = start
+                    .batch
+                    .iter()
+                    .filter_map(|seq| self.jobs.get(seq))
+                    .map(|member| member.spec.command.as_str())
+                    .collect();
+                template.render(&args, &job.spec.key, start.seq, start.slot)
+            }
+            None => job.spec.command.clone(),
         };
         let capture = self.config.output != OutputMode::None || self.results_dir.is_some();
         let spec = &job.spec;
         let launch = Launch {
             shell: &self.config.shell,
-            command: &spec.command,
+            command: &command,
             cwd: spec.cwd.as_deref(),
             own_cwd: &self.own_cwd,
             env: &self.config.env,
@@ -252,25 +270,6 @@ impl Driver {
         match child::spawn(&launch, &self.reaper) {
             Ok(spawned) => {
                 self.backoff = RESPAWN_FIRST;
-                job.attempts = start.attempt;
-                if self.events.enabled() {
-                    self.events.write(&Event::Started {
-                        seq: start.seq,
-                        key: &spec.key,
-                        slot: start.slot,
-                        attempt: start.attempt,
-                        batch: None,
-                        at: events::now(),
-                    });
-                }
-                job.started = Some(Started {
-                    at: SystemTime::now(),
-                    instant: Instant::now(),
-                    slot: start.slot,
-                    waited: start.waited,
-                });
-                let (control_tx, control_rx) = mpsc::unbounded_channel();
-                self.controls.insert(start.seq, control_tx);
                 let plan = OutputPlan {
                     mode: self.config.output,
                     stdout: self.streams.job_stdout.clone(),
@@ -280,6 +279,36 @@ impl Driver {
                     results_dir: self.results_dir.clone(),
                     group_lock: Arc::clone(&self.group_lock),
                 };
+                let now = SystemTime::now();
+                let instant = Instant::now();
+                let batch = self.config.batching.then_some(start.seq);
+                for &seq in &start.batch {
+                    let Some(member) = self.jobs.get_mut(&seq) else {
+                        continue;
+                    };
+                    member.attempts = start.attempt;
+                    member.started = Some(Started {
+                        at: now,
+                        instant,
+                        slot: start.slot,
+                        waited: start.waited,
+                    });
+                    if self.events.enabled() {
+                        self.events.write(&Event::Started {
+                            seq,
+                            key: &start.key,
+                            slot: start.slot,
+                            attempt: start.attempt,
+                            batch,
+                            at: events::now(),
+                        });
+                    }
+                }
+                if let Some(leader) = self.jobs.get_mut(&start.seq) {
+                    leader.members.clone_from(&start.batch);
+                }
+                let (control_tx, control_rx) = mpsc::unbounded_channel();
+                self.controls.insert(start.seq, control_tx);
                 let timing = Timing {
                     grace: self.config.grace,
                     leak_window: self.config.leak_window,
@@ -299,26 +328,55 @@ impl Driver {
                 self.backoff = (self.backoff * 2).min(RESPAWN_MAX);
             }
             Err(SpawnError::Failed(message)) => {
-                job.attempts = start.attempt;
                 let outcome = Outcome::Failed(FailReason::SpawnError);
-                if self.release_job(start.seq, outcome, start.attempt) {
+                for &seq in &start.batch {
+                    if let Some(member) = self.jobs.get_mut(&seq) {
+                        member.attempts = start.attempt;
+                    }
+                }
+                if self.release_run(start.seq, &start.batch, outcome, start.attempt) {
                     return;
                 }
-                let job = self.jobs.remove(&start.seq).expect("the job is known");
-                let mut record = base_record(&job.spec, outcome);
-                record.attempts = job.attempts;
-                record.wait_ms = Some(millis(start.waited));
-                record.error = Some(message);
-                self.recorder.job(record, outcome).await;
+                for &seq in &start.batch {
+                    let Some(job) = self.jobs.remove(&seq) else {
+                        continue;
+                    };
+                    let mut record = base_record(&job.spec, outcome);
+                    record.attempts = job.attempts;
+                    record.wait_ms = Some(millis(start.waited));
+                    record.batch = self.config.batching.then_some(start.seq);
+                    record.error = Some(message.clone());
+                    self.recorder.job(record, outcome).await;
+                }
                 self.after_final(outcome).await;
             }
         }
     }
 
+    /// Accepts an input item, then whatever else the input thread has ready (up to a bound,
+    /// while there is room), so that a burst of lines is admitted before jobs are taken:
+    /// lanes then see their whole backlog (fuller batches) and the loop turns less often.
     async fn on_input(&mut self, item: Option<InputItem>) {
-        match item {
-            None => self.input = None,
-            Some(item) => self.accept(item).await,
+        let Some(item) = item else {
+            self.input = None;
+            return;
+        };
+        self.accept(item).await;
+        for _ in 0..INPUT_BURST {
+            if !self.can_accept() {
+                break;
+            }
+            let Some(input) = self.input.as_mut() else {
+                break;
+            };
+            match input.try_recv() {
+                Ok(item) => self.accept(item).await,
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    self.input = None;
+                    break;
+                }
+            }
         }
     }
 
@@ -330,6 +388,11 @@ impl Driver {
                     key: Arc::clone(&spec.key),
                     rank: spec.rank,
                     timeout: spec.timeout.or(self.config.timeout),
+                    weight: if self.config.batching {
+                        template::weight(&spec.command)
+                    } else {
+                        0
+                    },
                 };
                 let seq = spec.seq;
                 let key = Arc::clone(&spec.key);
@@ -370,6 +433,7 @@ impl Driver {
                         started: None,
                         attempts: 0,
                         superseded_by: None,
+                        members: Vec::new(),
                     },
                 );
                 if self.events.enabled() {
@@ -423,9 +487,9 @@ impl Driver {
         }
     }
 
-    /// Tells the core a try has ended; returns true when the job goes again (a retry), in
-    /// which case no record is written yet.
-    fn release_job(&mut self, seq: Seq, outcome: Outcome, attempt: u32) -> bool {
+    /// Tells the core a run (one job, or a batch led by `seq`) has ended; returns true when
+    /// it goes again (a retry), in which case no record is written yet.
+    fn release_run(&mut self, seq: Seq, members: &[Seq], outcome: Outcome, attempt: u32) -> bool {
         let released = if matches!(outcome, Outcome::Failed(_)) {
             self.core.release_failed(seq, self.tick())
         } else {
@@ -433,16 +497,18 @@ impl Driver {
         };
         let retry = matches!(released, Released::Retry { .. });
         if self.events.enabled() {
-            if let Some(job) = self.jobs.get(&seq) {
-                self.events.write(&Event::Ended {
-                    seq,
-                    key: &job.spec.key,
-                    outcome: outcome.name(),
-                    reason: outcome.reason(),
-                    attempt,
-                    retry,
-                    at: events::now(),
-                });
+            for member in members {
+                if let Some(job) = self.jobs.get(member) {
+                    self.events.write(&Event::Ended {
+                        seq: *member,
+                        key: &job.spec.key,
+                        outcome: outcome.name(),
+                        reason: outcome.reason(),
+                        attempt,
+                        retry,
+                        at: events::now(),
+                    });
+                }
             }
         }
         retry
@@ -469,40 +535,48 @@ impl Driver {
             self.respawn_at = Some(Instant::now());
         }
         let outcome = classify(ended.exit, ended.stopped_before_exit);
-        let attempt = self.jobs.get(&ended.seq).map_or(1, |job| job.attempts);
-        if self.release_job(ended.seq, outcome, attempt) {
-            if let Some(job) = self.jobs.get_mut(&ended.seq) {
-                job.started = None;
+        let (attempt, members) = match self.jobs.get_mut(&ended.seq) {
+            Some(job) => (job.attempts, std::mem::take(&mut job.members)),
+            None => return,
+        };
+        if self.release_run(ended.seq, &members, outcome, attempt) {
+            for seq in &members {
+                if let Some(job) = self.jobs.get_mut(seq) {
+                    job.started = None;
+                }
             }
             return;
         }
-        let Some(job) = self.jobs.remove(&ended.seq) else {
-            return;
-        };
-        let mut record = base_record(&job.spec, outcome);
-        if outcome == Outcome::Interrupted(StopReason::Superseded) {
-            record.superseded_by = job.superseded_by;
+        for seq in &members {
+            let Some(job) = self.jobs.remove(seq) else {
+                continue;
+            };
+            let mut record = base_record(&job.spec, outcome);
+            if outcome == Outcome::Interrupted(StopReason::Superseded) {
+                record.superseded_by = job.superseded_by;
+            }
+            match ended.exit {
+                ExitFacts::Exited(code) => record.exit_code = Some(code),
+                ExitFacts::Signaled(signal) => record.signal = Some(signal_name(signal)),
+            }
+            record.attempts = job.attempts;
+            record.leaked = ended.leaked;
+            record.error.clone_from(&ended.output_error);
+            record.batch = self.config.batching.then_some(ended.seq);
+            if let Some(started) = &job.started {
+                record.started = true;
+                record.started_at = Some(timestamp(started.at));
+                record.slot = Some(started.slot);
+                record.wait_ms = Some(millis(started.waited));
+                record.duration_ms = Some(millis(
+                    ended
+                        .ended_instant
+                        .saturating_duration_since(started.instant),
+                ));
+            }
+            record.ended_at = timestamp(ended.ended_at);
+            self.recorder.job(record, outcome).await;
         }
-        match ended.exit {
-            ExitFacts::Exited(code) => record.exit_code = Some(code),
-            ExitFacts::Signaled(signal) => record.signal = Some(signal_name(signal)),
-        }
-        record.attempts = job.attempts;
-        record.leaked = ended.leaked;
-        record.error = ended.output_error;
-        if let Some(started) = &job.started {
-            record.started = true;
-            record.started_at = Some(timestamp(started.at));
-            record.slot = Some(started.slot);
-            record.wait_ms = Some(millis(started.waited));
-            record.duration_ms = Some(millis(
-                ended
-                    .ended_instant
-                    .saturating_duration_since(started.instant),
-            ));
-        }
-        record.ended_at = timestamp(ended.ended_at);
-        self.recorder.job(record, outcome).await;
         self.after_final(outcome).await;
     }
 
@@ -582,7 +656,7 @@ impl Driver {
             .collect();
         for start in std::mem::take(&mut self.respawn) {
             let _ = self.core.release(start.seq);
-            unstarted.push((start.seq, start.waited));
+            unstarted.extend(start.batch.iter().map(|&seq| (seq, start.waited)));
         }
         self.respawn_at = None;
         unstarted.sort_by_key(|&(seq, _)| seq);

@@ -47,7 +47,7 @@ pub enum Feed {
     /// Lines already read and validated (`--strict`).
     Preloaded(Vec<NumberedLine>),
     /// A validated manifest's jobs.
-    Manifest(Manifest),
+    Manifest(Box<Manifest>),
 }
 
 /// How many items may wait in the channel between the input thread and the driver.

@@ -1,0 +1,192 @@
+//! `--command TEMPLATE`: the command run for each job (or batch), with `{}` (the arguments),
+//! `{key}`, `{seq}` and `{slot}` replaced, every substitution shell-quoted (SPEC §3.5).
+
+/// One piece of a parsed template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    /// `{}`: the job's argument, or every argument of a batch, each quoted, space-separated.
+    Args,
+    /// `{key}`
+    Key,
+    /// `{seq}`: the job's number (the first job's, for a batch).
+    Seq,
+    /// `{slot}`
+    Slot,
+}
+
+/// A parsed `--command` template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    pieces: Vec<Piece>,
+}
+
+/// Why a template is not usable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("unknown placeholder `{{{0}}}` in --command (known: {{}}, {{key}}, {{seq}}, {{slot}}; write {{{{ and }}}} for literal braces)")]
+    Unknown(String),
+    #[error("unclosed `{{` in --command at byte {0} (write {{{{ for a literal brace)")]
+    Unclosed(usize),
+    #[error("lone `}}` in --command at byte {0} (write }}}} for a literal brace)")]
+    LoneClose(usize),
+}
+
+impl Template {
+    /// Parses `text`. `{{` and `}}` stand for literal braces. A template without `{}` gets
+    /// ` {}` appended, so the argument is always passed (as `xargs` and GNU parallel do).
+    ///
+    /// # Errors
+    /// An unknown placeholder (named), an unclosed `{` or a lone `}`.
+    pub fn parse(text: &str) -> Result<Self, TemplateError> {
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut chars = text.char_indices().peekable();
+        while let Some((at, c)) = chars.next() {
+            match c {
+                '{' if chars.peek().map(|&(_, n)| n) == Some('{') => {
+                    chars.next();
+                    literal.push('{');
+                }
+                '}' if chars.peek().map(|&(_, n)| n) == Some('}') => {
+                    chars.next();
+                    literal.push('}');
+                }
+                '}' => return Err(TemplateError::LoneClose(at)),
+                '{' => {
+                    let rest = &text[at + 1..];
+                    let close = rest.find('}').ok_or(TemplateError::Unclosed(at))?;
+                    let name = &rest[..close];
+                    let piece = match name {
+                        "" => Piece::Args,
+                        "key" => Piece::Key,
+                        "seq" => Piece::Seq,
+                        "slot" => Piece::Slot,
+                        other => return Err(TemplateError::Unknown(other.to_owned())),
+                    };
+                    for _ in 0..=name.chars().count() {
+                        chars.next();
+                    }
+                    if !literal.is_empty() {
+                        pieces.push(Piece::Text(std::mem::take(&mut literal)));
+                    }
+                    pieces.push(piece);
+                }
+                c => literal.push(c),
+            }
+        }
+        if !literal.is_empty() {
+            pieces.push(Piece::Text(literal));
+        }
+        if !pieces.contains(&Piece::Args) {
+            pieces.push(Piece::Text(" ".to_owned()));
+            pieces.push(Piece::Args);
+        }
+        Ok(Template { pieces })
+    }
+
+    /// The command for `args` (one job's argument, or a batch's in lane order).
+    pub fn render(&self, args: &[&str], key: &str, seq: u64, slot: u32) -> String {
+        let mut out = String::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(text) => out.push_str(text),
+                Piece::Args => {
+                    for (i, arg) in args.iter().enumerate() {
+                        if i > 0 {
+                            out.push(' ');
+                        }
+                        out.push_str(&shell_quote(arg));
+                    }
+                }
+                Piece::Key => out.push_str(&shell_quote(key)),
+                Piece::Seq => out.push_str(&seq.to_string()),
+                Piece::Slot => out.push_str(&slot.to_string()),
+            }
+        }
+        out
+    }
+}
+
+/// Quotes `text` for a POSIX shell: inside single quotes nothing is special, and a single
+/// quote is written `'\''` (POSIX "Shell Command Language" §2.2.2). The result is always one
+/// word, whatever `text` holds (`$(…)`, backticks, `;`, newlines, a leading `-`).
+pub fn shell_quote(text: &str) -> String {
+    let mut quoted = String::with_capacity(text.len() + 2);
+    quoted.push('\'');
+    for c in text.chars() {
+        if c == '\'' {
+            quoted.push_str("'\\''");
+        } else {
+            quoted.push(c);
+        }
+    }
+    quoted.push('\'');
+    quoted
+}
+
+/// A job's share of a batch's byte bound: its quoted length plus the separating space.
+pub fn weight(arg: &str) -> usize {
+    shell_quote(arg).len() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_replaced_and_quoted() {
+        let t = Template::parse("printf '%s\\n' {} >> out/{key}.{seq}.{slot}").unwrap();
+        assert_eq!(
+            t.render(&["a b", "c"], "r/1", 7, 2),
+            "printf '%s\\n' 'a b' 'c' >> out/'r/1'.7.2"
+        );
+    }
+
+    #[test]
+    fn literal_braces_and_appended_argument() {
+        let t = Template::parse("echo {{x}}").unwrap();
+        assert_eq!(t.render(&["y"], "k", 1, 1), "echo {x} 'y'");
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        assert_eq!(
+            Template::parse("echo {file}"),
+            Err(TemplateError::Unknown("file".into()))
+        );
+        assert!(Template::parse("echo {file}")
+            .unwrap_err()
+            .to_string()
+            .contains("`{file}`"));
+        assert_eq!(Template::parse("echo {"), Err(TemplateError::Unclosed(5)));
+        assert_eq!(Template::parse("echo }"), Err(TemplateError::LoneClose(5)));
+    }
+
+    #[test]
+    fn hostile_text_stays_one_literal_word() {
+        let hostile = [
+            "$(touch pwned)",
+            "`id`",
+            "; rm -rf x",
+            "it's",
+            "a\nb",
+            "-rf",
+            "",
+        ];
+        for text in hostile {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf '%s' {}", shell_quote(text)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8(out.stdout).unwrap(), text);
+        }
+    }
+
+    #[test]
+    fn weight_counts_quoting_and_a_space() {
+        assert_eq!(weight("abc"), 6);
+        assert_eq!(weight("'"), 7);
+    }
+}
