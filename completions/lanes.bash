@@ -23,7 +23,7 @@ _lanes() {
 
     case "${cmd}" in
         lanes)
-            opts="-j -h -V --manifest --max-concurrent --timeout --grace --leak-window --shell --max-queued --on-full --coalesce --cancel-in-progress --retries --retry-delay --fail-fast --sticky-slots --command --batch-size --batch-bytes --batch-delay --events --strict --report --json --output --results --help --version"
+            opts="-j -h -V --manifest --max-concurrent --timeout --grace --leak-window --shell --max-queued --on-full --coalesce --cancel-in-progress --retries --retry-delay --fail-fast --sticky-slots --command --batch-size --batch-bytes --batch-delay --resume --events --strict --report --json --output --results --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -90,6 +90,10 @@ _lanes() {
                     return 0
                     ;;
                 --batch-delay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --resume)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

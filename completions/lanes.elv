@@ -34,6 +34,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --batch-size 'With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to all their arguments, in lane order [default: 1]'
             cand --batch-bytes 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux''s 128 KiB limit on one argument]'
             cand --batch-delay 'With --command: a lane whose batch is not full waits until its oldest job has waited D (a debounce for streamed input); a full batch starts at once [default: 0s]'
+            cand --resume 'Skip every job that succeeded in an earlier report (matched by key, command and occurrence number); a torn last line in REPORT is ignored. REPORT may be the same file as --report: it is read before the new report is written'
             cand --events 'Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE'
             cand --report 'Write the JSON Lines report to FILE'
             cand --output 'How job output is shown'

@@ -15,6 +15,7 @@ complete -c lanes -l command -d 'Treat the text after the tab as an argument and
 complete -c lanes -l batch-size -d 'With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to all their arguments, in lane order [default: 1]' -r
 complete -c lanes -l batch-bytes -d 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux\'s 128 KiB limit on one argument]' -r
 complete -c lanes -l batch-delay -d 'With --command: a lane whose batch is not full waits until its oldest job has waited D (a debounce for streamed input); a full batch starts at once [default: 0s]' -r
+complete -c lanes -l resume -d 'Skip every job that succeeded in an earlier report (matched by key, command and occurrence number); a torn last line in REPORT is ignored. REPORT may be the same file as --report: it is read before the new report is written' -r -F
 complete -c lanes -l events -d 'Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE' -r -F
 complete -c lanes -l report -d 'Write the JSON Lines report to FILE' -r -F
 complete -c lanes -l output -d 'How job output is shown' -r -f -a "prefixed\t'Each line whole, prefixed with the job\'s key'

@@ -113,6 +113,12 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub batch_delay: Option<Duration>,
 
+    /// Skip every job that succeeded in an earlier report (matched by key, command and
+    /// occurrence number); a torn last line in REPORT is ignored. REPORT may be the same file
+    /// as --report: it is read before the new report is written.
+    #[arg(long, value_name = "REPORT")]
+    pub resume: Option<PathBuf>,
+
     /// Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,

@@ -55,6 +55,8 @@ pub struct RunConfig {
     pub fail_fast: bool,
     /// `--events FILE`.
     pub events: Option<PathBuf>,
+    /// `--resume REPORT`.
+    pub resume: Option<PathBuf>,
     /// `--command`: the text after the tab is then an argument.
     pub template: Option<Template>,
     /// Whether batching is on (`--batch-size` > 1 or a `--batch-delay`): records carry `batch`.
@@ -169,6 +171,7 @@ impl RunConfig {
             batching,
             fail_fast: cli.fail_fast || settings.fail_fast.unwrap_or(false),
             events: cli.events,
+            resume: cli.resume,
             timeout: cli.timeout.or(settings.timeout),
             grace: cli.grace.or(settings.grace).unwrap_or(DEFAULT_GRACE),
             leak_window: cli.leak_window,

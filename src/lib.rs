@@ -10,6 +10,7 @@ pub mod generate;
 pub mod input;
 pub mod output;
 pub mod report;
+pub mod resume;
 pub mod shell;
 pub mod template;
 
@@ -45,6 +46,10 @@ pub fn prepare_process() -> bool {
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let config = RunConfig::from_cli(cli)?;
     let feed = feed_for(&config)?;
+    let resume = match &config.resume {
+        Some(path) => Some(resume::Resume::load(path)?),
+        None => None,
+    };
     if let Some(dir) = &config.results {
         output::results::prepare_dir(dir)
             .with_context(|| format!("cannot create the results directory {}", dir.display()))?;
@@ -109,6 +114,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         streams,
         recorder,
         EventLog::new(events),
+        resume,
     ));
     drop(runtime);
     stdout.close();

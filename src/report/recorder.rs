@@ -63,6 +63,11 @@ impl Recorder {
         self.write_line(to_line(&record)).await;
     }
 
+    /// Counts a job skipped because `--resume` found it already succeeded (no record).
+    pub fn skipped(&mut self) {
+        self.summary.skipped += 1;
+    }
+
     /// Whether any job ended in an outcome that makes the exit status 1.
     pub fn any_bad(&self) -> bool {
         self.any_bad

@@ -28,6 +28,7 @@ use crate::output::sink::SinkTx;
 use crate::report::events::{self, Event, EventLog};
 use crate::report::json::{timestamp, JobRecord, RunRecord, SCHEMA_VERSION};
 use crate::report::recorder::Recorder;
+use crate::resume::Resume;
 use crate::template;
 
 /// First and longest pause before a spawn that failed with EAGAIN/EMFILE/ENFILE is retried.
@@ -71,6 +72,7 @@ pub async fn drive(
     streams: Streams,
     mut recorder: Recorder,
     events: EventLog,
+    resume: Option<Resume>,
 ) -> u8 {
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
@@ -117,6 +119,7 @@ pub async fn drive(
         streams,
         recorder,
         events,
+        resume,
         failed_fast: false,
         group_lock: Arc::default(),
     };
@@ -188,6 +191,8 @@ struct Driver {
     streams: Streams,
     recorder: Recorder,
     events: EventLog,
+    /// `--resume`: jobs that succeeded in an earlier report are skipped.
+    resume: Option<Resume>,
     /// `--fail-fast` was triggered.
     failed_fast: bool,
     /// Whether the input ends by itself (a file or manifest), so that after `--fail-fast` it
@@ -383,6 +388,12 @@ impl Driver {
     async fn accept(&mut self, item: InputItem) {
         match item {
             InputItem::Job(spec) => {
+                if let Some(resume) = &mut self.resume {
+                    if resume.skip(&spec.key, &spec.command) {
+                        self.recorder.skipped();
+                        return;
+                    }
+                }
                 let request = JobRequest {
                     seq: spec.seq,
                     key: Arc::clone(&spec.key),

@@ -1,0 +1,872 @@
+//! `--junit FILE`: the run as JUnit XML for CI dashboards — a test suite per key, a test case per job.
+//!
+//! The document is built with `quick-junit`, which writes the XML and computes the counts
+//! (`tests`, `failures`, `errors`, `skipped`) of each suite and of the whole run from the test
+//! cases. A job record becomes a test case named `seq N: COMMAND`, in the suite (and class)
+//! named after its key, that is:
+//! - `succeeded`: a success;
+//! - `interrupted` for `superseded`: `<skipped message="superseded by seq N">`;
+//! - `failed`: `<failure type=REASON message=…>`, the message being `exit status 3`,
+//!   `killed by SIGSEGV` or the spawn error's text;
+//! - `interrupted` for `timeout`, `shutdown`, `fail_fast`: `<error type=REASON message=REASON>`;
+//! - `rejected`: `<error type=REASON message=ERROR>`.
+//!
+//! Failing and erroring cases carry the job's stderr tail in `<system-err>`; every case carries
+//! `attempts`, `slot`, `exit_code`, `signal` (those that are set) and `leaked` as properties.
+//!
+//! Text that XML 1.0 cannot hold, or that would only be noise in it, is removed: ANSI escape
+//! sequences, control characters and U+FFFE/U+FFFF. The stderr tail keeps its newlines, and
+//! its tabs as spaces to the next tab stop (`quick-junit` would drop tabs); names and
+//! attributes are kept on one line.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use chrono::{DateTime, FixedOffset, Utc};
+use quick_junit::{
+    NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite, XmlString,
+};
+
+use super::json::JobRecord;
+
+/// Suite name (and class name) of the jobs whose record has no key.
+const NO_KEY: &str = "(no key)";
+/// Longest command, in characters, put into a test case name.
+const COMMAND_CHARS: usize = 200;
+/// Longest stderr tail, in bytes, kept per job (the caller already bounds it; this is a guard).
+const STDERR_TAIL_BYTES: usize = 4096;
+/// Tab stops of the stderr tail, in columns.
+const TAB_STOP: usize = 8;
+
+/// Collects what the JUnit file needs while the run goes on; memory is one small entry per
+/// job (no output is kept beyond the tail given to `add`).
+#[derive(Debug, Default)]
+pub struct JunitReport {
+    /// Name of the `<testsuites>` element.
+    name: String,
+    /// When the run started.
+    started_at: Option<DateTime<FixedOffset>>,
+    /// The latest `ended_at` of the records added, for the run's `time`.
+    last_end: Option<DateTime<FixedOffset>>,
+    /// One per distinct key, in the order first added.
+    suites: Vec<Suite>,
+    /// Key → index into `suites`.
+    index: HashMap<Option<String>, usize>,
+}
+
+/// The jobs of one key.
+#[derive(Debug)]
+struct Suite {
+    /// Cleaned key, or [`NO_KEY`].
+    name: XmlString,
+    /// Smallest seq among `cases`: the key's first appearance in the input.
+    first_seq: u64,
+    /// In the order added.
+    cases: Vec<Case>,
+}
+
+/// What the document needs of one job.
+#[derive(Debug)]
+struct Case {
+    seq: u64,
+    /// `seq N: COMMAND`, cleaned.
+    name: XmlString,
+    time_ms: u64,
+    timestamp: Option<DateTime<FixedOffset>>,
+    verdict: Verdict,
+    attempts: u32,
+    slot: Option<u32>,
+    exit_code: Option<i32>,
+    /// Already fit.
+    signal: Option<String>,
+    leaked: bool,
+    /// Cleaned stderr tail; only for failures and errors, and only when not empty.
+    stderr: Option<XmlString>,
+}
+
+#[derive(Debug)]
+enum Verdict {
+    Success,
+    Skipped {
+        message: XmlString,
+    },
+    /// `<failure>` (`failure: true`) or `<error>`.
+    NonSuccess {
+        failure: bool,
+        /// The reason.
+        ty: &'static str,
+        message: XmlString,
+    },
+}
+
+impl JunitReport {
+    /// An empty report for a run named `run_name` (the `<testsuites>` name) that started at
+    /// `started_at`.
+    pub fn new(run_name: &str, started_at: SystemTime) -> Self {
+        Self {
+            name: run_name.to_owned(),
+            started_at: Some(DateTime::<Utc>::from(started_at).into()),
+            ..Self::default()
+        }
+    }
+
+    /// Adds one job's final record; `stderr_tail` is the last lines of its stderr (may be empty),
+    /// already bounded by the caller (≤ 4 KiB).
+    pub fn add(&mut self, record: &JobRecord, stderr_tail: &[u8]) {
+        if let Ok(end) = DateTime::parse_from_rfc3339(&record.ended_at) {
+            if self.last_end.map_or(true, |last| end > last) {
+                self.last_end = Some(end);
+            }
+        }
+        let verdict = verdict(record);
+        let stderr = match verdict {
+            Verdict::NonSuccess { .. } => Some(text_block(stderr_tail)).filter(|s| !s.is_empty()),
+            Verdict::Success | Verdict::Skipped { .. } => None,
+        };
+        let name = match &record.command {
+            Some(command) => format!("seq {}: {}", record.seq, one_line(command, COMMAND_CHARS)),
+            None => format!("seq {}: (invalid line {})", record.seq, record.line),
+        };
+        let case = Case {
+            seq: record.seq,
+            name: name.into(),
+            time_ms: if record.started {
+                record.duration_ms.unwrap_or(0)
+            } else {
+                0
+            },
+            timestamp: record
+                .started_at
+                .as_deref()
+                .and_then(|at| DateTime::parse_from_rfc3339(at).ok()),
+            verdict,
+            attempts: record.attempts,
+            slot: record.slot,
+            exit_code: record.exit_code,
+            signal: record.signal.as_deref().map(|s| one_line(s, usize::MAX)),
+            leaked: record.leaked,
+            stderr: stderr.map(XmlString::new),
+        };
+
+        let suite = match self.index.get(&record.key) {
+            Some(&i) => &mut self.suites[i],
+            None => {
+                self.index.insert(record.key.clone(), self.suites.len());
+                let name = match &record.key {
+                    Some(key) => one_line(key, usize::MAX),
+                    None => NO_KEY.to_owned(),
+                };
+                self.suites.push(Suite {
+                    name: name.into(),
+                    first_seq: record.seq,
+                    cases: Vec::new(),
+                });
+                self.suites.last_mut().expect("just pushed")
+            }
+        };
+        suite.first_seq = suite.first_seq.min(record.seq);
+        suite.cases.push(case);
+    }
+
+    /// Renders the whole document (UTF-8 XML). Suites in order of each key's first appearance,
+    /// test cases in seq order within a suite.
+    ///
+    /// A key's first appearance is its smallest seq, that is its first job in the input: jobs
+    /// end (and are added) in another order, and the document does not depend on it.
+    pub fn to_xml(&self) -> String {
+        let mut report = Report::new(self.name.as_str());
+        if let Some(start) = self.started_at {
+            report.set_timestamp(start);
+            if let Some(took) = self.last_end.and_then(|end| (end - start).to_std().ok()) {
+                report.set_time(took);
+            }
+        }
+
+        // `XmlString::new` is slow (it runs a terminal parser over the text): the texts of a job
+        // were made once, in `add`, and the few short ones shared by many cases are made once
+        // here; cloning them is a copy.
+        let mut texts = Texts::default();
+        let mut suites: Vec<&Suite> = self.suites.iter().collect();
+        suites.sort_by_key(|suite| suite.first_seq);
+        for suite in suites {
+            let mut cases: Vec<&Case> = suite.cases.iter().collect();
+            cases.sort_by_key(|case| case.seq);
+
+            let mut test_suite = TestSuite::new(suite.name.clone());
+            test_suite.set_time(Duration::from_millis(
+                cases.iter().map(|case| case.time_ms).sum(),
+            ));
+            if let Some(first) = cases.iter().filter_map(|case| case.timestamp).min() {
+                test_suite.set_timestamp(first);
+            }
+            test_suite.add_test_cases(
+                cases
+                    .into_iter()
+                    .map(|case| case.test_case(&suite.name, &mut texts)),
+            );
+            report.add_test_suite(test_suite);
+        }
+
+        report
+            .to_string()
+            .expect("a JUnit report always serialises to memory")
+    }
+}
+
+/// Short texts made into [`XmlString`]s once per document.
+#[derive(Default)]
+struct Texts(HashMap<String, XmlString>);
+
+impl Texts {
+    fn get(&mut self, text: impl std::fmt::Display) -> XmlString {
+        let text = text.to_string();
+        match self.0.get(&text) {
+            Some(xml) => xml.clone(),
+            None => {
+                let xml = XmlString::new(&text);
+                self.0.insert(text, xml.clone());
+                xml
+            }
+        }
+    }
+
+    fn property(&mut self, name: &str, value: impl std::fmt::Display) -> Property {
+        Property {
+            name: self.get(name),
+            value: self.get(value),
+        }
+    }
+}
+
+impl Case {
+    fn test_case(&self, classname: &XmlString, texts: &mut Texts) -> TestCase {
+        let status = match &self.verdict {
+            Verdict::Success => TestCaseStatus::success(),
+            Verdict::Skipped { message } => {
+                let mut status = TestCaseStatus::skipped();
+                status.set_message(message.clone());
+                status
+            }
+            Verdict::NonSuccess {
+                failure,
+                ty,
+                message,
+            } => {
+                let kind = if *failure {
+                    NonSuccessKind::Failure
+                } else {
+                    NonSuccessKind::Error
+                };
+                let mut status = TestCaseStatus::non_success(kind);
+                status.set_type(texts.get(*ty)).set_message(message.clone());
+                status
+            }
+        };
+
+        let mut case = TestCase::new(self.name.clone(), status);
+        case.set_classname(classname.clone())
+            .set_time(Duration::from_millis(self.time_ms));
+        if let Some(timestamp) = self.timestamp {
+            case.set_timestamp(timestamp);
+        }
+        case.add_property(texts.property("attempts", self.attempts));
+        if let Some(slot) = self.slot {
+            case.add_property(texts.property("slot", slot));
+        }
+        if let Some(code) = self.exit_code {
+            case.add_property(texts.property("exit_code", code));
+        }
+        if let Some(signal) = &self.signal {
+            case.add_property(texts.property("signal", signal));
+        }
+        case.add_property(texts.property("leaked", self.leaked));
+        if let Some(stderr) = &self.stderr {
+            case.set_system_err(stderr.clone());
+        }
+        case
+    }
+}
+
+/// How a record shows in the document.
+fn verdict(record: &JobRecord) -> Verdict {
+    let reason = record.reason;
+    let error = record.error.as_deref().map(|e| one_line(e, usize::MAX));
+    let word = |fallback: &'static str| reason.unwrap_or(fallback);
+    match (record.outcome, reason) {
+        ("succeeded", _) => Verdict::Success,
+        ("interrupted", Some("superseded")) => Verdict::Skipped {
+            message: match record.superseded_by {
+                Some(seq) => format!("superseded by seq {seq}").into(),
+                None => "superseded".into(),
+            },
+        },
+        ("failed", _) => Verdict::NonSuccess {
+            failure: true,
+            ty: word("failed"),
+            message: failure_message(record, error).into(),
+        },
+        ("rejected", _) => Verdict::NonSuccess {
+            failure: false,
+            ty: word("rejected"),
+            message: error.unwrap_or_else(|| word("rejected").to_owned()).into(),
+        },
+        // `interrupted` (timeout, shutdown, fail_fast), and any outcome this module does not
+        // know of.
+        (outcome, _) => Verdict::NonSuccess {
+            failure: false,
+            ty: word(outcome),
+            message: word(outcome).into(),
+        },
+    }
+}
+
+/// `exit status 3`, `killed by SIGSEGV`, or the spawn error's text.
+fn failure_message(record: &JobRecord, error: Option<String>) -> String {
+    let spawn_error = record.reason == Some("spawn_error");
+    match (&record.signal, record.exit_code, error) {
+        (_, _, Some(error)) if spawn_error => error,
+        (Some(signal), _, _) => format!("killed by {}", one_line(signal, usize::MAX)),
+        (None, Some(code), _) => format!("exit status {code}"),
+        (None, None, Some(error)) => error,
+        (None, None, None) if spawn_error => "spawn error".to_owned(),
+        (None, None, None) => record.reason.unwrap_or("failed").to_owned(),
+    }
+}
+
+/// Whether `c` may go into the document. XML 1.0 has no place for the C0 controls other than
+/// tab, newline and carriage return, nor for U+FFFE and U+FFFF; DEL and the C1 controls are
+/// allowed but discouraged, and go too. (Callers deal with tab and newline first.)
+fn kept(c: char) -> bool {
+    !(c.is_control() || matches!(c, '\u{fffe}' | '\u{ffff}'))
+}
+
+/// The characters of a text without its ANSI escape sequences: CSI (`ESC [ … final`), strings
+/// (OSC, DCS, SOS, PM, APC: to BEL or `ESC \`, and never past a newline) and the other
+/// `ESC …` escapes. A lone ESC goes too.
+struct Unescaped<'a> {
+    chars: std::iter::Peekable<std::str::Chars<'a>>,
+}
+
+impl<'a> Unescaped<'a> {
+    fn new(text: &'a str) -> Self {
+        Self {
+            chars: text.chars().peekable(),
+        }
+    }
+
+    /// Consumes the next character if `wanted` says so.
+    fn skip_if(&mut self, wanted: impl Fn(char) -> bool) -> bool {
+        self.chars.next_if(|&c| wanted(c)).is_some()
+    }
+}
+
+impl Iterator for Unescaped<'_> {
+    type Item = char;
+
+    fn next(&mut self) -> Option<char> {
+        loop {
+            let c = self.chars.next()?;
+            if c != '\u{1b}' {
+                return Some(c);
+            }
+            if self.skip_if(|c| c == '[') {
+                while self.skip_if(|c| ('\u{20}'..='\u{3f}').contains(&c)) {}
+                self.skip_if(|c| ('\u{40}'..='\u{7e}').contains(&c));
+            } else if self.skip_if(|c| matches!(c, ']' | 'P' | 'X' | '^' | '_')) {
+                while let Some(&c) = self.chars.peek() {
+                    match c {
+                        '\u{7}' => {
+                            self.chars.next();
+                            break;
+                        }
+                        '\n' => break,
+                        '\u{1b}' => {
+                            // `ESC \` ends the string; another escape starts after it.
+                            let mut ahead = self.chars.clone();
+                            ahead.next();
+                            if ahead.peek() == Some(&'\\') {
+                                self.chars = ahead;
+                                self.chars.next();
+                            }
+                            break;
+                        }
+                        _ => {
+                            self.chars.next();
+                        }
+                    }
+                }
+            } else {
+                while self.skip_if(|c| ('\u{20}'..='\u{2f}').contains(&c)) {}
+                self.skip_if(|c| ('\u{30}'..='\u{7e}').contains(&c));
+            }
+        }
+    }
+}
+
+/// `text` on one line for a name or an attribute: tabs and line breaks become spaces, other
+/// unfit characters go, and at most `max` characters are kept.
+fn one_line(text: &str, max: usize) -> String {
+    Unescaped::new(text)
+        .map(|c| {
+            if matches!(c, '\t' | '\n' | '\r') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .filter(|&c| kept(c))
+        .take(max)
+        .collect()
+}
+
+/// The stderr tail as text: at most its last [`STDERR_TAIL_BYTES`] bytes, lossy UTF-8, tabs
+/// expanded to spaces, newlines kept and other unfit characters removed.
+fn text_block(bytes: &[u8]) -> String {
+    let mut start = bytes.len().saturating_sub(STDERR_TAIL_BYTES);
+    // Don't start inside a UTF-8 sequence.
+    while start < bytes.len() && start > 0 && bytes[start] & 0xc0 == 0x80 {
+        start += 1;
+    }
+    let text = String::from_utf8_lossy(&bytes[start..]);
+    let mut out = String::with_capacity(text.len());
+    let mut column = 0;
+    for c in Unescaped::new(&text) {
+        match c {
+            '\n' => {
+                out.push('\n');
+                column = 0;
+            }
+            '\t' => {
+                let spaces = TAB_STOP - column % TAB_STOP;
+                out.extend(std::iter::repeat(' ').take(spaces));
+                column += spaces;
+            }
+            c if kept(c) => {
+                out.push(c);
+                column += 1;
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    const WEIRD_KEY: &str = "we<&\"'>ird\u{1}\u{ffff}";
+    const WEIRD_NAME: &str = "we<&\"'>ird";
+
+    /// A record with the fields a test does not care about set as for a job that never started.
+    fn record(
+        seq: u64,
+        key: Option<&str>,
+        command: Option<&str>,
+        outcome: &'static str,
+    ) -> JobRecord {
+        JobRecord {
+            kind: "job",
+            seq,
+            line: seq,
+            key: key.map(str::to_owned),
+            command: command.map(str::to_owned),
+            outcome,
+            reason: None,
+            exit_code: None,
+            signal: None,
+            started: false,
+            started_at: None,
+            ended_at: format!("2026-11-29T11:36:{:02}.000Z", seq % 60),
+            duration_ms: None,
+            wait_ms: None,
+            attempts: 0,
+            slot: None,
+            leaked: false,
+            superseded_by: None,
+            batch: None,
+            error: None,
+        }
+    }
+
+    fn started(mut record: JobRecord, duration_ms: u64, slot: u32) -> JobRecord {
+        record.started = true;
+        record.started_at = Some("2026-11-29T11:35:56.123Z".to_owned());
+        record.duration_ms = Some(duration_ms);
+        record.wait_ms = Some(0);
+        record.attempts = 1;
+        record.slot = Some(slot);
+        record
+    }
+
+    /// Three keys (one with markup and control characters, and null), every kind of outcome,
+    /// added in an order that is not the seq order.
+    fn mixed() -> JunitReport {
+        let start = DateTime::parse_from_rfc3339("2026-11-29T11:35:56.000Z").unwrap();
+        let mut report = JunitReport::new("lanes jobs.tsv", start.into());
+
+        let mut r = started(
+            record(2, Some(WEIRD_KEY), Some("run \u{1}thing"), "failed"),
+            250,
+            2,
+        );
+        r.reason = Some("exit_status");
+        r.exit_code = Some(3);
+        report.add(&r, b"line one\n\terror: boom\x07\x1b[31m red\x1b[0m \xff\n");
+
+        let mut r = started(
+            record(1, Some("alpha"), Some("make build"), "succeeded"),
+            1500,
+            1,
+        );
+        r.exit_code = Some(0);
+        report.add(&r, b"warning: unused\n");
+
+        let mut r = record(4, None, None, "rejected");
+        r.reason = Some("invalid_input");
+        r.error = Some("no tab in line 4".to_owned());
+        report.add(&r, b"");
+
+        let mut r = started(
+            record(3, Some("alpha"), Some("sleep 100"), "interrupted"),
+            5000,
+            1,
+        );
+        r.reason = Some("timeout");
+        r.signal = Some("SIGTERM".to_owned());
+        report.add(&r, b"waiting for lock\n");
+
+        let mut r = started(record(5, Some("alpha"), Some("./crash"), "failed"), 12, 2);
+        r.reason = Some("killed");
+        r.signal = Some("SIGSEGV".to_owned());
+        r.leaked = true;
+        report.add(&r, b"Segmentation fault (core dumped)\n");
+
+        let mut r = record(6, Some(WEIRD_KEY), Some("old"), "interrupted");
+        r.reason = Some("superseded");
+        r.superseded_by = Some(8);
+        report.add(&r, b"");
+
+        let mut r = record(8, Some(WEIRD_KEY), Some("new"), "succeeded");
+        r = started(r, 0, 1);
+        r.exit_code = Some(0);
+        report.add(&r, b"");
+
+        let mut r = record(7, Some(WEIRD_KEY), Some("nope"), "failed");
+        r.reason = Some("spawn_error");
+        r.attempts = 1;
+        r.error = Some("No such file or directory (os error 2)".to_owned());
+        report.add(&r, b"");
+
+        let mut r = record(9, Some("alpha"), Some("late"), "rejected");
+        r.reason = Some("queue_full");
+        r.error = Some("the queue is full".to_owned());
+        report.add(&r, b"");
+
+        report
+    }
+
+    fn attr<'a>(node: roxmltree::Node<'a, '_>, name: &str) -> &'a str {
+        node.attribute(name)
+            .unwrap_or_else(|| panic!("<{}> has no {name}", node.tag_name().name()))
+    }
+
+    fn counts<'a>(node: roxmltree::Node<'a, '_>) -> [&'a str; 4] {
+        ["tests", "failures", "errors", "skipped"].map(|name| attr(node, name))
+    }
+
+    fn children<'a, 'i>(node: roxmltree::Node<'a, 'i>, tag: &str) -> Vec<roxmltree::Node<'a, 'i>> {
+        node.children()
+            .filter(|child| child.has_tag_name(tag))
+            .collect()
+    }
+
+    fn child<'a, 'i>(node: roxmltree::Node<'a, 'i>, tag: &str) -> Option<roxmltree::Node<'a, 'i>> {
+        let mut found = children(node, tag);
+        assert!(found.len() <= 1, "more than one <{tag}>");
+        found.pop()
+    }
+
+    fn case<'a, 'i>(doc: &'a roxmltree::Document<'i>, name: &str) -> roxmltree::Node<'a, 'i> {
+        doc.descendants()
+            .find(|node| node.has_tag_name("testcase") && node.attribute("name") == Some(name))
+            .unwrap_or_else(|| panic!("no test case {name:?}"))
+    }
+
+    fn properties(case: roxmltree::Node<'_, '_>) -> Vec<(String, String)> {
+        let Some(properties) = child(case, "properties") else {
+            return Vec::new();
+        };
+        children(properties, "property")
+            .into_iter()
+            .map(|p| (attr(p, "name").to_owned(), attr(p, "value").to_owned()))
+            .collect()
+    }
+
+    fn props(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn suites_counts_and_order() {
+        let xml = mixed().to_xml();
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+        let root = doc.root_element();
+        assert_eq!(root.tag_name().name(), "testsuites");
+        assert_eq!(attr(root, "name"), "lanes jobs.tsv");
+        assert_eq!(counts(root), ["9", "3", "3", "1"]);
+        assert_eq!(attr(root, "timestamp"), "2026-11-29T11:35:56.000+00:00");
+        // To the latest ended_at, seq 9's 11:36:09.
+        assert_eq!(attr(root, "time"), "13.000");
+
+        let suites = children(root, "testsuite");
+        let names: Vec<&str> = suites.iter().map(|s| attr(*s, "name")).collect();
+        assert_eq!(names, ["alpha", WEIRD_NAME, "(no key)"]);
+        assert_eq!(counts(suites[0]), ["4", "1", "2", "0"]);
+        assert_eq!(counts(suites[1]), ["4", "2", "0", "1"]);
+        assert_eq!(counts(suites[2]), ["1", "0", "1", "0"]);
+        assert_eq!(attr(suites[0], "time"), "6.512");
+
+        let case_names = |suite: roxmltree::Node<'_, '_>| -> Vec<String> {
+            children(suite, "testcase")
+                .into_iter()
+                .map(|c| {
+                    assert_eq!(attr(c, "classname"), attr(suite, "name"));
+                    attr(c, "name").to_owned()
+                })
+                .collect()
+        };
+        assert_eq!(
+            case_names(suites[0]),
+            [
+                "seq 1: make build",
+                "seq 3: sleep 100",
+                "seq 5: ./crash",
+                "seq 9: late"
+            ]
+        );
+        assert_eq!(
+            case_names(suites[1]),
+            [
+                "seq 2: run thing",
+                "seq 6: old",
+                "seq 7: nope",
+                "seq 8: new"
+            ]
+        );
+        assert_eq!(case_names(suites[2]), ["seq 4: (invalid line 4)"]);
+    }
+
+    #[test]
+    fn outcomes_map_to_elements() {
+        let xml = mixed().to_xml();
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+
+        // succeeded: no status element, no system-err even with a tail given.
+        let ok = case(&doc, "seq 1: make build");
+        for tag in ["failure", "error", "skipped", "system-err", "system-out"] {
+            assert!(child(ok, tag).is_none(), "success has <{tag}>");
+        }
+        assert_eq!(attr(ok, "time"), "1.500");
+        assert_eq!(attr(ok, "timestamp"), "2026-11-29T11:35:56.123+00:00");
+        assert_eq!(
+            properties(ok),
+            props(&[
+                ("attempts", "1"),
+                ("slot", "1"),
+                ("exit_code", "0"),
+                ("leaked", "false")
+            ])
+        );
+
+        let exit = case(&doc, "seq 2: run thing");
+        let failure = child(exit, "failure").expect("exit status is a failure");
+        assert_eq!(attr(failure, "type"), "exit_status");
+        assert_eq!(attr(failure, "message"), "exit status 3");
+        assert!(child(exit, "error").is_none());
+        let err = child(exit, "system-err")
+            .expect("stderr tail")
+            .text()
+            .unwrap();
+        assert_eq!(err, "line one\n        error: boom red \u{fffd}\n");
+
+        let timeout = case(&doc, "seq 3: sleep 100");
+        let error = child(timeout, "error").expect("timeout is an error");
+        assert_eq!(attr(error, "type"), "timeout");
+        assert_eq!(attr(error, "message"), "timeout");
+        assert!(child(timeout, "failure").is_none());
+        assert_eq!(
+            child(timeout, "system-err").unwrap().text(),
+            Some("waiting for lock\n")
+        );
+        assert_eq!(attr(timeout, "time"), "5.000");
+
+        let invalid = case(&doc, "seq 4: (invalid line 4)");
+        let error = child(invalid, "error").expect("rejected is an error");
+        assert_eq!(attr(error, "type"), "invalid_input");
+        assert_eq!(attr(error, "message"), "no tab in line 4");
+        assert_eq!(attr(invalid, "classname"), "(no key)");
+        assert_eq!(attr(invalid, "time"), "0.000");
+        assert!(invalid.attribute("timestamp").is_none());
+        assert!(child(invalid, "system-err").is_none());
+        assert_eq!(
+            properties(invalid),
+            props(&[("attempts", "0"), ("leaked", "false")])
+        );
+
+        let killed = case(&doc, "seq 5: ./crash");
+        let failure = child(killed, "failure").expect("killed is a failure");
+        assert_eq!(attr(failure, "type"), "killed");
+        assert_eq!(attr(failure, "message"), "killed by SIGSEGV");
+        assert_eq!(
+            child(killed, "system-err").unwrap().text(),
+            Some("Segmentation fault (core dumped)\n")
+        );
+        assert_eq!(
+            properties(killed),
+            props(&[
+                ("attempts", "1"),
+                ("slot", "2"),
+                ("signal", "SIGSEGV"),
+                ("leaked", "true")
+            ])
+        );
+
+        let superseded = case(&doc, "seq 6: old");
+        let skipped = child(superseded, "skipped").expect("superseded is skipped");
+        assert_eq!(attr(skipped, "message"), "superseded by seq 8");
+        assert!(child(superseded, "error").is_none());
+        assert!(child(superseded, "failure").is_none());
+
+        let spawn = case(&doc, "seq 7: nope");
+        let failure = child(spawn, "failure").expect("spawn error is a failure");
+        assert_eq!(attr(failure, "type"), "spawn_error");
+        assert_eq!(
+            attr(failure, "message"),
+            "No such file or directory (os error 2)"
+        );
+
+        let full = case(&doc, "seq 9: late");
+        let error = child(full, "error").expect("queue_full is an error");
+        assert_eq!(attr(error, "type"), "queue_full");
+        assert_eq!(attr(error, "message"), "the queue is full");
+    }
+
+    #[test]
+    fn unfit_text_is_removed() {
+        let mut report = JunitReport::new("run\u{0}", SystemTime::UNIX_EPOCH);
+        let long = format!("echo {}\u{1}\u{fffe}", "x".repeat(400));
+        let mut r = record(
+            1,
+            Some("k\u{7f}\u{85}ey\n2\u{1b}[1m"),
+            Some(&long),
+            "failed",
+        );
+        r.reason = Some("spawn_error");
+        r.error = Some("bad\u{0}\u{b} thing".to_owned());
+        report.add(
+            &r,
+            "\u{1b}]0;title\u{7}\ttab\r\nend\u{c}\u{ffff}".as_bytes(),
+        );
+        let xml = report.to_xml();
+        for bad in [
+            '\u{0}', '\u{1}', '\u{7}', '\u{b}', '\u{c}', '\u{1b}', '\u{7f}', '\u{85}', '\u{fffe}',
+            '\u{ffff}', '\r',
+        ] {
+            assert!(!xml.contains(bad), "{bad:?} in {xml}");
+        }
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+        assert_eq!(attr(doc.root_element(), "name"), "run");
+        let suite = child(doc.root_element(), "testsuite").unwrap();
+        assert_eq!(attr(suite, "name"), "key 2");
+        let case = child(suite, "testcase").unwrap();
+        assert_eq!(
+            attr(case, "name"),
+            format!("seq 1: echo {}", "x".repeat(195))
+        );
+        assert_eq!(
+            attr(child(case, "failure").unwrap(), "message"),
+            "bad thing"
+        );
+        assert_eq!(
+            child(case, "system-err").unwrap().text(),
+            Some("        tab\nend")
+        );
+    }
+
+    #[test]
+    fn stderr_tail_is_bounded() {
+        let mut tail = "é".repeat(3000).into_bytes(); // 6000 bytes
+        tail.extend_from_slice(b"last line\n");
+        let text = text_block(&tail);
+        assert!(text.len() <= STDERR_TAIL_BYTES, "{} bytes", text.len());
+        assert!(text.ends_with("éélast line\n"));
+        assert!(!text.contains('\u{fffd}'), "cut inside a character");
+        assert_eq!(text_block(b""), "");
+    }
+
+    #[test]
+    fn empty_run() {
+        let xml = JunitReport::new("empty", SystemTime::UNIX_EPOCH).to_xml();
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+        assert_eq!(counts(doc.root_element()), ["0", "0", "0", "0"]);
+        assert!(children(doc.root_element(), "testsuite").is_empty());
+    }
+
+    #[test]
+    fn ten_thousand_jobs_render_fast() {
+        let tail = "error: something went wrong at step 42\n".repeat(100);
+        let command = format!("./run-step --with many --arguments {}", "y".repeat(150));
+        let mut report = JunitReport::new("big", SystemTime::now());
+        for seq in (1..=10_000u64).rev() {
+            let key = format!("key-{}", seq % 100);
+            let outcome = if seq % 10 == 0 { "failed" } else { "succeeded" };
+            let mut r = started(record(seq, Some(&key), Some(&command), outcome), seq, 1);
+            if outcome == "failed" {
+                r.reason = Some("exit_status");
+                r.exit_code = Some(1);
+            }
+            report.add(&r, tail.as_bytes());
+        }
+
+        let began = Instant::now();
+        let xml = report.to_xml();
+        let took = began.elapsed();
+        // About 0.2 s in a debug build, 0.05 s optimised.
+        assert!(took < Duration::from_secs(1), "took {took:?}");
+
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+        let root = doc.root_element();
+        assert_eq!(counts(root), ["10000", "1000", "0", "0"]);
+        let suites = children(root, "testsuite");
+        assert_eq!(suites.len(), 100);
+        // key-1 first appears at seq 1, key-0 at seq 100.
+        assert_eq!(attr(suites[0], "name"), "key-1");
+        assert_eq!(attr(suites[99], "name"), "key-0");
+        assert_eq!(counts(suites[0]), ["100", "0", "0", "0"]);
+        assert_eq!(counts(suites[99]), ["100", "100", "0", "0"]);
+        let cases = children(suites[0], "testcase");
+        assert_eq!(cases.len(), 100);
+        assert_eq!(attr(cases[0], "name"), format!("seq 1: {command}"));
+        let seqs: Vec<u64> = cases
+            .iter()
+            .map(|c| {
+                attr(*c, "name")[4..]
+                    .split(':')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(seqs, (0..100).map(|i| 1 + 100 * i).collect::<Vec<u64>>());
+        let failed = children(suites[99], "testcase")[0];
+        let err = child(failed, "system-err").unwrap().text().unwrap();
+        assert_eq!(err, tail);
+    }
+}
