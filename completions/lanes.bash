@@ -23,7 +23,7 @@ _lanes() {
 
     case "${cmd}" in
         lanes)
-            opts="-j -h -V --manifest --max-concurrent --timeout --grace --leak-window --shell --max-queued --on-full --coalesce --cancel-in-progress --retries --retry-delay --fail-fast --sticky-slots --command --batch-size --batch-bytes --batch-delay --resume --events --strict --report --json --output --results --help --version"
+            opts="-j -h -V --manifest --max-concurrent --timeout --grace --leak-window --shell --max-queued --on-full --coalesce --cancel-in-progress --retries --retry-delay --fail-fast --sticky-slots --command --batch-size --batch-bytes --batch-delay --resume --events --strict --report --json --output --keep-order --color --progress --junit --results --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -107,6 +107,18 @@ _lanes() {
                     ;;
                 --output)
                     COMPREPLY=($(compgen -W "prefixed grouped raw none" -- "${cur}"))
+                    return 0
+                    ;;
+                --color)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --progress)
+                    COMPREPLY=($(compgen -W "auto always never" -- "${cur}"))
+                    return 0
+                    ;;
+                --junit)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --results)

@@ -22,11 +22,19 @@ complete -c lanes -l output -d 'How job output is shown' -r -f -a "prefixed\t'Ea
 grouped\t'Each job\'s whole output in one block when it ends, after a header line'
 raw\t'Bytes as they come, no prefix'
 none\t'Discarded'"
+complete -c lanes -l color -d 'Colour the key prefixes: `auto` on a terminal unless NO_COLOR or CI is set' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
+always\t''
+never\t''"
+complete -c lanes -l progress -d 'The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR or CI is set or --color never' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
+always\t''
+never\t''"
+complete -c lanes -l junit -d 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job' -r -F
 complete -c lanes -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`' -r -F
 complete -c lanes -l cancel-in-progress -d 'A newer job of a key also interrupts the key\'s running job (superseded), then starts. Implies --coalesce latest'
 complete -c lanes -l fail-fast -d 'After the first failed job, start nothing more and stop the running jobs'
 complete -c lanes -l sticky-slots -d 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
 complete -c lanes -l strict -d 'Validate the whole input before anything starts; exit 2 on the first invalid line'
 complete -c lanes -l json -d 'Write the JSON Lines report to stdout; all job output then goes to stderr'
+complete -c lanes -l keep-order -d 'With --output grouped: print the blocks in input order (a block waits for the blocks of earlier jobs)'
 complete -c lanes -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lanes -s V -l version -d 'Print version'

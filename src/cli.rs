@@ -139,6 +139,24 @@ pub struct Cli {
     #[arg(long, value_name = "MODE", value_enum, default_value_t = OutputMode::Prefixed)]
     pub output: OutputMode,
 
+    /// With --output grouped: print the blocks in input order (a block waits for the blocks of
+    /// earlier jobs).
+    #[arg(long)]
+    pub keep_order: bool,
+
+    /// Colour the key prefixes: `auto` on a terminal unless NO_COLOR or CI is set.
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = When::Auto)]
+    pub color: When,
+
+    /// The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR or CI is
+    /// set or --color never.
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = When::Auto)]
+    pub progress: When,
+
+    /// Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+
     /// Also write each job's stdout and stderr to files of their own under DIR (created when
     /// missing), named from the seq and the escaped key: `000042-KEY.stdout`.
     #[arg(long, value_name = "DIR")]
@@ -153,6 +171,15 @@ pub enum OnFull {
     Wait,
     /// Record the job as rejected, reason queue_full.
     Reject,
+}
+
+/// `--color`, `--progress`: when to use the terminal's features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum When {
+    /// When the stream is a terminal and neither NO_COLOR nor CI is set.
+    Auto,
+    Always,
+    Never,
 }
 
 /// `--coalesce`: how waiting jobs of one key are merged.

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::{Cli, Coalesce, OnFull, OutputMode};
+use crate::cli::{Cli, Coalesce, OnFull, OutputMode, When};
 use crate::core::Policy;
 use crate::input::manifest::{self, Manifest, ManifestError};
 use crate::template::{Template, TemplateError};
@@ -73,6 +73,59 @@ pub struct RunConfig {
     pub json: bool,
     pub output: OutputMode,
     pub results: Option<PathBuf>,
+    /// `--keep-order` (grouped blocks in input order).
+    pub keep_order: bool,
+    pub color: When,
+    pub progress: When,
+    /// `--junit FILE`.
+    pub junit: Option<PathBuf>,
+}
+
+/// What `lanes` knows of its surroundings when it decides on colours and the live display.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Surroundings {
+    pub stdout_is_terminal: bool,
+    pub stderr_is_terminal: bool,
+    /// `NO_COLOR` set and not empty (<https://no-color.org>).
+    pub no_color: bool,
+    /// `CI` set: logs are read later, not watched.
+    pub ci: bool,
+    /// `TERM=dumb`.
+    pub dumb_terminal: bool,
+}
+
+impl Surroundings {
+    /// Reads the process's environment and terminals.
+    pub fn detect() -> Self {
+        use std::io::IsTerminal;
+        let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+        Surroundings {
+            stdout_is_terminal: std::io::stdout().is_terminal(),
+            stderr_is_terminal: std::io::stderr().is_terminal(),
+            no_color: set("NO_COLOR"),
+            ci: std::env::var_os("CI").is_some(),
+            dumb_terminal: std::env::var_os("TERM").is_some_and(|t| t == "dumb"),
+        }
+    }
+}
+
+/// Whether escape codes may go to a stream (SPEC §5.4): always/never as asked; `auto` only on
+/// a terminal, without NO_COLOR, CI or TERM=dumb.
+pub fn use_color(choice: When, is_terminal: bool, env: &Surroundings) -> bool {
+    match choice {
+        When::Always => true,
+        When::Never => false,
+        When::Auto => is_terminal && !env.no_color && !env.ci && !env.dumb_terminal,
+    }
+}
+
+/// Whether the live display is drawn on stderr (SPEC §5.4).
+pub fn use_progress(progress: When, color: When, env: &Surroundings) -> bool {
+    match progress {
+        When::Always => true,
+        When::Never => false,
+        When::Auto => color != When::Never && use_color(When::Auto, env.stderr_is_terminal, env),
+    }
 }
 
 /// Why a configuration could not be built; nothing has run.
@@ -185,6 +238,10 @@ impl RunConfig {
             json: cli.json,
             output: cli.output,
             results: cli.results,
+            keep_order: cli.keep_order,
+            color: cli.color,
+            progress: cli.progress,
+            junit: cli.junit,
             source,
         })
     }
@@ -193,4 +250,61 @@ impl RunConfig {
 fn load_manifest(path: PathBuf) -> Result<Source, ConfigError> {
     let manifest = Box::new(manifest::load(&path)?);
     Ok(Source::Manifest { path, manifest })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terminal() -> Surroundings {
+        Surroundings {
+            stdout_is_terminal: true,
+            stderr_is_terminal: true,
+            ..Surroundings::default()
+        }
+    }
+
+    #[test]
+    fn auto_colour_needs_a_terminal_and_no_opt_out() {
+        assert!(use_color(When::Auto, true, &terminal()));
+        assert!(!use_color(When::Auto, false, &terminal()));
+        for env in [
+            Surroundings {
+                no_color: true,
+                ..terminal()
+            },
+            Surroundings {
+                ci: true,
+                ..terminal()
+            },
+            Surroundings {
+                dumb_terminal: true,
+                ..terminal()
+            },
+        ] {
+            assert!(!use_color(When::Auto, true, &env), "{env:?}");
+        }
+        assert!(use_color(When::Always, false, &Surroundings::default()));
+        assert!(!use_color(When::Never, true, &terminal()));
+    }
+
+    #[test]
+    fn the_display_follows_stderr_and_colour_never() {
+        assert!(use_progress(When::Auto, When::Auto, &terminal()));
+        let piped = Surroundings {
+            stderr_is_terminal: false,
+            ..terminal()
+        };
+        assert!(!use_progress(When::Auto, When::Auto, &piped));
+        assert!(!use_progress(When::Auto, When::Never, &terminal()));
+        assert!(!use_progress(
+            When::Auto,
+            When::Auto,
+            &Surroundings {
+                ci: true,
+                ..terminal()
+            }
+        ));
+        assert!(use_progress(When::Always, When::Never, &piped));
+    }
 }

@@ -16,14 +16,17 @@ pub mod template;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};
+use std::time::SystemTime;
 
 use anyhow::{bail, Context as _};
 
 use crate::cli::Cli;
-use crate::config::{RunConfig, Source};
+use crate::config::{use_color, use_progress, RunConfig, Source, Surroundings};
 use crate::input::lines::{LineItem, LineReader};
 use crate::output::sink::{stderr_file, stdout_file, Sink};
 use crate::report::events::EventLog;
+use crate::report::junit::JunitReport;
+use crate::report::progress::Progress;
 use crate::report::recorder::Recorder;
 use crate::shell::driver::{drive, Streams};
 use crate::shell::input::Feed;
@@ -68,12 +71,21 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         ),
         None => None,
     };
+    let env = Surroundings::detect();
+    let progress = use_progress(config.progress, config.color, &env).then(|| {
+        let lines = usize::from(terminal_rows().unwrap_or(24))
+            .saturating_sub(4)
+            .clamp(1, 20);
+        Progress::new(lines)
+    });
+    let display = progress.as_ref().map(Progress::handle);
     let stdout = Sink::spawn(
         "stdout",
         match stdout_file() {
             Ok(file) => Box::new(file),
             Err(_) => Box::new(std::io::sink()),
         },
+        display.clone().filter(|_| env.stdout_is_terminal),
     );
     let stderr = Sink::spawn(
         "stderr",
@@ -81,7 +93,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             Ok(file) => Box::new(file),
             Err(_) => Box::new(std::io::sink()),
         },
+        display,
     );
+    let color_stdout = use_color(config.color, env.stdout_is_terminal, &env);
+    let color_stderr = use_color(config.color, env.stderr_is_terminal, &env);
     let streams = Streams {
         job_stdout: if config.json {
             stderr.sender()
@@ -89,8 +104,14 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             stdout.sender()
         },
         stderr: stderr.sender(),
+        color_stdout: if config.json {
+            color_stderr
+        } else {
+            color_stdout
+        },
+        color_stderr,
     };
-    let recorder = Recorder::new(
+    let mut recorder = Recorder::new(
         report_file,
         config
             .report
@@ -99,6 +120,16 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             .unwrap_or_default(),
         config.json.then(|| stdout.sender()),
     );
+    if let Some(path) = &config.junit {
+        let name = format!("lanes {}", config.source.describe());
+        recorder = recorder.with_junit(path.clone(), JunitReport::new(&name, SystemTime::now()));
+    }
+    if let Some(mut progress) = progress {
+        if let Source::Manifest { manifest, .. } = &config.source {
+            progress.set_total(manifest.jobs.len() as u64);
+        }
+        recorder = recorder.with_progress(progress);
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -149,4 +180,9 @@ fn feed_for(config: &RunConfig) -> anyhow::Result<Feed> {
         lines.push(numbered);
     }
     Ok(Feed::Preloaded(lines))
+}
+
+/// The terminal's height in rows, when stderr is a terminal.
+fn terminal_rows() -> Option<u16> {
+    console::Term::stderr().size_checked().map(|(rows, _)| rows)
 }

@@ -132,6 +132,9 @@ pub struct Scheduler {
     pub(crate) queued: usize,
     /// Set by `drain`: nothing is admitted or started any more.
     pub(crate) draining: bool,
+    /// The latest `now` any transition was given: a partial batch due at or before it needs a
+    /// slot, not a wake-up, so `next_deadline` leaves it out.
+    pub(crate) clock: Tick,
 }
 
 impl Scheduler {
@@ -164,6 +167,7 @@ impl Scheduler {
             bound_slots: HashMap::new(),
             queued: 0,
             draining: false,
+            clock: Tick::ZERO,
         }
     }
 

@@ -72,11 +72,16 @@ pub struct Drained {
 }
 
 /// How many jobs from the front of a lane make one batch: at most `size` jobs and `bytes`
-/// weight, and always at least one.
+/// weight, all with as many tries behind them as the first (a retried batch goes again as it
+/// was, never merged with new jobs), and always at least one.
 fn batch_len(waiting: &std::collections::VecDeque<Waiting>, size: usize, bytes: usize) -> usize {
     let mut total = 0usize;
     let mut count = 0;
+    let attempts = waiting.front().map_or(0, |w| w.attempts);
     for job in waiting.iter().take(size) {
+        if job.attempts != attempts {
+            break;
+        }
         total = total.saturating_add(job.weight);
         if count > 0 && total > bytes {
             break;
@@ -98,6 +103,7 @@ impl Scheduler {
     /// ready line. Under `--coalesce latest` the job replaces the lane's waiting job; under
     /// `--cancel-in-progress` it also asks for the running job to stop.
     pub fn admit(&mut self, job: JobRequest, now: Tick) -> Admission {
+        self.clock = self.clock.max(now);
         if self.draining {
             return Admission::Closed;
         }
@@ -118,11 +124,14 @@ impl Scheduler {
         let lane = self.lanes.entry(Arc::clone(&job.key)).or_default();
         let was_waiting = !lane.waiting.is_empty();
         let replaced = pending.and_then(|i| lane.waiting.remove(i)).map(|w| w.seq);
+        // Retries wait at the front of their lane whatever the ranks of later jobs.
+        let retries = lane.waiting.iter().take_while(|w| w.attempts > 0).count();
         let position = lane
             .waiting
             .iter()
             .rposition(|w| w.rank <= job.rank)
-            .map_or(0, |i| i + 1);
+            .map_or(0, |i| i + 1)
+            .max(retries);
         lane.waiting.insert(
             position,
             Waiting {
@@ -167,6 +176,7 @@ impl Scheduler {
     /// the longest prefix of its lane that fits the batch bounds. `None` when the cap is
     /// reached, nothing is ready, or the scheduler is draining.
     pub fn take(&mut self, now: Tick) -> Option<Start> {
+        self.clock = self.clock.max(now);
         if self.draining || self.running.len() >= self.limits.max_concurrent {
             return None;
         }
@@ -231,7 +241,8 @@ impl Scheduler {
     /// `--batch-delay`.
     fn batch_ready_at(&self, waiting: &std::collections::VecDeque<Waiting>) -> Option<Tick> {
         let policy = &self.policy;
-        if policy.batch_delay.is_zero() {
+        if policy.batch_delay.is_zero() || waiting.front().is_some_and(|w| w.attempts > 0) {
+            // No debounce, or a retry: it goes as soon as it may.
             return None;
         }
         let count = batch_len(waiting, policy.batch_size, policy.batch_bytes);
@@ -257,6 +268,9 @@ impl Scheduler {
     }
 
     fn release_at(&mut self, seq: Seq, failed_at: Option<Tick>) -> Released {
+        if let Some(now) = failed_at {
+            self.clock = self.clock.max(now);
+        }
         let Some(run) = self.running.remove(&seq) else {
             return Released::Unknown;
         };
@@ -312,6 +326,7 @@ impl Scheduler {
     /// Stops admitting and starting, and removes every waiting job, in input order. Running
     /// jobs stay until released.
     pub fn drain(&mut self, now: Tick) -> Vec<Drained> {
+        self.clock = self.clock.max(now);
         self.draining = true;
         self.ready.clear();
         self.held.clear();
@@ -334,6 +349,7 @@ impl Scheduler {
     /// Running jobs whose turn deadline is at or before `now`, soonest first. Each is reported
     /// once: its deadline is cleared. Lanes whose retry delay is over rejoin the ready line.
     pub fn expire(&mut self, now: Tick) -> Vec<Expired> {
+        self.clock = self.clock.max(now);
         while let Some((until, _)) = self.held.first() {
             if *until > now {
                 break;
@@ -369,6 +385,7 @@ impl Scheduler {
             self.ready
                 .iter()
                 .filter_map(|key| self.batch_ready_at(&self.lanes.get(key)?.waiting))
+                .filter(|&at| at > self.clock)
                 .min()
         };
         [turn, held, batch].into_iter().flatten().min()

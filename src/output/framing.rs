@@ -76,9 +76,35 @@ fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
     haystack.iter().position(|&b| b == needle)
 }
 
+/// The colours key prefixes cycle through (the key's hash picks one), as ANSI escapes.
+const PALETTE: [anstyle::AnsiColor; 6] = [
+    anstyle::AnsiColor::Cyan,
+    anstyle::AnsiColor::Magenta,
+    anstyle::AnsiColor::Yellow,
+    anstyle::AnsiColor::Green,
+    anstyle::AnsiColor::Blue,
+    anstyle::AnsiColor::BrightCyan,
+];
+
 /// The prefix shown before each output line of the job with `key`: `[key] `, with control
-/// characters escaped so that a key can never break a line or move the cursor.
-pub fn prefix_for(key: &str) -> Vec<u8> {
+/// characters escaped so that a key can never break a line or move the cursor; in the key's
+/// colour when `color`.
+pub fn prefix_for(key: &str, color: bool) -> Vec<u8> {
+    let plain = plain_prefix(key);
+    if !color {
+        return plain.into_bytes();
+    }
+    // FNV-1a: a stable colour per key across runs.
+    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let index = usize::try_from(hash % PALETTE.len() as u64).unwrap_or(0);
+    let style = anstyle::Style::new().fg_color(Some(PALETTE[index].into()));
+    let body = plain.trim_end();
+    format!("{}{body}{} ", style.render(), style.render_reset()).into_bytes()
+}
+
+fn plain_prefix(key: &str) -> String {
     let mut prefix = String::with_capacity(key.len() + 3);
     prefix.push('[');
     for c in key.chars() {
@@ -89,7 +115,7 @@ pub fn prefix_for(key: &str) -> Vec<u8> {
         }
     }
     prefix.push_str("] ");
-    prefix.into_bytes()
+    prefix
 }
 
 #[cfg(test)]
@@ -138,7 +164,16 @@ mod tests {
 
     #[test]
     fn prefixes_escape_control_characters() {
-        assert_eq!(prefix_for("a\nb\u{1}"), b"[a\\nb\\u{1}] ".to_vec());
-        assert_eq!(prefix_for("ünï/x"), "[ünï/x] ".as_bytes().to_vec());
+        assert_eq!(prefix_for("a\nb\u{1}", false), b"[a\\nb\\u{1}] ".to_vec());
+        assert_eq!(prefix_for("ünï/x", false), "[ünï/x] ".as_bytes().to_vec());
+    }
+
+    #[test]
+    fn coloured_prefixes_wrap_the_plain_one() {
+        let coloured = String::from_utf8(prefix_for("web", true)).unwrap();
+        assert!(coloured.starts_with("\x1b["), "{coloured:?}");
+        assert!(coloured.contains("[web]"));
+        assert!(coloured.ends_with("\x1b[0m "), "{coloured:?}");
+        assert_eq!(prefix_for("web", true), prefix_for("web", true));
     }
 }

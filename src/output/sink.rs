@@ -21,8 +21,14 @@ pub struct Sink {
 }
 
 impl Sink {
-    /// Starts a writer thread for `destination`, called `name` in messages (`"stdout"`).
-    pub fn spawn(name: &'static str, mut destination: Box<dyn Write + Send>) -> Self {
+    /// Starts a writer thread for `destination`, called `name` in messages (`"stdout"`). With
+    /// `display`, each buffer is written while the live display is suspended (cleared, then
+    /// drawn again below the new text).
+    pub fn spawn(
+        name: &'static str,
+        mut destination: Box<dyn Write + Send>,
+        display: Option<indicatif::MultiProgress>,
+    ) -> Self {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(DEPTH);
         let thread = std::thread::Builder::new()
             .name(format!("lanes-{name}"))
@@ -32,7 +38,11 @@ impl Sink {
                     if closed {
                         continue;
                     }
-                    if let Err(err) = destination.write_all(&buffer) {
+                    let written = match &display {
+                        Some(display) => display.suspend(|| destination.write_all(&buffer)),
+                        None => destination.write_all(&buffer),
+                    };
+                    if let Err(err) = written {
                         closed = true;
                         if err.kind() == std::io::ErrorKind::BrokenPipe {
                             eprintln!("lanes: {name} closed (broken pipe); output for it is dropped, the jobs go on");

@@ -9,8 +9,12 @@ use super::json::{JobRecord, SummaryRecord};
 /// How many bad jobs the summary lists by name; the rest are counted.
 pub const MAX_LISTED: usize = 20;
 
-/// One line naming a bad job: `failed      seq 5 [key] exit_status (exit 3)`.
-pub fn bad_job_line(record: &JobRecord) -> String {
+/// How many of a bad job's last stderr lines the summary shows.
+pub const TAIL_LINES: usize = 3;
+
+/// A bad job's summary entry: `failed      seq 5 [key] exit_status (exit 3)`, then the last
+/// lines of its stderr, indented.
+pub fn bad_job_line(record: &JobRecord, stderr_tail: &[u8]) -> String {
     let mut line = format!(
         "  {:<11} seq {} [{}] {}",
         record.outcome,
@@ -26,6 +30,15 @@ pub fn bad_job_line(record: &JobRecord) -> String {
     }
     if let Some(error) = &record.error {
         let _ = write!(line, ": {error}");
+    }
+    let tail = String::from_utf8_lossy(stderr_tail);
+    let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
+    for text in &lines[lines.len().saturating_sub(TAIL_LINES)..] {
+        let clean: String = text
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let _ = write!(line, "\n      | {clean}");
     }
     line
 }

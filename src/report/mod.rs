@@ -3,4 +3,6 @@
 pub mod events;
 pub mod human;
 pub mod json;
+pub mod junit;
+pub mod progress;
 pub mod recorder;

@@ -4,8 +4,12 @@
 use std::fs::File;
 use std::io::Write;
 
+use std::path::PathBuf;
+
 use super::human;
 use super::json::{to_line, JobRecord, RunRecord, SummaryRecord};
+use super::junit::JunitReport;
+use super::progress::Progress;
 use crate::core::Outcome;
 use crate::output::sink::SinkTx;
 
@@ -18,6 +22,8 @@ pub struct Recorder {
     listed: Vec<String>,
     unlisted: u64,
     any_bad: bool,
+    junit: Option<(PathBuf, JunitReport)>,
+    progress: Option<Progress>,
 }
 
 impl Recorder {
@@ -35,7 +41,26 @@ impl Recorder {
             listed: Vec::new(),
             unlisted: 0,
             any_bad: false,
+            junit: None,
+            progress: None,
         }
+    }
+
+    /// Also collects a JUnit XML file, written to `path` by [`Recorder::finish`].
+    pub fn with_junit(mut self, path: PathBuf, report: JunitReport) -> Self {
+        self.junit = Some((path, report));
+        self
+    }
+
+    /// Also feeds the live display.
+    pub fn with_progress(mut self, progress: Progress) -> Self {
+        self.progress = Some(progress);
+        self
+    }
+
+    /// The live display, when there is one.
+    pub fn progress(&mut self) -> Option<&mut Progress> {
+        self.progress.as_mut()
     }
 
     /// Writes the `run` header.
@@ -43,8 +68,9 @@ impl Recorder {
         self.write_line(to_line(run)).await;
     }
 
-    /// Writes one job's record and counts it.
-    pub async fn job(&mut self, record: JobRecord, outcome: Outcome) {
+    /// Writes one job's record and counts it. `stderr_tail` is the end of the job's stderr
+    /// (at most a few KiB), for the summary and the JUnit file.
+    pub async fn job(&mut self, record: JobRecord, outcome: Outcome, stderr_tail: &[u8]) {
         self.summary.jobs += 1;
         match outcome {
             Outcome::Succeeded => self.summary.succeeded += 1,
@@ -55,10 +81,16 @@ impl Recorder {
         if outcome.is_bad() {
             self.any_bad = true;
             if self.listed.len() < human::MAX_LISTED {
-                self.listed.push(human::bad_job_line(&record));
+                self.listed.push(human::bad_job_line(&record, stderr_tail));
             } else {
                 self.unlisted += 1;
             }
+        }
+        if let Some((_, junit)) = &mut self.junit {
+            junit.add(&record, stderr_tail);
+        }
+        if let Some(progress) = &mut self.progress {
+            progress.recorded(outcome.is_bad());
         }
         self.write_line(to_line(&record)).await;
     }
@@ -80,6 +112,17 @@ impl Recorder {
         let line = to_line(&self.summary);
         self.write_line(line).await;
         self.stdout = None;
+        if let Some(mut progress) = self.progress.take() {
+            progress.finish();
+        }
+        if let Some((path, junit)) = self.junit.take() {
+            if let Err(err) = std::fs::write(&path, junit.to_xml()) {
+                eprintln!(
+                    "lanes: cannot write the JUnit file {}: {err}",
+                    path.display()
+                );
+            }
+        }
         human::summary(&self.summary, &self.listed, self.unlisted)
     }
 

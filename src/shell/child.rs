@@ -173,8 +173,10 @@ pub struct OutputPlan {
     /// The job's stdout destination (lanes' stdout, or its stderr under `--json`).
     pub stdout: SinkTx,
     pub stderr: SinkTx,
-    /// `[key] `, for prefixed lines.
+    /// `[key] `, for prefixed stdout lines.
     pub prefix: Arc<[u8]>,
+    /// The same for stderr lines (coloured or not, as stderr is).
+    pub err_prefix: Arc<[u8]>,
     pub key: Arc<str>,
     /// `--results DIR`.
     pub results_dir: Option<Arc<Path>>,
@@ -205,7 +207,12 @@ pub struct Ended {
     pub ended_instant: Instant,
     /// A problem with the job's output files, for the record's `error`.
     pub output_error: Option<String>,
+    /// The last bytes of the job's stderr (at most [`TAIL_BYTES`]), for the summary and JUnit.
+    pub stderr_tail: Vec<u8>,
 }
+
+/// How much of a job's stderr is kept for the summary and the JUnit file, in bytes.
+pub const TAIL_BYTES: usize = 4096;
 
 /// How often the process group is checked for emptiness once the direct child has exited and
 /// members are left.
@@ -340,12 +347,13 @@ pub async fn supervise(
         ended_at: SystemTime::now(),
         ended_instant: Instant::now(),
         output_error: results.and_then(|r| r.error),
+        stderr_tail: err.tail,
     }
 }
 
 /// The line before a grouped block: `==> [key] seq 3: failed (exit_status) <==`.
 fn group_header(key: &str, seq: u64, outcome: Outcome) -> String {
-    let prefix = crate::output::framing::prefix_for(key);
+    let prefix = crate::output::framing::prefix_for(key, false);
     let key = String::from_utf8_lossy(&prefix);
     match outcome.reason() {
         Some(reason) => format!("==> {}seq {seq}: {} ({reason}) <==\n", key, outcome.name()),
@@ -375,6 +383,8 @@ struct Stream {
     framer: Option<LineFramer>,
     /// Everything, held until the job ends (grouped).
     capture: Option<Capture>,
+    /// The last bytes seen (stderr only), at most [`TAIL_BYTES`] once trimmed.
+    tail: Vec<u8>,
 }
 
 impl Stream {
@@ -399,6 +409,7 @@ impl Stream {
             sink,
             framer,
             capture,
+            tail: Vec::new(),
         }
     }
 
@@ -422,6 +433,12 @@ impl Stream {
                 Ok(0) => false,
                 Ok(n) => {
                     let data = &buffer[..n];
+                    if self.is_stderr {
+                        self.tail.extend_from_slice(data);
+                        if self.tail.len() > 2 * TAIL_BYTES {
+                            self.tail.drain(..self.tail.len() - TAIL_BYTES);
+                        }
+                    }
                     if let Some(results) = results {
                         results.write(self.is_stderr, data);
                     }
@@ -443,8 +460,11 @@ impl Stream {
         open
     }
 
-    /// Writes the unfinished last line (prefixed).
+    /// Writes the unfinished last line (prefixed), and trims the tail.
     async fn finish(&mut self) {
+        if self.tail.len() > TAIL_BYTES {
+            self.tail.drain(..self.tail.len() - TAIL_BYTES);
+        }
         let mut batch = Vec::new();
         if let Some(framer) = &mut self.framer {
             framer.finish(&mut batch);

@@ -44,6 +44,10 @@ pub struct Streams {
     pub job_stdout: SinkTx,
     /// Job stderr and lanes' own messages.
     pub stderr: SinkTx,
+    /// Whether key prefixes on the job-stdout sink are coloured.
+    pub color_stdout: bool,
+    /// Whether key prefixes on the stderr sink are coloured.
+    pub color_stderr: bool,
 }
 
 /// A job the driver knows: admitted and not yet recorded.
@@ -120,6 +124,7 @@ pub async fn drive(
         recorder,
         events,
         resume,
+        received: 0,
         failed_fast: false,
         group_lock: Arc::default(),
     };
@@ -193,6 +198,9 @@ struct Driver {
     events: EventLog,
     /// `--resume`: jobs that succeeded in an earlier report are skipped.
     resume: Option<Resume>,
+    /// Input items accepted so far (jobs and invalid lines, not skipped ones): the total, once
+    /// the input has ended.
+    received: u64,
     /// `--fail-fast` was triggered.
     failed_fast: bool,
     /// Whether the input ends by itself (a file or manifest), so that after `--fail-fast` it
@@ -279,7 +287,8 @@ impl Driver {
                     mode: self.config.output,
                     stdout: self.streams.job_stdout.clone(),
                     stderr: self.streams.stderr.clone(),
-                    prefix: Arc::from(prefix_for(&spec.key)),
+                    prefix: Arc::from(prefix_for(&spec.key, self.streams.color_stdout)),
+                    err_prefix: Arc::from(prefix_for(&spec.key, self.streams.color_stderr)),
                     key: Arc::clone(&spec.key),
                     results_dir: self.results_dir.clone(),
                     group_lock: Arc::clone(&self.group_lock),
@@ -311,6 +320,11 @@ impl Driver {
                 }
                 if let Some(leader) = self.jobs.get_mut(&start.seq) {
                     leader.members.clone_from(&start.batch);
+                }
+                let queued = self.core.queued();
+                if let Some(progress) = self.recorder.progress() {
+                    progress.started(start.seq, &start.key, &command);
+                    progress.set_queued(queued);
                 }
                 let (control_tx, control_rx) = mpsc::unbounded_channel();
                 self.controls.insert(start.seq, control_tx);
@@ -351,7 +365,7 @@ impl Driver {
                     record.wait_ms = Some(millis(start.waited));
                     record.batch = self.config.batching.then_some(start.seq);
                     record.error = Some(message.clone());
-                    self.recorder.job(record, outcome).await;
+                    self.recorder.job(record, outcome, &[]).await;
                 }
                 self.after_final(outcome).await;
             }
@@ -364,6 +378,7 @@ impl Driver {
     async fn on_input(&mut self, item: Option<InputItem>) {
         let Some(item) = item else {
             self.input = None;
+            self.input_ended();
             return;
         };
         self.accept(item).await;
@@ -379,17 +394,28 @@ impl Driver {
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => {
                     self.input = None;
+                    self.input_ended();
                     break;
                 }
             }
         }
     }
 
+    /// The input is at its end: the display learns the total.
+    fn input_ended(&mut self) {
+        let total = self.received;
+        if let Some(progress) = self.recorder.progress() {
+            progress.set_total(total);
+        }
+    }
+
     async fn accept(&mut self, item: InputItem) {
+        self.received += 1;
         match item {
             InputItem::Job(spec) => {
                 if let Some(resume) = &mut self.resume {
                     if resume.skip(&spec.key, &spec.command) {
+                        self.received -= 1;
                         self.recorder.skipped();
                         return;
                     }
@@ -421,7 +447,7 @@ impl Driver {
                             "{} jobs were already waiting (--max-queued)",
                             self.core.limits().max_queued
                         ));
-                        self.recorder.job(record, outcome).await;
+                        self.recorder.job(record, outcome, &[]).await;
                         return;
                     }
                     Admission::Closed => {
@@ -432,7 +458,7 @@ impl Driver {
                         };
                         let outcome = Outcome::Interrupted(reason);
                         self.recorder
-                            .job(base_record(&spec, outcome), outcome)
+                            .job(base_record(&spec, outcome), outcome, &[])
                             .await;
                         return;
                     }
@@ -447,6 +473,10 @@ impl Driver {
                         members: Vec::new(),
                     },
                 );
+                let queued = self.core.queued();
+                if let Some(progress) = self.recorder.progress() {
+                    progress.set_queued(queued);
+                }
                 if self.events.enabled() {
                     self.events.write(&Event::Queued {
                         seq,
@@ -460,7 +490,7 @@ impl Driver {
                     let mut record = base_record(&old.spec, outcome);
                     record.superseded_by = Some(seq);
                     record.attempts = old.attempts;
-                    self.recorder.job(record, outcome).await;
+                    self.recorder.job(record, outcome, &[]).await;
                 }
                 if let Some(running) = cancel {
                     if let Some(job) = self.jobs.get_mut(&running) {
@@ -484,7 +514,7 @@ impl Driver {
                 let mut record = empty_record(seq, line, outcome);
                 record.key = key;
                 record.error = Some(format!("line {line}: {message}"));
-                self.recorder.job(record, outcome).await;
+                self.recorder.job(record, outcome, &[]).await;
             }
             InputItem::ReadError(message) => {
                 self.read_error = true;
@@ -546,6 +576,9 @@ impl Driver {
             self.respawn_at = Some(Instant::now());
         }
         let outcome = classify(ended.exit, ended.stopped_before_exit);
+        if let Some(progress) = self.recorder.progress() {
+            progress.run_ended(ended.seq);
+        }
         let (attempt, members) = match self.jobs.get_mut(&ended.seq) {
             Some(job) => (job.attempts, std::mem::take(&mut job.members)),
             None => return,
@@ -586,7 +619,7 @@ impl Driver {
                 ));
             }
             record.ended_at = timestamp(ended.ended_at);
-            self.recorder.job(record, outcome).await;
+            self.recorder.job(record, outcome, &ended.stderr_tail).await;
         }
         self.after_final(outcome).await;
     }
@@ -676,14 +709,14 @@ impl Driver {
                 let mut record = base_record(&job.spec, outcome);
                 record.wait_ms = Some(millis(waited));
                 record.attempts = job.attempts;
-                self.recorder.job(record, outcome).await;
+                self.recorder.job(record, outcome, &[]).await;
             }
         }
         for item in pending {
             match item {
                 InputItem::Job(spec) => {
                     self.recorder
-                        .job(base_record(&spec, outcome), outcome)
+                        .job(base_record(&spec, outcome), outcome, &[])
                         .await;
                 }
                 other => self.accept(other).await,
