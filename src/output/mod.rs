@@ -1,6 +1,7 @@
 //! Job output on its way out: line framing, grouped capture, per-job result files and the
 //! writer threads.
 
+pub mod blocks;
 pub mod capture;
 pub mod framing;
 pub mod results;

@@ -84,6 +84,32 @@ impl ResultFiles {
     }
 }
 
+/// One line of `DIR/index.jsonl`: which files hold a job's output (names relative to DIR).
+#[derive(Debug, serde::Serialize)]
+pub struct IndexEntry<'a> {
+    pub seq: u64,
+    pub key: &'a str,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl<'a> IndexEntry<'a> {
+    /// The entry for job `seq` of `key`, whose output went to the files of the run known by
+    /// `run_seq` (itself, or the first job of its batch).
+    pub fn new(seq: u64, key: &'a str, run_seq: u64) -> Self {
+        let stem = file_stem(run_seq, key);
+        IndexEntry {
+            seq,
+            key,
+            stdout: format!("{stem}.stdout"),
+            stderr: format!("{stem}.stderr"),
+        }
+    }
+}
+
+/// The name of the index file under DIR.
+pub const INDEX: &str = "index.jsonl";
+
 /// Creates DIR (and its parents) when missing.
 ///
 /// # Errors

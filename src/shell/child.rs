@@ -18,7 +18,7 @@ use tokio::time::{sleep, sleep_until, Instant};
 use super::reap::Reaper;
 use super::unix::{group_alive, set_nonblocking, signal_group};
 use crate::cli::OutputMode;
-use crate::core::{classify, ExitFacts, Outcome, StopReason};
+use crate::core::{ExitFacts, StopReason};
 use crate::output::capture::Capture;
 use crate::output::framing::LineFramer;
 use crate::output::results::ResultFiles;
@@ -180,8 +180,6 @@ pub struct OutputPlan {
     pub key: Arc<str>,
     /// `--results DIR`.
     pub results_dir: Option<Arc<Path>>,
-    /// Held while a grouped block is written, so that blocks never interleave.
-    pub group_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Timing rules of supervision.
@@ -209,6 +207,8 @@ pub struct Ended {
     pub output_error: Option<String>,
     /// The last bytes of the job's stderr (at most [`TAIL_BYTES`]), for the summary and JUnit.
     pub stderr_tail: Vec<u8>,
+    /// `--output grouped`: the whole stdout and stderr, to be written as one block.
+    pub captured: Option<(Capture, Capture)>,
 }
 
 /// How much of a job's stderr is kept for the summary and the JUnit file, in bytes.
@@ -331,14 +331,10 @@ pub async fn supervise(
     let exit = exit.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32));
     out.finish().await;
     err.finish().await;
-    if plan.mode == OutputMode::Grouped {
-        let outcome = classify(exit, stopped_before_exit);
-        let _block = plan.group_lock.lock().await;
-        let header = group_header(&plan.key, seq, outcome);
-        let _ = plan.stdout.send(header.into_bytes()).await;
-        out.replay().await;
-        err.replay().await;
-    }
+    let captured = match (out.capture.take(), err.capture.take()) {
+        (Some(stdout), Some(stderr)) => Some((stdout, stderr)),
+        _ => None,
+    };
     Ended {
         seq,
         exit,
@@ -348,16 +344,7 @@ pub async fn supervise(
         ended_instant: Instant::now(),
         output_error: results.and_then(|r| r.error),
         stderr_tail: err.tail,
-    }
-}
-
-/// The line before a grouped block: `==> [key] seq 3: failed (exit_status) <==`.
-fn group_header(key: &str, seq: u64, outcome: Outcome) -> String {
-    let prefix = crate::output::framing::prefix_for(key, false);
-    let key = String::from_utf8_lossy(&prefix);
-    match outcome.reason() {
-        Some(reason) => format!("==> {}seq {seq}: {} ({reason}) <==\n", key, outcome.name()),
-        None => format!("==> {}seq {seq}: {} <==\n", key, outcome.name()),
+        captured,
     }
 }
 
@@ -470,16 +457,6 @@ impl Stream {
             framer.finish(&mut batch);
         }
         self.send(batch).await;
-    }
-
-    /// Writes the captured block (grouped).
-    async fn replay(&mut self) {
-        if let (Some(capture), Some(sink)) = (self.capture.take(), &self.sink) {
-            if let Err(err) = capture.replay(sink).await {
-                let message = format!("lanes: cannot read back captured output: {err}\n");
-                let _ = sink.send(message.into_bytes()).await;
-            }
-        }
     }
 
     async fn send(&mut self, batch: Vec<u8>) {

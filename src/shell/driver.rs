@@ -23,13 +23,16 @@ use crate::core::{
     Released, Scheduler, Seq, Start, StopReason, Tick,
 };
 use crate::exit;
+use crate::output::blocks::{self, Block, BlockOrder};
 use crate::output::framing::prefix_for;
+use crate::output::results::{IndexEntry, INDEX};
 use crate::output::sink::SinkTx;
 use crate::report::events::{self, Event, EventLog};
 use crate::report::json::{timestamp, JobRecord, RunRecord, SCHEMA_VERSION};
 use crate::report::recorder::Recorder;
 use crate::resume::Resume;
 use crate::template;
+use std::io::Write as _;
 
 /// First and longest pause before a spawn that failed with EAGAIN/EMFILE/ENFILE is retried.
 const RESPAWN_FIRST: Duration = Duration::from_millis(5);
@@ -94,6 +97,21 @@ pub async fn drive(
         })
         .await;
     let (ended_tx, ended_rx) = mpsc::unbounded_channel();
+    let keep_order = config.keep_order;
+    let (block_tx, mut block_rx) = mpsc::unbounded_channel::<Block>();
+    let block_writer = {
+        let (stdout, stderr) = (streams.job_stdout.clone(), streams.stderr.clone());
+        tokio::spawn(async move {
+            while let Some(block) = block_rx.recv().await {
+                block.write(&stdout, &stderr).await;
+            }
+        })
+    };
+    let block_tx = Some(block_tx);
+    let results_index = config
+        .results
+        .as_deref()
+        .and_then(|dir| std::fs::File::create(dir.join(INDEX)).ok());
     let mut driver = Driver {
         core: Scheduler::with_policy(
             Limits {
@@ -126,7 +144,11 @@ pub async fn drive(
         resume,
         received: 0,
         failed_fast: false,
-        group_lock: Arc::default(),
+        results_index,
+        blocks: BlockOrder::new(keep_order),
+        tries: HashMap::new(),
+        block_tx,
+        block_writer: Some(block_writer),
     };
     let mut ended_rx = ended_rx;
     loop {
@@ -207,7 +229,15 @@ struct Driver {
     /// can still be read to its end and every job recorded.
     input_finite: bool,
     results_dir: Option<Arc<Path>>,
-    group_lock: Arc<tokio::sync::Mutex<()>>,
+    /// `--results DIR`: `DIR/index.jsonl`, one line per job that ran.
+    results_index: Option<std::fs::File>,
+    /// Grouped output: when blocks may be written.
+    blocks: BlockOrder,
+    /// Grouped output of tries that were retried, written with the job's final block.
+    tries: HashMap<Seq, Vec<Block>>,
+    /// To the one task that writes blocks, in the order sent.
+    block_tx: Option<mpsc::UnboundedSender<Block>>,
+    block_writer: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Driver {
@@ -291,7 +321,6 @@ impl Driver {
                     err_prefix: Arc::from(prefix_for(&spec.key, self.streams.color_stderr)),
                     key: Arc::clone(&spec.key),
                     results_dir: self.results_dir.clone(),
-                    group_lock: Arc::clone(&self.group_lock),
                 };
                 let now = SystemTime::now();
                 let instant = Instant::now();
@@ -365,7 +394,7 @@ impl Driver {
                     record.wait_ms = Some(millis(start.waited));
                     record.batch = self.config.batching.then_some(start.seq);
                     record.error = Some(message.clone());
-                    self.recorder.job(record, outcome, &[]).await;
+                    self.record(record, outcome, &[], Vec::new()).await;
                 }
                 self.after_final(outcome).await;
             }
@@ -417,6 +446,8 @@ impl Driver {
                     if resume.skip(&spec.key, &spec.command) {
                         self.received -= 1;
                         self.recorder.skipped();
+                        let ready = self.blocks.finished(spec.seq, Vec::new());
+                        self.write_blocks(ready);
                         return;
                     }
                 }
@@ -447,7 +478,7 @@ impl Driver {
                             "{} jobs were already waiting (--max-queued)",
                             self.core.limits().max_queued
                         ));
-                        self.recorder.job(record, outcome, &[]).await;
+                        self.record(record, outcome, &[], Vec::new()).await;
                         return;
                     }
                     Admission::Closed => {
@@ -457,8 +488,7 @@ impl Driver {
                             StopReason::Shutdown
                         };
                         let outcome = Outcome::Interrupted(reason);
-                        self.recorder
-                            .job(base_record(&spec, outcome), outcome, &[])
+                        self.record(base_record(&spec, outcome), outcome, &[], Vec::new())
                             .await;
                         return;
                     }
@@ -490,7 +520,7 @@ impl Driver {
                     let mut record = base_record(&old.spec, outcome);
                     record.superseded_by = Some(seq);
                     record.attempts = old.attempts;
-                    self.recorder.job(record, outcome, &[]).await;
+                    self.record(record, outcome, &[], Vec::new()).await;
                 }
                 if let Some(running) = cancel {
                     if let Some(job) = self.jobs.get_mut(&running) {
@@ -514,7 +544,7 @@ impl Driver {
                 let mut record = empty_record(seq, line, outcome);
                 record.key = key;
                 record.error = Some(format!("line {line}: {message}"));
-                self.recorder.job(record, outcome, &[]).await;
+                self.record(record, outcome, &[], Vec::new()).await;
             }
             InputItem::ReadError(message) => {
                 self.read_error = true;
@@ -579,6 +609,16 @@ impl Driver {
         if let Some(progress) = self.recorder.progress() {
             progress.run_ended(ended.seq);
         }
+        let block = ended.captured.map(|(stdout, stderr)| {
+            let key = self.jobs.get(&ended.seq).map_or("", |job| &job.spec.key);
+            Block {
+                header: blocks::header(key, ended.seq, outcome),
+                stdout,
+                stderr,
+            }
+        });
+        let mut tries = self.tries.remove(&ended.seq).unwrap_or_default();
+        tries.extend(block);
         let (attempt, members) = match self.jobs.get_mut(&ended.seq) {
             Some(job) => (job.attempts, std::mem::take(&mut job.members)),
             None => return,
@@ -588,6 +628,11 @@ impl Driver {
                 if let Some(job) = self.jobs.get_mut(seq) {
                     job.started = None;
                 }
+            }
+            if self.config.keep_order {
+                self.tries.insert(ended.seq, tries);
+            } else {
+                self.write_blocks(tries);
             }
             return;
         }
@@ -619,7 +664,13 @@ impl Driver {
                 ));
             }
             record.ended_at = timestamp(ended.ended_at);
-            self.recorder.job(record, outcome, &ended.stderr_tail).await;
+            let output = if *seq == ended.seq {
+                std::mem::take(&mut tries)
+            } else {
+                Vec::new()
+            };
+            self.record(record, outcome, &ended.stderr_tail, output)
+                .await;
         }
         self.after_final(outcome).await;
     }
@@ -709,7 +760,7 @@ impl Driver {
                 let mut record = base_record(&job.spec, outcome);
                 record.wait_ms = Some(millis(waited));
                 record.attempts = job.attempts;
-                self.recorder.job(record, outcome, &[]).await;
+                self.record(record, outcome, &[], Vec::new()).await;
             }
         }
         for item in pending {
@@ -724,7 +775,44 @@ impl Driver {
         }
     }
 
+    /// Writes one job's final record, and lets its grouped output go when its turn has come.
+    async fn record(
+        &mut self,
+        record: JobRecord,
+        outcome: Outcome,
+        stderr_tail: &[u8],
+        output: Vec<Block>,
+    ) {
+        let seq = record.seq;
+        if let (Some(index), true, Some(key)) =
+            (&mut self.results_index, record.started, &record.key)
+        {
+            let entry = IndexEntry::new(seq, key, record.batch.unwrap_or(seq));
+            if let Err(err) = index.write_all(&crate::report::json::to_line(&entry)) {
+                eprintln!("lanes: cannot write the results index: {err}");
+                self.results_index = None;
+            }
+        }
+        self.recorder.job(record, outcome, stderr_tail).await;
+        let ready = self.blocks.finished(seq, output);
+        self.write_blocks(ready);
+    }
+
+    fn write_blocks(&mut self, ready: Vec<Block>) {
+        if let Some(tx) = &self.block_tx {
+            for block in ready {
+                let _ = tx.send(block);
+            }
+        }
+    }
+
     async fn finish(mut self, started_at: SystemTime) -> u8 {
+        let held = self.blocks.drain();
+        self.write_blocks(held);
+        self.block_tx = None;
+        if let Some(writer) = self.block_writer.take() {
+            let _ = writer.await;
+        }
         let code = exit::for_run(
             self.stop_signal.map(|s| s as i32),
             self.recorder.any_bad() || self.read_error,
