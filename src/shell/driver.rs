@@ -15,7 +15,7 @@ use super::child::{self, Control, Ended, Launch, OutputPlan, SpawnError, Timing}
 use super::input::{InputItem, JobSpec};
 use super::reap::Reaper;
 use super::signal::{ShutdownLevel, StopSignals};
-use super::unix::signal_name;
+use super::unix::{self, signal_name};
 use crate::cli::{OnFull, OutputMode};
 use crate::config::RunConfig;
 use crate::core::{
@@ -806,7 +806,38 @@ impl Driver {
         }
     }
 
+    /// Terminates what escaped its job's process group (`setsid`, a double fork into another
+    /// session) and was re-parented to lanes: SIGTERM to each one's group, SIGKILL after the
+    /// grace period to what is left, so that no process of any job outlives the run.
+    async fn sweep_escapees(&self) {
+        let escaped = unix::children();
+        if escaped.is_empty() {
+            return;
+        }
+        for &pid in &escaped {
+            unix::signal_escapee(pid, Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + self.config.grace;
+        loop {
+            self.reaper.reap();
+            let left = unix::children();
+            if left.is_empty() {
+                return;
+            }
+            if Instant::now() >= deadline {
+                for pid in left {
+                    unix::signal_escapee(pid, Signal::SIGKILL);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                self.reaper.reap();
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     async fn finish(mut self, started_at: SystemTime) -> u8 {
+        self.sweep_escapees().await;
         let held = self.blocks.drain();
         self.write_blocks(held);
         self.block_tx = None;

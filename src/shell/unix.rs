@@ -135,3 +135,34 @@ pub fn reset_ignored_signals() -> bool {
     }
     hangup_ignored
 }
+
+/// The pids of every child of this process (Linux `/proc/self/task/*/children`, see
+/// `proc(5)`): after the run, these are processes that left their job's process group and
+/// were re-parented to `lanes` as subreaper. Empty where the file does not exist.
+pub fn children() -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut pids = Vec::new();
+    for task in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+            pids.extend(text.split_ascii_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    pids
+}
+
+/// Sends `signal` to `pid`'s whole process group when it leads one, else to `pid` alone.
+pub fn signal_escapee(pid: i32, signal: Signal) {
+    let pid = Pid::from_raw(pid);
+    match nix::unistd::getpgid(Some(pid)) {
+        Ok(pgid) if pgid == pid => {
+            let _ = killpg(pgid, signal);
+        }
+        _ => {
+            let _ = kill(pid, signal);
+        }
+    }
+}
