@@ -895,6 +895,11 @@ fn run_against_model(max_concurrent: usize, max_queued: usize, ops: &[Op], drain
                             (seq, KEYS[key], slot, waited),
                             "step {step}: take (left real, right model)"
                         );
+                        assert_eq!(
+                            (st.attempt, &st.batch[..]),
+                            (1, &[st.seq][..]),
+                            "step {step}: the default policy has no retries and no batches"
+                        );
                         ledger.started(st, timeouts[&st.seq], now);
                     }
                     _ => panic!("step {step}: take: real {got:?}, model {want:?}"),
@@ -1091,3 +1096,12 @@ fn no_starvation_with_a_single_slot_is_round_robin() {
     }
     assert_eq!(keys, ["hot", "x", "y", "z", "hot", "hot"]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Per-key policies: unit tests, and a property test against a model extended by the policies
+// ---------------------------------------------------------------------------------------------
+
+#[cfg(test)]
+mod policies;
+#[cfg(test)]
+mod policy_model;

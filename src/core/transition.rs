@@ -211,7 +211,12 @@ impl Scheduler {
         let first = &batch[0];
         let (seq, attempts) = (first.seq, first.attempts + 1);
         let waited = now.saturating_sub(first.queued_at);
-        let deadline = first.timeout.map(|t| now.saturating_add(t));
+        // The batch runs under the shortest turn timeout among its jobs.
+        let deadline = batch
+            .iter()
+            .filter_map(|w| w.timeout)
+            .min()
+            .map(|t| now.saturating_add(t));
         if let Some(at) = deadline {
             self.deadlines.insert((at, seq));
         }
@@ -246,7 +251,9 @@ impl Scheduler {
             return None;
         }
         let count = batch_len(waiting, policy.batch_size, policy.batch_bytes);
-        if count == policy.batch_size || count < waiting.len() {
+        let weight: usize = waiting.iter().take(count).map(|w| w.weight).sum();
+        if count == policy.batch_size || count < waiting.len() || weight >= policy.batch_bytes {
+            // Full: by count, or by bytes (the next job would not fit, or nothing more could).
             return None;
         }
         let oldest = waiting.iter().map(|w| w.queued_at).min()?;
