@@ -114,7 +114,7 @@ impl JunitReport {
     /// already bounded by the caller (≤ 4 KiB).
     pub fn add(&mut self, record: &JobRecord, stderr_tail: &[u8]) {
         if let Ok(end) = DateTime::parse_from_rfc3339(&record.ended_at) {
-            if self.last_end.map_or(true, |last| end > last) {
+            if self.last_end.is_none_or(|last| end > last) {
                 self.last_end = Some(end);
             }
         }
@@ -438,7 +438,7 @@ fn text_block(bytes: &[u8]) -> String {
             }
             '\t' => {
                 let spaces = TAB_STOP - column % TAB_STOP;
-                out.extend(std::iter::repeat(' ').take(spaces));
+                out.extend(std::iter::repeat_n(' ', spaces));
                 column += spaces;
             }
             c if kept(c) => {
