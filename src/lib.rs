@@ -73,10 +73,9 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     };
     let env = Surroundings::detect();
     let progress = use_progress(config.progress, config.color, &env).then(|| {
-        let lines = usize::from(terminal_rows().unwrap_or(24))
-            .saturating_sub(4)
-            .clamp(1, 20);
-        Progress::new(lines)
+        let (rows, columns) = terminal_size().unwrap_or((24, 80));
+        let lines = usize::from(rows).saturating_sub(4).clamp(1, 20);
+        Progress::new(lines, columns)
     });
     let display = progress.as_ref().map(Progress::handle);
     let stdout = Sink::spawn(
@@ -182,7 +181,7 @@ fn feed_for(config: &RunConfig) -> anyhow::Result<Feed> {
     Ok(Feed::Preloaded(lines))
 }
 
-/// The terminal's height in rows, when stderr is a terminal.
-fn terminal_rows() -> Option<u16> {
-    console::Term::stderr().size_checked().map(|(rows, _)| rows)
+/// The terminal's size (rows, columns), when stderr is a terminal.
+fn terminal_size() -> Option<(u16, u16)> {
+    console::Term::stderr().size_checked()
 }

@@ -15,6 +15,8 @@ pub struct Progress {
     lines: HashMap<u64, ProgressBar>,
     /// At most this many job lines are shown; the status line counts the rest.
     max_lines: usize,
+    /// The terminal's width in columns.
+    width: u16,
     done: u64,
     failed: u64,
     running: usize,
@@ -26,12 +28,12 @@ pub struct Progress {
 const REFRESH_HZ: u8 = 10;
 
 impl Progress {
-    /// A display on stderr, showing at most `max_lines` running jobs.
-    pub fn new(max_lines: usize) -> Self {
+    /// A display on stderr, showing at most `max_lines` running jobs, `width` columns wide.
+    pub fn new(max_lines: usize, width: u16) -> Self {
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(REFRESH_HZ));
         let status = multi.add(ProgressBar::new_spinner());
         status.set_style(
-            ProgressStyle::with_template("{spinner} {elapsed_precise} {wide_msg}")
+            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         status.enable_steady_tick(Duration::from_millis(100));
@@ -40,6 +42,7 @@ impl Progress {
             status,
             lines: HashMap::new(),
             max_lines,
+            width,
             done: 0,
             failed: 0,
             running: 0,
@@ -75,11 +78,20 @@ impl Progress {
         if self.lines.len() < self.max_lines {
             let line = self.multi.add(ProgressBar::new_spinner());
             line.set_style(
-                ProgressStyle::with_template("  {prefix} {elapsed:>4} {wide_msg}")
+                ProgressStyle::with_template("  {prefix} {elapsed:>4} {msg}")
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
-            line.set_prefix(format!("[{}]", key.escape_default()));
-            line.set_message(command.replace(['\n', '\r', '\t'], " "));
+            let prefix = format!("[{}]", key.escape_default());
+            // Cut to the width, leaving the last columns free: a full last line would wrap when
+            // the terminal echoes `^C` after it, and the display could then not be cleared.
+            let room = usize::from(self.width).saturating_sub(prefix.chars().count() + 12);
+            let command: String = command
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .take(room)
+                .collect();
+            line.set_prefix(prefix);
+            line.set_message(command);
             self.lines.insert(seq, line);
         }
         self.redraw();
@@ -109,6 +121,8 @@ impl Progress {
         }
         self.status.finish_and_clear();
         let _ = self.multi.clear();
+        // Writers still hold the handle: from now on they write plainly, nothing is redrawn.
+        self.multi.set_draw_target(ProgressDrawTarget::hidden());
     }
 
     fn redraw(&self) {

@@ -709,6 +709,10 @@ impl Driver {
             ShutdownLevel::Running => {}
             ShutdownLevel::Graceful => {
                 self.stop_signal = Some(signal);
+                // The display goes at once: what follows is the shutdown's own account.
+                if let Some(progress) = self.recorder.progress() {
+                    progress.finish();
+                }
                 self.stop_intake(StopReason::Shutdown).await;
                 for control in self.controls.values() {
                     let _ = control.send(Control::Stop {
