@@ -17,6 +17,10 @@
 # not used). DIR should have a short absolute path: munged's Unix socket path
 # must fit in 108 bytes.
 #
+# Finished jobs: `scontrol show job ID` (and `squeue -t all`) show the final
+# state for MinJobAge seconds; DIR/log/jobcomp.log and `sacct -c` keep it for
+# good. Plain `sacct` fails: there is no slurmdbd (accounting_storage/none).
+#
 # Needs root (to install Debian packages and to run slurmd, which starts job
 # steps as the submitting user). Debian packages used:
 #   slurmctld slurmd slurm-client munge   (Slurm 22.05 on Debian 12)
@@ -27,7 +31,10 @@
 #   SLURM_TEST_LICENSES     cluster licenses (default: lanes:8)
 #   SLURM_TEST_MIN_JOB_AGE  seconds a finished job stays visible to
 #                           `scontrol show job` / `squeue` (default: 300)
-#   SLURM_TEST_PORT         slurmctld port; slurmd uses PORT+1 (default: 6817)
+#   SLURM_TEST_INACTIVE_LIMIT  seconds before an allocation whose srun is gone
+#                           is killed (default: 30; 0 = never)
+#   SLURM_TEST_PORT         slurmctld port; slurmd uses PORT+1 (default: 6817);
+#                           two clusters on one machine need different ports
 #   SLURM_TEST_TIMEOUT      seconds to wait for the node to become idle (default: 60)
 #
 # Exit codes: 0 ok; 1 failure (message on stderr); 2 usage error;
@@ -91,6 +98,11 @@ install_packages() {
     fi
 }
 
+# port_in_use PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_in_use() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
 # pid_alive PIDFILE NAME: print the pid if the file names a live process whose
 # command name is NAME (guards against a recycled pid).
 pid_alive() {
@@ -101,6 +113,8 @@ pid_alive() {
     [ -r "/proc/$pid/comm" ] || return 1
     comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
     [ "$comm" = "$name" ] || return 1
+    # An exited daemon waiting to be reaped is not alive.
+    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
     printf '%s\n' "$pid"
 }
 
@@ -141,10 +155,24 @@ our_stepds() {
     for p in /proc/[0-9]*; do
         pid=${p#/proc/}
         [ "$(cat "$p/comm" 2>/dev/null)" = slurmstepd ] || continue
-        if tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$conf"; then
+        if { tr '\0' '\n' <"$p/environ"; } 2>/dev/null | grep -qxF "SLURM_CONF=$conf"; then
             printf '%s\n' "$pid"
         fi
     done
+}
+
+# descendants PID...: the given pids and all their descendants.
+descendants() {
+    ps -eo pid=,ppid= | awk -v roots="$*" '
+        { parent[$1] = $2 }
+        END {
+            n = split(roots, queue, " ")
+            for (i = 1; i <= n; i++) seen[queue[i]] = 1
+            for (i = 1; i <= n; i++)
+                for (p in parent)
+                    if (parent[p] == queue[i] && !(p in seen)) { seen[p] = 1; queue[++n] = p }
+            for (i = 1; i <= n; i++) print queue[i]
+        }'
 }
 
 cmd_stop() {
@@ -155,7 +183,7 @@ cmd_stop() {
         local jobs
         jobs=$(SLURM_CONF=$conf timeout 10 squeue -h -o %i 2>/dev/null || true)
         if [ -n "$jobs" ]; then
-            log "cancelling jobs: $(echo $jobs)"
+            log "cancelling jobs: $(tr "\n" " " <<<"$jobs")"
             # shellcheck disable=SC2086
             SLURM_CONF=$conf timeout 10 scancel $jobs 2>/dev/null || true
             local deadline=$((SECONDS + 15))
@@ -167,12 +195,20 @@ cmd_stop() {
     fi
     stop_pidfile "$dir/run/slurmd.pid" slurmd
     stop_pidfile "$dir/run/slurmctld.pid" slurmctld
-    # Any step daemon that survived the cancel (e.g. slurmctld was already dead).
-    for pid in $(our_stepds "$conf"); do
-        log "killing leftover slurmstepd (pid $pid)"
-        kill -KILL "$pid" 2>/dev/null || true
-        wait_gone "$pid" 5 || die "slurmstepd (pid $pid) is still running"
-    done
+    # Any step daemon that survived the cancel (e.g. slurmctld was already
+    # dead), with the job processes it started.
+    local stepds victims
+    stepds=$(our_stepds "$conf")
+    if [ -n "$stepds" ]; then
+        # shellcheck disable=SC2086
+        victims=$(descendants $stepds)
+        log "killing leftover slurmstepd and its tasks (pids $(tr "\n" " " <<<"$victims"))"
+        # shellcheck disable=SC2086
+        kill -KILL $victims 2>/dev/null || true
+        for pid in $victims; do
+            wait_gone "$pid" 5 || die "pid $pid is still running"
+        done
+    fi
     stop_pidfile "$dir/run/munged.pid" munged
     log "stopped"
 }
@@ -218,18 +254,24 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket=$dir/munge/munge.socket
 
-# No systemd and no usable cgroup hierarchy in a container: track processes
-# through /proc and bind no tasks.
+# Nothing here relies on systemd or cgroups (a container may have neither):
+# job processes are tracked through /proc, tasks are not bound to CPUs.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+# No slurmdbd (it needs a MySQL/MariaDB server), so sacct reports
+# "accounting storage is disabled". A job completion log still records every
+# finished job; read it with "sacct -c" or directly.
+JobCompType=jobcomp/filetxt
+JobCompLoc=$dir/log/jobcomp.log
 MpiDefault=none
 SwitchType=switch/none
-LaunchParameters=use_interactive_step
+MailProg=/bin/true
 
 SchedulerType=sched/backfill
+# Start pending jobs on the next background pass (about 1 s) after a job ends
+# instead of waiting for the default 3 s batch_sched_delay.
 SchedulerParameters=batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
@@ -249,7 +291,10 @@ PlugStackConfig=$dir/plugstack.conf
 ReturnToService=2
 SlurmctldTimeout=30
 SlurmdTimeout=30
-InactiveLimit=0
+# An allocation whose srun died without cancelling it (e.g. srun's whole
+# process group got SIGKILL) is ended after this many seconds (plus up to
+# about as much again for the ping cycle) instead of running forever.
+InactiveLimit=${SLURM_TEST_INACTIVE_LIMIT:-30}
 KillWait=5
 MinJobAge=$min_job_age
 MessageTimeout=10
@@ -278,6 +323,9 @@ cmd_start() {
     install_packages
     [ "$(id -u)" -eq 0 ] || die "start must run as root (slurmd needs it)"
 
+    case $dir in
+    *[[:space:]]*) die "DIR must not contain whitespace (slurm.conf paths cannot): $dir" ;;
+    esac
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd -P)
     local conf=$dir/slurm.conf
@@ -288,10 +336,19 @@ cmd_start() {
     fi
     local sock=$dir/munge/munge.socket
     [ "${#sock}" -lt 100 ] || die "path too long for a Unix socket: $sock"
+    local port=${SLURM_TEST_PORT:-6817} p
+    for p in "$port" $((port + 1)); do
+        if port_in_use "$p"; then
+            die "port $p is already in use (another Slurm?); set SLURM_TEST_PORT to another base port"
+        fi
+    done
 
     local host cpus
     host=$(hostname -s)
     cpus=${SLURM_TEST_CPUS:-$(nproc)}
+    case $cpus in
+    '' | *[!0-9]* | 0) die "SLURM_TEST_CPUS must be a positive integer, not '$cpus'" ;;
+    esac
 
     # Fresh state each start: no jobs or reservations carried over.
     rm -rf "$dir/state" "$dir/spool" "$dir/run" "$dir/log" "$dir/munge"
@@ -300,6 +357,9 @@ cmd_start() {
     chmod 755 "$dir"
     chmod 755 "$dir/munge"
     write_config "$dir" "$host" "$cpus"
+    # From here on, a failure stops whatever was started.
+    STARTED_DIR=$dir
+    trap 'rc=$?; if [ "$rc" -ne 0 ]; then log "start failed; stopping what was started"; cmd_stop "$STARTED_DIR" || true; fi' EXIT
 
     # munge: own key, socket, pid, log and seed under DIR.
     if [ ! -s "$dir/munge.key" ]; then
@@ -307,6 +367,9 @@ cmd_start() {
     fi
     chmod 600 "$dir/munge.key"
     log "starting munged"
+    # --force: munged otherwise refuses to start when a directory on the
+    # key/log/socket paths is group- or world-writable without the sticky bit
+    # (e.g. DIR under a 0777 directory); a cluster for tests does not care.
     munged --force \
         --key-file="$dir/munge.key" \
         --socket="$sock" \
@@ -326,16 +389,20 @@ cmd_start() {
     log "starting slurmctld"
     # -c: start clean, ignoring any saved state; -i: ignore errors in state files.
     slurmctld -c -i || die "slurmctld failed to start; see $dir/log/slurmctld.log"
+    local started=$SECONDS
     deadline=$((SECONDS + 20))
     until timeout 5 scontrol ping 2>/dev/null | grep -q 'is UP'; do
-        if [ "$SECONDS" -ge "$deadline" ]; then
+        if [ "$SECONDS" -ge "$deadline" ] ||
+            { [ "$SECONDS" -ge $((started + 2)) ] &&
+                ! pid_alive "$dir/run/slurmctld.pid" slurmctld >/dev/null; }; then
             tail -n 20 "$dir/log/slurmctld.log" >&2 || true
-            die "slurmctld did not answer within 20 s; see $dir/log/slurmctld.log"
+            die "slurmctld did not come up; see $dir/log/slurmctld.log"
         fi
         sleep 0.2
     done
 
     log "starting slurmd"
+    started=$SECONDS
     slurmd || die "slurmd failed to start; see $dir/log/slurmd.log"
 
     local timeout=${SLURM_TEST_TIMEOUT:-60} state=""
@@ -349,12 +416,16 @@ cmd_start() {
             tail -n 20 "$dir/log/slurmd.log" >&2 || true
             die "node $host not idle after ${timeout}s (state: ${state:-unknown}); see $dir/log/"
         fi
-        pid_alive "$dir/run/slurmd.pid" slurmd >/dev/null || [ "$SECONDS" -lt $((deadline - timeout + 5)) ] ||
+        if [ "$SECONDS" -ge $((started + 2)) ] &&
+            ! pid_alive "$dir/run/slurmd.pid" slurmd >/dev/null; then
+            tail -n 20 "$dir/log/slurmd.log" >&2 || true
             die "slurmd exited; see $dir/log/slurmd.log"
+        fi
         sleep 0.2
     done
     log "node $host idle with $cpus CPUs, licenses ${SLURM_TEST_LICENSES:-lanes:8} ($((SECONDS - t0)) s)"
-    printf 'export SLURM_CONF=%s\n' "$conf"
+    trap - EXIT
+    printf 'export SLURM_CONF=%q\n' "$conf"
 }
 
 main() {
