@@ -119,6 +119,34 @@ pub struct Cli {
     #[arg(long, value_name = "REPORT")]
     pub resume: Option<PathBuf>,
 
+    /// Where jobs run: `local` (here, each in a process group of its own) or `slurm` (each
+    /// under `srun` on a Slurm cluster, one job per key at a time cluster-wide through
+    /// `--dependency=singleton`).
+    #[arg(long, value_name = "BACKEND", value_enum, default_value_t = BackendKind::Local)]
+    pub backend: BackendKind,
+
+    /// Slurm: job names are PREFIX.HASH(key); runs sharing a prefix share their keys' lanes on
+    /// the cluster.
+    #[arg(long, value_name = "PREFIX", default_value = "lanes")]
+    pub slurm_name_prefix: String,
+
+    /// Slurm: every job takes one of the cluster license NAME (`--licenses=NAME:1`), a
+    /// cluster-wide cap.
+    #[arg(long, value_name = "NAME")]
+    pub slurm_license: Option<String>,
+
+    /// Slurm: `srun --partition`.
+    #[arg(long, value_name = "PARTITION")]
+    pub slurm_partition: Option<String>,
+
+    /// Slurm: `srun --account`.
+    #[arg(long, value_name = "ACCOUNT")]
+    pub slurm_account: Option<String>,
+
+    /// Slurm: `srun --qos`.
+    #[arg(long, value_name = "QOS")]
+    pub slurm_qos: Option<String>,
+
     /// Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE.
     #[arg(long, value_name = "FILE")]
     pub events: Option<PathBuf>,
@@ -171,6 +199,15 @@ pub enum OnFull {
     Wait,
     /// Record the job as rejected, reason queue_full.
     Reject,
+}
+
+/// `--backend`: where jobs run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// Here, each job in a process group of its own.
+    Local,
+    /// On a Slurm cluster, each job under `srun`.
+    Slurm,
 }
 
 /// `--color`, `--progress`: when to use the terminal's features.

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::{Cli, Coalesce, OnFull, OutputMode, When};
+use crate::cli::{BackendKind, Cli, Coalesce, OnFull, OutputMode, When};
+use crate::shell::backend::{Backend, SlurmOptions};
 use crate::core::Policy;
 use crate::input::manifest::{self, Manifest, ManifestError};
 use crate::template::{Template, TemplateError};
@@ -79,6 +80,8 @@ pub struct RunConfig {
     pub progress: When,
     /// `--junit FILE`.
     pub junit: Option<PathBuf>,
+    /// Where jobs run.
+    pub backend: Backend,
 }
 
 /// What `lanes` knows of its surroundings when it decides on colours and the live display.
@@ -242,6 +245,16 @@ impl RunConfig {
             color: cli.color,
             progress: cli.progress,
             junit: cli.junit,
+            backend: match cli.backend {
+                BackendKind::Local => Backend::Local,
+                BackendKind::Slurm => Backend::slurm(SlurmOptions {
+                    name_prefix: cli.slurm_name_prefix,
+                    license: cli.slurm_license,
+                    partition: cli.slurm_partition,
+                    account: cli.slurm_account,
+                    qos: cli.slurm_qos,
+                }),
+            },
             source,
         })
     }

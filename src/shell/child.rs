@@ -15,8 +15,9 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{sleep, sleep_until, Instant};
 
+use super::backend::Backend;
 use super::reap::Reaper;
-use super::unix::{group_alive, set_nonblocking, signal_group};
+use super::unix::{group_alive, set_nonblocking, signal_group, signal_process};
 use crate::cli::OutputMode;
 use crate::core::{ExitFacts, StopReason};
 use crate::output::capture::Capture;
@@ -42,6 +43,10 @@ pub struct Launch<'a> {
     pub attempt: u32,
     /// Whether stdout and stderr are captured (through pipes) or discarded.
     pub capture: bool,
+    /// Where the command runs.
+    pub backend: &'a Backend,
+    /// The turn timeout (a Slurm job's `--time`).
+    pub timeout: Option<Duration>,
 }
 
 /// A started job: its pid (also its process group id), its exit notification and its pipes.
@@ -98,10 +103,17 @@ pub fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, SpawnError
             Stdio::null()
         }
     };
-    let mut command = Command::new(launch.shell);
+    let (program, args) = launch.backend.argv(
+        launch.shell,
+        launch.command,
+        launch.key,
+        launch.seq,
+        launch.attempt,
+        launch.timeout,
+    );
+    let mut command = Command::new(&program);
     command
-        .arg("-c")
-        .arg(launch.command)
+        .args(&args)
         .stdin(Stdio::null())
         .stdout(output())
         .stderr(output())
@@ -119,8 +131,8 @@ pub fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, SpawnError
         Err(err) if is_transient(&err) => return Err(SpawnError::Transient(err)),
         Err(err) => {
             return Err(SpawnError::Failed(format!(
-                "cannot run shell `{}`: {err}",
-                launch.shell
+                "cannot run `{}`: {err}",
+                program.to_string_lossy()
             )))
         }
     };
@@ -182,9 +194,14 @@ pub struct OutputPlan {
     pub results_dir: Option<Arc<Path>>,
 }
 
-/// Timing rules of supervision.
-#[derive(Debug, Clone, Copy)]
+/// Timing rules of supervision, and how stops are delivered.
+#[derive(Debug, Clone)]
 pub struct Timing {
+    /// The backend: locally a stop signals the whole process group and ends in SIGKILL; under
+    /// Slurm it is SIGINT to `srun` and, past the grace period, `scancel`.
+    pub backend: Arc<Backend>,
+    /// The try being supervised (names the Slurm job).
+    pub attempt: u32,
     /// From the first signal to SIGKILL.
     pub grace: Duration,
     /// After the direct child exits: how long the rest of the group and the pipes get.
@@ -275,7 +292,11 @@ pub async fn supervise(
                         stop = Some((signal, reason));
                         if exit.is_none() {
                             stopped_before_exit = Some(reason);
-                            signal_group(pid, signal);
+                            if timing.backend.is_local() {
+                                signal_group(pid, signal);
+                            } else {
+                                signal_process(pid, timing.backend.stop_signal(signal));
+                            }
                         } else {
                             // The shell is gone; what is left (background processes of a
                             // non-interactive shell ignore SIGINT) gets SIGTERM at once.
@@ -285,7 +306,7 @@ pub async fn supervise(
                     }
                 }
                 Some(Control::Kill) => {
-                    signal_group(pid, Signal::SIGKILL);
+                    force(pid, seq, &timing, exit.is_none());
                     grace_at = None;
                 }
                 None => control_open = false,
@@ -323,12 +344,23 @@ pub async fn supervise(
             },
             () = sleep_until_opt(grace_at) => {
                 grace_at = None;
-                signal_group(pid, Signal::SIGKILL);
+                force(pid, seq, &timing, exit.is_none());
             },
             () = sleep(GROUP_POLL), if exit.is_some() => {},
         }
     }
-    let exit = exit.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32));
+    let mut exit = exit.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32));
+    let mut note = None;
+    if exit == ExitFacts::Exited(0) && stopped_before_exit.is_none() && !timing.backend.is_local()
+    {
+        // A cancelled Slurm job can leave srun with status 0: ask the cluster.
+        if let Some(state) = timing.backend.final_state(seq, timing.attempt) {
+            if ended_badly(&state) {
+                exit = ExitFacts::Signaled(Signal::SIGKILL as i32);
+                note = Some(format!("the Slurm job ended {state}"));
+            }
+        }
+    }
     out.finish().await;
     err.finish().await;
     let captured = match (out.capture.take(), err.capture.take()) {
@@ -342,9 +374,40 @@ pub async fn supervise(
         leaked,
         ended_at: SystemTime::now(),
         ended_instant: Instant::now(),
-        output_error: results.and_then(|r| r.error),
+        output_error: note.or(results.and_then(|r| r.error)),
         stderr_tail: err.tail,
         captured,
+    }
+}
+
+/// Whether a Slurm job state says the job was ended by the cluster rather than by its own exit
+/// (`squeue(1)` JOB STATE CODES).
+fn ended_badly(state: &str) -> bool {
+    matches!(
+        state,
+        "CANCELLED"
+            | "TIMEOUT"
+            | "FAILED"
+            | "NODE_FAIL"
+            | "PREEMPTED"
+            | "OUT_OF_MEMORY"
+            | "BOOT_FAIL"
+            | "DEADLINE"
+            | "REVOKED"
+    )
+}
+
+/// The end of the grace period, or a second Ctrl-C: SIGKILL to the whole group locally; under
+/// Slurm, `scancel` of the job (never SIGKILL to `srun`, which would leave the job running on
+/// the cluster) and SIGINT to `srun` again.
+fn force(pid: i32, seq: u64, timing: &Timing, running: bool) {
+    if timing.backend.is_local() {
+        signal_group(pid, Signal::SIGKILL);
+    } else if running {
+        timing.backend.cancel(seq, timing.attempt);
+        signal_process(pid, Signal::SIGINT);
+    } else {
+        signal_group(pid, Signal::SIGKILL);
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::signal::unix::{signal as unix_signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::time::{sleep_until, Instant};
 
+use super::backend::Backend;
 use super::child::{self, Control, Ended, Launch, OutputPlan, SpawnError, Timing};
 use super::input::{InputItem, JobSpec};
 use super::reap::Reaper;
@@ -112,7 +113,9 @@ pub async fn drive(
         .results
         .as_deref()
         .and_then(|dir| std::fs::File::create(dir.join(INDEX)).ok());
+    let backend = Arc::new(config.backend.clone());
     let mut driver = Driver {
+        backend,
         core: Scheduler::with_policy(
             Limits {
                 max_concurrent: config.max_concurrent,
@@ -200,6 +203,8 @@ async fn sleep_until_opt(at: Option<Instant>) {
 
 struct Driver {
     config: RunConfig,
+    /// Where jobs run.
+    backend: Arc<Backend>,
     own_cwd: PathBuf,
     core: Scheduler,
     t0: Instant,
@@ -309,6 +314,8 @@ impl Driver {
             slot: start.slot,
             attempt: start.attempt,
             capture,
+            backend: &self.backend,
+            timeout: spec.timeout.or(self.config.timeout),
         };
         match child::spawn(&launch, &self.reaper) {
             Ok(spawned) => {
@@ -358,6 +365,8 @@ impl Driver {
                 let (control_tx, control_rx) = mpsc::unbounded_channel();
                 self.controls.insert(start.seq, control_tx);
                 let timing = Timing {
+                    backend: Arc::clone(&self.backend),
+                    attempt: start.attempt,
                     grace: self.config.grace,
                     leak_window: self.config.leak_window,
                 };
@@ -842,6 +851,8 @@ impl Driver {
 
     async fn finish(mut self, started_at: SystemTime) -> u8 {
         self.sweep_escapees().await;
+        // Slurm: nothing of this run may stay on the cluster.
+        self.backend.cancel_run();
         let held = self.blocks.drain();
         self.write_blocks(held);
         self.block_tx = None;

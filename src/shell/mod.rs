@@ -1,6 +1,7 @@
 //! The effectful side: the tokio event loop, processes, pipes, signals and reaping. It applies
 //! the pure core's decisions and never makes scheduling decisions of its own.
 
+pub mod backend;
 pub mod child;
 pub mod driver;
 pub mod input;

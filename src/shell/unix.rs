@@ -14,6 +14,11 @@ pub fn signal_group(pgid: i32, signal: Signal) {
     let _ = killpg(Pid::from_raw(pgid), signal);
 }
 
+/// Sends `signal` to the single process `pid` (`kill(2)`); errors are ignored as for groups.
+pub fn signal_process(pid: i32, signal: Signal) {
+    let _ = kill(Pid::from_raw(pid), signal);
+}
+
 /// Whether the process group `pgid` still has a member that is not a zombie.
 ///
 /// `kill(-pgid, 0)` (POSIX `kill(2)` with signal 0) tells whether any member exists; zombies
