@@ -23,7 +23,7 @@ _lanes() {
 
     case "${cmd}" in
         lanes)
-            opts="-j -h -V --manifest --max-concurrent --timeout --grace --leak-window --shell --max-queued --on-full --coalesce --cancel-in-progress --retries --retry-delay --fail-fast --sticky-slots --command --batch-size --batch-bytes --batch-delay --resume --events --strict --report --json --output --keep-order --color --progress --junit --results --help --version"
+            opts="-j -h -V --manifest --max-concurrent --timeout --grace --leak-window --shell --max-queued --on-full --coalesce --cancel-in-progress --retries --retry-delay --fail-fast --sticky-slots --command --batch-size --batch-bytes --batch-delay --resume --backend --slurm-name-prefix --slurm-license --slurm-partition --slurm-account --slurm-qos --events --strict --report --json --output --keep-order --color --progress --junit --results --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -94,6 +94,30 @@ _lanes() {
                     return 0
                     ;;
                 --resume)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --backend)
+                    COMPREPLY=($(compgen -W "local slurm" -- "${cur}"))
+                    return 0
+                    ;;
+                --slurm-name-prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slurm-license)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slurm-partition)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slurm-account)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --slurm-qos)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -16,6 +16,13 @@ complete -c lanes -l batch-size -d 'With --command: merge up to N waiting jobs o
 complete -c lanes -l batch-bytes -d 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux\'s 128 KiB limit on one argument]' -r
 complete -c lanes -l batch-delay -d 'With --command: a lane whose batch is not full waits until its oldest job has waited D (a debounce for streamed input); a full batch starts at once [default: 0s]' -r
 complete -c lanes -l resume -d 'Skip every job that succeeded in an earlier report (matched by key, command and occurrence number); a torn last line in REPORT is ignored. REPORT may be the same file as --report: it is read before the new report is written' -r -F
+complete -c lanes -l backend -d 'Where jobs run: `local` (here, each in a process group of its own) or `slurm` (each under `srun` on a Slurm cluster, one job per key at a time cluster-wide through `--dependency=singleton`)' -r -f -a "local\t'Here, each job in a process group of its own'
+slurm\t'On a Slurm cluster, each job under `srun`'"
+complete -c lanes -l slurm-name-prefix -d 'Slurm: job names are PREFIX.HASH(key); runs sharing a prefix share their keys\' lanes on the cluster' -r
+complete -c lanes -l slurm-license -d 'Slurm: every job takes one of the cluster license NAME (`--licenses=NAME:1`), a cluster-wide cap' -r
+complete -c lanes -l slurm-partition -d 'Slurm: `srun --partition`' -r
+complete -c lanes -l slurm-account -d 'Slurm: `srun --account`' -r
+complete -c lanes -l slurm-qos -d 'Slurm: `srun --qos`' -r
 complete -c lanes -l events -d 'Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE' -r -F
 complete -c lanes -l report -d 'Write the JSON Lines report to FILE' -r -F
 complete -c lanes -l output -d 'How job output is shown' -r -f -a "prefixed\t'Each line whole, prefixed with the job\'s key'
