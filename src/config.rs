@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cli::{BackendKind, Cli, Coalesce, OnFull, OutputMode, When};
-use crate::shell::backend::{Backend, SlurmOptions};
 use crate::core::Policy;
 use crate::input::manifest::{self, Manifest, ManifestError};
+use crate::shell::backend::{Backend, SlurmOptions};
 use crate::template::{Template, TemplateError};
 
 /// The default grace period between the first signal and SIGKILL.

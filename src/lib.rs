@@ -135,7 +135,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         .context("cannot start the event loop")?;
     let input = {
         let _guard = runtime.enter();
-        shell::input::start(feed)
+        shell::input::start(feed, config.max_queued)
     };
     let code = runtime.block_on(drive(
         config,
@@ -166,17 +166,25 @@ fn feed_for(config: &RunConfig) -> anyhow::Result<Feed> {
     if !config.strict {
         return Ok(Feed::Lines(reader));
     }
+    // The whole input is read even past an invalid line, so that a producer writing into a
+    // pipe is never cut off with EPIPE (SPEC §1.1); only the first invalid line is named.
     let mut lines = Vec::new();
+    let mut first_invalid = None;
     for numbered in LineReader::new(reader) {
         let numbered = numbered.context("cannot read the input")?;
-        if let LineItem::Invalid { message, .. } = &numbered.item {
-            bail!(
-                "{}:{}: {message} (--strict: nothing was run)",
-                config.source.describe(),
-                numbered.line
-            );
+        match &numbered.item {
+            LineItem::Invalid { message, .. } => {
+                first_invalid.get_or_insert_with(|| (numbered.line, message.clone()));
+            }
+            LineItem::Job { .. } if first_invalid.is_none() => lines.push(numbered),
+            LineItem::Job { .. } => {}
         }
-        lines.push(numbered);
+    }
+    if let Some((line, message)) = first_invalid {
+        bail!(
+            "{}:{line}: {message} (--strict: nothing was run)",
+            config.source.describe()
+        );
     }
     Ok(Feed::Preloaded(lines))
 }

@@ -1105,3 +1105,15 @@ fn no_starvation_with_a_single_slot_is_round_robin() {
 mod policies;
 #[cfg(test)]
 mod policy_model;
+
+#[test]
+fn the_turn_clock_restarts_when_the_process_really_starts() {
+    let mut s = sched(1, 10);
+    admit(&mut s, timed(1, "a", ms(100)), ms(0));
+    let start = take(&mut s, ms(0));
+    assert_eq!(s.next_deadline(), Some(ms(100)));
+    s.started(start.seq, ms(30));
+    assert_eq!(s.next_deadline(), Some(ms(130)));
+    assert!(expired(&mut s, ms(129)).is_empty());
+    assert_eq!(expired(&mut s, ms(130)), [1]);
+}

@@ -260,6 +260,23 @@ impl Scheduler {
         Some(oldest.saturating_add(policy.batch_delay))
     }
 
+    /// The shell started the process of running job `seq` at `now` (after its spawn, which may
+    /// have taken a while or been retried): its turn deadline counts from here.
+    pub fn started(&mut self, seq: Seq, now: Tick) {
+        self.clock = self.clock.max(now);
+        let Some(run) = self.running.get_mut(&seq) else {
+            return;
+        };
+        let timeout = run.batch.iter().filter_map(|w| w.timeout).min();
+        if let Some(old) = run.deadline.take() {
+            self.deadlines.remove(&(old, seq));
+        }
+        run.deadline = timeout.map(|t| now.saturating_add(t));
+        if let Some(at) = run.deadline {
+            self.deadlines.insert((at, seq));
+        }
+    }
+
     /// Releases a job that was in flight and did not fail (or whose failure is final): frees
     /// its slot; its key goes to the back of the ready line when more of its jobs wait, and
     /// its lane is removed when none do.

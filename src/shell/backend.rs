@@ -162,7 +162,13 @@ struct ClusterJob {
 fn jobs_of_user() -> Vec<ClusterJob> {
     let uid = nix::unistd::getuid().to_string();
     let Ok(out) = Command::new("squeue")
-        .args(["--noheader", "--states=all", "--user", &uid, "--format=%i|%T|%k"])
+        .args([
+            "--noheader",
+            "--states=all",
+            "--user",
+            &uid,
+            "--format=%i|%T|%k",
+        ])
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output()
@@ -202,7 +208,13 @@ fn cancel_where(matches: impl Fn(&str) -> bool) {
 fn is_active(state: &str) -> bool {
     matches!(
         state,
-        "PENDING" | "RUNNING" | "SUSPENDED" | "CONFIGURING" | "COMPLETING" | "REQUEUED" | "RESIZING"
+        "PENDING"
+            | "RUNNING"
+            | "SUSPENDED"
+            | "CONFIGURING"
+            | "COMPLETING"
+            | "REQUEUED"
+            | "RESIZING"
     )
 }
 
@@ -256,9 +268,7 @@ mod tests {
         let name = job_name("lanes", "a key/with ünicode");
         assert_eq!(name, job_name("lanes", "a key/with ünicode"));
         assert_ne!(name, job_name("lanes", "another"));
-        assert!(name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '.'));
+        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '.'));
         assert_eq!(name.len(), "lanes.".len() + 16);
     }
 }

@@ -2,11 +2,10 @@
 //! supervising it until its process group is empty: reading its pipes, the leak window, the
 //! grace period and the escalation from the first signal to SIGKILL (SPEC §2, §4).
 
+use std::ffi::OsStr;
 use std::io;
 use std::os::fd::OwnedFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -17,6 +16,7 @@ use tokio::time::{sleep, sleep_until, Instant};
 
 use super::backend::Backend;
 use super::reap::Reaper;
+use super::spawn::{self, BaseEnv};
 use super::unix::{group_alive, set_nonblocking, signal_group, signal_process};
 use crate::cli::OutputMode;
 use crate::core::{ExitFacts, StopReason};
@@ -34,8 +34,8 @@ pub struct Launch<'a> {
     pub cwd: Option<&'a Path>,
     /// lanes' own working directory, physical, for `PWD` when `cwd` is `None`.
     pub own_cwd: &'a Path,
-    /// Variables added to lanes' own environment, in order (later ones win).
-    pub env: &'a [(String, String)],
+    /// lanes' own environment with the run's additions (the manifest's `[env]`).
+    pub env: &'a BaseEnv,
     pub job_env: &'a [(String, String)],
     pub key: &'a str,
     pub seq: u64,
@@ -96,13 +96,6 @@ pub fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, SpawnError
         },
         None => launch.own_cwd.to_path_buf(),
     };
-    let output = || {
-        if launch.capture {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        }
-    };
     let (program, args) = launch.backend.argv(
         launch.shell,
         launch.command,
@@ -111,42 +104,65 @@ pub fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, SpawnError
         launch.attempt,
         launch.timeout,
     );
-    let mut command = Command::new(&program);
-    command
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(output())
-        .stderr(output())
-        .process_group(0)
-        .current_dir(&pwd)
-        .envs(launch.env.iter().map(|(k, v)| (k, v)))
-        .envs(launch.job_env.iter().map(|(k, v)| (k, v)))
-        .env("LANES_KEY", launch.key)
-        .env("LANES_SEQ", launch.seq.to_string())
-        .env("LANES_SLOT", launch.slot.to_string())
-        .env("LANES_ATTEMPT", launch.attempt.to_string())
-        .env("PWD", &pwd);
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(err) if is_transient(&err) => return Err(SpawnError::Transient(err)),
-        Err(err) => {
-            return Err(SpawnError::Failed(format!(
-                "cannot run `{}`: {err}",
-                program.to_string_lossy()
-            )))
+    let pipes = if launch.capture {
+        match (pipe(), pipe()) {
+            (Ok(out), Ok(err)) => Some((out, err)),
+            (Err(err), _) | (_, Err(err)) => return Err(classify_error(err, &program)),
         }
+    } else {
+        None
     };
-    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    let seq = launch.seq.to_string();
+    let slot = launch.slot.to_string();
+    let attempt = launch.attempt.to_string();
+    let mut env: Vec<(&str, &OsStr)> = launch
+        .job_env
+        .iter()
+        .map(|(k, v)| (k.as_str(), OsStr::new(v)))
+        .collect();
+    env.extend([
+        ("LANES_KEY", OsStr::new(launch.key)),
+        ("LANES_SEQ", OsStr::new(&seq)),
+        ("LANES_SLOT", OsStr::new(&slot)),
+        ("LANES_ATTEMPT", OsStr::new(&attempt)),
+        ("PWD", pwd.as_os_str()),
+    ]);
+    let request = spawn::Request {
+        program: &program,
+        args: &args,
+        base_env: launch.env,
+        env: &env,
+        cwd: &pwd,
+        stdout: pipes.as_ref().map(|(out, _)| &out.1),
+        stderr: pipes.as_ref().map(|(_, err)| &err.1),
+    };
+    let pid = spawn::spawn(&request).map_err(|err| classify_error(err, &program))?;
     let exit = reaper.watch(pid);
-    let stdout = child.stdout.take().map(|p| async_pipe(p.into()));
-    let stderr = child.stderr.take().map(|p| async_pipe(p.into()));
+    // The write ends close here: the child holds its own copies.
+    let (stdout, stderr) = match pipes {
+        Some(((out, _), (err, _))) => (async_pipe(out).ok(), async_pipe(err).ok()),
+        None => (None, None),
+    };
     Ok(Spawned {
         pid,
         exit,
         // A pipe that cannot be registered is read as if closed; the job still runs.
-        stdout: stdout.and_then(Result::ok),
-        stderr: stderr.and_then(Result::ok),
+        stdout,
+        stderr,
     })
+}
+
+/// A pipe whose both ends are close-on-exec: (read end, write end).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+}
+
+fn classify_error(err: io::Error, program: &OsStr) -> SpawnError {
+    if is_transient(&err) {
+        SpawnError::Transient(err)
+    } else {
+        SpawnError::Failed(format!("cannot run `{}`: {err}", program.to_string_lossy()))
+    }
 }
 
 fn async_pipe(fd: OwnedFd) -> io::Result<pipe::Receiver> {
@@ -351,8 +367,7 @@ pub async fn supervise(
     }
     let mut exit = exit.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32));
     let mut note = None;
-    if exit == ExitFacts::Exited(0) && stopped_before_exit.is_none() && !timing.backend.is_local()
-    {
+    if exit == ExitFacts::Exited(0) && stopped_before_exit.is_none() && !timing.backend.is_local() {
         // A cancelled Slurm job can leave srun with status 0: ask the cluster.
         if let Some(state) = timing.backend.final_state(seq, timing.attempt) {
             if ended_badly(&state) {

@@ -16,6 +16,7 @@ use super::child::{self, Control, Ended, Launch, OutputPlan, SpawnError, Timing}
 use super::input::{InputItem, JobSpec};
 use super::reap::Reaper;
 use super::signal::{ShutdownLevel, StopSignals};
+use super::spawn::BaseEnv;
 use super::unix::{self, signal_name};
 use crate::cli::{OnFull, OutputMode};
 use crate::config::RunConfig;
@@ -115,6 +116,7 @@ pub async fn drive(
         .and_then(|dir| std::fs::File::create(dir.join(INDEX)).ok());
     let backend = Arc::new(config.backend.clone());
     let mut driver = Driver {
+        base_env: BaseEnv::new(&config.env),
         backend,
         core: Scheduler::with_policy(
             Limits {
@@ -205,6 +207,8 @@ struct Driver {
     config: RunConfig,
     /// Where jobs run.
     backend: Arc<Backend>,
+    /// The environment every job starts from.
+    base_env: BaseEnv,
     own_cwd: PathBuf,
     core: Scheduler,
     t0: Instant,
@@ -307,7 +311,7 @@ impl Driver {
             command: &command,
             cwd: spec.cwd.as_deref(),
             own_cwd: &self.own_cwd,
-            env: &self.config.env,
+            env: &self.base_env,
             job_env: &spec.env,
             key: &spec.key,
             seq: spec.seq,
@@ -331,6 +335,9 @@ impl Driver {
                 };
                 let now = SystemTime::now();
                 let instant = Instant::now();
+                // The turn timeout counts from the real start, after the spawn.
+                self.core
+                    .started(start.seq, instant.saturating_duration_since(self.t0));
                 let batch = self.config.batching.then_some(start.seq);
                 for &seq in &start.batch {
                     let Some(member) = self.jobs.get_mut(&seq) else {

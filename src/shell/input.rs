@@ -50,12 +50,15 @@ pub enum Feed {
     Manifest(Box<Manifest>),
 }
 
-/// How many items may wait in the channel between the input thread and the driver.
+/// The most items that may wait in the channel between the input thread and the driver.
 const CHANNEL_DEPTH: usize = 64;
 
 /// Starts the input thread; its items arrive on the returned receiver, which ends at EOF.
-pub fn start(feed: Feed) -> mpsc::Receiver<InputItem> {
-    let (tx, rx) = mpsc::channel(CHANNEL_DEPTH);
+/// `max_queued` bounds the read-ahead: the channel holds at most an eighth of it (1 to 64
+/// items), so that reading pauses soon after `--max-queued` jobs wait.
+pub fn start(feed: Feed, max_queued: usize) -> mpsc::Receiver<InputItem> {
+    let depth = (max_queued / 8).clamp(1, CHANNEL_DEPTH);
+    let (tx, rx) = mpsc::channel(depth);
     std::thread::Builder::new()
         .name("lanes-input".into())
         .spawn(move || run(feed, &tx))

@@ -7,4 +7,5 @@ pub mod driver;
 pub mod input;
 pub mod reap;
 pub mod signal;
+pub mod spawn;
 pub mod unix;

@@ -151,7 +151,10 @@ pub fn children() -> Vec<i32> {
     let mut pids = Vec::new();
     for task in tasks.flatten() {
         if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
-            pids.extend(text.split_ascii_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+            pids.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
         }
     }
     pids.sort_unstable();

@@ -958,7 +958,6 @@ fn an_over_size_job_alone_is_a_full_batch() {
     assert_eq!(s.take(ms(0)).map(|st| st.batch), Some(vec![1]));
 }
 
-
 #[test]
 fn a_partial_batch_does_not_block_other_keys() {
     let mut s = with(2, 20, batching(2, usize::MAX, ms(100)));

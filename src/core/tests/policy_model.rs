@@ -313,7 +313,11 @@ impl Model {
             key,
             slot,
             // The batch runs under its shortest turn timeout.
-            deadline: batch.iter().filter_map(|j| j.timeout).min().map(|t| now + t),
+            deadline: batch
+                .iter()
+                .filter_map(|j| j.timeout)
+                .min()
+                .map(|t| now + t),
             expired: false,
             attempts: first.attempts + 1,
             batch,
@@ -702,7 +706,12 @@ impl Ledger {
         if self.pending.get(key).is_some_and(|p| st.batch.contains(p)) {
             self.pending.remove(key);
         }
-        if let Some(t) = st.batch.iter().filter_map(|seq| self.jobs[seq].timeout).min() {
+        if let Some(t) = st
+            .batch
+            .iter()
+            .filter_map(|seq| self.jobs[seq].timeout)
+            .min()
+        {
             self.deadline.insert(st.seq, now.saturating_add(t));
         }
         for seq in &st.batch {

@@ -1,0 +1,436 @@
+//! SPEC §3.5: `--command` templates (placeholders, quoting, errors) and per-key batches
+//! bounded by count (`--batch-size`), bytes (`--batch-bytes`) and delay (`--batch-delay`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::records::*;
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A run whose report goes to `report` (decoded with [`Records`], which accepts `batch`).
+fn run_to(scratch: &Scratch, report: &Path) -> Run {
+    Run::new()
+        .scratch(scratch)
+        .no_report()
+        .arg("--report")
+        .arg(report)
+}
+
+/// The file names anywhere under `dir`.
+fn names_under(dir: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        names.push(entry.file_name().to_string_lossy().into_owned());
+        if entry.file_type().unwrap().is_dir() {
+            names.extend(names_under(&entry.path()));
+        }
+    }
+    names
+}
+
+/// `text` quoted the way the README says substitutions are: single quotes, `'` as `'\''`.
+fn quoted_len(text: &str) -> usize {
+    text.len() + 2 + 3 * text.matches('\'').count()
+}
+
+#[test]
+fn placeholders_are_replaced_and_the_record_keeps_the_argument() {
+    let scratch = Scratch::new();
+    let template = "printf '%s|%s|%s|%s|{{lit}}\\n' {} {key} {seq} {slot} > \"$D/out-$LANES_SEQ\"";
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "2", "--command", template])
+        .stdin("alpha\targ one\nbeta\tsecond\targ\nalpha\tthird\n")
+        .run();
+    out.code(0);
+    for (seq, arg, key) in [
+        (1, "arg one", "alpha"),
+        (2, "second\targ", "beta"),
+        (3, "third", "alpha"),
+    ] {
+        let job = out.job(seq);
+        assert_eq!(job.command.as_deref(), Some(arg), "{job:?}");
+        assert_eq!(job.key.as_deref(), Some(key));
+        let slot = job.slot.unwrap();
+        assert_eq!(
+            scratch.read(&format!("out-{seq}")),
+            format!("{arg}|{key}|{seq}|{slot}|{{lit}}\n")
+        );
+    }
+}
+
+#[test]
+fn without_a_placeholder_the_argument_is_appended() {
+    let out = Run::new()
+        .args(["--command", "printf '<%s>\\n'"])
+        .stdin("k\tone arg\nk\t-n\n")
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "[k] <one arg>\n[k] <-n>\n", "{}", out.dump());
+}
+
+#[test]
+fn hostile_keys_and_arguments_arrive_literally() {
+    let scratch = Scratch::new();
+    let work = scratch.mkdir("work");
+    let keys = [
+        "$(touch pwned-k1)",
+        "`touch pwned-k2`",
+        "k;touch pwned-k3",
+        "it's \"q\"",
+        "-n",
+        "--help",
+        "*",
+    ];
+    let args = [
+        "$(touch pwned1)",
+        "`touch pwned2`",
+        "x; touch pwned3",
+        "'; touch pwned4; '",
+        "\"$(touch pwned5)\"",
+        "-n",
+        "--version",
+        "*",
+        "$HOME",
+        "a\\b\\\\c",
+        "|| touch pwned6 &&",
+        "{} {key} {{",
+    ];
+    let mut input = String::new();
+    let mut want = Vec::new();
+    for (i, arg) in args.iter().enumerate() {
+        let key = keys[i % keys.len()];
+        input.push_str(&format!("{key}\t{arg}\n"));
+        want.push((key, *arg));
+    }
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(&work)
+        .args([
+            "-j",
+            "3",
+            "--command",
+            "printf '%s\\n' {key} {} > \"$D/out-$LANES_SEQ\"",
+        ])
+        .stdin(input)
+        .run();
+    out.code(0);
+    for (i, (key, arg)) in want.iter().enumerate() {
+        let seq = i as u64 + 1;
+        assert_eq!(
+            scratch.lines(&format!("out-{seq}")),
+            [key.to_string(), arg.to_string()],
+            "seq {seq}"
+        );
+        let job = out.job(seq);
+        assert_eq!(
+            (job.key.as_deref(), job.command.as_deref()),
+            (Some(*key), Some(*arg))
+        );
+    }
+    let pwned: Vec<String> = names_under(scratch.path())
+        .into_iter()
+        .filter(|name| name.contains("pwned"))
+        .collect();
+    assert!(pwned.is_empty(), "injected commands ran: {pwned:?}");
+}
+
+#[test]
+fn an_unknown_placeholder_is_a_usage_error_naming_it() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--command", "touch \"$D/ran\" {file}"])
+        .stdin("k\tx\n")
+        .run();
+    out.code(2);
+    assert!(out.stderr().contains("{file}"), "{}", out.dump());
+    assert!(!scratch.exists("ran"));
+}
+
+#[test]
+fn batching_without_command_is_a_usage_error() {
+    // (`--batch-bytes` alone bounds batches of one job: it changes nothing and is accepted.)
+    for flags in [["--batch-size", "5"], ["--batch-delay", "1s"]] {
+        let scratch = Scratch::new();
+        let out = Run::new()
+            .scratch(&scratch)
+            .args(flags)
+            .stdin("k\ttouch \"$D/ran\"\n")
+            .run();
+        assert_eq!(out.code, 2, "{flags:?}\n{}", out.dump());
+        assert!(!scratch.exists("ran"), "{flags:?}");
+    }
+}
+
+#[test]
+fn batching_with_coalescing_is_a_usage_error() {
+    for flags in [
+        vec!["--coalesce", "latest"],
+        vec!["--cancel-in-progress"],
+    ] {
+        let scratch = Scratch::new();
+        let out = Run::new()
+            .scratch(&scratch)
+            .args(["--command", "touch \"$D/ran\"", "--batch-size", "10"])
+            .args(&flags)
+            .stdin("k\tx\n")
+            .run();
+        assert_eq!(out.code, 2, "{flags:?}\n{}", out.dump());
+        assert!(!scratch.exists("ran"), "{flags:?}");
+        assert!(!out.stderr().is_empty(), "{flags:?}: a usage error says why");
+    }
+}
+
+/// Checks what every batched report holds: each batch is a run of consecutive jobs of one
+/// lane that share start, end, slot and outcome, named by its first job's seq. Returns
+/// batch → member seqs.
+fn check_batches(records: &Records) -> BTreeMap<u64, Vec<u64>> {
+    let mut batches: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for job in &records.jobs {
+        let batch = job
+            .batch
+            .unwrap_or_else(|| panic!("a batched run's record without batch: {job:?}"));
+        batches.entry(batch).or_default().push(job.seq);
+    }
+    for (batch, members) in &mut batches {
+        members.sort_unstable();
+        assert_eq!(members[0], *batch, "a batch is named by its first job");
+        let first = records.job(*batch);
+        let lane: Vec<u64> = records
+            .by_key(first.key.as_deref().unwrap())
+            .iter()
+            .map(|job| job.seq)
+            .collect();
+        let at = lane.iter().position(|&s| s == *batch).unwrap();
+        assert_eq!(
+            &lane[at..at + members.len()],
+            &members[..],
+            "a batch takes consecutive jobs of its lane"
+        );
+        for &seq in members.iter() {
+            let job = records.job(seq);
+            assert_eq!(job.key, first.key);
+            assert_eq!(
+                (&job.outcome, &job.reason, job.exit_code, job.started),
+                (&first.outcome, &first.reason, first.exit_code, first.started),
+                "jobs of batch {batch} share the outcome"
+            );
+            assert_eq!(
+                (&job.started_at, &job.ended_at, job.slot, job.attempts),
+                (&first.started_at, &first.ended_at, first.slot, first.attempts),
+                "jobs of batch {batch} share the run"
+            );
+        }
+    }
+    // Batches of one key never overlap in time.
+    let leaders: Vec<JobRecord> = batches
+        .keys()
+        .map(|&batch| records.job(batch).clone())
+        .collect();
+    assert_no_overlap_per_key(&leaders);
+    batches
+}
+
+#[test]
+fn ten_thousand_arguments_in_batches_of_at_most_100() {
+    const LINES: usize = 10_000;
+    const KEYS: usize = 20;
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    scratch.mkdir("out");
+    let mut input = String::new();
+    let mut want: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for i in 0..LINES {
+        let key = format!("repo{}", (i * 7) % KEYS);
+        let arg = format!("file{i}");
+        input.push_str(&format!("{key}\t{arg}\n"));
+        want.entry(key).or_default().push(arg);
+    }
+    let out = run_to(&scratch, &report)
+        .cwd(scratch.path())
+        .args([
+            "--command",
+            "printf \"%s\\n\" {} >> out/{key}",
+            "--batch-size",
+            "100",
+        ])
+        .stdin(input)
+        .run();
+    out.code(0);
+    for (key, args) in &want {
+        assert_eq!(
+            &scratch.lines(&format!("out/{key}")),
+            args,
+            "every argument of {key} exactly once, in order"
+        );
+    }
+    let records = Records::read(&report);
+    assert_eq!(records.jobs.len(), LINES);
+    assert_eq!(records.summary.succeeded, LINES as u64);
+    let batches = check_batches(&records);
+    let mut runs_per_key: BTreeMap<String, usize> = BTreeMap::new();
+    for (batch, members) in &batches {
+        assert!(members.len() <= 100, "batch {batch} has {}", members.len());
+        *runs_per_key
+            .entry(records.job(*batch).key.clone().unwrap())
+            .or_default() += 1;
+    }
+    for (key, args) in &want {
+        let limit = args.len().div_ceil(100) + 5;
+        let runs = runs_per_key[key];
+        assert!(runs <= limit, "{key}: {runs} runs for {} arguments", args.len());
+    }
+}
+
+#[test]
+fn batch_bytes_bounds_each_runs_quoted_arguments() {
+    const BOUND: usize = 200;
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    scratch.mkdir("runs");
+    let mut input = String::new();
+    let mut args = Vec::new();
+    for i in 0..80usize {
+        let arg = if i == 40 {
+            // Longer than the bound on its own: a batch of one.
+            format!("long-{}", "y".repeat(BOUND + 50))
+        } else {
+            format!("a{i}-{}{}", "x".repeat(i % 37), if i % 5 == 0 { "'q'" } else { "" })
+        };
+        input.push_str(&format!("{}\t{arg}\n", ["k", "j"][i % 2]));
+        args.push(arg);
+    }
+    let out = run_to(&scratch, &report)
+        .args([
+            "-j",
+            "2",
+            "--command",
+            "printf '%s\\n' {} > \"$D/runs/{seq}\"",
+            "--batch-size",
+            "1000",
+            "--batch-bytes",
+            &BOUND.to_string(),
+        ])
+        .stdin(input)
+        .run();
+    out.code(0);
+    let records = Records::read(&report);
+    let batches = check_batches(&records);
+    let mut seen = Vec::new();
+    let mut largest = 0;
+    for (batch, members) in &batches {
+        let run = scratch.lines(&format!("runs/{batch}"));
+        let want: Vec<String> = members
+            .iter()
+            .map(|&seq| args[seq as usize - 1].clone())
+            .collect();
+        assert_eq!(run, want, "run of batch {batch} got its members' arguments");
+        let bytes: usize = run.iter().map(|a| quoted_len(a)).sum::<usize>() + run.len() - 1;
+        if run.len() > 1 {
+            assert!(
+                bytes <= BOUND,
+                "batch {batch}: {} arguments of {bytes} quoted bytes (bound {BOUND})",
+                run.len()
+            );
+        }
+        largest = largest.max(run.len());
+        seen.extend(members.iter().copied());
+    }
+    assert!(largest > 1, "no batch held two jobs: {batches:?}");
+    seen.sort_unstable();
+    assert_eq!(seen, (1..=80).collect::<Vec<u64>>());
+    assert_eq!(batches[&41], [41], "a job over the bound runs alone");
+}
+
+#[test]
+fn batch_delay_gathers_each_burst_into_one_batch() {
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    let events_path = scratch.join("events.jsonl");
+    let mut running = run_to(&scratch, &report)
+        .args([
+            "-j",
+            "2",
+            "--command",
+            "printf '%s\\n' {} >> \"$D/out\"; for a in {}; do [ \"$a\" != fail ] || exit 3; done",
+            "--batch-size",
+            "100",
+            "--batch-delay",
+            "200ms",
+            "--events",
+        ])
+        .arg(&events_path)
+        .stdin_piped()
+        .spawn();
+    let bursts: [&[&str]; 3] = [
+        &["a1", "a2", "a3", "a4", "a5"],
+        &["b1", "b2", "b3", "fail", "b5", "b6", "b7"],
+        &["c1", "c2", "c3"],
+    ];
+    let mut first_seq = 1u64;
+    let mut want_batches = BTreeMap::new();
+    for burst in bursts {
+        let text: String = burst.iter().map(|arg| format!("k\t{arg}\n")).collect();
+        running.stdin().write_all(text.as_bytes()).unwrap();
+        running.stdin().flush().unwrap();
+        let seqs: Vec<u64> = (first_seq..first_seq + burst.len() as u64).collect();
+        let last = *seqs.last().unwrap();
+        assert!(
+            wait_until(WAIT, || of_kind(&events(&events_path), "ended")
+                .iter()
+                .any(|e| int(e, "seq") == last)),
+            "burst {seqs:?} did not run"
+        );
+        want_batches.insert(first_seq, seqs);
+        first_seq = last + 1;
+    }
+    running.close_stdin();
+    let out = running.wait();
+    out.code(1);
+    let all = events(&events_path);
+    let mut started: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for event in of_kind(&all, "started") {
+        started
+            .entry(int(event, "batch"))
+            .or_default()
+            .push(int(event, "seq"));
+    }
+    for members in started.values_mut() {
+        members.sort_unstable();
+    }
+    assert_eq!(started, want_batches, "started events by batch");
+    // The delay: each batch started at least 200 ms after its oldest job was queued.
+    let queued: BTreeMap<u64, i64> = of_kind(&all, "queued")
+        .iter()
+        .map(|e| (int(e, "seq"), at_ms(e)))
+        .collect();
+    for event in of_kind(&all, "started") {
+        let batch = int(event, "batch");
+        let waited = at_ms(event) - queued[&batch];
+        assert!(waited >= 199, "batch {batch} started after {waited} ms");
+    }
+    let records = Records::read(&report);
+    let batches = check_batches(&records);
+    assert_eq!(batches, want_batches, "records by batch");
+    for seq in 1..=15u64 {
+        let job = records.job(seq);
+        let want = if (6..=12).contains(&seq) {
+            ("failed", Some("exit_status"))
+        } else {
+            ("succeeded", None)
+        };
+        assert_eq!(job.result(), want, "{job:?}");
+        if job.outcome == "failed" {
+            assert_eq!(job.exit_code, Some(3));
+        }
+    }
+    let args: Vec<String> = bursts.concat().iter().map(|s| s.to_string()).collect();
+    assert_eq!(scratch.lines("out"), args);
+    let distinct: BTreeSet<u64> = records.jobs.iter().filter_map(|j| j.batch).collect();
+    assert_eq!(distinct.len(), 3);
+}

@@ -1,0 +1,236 @@
+//! SPEC §1.1: the line format, invalid lines, `--strict`, opaque keys, streamed input.
+
+use std::io::Write;
+use std::time::Duration;
+
+use crate::support::*;
+
+#[test]
+fn a_line_splits_at_the_first_tab_only() {
+    let out = Run::new().stdin("k\tprintf '[%s]\\n' 'x\ty'\n").run();
+    out.code(0);
+    assert_eq!(out.stdout(), "[k] [x\ty]\n");
+    let job = out.job(1);
+    assert_eq!(job.key.as_deref(), Some("k"));
+    assert_eq!(job.command.as_deref(), Some("printf '[%s]\\n' 'x\ty'"));
+}
+
+#[test]
+fn crlf_input_and_a_last_line_without_newline() {
+    let out = Run::new()
+        .args(["-j", "1"])
+        .stdin("a\techo one\r\nb\techo two")
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "[a] one\n[b] two\n");
+    let report = out.report();
+    assert_eq!(report.jobs.len(), 2);
+    assert_eq!(out.job(1).command.as_deref(), Some("echo one"));
+    assert_eq!(out.job(2).command.as_deref(), Some("echo two"));
+    assert_eq!((out.job(2).seq, out.job(2).line), (2, 2));
+}
+
+#[test]
+fn blank_and_comment_lines_are_skipped_and_take_no_seq() {
+    let input =
+        "\n   \n# comment\techo not-a-job\na\techo 1\n \t \r\n#b\techo not-either\nb\techo 2\n";
+    let out = Run::new().args(["-j", "1"]).stdin(input).run();
+    out.code(0);
+    let report = out.report();
+    assert_eq!(report.jobs.len(), 2, "{}", out.dump());
+    assert_eq!((out.job(1).line, out.job(1).key.as_deref()), (4, Some("a")));
+    assert_eq!((out.job(2).line, out.job(2).key.as_deref()), (7, Some("b")));
+    assert!(!out.stdout().contains("not-"), "{}", out.dump());
+}
+
+#[test]
+fn invalid_lines_are_rejected_and_the_other_jobs_run() {
+    let mut input = Vec::new();
+    input.extend_from_slice(b"a\techo ok-a\n"); // 1
+    input.extend_from_slice(b"no tab on this line\n"); // 2
+    input.extend_from_slice(b"\techo empty key\n"); // 3
+    input.extend_from_slice(b"c\t   \n"); // 4
+    input.extend_from_slice(b"\n"); // blank
+    input.extend_from_slice(b"d\techo \xff\xfe\n"); // 6
+    input.extend_from_slice(b"\xff\techo bad key\n"); // 7
+    input.extend_from_slice(b"e\techo ok-e\n"); // 8
+    let out = Run::new().args(["-j", "2"]).stdin(input).run();
+    out.code(1);
+    let report = out.report();
+    assert_eq!(report.jobs.len(), 7, "{}", out.dump());
+    for (seq, line, key) in [
+        (2, 2, None),
+        (3, 3, Some("")),
+        (4, 4, Some("c")),
+        (5, 6, Some("d")),
+        (6, 7, None),
+    ] {
+        let job = out.job(seq);
+        assert_eq!(job.result(), ("rejected", Some("invalid_input")), "{job:?}");
+        assert_eq!(job.line, line, "{job:?}");
+        assert_eq!(job.key.as_deref(), key, "{job:?}");
+        assert!(!job.started);
+        assert!(
+            job.error.as_deref().is_some_and(|e| !e.is_empty()),
+            "{job:?}"
+        );
+    }
+    for (seq, line, key) in [(1, 1, "a"), (7, 8, "e")] {
+        let job = out.job(seq);
+        assert_eq!(job.result(), ("succeeded", None));
+        assert_eq!((job.line, job.key.as_deref()), (line, Some(key)));
+    }
+    assert!(out.stdout().contains("[a] ok-a\n"), "{}", out.dump());
+    assert!(out.stdout().contains("[e] ok-e\n"), "{}", out.dump());
+    assert_eq!(report.summary.rejected, 5);
+    assert_eq!(report.summary.succeeded, 2);
+}
+
+#[test]
+fn strict_mode_exits_2_naming_the_line_and_runs_nothing() {
+    let scratch = Scratch::new();
+    let run = Run::new()
+        .scratch(&scratch)
+        .args(["--strict", "-j", "2"])
+        .stdin(
+            "a\ttouch \"$D/ran\"\n\nb\techo fine\nthis line has no tab\nc\ttouch \"$D/ran-c\"\n",
+        );
+    let report_path = run.report_path();
+    let out = run.run();
+    out.code(2);
+    assert!(
+        out.stderr().contains(":4:") || out.stderr().contains("line 4"),
+        "stderr names line 4\n{}",
+        out.dump()
+    );
+    assert!(
+        !scratch.exists("ran") && !scratch.exists("ran-c"),
+        "a job ran"
+    );
+    assert!(out.stdout.is_empty(), "{}", out.dump());
+    let written = std::fs::read_to_string(report_path).unwrap_or_default();
+    assert!(written.is_empty(), "--strict wrote a report: {written}");
+}
+
+#[test]
+fn strict_mode_reads_stdin_to_eof_before_exiting() {
+    // The invalid line comes first, then about 2 MB of valid lines: the feeder must be able
+    // to write all of it (no EPIPE), because lanes reads its input to the end first.
+    let mut input = b"bad line without tab\n".to_vec();
+    for i in 0..40_000 {
+        writeln!(input, "k{i}\techo {i} padding-padding-padding").unwrap();
+    }
+    let out = Run::new().arg("--strict").stdin(input).run();
+    out.code(2);
+    match &out.feeder {
+        Some(Ok(())) => {}
+        other => panic!(
+            "lanes exited before reading stdin to EOF (feeder: {other:?})\n{}",
+            out.stderr()
+        ),
+    }
+}
+
+#[test]
+fn strict_mode_with_valid_input_runs_everything() {
+    let out = Run::new()
+        .args(["--strict", "-j", "2"])
+        .stdin("a\techo 1\n# c\nb\techo 2\r\n")
+        .run();
+    out.code(0);
+    assert_eq!(out.report().summary.succeeded, 2);
+}
+
+#[test]
+fn keys_are_opaque_byte_exact_strings() {
+    let scratch = Scratch::new();
+    let keys = ["a b", "x/../y", "..", "ü-ключ", "/abs"];
+    let mut input = String::new();
+    for key in keys {
+        input.push_str(&format!(
+            "{key}\tprintf %s \"$LANES_KEY\" > \"$D/key-$LANES_SEQ\"; echo hi\n"
+        ));
+    }
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "3"])
+        .stdin(input)
+        .run();
+    out.code(0);
+    for (i, key) in keys.iter().enumerate() {
+        let seq = i as u64 + 1;
+        assert_eq!(scratch.read(&format!("key-{seq}")), *key);
+        assert_eq!(out.job(seq).key.as_deref(), Some(*key));
+        assert!(
+            out.stdout().contains(&format!("[{key}] hi\n")),
+            "{}",
+            out.dump()
+        );
+    }
+}
+
+#[test]
+fn keys_differing_only_in_case_are_different_lanes() {
+    // Each job waits for the other to have started: only possible when "A" and "a" are two
+    // lanes running side by side.
+    let scratch = Scratch::new();
+    let input = format!(
+        "A\ttouch \"$D/A-up\"; {}\na\ttouch \"$D/a-up\"; {}\n",
+        await_file("a-up"),
+        await_file("A-up")
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "2"])
+        .stdin(input)
+        .run();
+    out.code(0);
+    assert_eq!(out.report().summary.succeeded, 2);
+}
+
+#[test]
+fn input_is_streamed_jobs_start_before_eof() {
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "2"])
+        .stdin_piped()
+        .spawn();
+    running
+        .stdin()
+        .write_all(b"a\ttouch \"$D/first\"\n")
+        .unwrap();
+    running.stdin().flush().unwrap();
+    // Stdin stays open: the first job must run anyway.
+    scratch.wait_for("first", Duration::from_secs(10));
+    running.stdin().write_all(b"b\techo second\n").unwrap();
+    running.close_stdin();
+    let out = running.wait();
+    out.code(0);
+    assert_eq!(out.report().summary.succeeded, 2);
+    assert!(out.stdout().contains("[b] second\n"));
+}
+
+#[test]
+fn jobs_from_a_file_and_from_dash() {
+    let scratch = Scratch::new();
+    scratch.write("jobs.txt", "a\techo from-file\nb\techo again\n");
+    let out = Run::new()
+        .cwd(scratch.path())
+        .args(["-j", "2", "jobs.txt"])
+        .stdin("x\techo from-stdin\n")
+        .run();
+    out.code(0);
+    assert!(out.stdout().contains("[a] from-file\n"), "{}", out.dump());
+    assert!(!out.stdout().contains("from-stdin"), "{}", out.dump());
+    assert_eq!(out.report().run.source, "jobs.txt");
+    assert_eq!(out.report().jobs.len(), 2);
+
+    let out = Run::new()
+        .args(["-j", "2", "-"])
+        .stdin("x\techo from-stdin\n")
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "[x] from-stdin\n");
+    assert_eq!(out.report().run.source, "-");
+}

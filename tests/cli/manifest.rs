@@ -1,0 +1,333 @@
+//! SPEC §1.2: the TOML manifest: settings, per-job timeout, cwd, env, rank, and errors.
+
+use std::fs;
+
+use crate::support::*;
+
+#[test]
+fn manifest_settings_apply_to_the_run() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "m.toml",
+        r#"# settings
+max_concurrent = 3
+timeout = "300ms"
+grace = "1s"
+shell = "bash"
+
+[env]
+FROM_MANIFEST = "m-env"
+
+[[job]]
+key = "shell"
+cmd = 'echo "bash=${BASH_VERSION:+yes} env=$FROM_MANIFEST"'
+
+[[job]]
+key = "slow"
+cmd = "sleep 5"
+"#,
+    );
+    let out = Run::new().cwd(scratch.path()).arg("m.toml").run();
+    out.code(1);
+    let report = out.report();
+    assert_eq!(report.run.max_concurrent, 3);
+    assert_eq!(report.run.source, "m.toml");
+    assert!(
+        out.stdout().contains("[shell] bash=yes env=m-env\n"),
+        "{}",
+        out.dump()
+    );
+    let slow = out.job(2);
+    assert_eq!(slow.result(), ("interrupted", Some("timeout")), "{slow:?}");
+    let ms = slow.duration_ms.unwrap();
+    assert!((200..3000).contains(&ms), "timeout 300ms, ran {ms} ms");
+}
+
+#[test]
+fn command_line_flags_override_manifest_settings() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "m.toml",
+        r#"max_concurrent = 3
+timeout = "200ms"
+shell = "bash"
+
+[[job]]
+key = "a"
+cmd = 'sleep 0.5; echo "shell=${BASH_VERSION:-not-bash}"'
+"#,
+    );
+    let out = Run::new()
+        .cwd(scratch.path())
+        .args(["-j", "1", "--timeout", "20", "--shell", "sh", "m.toml"])
+        .run();
+    out.code(0);
+    assert_eq!(out.report().run.max_concurrent, 1);
+    assert_eq!(out.stdout(), "[a] shell=not-bash\n");
+}
+
+#[test]
+fn a_jobs_timeout_overrides_the_runs() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "m.toml",
+        r#"timeout = 0.4
+grace = "1s"
+
+[[job]]
+key = "short"
+cmd = "sleep 5"
+timeout = "150ms"
+
+[[job]]
+key = "long"
+cmd = "sleep 0.8; echo done"
+timeout = "20s"
+
+[[job]]
+key = "default"
+cmd = "sleep 5"
+
+[[job]]
+key = "number"
+cmd = "sleep 5"
+timeout = 0.2
+"#,
+    );
+    let out = Run::new()
+        .cwd(scratch.path())
+        .args(["-j", "4", "m.toml"])
+        .run();
+    out.code(1);
+    let short = out.job(1);
+    assert_eq!(short.result(), ("interrupted", Some("timeout")));
+    assert!(short.duration_ms.unwrap() < 2000, "{short:?}");
+    let long = out.job(2);
+    assert_eq!(long.result(), ("succeeded", None), "{}", out.dump());
+    assert!(long.duration_ms.unwrap() >= 750, "{long:?}");
+    let default = out.job(3);
+    assert_eq!(default.result(), ("interrupted", Some("timeout")));
+    assert!(
+        (300..3000).contains(&default.duration_ms.unwrap()),
+        "{default:?}"
+    );
+    let number = out.job(4);
+    assert_eq!(number.result(), ("interrupted", Some("timeout")));
+    assert!(number.duration_ms.unwrap() < 2000, "{number:?}");
+}
+
+#[test]
+fn cwd_is_relative_to_the_manifest_directory() {
+    let scratch = Scratch::new();
+    let work = scratch.mkdir("sub/work");
+    let elsewhere = scratch.mkdir("elsewhere");
+    let absolute = scratch.mkdir("abs dir");
+    scratch.write(
+        "sub/m.toml",
+        format!(
+            r#"[[job]]
+key = "rel"
+cmd = "pwd -P"
+cwd = "work"
+
+[[job]]
+key = "none"
+cmd = "pwd -P"
+
+[[job]]
+key = "abs"
+cmd = "pwd -P"
+cwd = {absolute:?}
+"#
+        ),
+    );
+    let out = Run::new()
+        .cwd(&elsewhere)
+        .args(["-j", "1", "../sub/m.toml"])
+        .run();
+    out.code(0);
+    let real = |p: &std::path::Path| fs::canonicalize(p).unwrap().display().to_string();
+    let want = format!(
+        "[rel] {}\n[none] {}\n[abs] {}\n",
+        real(&work),
+        real(&elsewhere),
+        real(&absolute)
+    );
+    assert_eq!(out.stdout(), want, "{}", out.dump());
+}
+
+#[test]
+fn env_is_added_per_job_and_isolated_between_jobs() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "m.toml",
+        r#"[env]
+SHARED = "s"
+
+[[job]]
+key = "a"
+cmd = 'echo "1:$SHARED:${ONLY_A-unset}:${ONLY_B-unset}:$RUNNER"'
+env = { ONLY_A = "x" }
+
+[[job]]
+key = "a"
+cmd = 'echo "2:$SHARED:${ONLY_A-unset}:${ONLY_B-unset}:$RUNNER"'
+env = { ONLY_B = "y", SHARED = "overridden" }
+
+[[job]]
+key = "a"
+cmd = 'echo "3:$SHARED:${ONLY_A-unset}:${ONLY_B-unset}:$RUNNER"'
+"#,
+    );
+    let out = Run::new()
+        .cwd(scratch.path())
+        .env("RUNNER", "r")
+        .args(["-j", "2", "m.toml"])
+        .run();
+    out.code(0);
+    assert_eq!(
+        out.stdout(),
+        "[a] 1:s:x:unset:r\n[a] 2:overridden:unset:y:r\n[a] 3:s:unset:unset:r\n",
+        "{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn rank_orders_a_lane_and_ties_keep_file_order() {
+    let scratch = Scratch::new();
+    let job = |cmd: &str, rank: Option<i64>| {
+        let rank = rank.map_or_else(|| "# no rank\n".to_owned(), |r| format!("rank = {r}\n"));
+        format!("[[job]]\nkey = \"x\"\ncmd = 'echo {cmd} >> \"$D/x.log\"'\n{rank}\n")
+    };
+    let text = [
+        job("r2", Some(2)),
+        job("r0a", Some(0)),
+        job("r0b", None),
+        job("r1", Some(1)),
+        job("rm1", Some(-1)),
+        job("r0c", Some(0)),
+    ]
+    .concat();
+    scratch.write("m.toml", &text);
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["-j", "2", "m.toml"])
+        .run();
+    out.code(0);
+    assert_eq!(
+        scratch.lines("x.log"),
+        ["rm1", "r0a", "r0b", "r0c", "r1", "r2"],
+        "{}",
+        out.dump()
+    );
+    // seq stays the file order; line is the `[[job]]` header's line.
+    for seq in 1..=6u64 {
+        let record = out.job(seq);
+        assert_eq!(record.line, 1 + (seq - 1) * 5, "{record:?}");
+    }
+    assert_eq!(
+        out.job(1).command.as_deref(),
+        Some("echo r2 >> \"$D/x.log\"")
+    );
+    // And the records agree: each job of the lane starts after the one before it ended.
+    let order = [5, 2, 3, 6, 4, 1];
+    for pair in order.windows(2) {
+        let (before, after) = (out.job(pair[0]), out.job(pair[1]));
+        assert!(after.start_ms() >= before.end_ms(), "{before:?}\n{after:?}");
+    }
+}
+
+#[test]
+fn the_manifest_flag_reads_any_file_name() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "jobs.conf",
+        "[[job]]\nkey = \"k\"\ncmd = \"echo from-manifest\"\n",
+    );
+    let out = Run::new()
+        .cwd(scratch.path())
+        .args(["--manifest", "jobs.conf"])
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "[k] from-manifest\n");
+}
+
+/// Runs an invalid manifest; asserts exit 2, nothing run, and returns the (line, column)
+/// named on stderr as `m.toml:LINE:COLUMN`.
+fn invalid_manifest(text: &str) -> (u64, u64) {
+    let scratch = Scratch::new();
+    scratch.write("m.toml", text);
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .arg("m.toml")
+        .run();
+    out.code(2);
+    assert!(!scratch.exists("ran"), "a job ran\n{}", out.dump());
+    assert!(
+        out.report.as_ref().is_none_or(|r| r.jobs.is_empty()),
+        "{}",
+        out.dump()
+    );
+    let stderr = out.stderr();
+    let at = stderr
+        .find("m.toml:")
+        .unwrap_or_else(|| panic!("stderr does not name m.toml\n{}", out.dump()));
+    let mut parts = stderr[at + "m.toml:".len()..].splitn(3, ':');
+    let number = |part: Option<&str>| -> u64 {
+        part.and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no LINE:COLUMN after m.toml:\n{}", out.dump()))
+    };
+    (number(parts.next()), number(parts.next()))
+}
+
+const RAN: &str = "[[job]]\nkey = \"ok\"\ncmd = 'touch \"$D/ran\"'\n";
+
+#[test]
+fn an_unknown_top_level_field_is_named_with_line_and_column() {
+    let pos = invalid_manifest(&format!("max_concurrent = 2\ncolour = \"red\"\n{RAN}"));
+    assert_eq!(pos, (2, 1));
+}
+
+#[test]
+fn a_wrong_type_is_named_with_line_and_column() {
+    let pos = invalid_manifest(&format!("max_concurrent = \"four\"\n{RAN}"));
+    assert_eq!(pos, (1, 18));
+    let pos = invalid_manifest(&format!("{RAN}rank = \"high\"\n"));
+    assert_eq!(pos, (4, 8));
+}
+
+#[test]
+fn an_unknown_job_field_is_named_with_line_and_column() {
+    let pos = invalid_manifest(&format!(
+        "{RAN}\n[[job]]\nkey = \"b\"\ncmd = \"true\"\n  retries = 3\n"
+    ));
+    assert_eq!(pos, (8, 3));
+}
+
+#[test]
+fn a_missing_cmd_or_key_is_named_in_its_job_and_nothing_runs() {
+    // The valid job comes first: the whole manifest is validated before anything starts.
+    let (line, column) = invalid_manifest(&format!(
+        "{RAN}\n[[job]]\nkey = \"b\"\n\n[[job]]\nkey = \"c\"\ncmd = \"true\"\n"
+    ));
+    assert!((5..=7).contains(&line) && column >= 1, "{line}:{column}");
+    let (line, column) = invalid_manifest(&format!("{RAN}\n[[job]]\ncmd = \"true\"\n"));
+    assert!((5..=6).contains(&line) && column >= 1, "{line}:{column}");
+}
+
+#[test]
+fn a_bad_duration_is_named_with_line_and_column() {
+    let pos = invalid_manifest(&format!("grace = \"1s\"\ntimeout = \"soon\"\n{RAN}"));
+    assert_eq!(pos, (2, 11));
+    let pos = invalid_manifest(&format!("{RAN}timeout = \"soon\"\n"));
+    assert_eq!(pos, (4, 11));
+}
+
+#[test]
+fn a_toml_syntax_error_is_named_with_line_and_column() {
+    let pos = invalid_manifest(&format!("{RAN}\n[[job]\nkey = \"b\"\n"));
+    assert_eq!(pos.0, 5);
+}

@@ -1,0 +1,862 @@
+//! SPEC §5.1, §5.3, §5.4: grouped output (contiguous blocks, `--keep-order`, bounded memory),
+//! `--results DIR`, `--junit FILE`, colours and escape codes, and the report against its JSON
+//! Schema.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A grouped block header: `(key, seq, outcome-and-reason)`.
+fn header(line: &str) -> Option<(String, u64, String)> {
+    let rest = line.strip_prefix("==> [")?.strip_suffix(" <==")?;
+    let (key, rest) = rest.split_once("] seq ")?;
+    let (seq, outcome) = rest.split_once(": ")?;
+    Some((key.to_owned(), seq.parse().ok()?, outcome.to_owned()))
+}
+
+/// `outcome` or `outcome (reason)`, as a header shows a record.
+fn shown(job: &JobRecord) -> String {
+    match &job.reason {
+        Some(reason) => format!("{} ({reason})", job.outcome),
+        None => job.outcome.clone(),
+    }
+}
+
+/// Splits grouped stdout into blocks: `(key, seq, outcome, lines)` in order.
+fn blocks(stdout: &str) -> Vec<(String, u64, String, Vec<String>)> {
+    let mut blocks: Vec<(String, u64, String, Vec<String>)> = Vec::new();
+    for line in stdout.lines() {
+        match header(line) {
+            Some((key, seq, outcome)) => blocks.push((key, seq, outcome, Vec::new())),
+            None => blocks
+                .last_mut()
+                .unwrap_or_else(|| panic!("output before the first header: {line:?}"))
+                .3
+                .push(line.to_owned()),
+        }
+    }
+    blocks
+}
+
+/// A job printing 5 lines on stdout and on stderr, interleaved, with pauses.
+fn chatty(extra: &str) -> String {
+    format!(
+        "for i in 1 2 3 4 5; do echo \"out $LANES_SEQ $i\"; echo \"err $LANES_SEQ $i\" >&2; \
+         sleep 0.01; done{extra}"
+    )
+}
+
+#[test]
+fn grouped_output_writes_each_job_as_one_contiguous_block() {
+    let keys = ["a", "b", "c", "a", "b", "c", "a", "b"];
+    let mut input = String::new();
+    for (i, key) in keys.iter().enumerate() {
+        let extra = if i == 5 { "; exit 2" } else { "" };
+        input.push_str(&format!("{key}\t{}\n", chatty(extra)));
+    }
+    let out = Run::new()
+        .args(["-j", "3", "--output", "grouped"])
+        .stdin(input)
+        .run();
+    out.code(1);
+    let report = out.report();
+    let blocks = blocks(&out.stdout());
+    let order: Vec<u64> = blocks.iter().map(|b| b.1).collect();
+    let records: Vec<u64> = report.jobs.iter().map(|j| j.seq).collect();
+    assert_eq!(order, records, "blocks in the order jobs end\n{}", out.dump());
+    for (key, seq, outcome, lines) in &blocks {
+        let job = report.job(*seq);
+        assert_eq!(Some(key.as_str()), job.key.as_deref());
+        assert_eq!(outcome, &shown(job), "header of seq {seq}");
+        let want: Vec<String> = (1..=5).map(|i| format!("out {seq} {i}")).collect();
+        assert_eq!(lines, &want, "block of seq {seq} (unprefixed, whole)");
+    }
+    assert_eq!(report.job(6).result(), ("failed", Some("exit_status")));
+    // Stderr: each job's lines together, unprefixed, before lanes' own summary.
+    let stderr = out.stderr();
+    let lines: Vec<&str> = stderr.lines().collect();
+    for seq in 1..=keys.len() {
+        let first = lines
+            .iter()
+            .position(|l| *l == format!("err {seq} 1"))
+            .unwrap_or_else(|| panic!("no stderr of seq {seq}\n{}", out.dump()));
+        let want: Vec<String> = (1..=5).map(|i| format!("err {seq} {i}")).collect();
+        assert_eq!(
+            lines[first..first + 5],
+            want.iter().map(String::as_str).collect::<Vec<_>>()[..],
+            "stderr of seq {seq} in one piece\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn keep_order_writes_blocks_in_input_order_even_when_later_jobs_end_first() {
+    let scratch = Scratch::new();
+    let run = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "3", "--output", "grouped", "--keep-order"]);
+    let report_path = run.report_path();
+    let running = run
+        .stdin(format!(
+            "a\t{}; echo one; echo one-err >&2\nb\techo two\nc\techo three; echo three-err >&2\n",
+            await_file("go")
+        ))
+        .spawn();
+    // Jobs 2 and 3 end (their records are written) while job 1 still runs.
+    assert!(wait_until(WAIT, || {
+        let so_far = std::fs::read_to_string(&report_path).unwrap_or_default();
+        so_far.contains("\"seq\":2,") && so_far.contains("\"seq\":3,")
+    }));
+    scratch.write("go", "");
+    let out = running.wait();
+    out.code(0);
+    let ended: Vec<u64> = out.report().jobs.iter().map(|j| j.seq).collect();
+    assert_eq!(ended, [2, 3, 1], "later jobs ended first");
+    assert_eq!(
+        out.stdout(),
+        "==> [a] seq 1: succeeded <==\none\n\
+         ==> [b] seq 2: succeeded <==\ntwo\n\
+         ==> [c] seq 3: succeeded <==\nthree\n",
+        "{}",
+        out.dump()
+    );
+    assert!(
+        out.stderr().starts_with("one-err\nthree-err\n"),
+        "{}",
+        out.dump()
+    );
+}
+
+/// `VmHWM` (peak resident set) of process `pid`, in KiB.
+fn peak_rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no VmHWM in {status}"))
+}
+
+#[test]
+fn grouped_output_of_a_5_mb_job_keeps_memory_low() {
+    const LINES: usize = 308_404; // of 17 bytes: just under 5 MiB
+    let scratch = Scratch::new();
+    let fifo = scratch.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .own_stdout()
+        .args(["-j", "1", "--output", "grouped"])
+        .stdin(format!(
+            "big\tyes 0123456789abcdef | head -n {LINES}\n\
+             last\ttouch \"$D/ready\"; read x < \"$D/fifo\"; echo \"got $x\"\n"
+        ))
+        .spawn();
+    let mut stdout = running.take_stdout();
+    let count = Arc::new(AtomicUsize::new(0));
+    let reader = {
+        let count = Arc::clone(&count);
+        thread::spawn(move || {
+            let mut all = Vec::new();
+            let mut buf = vec![0; 1 << 16];
+            loop {
+                match stdout.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        all.extend_from_slice(&buf[..n]);
+                        count.fetch_add(n, Ordering::SeqCst);
+                    }
+                }
+            }
+            all
+        })
+    };
+    scratch.wait_for("ready", WAIT);
+    let block = "==> [big] seq 1: succeeded <==\n".len() + LINES * 17;
+    assert!(
+        wait_until(WAIT, || count.load(Ordering::SeqCst) >= block),
+        "the big block was written: {} bytes",
+        count.load(Ordering::SeqCst)
+    );
+    let peak = peak_rss_kib(running.pid());
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .unwrap()
+        .write_all(b"x\n")
+        .unwrap();
+    let out = running.wait();
+    out.code(0);
+    let stdout = reader.join().unwrap();
+    let mut want = b"==> [big] seq 1: succeeded <==\n".to_vec();
+    for _ in 0..LINES {
+        want.extend_from_slice(b"0123456789abcdef\n");
+    }
+    want.extend_from_slice(b"==> [last] seq 2: succeeded <==\ngot x\n");
+    assert!(stdout == want, "grouped stdout ({} bytes) differs", stdout.len());
+    assert!(
+        peak < 64 * 1024,
+        "lanes' peak RSS was {peak} KiB for a 5 MB block"
+    );
+}
+
+#[test]
+fn results_files_stay_inside_the_directory_whatever_the_key() {
+    let scratch = Scratch::new();
+    let work = scratch.mkdir("work");
+    let long_key = "k".repeat(150) + &"/".repeat(150);
+    assert_eq!(long_key.len(), 300);
+    let keys = ["../x", "/etc/y", "a/b", long_key.as_str(), "plain", "..", "."];
+    assert!(!Path::new("/etc/y").exists());
+    let mut input = String::new();
+    for key in &keys {
+        input.push_str(&format!(
+            "{key}\techo \"out of $LANES_SEQ\"; echo \"err of $LANES_SEQ\" >&2\n"
+        ));
+    }
+    let dir = scratch.join("work/res/sub");
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(&work)
+        .arg("--results")
+        .arg("res/sub")
+        .stdin(input)
+        .run();
+    out.code(0);
+    assert!(!Path::new("/etc/y").exists());
+    // Nothing but the results directory appeared.
+    let mut everything = Vec::new();
+    walk(scratch.path(), &mut everything);
+    for path in &everything {
+        assert!(
+            path.starts_with(&dir) || *path == scratch.join("work/res") || *path == work,
+            "{} is outside the results directory",
+            path.display()
+        );
+    }
+    let mut files = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        assert!(entry.file_type().unwrap().is_file(), "{:?}", entry.path());
+        let name = entry.file_name().into_string().unwrap();
+        assert!(name.len() <= 255, "{name}");
+        files.insert(name);
+    }
+    let index = std::fs::read_to_string(dir.join("index.jsonl")).unwrap();
+    let mut indexed = BTreeSet::new();
+    for line in index.lines() {
+        let entry: Value = serde_json::from_str(line).unwrap();
+        let fields: BTreeSet<&str> = entry.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!(fields, ["key", "seq", "stderr", "stdout"].into_iter().collect());
+        let seq = entry["seq"].as_u64().unwrap();
+        assert_eq!(entry["key"], keys[seq as usize - 1], "{line}");
+        assert!(indexed.insert(seq), "seq {seq} indexed twice");
+        for (stream, text) in [("stdout", "out"), ("stderr", "err")] {
+            let name = entry[stream].as_str().unwrap();
+            assert!(
+                !name.contains('/') && name != ".." && name != ".",
+                "{stream} of seq {seq}: {name:?}"
+            );
+            assert!(name.starts_with(&format!("{seq:06}-")), "{name}");
+            assert!(files.contains(name), "{name} is not in the directory");
+            assert_eq!(
+                std::fs::read_to_string(dir.join(name)).unwrap(),
+                format!("{text} of {seq}\n"),
+                "{name}"
+            );
+        }
+    }
+    assert_eq!(indexed, (1..=keys.len() as u64).collect());
+    assert_eq!(files.len(), 2 * keys.len() + 1, "{files:?}");
+}
+
+fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        out.push(path.clone());
+        if entry.file_type().unwrap().is_dir() {
+            walk(&path, out);
+        }
+    }
+}
+
+/// `(tests, failures, errors, skipped)` of a `<testsuite>` or `<testsuites>` element.
+fn counts(node: roxmltree::Node<'_, '_>) -> [u64; 4] {
+    ["tests", "failures", "errors", "skipped"].map(|name| {
+        node.attribute(name)
+            .unwrap_or_else(|| panic!("no {name} on {node:?}"))
+            .parse()
+            .unwrap()
+    })
+}
+
+/// `(tests, failures, errors, skipped)` counted from the `<testcase>` children.
+fn counted(suite: roxmltree::Node<'_, '_>) -> [u64; 4] {
+    let mut counts = [0; 4];
+    for case in suite.children().filter(|n| n.has_tag_name("testcase")) {
+        counts[0] += 1;
+        for (i, tag) in [(1, "failure"), (2, "error"), (3, "skipped")] {
+            if case.children().any(|n| n.has_tag_name(tag)) {
+                counts[i] += 1;
+            }
+        }
+    }
+    counts
+}
+
+fn suites<'a, 'i>(doc: &'a roxmltree::Document<'i>) -> BTreeMap<String, roxmltree::Node<'a, 'i>> {
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    root.children()
+        .filter(|n| n.has_tag_name("testsuite"))
+        .map(|n| (n.attribute("name").unwrap().to_owned(), n))
+        .collect()
+}
+
+#[test]
+fn junit_has_a_suite_per_key_with_the_right_counts() {
+    let scratch = Scratch::new();
+    let junit = scratch.join("junit.xml");
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "2", "--timeout", "0.5", "--grace", "1", "--junit"])
+        .arg(&junit)
+        .stdin(
+            "a\ttrue\n\
+             a\techo 'boom <&>' >&2; exit 3\n\
+             b\tsleep 5\n\
+             b\ttrue\n\
+             this line has no tab\n\
+             c\tkill -SEGV $$\n",
+        )
+        .run();
+    out.code(1);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    let suites = suites(&doc);
+    let names: BTreeSet<&str> = suites.keys().map(String::as_str).collect();
+    assert_eq!(names, ["(no key)", "a", "b", "c"].into_iter().collect(), "{xml}");
+    for (name, want) in [
+        ("a", [2, 1, 0, 0]),
+        ("b", [2, 0, 1, 0]),
+        ("c", [1, 1, 0, 0]),
+        ("(no key)", [1, 0, 1, 0]),
+    ] {
+        let suite = suites[name];
+        assert_eq!(counts(suite), want, "suite {name}\n{xml}");
+        assert_eq!(counted(suite), want, "test cases of suite {name}\n{xml}");
+    }
+    assert_eq!(counts(doc.root_element()), [6, 2, 2, 0], "{xml}");
+    let case = |suite: &str, seq: u64| {
+        suites[suite]
+            .children()
+            .find(|n| {
+                n.has_tag_name("testcase")
+                    && n.attribute("name")
+                        .is_some_and(|name| name.starts_with(&format!("seq {seq}:")))
+            })
+            .unwrap_or_else(|| panic!("no case seq {seq} in {suite}\n{xml}"))
+    };
+    let failed = case("a", 2);
+    let failure = failed.children().find(|n| n.has_tag_name("failure")).unwrap();
+    assert_eq!(failure.attribute("type"), Some("exit_status"));
+    assert_eq!(failure.attribute("message"), Some("exit status 3"));
+    let err = failed
+        .children()
+        .find(|n| n.has_tag_name("system-err"))
+        .and_then(|n| n.text())
+        .unwrap_or_default();
+    assert!(err.contains("boom <&>"), "stderr tail: {err:?}");
+    let timeout = case("b", 3);
+    let error = timeout.children().find(|n| n.has_tag_name("error")).unwrap();
+    assert_eq!(error.attribute("type"), Some("timeout"));
+    let killed = case("c", 6);
+    let failure = killed.children().find(|n| n.has_tag_name("failure")).unwrap();
+    assert_eq!(failure.attribute("type"), Some("killed"));
+    assert!(failure.attribute("message").unwrap().contains("SIGSEGV"));
+}
+
+#[test]
+fn junit_skips_superseded_jobs() {
+    let scratch = Scratch::new();
+    let junit = scratch.join("junit.xml");
+    let report = scratch.join("report.jsonl");
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--report")
+        .arg(&report)
+        .args(["--coalesce", "latest", "--junit"])
+        .arg(&junit)
+        .stdin_piped()
+        .spawn();
+    running
+        .stdin()
+        .write_all(format!("s\ttouch \"$D/up\"; {}\n", await_file("go")).as_bytes())
+        .unwrap();
+    running.stdin().flush().unwrap();
+    scratch.wait_for("up", WAIT);
+    running.stdin().write_all(b"s\ttrue\ns\ttrue\n").unwrap();
+    running.stdin().flush().unwrap();
+    assert!(wait_until(WAIT, || std::fs::read_to_string(&report)
+        .unwrap_or_default()
+        .contains("superseded")));
+    scratch.write("go", "");
+    running.close_stdin();
+    let out = running.wait();
+    out.code(0);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let suites = suites(&doc);
+    assert_eq!(counts(suites["s"]), [3, 0, 0, 1], "{xml}");
+    assert_eq!(counted(suites["s"]), [3, 0, 0, 1], "{xml}");
+    let skipped = suites["s"]
+        .descendants()
+        .find(|n| n.has_tag_name("skipped"))
+        .unwrap();
+    assert_eq!(skipped.attribute("message"), Some("superseded by seq 3"));
+}
+
+/// Jobs whose own output is plain, one of which fails (so the end summary lists it).
+const PLAIN_JOBS: &str = "a\techo hello; echo warn >&2\nb\techo world\nb\texit 4\n";
+
+#[test]
+fn no_escape_code_or_carriage_return_reaches_a_pipe() {
+    for flags in [
+        vec![],
+        vec!["--color", "never"],
+        vec!["--color", "auto", "--progress", "auto", "--output", "grouped"],
+        vec!["--json"],
+    ] {
+        let out = Run::new()
+            .env("TERM", "xterm-256color")
+            .env("COLORTERM", "truecolor")
+            .args(["-j", "2"])
+            .args(&flags)
+            .stdin(PLAIN_JOBS)
+            .run();
+        out.code(1);
+        for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            assert!(
+                !bytes.contains(&0x1b) && !bytes.contains(&b'\r'),
+                "{flags:?}: ESC or CR on {name}: {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        assert!(out.stderr().contains("exit"), "{flags:?}: {}", out.dump());
+    }
+}
+
+/// `text` without ANSI CSI sequences (`ESC [ … final byte`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' && chars.peek() == Some(&'[') {
+            chars.next();
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn color_always_colours_the_prefixes() {
+    let out = Run::new()
+        .args(["-j", "1", "--color", "always", "--progress", "never"])
+        .stdin("a\techo hello; echo oops >&2\nb\techo world\n")
+        .run();
+    out.code(0);
+    let stdout = out.stdout();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", out.dump());
+    for (line, plain) in lines.iter().zip(["[a] hello", "[b] world"]) {
+        assert!(line.starts_with('\x1b'), "no escape before the prefix: {line:?}");
+        assert_eq!(strip_ansi(line), plain, "{line:?}");
+        let text = plain.split(' ').nth(1).unwrap();
+        assert!(
+            line.ends_with(&format!(" {text}")),
+            "the job's text is not coloured: {line:?}"
+        );
+    }
+    let err_line = out
+        .stderr()
+        .lines()
+        .find(|l| l.ends_with("oops"))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("{}", out.dump()));
+    assert!(err_line.contains('\x1b'), "{err_line:?}");
+    assert_eq!(strip_ansi(&err_line), "[a] oops");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The report against `schema/report.schema.json`, with a small checker of the JSON Schema
+// keywords that file uses (unknown keywords fail the test, so nothing is silently skipped).
+
+/// A compiled regular expression of the subset JSON Schema patterns here use: `^`, `$`,
+/// literals, `\.`-style escapes, `[…]` classes with ranges, and `{n}`, `{n,m}`, `+`, `*`, `?`.
+struct Pattern {
+    atoms: Vec<(Vec<(char, char)>, usize, usize)>,
+    anchored_start: bool,
+    anchored_end: bool,
+}
+
+impl Pattern {
+    fn new(source: &str) -> Pattern {
+        let mut chars: Vec<char> = source.chars().collect();
+        let anchored_start = chars.first() == Some(&'^');
+        if anchored_start {
+            chars.remove(0);
+        }
+        let anchored_end = chars.last() == Some(&'$') && chars.len() >= 2 && chars[chars.len() - 2] != '\\';
+        if anchored_end {
+            chars.pop();
+        }
+        let mut atoms = Vec::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let class = match chars[i] {
+                '\\' => {
+                    i += 1;
+                    match chars[i] {
+                        'd' => vec![('0', '9')],
+                        c => vec![(c, c)],
+                    }
+                }
+                '[' => {
+                    let mut class = Vec::new();
+                    i += 1;
+                    assert_ne!(chars[i], '^', "negated classes are not supported: {source}");
+                    while chars[i] != ']' {
+                        if chars.get(i + 1) == Some(&'-') && chars.get(i + 2) != Some(&']') {
+                            class.push((chars[i], chars[i + 2]));
+                            i += 3;
+                        } else {
+                            class.push((chars[i], chars[i]));
+                            i += 1;
+                        }
+                    }
+                    class
+                }
+                c @ ('(' | ')' | '|' | '.' | '*' | '+' | '?' | '{') => {
+                    panic!("unsupported {c:?} in pattern {source}")
+                }
+                c => vec![(c, c)],
+            };
+            i += 1;
+            let (min, max) = match chars.get(i) {
+                Some('+') => (1, usize::MAX),
+                Some('*') => (0, usize::MAX),
+                Some('?') => (0, 1),
+                Some('{') => {
+                    let end = i + chars[i..].iter().position(|&c| c == '}').unwrap();
+                    let spec: String = chars[i + 1..end].iter().collect();
+                    i = end;
+                    match spec.split_once(',') {
+                        Some((a, b)) => (a.parse().unwrap(), b.parse().unwrap_or(usize::MAX)),
+                        None => (spec.parse().unwrap(), spec.parse().unwrap()),
+                    }
+                }
+                _ => {
+                    atoms.push((class, 1, 1));
+                    continue;
+                }
+            };
+            i += 1;
+            atoms.push((class, min, max));
+        }
+        Pattern {
+            atoms,
+            anchored_start,
+            anchored_end,
+        }
+    }
+
+    fn matches(&self, text: &str) -> bool {
+        let chars: Vec<char> = text.chars().collect();
+        let starts = if self.anchored_start { 0..=0 } else { 0..=chars.len() };
+        starts.into_iter().any(|s| self.match_at(&chars[s..], 0))
+    }
+
+    fn match_at(&self, text: &[char], atom: usize) -> bool {
+        let Some((class, min, max)) = self.atoms.get(atom) else {
+            return !self.anchored_end || text.is_empty();
+        };
+        let fits = |c: char| class.iter().any(|&(lo, hi)| lo <= c && c <= hi);
+        let most = text.iter().take(*max).take_while(|&&c| fits(c)).count();
+        (*min..=most).rev().any(|n| self.match_at(&text[n..], atom + 1))
+    }
+}
+
+/// Checks `value` against `schema` (part of `root`), collecting errors.
+fn check(root: &Value, schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
+    let object = schema.as_object().expect("schemas here are objects");
+    for (keyword, arg) in object {
+        match keyword.as_str() {
+            "$schema" | "$id" | "title" | "description" | "$defs" | "then" | "else" => {}
+            "$ref" => {
+                let pointer = arg.as_str().unwrap().strip_prefix('#').expect("local $ref");
+                let target = root.pointer(pointer).expect("$ref resolves");
+                check(root, target, value, at, errors);
+            }
+            "type" => {
+                let types: Vec<&str> = match arg {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(ts) => ts.iter().map(|t| t.as_str().unwrap()).collect(),
+                    _ => panic!("type {arg}"),
+                };
+                let fits = types.iter().any(|t| match *t {
+                    "string" => value.is_string(),
+                    "integer" => value.is_i64() || value.is_u64(),
+                    "number" => value.is_number(),
+                    "boolean" => value.is_boolean(),
+                    "null" => value.is_null(),
+                    "object" => value.is_object(),
+                    "array" => value.is_array(),
+                    other => panic!("type {other}"),
+                });
+                if !fits {
+                    errors.push(format!("{at}: {value} is not of type {arg}"));
+                }
+            }
+            "const" => {
+                if value != arg {
+                    errors.push(format!("{at}: {value} is not {arg}"));
+                }
+            }
+            "enum" => {
+                if !arg.as_array().unwrap().contains(value) {
+                    errors.push(format!("{at}: {value} not in {arg}"));
+                }
+            }
+            "pattern" => {
+                if let Some(text) = value.as_str() {
+                    if !Pattern::new(arg.as_str().unwrap()).matches(text) {
+                        errors.push(format!("{at}: {text:?} does not match {arg}"));
+                    }
+                }
+            }
+            "minimum" => {
+                if let Some(n) = value.as_f64() {
+                    if n < arg.as_f64().unwrap() {
+                        errors.push(format!("{at}: {n} < minimum {arg}"));
+                    }
+                }
+            }
+            "maximum" => {
+                if let Some(n) = value.as_f64() {
+                    if n > arg.as_f64().unwrap() {
+                        errors.push(format!("{at}: {n} > maximum {arg}"));
+                    }
+                }
+            }
+            "required" => {
+                if let Some(fields) = value.as_object() {
+                    for name in arg.as_array().unwrap() {
+                        if !fields.contains_key(name.as_str().unwrap()) {
+                            errors.push(format!("{at}: missing {name}"));
+                        }
+                    }
+                }
+            }
+            "properties" => {
+                if let Some(fields) = value.as_object() {
+                    for (name, sub) in arg.as_object().unwrap() {
+                        if let Some(field) = fields.get(name) {
+                            check(root, sub, field, &format!("{at}.{name}"), errors);
+                        }
+                    }
+                }
+            }
+            "additionalProperties" => {
+                assert_eq!(arg, &Value::Bool(false), "only `false` is supported");
+                let known = object.get("properties").and_then(Value::as_object);
+                if let Some(fields) = value.as_object() {
+                    for name in fields.keys() {
+                        if !known.is_some_and(|k| k.contains_key(name)) {
+                            errors.push(format!("{at}: unexpected field {name:?}"));
+                        }
+                    }
+                }
+            }
+            "oneOf" | "anyOf" | "allOf" => {
+                let results: Vec<Vec<String>> = arg
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|sub| {
+                        let mut sub_errors = Vec::new();
+                        check(root, sub, value, at, &mut sub_errors);
+                        sub_errors
+                    })
+                    .collect();
+                let passed = results.iter().filter(|e| e.is_empty()).count();
+                let ok = match keyword.as_str() {
+                    "oneOf" => passed == 1,
+                    "anyOf" => passed >= 1,
+                    _ => passed == results.len(),
+                };
+                if !ok {
+                    errors.push(format!(
+                        "{at}: {keyword} matched {passed} of {}: {results:?}",
+                        results.len()
+                    ));
+                }
+            }
+            "if" => {
+                let mut if_errors = Vec::new();
+                check(root, arg, value, at, &mut if_errors);
+                let branch = if if_errors.is_empty() { "then" } else { "else" };
+                if let Some(sub) = object.get(branch) {
+                    check(root, sub, value, &format!("{at}({branch})"), errors);
+                }
+            }
+            other => panic!("the schema checker does not know the keyword {other:?}"),
+        }
+    }
+}
+
+fn schema() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/report.schema.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn schema_errors(schema: &Value, record: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    check(schema, schema, record, "record", &mut errors);
+    errors
+}
+
+#[test]
+fn the_schema_checker_catches_broken_records() {
+    let schema = schema();
+    let good = json!({"type":"job","seq":2,"line":2,"key":"b","command":"exit 3","outcome":"failed",
+        "reason":"exit_status","exit_code":3,"signal":null,"started":true,
+        "started_at":"2026-11-29T11:45:26.051Z","ended_at":"2026-11-29T11:45:26.053Z",
+        "duration_ms":2,"wait_ms":0,"attempts":1,"slot":2,"leaked":false,"superseded_by":null,
+        "batch":null,"error":null});
+    assert_eq!(schema_errors(&schema, &good), Vec::<String>::new());
+    let broken: Vec<(&str, Value)> = vec![
+        ("extra", json!(1)),
+        ("outcome", json!("skipped")),
+        ("reason", json!("timeout")), // not a reason of `failed`
+        ("ended_at", json!("2026-11-29T11:45:26Z")),
+        ("ended_at", json!("2026-11-29 11:45:26.053Z")),
+        ("seq", json!(0)),
+        ("duration_ms", json!(2.5)),
+        ("signal", json!("KILL")),
+        ("leaked", json!("no")),
+    ];
+    for (field, bad) in broken {
+        let mut record = good.clone();
+        record[field] = bad.clone();
+        assert!(
+            !schema_errors(&schema, &record).is_empty(),
+            "{field} = {bad} accepted"
+        );
+    }
+    let mut missing = good.clone();
+    missing.as_object_mut().unwrap().remove("batch");
+    assert!(!schema_errors(&schema, &missing).is_empty());
+    let summary = json!({"type":"summary","jobs":1,"succeeded":1,"failed":0,"interrupted":0,
+        "rejected":0,"skipped":0,"duration_ms":3,"exit_code":256});
+    assert!(!schema_errors(&schema, &summary).is_empty());
+}
+
+#[test]
+fn every_record_of_runs_with_mixed_outcomes_fits_the_schema() {
+    let schema = schema();
+    let scratch = Scratch::new();
+    let mut reports = Vec::new();
+    // Succeeded, failed (exit status, killed), timeout, invalid line, leaked.
+    let out = Run::new()
+        .args(["-j", "3", "--timeout", "0.5", "--grace", "1", "--leak-window", "100ms"])
+        .stdin(
+            "a\ttrue\na\texit 3\nb\tkill -SEGV $$\nc\tsleep 5\nno tab here\n\
+             d\tsleep 5 & echo started\n",
+        )
+        .run();
+    out.code(1);
+    reports.push(out.report_text.clone().unwrap());
+    // Superseded (superseded_by set), from a coalescing run.
+    let report = scratch.join("coalesce.jsonl");
+    let out = Run::new()
+        .no_report()
+        .arg("--report")
+        .arg(&report)
+        .args(["--coalesce", "latest", "-j", "1"])
+        .stdin("k\tsleep 0.2\nk\ttrue\nk\ttrue\nk\ttrue\n")
+        .run();
+    out.code(0);
+    reports.push(std::fs::read_to_string(&report).unwrap());
+    // Batches (batch set), from a batching run.
+    let report = scratch.join("batch.jsonl");
+    let out = Run::new()
+        .no_report()
+        .arg("--report")
+        .arg(&report)
+        .args(["--command", "true", "--batch-size", "3"])
+        .stdin("k\t1\nk\t2\nk\t3\nk\t4\nj\t5\n")
+        .run();
+    out.code(0);
+    reports.push(std::fs::read_to_string(&report).unwrap());
+    let mut outcomes = BTreeSet::new();
+    let mut set_fields = BTreeSet::new();
+    for text in &reports {
+        for line in text.lines() {
+            let record: Value = serde_json::from_str(line).unwrap();
+            let errors = schema_errors(&schema, &record);
+            assert!(errors.is_empty(), "{line}\n{errors:#?}");
+            if record["type"] == "job" {
+                outcomes.insert(format!("{}/{}", record["outcome"], record["reason"]));
+                for field in ["superseded_by", "batch", "signal", "error"] {
+                    if !record[field].is_null() {
+                        set_fields.insert(field);
+                    }
+                }
+                if record["leaked"] == true {
+                    set_fields.insert("leaked");
+                }
+            }
+        }
+    }
+    // The runs did produce the variety they were meant to.
+    assert!(outcomes.len() >= 6, "{outcomes:?}");
+    assert_eq!(
+        set_fields,
+        ["batch", "error", "leaked", "signal", "superseded_by"]
+            .into_iter()
+            .collect(),
+        "{outcomes:?}"
+    );
+}
+
+#[test]
+fn the_pattern_subset_matches_like_a_regex() {
+    let timestamp = Pattern::new("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$");
+    assert!(timestamp.matches("2026-11-29T11:45:26.051Z"));
+    assert!(!timestamp.matches("2026-11-29T11:45:26.051Zx"));
+    assert!(!timestamp.matches("2026-11-29T11:45:26x051Z"));
+    assert!(!timestamp.matches("2026-11-29T11:45:26.05Z"));
+    let signal = Pattern::new("^SIG[A-Z0-9]+$");
+    assert!(signal.matches("SIGKILL") && signal.matches("SIGRT1"));
+    assert!(!signal.matches("SIG") && !signal.matches("SIGkill") && !signal.matches("KILL"));
+    assert!(Pattern::new("b+").matches("abbc"));
+}

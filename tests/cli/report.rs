@@ -1,0 +1,152 @@
+//! SPEC §5.2: the JSON Lines report: its records, their order, times and counts.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::time::Duration;
+
+use crate::support::*;
+
+#[test]
+fn the_run_record_comes_first_and_describes_the_run() {
+    let out = Run::new().args(["-j", "3"]).stdin("a\techo 1\n").run();
+    out.code(0);
+    let run = &out.report().run;
+    assert_eq!(run.kind, "run");
+    assert_eq!(run.version, env!("CARGO_PKG_VERSION"));
+    assert_eq!(run.schema, 1);
+    assert_eq!(run.max_concurrent, 3);
+    assert_eq!(run.source, "-");
+    parse_time(&run.started_at).unwrap();
+    let first = out.report_text.as_ref().unwrap().lines().next().unwrap();
+    assert!(first.starts_with("{\"type\":\"run\""), "{first}");
+}
+
+#[test]
+fn every_job_has_exactly_one_record_and_the_summary_counts_them() {
+    let scratch = Scratch::new();
+    let input =
+        "ok\ttrue\nbad\texit 2\nno tab\nslow\tsleep 10\nok\techo again\nkill\tkill -KILL $$\n";
+    let jobs = scratch.write("jobs.txt", input);
+    let out = Run::new()
+        .args(["-j", "3", "--timeout", "0.3", "--grace", "1"])
+        .arg(&jobs)
+        .run();
+    out.code(1);
+    let report = out.report();
+    let seqs: BTreeSet<u64> = report.jobs.iter().map(|j| j.seq).collect();
+    assert_eq!(seqs, (1..=6).collect());
+    let s = &report.summary;
+    assert_eq!(s.kind, "summary");
+    assert_eq!(
+        (
+            s.jobs,
+            s.succeeded,
+            s.failed,
+            s.interrupted,
+            s.rejected,
+            s.skipped
+        ),
+        (6, 2, 2, 1, 1, 0)
+    );
+    assert_eq!(s.exit_code, 1);
+    assert_eq!(report.run.source, jobs.display().to_string());
+    let text = out.report_text.as_ref().unwrap();
+    assert!(text
+        .lines()
+        .last()
+        .unwrap()
+        .starts_with("{\"type\":\"summary\""));
+    assert_eq!(text.lines().count(), 8);
+}
+
+#[test]
+fn records_are_written_in_the_order_jobs_end() {
+    let out = Run::new()
+        .args(["-j", "3"])
+        .stdin("slow\tsleep 0.6\nmedium\tsleep 0.3\nfast\ttrue\n")
+        .run();
+    out.code(0);
+    let order: Vec<u64> = out.report().jobs.iter().map(|j| j.seq).collect();
+    assert_eq!(order, [3, 2, 1]);
+}
+
+#[test]
+fn records_are_flushed_as_soon_as_they_are_known() {
+    // Job 1 runs until job 2's record is in the report file.
+    let run = Run::new().args(["-j", "2"]);
+    let report = sh_quote(&run.report_path().display().to_string());
+    let input = format!(
+        "a\tn=0; until grep -q '\"seq\":2,' {report}; do n=$((n+1)); \
+         if [ $n -gt 500 ]; then exit 97; fi; sleep 0.02; done\nb\ttrue\n"
+    );
+    let out = run.stdin(input).run();
+    out.code(0);
+    assert_eq!(out.job(1).result(), ("succeeded", None), "{}", out.dump());
+}
+
+#[test]
+fn times_are_rfc3339_utc_milliseconds_and_durations_integer_milliseconds() {
+    let out = Run::new()
+        .args(["-j", "1"])
+        .stdin("k\tsleep 0.3\nk\ttrue\n")
+        .run();
+    out.code(0);
+    let text = out.report_text.as_ref().unwrap();
+    // The raw JSON: integers, not floats or strings.
+    for line in text.lines() {
+        let value: serde_json::Value = serde_json::from_str(line).unwrap();
+        for field in ["duration_ms", "wait_ms"] {
+            if let Some(v) = value.get(field).filter(|v| !v.is_null()) {
+                assert!(v.is_u64(), "{field} is not an integer: {line}");
+            }
+        }
+        for field in ["started_at", "ended_at"] {
+            if let Some(v) = value.get(field).filter(|v| !v.is_null()) {
+                let text = v.as_str().expect("a string");
+                assert!(text.ends_with('Z') && text.len() == 24, "{field}: {text}");
+            }
+        }
+    }
+    let (first, second) = (out.job(1), out.job(2));
+    let ms = first.duration_ms.unwrap();
+    assert!((280..3000).contains(&ms), "sleep 0.3 took {ms} ms");
+    assert!(second.start_ms() >= first.end_ms());
+    assert!(second.wait_ms.unwrap() >= 250, "{second:?}");
+    let run_start = parse_time(&out.report().run.started_at).unwrap();
+    assert!(first.start_ms() >= run_start);
+    let summary = &out.report().summary;
+    assert!(summary.duration_ms >= first.duration_ms.unwrap() + second.duration_ms.unwrap());
+    assert!(Duration::from_millis(summary.duration_ms) <= out.elapsed + Duration::from_millis(50));
+}
+
+#[test]
+fn an_empty_input_writes_a_run_and_a_summary() {
+    let out = Run::new().stdin("# nothing\n\n").run();
+    out.code(0);
+    let report = out.report();
+    assert!(report.jobs.is_empty());
+    assert_eq!(report.summary.jobs, 0);
+}
+
+#[test]
+fn the_report_file_is_replaced_not_appended() {
+    let scratch = Scratch::new();
+    let path = scratch.write("r.jsonl", "{\"old\":true}\n");
+    let out = Run::new()
+        .no_report()
+        .arg("--report")
+        .arg(&path)
+        .stdin("k\ttrue\n")
+        .run();
+    out.code(0);
+    let report = Report::must_parse(&fs::read_to_string(&path).unwrap());
+    assert_eq!(report.jobs.len(), 1);
+}
+
+#[test]
+fn the_cap_defaults_to_the_number_of_cpus() {
+    let out = Run::new().stdin("k\ttrue\n").run();
+    out.code(0);
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    assert_eq!(out.report().run.max_concurrent, cpus);
+}

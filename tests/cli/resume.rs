@@ -1,0 +1,248 @@
+//! SPEC §5.2 `--resume REPORT`: a run stopped half-way is completed by a second run that
+//! skips what succeeded (matched by key, command and occurrence), tolerating a torn last line,
+//! also when REPORT is the file `--report` writes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+use crate::records::*;
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A job that logs `id` to `$D/ran`, then (until `$D/phase2` exists) fails with `fail` or
+/// blocks when asked to.
+fn job(id: &str, phase1: &str) -> String {
+    format!("echo {id} >> \"$D/ran\"; [ -e \"$D/phase2\" ] || {{ {phase1}; }}")
+}
+
+/// How often each id ran.
+fn ran_counts(scratch: &Scratch) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for id in scratch.lines("ran") {
+        *counts.entry(id).or_default() += 1;
+    }
+    counts
+}
+
+/// A run with its report at `report` (read with [`Records`], which accepts `skipped`).
+fn run_to(scratch: &Scratch, report: &Path) -> Run {
+    Run::new()
+        .scratch(scratch)
+        .no_report()
+        .arg("--report")
+        .arg(report)
+}
+
+#[test]
+fn an_interrupted_run_is_completed_by_resume_without_redoing_successes() {
+    let scratch = Scratch::new();
+    // (id, what it does in the first run): a and c get some jobs done before they block,
+    // b blocks at once.
+    let plan = [
+        ("a1", "true"),
+        ("b1", "block"),
+        ("c1", "true"),
+        ("a2", "true"),
+        ("c2", "true"),
+        ("a3", "block"),
+        ("c3", "true"),
+        ("b2", "true"),
+        ("c4", "block"),
+        ("a4", "true"),
+        ("b3", "true"),
+        ("b4", "true"),
+    ];
+    let mut input = String::new();
+    let mut seq_of = BTreeMap::new();
+    for (i, (id, phase1)) in plan.iter().enumerate() {
+        let phase1 = if *phase1 == "block" {
+            format!("touch \"$D/blocked-{id}\"; sleep 30")
+        } else {
+            phase1.to_string()
+        };
+        input.push_str(&format!("{}\t{}\n", &id[..1], job(id, &phase1)));
+        seq_of.insert(id.to_string(), i as u64 + 1);
+    }
+    let jobs = scratch.write("jobs.tsv", input);
+    let first_report = scratch.join("first.jsonl");
+    let running = run_to(&scratch, &first_report)
+        .args(["-j", "3"])
+        .arg(&jobs)
+        .spawn();
+    for id in ["a3", "b1", "c4"] {
+        scratch.wait_for(&format!("blocked-{id}"), WAIT);
+    }
+    // Ctrl-C as a terminal sends it: to lanes' whole process group.
+    killpg(Pid::from_raw(running.pid()), Signal::SIGINT).unwrap();
+    let out = running.wait();
+    out.code(130);
+    let first = Records::read(&first_report);
+    let succeeded_first: Vec<&str> = first
+        .jobs
+        .iter()
+        .filter(|j| j.outcome == "succeeded")
+        .map(|j| j.command.as_deref().unwrap())
+        .collect();
+    assert_eq!(succeeded_first.len(), 5, "{:#?}", first.jobs);
+    assert_eq!(first.jobs.len(), 12);
+
+    scratch.write("phase2", "");
+    let second_report = scratch.join("second.jsonl");
+    let out = run_to(&scratch, &second_report)
+        .args(["-j", "3", "--resume"])
+        .arg(&first_report)
+        .arg(&jobs)
+        .run();
+    out.code(0);
+    let second = Records::read(&second_report);
+    assert_eq!(second.summary.skipped, 5, "skipped = the first run's successes");
+    assert_eq!(second.jobs.len(), 7);
+    // Across both reports, exactly one success per job.
+    let mut successes: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
+    for job in first.jobs.iter().chain(&second.jobs) {
+        if job.outcome == "succeeded" {
+            successes
+                .entry((job.key.clone().unwrap(), job.command.clone().unwrap()))
+                .or_default()
+                .push(job.seq);
+        }
+    }
+    assert_eq!(successes.len(), 12, "{successes:#?}");
+    for ((key, _), seqs) in &successes {
+        assert_eq!(seqs.len(), 1, "{key}: {seqs:?}");
+    }
+    // The second run numbers jobs as the first did.
+    for job in &second.jobs {
+        let id = job.command.as_deref().unwrap()[5..7].to_owned();
+        assert_eq!(job.seq, seq_of[&id], "{job:?}");
+        assert_eq!(job.result(), ("succeeded", None));
+    }
+    // What succeeded did not run again; what was running when stopped ran twice.
+    let counts = ran_counts(&scratch);
+    for (id, phase1) in plan {
+        // Blocked jobs ran in both runs; the others once (in the first run, or, when they
+        // never started there, in the second).
+        let want = if phase1 == "block" { 2 } else { 1 };
+        assert_eq!(counts.get(id).copied(), Some(want), "{id}: {counts:?}");
+    }
+}
+
+#[test]
+fn a_torn_last_line_in_the_report_is_ignored() {
+    let scratch = Scratch::new();
+    let mut input = String::new();
+    for (id, phase1) in [
+        ("k1", "true"),
+        ("k2", "exit 5"),
+        ("k3", "true"),
+        ("k4", "exit 6"),
+        ("k5", "true"),
+    ] {
+        input.push_str(&format!("k\t{}\n", job(id, phase1)));
+    }
+    let jobs = scratch.write("jobs.tsv", &input);
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "1"])
+        .arg(&jobs)
+        .run();
+    out.code(1);
+    // A crash while writing k5's record: no summary, half a line.
+    let text = out.report_text.clone().unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let last_job = lines[lines.len() - 2];
+    assert!(last_job.contains("k5") && last_job.contains("succeeded"), "{text}");
+    let torn = format!(
+        "{}\n{}",
+        lines[..lines.len() - 2].join("\n"),
+        &last_job[..last_job.len() / 2]
+    );
+    let first_report = scratch.write("torn.jsonl", torn);
+    scratch.write("phase2", "");
+    let second_report = scratch.join("second.jsonl");
+    let out = run_to(&scratch, &second_report)
+        .arg("--resume")
+        .arg(&first_report)
+        .arg(&jobs)
+        .run();
+    out.code(0);
+    let second = Records::read(&second_report);
+    assert_eq!(second.summary.skipped, 2);
+    let seqs: Vec<u64> = second.jobs.iter().map(|j| j.seq).collect();
+    assert_eq!(seqs, [2, 4, 5], "the failed jobs and the one whose record was torn");
+    let counts = ran_counts(&scratch);
+    let want: BTreeMap<String, usize> = [("k1", 1), ("k2", 2), ("k3", 1), ("k4", 2), ("k5", 2)]
+        .into_iter()
+        .map(|(id, n)| (id.to_owned(), n))
+        .collect();
+    assert_eq!(counts, want);
+}
+
+#[test]
+fn identical_lines_are_matched_by_occurrence() {
+    let scratch = Scratch::new();
+    // The same line four times; a counter makes the 2nd and 4th run fail (and only those).
+    let line = "k\tn=$(cat \"$D/c\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$D/c\"; \
+                echo $n >> \"$D/ran\"; [ $n != 2 ] && [ $n != 4 ]\n";
+    let jobs = scratch.write("jobs.tsv", line.repeat(4));
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "1"])
+        .arg(&jobs)
+        .run();
+    out.code(1);
+    let outcomes: Vec<&str> = (1..=4).map(|seq| out.job(seq).outcome.as_str()).collect();
+    assert_eq!(outcomes, ["succeeded", "failed", "succeeded", "failed"]);
+    let first_report = scratch.write("first.jsonl", out.report_text.clone().unwrap());
+    let second_report = scratch.join("second.jsonl");
+    let out = run_to(&scratch, &second_report)
+        .args(["-j", "1", "--resume"])
+        .arg(&first_report)
+        .arg(&jobs)
+        .run();
+    out.code(0);
+    let second = Records::read(&second_report);
+    assert_eq!(second.summary.skipped, 2);
+    let seqs: Vec<u64> = second.jobs.iter().map(|j| j.seq).collect();
+    assert_eq!(seqs, [2, 4], "the 2nd and 4th occurrences run again");
+    assert!(second.jobs.iter().all(|j| j.outcome == "succeeded"));
+    assert_eq!(scratch.lines("ran"), ["1", "2", "3", "4", "5", "6"]);
+}
+
+#[test]
+fn resume_may_read_the_file_report_writes() {
+    let scratch = Scratch::new();
+    let report = scratch.join("run.jsonl");
+    let mut input = String::new();
+    for (i, phase1) in ["true", "exit 3", "true", "true", "exit 4"].iter().enumerate() {
+        input.push_str(&format!("k{}\t{}\n", i % 2, job(&format!("j{i}"), phase1)));
+    }
+    let jobs = scratch.write("jobs.tsv", input);
+    let out = run_to(&scratch, &report).arg(&jobs).run();
+    out.code(1);
+    let first = Records::read(&report);
+    assert_eq!(first.summary.failed, 2);
+    scratch.write("phase2", "");
+    let out = run_to(&scratch, &report)
+        .arg("--resume")
+        .arg(&report)
+        .arg(&jobs)
+        .run();
+    out.code(0);
+    let second = Records::read(&report);
+    assert_eq!(second.summary.skipped, 3, "read before it was rewritten");
+    let seqs: Vec<u64> = {
+        let mut seqs: Vec<u64> = second.jobs.iter().map(|j| j.seq).collect();
+        seqs.sort_unstable();
+        seqs
+    };
+    assert_eq!(seqs, [2, 5]);
+    let counts = ran_counts(&scratch);
+    assert_eq!(counts.values().sum::<usize>(), 7, "{counts:?}");
+    assert_eq!((counts["j1"], counts["j4"], counts["j0"]), (2, 2, 1));
+}

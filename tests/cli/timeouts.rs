@@ -1,0 +1,135 @@
+//! SPEC §2: the turn timeout, SIGTERM to the whole process group, the grace period, SIGKILL.
+
+use std::time::Duration;
+
+use crate::support::*;
+
+#[test]
+fn a_timeout_interrupts_the_job_and_ends_its_whole_process_tree() {
+    let scratch = Scratch::new();
+    // A long grace: the tree dies at SIGTERM, so the job must end long before it.
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "2", "--timeout", "0.5", "--grace", "20"])
+        .stdin(
+            "k\techo \"$$\" > \"$D/sh\"; echo before; \
+             sleep 30 & echo $! > \"$D/bg\"; \
+             (sleep 31; echo never) & echo $! > \"$D/sub\"; \
+             sh -c 'echo $$ > \"$D/grandchild\"; sleep 32' ; echo never\n\
+             k\techo next\n",
+        )
+        .run();
+    out.code(1);
+    let job = out.job(1);
+    assert_eq!(job.result(), ("interrupted", Some("timeout")), "{job:?}");
+    assert!(job.started);
+    let ms = job.duration_ms.unwrap();
+    assert!((400..5000).contains(&ms), "timeout 0.5 s, ran {ms} ms");
+    for name in ["sh", "bg", "sub", "grandchild"] {
+        let pid = scratch.pid(name);
+        assert!(!alive(pid), "{name} ({pid}) outlived the timeout");
+    }
+    assert!(
+        out.stdout().contains("[k] before\n"),
+        "output written before the timeout is kept\n{}",
+        out.dump()
+    );
+    assert!(!out.stdout().contains("never"));
+    // The lane moves on.
+    assert_eq!(out.job(2).result(), ("succeeded", None));
+    assert!(out.stdout().contains("[k] next\n"));
+    assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
+}
+
+#[test]
+fn timeouts_accept_seconds_and_humantime() {
+    for timeout in ["0.3", "300ms"] {
+        let out = Run::new()
+            .args(["--timeout", timeout, "--grace", "1"])
+            .stdin("k\tsleep 10\n")
+            .run();
+        out.code(1);
+        let job = out.job(1);
+        assert_eq!(job.result(), ("interrupted", Some("timeout")), "{job:?}");
+        assert_eq!(job.signal.as_deref(), Some("SIGTERM"), "{job:?}");
+        let ms = job.duration_ms.unwrap();
+        assert!((150..3000).contains(&ms), "--timeout {timeout}: {ms} ms");
+    }
+}
+
+#[test]
+fn a_job_that_ignores_sigterm_is_killed_after_the_grace_period_not_before() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--timeout", "0.5", "--grace", "1.5"])
+        .stdin(
+            "k\ttrap 'echo term >> \"$D/term\"' TERM; echo $$ > \"$D/pid\"; \
+             while :; do sleep 0.05; done\n",
+        )
+        .run();
+    out.code(1);
+    let job = out.job(1);
+    assert_eq!(job.result(), ("interrupted", Some("timeout")), "{job:?}");
+    assert_eq!(job.signal.as_deref(), Some("SIGKILL"), "{job:?}");
+    let ms = job.duration_ms.unwrap();
+    assert!(
+        (1850..6000).contains(&ms),
+        "timeout 0.5 s + grace 1.5 s, SIGKILL after {ms} ms"
+    );
+    assert_eq!(
+        scratch.lines("term"),
+        ["term"],
+        "SIGTERM first, and only once"
+    );
+    assert!(!alive(scratch.pid("pid")));
+}
+
+#[test]
+fn a_job_within_its_timeout_is_not_touched() {
+    let out = Run::new()
+        .args(["--timeout", "5", "--grace", "1"])
+        .stdin("k\tsleep 0.3; echo done\n")
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "[k] done\n");
+}
+
+#[test]
+fn the_timeout_counts_from_the_jobs_start_not_its_admission() {
+    // Three jobs of one lane, 0.5 s each, under a 0.9 s timeout: all succeed although the last
+    // was admitted 1 s before it could start.
+    let out = Run::new()
+        .args(["--timeout", "0.9", "--grace", "1"])
+        .stdin("k\tsleep 0.5\nk\tsleep 0.5\nk\tsleep 0.5\n")
+        .run();
+    out.code(0);
+    let last = out.job(3);
+    assert!(last.wait_ms.unwrap() > 900, "{last:?}");
+}
+
+#[test]
+fn a_job_runs_its_whole_timeout_before_it_is_stopped() {
+    // Many jobs start at once; each must have run (by its own record) at least the timeout
+    // before SIGTERM ends it. 1 ms of slack for the truncation of duration_ms.
+    let input: String = (0..24).map(|i| format!("k{i}\tsleep 10\n")).collect();
+    let out = Run::new()
+        .args(["-j", "24", "--timeout", "0.2", "--grace", "1"])
+        .stdin(input)
+        .run();
+    out.code(1);
+    let short: Vec<(u64, u64)> = out
+        .report()
+        .jobs
+        .iter()
+        .map(|job| {
+            assert_eq!(job.result(), ("interrupted", Some("timeout")), "{job:?}");
+            (job.seq, job.duration_ms.unwrap())
+        })
+        .filter(|&(_, ms)| ms < 199)
+        .collect();
+    assert!(
+        short.is_empty(),
+        "jobs stopped before their 200 ms timeout (seq, duration_ms): {short:?}"
+    );
+}
