@@ -321,7 +321,20 @@ impl Driver {
             backend: &self.backend,
             timeout: spec.timeout.or(self.config.timeout),
         };
-        match child::spawn(&launch, &self.reaper) {
+        let spawned = match child::spawn(&launch, &self.reaper) {
+            // Out of descriptors with no job of ours running: nothing will free one, so
+            // waiting would hang the run. The job fails with the reason instead.
+            Err(SpawnError::Transient(err))
+                if self.controls.is_empty() && err.raw_os_error() == Some(nix::libc::EMFILE) =>
+            {
+                Err(SpawnError::Failed(format!(
+                    "cannot start a job: {err}, and no running job will free a descriptor \
+                     (raise `ulimit -n`)"
+                )))
+            }
+            other => other,
+        };
+        match spawned {
             Ok(spawned) => {
                 self.backoff = RESPAWN_FIRST;
                 let plan = OutputPlan {
