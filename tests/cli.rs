@@ -27,3 +27,22 @@ mod report;
 mod signals;
 #[path = "cli/timeouts.rs"]
 mod timeouts;
+
+// Reports with superseded_by, batch or skipped, and event files, for the modules below.
+#[path = "cli/records.rs"]
+mod records;
+
+#[path = "cli/batching.rs"]
+mod batching;
+#[path = "cli/examples.rs"]
+mod examples;
+#[path = "cli/hygiene.rs"]
+mod hygiene;
+#[path = "cli/outputs.rs"]
+mod outputs;
+#[path = "cli/policies.rs"]
+mod policies;
+#[path = "cli/resume.rs"]
+mod resume;
+#[path = "cli/slurm.rs"]
+mod slurm;

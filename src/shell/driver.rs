@@ -256,7 +256,9 @@ impl Driver {
 
     fn can_accept(&self) -> bool {
         match self.config.on_full {
-            OnFull::Wait => self.core.has_room(),
+            // Draining (after --fail-fast, a file is read to its end): every job is recorded
+            // at once, so reading never needs to wait for room.
+            OnFull::Wait => self.core.has_room() || self.core.is_draining(),
             OnFull::Reject => true,
         }
     }
@@ -448,7 +450,15 @@ impl Driver {
                 break;
             };
             match input.try_recv() {
-                Ok(item) => self.accept(item).await,
+                Ok(item) => {
+                    self.accept(item).await;
+                    if !self.config.batching {
+                        // Start what can start before the next line is admitted, so that,
+                        // say, a key's first job runs at once rather than being coalesced
+                        // away by a line read in the same burst. Batching wants the burst.
+                        self.start_ready().await;
+                    }
+                }
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => {
                     self.input = None;

@@ -4,8 +4,8 @@
 //!
 //! Rust's `Command` also uses posix_spawn, but cannot ask for every signal to be reset: glibc
 //! then starts the child with its two internal signals (32 and 33) ignored. Asking here with
-//! `POSIX_SPAWN_SETSIGDEF` for all signals keeps SPEC §2's promise, and the environment of
-//! the run is built once instead of at every spawn.
+//! `POSIX_SPAWN_SETSIGDEF` for all signals, those two included, keeps SPEC §2's promise, and
+//! the environment of the run is built once instead of at every spawn.
 
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -133,6 +133,7 @@ pub fn spawn(request: &Request<'_>) -> io::Result<i32> {
         check(libc::posix_spawnattr_setsigmask(&mut attr.0, &empty))?;
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
+        add_internal_signals(&mut all);
         check(libc::posix_spawnattr_setsigdefault(&mut attr.0, &all))?;
         check(libc::posix_spawnattr_setpgroup(&mut attr.0, 0))?;
         let flags = libc::POSIX_SPAWN_SETPGROUP
@@ -153,6 +154,23 @@ pub fn spawn(request: &Request<'_>) -> io::Result<i32> {
             envp.as_ptr().cast(),
         ))?;
         Ok(pid)
+    }
+}
+
+/// Adds signals 32 and 33 to `set`. glibc's `sigfillset` leaves out its two internal signals,
+/// and its posix_spawn then starts the child with them ignored; named in the set of signals
+/// to reset (`posix_spawnattr_setsigdefault`), they start at their default like every other.
+/// `sigaddset` refuses them too, so the bits are set directly: on 64-bit Linux the set's first
+/// word holds signals 1..=64, signal N at bit N-1.
+fn add_internal_signals(set: &mut libc::sigset_t) {
+    #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
+    {
+        let first_word = std::ptr::from_mut(set).cast::<u64>();
+        // SAFETY: `sigset_t` on 64-bit Linux is an array of 16 u64 words; the first is in
+        // bounds and properly aligned.
+        unsafe {
+            *first_word |= (1 << 31) | (1 << 32);
+        }
     }
 }
 

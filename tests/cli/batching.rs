@@ -169,10 +169,7 @@ fn batching_without_command_is_a_usage_error() {
 
 #[test]
 fn batching_with_coalescing_is_a_usage_error() {
-    for flags in [
-        vec!["--coalesce", "latest"],
-        vec!["--cancel-in-progress"],
-    ] {
+    for flags in [vec!["--coalesce", "latest"], vec!["--cancel-in-progress"]] {
         let scratch = Scratch::new();
         let out = Run::new()
             .scratch(&scratch)
@@ -182,7 +179,10 @@ fn batching_with_coalescing_is_a_usage_error() {
             .run();
         assert_eq!(out.code, 2, "{flags:?}\n{}", out.dump());
         assert!(!scratch.exists("ran"), "{flags:?}");
-        assert!(!out.stderr().is_empty(), "{flags:?}: a usage error says why");
+        assert!(
+            !out.stderr().is_empty(),
+            "{flags:?}: a usage error says why"
+        );
     }
 }
 
@@ -217,12 +217,22 @@ fn check_batches(records: &Records) -> BTreeMap<u64, Vec<u64>> {
             assert_eq!(job.key, first.key);
             assert_eq!(
                 (&job.outcome, &job.reason, job.exit_code, job.started),
-                (&first.outcome, &first.reason, first.exit_code, first.started),
+                (
+                    &first.outcome,
+                    &first.reason,
+                    first.exit_code,
+                    first.started
+                ),
                 "jobs of batch {batch} share the outcome"
             );
             assert_eq!(
                 (&job.started_at, &job.ended_at, job.slot, job.attempts),
-                (&first.started_at, &first.ended_at, first.slot, first.attempts),
+                (
+                    &first.started_at,
+                    &first.ended_at,
+                    first.slot,
+                    first.attempts
+                ),
                 "jobs of batch {batch} share the run"
             );
         }
@@ -283,7 +293,11 @@ fn ten_thousand_arguments_in_batches_of_at_most_100() {
     for (key, args) in &want {
         let limit = args.len().div_ceil(100) + 5;
         let runs = runs_per_key[key];
-        assert!(runs <= limit, "{key}: {runs} runs for {} arguments", args.len());
+        assert!(
+            runs <= limit,
+            "{key}: {runs} runs for {} arguments",
+            args.len()
+        );
     }
 }
 
@@ -300,7 +314,11 @@ fn batch_bytes_bounds_each_runs_quoted_arguments() {
             // Longer than the bound on its own: a batch of one.
             format!("long-{}", "y".repeat(BOUND + 50))
         } else {
-            format!("a{i}-{}{}", "x".repeat(i % 37), if i % 5 == 0 { "'q'" } else { "" })
+            format!(
+                "a{i}-{}{}",
+                "x".repeat(i % 37),
+                if i % 5 == 0 { "'q'" } else { "" }
+            )
         };
         input.push_str(&format!("{}\t{arg}\n", ["k", "j"][i % 2]));
         args.push(arg);

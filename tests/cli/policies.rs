@@ -155,7 +155,10 @@ fn cancel_in_progress_interrupts_the_running_job_and_its_whole_tree() {
     assert!(new.start_ms() >= old.end_ms(), "{old:?}\n{new:?}");
     assert_eq!(records.job(2).result(), ("succeeded", None));
     assert!(!alive(shell), "the superseded job's shell is gone");
-    assert!(!alive(child), "the superseded job's background child is gone");
+    assert!(
+        !alive(child),
+        "the superseded job's background child is gone"
+    );
 }
 
 #[test]
@@ -183,7 +186,11 @@ fn on_full_reject_records_queue_full_and_runs_the_rest() {
         .unwrap();
     running.stdin().flush().unwrap();
     assert!(
-        wait_until(WAIT, || running.report_so_far().matches("queue_full").count() == 3),
+        wait_until(WAIT, || running
+            .report_so_far()
+            .matches("queue_full")
+            .count()
+            == 3),
         "three queue_full records:\n{}",
         running.report_so_far()
     );
@@ -295,7 +302,16 @@ fn a_job_failing_every_try_is_failed_and_interrupted_jobs_are_not_retried() {
     let scratch = Scratch::new();
     let out = Run::new()
         .scratch(&scratch)
-        .args(["--retries", "2", "--timeout", "0.3", "--grace", "1", "-j", "2"])
+        .args([
+            "--retries",
+            "2",
+            "--timeout",
+            "0.3",
+            "--grace",
+            "1",
+            "-j",
+            "2",
+        ])
         .stdin(
             "f\techo $LANES_ATTEMPT >> \"$D/tries-f\"; exit 4\n\
              t\techo $LANES_ATTEMPT >> \"$D/tries-t\"; sleep 10\n",
@@ -303,13 +319,25 @@ fn a_job_failing_every_try_is_failed_and_interrupted_jobs_are_not_retried() {
         .run();
     out.code(1);
     let failed = out.job(1);
-    assert_eq!(failed.result(), ("failed", Some("exit_status")), "{failed:?}");
-    assert_eq!((failed.attempts, failed.exit_code), (3, Some(4)), "{failed:?}");
+    assert_eq!(
+        failed.result(),
+        ("failed", Some("exit_status")),
+        "{failed:?}"
+    );
+    assert_eq!(
+        (failed.attempts, failed.exit_code),
+        (3, Some(4)),
+        "{failed:?}"
+    );
     assert_eq!(scratch.lines("tries-f"), ["1", "2", "3"]);
     let timed_out = out.job(2);
     assert_eq!(timed_out.result(), ("interrupted", Some("timeout")));
     assert_eq!(timed_out.attempts, 1, "{timed_out:?}");
-    assert_eq!(scratch.lines("tries-t"), ["1"], "a timed-out job is not retried");
+    assert_eq!(
+        scratch.lines("tries-t"),
+        ["1"],
+        "a timed-out job is not retried"
+    );
 }
 
 #[test]
@@ -368,7 +396,9 @@ fn fail_fast_interrupts_running_and_waiting_jobs() {
     running.stdin().flush().unwrap();
     scratch.wait_for("up1", WAIT);
     assert!(
-        wait_until(WAIT, || of_kind(&crate::records::events(&events), "queued").len() == 4),
+        wait_until(WAIT, || of_kind(&crate::records::events(&events), "queued")
+            .len()
+            == 4),
         "four jobs queued"
     );
     scratch.write("go", "");
@@ -376,9 +406,17 @@ fn fail_fast_interrupts_running_and_waiting_jobs() {
     let out = running.wait();
     out.code(1);
     let failed = out.job(2);
-    assert_eq!(failed.result(), ("failed", Some("exit_status")), "{failed:?}");
+    assert_eq!(
+        failed.result(),
+        ("failed", Some("exit_status")),
+        "{failed:?}"
+    );
     let stopped = out.job(1);
-    assert_eq!(stopped.result(), ("interrupted", Some("fail_fast")), "{stopped:?}");
+    assert_eq!(
+        stopped.result(),
+        ("interrupted", Some("fail_fast")),
+        "{stopped:?}"
+    );
     assert!(stopped.started);
     for seq in [3, 4] {
         let job = out.job(seq);
@@ -488,7 +526,12 @@ fn a_sticky_key_waits_for_its_slot_while_another_is_free() {
     let out = running.wait();
     out.code(0);
     let slots: Vec<Option<u32>> = (1..=4).map(|seq| out.job(seq).slot).collect();
-    assert_eq!(slots, [Some(1), Some(1), Some(1), Some(2)], "{}", out.dump());
+    assert_eq!(
+        slots,
+        [Some(1), Some(1), Some(1), Some(2)],
+        "{}",
+        out.dump()
+    );
     assert!(out.job(3).start_ms() >= out.job(2).end_ms());
 }
 
@@ -518,8 +561,11 @@ fn events_tell_queued_with_ahead_started_and_ended() {
         .write_all(b"a\ttrue\nb\ttrue\na\ttrue\nb\ttrue\na\ttrue\n")
         .unwrap();
     running.stdin().flush().unwrap();
-    assert!(wait_until(WAIT, || of_kind(&events(&events_path), "queued")
-        .len()
+    assert!(wait_until(WAIT, || of_kind(
+        &events(&events_path),
+        "queued"
+    )
+    .len()
         == 6));
     scratch.write("go", "");
     running.close_stdin();

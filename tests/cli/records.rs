@@ -173,11 +173,6 @@ pub fn at_ms(event: &Value) -> i64 {
     parse_time(event["at"].as_str().expect("at")).unwrap()
 }
 
-/// Whether two jobs' run times overlap (a job ends before the other starts: no overlap).
-pub fn overlap(a: &JobRecord, b: &JobRecord) -> bool {
-    a.start_ms() < b.end_ms() && b.start_ms() < a.end_ms()
-}
-
 /// Asserts that no two started jobs of one key overlap in time, from the records alone.
 pub fn assert_no_overlap_per_key(jobs: &[JobRecord]) {
     let mut by_key: BTreeMap<&str, Vec<&JobRecord>> = BTreeMap::new();

@@ -100,7 +100,11 @@ fn an_interrupted_run_is_completed_by_resume_without_redoing_successes() {
         .run();
     out.code(0);
     let second = Records::read(&second_report);
-    assert_eq!(second.summary.skipped, 5, "skipped = the first run's successes");
+    assert_eq!(second.run.source, jobs.display().to_string());
+    assert_eq!(
+        second.summary.skipped, 5,
+        "skipped = the first run's successes"
+    );
     assert_eq!(second.jobs.len(), 7);
     // Across both reports, exactly one success per job.
     let mut successes: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
@@ -156,7 +160,10 @@ fn a_torn_last_line_in_the_report_is_ignored() {
     let text = out.report_text.clone().unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let last_job = lines[lines.len() - 2];
-    assert!(last_job.contains("k5") && last_job.contains("succeeded"), "{text}");
+    assert!(
+        last_job.contains("k5") && last_job.contains("succeeded"),
+        "{text}"
+    );
     let torn = format!(
         "{}\n{}",
         lines[..lines.len() - 2].join("\n"),
@@ -174,7 +181,11 @@ fn a_torn_last_line_in_the_report_is_ignored() {
     let second = Records::read(&second_report);
     assert_eq!(second.summary.skipped, 2);
     let seqs: Vec<u64> = second.jobs.iter().map(|j| j.seq).collect();
-    assert_eq!(seqs, [2, 4, 5], "the failed jobs and the one whose record was torn");
+    assert_eq!(
+        seqs,
+        [2, 4, 5],
+        "the failed jobs and the one whose record was torn"
+    );
     let counts = ran_counts(&scratch);
     let want: BTreeMap<String, usize> = [("k1", 1), ("k2", 2), ("k3", 1), ("k4", 2), ("k5", 2)]
         .into_iter()
@@ -219,7 +230,10 @@ fn resume_may_read_the_file_report_writes() {
     let scratch = Scratch::new();
     let report = scratch.join("run.jsonl");
     let mut input = String::new();
-    for (i, phase1) in ["true", "exit 3", "true", "true", "exit 4"].iter().enumerate() {
+    for (i, phase1) in ["true", "exit 3", "true", "true", "exit 4"]
+        .iter()
+        .enumerate()
+    {
         input.push_str(&format!("k{}\t{}\n", i % 2, job(&format!("j{i}"), phase1)));
     }
     let jobs = scratch.write("jobs.tsv", input);

@@ -1,0 +1,297 @@
+//! SPEC §2: what a job inherits (descriptors, signal dispositions and mask), processes that
+//! escape or outlive their job, jobs closing their output early, a closed stdout, and a low
+//! descriptor limit.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use crate::records::*;
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Shell code listing the job shell's open descriptors (`fd N` lines). The glob itself reads
+/// the directory through a descriptor that is closed again when the loop runs: only entries
+/// still present then are listed.
+const LIST_FDS: &str =
+    "for f in /proc/$$/fd/*; do if [ -L \"$f\" ]; then echo \"fd ${f##*/}\"; fi; done";
+
+/// The `fd N` lines of `key` in prefixed output.
+fn fds_of(stdout: &str, key: &str) -> Vec<String> {
+    let prefix = format!("[{key}] fd ");
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(&prefix).map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn jobs_get_only_0_1_2_with_every_output_file_open_and_inherited_descriptors() {
+    let scratch = Scratch::new();
+    let job = format!(
+        "touch \"$D/up-$LANES_KEY\"; {}; {}; {}; {LIST_FDS}",
+        await_file("up-a"),
+        await_file("up-b"),
+        await_file("up-c")
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .wrapper("exec 7</dev/null 8>\"$D/inherited\" 9<&0")
+        .args(["-j", "3", "--events"])
+        .arg(scratch.join("events.jsonl"))
+        .arg("--results")
+        .arg(scratch.join("results"))
+        .arg("--junit")
+        .arg(scratch.join("junit.xml"))
+        .stdin(format!("a\t{job}\nb\t{job}\nc\t{job}\n"))
+        .run();
+    out.code(0);
+    for key in ["a", "b", "c"] {
+        assert_eq!(
+            fds_of(&out.stdout(), key),
+            ["0", "1", "2"],
+            "descriptors of job {key}\n{}",
+            out.dump()
+        );
+    }
+}
+
+#[test]
+fn jobs_get_only_0_1_2_while_grouped_output_is_spilled_to_a_file() {
+    // Job `big` writes 2 MB (past the 1 MiB held in memory, so its block goes to a temporary
+    // file) and stays; job `lister` then lists its descriptors.
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "2", "--output", "grouped"])
+        .stdin(format!(
+            "big\thead -c 2000000 /dev/zero | tr '\\0' x; echo; touch \"$D/spilled\"; {}\n\
+             lister\t{}; {LIST_FDS}; touch \"$D/listed\"\n",
+            await_file("listed"),
+            await_file("spilled")
+        ))
+        .run();
+    out.code(0);
+    let stdout = out.stdout();
+    let block = stdout
+        .split("==> [lister] seq 2: succeeded <==\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no lister block\n{}", out.dump()));
+    let fds: Vec<&str> = block
+        .lines()
+        .take_while(|l| !l.starts_with("==> "))
+        .collect();
+    assert_eq!(fds, ["fd 0", "fd 1", "fd 2"]);
+}
+
+/// Prints the job shell's `SigBlk` and `SigIgn` lines of `/proc/$$/status`. The shell reads
+/// the file itself (`read` is a builtin): `grep … /proc/$$/status` would catch dash while it
+/// waits for grep, with every signal blocked for a moment.
+const PRINT_MASKS: &str =
+    "k\twhile IFS= read -r l; do case $l in SigBlk*|SigIgn*) echo \"$l\";; esac; \
+    done < /proc/$$/status\n";
+
+/// `SigBlk` and `SigIgn` of a job's shell, as printed by the job.
+fn masks(out: &Output) -> Vec<(String, u64)> {
+    out.stdout()
+        .lines()
+        .filter_map(|l| l.strip_prefix("[k] "))
+        .map(|l| {
+            let (name, hex) = l.split_once(":\t").unwrap();
+            (
+                name.to_owned(),
+                u64::from_str_radix(hex.trim(), 16).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn jobs_start_with_no_signal_blocked_or_ignored_even_when_lanes_was() {
+    // A shell that ignores SIGINT (as `cmd &` in a script does).
+    let out = Run::new()
+        .wrapper("trap '' INT QUIT")
+        .stdin(PRINT_MASKS)
+        .run();
+    out.code(0);
+    assert_eq!(
+        masks(&out),
+        [("SigBlk".to_owned(), 0), ("SigIgn".to_owned(), 0)],
+        "{}",
+        out.dump()
+    );
+    // Python: SIGPIPE and SIGXFSZ ignored by default; here also SIGINT ignored and two
+    // signals blocked, then lanes exec'd with all of that.
+    let out = Run::new()
+        .wrapper(
+            "exec python3 -c 'import os, signal, sys; \
+             signal.signal(signal.SIGINT, signal.SIG_IGN); \
+             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM}); \
+             os.execv(sys.argv[1], sys.argv[1:])' \"$0\" \"$@\"",
+        )
+        .stdin(PRINT_MASKS)
+        .run();
+    out.code(0);
+    assert_eq!(
+        masks(&out),
+        [("SigBlk".to_owned(), 0), ("SigIgn".to_owned(), 0)],
+        "{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn a_setsid_process_holding_the_pipes_is_leaked_and_gone_after_the_run() {
+    let scratch = Scratch::new();
+    let started = Instant::now();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--grace", "1"])
+        .stdin(
+            "k\tsetsid sleep 30 & echo $! > \"$D/pid\"; echo shell-done\n\
+             k\techo next\n",
+        )
+        .run();
+    out.code(0);
+    let job = out.job(1);
+    assert_eq!(job.result(), ("succeeded", None), "{job:?}");
+    assert!(job.leaked, "{job:?}");
+    assert!(out.stdout().contains("[k] shell-done\n"));
+    assert_eq!(out.job(2).result(), ("succeeded", None));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the run waited for the escaped process: {:?}",
+        started.elapsed()
+    );
+    assert!(
+        !alive(scratch.pid("pid")),
+        "the setsid'd process outlived lanes"
+    );
+}
+
+#[test]
+fn a_double_forked_process_is_gone_after_the_run() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--grace", "1"])
+        .stdin("k\t( (sleep 30 & echo $! > \"$D/pid\") & ); echo forked\n")
+        .run();
+    out.code(0);
+    let job = out.job(1);
+    assert_eq!(job.result(), ("succeeded", None), "{job:?}");
+    assert!(job.leaked, "{job:?}");
+    assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
+    assert!(!alive(scratch.pid("pid")));
+}
+
+#[test]
+fn a_job_that_closes_its_output_is_still_supervised_to_its_end() {
+    let scratch = Scratch::new();
+    let run = Run::new().scratch(&scratch);
+    let report = run.report_path();
+    let running = run
+        .stdin(format!(
+            "k\techo before; exec >&- 2>&-; touch \"$D/closed\"; {}; touch \"$D/end1\"\n\
+             k\ttouch \"$D/ran2\"\n",
+            await_file("go")
+        ))
+        .spawn();
+    scratch.wait_for("closed", WAIT);
+    // Both pipes are at EOF while the job runs on: give lanes time to get that wrong.
+    let ended_early = wait_until(Duration::from_millis(600), || {
+        std::fs::read_to_string(&report)
+            .unwrap_or_default()
+            .contains("\"type\":\"job\"")
+            || scratch.exists("ran2")
+    });
+    assert!(
+        !ended_early,
+        "the job was taken as ended at EOF on its pipes"
+    );
+    let go = now_ms();
+    scratch.write("go", "");
+    let out = running.wait();
+    out.code(0);
+    let job = out.job(1);
+    assert_eq!(job.result(), ("succeeded", None), "{job:?}");
+    assert!(!job.leaked, "{job:?}");
+    assert!(job.end_ms() >= go, "ended {} before go {go}", job.end_ms());
+    assert!(scratch.exists("end1"));
+    assert!(out.job(2).start_ms() >= job.end_ms());
+    assert!(out.stdout().contains("[k] before\n"));
+}
+
+/// Runs `lanes … | head -1` through bash with pipefail: lanes' exit status is the pipeline's.
+fn through_head(scratch: &Scratch, input: String) -> Output {
+    Run::new()
+        .scratch(scratch)
+        .wrapper(
+            "exec bash -c 'set -o pipefail; \"$0\" \"$@\" | head -1 > \"$D/head\"' \"$0\" \"$@\"",
+        )
+        .args(["-j", "3"])
+        .stdin(input)
+        .run()
+}
+
+#[test]
+fn piping_into_head_keeps_the_jobs_exit_status_and_leaves_nothing() {
+    let talk = "i=0; while [ $i -lt 5000 ]; do i=$((i+1)); echo \"$LANES_KEY line $i\"; done";
+    for (fail, status) in [(false, 0), (true, 1)] {
+        let scratch = Scratch::new();
+        let mut input = String::new();
+        for i in 0..8 {
+            let tail = if fail && i == 5 { "; exit 4" } else { "" };
+            input.push_str(&format!(
+                "k{i}\t{talk}; echo $$ > \"$D/pid-$LANES_SEQ\"{tail}\n"
+            ));
+        }
+        let out = through_head(&scratch, input);
+        out.code(status);
+        let head = scratch.read("head");
+        assert_eq!(head.lines().count(), 1, "{head}");
+        assert!(head.starts_with("[k"), "{head}");
+        let report = out.report();
+        assert_eq!(report.jobs.len(), 8);
+        assert_eq!(report.summary.succeeded, if fail { 7 } else { 8 });
+        if fail {
+            assert_eq!(out.job(6).exit_code, Some(4));
+        }
+        for seq in 1..=8 {
+            assert!(!alive(scratch.pid(&format!("pid-{seq}"))));
+        }
+        let notices = out
+            .stderr()
+            .lines()
+            .filter(|l| l.to_lowercase().contains("broken pipe"))
+            .count();
+        assert_eq!(notices, 1, "lanes says so once\n{}", out.dump());
+    }
+}
+
+#[test]
+fn a_low_descriptor_limit_with_a_high_cap_completes_every_job() {
+    let scratch = Scratch::new();
+    let mut input = String::new();
+    for i in 0..300 {
+        input.push_str(&format!(
+            "key{i}\techo $LANES_SEQ >> \"$D/done\"; sleep 0.2; echo out; echo err >&2\n"
+        ));
+    }
+    let out = Run::new()
+        .scratch(&scratch)
+        .wrapper("ulimit -n 64")
+        .args(["-j", "200"])
+        .stdin(input)
+        .run();
+    out.code(0);
+    let report = out.report();
+    assert_eq!(report.summary.succeeded, 300, "{}", out.dump());
+    let done: BTreeSet<u64> = scratch
+        .lines("done")
+        .iter()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert_eq!(done, (1..=300).collect());
+    assert_eq!(out.stdout().lines().count(), 300);
+}
