@@ -13,7 +13,7 @@ Examples:
   printf 'db\\tsleep 1; echo migrated\\nweb\\techo built\\ndb\\techo seeded\\n' | lanes -j 4
 
   # A TOML manifest, with a JSON Lines report for CI
-  lanes --max-concurrent 8 --report report.jsonl examples/deploy.toml
+  lanes --max-concurrent 8 --report report.jsonl examples/deploy/deploy.toml
 
   # The report on stdout (job output goes to stderr), failed jobs with jq
   lanes --json jobs.tsv | jq -c 'select(.type == \"job\" and .outcome != \"succeeded\")'";

@@ -156,8 +156,18 @@ impl RunConfig {
         let source = match (cli.manifest, cli.file) {
             (Some(path), _) => load_manifest(path)?,
             (None, Some(path)) if path == Path::new("-") => Source::Stdin,
-            (None, Some(path)) if path.extension().is_some_and(|e| e == "toml") => {
+            (None, Some(path))
+                if path
+                    .extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("toml")) =>
+            {
                 load_manifest(path)?
+            }
+            (None, Some(path)) if path.is_dir() => {
+                return Err(ConfigError::Usage(format!(
+                    "{} is a directory, not a file of jobs",
+                    path.display()
+                )))
             }
             (None, Some(path)) => Source::LinesFile(path),
             (None, None) => Source::Stdin,
@@ -167,6 +177,10 @@ impl RunConfig {
             _ => Default::default(),
         };
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+        check_distinct_files(&source, &cli.report, &cli.events, &cli.junit, &cli.resume)?;
+        if cli.shell.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return Err(ConfigError::Usage("--shell must name a program".into()));
+        }
         let template = match cli.command.or(settings.command) {
             Some(text) => Some(Template::parse(&text)?),
             None => None,
@@ -228,7 +242,8 @@ impl RunConfig {
             fail_fast: cli.fail_fast || settings.fail_fast.unwrap_or(false),
             events: cli.events,
             resume: cli.resume,
-            timeout: cli.timeout.or(settings.timeout),
+            // 0 means no timeout, as for timeout(1).
+            timeout: cli.timeout.or(settings.timeout).filter(|t| !t.is_zero()),
             grace: cli.grace.or(settings.grace).unwrap_or(DEFAULT_GRACE),
             leak_window: cli.leak_window,
             shell: cli
@@ -258,6 +273,55 @@ impl RunConfig {
             source,
         })
     }
+}
+
+/// The files lanes writes must differ from each other and from the input: `--report
+/// jobs.tsv jobs.tsv` would destroy the jobs before reading them. (`--resume` may name the
+/// `--report` file: it is read before the report is written.)
+fn check_distinct_files(
+    source: &Source,
+    report: &Option<PathBuf>,
+    events: &Option<PathBuf>,
+    junit: &Option<PathBuf>,
+    resume: &Option<PathBuf>,
+) -> Result<(), ConfigError> {
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    let input = match source {
+        Source::LinesFile(path) | Source::Manifest { path, .. } => Some(path.as_path()),
+        Source::Stdin => None,
+    };
+    let outputs = [
+        ("--report", report),
+        ("--events", events),
+        ("--junit", junit),
+    ];
+    for (i, (flag, path)) in outputs.iter().enumerate() {
+        let Some(path) = path else { continue };
+        if input.is_some_and(|input| same(input, path)) {
+            return Err(ConfigError::Usage(format!(
+                "{flag} {} is the input file: it would be overwritten",
+                path.display()
+            )));
+        }
+        for (other_flag, other) in &outputs[i + 1..] {
+            if other.as_deref().is_some_and(|other| same(other, path)) {
+                return Err(ConfigError::Usage(format!(
+                    "{flag} and {other_flag} name the same file {}",
+                    path.display()
+                )));
+            }
+        }
+        if *flag != "--report" && resume.as_deref().is_some_and(|r| same(r, path)) {
+            return Err(ConfigError::Usage(format!(
+                "{flag} {} is the report to resume from",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn load_manifest(path: PathBuf) -> Result<Source, ConfigError> {

@@ -120,6 +120,9 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         config.json.then(|| stdout.sender()),
     );
     if let Some(path) = &config.junit {
+        // Made now, so that a path that cannot be written fails before anything runs.
+        File::create(path)
+            .with_context(|| format!("cannot create the JUnit file {}", path.display()))?;
         let name = format!("lanes {}", config.source.describe());
         recorder = recorder.with_junit(path.clone(), JunitReport::new(&name, SystemTime::now()));
     }
@@ -137,7 +140,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         let _guard = runtime.enter();
         shell::input::start(feed, config.max_queued)
     };
-    let code = runtime.block_on(drive(
+    let (code, summary) = runtime.block_on(drive(
         config,
         hangup_ignored,
         input,
@@ -147,7 +150,9 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         resume,
     ));
     drop(runtime);
+    // Job output first, then the summary: it is the last thing a person reads.
     stdout.close();
+    stderr.write_now(summary.into_bytes());
     stderr.close();
     Ok(code)
 }

@@ -30,6 +30,8 @@ pub enum TemplateError {
     Unclosed(usize),
     #[error("lone `}}` in --command at byte {0} (write }}}} for a literal brace)")]
     LoneClose(usize),
+    #[error("placeholder `{0}` inside quotes in --command at byte {1}: write it unquoted, lanes quotes every substitution itself (inside double quotes a substitution could run as shell code)")]
+    Quoted(String, usize),
 }
 
 impl Template {
@@ -41,8 +43,11 @@ impl Template {
     pub fn parse(text: &str) -> Result<Self, TemplateError> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
+        let mut quotes = Quotes::default();
         let mut chars = text.char_indices().peekable();
         while let Some((at, c)) = chars.next() {
+            let quoted = quotes.inside();
+            quotes.see(c);
             match c {
                 '{' if chars.peek().map(|&(_, n)| n) == Some('{') => {
                     chars.next();
@@ -64,6 +69,9 @@ impl Template {
                         "slot" => Piece::Slot,
                         other => return Err(TemplateError::Unknown(other.to_owned())),
                     };
+                    if quoted {
+                        return Err(TemplateError::Quoted(format!("{{{name}}}"), at));
+                    }
                     for _ in 0..=name.chars().count() {
                         chars.next();
                     }
@@ -105,6 +113,35 @@ impl Template {
             }
         }
         out
+    }
+}
+
+/// Where a scan of shell text stands: inside single quotes, double quotes, or after a
+/// backslash (POSIX "Shell Command Language" §2.2).
+#[derive(Debug, Default)]
+struct Quotes {
+    single: bool,
+    double: bool,
+    escaped: bool,
+}
+
+impl Quotes {
+    fn inside(&self) -> bool {
+        self.single || self.double
+    }
+
+    fn see(&mut self, c: char) {
+        if self.escaped {
+            self.escaped = false;
+        } else if self.single {
+            self.single = c != '\'';
+        } else if c == '\\' {
+            self.escaped = true;
+        } else if c == '\'' && !self.double {
+            self.single = true;
+        } else if c == '"' {
+            self.double = !self.double;
+        }
     }
 }
 
@@ -182,6 +219,19 @@ mod tests {
                 .unwrap();
             assert_eq!(String::from_utf8(out.stdout).unwrap(), text);
         }
+    }
+
+    #[test]
+    fn placeholders_inside_quotes_are_refused() {
+        assert_eq!(
+            Template::parse("echo \"arg: {}\""),
+            Err(TemplateError::Quoted("{}".into(), 11))
+        );
+        assert!(matches!(
+            Template::parse("echo '{key}'"),
+            Err(TemplateError::Quoted(..))
+        ));
+        assert!(Template::parse("echo \"a\" {} 'b' \\\" {key}").is_ok());
     }
 
     #[test]

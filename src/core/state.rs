@@ -123,8 +123,13 @@ pub struct Scheduler {
     pub(crate) deadlines: BTreeSet<(Tick, Seq)>,
     /// Retries waiting out `retry_delay`, by the time their lane may go on.
     pub(crate) held: BTreeSet<(Tick, Arc<str>)>,
-    /// Free slots, smallest first; slots are 1..=max_concurrent.
+    /// Slots released and free again, smallest first. Slots are handed out lazily: every
+    /// slot from `next_slot` to max_concurrent is free too, so memory does not grow with `-j`.
     pub(crate) free_slots: BTreeSet<u32>,
+    /// The smallest slot never handed out yet.
+    pub(crate) next_slot: u32,
+    /// The largest slot: max_concurrent.
+    pub(crate) last_slot: u32,
     /// `--sticky-slots`: the slot each key is bound to. Kept for the whole run, so it grows
     /// with the number of distinct keys.
     pub(crate) bound_slots: HashMap<Arc<str>, u32>,
@@ -163,7 +168,9 @@ impl Scheduler {
             running: HashMap::new(),
             deadlines: BTreeSet::new(),
             held: BTreeSet::new(),
-            free_slots: (1..=slots).collect(),
+            free_slots: BTreeSet::new(),
+            next_slot: 1,
+            last_slot: slots,
             bound_slots: HashMap::new(),
             queued: 0,
             draining: false,
@@ -179,6 +186,31 @@ impl Scheduler {
     /// The per-key policies in force.
     pub fn policy(&self) -> Policy {
         self.policy
+    }
+
+    /// The smallest free slot, if any.
+    pub(crate) fn smallest_free_slot(&self) -> Option<u32> {
+        self.free_slots
+            .first()
+            .copied()
+            .or((self.next_slot <= self.last_slot).then_some(self.next_slot))
+    }
+
+    /// Whether `slot` is free.
+    pub(crate) fn slot_is_free(&self, slot: u32) -> bool {
+        self.free_slots.contains(&slot) || (slot >= self.next_slot && slot <= self.last_slot)
+    }
+
+    /// Marks `slot` (free, as found by the two functions above) as taken.
+    pub(crate) fn take_slot(&mut self, slot: u32) {
+        if !self.free_slots.remove(&slot) {
+            // A never-used slot: the ones below it that were skipped (a sticky key's slot
+            // taken out of order) become explicitly free.
+            for skipped in self.next_slot..slot {
+                self.free_slots.insert(skipped);
+            }
+            self.next_slot = self.next_slot.max(slot + 1);
+        }
     }
 
     /// Jobs admitted and not yet started.

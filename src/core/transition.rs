@@ -182,8 +182,8 @@ impl Scheduler {
         }
         let (index, slot) = self.ready.iter().enumerate().find_map(|(i, key)| {
             let slot = match self.bound_slots.get(key) {
-                Some(&slot) => self.free_slots.contains(&slot).then_some(slot)?,
-                None => *self.free_slots.first()?,
+                Some(&slot) => self.slot_is_free(slot).then_some(slot)?,
+                None => self.smallest_free_slot()?,
             };
             let lane = self.lanes.get(key)?;
             self.batch_ready_at(&lane.waiting)
@@ -191,7 +191,7 @@ impl Scheduler {
                 .then_some((i, slot))
         })?;
         let key = self.ready.remove(index)?;
-        self.free_slots.remove(&slot);
+        self.take_slot(slot);
         if self.policy.sticky_slots {
             self.bound_slots.entry(Arc::clone(&key)).or_insert(slot);
         }

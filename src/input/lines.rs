@@ -109,7 +109,11 @@ impl<R: BufRead> Iterator for LineReader<R> {
                 Err(err) => return Some(Err(err)),
             }
             self.line += 1;
-            let raw = self.buffer.strip_suffix(b"\n").unwrap_or(&self.buffer);
+            let mut raw = self.buffer.strip_suffix(b"\n").unwrap_or(&self.buffer);
+            if self.line == 1 {
+                // A UTF-8 byte order mark is not part of the first key.
+                raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
+            }
             if let Some(item) = parse_line(raw) {
                 self.seq += 1;
                 return Some(Ok(NumberedLine {
@@ -171,6 +175,13 @@ mod tests {
                 other => panic!("{raw:?} parsed as {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_key() {
+        let input = b"\xEF\xBB\xBFa\techo\n";
+        let got: Vec<_> = LineReader::new(&input[..]).map(Result::unwrap).collect();
+        assert_eq!(got[0].item, job("a", "echo"));
     }
 
     #[test]

@@ -120,7 +120,13 @@ pub enum ManifestError {
 /// [`ManifestError::Read`] when the file cannot be read as UTF-8 text;
 /// [`ManifestError::Invalid`] as for [`parse`].
 pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ManifestError::Read {
+    let read = if path == Path::new("-") {
+        // `--manifest -`: the manifest on stdin.
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    };
+    let text = read.map_err(|error| ManifestError::Read {
         path: path.to_path_buf(),
         error,
     })?;

@@ -67,6 +67,13 @@ impl Sink {
         self.tx.clone().expect("the sink is open until closed")
     }
 
+    /// Sends `buffer` from outside the runtime (blocking while the queue is full).
+    pub fn write_now(&self, buffer: Vec<u8>) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.blocking_send(buffer);
+        }
+    }
+
     /// Closes the sink and waits until everything sent has been written. Other senders must be
     /// dropped first, or this waits for them.
     pub fn close(mut self) {

@@ -44,7 +44,12 @@ pub fn bad_job_line(record: &JobRecord, stderr_tail: &[u8]) -> String {
 }
 
 /// The whole summary: one line of counts, then the listed bad jobs, then how many more.
-pub fn summary(summary: &SummaryRecord, listed: &[String], unlisted: u64) -> String {
+pub fn summary(
+    summary: &SummaryRecord,
+    listed: &[String],
+    unlisted: u64,
+    has_report: bool,
+) -> String {
     let mut text = format!(
         "lanes: {} jobs in {}: {} succeeded, {} failed, {} interrupted, {} rejected",
         summary.jobs,
@@ -63,7 +68,8 @@ pub fn summary(summary: &SummaryRecord, listed: &[String], unlisted: u64) -> Str
         text.push('\n');
     }
     if unlisted > 0 {
-        let _ = writeln!(text, "  … and {unlisted} more (see the report)");
+        let see = if has_report { " (see the report)" } else { "" };
+        let _ = writeln!(text, "  … and {unlisted} more{see}");
     }
     text
 }

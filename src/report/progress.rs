@@ -81,7 +81,23 @@ impl Progress {
                 ProgressStyle::with_template("  {prefix} {elapsed:>4} {msg}")
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
-            let prefix = format!("[{}]", key.escape_default());
+            // Control characters escaped, anything else as it is; long keys cut to a third of
+            // the width.
+            let mut shown: String = key
+                .chars()
+                .flat_map(|c| {
+                    if c.is_control() {
+                        c.escape_default().collect::<Vec<_>>()
+                    } else {
+                        vec![c]
+                    }
+                })
+                .collect();
+            let most = usize::from(self.width / 3).max(8);
+            if shown.chars().count() > most {
+                shown = shown.chars().take(most - 1).chain(['…']).collect();
+            }
+            let prefix = format!("[{shown}]");
             // Cut to the width, leaving the last columns free: a full last line would wrap when
             // the terminal echoes `^C` after it, and the display could then not be cleared.
             let room = usize::from(self.width).saturating_sub(prefix.chars().count() + 12);
@@ -112,6 +128,13 @@ impl Progress {
         self.done += 1;
         self.failed += u64::from(bad);
         self.redraw();
+    }
+
+    /// Redraws the running jobs' lines, so that their elapsed times move.
+    pub fn tick(&self) {
+        for line in self.lines.values() {
+            line.tick();
+        }
     }
 
     /// Clears the display for good.

@@ -58,6 +58,11 @@ impl Recorder {
         self
     }
 
+    /// Whether there is a live display.
+    pub fn has_progress(&self) -> bool {
+        self.progress.is_some()
+    }
+
     /// The live display, when there is one.
     pub fn progress(&mut self) -> Option<&mut Progress> {
         self.progress.as_mut()
@@ -111,6 +116,7 @@ impl Recorder {
         self.summary.exit_code = exit_code;
         let line = to_line(&self.summary);
         self.write_line(line).await;
+        let has_report = !self.file_name.is_empty() || self.stdout.is_some();
         self.stdout = None;
         if let Some(mut progress) = self.progress.take() {
             progress.finish();
@@ -123,7 +129,7 @@ impl Recorder {
                 );
             }
         }
-        human::summary(&self.summary, &self.listed, self.unlisted)
+        human::summary(&self.summary, &self.listed, self.unlisted, has_report)
     }
 
     /// One record, one `write` to the file (unbuffered, so flushed when written), one buffer

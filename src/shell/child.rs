@@ -352,10 +352,16 @@ pub async fn supervise(
                 leak_at = None;
                 window_over = true;
                 reaper.reap();
-                if group_alive(pid) && stop.is_none() {
-                    leaked = true;
-                    signal_group(pid, Signal::SIGTERM);
-                    grace_at = Some(Instant::now() + timing.grace);
+                if group_alive(pid) {
+                    // Left over past the window, unless lanes itself was already stopping
+                    // the job when its shell exited.
+                    if stopped_before_exit.is_none() {
+                        leaked = true;
+                    }
+                    if stop.is_none() {
+                        signal_group(pid, Signal::SIGTERM);
+                        grace_at = Some(Instant::now() + timing.grace);
+                    }
                 }
             },
             () = sleep_until_opt(grace_at) => {

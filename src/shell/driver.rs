@@ -64,6 +64,8 @@ struct Job {
     superseded_by: Option<Seq>,
     /// For the job a run is known by: every job of the run (itself first; a batch's members).
     members: Vec<Seq>,
+    /// The last try, when the job waits for a retry: when it started and ended.
+    previous: Option<(Started, SystemTime, Instant)>,
 }
 
 struct Started {
@@ -73,7 +75,7 @@ struct Started {
     waited: Duration,
 }
 
-/// Runs the whole job stream to its end; returns the exit status.
+/// Runs the whole job stream to its end; returns the exit status and the human summary.
 pub async fn drive(
     config: RunConfig,
     hangup_ignored: bool,
@@ -82,7 +84,7 @@ pub async fn drive(
     mut recorder: Recorder,
     events: EventLog,
     resume: Option<Resume>,
-) -> u8 {
+) -> (u8, String) {
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
     let mut sigchld = unix_signal(SignalKind::child()).ok();
@@ -156,6 +158,8 @@ pub async fn drive(
         block_writer: Some(block_writer),
     };
     let mut ended_rx = ended_rx;
+    let mut redraw = tokio::time::interval(Duration::from_secs(1));
+    redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         driver.start_ready().await;
         if driver.is_done() {
@@ -170,9 +174,14 @@ pub async fn drive(
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
             () = sleep_until_opt(wake) => driver.on_wake().await,
             item = recv_input(&mut driver.input), if accept_input => driver.on_input(item).await,
+            _ = redraw.tick(), if driver.recorder.has_progress() => {
+                if let Some(progress) = driver.recorder.progress() {
+                    progress.tick();
+                }
+            }
         }
     }
-    driver.finish(started_at).await
+    driver.finish(started_at, &mut signals).await
 }
 
 async fn next_signal(signals: &mut Option<StopSignals>) -> Option<(Signal, ShutdownLevel)> {
@@ -442,6 +451,9 @@ impl Driver {
             return;
         };
         self.accept(item).await;
+        if !self.config.batching {
+            self.start_ready().await;
+        }
         for _ in 0..INPUT_BURST {
             if !self.can_accept() {
                 break;
@@ -540,6 +552,7 @@ impl Driver {
                         attempts: 0,
                         superseded_by: None,
                         members: Vec::new(),
+                        previous: None,
                     },
                 );
                 let queued = self.core.queued();
@@ -663,9 +676,15 @@ impl Driver {
             None => return,
         };
         if self.release_run(ended.seq, &members, outcome, attempt) {
+            let ended_instant = ended.ended_instant;
+            let ended_at = ended.ended_at;
             for seq in &members {
                 if let Some(job) = self.jobs.get_mut(seq) {
-                    job.started = None;
+                    // Kept for the record, should the run stop before the retry starts.
+                    job.previous = job
+                        .started
+                        .take()
+                        .map(|started| (started, ended_at, ended_instant));
                 }
             }
             if self.config.keep_order {
@@ -803,6 +822,15 @@ impl Driver {
                 let mut record = base_record(&job.spec, outcome);
                 record.wait_ms = Some(millis(waited));
                 record.attempts = job.attempts;
+                if let Some((started, _, ended)) = &job.previous {
+                    // It ran before and waited for a retry: the record tells of that try.
+                    record.started = true;
+                    record.started_at = Some(timestamp(started.at));
+                    record.slot = Some(started.slot);
+                    record.wait_ms = Some(millis(started.waited));
+                    record.duration_ms =
+                        Some(millis(ended.saturating_duration_since(started.instant)));
+                }
                 self.record(record, outcome, &[], Vec::new()).await;
             }
         }
@@ -827,6 +855,18 @@ impl Driver {
         output: Vec<Block>,
     ) {
         let seq = record.seq;
+        if !record.started && self.events.enabled() {
+            // A job that never ran ends here: rejected, superseded or stopped while waiting.
+            self.events.write(&Event::Ended {
+                seq,
+                key: record.key.as_deref().unwrap_or(""),
+                outcome: outcome.name(),
+                reason: outcome.reason(),
+                attempt: record.attempts,
+                retry: false,
+                at: events::now(),
+            });
+        }
         if let (Some(index), true, Some(key)) =
             (&mut self.results_index, record.started, &record.key)
         {
@@ -852,35 +892,47 @@ impl Driver {
     /// Terminates what escaped its job's process group (`setsid`, a double fork into another
     /// session) and was re-parented to lanes: SIGTERM to each one's group, SIGKILL after the
     /// grace period to what is left, so that no process of any job outlives the run.
-    async fn sweep_escapees(&self) {
-        let escaped = unix::children();
-        if escaped.is_empty() {
-            return;
-        }
-        for &pid in &escaped {
-            unix::signal_escapee(pid, Signal::SIGTERM);
-        }
-        let deadline = Instant::now() + self.config.grace;
+    async fn sweep_escapees(&mut self, signals: &mut Option<StopSignals>) {
+        let mut signalled = std::collections::HashSet::new();
+        let mut deadline = Instant::now() + self.config.grace;
+        // Bounded: after SIGKILL nothing survives long; the extra second covers reaping.
+        let give_up = deadline + Duration::from_secs(2);
         loop {
             self.reaper.reap();
             let left = unix::children();
-            if left.is_empty() {
+            if left.is_empty() || Instant::now() >= give_up {
                 return;
             }
-            if Instant::now() >= deadline {
-                for pid in left {
+            let forced = Instant::now() >= deadline;
+            for pid in left {
+                // New escapees (re-parented as their parents die) get SIGTERM as they come.
+                if forced {
                     unix::signal_escapee(pid, Signal::SIGKILL);
+                } else if signalled.insert(pid) {
+                    unix::signal_escapee(pid, Signal::SIGTERM);
                 }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-                self.reaper.reap();
-                return;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(20)) => {}
+                Some((signal, _)) = next_signal(signals) => {
+                    // A stop signal now: nothing waits any more.
+                    if self.stop_signal.is_none() {
+                        self.stop_signal = Some(signal);
+                    }
+                    deadline = Instant::now();
+                }
+            }
         }
     }
 
-    async fn finish(mut self, started_at: SystemTime) -> u8 {
-        self.sweep_escapees().await;
+    /// Ends the run: returns the exit status and the human summary, which the caller writes
+    /// once job output has been flushed, so that it comes last.
+    async fn finish(
+        mut self,
+        started_at: SystemTime,
+        signals: &mut Option<StopSignals>,
+    ) -> (u8, String) {
+        self.sweep_escapees(signals).await;
         // Slurm: nothing of this run may stay on the cluster.
         self.backend.cancel_run();
         let held = self.blocks.drain();
@@ -897,8 +949,7 @@ impl Driver {
             .duration_since(started_at)
             .unwrap_or_default();
         let text = self.recorder.finish(millis(elapsed), code).await;
-        let _ = self.streams.stderr.send(text.into_bytes()).await;
-        code
+        (code, text)
     }
 }
 

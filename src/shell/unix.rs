@@ -25,11 +25,22 @@ pub fn signal_process(pid: i32, signal: Signal) {
 /// count as members there, so when it says yes, `/proc/*/stat` is read to see whether any
 /// member is not a zombie (state `Z`). Zombies whose parent is `lanes` are reaped before this is
 /// asked, so in practice only zombies of live parents inside the group are seen.
+///
+/// A `/proc` listing is a snapshot: a process forked just after it, by a parent that died
+/// before its own entry was read, would be missed. So "only zombies" must be seen twice, and
+/// `kill` asked again, before the group counts as empty.
 pub fn group_alive(pgid: i32) -> bool {
-    match kill(Pid::from_raw(-pgid), None) {
-        Err(Errno::ESRCH) => false,
-        Ok(()) | Err(_) => group_has_live_member(pgid),
+    for _ in 0..2 {
+        match kill(Pid::from_raw(-pgid), None) {
+            Err(Errno::ESRCH) => return false,
+            Ok(()) | Err(_) => {
+                if group_has_live_member(pgid) {
+                    return true;
+                }
+            }
+        }
     }
+    !matches!(kill(Pid::from_raw(-pgid), None), Err(Errno::ESRCH)) && group_has_live_member(pgid)
 }
 
 fn group_has_live_member(pgid: i32) -> bool {
