@@ -69,7 +69,8 @@ impl Template {
                         "slot" => Piece::Slot,
                         other => return Err(TemplateError::Unknown(other.to_owned())),
                     };
-                    if quoted {
+                    // Numbers are safe anywhere; text from the input is not.
+                    if quoted && matches!(piece, Piece::Args | Piece::Key) {
                         return Err(TemplateError::Quoted(format!("{{{name}}}"), at));
                     }
                     for _ in 0..=name.chars().count() {
@@ -232,6 +233,7 @@ mod tests {
             Err(TemplateError::Quoted(..))
         ));
         assert!(Template::parse("echo \"a\" {} 'b' \\\" {key}").is_ok());
+        assert!(Template::parse("echo \"{seq}/{slot}\" {}").is_ok());
     }
 
     #[test]
