@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use lanes::core::{JobRequest, Limits, Scheduler, Seq};
+use lanes::core::{Admission, JobRequest, Limits, Released, Scheduler, Seq};
 
 const MAX_CONCURRENT: usize = 8;
 
@@ -56,13 +56,13 @@ impl Cycle {
             weight: 0,
         };
         self.next_seq += 1;
-        let admission = self.scheduler.admit(job, self.now);
-        black_box(admission);
+        let admission = self.scheduler.admit(black_box(job), self.now);
+        assert!(matches!(admission, Admission::Queued { .. }));
     }
 
     fn take_all(&mut self) {
         while let Some(start) = self.scheduler.take(self.now) {
-            self.running.push_back(start.seq);
+            self.running.push_back(black_box(start).seq);
         }
     }
 
@@ -70,8 +70,8 @@ impl Cycle {
     fn step(&mut self) {
         self.now += Duration::from_micros(1);
         if let Some(seq) = self.running.pop_front() {
-            let released = self.scheduler.release(seq);
-            black_box(released);
+            let released = self.scheduler.release(black_box(seq));
+            assert!(matches!(released, Released::Done { .. }));
         }
         self.admit();
         self.take_all();
@@ -83,9 +83,12 @@ fn cycles(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     for key_count in [1usize, 1_000, 1_000_000] {
         let mut cycle = Cycle::new(key_count);
-        group.bench_function(BenchmarkId::from_parameter(format!("{key_count}_keys")), |b| {
-            b.iter(|| cycle.step());
-        });
+        group.bench_function(
+            BenchmarkId::from_parameter(format!("{key_count}_keys")),
+            |b| {
+                b.iter(|| cycle.step());
+            },
+        );
         assert!(
             cycle.scheduler.running() >= 1,
             "the benchmark kept jobs in flight"
