@@ -1,0 +1,174 @@
+/*
+ * spawn-floor: the practical floor for a job runner on this machine.
+ *
+ *   spawn-floor [run|capture] N J [COMMAND]
+ *
+ * Starts `sh -c COMMAND` (default COMMAND: `true`) N times with at most J children in
+ * flight, with posix_spawn, reaping with waitpid.
+ *
+ *   run      children inherit stdin, stdout and stderr; the floor only spawns and reaps.
+ *   capture  each child gets a pipe as its stdout; everything read from the pipes is copied
+ *            to our stdout (64 KiB reads, poll over the J pipes), the "capture floor".
+ *
+ * Built by bench/run.sh with `cc -O2`. Exits 1 if a child failed, 2 on a usage or system
+ * error.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *command = "true";
+static int failures = 0;
+
+static void die(const char *what) {
+    perror(what);
+    exit(2);
+}
+
+static void check_status(int status) {
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        failures++;
+}
+
+static pid_t start(int out_fd, int close_fd) {
+    char *argv[] = {"sh", "-c", (char *)command, NULL};
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_t *pa = NULL;
+    if (out_fd >= 0) {
+        if (posix_spawn_file_actions_init(&actions) != 0)
+            die("posix_spawn_file_actions_init");
+        posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+        posix_spawn_file_actions_addclose(&actions, out_fd);
+        posix_spawn_file_actions_addclose(&actions, close_fd);
+        pa = &actions;
+    }
+    pid_t pid;
+    int rc;
+    while ((rc = posix_spawn(&pid, "/bin/sh", pa, NULL, argv, environ)) == EAGAIN)
+        usleep(1000);
+    if (rc != 0) {
+        errno = rc;
+        die("posix_spawn");
+    }
+    if (pa)
+        posix_spawn_file_actions_destroy(pa);
+    return pid;
+}
+
+static void run_mode(long n, long j) {
+    long started = 0, running = 0;
+    while (started < n || running > 0) {
+        while (started < n && running < j) {
+            start(-1, -1);
+            started++;
+            running++;
+        }
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0) {
+            if (errno == EINTR)
+                continue;
+            die("waitpid");
+        }
+        check_status(status);
+        running--;
+    }
+}
+
+static int write_all(const char *buf, size_t len) {
+    while (len > 0) {
+        ssize_t w = write(STDOUT_FILENO, buf, len);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        buf += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static void capture_mode(long n, long j) {
+    struct pollfd *fds = calloc((size_t)j, sizeof *fds);
+    pid_t *pids = calloc((size_t)j, sizeof *pids);
+    static char buf[64 * 1024];
+    if (!fds || !pids)
+        die("calloc");
+    long started = 0, running = 0;
+    for (long i = 0; i < j; i++)
+        fds[i].fd = -1;
+    while (started < n || running > 0) {
+        for (long i = 0; i < j && started < n; i++) {
+            if (fds[i].fd >= 0)
+                continue;
+            int p[2];
+            if (pipe2(p, O_CLOEXEC) != 0)
+                die("pipe2");
+            pids[i] = start(p[1], p[0]);
+            close(p[1]);
+            fds[i].fd = p[0];
+            fds[i].events = POLLIN;
+            started++;
+            running++;
+        }
+        if (poll(fds, (nfds_t)j, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            die("poll");
+        }
+        for (long i = 0; i < j; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t r = read(fds[i].fd, buf, sizeof buf);
+            if (r > 0) {
+                if (write_all(buf, (size_t)r) != 0)
+                    die("write");
+                continue;
+            }
+            if (r < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            /* EOF: the child closed its stdout; reap it. */
+            close(fds[i].fd);
+            fds[i].fd = -1;
+            int status;
+            while (waitpid(pids[i], &status, 0) < 0)
+                if (errno != EINTR)
+                    die("waitpid");
+            check_status(status);
+            running--;
+        }
+    }
+    free(fds);
+    free(pids);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4 || argc > 5 || (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "capture") != 0)) {
+        fprintf(stderr, "usage: %s run|capture N J [COMMAND]\n", argv[0]);
+        return 2;
+    }
+    long n = strtol(argv[2], NULL, 10);
+    long j = strtol(argv[3], NULL, 10);
+    if (n < 0 || j < 1) {
+        fprintf(stderr, "%s: N must be >= 0 and J >= 1\n", argv[0]);
+        return 2;
+    }
+    if (argc == 5)
+        command = argv[4];
+    if (strcmp(argv[1], "run") == 0)
+        run_mode(n, j);
+    else
+        capture_mode(n, j);
+    return failures ? 1 : 0;
+}
