@@ -94,14 +94,20 @@ pub fn prefix_for(key: &str, color: bool) -> Vec<u8> {
     if !color {
         return plain.into_bytes();
     }
-    // FNV-1a: a stable colour per key across runs.
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    // A stable colour per key across runs.
+    let hash = stable_hash(key);
     let index = usize::try_from(hash % PALETTE.len() as u64).unwrap_or(0);
     let style = anstyle::Style::new().fg_color(Some(PALETTE[index].into()));
     let body = plain.trim_end();
     format!("{}{body}{} ", style.render(), style.render_reset()).into_bytes()
+}
+
+/// A hash of `key` that is the same in every run and on every machine (64-bit FNV-1a, see
+/// <http://www.isthe.com/chongo/tech/comp/fnv/>), for per-key colours and Slurm job names.
+pub fn stable_hash(key: &str) -> u64 {
+    key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn plain_prefix(key: &str) -> String {

@@ -142,9 +142,7 @@ impl Backend {
 
 /// `PREFIX.HASH`: the key's FNV-1a hash in hex, so that any key makes a valid job name.
 pub fn job_name(prefix: &str, key: &str) -> String {
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
+    let hash = crate::output::framing::stable_hash(key);
     format!("{prefix}.{hash:016x}")
 }
 
