@@ -178,6 +178,11 @@ impl RunConfig {
         };
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         check_distinct_files(&source, &cli.report, &cli.events, &cli.junit, &cli.resume)?;
+        if cli.keep_order && cli.output != OutputMode::Grouped {
+            return Err(ConfigError::Usage(
+                "--keep-order orders the blocks of --output grouped; add --output grouped".into(),
+            ));
+        }
         if cli.shell.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Err(ConfigError::Usage("--shell must name a program".into()));
         }
