@@ -822,10 +822,11 @@ impl Driver {
                 let mut record = base_record(&job.spec, outcome);
                 record.wait_ms = Some(millis(waited));
                 record.attempts = job.attempts;
-                if let Some((started, _, ended)) = &job.previous {
+                if let Some((started, ended_at, ended)) = &job.previous {
                     // It ran before and waited for a retry: the record tells of that try.
                     record.started = true;
                     record.started_at = Some(timestamp(started.at));
+                    record.ended_at = timestamp(*ended_at);
                     record.slot = Some(started.slot);
                     record.wait_ms = Some(millis(started.waited));
                     record.duration_ms =
