@@ -160,10 +160,13 @@ impl Scheduler {
             batch_size: policy.batch_size.max(1),
             ..policy
         };
+        // Sized for a full queue up front, so that the maps never grow by doubling while full
+        // (both tables would be alive at the peak); untouched pages cost no memory.
+        let capacity = limits.max_queued.saturating_add(limits.max_concurrent).min(1 << 20);
         Scheduler {
             limits,
             policy,
-            lanes: HashMap::new(),
+            lanes: HashMap::with_capacity(capacity),
             ready: VecDeque::new(),
             running: HashMap::new(),
             deadlines: BTreeSet::new(),

@@ -23,7 +23,7 @@ impl LineFramer {
 
     /// Appends to `out` every line completed by `chunk`, prefixed; keeps the unfinished rest.
     pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<u8>) {
-        while let Some(newline) = memchr(b'\n', chunk) {
+        while let Some(newline) = memchr::memchr(b'\n', chunk) {
             let (line, rest) = chunk.split_at(newline + 1);
             if self.partial.is_empty() {
                 self.emit(line, out);
@@ -70,10 +70,6 @@ impl LineFramer {
         out.extend_from_slice(piece);
         out.push(b'\n');
     }
-}
-
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
 }
 
 /// The colours key prefixes cycle through (the key's hash picks one), as ANSI escapes.

@@ -117,6 +117,10 @@ pub async fn drive(
         .as_deref()
         .and_then(|dir| std::fs::File::create(dir.join(INDEX)).ok());
     let backend = Arc::new(config.backend.clone());
+    let job_capacity = config
+        .max_queued
+        .saturating_add(config.max_concurrent)
+        .min(1 << 20);
     let mut driver = Driver {
         base_env: BaseEnv::new(&config.env),
         backend,
@@ -134,7 +138,8 @@ pub async fn drive(
         results_dir: config.results.as_deref().map(Arc::from),
         config,
         t0: Instant::now(),
-        jobs: HashMap::new(),
+        // Sized for a full queue up front (see `Scheduler::with_policy`).
+        jobs: HashMap::with_capacity(job_capacity),
         controls: HashMap::new(),
         respawn: VecDeque::new(),
         respawn_at: None,
