@@ -162,7 +162,10 @@ impl Scheduler {
         };
         // Sized for a full queue up front, so that the maps never grow by doubling while full
         // (both tables would be alive at the peak); untouched pages cost no memory.
-        let capacity = limits.max_queued.saturating_add(limits.max_concurrent).min(1 << 20);
+        let capacity = limits
+            .max_queued
+            .saturating_add(limits.max_concurrent)
+            .min(1 << 20);
         Scheduler {
             limits,
             policy,
