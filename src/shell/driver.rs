@@ -836,6 +836,18 @@ impl Driver {
                     record.wait_ms = Some(millis(started.waited));
                     record.duration_ms =
                         Some(millis(ended.saturating_duration_since(started.instant)));
+                    // Its last `ended` event said it would go again; this one ends it.
+                    if self.events.enabled() {
+                        self.events.write(&Event::Ended {
+                            seq,
+                            key: &job.spec.key,
+                            outcome: outcome.name(),
+                            reason: outcome.reason(),
+                            attempt: job.attempts,
+                            retry: false,
+                            at: events::now(),
+                        });
+                    }
                 }
                 self.record(record, outcome, &[], Vec::new()).await;
             }
