@@ -107,17 +107,21 @@ pub fn stable_hash(key: &str) -> u64 {
 }
 
 fn plain_prefix(key: &str) -> String {
-    let mut prefix = String::with_capacity(key.len() + 3);
-    prefix.push('[');
+    format!("[{}] ", escape_controls(key))
+}
+
+/// `key` as shown to people: control characters escaped (`\n`, `\u{1}`), so a key can never
+/// break a line or move the cursor; everything else, Unicode included, as it is.
+pub fn escape_controls(key: &str) -> String {
+    let mut shown = String::with_capacity(key.len());
     for c in key.chars() {
         if c.is_control() {
-            prefix.extend(c.escape_default());
+            shown.extend(c.escape_default());
         } else {
-            prefix.push(c);
+            shown.push(c);
         }
     }
-    prefix.push_str("] ");
-    prefix
+    shown
 }
 
 #[cfg(test)]

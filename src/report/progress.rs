@@ -83,16 +83,7 @@ impl Progress {
             );
             // Control characters escaped, anything else as it is; long keys cut to a third of
             // the width.
-            let mut shown: String = key
-                .chars()
-                .flat_map(|c| {
-                    if c.is_control() {
-                        c.escape_default().collect::<Vec<_>>()
-                    } else {
-                        vec![c]
-                    }
-                })
-                .collect();
+            let mut shown = crate::output::framing::escape_controls(key);
             let most = usize::from(self.width / 3).max(8);
             if shown.chars().count() > most {
                 shown = shown.chars().take(most - 1).chain(['…']).collect();

@@ -12,10 +12,11 @@ use std::time::{Duration, SystemTime};
 use nix::sys::signal::Signal;
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::{sleep, sleep_until, Instant};
+use tokio::time::{sleep, Instant};
 
 use super::backend::Backend;
 use super::reap::Reaper;
+use super::sleep_until_opt;
 use super::spawn::{self, BaseEnv};
 use super::unix::{group_alive, set_nonblocking, signal_group, signal_process};
 use crate::cli::OutputMode;
@@ -429,13 +430,6 @@ fn force(pid: i32, seq: u64, timing: &Timing, running: bool) {
         signal_process(pid, Signal::SIGINT);
     } else {
         signal_group(pid, Signal::SIGKILL);
-    }
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

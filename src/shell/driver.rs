@@ -9,13 +9,14 @@ use std::time::{Duration, SystemTime};
 use nix::sys::signal::Signal;
 use tokio::signal::unix::{signal as unix_signal, SignalKind};
 use tokio::sync::mpsc;
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 
 use super::backend::Backend;
 use super::child::{self, Control, Ended, Launch, OutputPlan, SpawnError, Timing};
 use super::input::{InputItem, JobSpec};
 use super::reap::Reaper;
-use super::signal::{ShutdownLevel, StopSignals};
+use super::signal::{recv_optional, ShutdownLevel, StopSignals};
+use super::sleep_until_opt;
 use super::spawn::BaseEnv;
 use super::unix::{self, signal_name};
 use crate::cli::{OnFull, OutputMode};
@@ -175,7 +176,7 @@ pub async fn drive(
         tokio::select! {
             biased;
             Some((signal, level)) = next_signal(&mut signals) => driver.on_signal(signal, level).await,
-            Some(()) = next_child(&mut sigchld) => driver.reaper.reap(),
+            Some(()) = recv_optional(&mut sigchld) => driver.reaper.reap(),
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
             () = sleep_until_opt(wake) => driver.on_wake().await,
             item = recv_input(&mut driver.input), if accept_input => driver.on_input(item).await,
@@ -196,23 +197,9 @@ async fn next_signal(signals: &mut Option<StopSignals>) -> Option<(Signal, Shutd
     }
 }
 
-async fn next_child(sigchld: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
-    match sigchld {
-        Some(stream) => stream.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
 async fn recv_input(input: &mut Option<mpsc::Receiver<InputItem>>) -> Option<InputItem> {
     match input {
         Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => sleep_until(at).await,
         None => std::future::pending().await,
     }
 }

@@ -9,3 +9,12 @@ pub mod reap;
 pub mod signal;
 pub mod spawn;
 pub mod unix;
+
+/// Sleeps until `at`, or forever when there is no deadline (a `select!` branch that never
+/// fires).
+pub(crate) async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -60,7 +60,8 @@ impl StopSignals {
     }
 }
 
-async fn recv_optional(stream: &mut Option<Stream>) -> Option<()> {
+/// The next delivery of an optional signal stream; never, without one.
+pub(crate) async fn recv_optional(stream: &mut Option<Stream>) -> Option<()> {
     match stream {
         Some(stream) => stream.recv().await,
         None => std::future::pending().await,

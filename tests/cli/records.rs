@@ -10,29 +10,6 @@ use serde_json::Value;
 
 use crate::support::*;
 
-const JOB_FIELDS: [&str; 20] = [
-    "type",
-    "seq",
-    "line",
-    "key",
-    "command",
-    "outcome",
-    "reason",
-    "exit_code",
-    "signal",
-    "started",
-    "started_at",
-    "ended_at",
-    "duration_ms",
-    "wait_ms",
-    "attempts",
-    "slot",
-    "leaked",
-    "superseded_by",
-    "batch",
-    "error",
-];
-
 /// A whole report decoded without the "no superseded_by, no batch, no skipped" rule.
 #[derive(Debug, Clone)]
 pub struct Records {

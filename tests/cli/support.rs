@@ -99,7 +99,8 @@ const RUN_FIELDS: &[&str] = &[
     "max_concurrent",
     "source",
 ];
-const JOB_FIELDS: &[&str] = &[
+/// The fields of a `job` record, exactly.
+pub const JOB_FIELDS: &[&str] = &[
     "type",
     "seq",
     "line",
