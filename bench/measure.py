@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Runs one command and prints what it cost, as one tab-separated line:
 
-    wall_s  user_s  sys_s  maxrss_kib  exit_code  producer_end_s  first_out_s
+    wall_s  user_s  sys_s  maxrss_kib  exit_code  producer_end_s  first_out_s  self_user_s  self_sys_s
 
-user/sys are those of the command and every descendant it (or lanes as subreaper) reaped, as
-GNU time (/usr/bin/time) reports them from wait4() (10 ms resolution); maxrss_kib is the largest
-peak resident set among them (for a job runner: the runner itself, its jobs being smaller). Only the measured command is counted: a producer started
+user/sys are those of the command and every descendant it (or lanes as subreaper) reaped, from
+wait4() (10 ms resolution); maxrss_kib is the largest peak resident set among them (for a job
+runner: the runner itself, its jobs being smaller); self_user/self_sys the command's own CPU,
+every thread of it and none of its children. All come from bench/rusage.c (its path in the
+environment variable BENCH_RUSAGE). Only the measured command is counted: a producer started
 with --pipe-from is waited for separately.
 
     measure.py [--stdin FILE | --pipe-from SHELL-CMD] [--stdout FILE] [--first-out] -- ARGV...
@@ -58,10 +60,10 @@ def main():
     fd, rusage_file = tempfile.mkstemp(prefix="lanes-bench-rusage.")
     os.close(fd)
     start = time.perf_counter()
-    # GNU time sits between us and the command: a child forked from this Python process would
-    # carry Python's own peak RSS into ru_maxrss (Linux keeps the pre-exec high-water mark).
+    # The rusage helper sits between us and the command: a child forked from this Python process
+    # would carry Python's own peak RSS into ru_maxrss (Linux keeps the pre-exec high-water mark).
     proc = subprocess.Popen(
-        ["/usr/bin/time", "-o", rusage_file, "-f", "%U\t%S\t%M\t%x", "--"] + argv,
+        [os.environ["BENCH_RUSAGE"], rusage_file] + argv,
         stdin=stdin,
         stdout=stdout,
     )
@@ -88,11 +90,7 @@ def main():
         waiter.join()
         producer_end_s = producer_end[0]
     with open(rusage_file) as f:
-        lines = f.read().strip().splitlines()
-    user, system, maxrss, code = lines[-1].split("\t")
-    for line in lines[:-1]:
-        if line.startswith("Command terminated by signal "):
-            code = str(128 + int(line.split()[-1]))
+        user, system, maxrss, code, self_user, self_sys = f.read().split()
     os.unlink(rusage_file)
     print(
         "\t".join(
@@ -104,6 +102,8 @@ def main():
                 code,
                 f"{producer_end_s:.4f}",
                 f"{first_out_s:.4f}",
+                self_user,
+                self_sys,
             ]
         )
     )

@@ -15,7 +15,7 @@
 #   BENCH_NICE=N       run every measured command at this nice value (e.g. -10, as root) so
 #                      that other work on the machine disturbs the figures less
 #   BENCH_INSTALL=1    also `cargo install rust-parallel` when it is missing
-#   BENCH_NO_APT=1     never apt-get install (GNU parallel, time, hyperfine)
+#   BENCH_NO_APT=1     never apt-get install (GNU parallel, hyperfine)
 #   LANES_BIN=PATH     benchmark this binary instead of building the work tree's release build
 #   BENCH_LANES_DESC   how to describe LANES_BIN in the table (e.g. the commit it was built from)
 set -euo pipefail
@@ -63,10 +63,8 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" > /dev/null 2>&1 \
     || log "(apt-get install $* failed)"
 }
-[ -x /usr/bin/time ] || apt_install time
 command -v parallel > /dev/null || apt_install parallel
 command -v hyperfine > /dev/null || apt_install hyperfine
-[ -x /usr/bin/time ] || { log "bench: /usr/bin/time (Debian package time) is needed"; exit 2; }
 command -v python3 > /dev/null || { log "bench: python3 is needed"; exit 2; }
 if ! command -v rust-parallel > /dev/null && [ "${BENCH_INSTALL:-0}" = 1 ]; then
   log "installing rust-parallel (cargo install)"
@@ -88,6 +86,8 @@ fi
 [ -x "$LANES" ] || { log "bench: no lanes binary at $LANES"; exit 2; }
 FLOOR=$WORK/spawn-floor
 cc -O2 -o "$FLOOR" "$BENCH_DIR/spawn-floor.c"
+export BENCH_RUSAGE=$WORK/rusage
+cc -O2 -o "$BENCH_RUSAGE" "$BENCH_DIR/rusage.c"
 
 export PARALLEL_SHELL=/bin/sh        # GNU parallel: run jobs with sh -c, like the others
 export PARALLEL_HOME=$WORK/parallel  # sem's semaphores and parallel's state stay in $WORK
@@ -128,7 +128,7 @@ lines 20 '"t" i' 'sleep 5' > "$IN/t.lanes";      cmds 20 'sleep 5' > "$IN/t.cmds
 RUN_ID=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$RESULTS"
 RAW=$RESULTS/run-$RUN_ID.tsv
-printf 'workload\ttool\tjobs\tround\twall_s\tuser_s\tsys_s\tmaxrss_kib\texit\tproducer_end_s\tfirst_out_s\tleft\n' > "$RAW"
+printf 'workload\ttool\tjobs\tround\twall_s\tuser_s\tsys_s\tmaxrss_kib\texit\tproducer_end_s\tfirst_out_s\tself_user_s\tself_sys_s\tleft\n' > "$RAW"
 NICE=()
 [ -z "${BENCH_NICE:-}" ] || NICE=(nice -n "$BENCH_NICE")
 M() { "${NICE[@]}" python3 "$BENCH_DIR/measure.py" "$@" 2>> "$WORK/stderr.log"; }
@@ -276,14 +276,14 @@ import json, sys
 names = ["lanes --version", "lanes (empty input)", "xargs -r (empty input)"]
 for name, res in zip(names, json.load(open(sys.argv[1]))["results"]):
     print(f"g-start\t{name}\t0\t{sys.argv[2]}\t{res['median']:.6f}\t{res['user']:.6f}\t"
-          f"{res['system']:.6f}\t-1\t0\t-1\t-1\t0")
+          f"{res['system']:.6f}\t-1\t0\t-1\t-1\t-1\t-1\t0")
 PY
     else # no hyperfine: 100 runs in a loop, the mean per run
       for c in "$LANES --version" "$LANES" "xargs -r"; do
         out=$(M -- sh -c "i=0; while [ \$i -lt 100 ]; do $c < /dev/null > /dev/null; i=\$((i+1)); done")
         name=$c; [ "$c" = "$LANES --version" ] && name="lanes --version"
         [ "$c" = "$LANES" ] && name="lanes (empty input)"; [ "$c" = "xargs -r" ] && name="xargs -r (empty input)"
-        awk -F'\t' -v n="$name" -v r="$r" '{ printf "g-start\t%s\t0\t%s\t%.6f\t%.6f\t%.6f\t-1\t%s\t-1\t-1\t0\n", n, r, $1/100, $2/100, $3/100, $5 }' \
+        awk -F'\t' -v n="$name" -v r="$r" '{ printf "g-start\t%s\t0\t%s\t%.6f\t%.6f\t%.6f\t-1\t%s\t-1\t-1\t-1\t-1\t0\n", n, r, $1/100, $2/100, $3/100, $5 }' \
           <<< "$out" >> "$RAW"
       done
     fi

@@ -34,6 +34,7 @@ use crate::shell::input::Feed;
 /// Process-wide set-up that must happen before any thread starts; returns whether SIGHUP was
 /// ignored at start (`nohup`). See [`shell::unix::reset_ignored_signals`].
 pub fn prepare_process() -> bool {
+    shell::unix::use_one_malloc_arena();
     let hangup_ignored = shell::unix::reset_ignored_signals();
     shell::unix::close_inherited_descriptors_on_exec();
     shell::unix::become_subreaper();

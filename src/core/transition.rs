@@ -2,10 +2,11 @@
 //! (with retries), drain, expire and the next deadline. Each is a plain function of
 //! (state, input, now) whose result must be applied by the caller.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::state::{JobRequest, Running, Scheduler, Seq, Tick, Waiting};
+use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Waiting};
 
 /// The answer to [`Scheduler::admit`].
 #[must_use]
@@ -121,7 +122,15 @@ impl Scheduler {
         if self.queued >= self.limits.max_queued && !replaceable {
             return Admission::Full;
         }
-        let lane = self.lanes.entry(Arc::clone(&job.key)).or_default();
+        // A new lane's queue starts with room for one job, not the four `VecDeque` would
+        // reserve on its first push: with distinct keys, most lanes never hold more.
+        let lane = self
+            .lanes
+            .entry(Arc::clone(&job.key))
+            .or_insert_with(|| Lane {
+                waiting: VecDeque::with_capacity(1),
+                ..Lane::default()
+            });
         let was_waiting = !lane.waiting.is_empty();
         let replaced = pending.and_then(|i| lane.waiting.remove(i)).map(|w| w.seq);
         // Retries wait at the front of their lane whatever the ranks of later jobs.

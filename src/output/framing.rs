@@ -21,6 +21,11 @@ impl LineFramer {
         }
     }
 
+    /// The prefix's length in bytes.
+    pub fn prefix_len(&self) -> usize {
+        self.prefix.len()
+    }
+
     /// Appends to `out` every line completed by `chunk`, prefixed; keeps the unfinished rest.
     pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<u8>) {
         while let Some(newline) = memchr::memchr(b'\n', chunk) {

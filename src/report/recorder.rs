@@ -97,7 +97,15 @@ impl Recorder {
         if let Some(progress) = &mut self.progress {
             progress.recorded(outcome.is_bad());
         }
-        self.write_line(to_line(&record)).await;
+        if self.writes() {
+            self.write_line(to_line(&record)).await;
+        }
+    }
+
+    /// Whether records go anywhere (a report file, or stdout under `--json`): without either,
+    /// job records are not encoded at all.
+    fn writes(&self) -> bool {
+        self.file.is_some() || self.stdout.is_some()
     }
 
     /// Counts a job skipped because `--resume` found it already succeeded (no record).

@@ -17,7 +17,7 @@ use tokio::time::{sleep, Instant};
 use super::backend::Backend;
 use super::reap::Reaper;
 use super::sleep_until_opt;
-use super::spawn::{self, BaseEnv};
+use super::spawn::{self, BaseEnv, ProgramPaths};
 use super::unix::{group_alive, set_nonblocking, signal_group, signal_process};
 use crate::cli::OutputMode;
 use crate::core::{ExitFacts, StopReason};
@@ -37,6 +37,8 @@ pub struct Launch<'a> {
     pub own_cwd: &'a Path,
     /// lanes' own environment with the run's additions (the manifest's `[env]`).
     pub env: &'a BaseEnv,
+    /// Where programs were found on `PATH` (the shell, `srun`).
+    pub programs: &'a ProgramPaths,
     pub job_env: &'a [(String, String)],
     pub key: &'a str,
     pub seq: u64,
@@ -132,6 +134,7 @@ pub fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, SpawnError
         program: &program,
         args: &args,
         base_env: launch.env,
+        programs: launch.programs,
         env: &env,
         cwd: &pwd,
         stdout: pipes.as_ref().map(|(out, _)| &out.1),
@@ -252,8 +255,17 @@ pub const TAIL_BYTES: usize = 4096;
 /// members are left.
 const GROUP_POLL: Duration = Duration::from_millis(10);
 
-/// Size of one read from a job's pipe, in bytes.
-const READ_SIZE: usize = 16 * 1024;
+/// Size of one read from a job's pipe, in bytes: a whole pipe buffer (Linux's default pipe
+/// capacity, pipe(7)).
+const READ_SIZE: usize = 64 * 1024;
+
+thread_local! {
+    /// The one buffer every job's pipe is read into: a read's data is passed on before the
+    /// next read, so jobs need no buffer of their own (and a job that writes nothing costs no
+    /// buffer at all).
+    static READ_BUFFER: std::cell::RefCell<Box<[u8]>> =
+        std::cell::RefCell::new(vec![0; READ_SIZE].into_boxed_slice());
+}
 
 /// Supervises a started job until its process group is empty and its pipes are at EOF (or
 /// past the leak window, held open by a process outside the group), then returns how it ended.
@@ -492,35 +504,35 @@ impl Stream {
             return false;
         }
         let mut batch = Vec::new();
-        let open = {
-            let mut buffer = [0u8; READ_SIZE];
-            match reader.try_read(&mut buffer) {
-                Ok(0) => false,
-                Ok(n) => {
-                    let data = &buffer[..n];
-                    if self.is_stderr {
-                        self.tail.extend_from_slice(data);
-                        if self.tail.len() > 2 * TAIL_BYTES {
-                            self.tail.drain(..self.tail.len() - TAIL_BYTES);
-                        }
+        let open = READ_BUFFER.with_borrow_mut(|buffer| match reader.try_read(buffer) {
+            Ok(0) => false,
+            Ok(n) => {
+                let data = &buffer[..n];
+                if self.is_stderr {
+                    self.tail.extend_from_slice(data);
+                    if self.tail.len() > 2 * TAIL_BYTES {
+                        self.tail.drain(..self.tail.len() - TAIL_BYTES);
                     }
-                    if let Some(results) = results {
-                        results.write(self.is_stderr, data);
-                    }
-                    if let Some(capture) = &mut self.capture {
-                        capture.push(data);
-                    } else if let Some(framer) = &mut self.framer {
-                        framer.push(data, &mut batch);
-                    } else if self.sink.is_some() {
-                        batch.extend_from_slice(data);
-                    }
-                    true
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
-                Err(_) => false,
+                if let Some(results) = results {
+                    results.write(self.is_stderr, data);
+                }
+                if let Some(capture) = &mut self.capture {
+                    capture.push(data);
+                } else if let Some(framer) = &mut self.framer {
+                    // Room for the data and a prefix on every 64 bytes of it, so that a
+                    // batch of ordinary lines is built without growing.
+                    batch.reserve(n + (n / 64 + 1) * framer.prefix_len());
+                    framer.push(data, &mut batch);
+                } else if self.sink.is_some() {
+                    batch.extend_from_slice(data);
+                }
+                true
             }
-        };
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
+            Err(_) => false,
+        });
         self.send(batch).await;
         open
     }

@@ -17,7 +17,7 @@ use super::input::{InputItem, JobSpec};
 use super::reap::Reaper;
 use super::signal::{recv_optional, ShutdownLevel, StopSignals};
 use super::sleep_until_opt;
-use super::spawn::BaseEnv;
+use super::spawn::{BaseEnv, ProgramPaths};
 use super::unix::{self, signal_name};
 use crate::cli::{OnFull, OutputMode};
 use crate::config::RunConfig;
@@ -59,14 +59,16 @@ pub struct Streams {
 /// A job the driver knows: admitted and not yet recorded.
 struct Job {
     spec: JobSpec,
-    started: Option<Started>,
+    /// Boxed, like `previous`: only jobs in flight have one, and a waiting job is kept small
+    /// (a full queue holds `--max-queued` of them).
+    started: Option<Box<Started>>,
     attempts: u32,
     /// The seq of the newer job that made this one stop (`--cancel-in-progress`).
     superseded_by: Option<Seq>,
     /// For the job a run is known by: every job of the run (itself first; a batch's members).
     members: Vec<Seq>,
     /// The last try, when the job waits for a retry: when it started and ended.
-    previous: Option<(Started, SystemTime, Instant)>,
+    previous: Option<Box<(Started, SystemTime, Instant)>>,
 }
 
 struct Started {
@@ -124,6 +126,7 @@ pub async fn drive(
         .min(1 << 20);
     let mut driver = Driver {
         base_env: BaseEnv::new(&config.env),
+        programs: ProgramPaths::default(),
         backend,
         core: Scheduler::with_policy(
             Limits {
@@ -210,6 +213,8 @@ struct Driver {
     backend: Arc<Backend>,
     /// The environment every job starts from.
     base_env: BaseEnv,
+    /// Where the shell (or `srun`) was found on `PATH`.
+    programs: ProgramPaths,
     own_cwd: PathBuf,
     core: Scheduler,
     t0: Instant,
@@ -315,6 +320,7 @@ impl Driver {
             cwd: spec.cwd.as_deref(),
             own_cwd: &self.own_cwd,
             env: &self.base_env,
+            programs: &self.programs,
             job_env: &spec.env,
             key: &spec.key,
             seq: spec.seq,
@@ -360,12 +366,12 @@ impl Driver {
                         continue;
                     };
                     member.attempts = start.attempt;
-                    member.started = Some(Started {
+                    member.started = Some(Box::new(Started {
                         at: now,
                         instant,
                         slot: start.slot,
                         waited: start.waited,
-                    });
+                    }));
                     if self.events.enabled() {
                         self.events.write(&Event::Started {
                             seq,
@@ -676,7 +682,7 @@ impl Driver {
                     job.previous = job
                         .started
                         .take()
-                        .map(|started| (started, ended_at, ended_instant));
+                        .map(|started| Box::new((*started, ended_at, ended_instant)));
                 }
             }
             if self.config.keep_order {
@@ -814,7 +820,7 @@ impl Driver {
                 let mut record = base_record(&job.spec, outcome);
                 record.wait_ms = Some(millis(waited));
                 record.attempts = job.attempts;
-                if let Some((started, ended_at, ended)) = &job.previous {
+                if let Some((started, ended_at, ended)) = job.previous.as_deref() {
                     // It ran before and waited for a retry: the record tells of that try.
                     record.started = true;
                     record.started_at = Some(timestamp(started.at));

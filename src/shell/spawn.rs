@@ -7,6 +7,8 @@
 //! `POSIX_SPAWN_SETSIGDEF` for all signals, those two included, keeps SPEC §2's promise, and
 //! the environment of the run is built once instead of at every spawn.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -46,11 +48,73 @@ impl BaseEnv {
     }
 }
 
+/// Where each program name was found on lanes' `PATH`, looked up once per run instead of at
+/// every spawn (where `posix_spawnp` tries `execve` in each directory of `PATH` in turn, and
+/// fails in every one before the right one).
+///
+/// The search follows `posix_spawnp`'s (POSIX `execvp`): a name holding a `/` is used as it is;
+/// otherwise the first directory of `PATH` (`/bin:/usr/bin` when unset) holding a regular file
+/// that may be executed. Only absolute finds are kept: a relative directory in `PATH` (an empty
+/// one means `.`) depends on the job's working directory, so such names are left to
+/// `posix_spawnp` every time, as are names found nowhere (for its exact error).
+#[derive(Debug, Default)]
+pub struct ProgramPaths {
+    found: RefCell<HashMap<Vec<u8>, CString>>,
+}
+
+impl ProgramPaths {
+    /// The absolute path `name` runs from, if it can be known before the spawn.
+    fn resolve(&self, name: &[u8]) -> Option<CString> {
+        if name.is_empty() || name.contains(&b'/') {
+            return None;
+        }
+        if let Some(path) = self.found.borrow().get(name) {
+            return Some(path.clone());
+        }
+        let search = std::env::var_os("PATH");
+        let search = search
+            .as_deref()
+            .map_or(&b"/bin:/usr/bin"[..], OsStr::as_bytes);
+        let found = find_on_path(search, name)?;
+        self.found.borrow_mut().insert(name.to_vec(), found.clone());
+        Some(found)
+    }
+
+    /// Forgets where `name` was found (it could not be run from there any more).
+    fn forget(&self, name: &[u8]) {
+        self.found.borrow_mut().remove(name);
+    }
+}
+
+/// The first `dir/name` along `search` (a `PATH` value) that is a regular file this process
+/// may execute; `None` when a relative directory comes first or nothing is found.
+fn find_on_path(search: &[u8], name: &[u8]) -> Option<CString> {
+    for dir in search.split(|&b| b == b':') {
+        if !dir.starts_with(b"/") {
+            // `.` or a relative directory: resolved against the job's own directory.
+            return None;
+        }
+        let mut candidate = dir.to_vec();
+        if !candidate.ends_with(b"/") {
+            candidate.push(b'/');
+        }
+        candidate.extend_from_slice(name);
+        let path = Path::new(OsStr::from_bytes(&candidate));
+        let is_file = path.metadata().is_ok_and(|meta| meta.is_file());
+        if is_file && nix::unistd::access(path, nix::unistd::AccessFlags::X_OK).is_ok() {
+            return CString::new(candidate).ok();
+        }
+    }
+    None
+}
+
 /// One process to start.
 pub struct Request<'a> {
     pub program: &'a OsStr,
     pub args: &'a [std::ffi::OsString],
     pub base_env: &'a BaseEnv,
+    /// Where programs were found on `PATH`.
+    pub programs: &'a ProgramPaths,
     /// Set on top of the base environment (later ones win).
     pub env: &'a [(&'a str, &'a OsStr)],
     pub cwd: &'a Path,
@@ -145,6 +209,23 @@ pub fn spawn(request: &Request<'_>) -> io::Result<i32> {
         ))?;
 
         let mut pid: libc::pid_t = 0;
+        let name = request.program.as_bytes();
+        if let Some(path) = request.programs.resolve(name) {
+            let code = libc::posix_spawn(
+                &mut pid,
+                path.as_ptr(),
+                &actions.0,
+                &attr.0,
+                argv.as_ptr().cast(),
+                envp.as_ptr().cast(),
+            );
+            match code {
+                0 => return Ok(pid),
+                // Gone or changed since it was found: search again, as posix_spawnp does.
+                libc::ENOENT | libc::ENOTDIR | libc::EACCES => request.programs.forget(name),
+                _ => return Err(io::Error::from_raw_os_error(code)),
+            }
+        }
         check(libc::posix_spawnp(
             &mut pid,
             argv_owned[0].as_ptr(),
@@ -232,6 +313,52 @@ impl Drop for Attributes {
         // SAFETY: initialised in `new`, destroyed once.
         unsafe {
             libc::posix_spawnattr_destroy(&mut self.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_on_path;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn file(dir: &std::path::Path, name: &str, mode: u32) {
+        let path = dir.join(name);
+        std::fs::write(&path, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn the_first_executable_regular_file_along_the_path_is_found() {
+        let temp = tempfile::tempdir().unwrap();
+        let (a, b, c) = (
+            temp.path().join("a"),
+            temp.path().join("b"),
+            temp.path().join("c"),
+        );
+        for dir in [&a, &b, &c] {
+            std::fs::create_dir(dir).unwrap();
+        }
+        file(&a, "tool", 0o644); // not executable: skipped
+        std::fs::create_dir(b.join("tool")).unwrap(); // a directory: skipped
+        file(&c, "tool", 0o755);
+        let search = format!("{}:{}/:{}", a.display(), b.display(), c.display());
+        let found = find_on_path(search.as_bytes(), b"tool").unwrap();
+        assert_eq!(found.to_str().unwrap(), c.join("tool").to_str().unwrap());
+        assert_eq!(find_on_path(search.as_bytes(), b"missing"), None);
+    }
+
+    #[test]
+    fn a_relative_directory_before_the_find_leaves_the_search_to_the_spawn() {
+        let temp = tempfile::tempdir().unwrap();
+        file(temp.path(), "tool", 0o755);
+        let found_first = format!("{}:", temp.path().display());
+        assert!(find_on_path(found_first.as_bytes(), b"tool").is_some());
+        for search in [
+            format!(":{}", temp.path().display()),
+            format!("bin:{}", temp.path().display()),
+        ] {
+            assert_eq!(find_on_path(search.as_bytes(), b"tool"), None, "{search}");
         }
     }
 }
