@@ -333,10 +333,11 @@ fi
   else
     echo "lanes: $("$LANES" --version), work tree at commit $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet HEAD -- src Cargo.toml || echo ' with uncommitted changes')"
   fi
-  echo "scale: $([ "$QUICK" = 1 ] && echo 'BENCH_QUICK=1' || echo full): (a) $A_N jobs, (d)/(e) $DE_SMALL and $DE_BIG lines; $REPS rounds ($SLOW_REPS for GNU parallel in (a) and the $SEM_N-job sem comparison, $DE_REPS for (d)/(e))"
+  rounds() { [ "$1" = 1 ] && echo "1 round" || echo "$1 rounds"; }
+  echo "scale: $([ "$QUICK" = 1 ] && echo 'BENCH_QUICK=1' || echo full): $(rounds "$REPS")$(wants a && echo "; (a) $A_N jobs, GNU parallel $(rounds "$SLOW_REPS")")$(wants f && echo "; the $SEM_N-job sem comparison $(rounds "$SLOW_REPS")")$( { wants d || wants e; } && echo "; (d)/(e) $DE_SMALL and $DE_BIG lines, $(rounds "$DE_REPS")")"
+  [ "$ONLY" = a,b,c,d,e,f,g,t ] || echo "workloads: $ONLY only (a partial run)"
   echo "peers: xargs $(xargs --version | head -1 | awk '{print $NF}')$([ $HAVE_PARALLEL = 1 ] && echo ", GNU parallel $(parallel --version | head -1 | awk '{print $NF}')")$([ $HAVE_RP = 1 ] && echo ", $(rust-parallel --version)")$([ $HAVE_FLOCK = 1 ] && echo ", flock $(flock --version | awk '{print $NF}')")"
 } > "$WORK/machine.txt"
-cp "$WORK/machine.txt" "$RESULTS/run-$RUN_ID.machine.txt"
 FULL=0; [ "$ONLY" = a,b,c,d,e,f,g,t ] && FULL=1
 python3 "$BENCH_DIR/summarize.py" "$RAW" "$WORK/machine.txt" "$RESULTS/run-$RUN_ID.json" \
   > "$RESULTS/run-$RUN_ID.md"

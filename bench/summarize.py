@@ -122,7 +122,8 @@ def main():
 
     # ---- the table
     out = []
-    out.append("# lanes benchmark: latest figures\n")
+    partial = any(line.startswith("workloads:") for line in machine_lines)
+    out.append("# lanes benchmark: " + ("a partial run\n" if partial else "latest figures\n"))
     for line in machine_lines:
         out.append(f"- {line}")
     out.append("")

@@ -31,6 +31,10 @@ use crate::report::recorder::Recorder;
 use crate::shell::driver::{drive, Streams};
 use crate::shell::input::Feed;
 
+/// After a second Ctrl-C, how long output still waiting for lanes' stdout or stderr may take
+/// to be written before lanes exits without it.
+const FORCED_WRITE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Process-wide set-up that must happen before any thread starts; returns whether SIGHUP was
 /// ignored at start (`nohup`). See [`shell::unix::reset_ignored_signals`].
 pub fn prepare_process() -> bool {
@@ -141,7 +145,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         let _guard = runtime.enter();
         shell::input::start(feed, config.max_queued)
     };
-    let (code, summary) = runtime.block_on(drive(
+    let end = runtime.block_on(drive(
         config,
         hangup_ignored,
         input,
@@ -151,11 +155,14 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         resume,
     ));
     drop(runtime);
-    // Job output first, then the summary: it is the last thing a person reads.
-    stdout.close();
-    stderr.write_now(summary.into_bytes());
-    stderr.close();
-    Ok(code)
+    // Job output first, then the summary: it is the last thing a person reads. After a
+    // second Ctrl-C a destination nobody reads is not waited for beyond a moment: its writer
+    // thread ends with the process.
+    let patience = end.forced.then_some(FORCED_WRITE_WAIT);
+    stdout.close_within(patience);
+    stderr.write_now(end.summary.into_bytes());
+    stderr.close_within(patience);
+    Ok(end.code)
 }
 
 /// Opens the input. Under `--strict` the whole input is read and validated here, before

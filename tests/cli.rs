@@ -32,6 +32,8 @@ mod timeouts;
 #[path = "cli/records.rs"]
 mod records;
 
+#[path = "cli/backpressure.rs"]
+mod backpressure;
 #[path = "cli/batching.rs"]
 mod batching;
 #[path = "cli/examples.rs"]

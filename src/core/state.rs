@@ -115,7 +115,10 @@ pub(crate) struct Running {
 pub struct Scheduler {
     pub(crate) limits: Limits,
     pub(crate) policy: Policy,
-    pub(crate) lanes: HashMap<Arc<str>, Lane>,
+    /// Lanes boxed: under distinct keys the map churns, and hashbrown then grows it to twice
+    /// the buckets of its peak (it resizes rather than rehashing in place once more than half
+    /// full), so each bucket is kept to a key and a pointer.
+    pub(crate) lanes: HashMap<Arc<str>, Box<Lane>>,
     /// Keys that are idle and have work, first come first served (SPEC §3.1).
     pub(crate) ready: VecDeque<Arc<str>>,
     pub(crate) running: HashMap<Seq, Running>,

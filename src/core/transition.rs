@@ -124,13 +124,12 @@ impl Scheduler {
         }
         // A new lane's queue starts with room for one job, not the four `VecDeque` would
         // reserve on its first push: with distinct keys, most lanes never hold more.
-        let lane = self
-            .lanes
-            .entry(Arc::clone(&job.key))
-            .or_insert_with(|| Lane {
+        let lane = self.lanes.entry(Arc::clone(&job.key)).or_insert_with(|| {
+            Box::new(Lane {
                 waiting: VecDeque::with_capacity(1),
                 ..Lane::default()
-            });
+            })
+        });
         let was_waiting = !lane.waiting.is_empty();
         let replaced = pending.and_then(|i| lane.waiting.remove(i)).map(|w| w.seq);
         // Retries wait at the front of their lane whatever the ranks of later jobs.

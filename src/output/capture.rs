@@ -89,7 +89,7 @@ mod tests {
     use super::*;
 
     async fn replayed(capture: Capture) -> Vec<u8> {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+        let (tx, mut rx) = crate::output::sink::test_channel(1024);
         capture.replay(&tx).await.unwrap();
         drop(tx);
         let mut out = Vec::new();

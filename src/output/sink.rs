@@ -1,64 +1,159 @@
 //! Writer threads for lanes' stdout, stderr and the report: each takes whole buffers over a
 //! bounded channel and writes each with one `write_all`, so a slow reader applies backpressure
 //! to the jobs instead of growing memory, and a closed pipe (EPIPE) stops the writing, never
-//! the run.
+//! the run. A writer thread starts with the first buffer sent to it.
 
 use std::io::Write;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use tokio::sync::mpsc;
 
 /// How many buffers may wait for a writer thread before senders wait.
-const DEPTH: usize = 64;
+const DEPTH: usize = 16;
 
-/// A cloneable handle that sends buffers to a [`Sink`].
-pub type SinkTx = mpsc::Sender<Vec<u8>>;
+/// What a writer thread needs, kept until the first buffer is sent: a run that writes nothing
+/// to a destination starts no thread for it.
+struct Pending {
+    name: &'static str,
+    destination: Box<dyn Write + Send>,
+    display: Option<indicatif::MultiProgress>,
+    rx: mpsc::Receiver<Vec<u8>>,
+}
 
-/// A writer thread that owns one destination.
+/// A writer thread's state: not started yet (everything it needs), or started.
+enum Writer {
+    Pending(Pending),
+    Started(JoinHandle<()>),
+    Closed,
+}
+
+/// A cloneable handle that sends buffers to a [`Sink`]; the first buffer sent starts the
+/// sink's writer thread.
+#[derive(Clone)]
+pub struct SinkTx {
+    tx: mpsc::Sender<Vec<u8>>,
+    writer: Arc<Mutex<Writer>>,
+}
+
+impl SinkTx {
+    /// Queues `buffer` for writing, waiting while [`DEPTH`] buffers wait (backpressure).
+    ///
+    /// # Errors
+    /// The buffer back when the sink is closed.
+    pub async fn send(&self, buffer: Vec<u8>) -> Result<(), mpsc::error::SendError<Vec<u8>>> {
+        start(&self.writer);
+        self.tx.send(buffer).await
+    }
+}
+
+/// A sender whose buffers go to the returned receiver instead of a writer thread (for tests).
+#[cfg(test)]
+pub(crate) fn test_channel(depth: usize) -> (SinkTx, mpsc::Receiver<Vec<u8>>) {
+    let (tx, rx) = mpsc::channel(depth);
+    let writer = Arc::new(Mutex::new(Writer::Closed));
+    (SinkTx { tx, writer }, rx)
+}
+
+impl SinkTx {
+    /// A place in the queue, waited for while [`DEPTH`] buffers wait (backpressure); sending
+    /// through it cannot block.
+    ///
+    /// # Errors
+    /// When the sink is closed.
+    pub async fn reserve_owned(
+        self,
+    ) -> Result<mpsc::OwnedPermit<Vec<u8>>, mpsc::error::SendError<()>> {
+        start(&self.writer);
+        self.tx.reserve_owned().await
+    }
+}
+
+/// Starts the writer thread unless it runs already.
+fn start(writer: &Mutex<Writer>) {
+    let mut writer = writer
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !matches!(*writer, Writer::Pending(_)) {
+        return;
+    }
+    let Writer::Pending(pending) = std::mem::replace(&mut *writer, Writer::Closed) else {
+        return;
+    };
+    let name = pending.name;
+    match std::thread::Builder::new()
+        .name(format!("lanes-{name}"))
+        .spawn(move || write_all(pending))
+    {
+        Ok(thread) => *writer = Writer::Started(thread),
+        // No thread: the buffers queue up to DEPTH and then senders would wait for ever, so
+        // the channel is closed instead (its receiver dropped with the failed closure) and
+        // output to this destination is dropped, as for a closed pipe.
+        Err(err) => {
+            eprintln!("lanes: cannot start the writer for {name}: {err}; its output is dropped")
+        }
+    }
+}
+
+/// The writer thread: writes each buffer with one `write_all` until every sender is gone.
+fn write_all(pending: Pending) {
+    let Pending {
+        name,
+        mut destination,
+        display,
+        mut rx,
+    } = pending;
+    let mut closed = false;
+    while let Some(buffer) = rx.blocking_recv() {
+        if closed {
+            continue;
+        }
+        let written = match &display {
+            Some(display) => display.suspend(|| destination.write_all(&buffer)),
+            None => destination.write_all(&buffer),
+        };
+        if let Err(err) = written {
+            closed = true;
+            if err.kind() == std::io::ErrorKind::BrokenPipe {
+                eprintln!(
+                    "lanes: {name} closed (broken pipe); output for it is dropped, the jobs go on"
+                );
+            } else {
+                eprintln!("lanes: cannot write to {name}: {err}; output for it is dropped, the jobs go on");
+            }
+        }
+    }
+    if !closed {
+        let _ = destination.flush();
+    }
+}
+
+/// One destination's writer thread, started by the first buffer sent to it.
 pub struct Sink {
     tx: Option<SinkTx>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl Sink {
-    /// Starts a writer thread for `destination`, called `name` in messages (`"stdout"`). With
-    /// `display`, each buffer is written while the live display is suspended (cleared, then
-    /// drawn again below the new text).
+    /// A sink for `destination`, called `name` in messages (`"stdout"`). With `display`, each
+    /// buffer is written while the live display is suspended (cleared, then drawn again below
+    /// the new text).
     pub fn spawn(
         name: &'static str,
-        mut destination: Box<dyn Write + Send>,
+        destination: Box<dyn Write + Send>,
         display: Option<indicatif::MultiProgress>,
     ) -> Self {
-        let (tx, mut rx) = mpsc::channel::<Vec<u8>>(DEPTH);
-        let thread = std::thread::Builder::new()
-            .name(format!("lanes-{name}"))
-            .spawn(move || {
-                let mut closed = false;
-                while let Some(buffer) = rx.blocking_recv() {
-                    if closed {
-                        continue;
-                    }
-                    let written = match &display {
-                        Some(display) => display.suspend(|| destination.write_all(&buffer)),
-                        None => destination.write_all(&buffer),
-                    };
-                    if let Err(err) = written {
-                        closed = true;
-                        if err.kind() == std::io::ErrorKind::BrokenPipe {
-                            eprintln!("lanes: {name} closed (broken pipe); output for it is dropped, the jobs go on");
-                        } else {
-                            eprintln!("lanes: cannot write to {name}: {err}; output for it is dropped, the jobs go on");
-                        }
-                    }
-                }
-                if !closed {
-                    let _ = destination.flush();
-                }
-            })
-            .expect("a writer thread can be started");
+        let (tx, rx) = mpsc::channel::<Vec<u8>>(DEPTH);
+        let writer = Writer::Pending(Pending {
+            name,
+            destination,
+            display,
+            rx,
+        });
         Sink {
-            tx: Some(tx),
-            thread: Some(thread),
+            tx: Some(SinkTx {
+                tx,
+                writer: Arc::new(Mutex::new(writer)),
+            }),
         }
     }
 
@@ -67,20 +162,64 @@ impl Sink {
         self.tx.clone().expect("the sink is open until closed")
     }
 
-    /// Sends `buffer` from outside the runtime (blocking while the queue is full).
+    /// Writes `buffer` from outside the runtime: through the writer thread when it runs
+    /// (blocking while its queue is full), else directly on this thread.
     pub fn write_now(&self, buffer: Vec<u8>) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.blocking_send(buffer);
+        let Some(tx) = &self.tx else {
+            return;
+        };
+        let mut writer = tx
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Writer::Pending(pending) = &mut *writer {
+            let written = match &pending.display {
+                Some(display) => display.suspend(|| pending.destination.write_all(&buffer)),
+                None => pending.destination.write_all(&buffer),
+            };
+            if written.is_ok() {
+                let _ = pending.destination.flush();
+            }
+            return;
         }
+        drop(writer);
+        let _ = tx.tx.blocking_send(buffer);
     }
 
     /// Closes the sink and waits until everything sent has been written. Other senders must be
     /// dropped first, or this waits for them.
-    pub fn close(mut self) {
-        self.tx.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+    pub fn close(self) {
+        self.close_within(None);
+    }
+
+    /// Like [`Sink::close`], but waits at most `patience` (`None`: for as long as it takes).
+    /// A writer still blocked after that (a reader that stopped reading) is left to end with
+    /// the process, and what it had not written is lost.
+    pub fn close_within(mut self, patience: Option<std::time::Duration>) {
+        let Some(tx) = self.tx.take() else {
+            return;
+        };
+        let writer = std::mem::replace(
+            &mut *tx
+                .writer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            Writer::Closed,
+        );
+        drop(tx);
+        let Writer::Started(thread) = writer else {
+            return;
+        };
+        if let Some(patience) = patience {
+            let give_up = std::time::Instant::now() + patience;
+            while !thread.is_finished() {
+                if std::time::Instant::now() >= give_up {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
         }
+        let _ = thread.join();
     }
 }
 
@@ -99,4 +238,67 @@ pub fn stderr_file() -> std::io::Result<std::fs::File> {
     Ok(std::fs::File::from(
         std::io::stderr().as_fd().try_clone_to_owned()?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Sink, Writer};
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// A destination that appends to a shared buffer.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(data);
+            Ok(data.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn started(sink: &Sink) -> bool {
+        let tx = sink.tx.as_ref().unwrap();
+        let writer = tx.writer.lock().unwrap();
+        matches!(*writer, Writer::Started(_))
+    }
+
+    #[test]
+    fn nothing_sent_starts_no_thread_and_a_direct_write_still_lands() {
+        let out = Shared::default();
+        let sink = Sink::spawn("test", Box::new(out.clone()), None);
+        let _sender = sink.sender();
+        sink.write_now(b"summary\n".to_vec());
+        assert!(!started(&sink));
+        drop(_sender);
+        sink.close();
+        assert_eq!(out.0.lock().unwrap().as_slice(), b"summary\n");
+    }
+
+    #[test]
+    fn the_first_send_starts_the_thread_and_everything_is_written_in_order() {
+        let out = Shared::default();
+        let sink = Sink::spawn("test", Box::new(out.clone()), None);
+        let sender = sink.sender();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            for i in 0..200 {
+                sender.send(format!("{i}\n").into_bytes()).await.unwrap();
+            }
+        });
+        assert!(started(&sink));
+        sink.write_now(b"end\n".to_vec());
+        drop(sender);
+        sink.close();
+        let expected: String = (0..200).map(|i| format!("{i}\n")).collect::<String>() + "end\n";
+        assert_eq!(
+            String::from_utf8(out.0.lock().unwrap().clone()).unwrap(),
+            expected
+        );
+    }
 }

@@ -18,6 +18,13 @@ pub struct Recorder {
     file: Option<File>,
     file_name: String,
     stdout: Option<SinkTx>,
+    /// `--json`: records on their way to the stdout sink through a task of their own, so that
+    /// a blocked stdout never holds up the run (signals, timeouts, the next records). Started
+    /// with the first record.
+    forward: Option<(
+        tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+        tokio::task::JoinHandle<()>,
+    )>,
     summary: SummaryRecord,
     listed: Vec<String>,
     unlisted: u64,
@@ -34,6 +41,7 @@ impl Recorder {
             file,
             file_name,
             stdout,
+            forward: None,
             summary: SummaryRecord {
                 kind: "summary",
                 ..SummaryRecord::default()
@@ -118,14 +126,24 @@ impl Recorder {
         self.any_bad
     }
 
-    /// Writes the `summary` record; returns the human summary text.
-    pub async fn finish(&mut self, duration_ms: u64, exit_code: u8) -> String {
+    /// Writes the `summary` record; returns the human summary text. Records for stdout are
+    /// waited for until written, unless `forced` (a second Ctrl-C): then those not written yet
+    /// are dropped (the report file has them all).
+    pub async fn finish(&mut self, duration_ms: u64, exit_code: u8, forced: bool) -> String {
         self.summary.duration_ms = duration_ms;
         self.summary.exit_code = exit_code;
         let line = to_line(&self.summary);
         self.write_line(line).await;
         let has_report = !self.file_name.is_empty() || self.stdout.is_some();
         self.stdout = None;
+        if let Some((tx, task)) = self.forward.take() {
+            drop(tx);
+            if forced {
+                task.abort();
+            } else {
+                let _ = task.await;
+            }
+        }
         if let Some(mut progress) = self.progress.take() {
             progress.finish();
         }
@@ -153,7 +171,17 @@ impl Recorder {
             }
         }
         if let Some(stdout) = &self.stdout {
-            let _ = stdout.send(line).await;
+            let (tx, _) = self.forward.get_or_insert_with(|| {
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+                let stdout = stdout.clone();
+                let task = tokio::spawn(async move {
+                    while let Some(line) = rx.recv().await {
+                        let _ = stdout.send(line).await;
+                    }
+                });
+                (tx, task)
+            });
+            let _ = tx.send(line);
         }
     }
 }

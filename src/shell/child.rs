@@ -259,6 +259,13 @@ const GROUP_POLL: Duration = Duration::from_millis(10);
 /// capacity, pipe(7)).
 const READ_SIZE: usize = 64 * 1024;
 
+/// A stream's pipe is not read while this many bytes of it wait for its sink.
+const PENDING_MAX: usize = 64 * 1024;
+
+/// At most this many bytes are read from a pipe after its job's process group is gone, beyond
+/// which a process outside the group is taken to be writing into it.
+const DRAIN_MAX: usize = 4 * 1024 * 1024;
+
 thread_local! {
     /// The one buffer every job's pipe is read into: a read's data is passed on before the
     /// next read, so jobs need no buffer of their own (and a job that writes nothing costs no
@@ -297,19 +304,33 @@ pub async fn supervise(
     let mut window_over = false;
     let mut grace_at: Option<Instant> = None;
     let mut control_open = true;
+    // A second Ctrl-C came: output still waiting for the sink is not waited for.
+    let mut killed = false;
 
     loop {
         if exit.is_some() {
             let pipes_open = stdout.is_some() || stderr.is_some();
-            if !pipes_open || window_over {
+            // A pipe not read because its output waits for a full sink: whether the job is
+            // over cannot wait for its EOF.
+            let held_back =
+                (stdout.is_some() && !out.may_read()) || (stderr.is_some() && !err.may_read());
+            if !pipes_open || window_over || held_back {
                 reaper.reap();
                 if !group_alive(pid) {
-                    if pipes_open {
-                        // Held open by a process that left the group (setsid, double fork
-                        // into another session): stop reading, keep what was read.
-                        leaked = true;
+                    // What the group left in the pipes is read now; a pipe still open after
+                    // that is held by a process that left the group (setsid, a double fork
+                    // into another session): stop reading, keep what was read.
+                    out.drain(&mut stdout, results.as_mut());
+                    err.drain(&mut stderr, results.as_mut());
+                    let still_open = stdout.is_some() || stderr.is_some();
+                    if !still_open {
+                        break;
                     }
-                    break;
+                    if window_over {
+                        leaked = true;
+                        break;
+                    }
+                    // Until the leak window is over, the holder may still close it.
                 }
             }
         }
@@ -337,6 +358,7 @@ pub async fn supervise(
                 Some(Control::Kill) => {
                     force(pid, seq, &timing, exit.is_none());
                     grace_at = None;
+                    killed = true;
                 }
                 None => control_open = false,
             },
@@ -351,13 +373,15 @@ pub async fn supervise(
                     }
                 }
             },
-            ready = readable(&stdout) => {
-                if !out.pump(&mut stdout, ready, results.as_mut()).await {
+            permit = room(&out) => out.hand_over(permit),
+            permit = room(&err) => err.hand_over(permit),
+            ready = readable(&stdout), if out.may_read() => {
+                if !out.pump(&mut stdout, ready, results.as_mut()) {
                     stdout = None;
                 }
             },
-            ready = readable(&stderr) => {
-                if !err.pump(&mut stderr, ready, results.as_mut()).await {
+            ready = readable(&stderr), if err.may_read() => {
+                if !err.pump(&mut stderr, ready, results.as_mut()) {
                     stderr = None;
                 }
             },
@@ -384,6 +408,9 @@ pub async fn supervise(
             () = sleep(GROUP_POLL), if exit.is_some() => {},
         }
     }
+    // The job is over now, whenever its output gets written.
+    let ended_at = SystemTime::now();
+    let ended_instant = Instant::now();
     let mut exit = exit.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32));
     let mut note = None;
     if exit == ExitFacts::Exited(0) && stopped_before_exit.is_none() && !timing.backend.is_local() {
@@ -395,8 +422,22 @@ pub async fn supervise(
             }
         }
     }
-    out.finish().await;
-    err.finish().await;
+    out.finish();
+    err.finish();
+    // What waits for a full sink is written before the job is reported, so that its output
+    // comes before anything written after its record; a second Ctrl-C (Kill) drops it.
+    while !killed && (!out.pending.is_empty() || !err.pending.is_empty()) {
+        tokio::select! {
+            biased;
+            message = control.recv(), if control_open => match message {
+                Some(Control::Kill) => killed = true,
+                Some(Control::Stop { .. }) => {}
+                None => control_open = false,
+            },
+            permit = room(&out) => out.hand_over(permit),
+            permit = room(&err) => err.hand_over(permit),
+        }
+    }
     let captured = match (out.capture.take(), err.capture.take()) {
         (Some(stdout), Some(stderr)) => Some((stdout, stderr)),
         _ => None,
@@ -406,8 +447,8 @@ pub async fn supervise(
         exit,
         stopped_before_exit,
         leaked,
-        ended_at: SystemTime::now(),
-        ended_instant: Instant::now(),
+        ended_at,
+        ended_instant,
         output_error: note.or(results.and_then(|r| r.error)),
         stderr_tail: err.tail,
         captured,
@@ -462,6 +503,8 @@ struct Stream {
     capture: Option<Capture>,
     /// The last bytes seen (stderr only), at most [`TAIL_BYTES`] once trimmed.
     tail: Vec<u8>,
+    /// Read and framed, not yet handed to the sink (which may be full: lanes' stdout blocked).
+    pending: Vec<u8>,
 }
 
 impl Stream {
@@ -487,25 +530,53 @@ impl Stream {
             framer,
             capture,
             tail: Vec::new(),
+            pending: Vec::new(),
         }
     }
 
-    /// Reads what is available and passes it on. Returns false at EOF or on a read error.
-    async fn pump(
+    /// Whether the pipe may be read: not while [`PENDING_MAX`] bytes wait for the sink, so that
+    /// a blocked destination holds the job back through its pipe instead of growing memory.
+    fn may_read(&self) -> bool {
+        self.pending.len() < PENDING_MAX
+    }
+
+    /// Reads everything left in the pipe once the job's process group is gone (at most a pipe
+    /// buffer, but never more than [`DRAIN_MAX`] bytes), whatever waits for the sink. The pipe
+    /// is closed at EOF; still open afterwards, it is held by a process outside the group.
+    fn drain(&mut self, pipe: &mut Option<pipe::Receiver>, mut results: Option<&mut ResultFiles>) {
+        for _ in 0..DRAIN_MAX / READ_SIZE {
+            match self.read(pipe, results.as_deref_mut()) {
+                Read::Data => {}
+                Read::Closed => {
+                    *pipe = None;
+                    return;
+                }
+                Read::Empty => return,
+            }
+        }
+    }
+
+    /// Reads what is available into `pending` (or the capture). Returns false at EOF or on a
+    /// read error.
+    fn pump(
         &mut self,
         pipe: &mut Option<pipe::Receiver>,
         ready: io::Result<()>,
         results: Option<&mut ResultFiles>,
     ) -> bool {
-        let Some(reader) = pipe.as_ref() else {
-            return false;
-        };
         if ready.is_err() {
             return false;
         }
-        let mut batch = Vec::new();
-        let open = READ_BUFFER.with_borrow_mut(|buffer| match reader.try_read(buffer) {
-            Ok(0) => false,
+        !matches!(self.read(pipe, results), Read::Closed)
+    }
+
+    /// One read from the pipe.
+    fn read(&mut self, pipe: &Option<pipe::Receiver>, results: Option<&mut ResultFiles>) -> Read {
+        let Some(reader) = pipe.as_ref() else {
+            return Read::Closed;
+        };
+        READ_BUFFER.with_borrow_mut(|buffer| match reader.try_read(buffer) {
+            Ok(0) => Read::Closed,
             Ok(n) => {
                 let data = &buffer[..n];
                 if self.is_stderr {
@@ -522,39 +593,65 @@ impl Stream {
                 } else if let Some(framer) = &mut self.framer {
                     // Room for the data and a prefix on every 64 bytes of it, so that a
                     // batch of ordinary lines is built without growing.
-                    batch.reserve(n + (n / 64 + 1) * framer.prefix_len());
-                    framer.push(data, &mut batch);
+                    self.pending.reserve(n + (n / 64 + 1) * framer.prefix_len());
+                    framer.push(data, &mut self.pending);
                 } else if self.sink.is_some() {
-                    batch.extend_from_slice(data);
+                    self.pending.extend_from_slice(data);
                 }
-                true
+                Read::Data
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => true,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => true,
-            Err(_) => false,
-        });
-        self.send(batch).await;
-        open
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Read::Empty,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Read::Empty,
+            Err(_) => Read::Closed,
+        })
     }
 
-    /// Writes the unfinished last line (prefixed), and trims the tail.
-    async fn finish(&mut self) {
+    /// Hands what is pending to the sink through a reserved place in its queue.
+    fn hand_over(&mut self, permit: Option<Permit>) {
+        let batch = std::mem::take(&mut self.pending);
+        if let Some(permit) = permit {
+            permit.send(batch);
+        }
+    }
+
+    /// Frames the unfinished last line (prefixed) into `pending`, and trims the tail.
+    fn finish(&mut self) {
         if self.tail.len() > TAIL_BYTES {
             self.tail.drain(..self.tail.len() - TAIL_BYTES);
         }
-        let mut batch = Vec::new();
         if let Some(framer) = &mut self.framer {
-            framer.finish(&mut batch);
+            framer.finish(&mut self.pending);
         }
-        self.send(batch).await;
+        if self.sink.is_none() {
+            self.pending.clear();
+        }
     }
+}
 
-    async fn send(&mut self, batch: Vec<u8>) {
-        if batch.is_empty() {
-            return;
-        }
-        if let Some(sink) = &self.sink {
-            let _ = sink.send(batch).await;
+/// What one read from a job's pipe found.
+enum Read {
+    Data,
+    /// Nothing now (EAGAIN).
+    Empty,
+    /// EOF or a read error.
+    Closed,
+}
+
+type Permit = tokio::sync::mpsc::OwnedPermit<Vec<u8>>;
+
+/// A place in `stream`'s sink queue once one is free, when something is pending; never
+/// otherwise. `None` when the sink is closed (what is pending is then dropped). The future
+/// holds its own handle of the sink, not a borrow of the stream.
+fn room(stream: &Stream) -> impl std::future::Future<Output = Option<Permit>> {
+    let sink = stream
+        .sink
+        .as_ref()
+        .filter(|_| !stream.pending.is_empty())
+        .cloned();
+    async move {
+        match sink {
+            Some(sink) => sink.reserve_owned().await.ok(),
+            None => std::future::pending().await,
         }
     }
 }

@@ -78,7 +78,17 @@ struct Started {
     waited: Duration,
 }
 
-/// Runs the whole job stream to its end; returns the exit status and the human summary.
+/// How a run ended.
+pub struct RunEnd {
+    /// lanes' exit status.
+    pub code: u8,
+    /// The human summary, for stderr.
+    pub summary: String,
+    /// A second stop signal forced the end: output that cannot be written soon is dropped.
+    pub forced: bool,
+}
+
+/// Runs the whole job stream to its end.
 pub async fn drive(
     config: RunConfig,
     hangup_ignored: bool,
@@ -87,7 +97,7 @@ pub async fn drive(
     mut recorder: Recorder,
     events: EventLog,
     resume: Option<Resume>,
-) -> (u8, String) {
+) -> RunEnd {
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
     let mut sigchld = unix_signal(SignalKind::child()).ok();
@@ -218,7 +228,10 @@ struct Driver {
     own_cwd: PathBuf,
     core: Scheduler,
     t0: Instant,
-    jobs: HashMap<Seq, Job>,
+    /// Boxed: a table that churns through distinct entries grows to twice the buckets its
+    /// peak needs (hashbrown resizes rather than rehashing in place once more than half full),
+    /// so its buckets are kept to a pointer each.
+    jobs: HashMap<Seq, Box<Job>>,
     controls: HashMap<Seq, mpsc::UnboundedSender<Control>>,
     /// Jobs taken by the core whose spawn hit a transient shortage, in order.
     respawn: VecDeque<Start>,
@@ -544,14 +557,14 @@ impl Driver {
                 };
                 self.jobs.insert(
                     seq,
-                    Job {
+                    Box::new(Job {
                         spec,
                         started: None,
                         attempts: 0,
                         superseded_by: None,
                         members: Vec::new(),
                         previous: None,
-                    },
+                    }),
                 );
                 let queued = self.core.queued();
                 if let Some(progress) = self.recorder.progress() {
@@ -938,19 +951,21 @@ impl Driver {
 
     /// Ends the run: returns the exit status and the human summary, which the caller writes
     /// once job output has been flushed, so that it comes last.
-    async fn finish(
-        mut self,
-        started_at: SystemTime,
-        signals: &mut Option<StopSignals>,
-    ) -> (u8, String) {
+    async fn finish(mut self, started_at: SystemTime, signals: &mut Option<StopSignals>) -> RunEnd {
         self.sweep_escapees(signals).await;
         // Slurm: nothing of this run may stay on the cluster.
         self.backend.cancel_run();
         let held = self.blocks.drain();
         self.write_blocks(held);
         self.block_tx = None;
+        let forced = self.level == ShutdownLevel::Forced;
         if let Some(writer) = self.block_writer.take() {
-            let _ = writer.await;
+            if forced {
+                // A second Ctrl-C: grouped output that cannot be written now is dropped.
+                writer.abort();
+            } else {
+                let _ = writer.await;
+            }
         }
         let code = exit::for_run(
             self.stop_signal.map(|s| s as i32),
@@ -959,8 +974,12 @@ impl Driver {
         let elapsed = SystemTime::now()
             .duration_since(started_at)
             .unwrap_or_default();
-        let text = self.recorder.finish(millis(elapsed), code).await;
-        (code, text)
+        let text = self.recorder.finish(millis(elapsed), code, forced).await;
+        RunEnd {
+            code,
+            summary: text,
+            forced,
+        }
     }
 }
 

@@ -1,0 +1,104 @@
+//! A destination that stops reading (a paused pager, a slow consumer) holds back job output
+//! through the jobs' pipes, never lanes' supervision: timeouts, stop signals, exit statuses and
+//! durations stay those of the jobs.
+
+use std::io::Read;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Writes `$D/pid-KEY`, then lines for ever (`yes`, which any stop signal ends).
+fn flood() -> &'static str {
+    "echo $$ > \"$D/pid-$LANES_KEY\"; exec yes aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+}
+
+#[test]
+fn a_blocked_stdout_delays_output_but_not_timeouts_outcomes_or_durations() {
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .own_stdout()
+        .args(["-j", "2", "--timeout", "1", "--grace", "0.5"])
+        .stdin(format!(
+            "a\t{}\nb\tsleep 0.2; echo b-done; touch \"$D/b-ended\"\n",
+            flood()
+        ))
+        .spawn();
+    // Nobody reads lanes' stdout yet: the timeout still reaches the flooding job.
+    let stdout = running.take_stdout();
+    scratch.wait_for("b-ended", WAIT);
+    scratch.wait_for("pid-a", WAIT);
+    let a = scratch.pid("pid-a");
+    assert!(wait_until(WAIT, || !alive(a)), "the timeout stops job a");
+    // Now the reader comes back.
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut stdout = stdout;
+        stdout.read_to_end(&mut text).unwrap();
+        text
+    });
+    let out = running.wait();
+    let text = String::from_utf8(reader.join().unwrap()).unwrap();
+    out.code(1);
+    let a = out.job(1);
+    assert_eq!(a.result(), ("interrupted", Some("timeout")), "{a:?}");
+    let b = out.job(2);
+    assert_eq!(b.result(), ("succeeded", None), "{b:?}");
+    assert_eq!(b.exit_code, Some(0));
+    assert!(b.duration_ms.unwrap() < 900, "{b:?}");
+    assert!(text.contains("[b] b-done\n"));
+    assert_eq!(a.signal.as_deref(), Some("SIGTERM"), "{a:?}");
+    // Whole lines only, none lost from the job that finished.
+    assert!(text
+        .lines()
+        .all(|line| line == "[b] b-done" || line == "[a] aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+}
+
+#[test]
+fn ctrl_c_reaches_jobs_while_stdout_is_blocked_and_a_second_one_ends_the_run() {
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .own_stdout()
+        .args(["-j", "2", "--grace", "5"])
+        .stdin(format!("a\t{job}\nb\t{job}\n", job = flood()))
+        .spawn();
+    let stdout = running.take_stdout();
+    scratch.wait_for("pid-a", WAIT);
+    scratch.wait_for("pid-b", WAIT);
+    let pids = [scratch.pid("pid-a"), scratch.pid("pid-b")];
+    // The pipe to this test fills up (64 KiB), so lanes' stdout is blocked from here on.
+    assert!(wait_until(WAIT, || unread_bytes(&stdout) >= 60_000));
+    running.signal(Signal::SIGINT);
+    assert!(
+        wait_until(WAIT, || pids.iter().all(|&pid| !alive(pid))),
+        "SIGINT reaches both jobs"
+    );
+    // Their output still waits for the reader; a second Ctrl-C gives up on it.
+    running.signal(Signal::SIGINT);
+    let out = running.wait();
+    drop(stdout);
+    out.code(130);
+    for seq in [1, 2] {
+        let job = out.job(seq);
+        assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
+        assert_eq!(job.signal.as_deref(), Some("SIGINT"), "{job:?}");
+    }
+    assert!(out.elapsed < Duration::from_secs(8), "{:?}", out.elapsed);
+}
+
+/// Bytes waiting in a pipe (FIONREAD, ioctl_list(2)).
+fn unread_bytes(pipe: &impl std::os::fd::AsRawFd) -> usize {
+    let mut count: nix::libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which points at `count`.
+    let ok = unsafe { nix::libc::ioctl(pipe.as_raw_fd(), nix::libc::FIONREAD, &mut count) } == 0;
+    if ok {
+        usize::try_from(count).unwrap_or(0)
+    } else {
+        0
+    }
+}
