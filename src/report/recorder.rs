@@ -29,6 +29,8 @@ pub struct Recorder {
     listed: Vec<String>,
     unlisted: u64,
     any_bad: bool,
+    /// A write to the report file failed: the report is incomplete.
+    report_lost: bool,
     junit: Option<(PathBuf, JunitReport)>,
     progress: Option<Progress>,
 }
@@ -49,6 +51,7 @@ impl Recorder {
             listed: Vec::new(),
             unlisted: 0,
             any_bad: false,
+            report_lost: false,
             junit: None,
             progress: None,
         }
@@ -126,6 +129,12 @@ impl Recorder {
         self.any_bad
     }
 
+    /// Whether the report file could not be written to the end: CI must not take a partial
+    /// report for a whole one, so the exit status is then 1 too.
+    pub fn report_lost(&self) -> bool {
+        self.report_lost
+    }
+
     /// Writes the `summary` record; returns the human summary text. Records for stdout are
     /// waited for until written, unless `forced` (a second Ctrl-C): then those not written yet
     /// are dropped (the report file has them all).
@@ -168,6 +177,9 @@ impl Recorder {
                     self.file_name
                 );
                 self.file = None;
+                // A reader that went away (`--report /dev/stdout | head`) decides nothing
+                // (SPEC §4); a report that could not be stored (a full disk) does.
+                self.report_lost = err.kind() != std::io::ErrorKind::BrokenPipe;
             }
         }
         if let Some(stdout) = &self.stdout {

@@ -969,7 +969,7 @@ impl Driver {
         }
         let code = exit::for_run(
             self.stop_signal.map(|s| s as i32),
-            self.recorder.any_bad() || self.read_error,
+            self.recorder.any_bad() || self.read_error || self.recorder.report_lost(),
         );
         let elapsed = SystemTime::now()
             .duration_since(started_at)

@@ -150,3 +150,23 @@ fn the_cap_defaults_to_the_number_of_cpus() {
     let cpus = std::thread::available_parallelism().unwrap().get() as u64;
     assert_eq!(out.report().run.max_concurrent, cpus);
 }
+
+#[test]
+fn a_report_that_cannot_be_stored_makes_the_run_exit_1_though_every_job_runs() {
+    // /dev/full: every write fails with ENOSPC, like a full disk.
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--report", "/dev/full"])
+        .stdin("a\ttouch \"$D/a-ran\"\nb\ttouch \"$D/b-ran\"\n")
+        .run();
+    out.code(1);
+    assert!(scratch.exists("a-ran") && scratch.exists("b-ran"));
+    assert!(
+        out.stderr().contains("cannot write the report /dev/full"),
+        "{}",
+        out.dump()
+    );
+    assert!(out.stderr().contains("2 succeeded"), "{}", out.dump());
+}
