@@ -98,7 +98,9 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             Err(_) => Box::new(std::io::sink()),
         },
         display,
-    );
+    )
+    // The destination is a duplicate of descriptor 2: polling 2 tells about it.
+    .with_fd(2);
     let color_stdout = use_color(config.color, env.stdout_is_terminal, &env);
     let color_stderr = use_color(config.color, env.stderr_is_terminal, &env);
     let streams = Streams {
@@ -154,15 +156,54 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         EventLog::new(events),
         resume,
     ));
-    drop(runtime);
-    // Job output first, then the summary: it is the last thing a person reads. After a
-    // second Ctrl-C a destination nobody reads is not waited for beyond a moment: its writer
-    // thread ends with the process.
-    let patience = end.forced.then_some(FORCED_WRITE_WAIT);
-    stdout.close_within(patience);
-    stderr.write_now(end.summary.into_bytes());
-    stderr.close_within(patience);
+    // Job output first, then the summary: it is the last thing a person reads. A reader that
+    // stopped reading is waited for, until a stop signal comes; after a second Ctrl-C, for a
+    // moment only. What is then left unwritten ends with the process.
+    let mut end = end;
+    let mut patience = end.forced.then_some(FORCED_WRITE_WAIT);
+    if !close_unless_stopped(&runtime, stdout, None, patience, &mut end.signals) {
+        patience = Some(FORCED_WRITE_WAIT);
+    }
+    let summary = std::mem::take(&mut end.summary).into_bytes();
+    let last = (!stderr.try_write_now(&summary)).then_some(summary);
+    close_unless_stopped(&runtime, stderr, last, patience, &mut end.signals);
+    // A writer thread still blocked is not waited for.
+    runtime.shutdown_background();
     Ok(end.code)
+}
+
+/// Sends `last` to `sink`, closes it and waits until its output is written (at most
+/// `patience`), unless a stop signal comes first. Returns whether everything was written.
+fn close_unless_stopped(
+    runtime: &tokio::runtime::Runtime,
+    sink: Sink,
+    last: Option<Vec<u8>>,
+    patience: Option<std::time::Duration>,
+    signals: &mut Option<shell::signal::StopSignals>,
+) -> bool {
+    if last.is_none() && !sink.started() {
+        // Nothing was sent: nothing to wait for.
+        return sink.close_within(patience);
+    }
+    runtime.block_on(async {
+        let written = async {
+            if let Some(bytes) = last {
+                let _ = sink.sender().send(bytes).await;
+            }
+            tokio::task::spawn_blocking(move || sink.close_within(patience))
+                .await
+                .unwrap_or(false)
+        };
+        tokio::select! {
+            written = written => written,
+            Some(()) = async {
+                match signals {
+                    Some(signals) => Some(signals.next().await).map(|_| ()),
+                    None => None,
+                }
+            } => false,
+        }
+    })
 }
 
 /// Opens the input. Under `--strict` the whole input is read and validated here, before

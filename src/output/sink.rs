@@ -17,6 +17,9 @@ const DEPTH: usize = 16;
 struct Pending {
     name: &'static str,
     destination: Box<dyn Write + Send>,
+    /// The destination's descriptor, when it has one: lets [`Sink::try_write_now`] see whether a
+    /// write would block.
+    fd: Option<std::os::fd::RawFd>,
     display: Option<indicatif::MultiProgress>,
     rx: mpsc::Receiver<Vec<u8>>,
 }
@@ -95,6 +98,19 @@ fn start(writer: &Mutex<Writer>) {
     }
 }
 
+/// Whether `len` bytes can be written to `fd` at once without blocking.
+fn writable_now(fd: std::os::fd::RawFd, len: usize) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    // SAFETY: the descriptor stays open for the call (the sink owns it).
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let mut fds = [PollFd::new(borrowed, PollFlags::POLLOUT)];
+    len <= nix::libc::PIPE_BUF
+        && matches!(poll(&mut fds, PollTimeout::ZERO), Ok(1))
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLOUT))
+}
+
 /// The writer thread: writes each buffer with one `write_all` until every sender is gone.
 fn write_all(pending: Pending) {
     let Pending {
@@ -102,6 +118,7 @@ fn write_all(pending: Pending) {
         mut destination,
         display,
         mut rx,
+        ..
     } = pending;
     let mut closed = false;
     while let Some(buffer) = rx.blocking_recv() {
@@ -146,6 +163,7 @@ impl Sink {
         let writer = Writer::Pending(Pending {
             name,
             destination,
+            fd: None,
             display,
             rx,
         });
@@ -157,47 +175,78 @@ impl Sink {
         }
     }
 
+    /// Whether a writer thread was started (anything was sent).
+    pub fn started(&self) -> bool {
+        self.tx.as_ref().is_some_and(|tx| {
+            let writer = tx
+                .writer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            matches!(*writer, Writer::Started(_))
+        })
+    }
+
     /// A handle for sending buffers.
     pub fn sender(&self) -> SinkTx {
         self.tx.clone().expect("the sink is open until closed")
     }
 
-    /// Writes `buffer` from outside the runtime: through the writer thread when it runs
-    /// (blocking while its queue is full), else directly on this thread.
-    pub fn write_now(&self, buffer: Vec<u8>) {
+    /// Notes the destination's descriptor (see [`Sink::try_write_now`]).
+    #[must_use]
+    pub fn with_fd(self, fd: std::os::fd::RawFd) -> Self {
+        if let Some(tx) = &self.tx {
+            let mut writer = tx
+                .writer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Writer::Pending(pending) = &mut *writer {
+                pending.fd = Some(fd);
+            }
+        }
+        self
+    }
+
+    /// Writes `buffer` directly on this thread, when no writer thread runs yet and the write
+    /// cannot block: the destination has no descriptor (a test's buffer) or polls writable
+    /// and `buffer` is at most `PIPE_BUF` bytes (written whole at once to a pipe, POSIX
+    /// `write(2)`). Returns false, writing nothing, otherwise: then send it.
+    pub fn try_write_now(&self, buffer: &[u8]) -> bool {
         let Some(tx) = &self.tx else {
-            return;
+            return true;
         };
         let mut writer = tx
             .writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Writer::Pending(pending) = &mut *writer {
-            let written = match &pending.display {
-                Some(display) => display.suspend(|| pending.destination.write_all(&buffer)),
-                None => pending.destination.write_all(&buffer),
-            };
-            if written.is_ok() {
-                let _ = pending.destination.flush();
-            }
-            return;
+        let Writer::Pending(pending) = &mut *writer else {
+            return false;
+        };
+        if !pending.fd.is_none_or(|fd| writable_now(fd, buffer.len())) {
+            return false;
         }
-        drop(writer);
-        let _ = tx.tx.blocking_send(buffer);
+        let written = match &pending.display {
+            Some(display) => display.suspend(|| pending.destination.write_all(buffer)),
+            None => pending.destination.write_all(buffer),
+        };
+        if written.is_ok() {
+            let _ = pending.destination.flush();
+        }
+        true
     }
 
     /// Closes the sink and waits until everything sent has been written. Other senders must be
     /// dropped first, or this waits for them.
     pub fn close(self) {
-        self.close_within(None);
+        let _ = self.close_within(None);
     }
 
-    /// Like [`Sink::close`], but waits at most `patience` (`None`: for as long as it takes).
-    /// A writer still blocked after that (a reader that stopped reading) is left to end with
-    /// the process, and what it had not written is lost.
-    pub fn close_within(mut self, patience: Option<std::time::Duration>) {
+    /// Like [`Sink::close`], but waits at most `patience` (`None`: for as long as it takes);
+    /// returns whether everything was written. A writer still blocked after that (a reader
+    /// that stopped reading) is left to end with the process, and what it had not written is
+    /// lost.
+    pub fn close_within(mut self, patience: Option<std::time::Duration>) -> bool {
         let Some(tx) = self.tx.take() else {
-            return;
+            return true;
         };
         let writer = std::mem::replace(
             &mut *tx
@@ -208,18 +257,18 @@ impl Sink {
         );
         drop(tx);
         let Writer::Started(thread) = writer else {
-            return;
+            return true;
         };
         if let Some(patience) = patience {
             let give_up = std::time::Instant::now() + patience;
             while !thread.is_finished() {
                 if std::time::Instant::now() >= give_up {
-                    return;
+                    return false;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
         }
-        let _ = thread.join();
+        thread.join().is_ok()
     }
 }
 
@@ -271,7 +320,7 @@ mod tests {
         let out = Shared::default();
         let sink = Sink::spawn("test", Box::new(out.clone()), None);
         let _sender = sink.sender();
-        sink.write_now(b"summary\n".to_vec());
+        assert!(sink.try_write_now(b"summary\n"));
         assert!(!started(&sink));
         drop(_sender);
         sink.close();
@@ -292,7 +341,11 @@ mod tests {
             }
         });
         assert!(started(&sink));
-        sink.write_now(b"end\n".to_vec());
+        assert!(
+            !sink.try_write_now(b"end\n"),
+            "the thread runs: not written directly"
+        );
+        runtime.block_on(async { sender.send(b"end\n".to_vec()).await.unwrap() });
         drop(sender);
         sink.close();
         let expected: String = (0..200).map(|i| format!("{i}\n")).collect::<String>() + "end\n";

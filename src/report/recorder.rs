@@ -135,24 +135,22 @@ impl Recorder {
         self.report_lost
     }
 
-    /// Writes the `summary` record; returns the human summary text. Records for stdout are
-    /// waited for until written, unless `forced` (a second Ctrl-C): then those not written yet
-    /// are dropped (the report file has them all).
-    pub async fn finish(&mut self, duration_ms: u64, exit_code: u8, forced: bool) -> String {
+    /// Writes the `summary` record; returns the human summary text and, under `--json`, the
+    /// task still handing records to the stdout sink: the caller waits for it, or gives up on
+    /// it (a second Ctrl-C; the report file, if any, has every record).
+    pub async fn finish(
+        &mut self,
+        duration_ms: u64,
+        exit_code: u8,
+    ) -> (String, Option<tokio::task::JoinHandle<()>>) {
         self.summary.duration_ms = duration_ms;
         self.summary.exit_code = exit_code;
         let line = to_line(&self.summary);
         self.write_line(line).await;
         let has_report = !self.file_name.is_empty() || self.stdout.is_some();
         self.stdout = None;
-        if let Some((tx, task)) = self.forward.take() {
-            drop(tx);
-            if forced {
-                task.abort();
-            } else {
-                let _ = task.await;
-            }
-        }
+        // Dropping the sender lets the task end once it has handed every record on.
+        let forwarder = self.forward.take().map(|(_, task)| task);
         if let Some(mut progress) = self.progress.take() {
             progress.finish();
         }
@@ -164,7 +162,10 @@ impl Recorder {
                 );
             }
         }
-        human::summary(&self.summary, &self.listed, self.unlisted, has_report)
+        (
+            human::summary(&self.summary, &self.listed, self.unlisted, has_report),
+            forwarder,
+        )
     }
 
     /// One record, one `write` to the file (unbuffered, so flushed when written), one buffer

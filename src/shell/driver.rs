@@ -86,6 +86,8 @@ pub struct RunEnd {
     pub summary: String,
     /// A second stop signal forced the end: output that cannot be written soon is dropped.
     pub forced: bool,
+    /// The stop signals, still listened to while the last output is written.
+    pub signals: Option<StopSignals>,
 }
 
 /// Runs the whole job stream to its end.
@@ -200,7 +202,9 @@ pub async fn drive(
             }
         }
     }
-    driver.finish(started_at, &mut signals).await
+    let mut end = driver.finish(started_at, &mut signals).await;
+    end.signals = signals;
+    end
 }
 
 async fn next_signal(signals: &mut Option<StopSignals>) -> Option<(Signal, ShutdownLevel)> {
@@ -958,14 +962,9 @@ impl Driver {
         let held = self.blocks.drain();
         self.write_blocks(held);
         self.block_tx = None;
-        let forced = self.level == ShutdownLevel::Forced;
+        let mut forced = self.level == ShutdownLevel::Forced;
         if let Some(writer) = self.block_writer.take() {
-            if forced {
-                // A second Ctrl-C: grouped output that cannot be written now is dropped.
-                writer.abort();
-            } else {
-                let _ = writer.await;
-            }
+            forced = !finish_unless_stopped(writer, forced, signals).await;
         }
         let code = exit::for_run(
             self.stop_signal.map(|s| s as i32),
@@ -974,13 +973,36 @@ impl Driver {
         let elapsed = SystemTime::now()
             .duration_since(started_at)
             .unwrap_or_default();
-        let text = self.recorder.finish(millis(elapsed), code, forced).await;
+        let (text, forwarder) = self.recorder.finish(millis(elapsed), code).await;
+        if let Some(forwarder) = forwarder {
+            forced = !finish_unless_stopped(forwarder, forced, signals).await;
+        }
         RunEnd {
             code,
             summary: text,
             forced,
+            signals: None,
         }
     }
+}
+
+/// Waits for a task that hands output on (grouped blocks, `--json` records) to end: not at all
+/// when `forced`, and no longer once a stop signal comes (a reader that stopped reading would
+/// otherwise keep lanes waiting for ever). Returns whether the task ended; if not, it is
+/// aborted and what it had not handed on is dropped.
+async fn finish_unless_stopped(
+    mut task: tokio::task::JoinHandle<()>,
+    forced: bool,
+    signals: &mut Option<StopSignals>,
+) -> bool {
+    if !forced {
+        tokio::select! {
+            _ = &mut task => return true,
+            Some(_) = next_signal(signals) => {}
+        }
+    }
+    task.abort();
+    false
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -102,3 +102,24 @@ fn unread_bytes(pipe: &impl std::os::fd::AsRawFd) -> usize {
         0
     }
 }
+
+#[test]
+fn a_run_whose_output_waits_for_a_stalled_reader_ends_at_a_stop_signal() {
+    // The job's 600 kB fit in lanes' buffers: it ends, every record is written, and only the
+    // output still waits for a reader that never reads.
+    let mut running = Run::new()
+        .own_stdout()
+        .stdin("a\thead -c 600000 /dev/zero | tr '\\0' a | fold -w 99\n")
+        .spawn();
+    let stdout = running.take_stdout();
+    assert!(wait_until(WAIT, || running
+        .report_so_far()
+        .contains("\"type\":\"summary\"")));
+    running.signal(Signal::SIGINT);
+    let out = running.wait();
+    drop(stdout);
+    // The jobs decided the exit status, as the summary record says.
+    out.code(0);
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+    assert!(out.elapsed < Duration::from_secs(8), "{:?}", out.elapsed);
+}
