@@ -194,6 +194,15 @@ fn close_unless_stopped(
                 .await
                 .unwrap_or(false)
         };
+        // The whole of it, sending the last buffer included, within `patience`.
+        let written = async {
+            match patience {
+                Some(patience) => tokio::time::timeout(patience, written)
+                    .await
+                    .unwrap_or(false),
+                None => written.await,
+            }
+        };
         tokio::select! {
             written = written => written,
             Some(()) = async {

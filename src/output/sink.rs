@@ -16,6 +16,7 @@ const DEPTH: usize = 16;
 /// to a destination starts no thread for it.
 struct Pending {
     name: &'static str,
+    lost: Arc<std::sync::atomic::AtomicBool>,
     destination: Box<dyn Write + Send>,
     /// The destination's descriptor, when it has one: lets [`Sink::try_write_now`] see whether a
     /// write would block.
@@ -37,9 +38,16 @@ enum Writer {
 pub struct SinkTx {
     tx: mpsc::Sender<Vec<u8>>,
     writer: Arc<Mutex<Writer>>,
+    /// Set by the writer thread when a write failed other than for a reader gone (EPIPE).
+    lost: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl SinkTx {
+    /// Whether a write failed for another reason than a reader gone (EPIPE): a full disk.
+    pub fn lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Queues `buffer` for writing, waiting while [`DEPTH`] buffers wait (backpressure).
     ///
     /// # Errors
@@ -55,7 +63,8 @@ impl SinkTx {
 pub(crate) fn test_channel(depth: usize) -> (SinkTx, mpsc::Receiver<Vec<u8>>) {
     let (tx, rx) = mpsc::channel(depth);
     let writer = Arc::new(Mutex::new(Writer::Closed));
-    (SinkTx { tx, writer }, rx)
+    let lost = Arc::default();
+    (SinkTx { tx, writer, lost }, rx)
 }
 
 impl SinkTx {
@@ -115,6 +124,7 @@ fn writable_now(fd: std::os::fd::RawFd, len: usize) -> bool {
 fn write_all(pending: Pending) {
     let Pending {
         name,
+        lost,
         mut destination,
         display,
         mut rx,
@@ -131,6 +141,10 @@ fn write_all(pending: Pending) {
         };
         if let Err(err) = written {
             closed = true;
+            lost.store(
+                err.kind() != std::io::ErrorKind::BrokenPipe,
+                std::sync::atomic::Ordering::Relaxed,
+            );
             if err.kind() == std::io::ErrorKind::BrokenPipe {
                 eprintln!(
                     "lanes: {name} closed (broken pipe); output for it is dropped, the jobs go on"
@@ -160,8 +174,10 @@ impl Sink {
         display: Option<indicatif::MultiProgress>,
     ) -> Self {
         let (tx, rx) = mpsc::channel::<Vec<u8>>(DEPTH);
+        let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let writer = Writer::Pending(Pending {
             name,
+            lost: Arc::clone(&lost),
             destination,
             fd: None,
             display,
@@ -171,6 +187,7 @@ impl Sink {
             tx: Some(SinkTx {
                 tx,
                 writer: Arc::new(Mutex::new(writer)),
+                lost,
             }),
         }
     }

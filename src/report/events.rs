@@ -48,12 +48,19 @@ pub enum Event<'a> {
 #[derive(Default)]
 pub struct EventLog {
     file: Option<File>,
+    /// A write failed for want of storage (not a reader gone): the file is incomplete.
+    lost: bool,
 }
 
 impl EventLog {
     /// An event log writing to `file`, or a silent one.
     pub fn new(file: Option<File>) -> Self {
-        EventLog { file }
+        EventLog { file, lost: false }
+    }
+
+    /// Whether the events file could not be written to its end (the exit status is then 1).
+    pub fn lost(&self) -> bool {
+        self.lost
     }
 
     /// Whether events are written at all (to skip building them).
@@ -67,6 +74,7 @@ impl EventLog {
             if let Err(err) = file.write_all(&to_line(event)) {
                 eprintln!("lanes: cannot write the events file: {err}; the run goes on");
                 self.file = None;
+                self.lost = err.kind() != std::io::ErrorKind::BrokenPipe;
             }
         }
     }

@@ -132,7 +132,21 @@ impl Recorder {
     /// Whether the report file could not be written to the end: CI must not take a partial
     /// report for a whole one, so the exit status is then 1 too.
     pub fn report_lost(&self) -> bool {
-        self.report_lost
+        self.report_lost || self.stdout.as_ref().is_some_and(SinkTx::lost)
+    }
+
+    /// Writes the JUnit file, if any (before the exit status is decided: a file that cannot
+    /// be written makes it 1, like the report).
+    pub fn write_junit(&mut self) {
+        if let Some((path, junit)) = self.junit.take() {
+            if let Err(err) = std::fs::write(&path, junit.to_xml()) {
+                eprintln!(
+                    "lanes: cannot write the JUnit file {}: {err}",
+                    path.display()
+                );
+                self.report_lost |= err.kind() != std::io::ErrorKind::BrokenPipe;
+            }
+        }
     }
 
     /// Writes the `summary` record; returns the human summary text and, under `--json`, the
@@ -154,14 +168,7 @@ impl Recorder {
         if let Some(mut progress) = self.progress.take() {
             progress.finish();
         }
-        if let Some((path, junit)) = self.junit.take() {
-            if let Err(err) = std::fs::write(&path, junit.to_xml()) {
-                eprintln!(
-                    "lanes: cannot write the JUnit file {}: {err}",
-                    path.display()
-                );
-            }
-        }
+        self.write_junit();
         (
             human::summary(&self.summary, &self.listed, self.unlisted, has_report),
             forwarder,

@@ -118,11 +118,17 @@ pub async fn drive(
     let (ended_tx, ended_rx) = mpsc::unbounded_channel();
     let keep_order = config.keep_order;
     let (block_tx, mut block_rx) = mpsc::unbounded_channel::<Block>();
+    let blocks_waiting = Arc::new(BlocksWaiting::default());
     let block_writer = {
         let (stdout, stderr) = (streams.job_stdout.clone(), streams.stderr.clone());
+        let waiting = Arc::clone(&blocks_waiting);
         tokio::spawn(async move {
             while let Some(block) = block_rx.recv().await {
                 block.write(&stdout, &stderr).await;
+                waiting
+                    .count
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                waiting.written.notify_one();
             }
         })
     };
@@ -177,6 +183,7 @@ pub async fn drive(
         tries: HashMap::new(),
         block_tx,
         block_writer: Some(block_writer),
+        blocks_waiting,
     };
     let mut ended_rx = ended_rx;
     let mut redraw = tokio::time::interval(Duration::from_secs(1));
@@ -194,6 +201,7 @@ pub async fn drive(
             Some(()) = recv_optional(&mut sigchld) => driver.reaper.reap(),
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
             () = sleep_until_opt(wake) => driver.on_wake().await,
+            () = driver.blocks_waiting.written.notified(), if driver.blocks_backlogged() => {},
             item = recv_input(&mut driver.input), if accept_input => driver.on_input(item).await,
             _ = redraw.tick(), if driver.recorder.has_progress() => {
                 if let Some(progress) = driver.recorder.progress() {
@@ -270,6 +278,18 @@ struct Driver {
     /// To the one task that writes blocks, in the order sent.
     block_tx: Option<mpsc::UnboundedSender<Block>>,
     block_writer: Option<tokio::task::JoinHandle<()>>,
+    /// Grouped blocks handed to the writer task and not written yet.
+    blocks_waiting: Arc<BlocksWaiting>,
+}
+
+/// Grouped output on its way out: a job's block is written after the job has ended and left
+/// its slot, so without a bound a reader that stopped reading would let finished jobs' blocks
+/// (and their spill files) pile up while new jobs start.
+#[derive(Default)]
+struct BlocksWaiting {
+    count: std::sync::atomic::AtomicUsize,
+    /// Signalled each time a block has been written.
+    written: tokio::sync::Notify,
 }
 
 impl Driver {
@@ -303,8 +323,17 @@ impl Driver {
 
     /// Starts every job the core says may start now. Waits while a spawn is being retried, so
     /// that a shortage of descriptors does not pile up taken-but-unstarted jobs.
+    /// Whether grouped blocks wait for the reader: as many as jobs may run. No job starts
+    /// until one of them is written, so that a stalled reader stalls the run (backpressure).
+    fn blocks_backlogged(&self) -> bool {
+        self.blocks_waiting
+            .count
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= self.config.max_concurrent.max(1)
+    }
+
     async fn start_ready(&mut self) {
-        while self.respawn.is_empty() {
+        while self.respawn.is_empty() && !self.blocks_backlogged() {
             let Some(start) = self.core.take(self.tick()) else {
                 break;
             };
@@ -912,7 +941,12 @@ impl Driver {
     fn write_blocks(&mut self, ready: Vec<Block>) {
         if let Some(tx) = &self.block_tx {
             for block in ready {
-                let _ = tx.send(block);
+                // Counted before it is sent: the writer may be done with it at once.
+                let count = &self.blocks_waiting.count;
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if tx.send(block).is_err() {
+                    count.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                }
             }
         }
     }
@@ -966,9 +1000,13 @@ impl Driver {
         if let Some(writer) = self.block_writer.take() {
             forced = !finish_unless_stopped(writer, forced, signals).await;
         }
+        self.recorder.write_junit();
         let code = exit::for_run(
             self.stop_signal.map(|s| s as i32),
-            self.recorder.any_bad() || self.read_error || self.recorder.report_lost(),
+            self.recorder.any_bad()
+                || self.read_error
+                || self.recorder.report_lost()
+                || self.events.lost(),
         );
         let elapsed = SystemTime::now()
             .duration_since(started_at)

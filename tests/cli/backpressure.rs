@@ -123,3 +123,85 @@ fn a_run_whose_output_waits_for_a_stalled_reader_ends_at_a_stop_signal() {
     assert_eq!(out.job(1).result(), ("succeeded", None));
     assert!(out.elapsed < Duration::from_secs(8), "{:?}", out.elapsed);
 }
+
+#[test]
+fn a_second_ctrl_c_ends_the_run_with_stdout_and_stderr_both_stalled() {
+    let scratch = Scratch::new();
+    let fifo = scratch.join("stderr.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // Held open for reading, never read: lanes' stderr stalls once the FIFO is full.
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&fifo)
+        .unwrap();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .own_stdout()
+        .wrapper(&format!("exec 2>{}", sh_quote(fifo.to_str().unwrap())))
+        .args(["-j", "2", "--grace", "20"])
+        .stdin(
+            "a\ttrap 'touch \"$D/int-a\"' INT TERM; echo $$ > \"$D/pid-a\"; seq 1 300000; sleep 30\n\
+             b\ttrap 'touch \"$D/int-b\"' INT; echo $$ > \"$D/pid-b\"; seq 1 300000 >&2; sleep 30\n",
+        )
+        .spawn();
+    let stdout = running.take_stdout();
+    scratch.wait_for("pid-a", WAIT);
+    scratch.wait_for("pid-b", WAIT);
+    assert!(wait_until(WAIT, || unread_bytes(&stdout) >= 60_000
+        && unread_bytes(&held) >= 60_000));
+    running.signal(Signal::SIGINT);
+    // Both shells trap SIGINT (their `seq` dies of it) and go on sleeping.
+    scratch.wait_for("int-a", WAIT);
+    scratch.wait_for("int-b", WAIT);
+    // The second Ctrl-C kills them and ends the run at once, output unwritten.
+    running.signal(Signal::SIGINT);
+    let out = running.wait();
+    drop((stdout, held));
+    out.code(130);
+    for seq in [1, 2] {
+        let job = out.job(seq);
+        assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
+    }
+    assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
+}
+
+#[test]
+fn grouped_output_waiting_for_a_stalled_reader_holds_new_jobs_back() {
+    let scratch = Scratch::new();
+    let job = "touch \"$D/ran-$LANES_SEQ\"; head -c 1500000 /dev/zero | tr '\\0' a | fold -w 99";
+    let input: String = (1..=10).map(|i| format!("k{i}\t{job}\n")).collect();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .own_stdout()
+        .args(["-j", "2", "--output", "grouped"])
+        .stdin(input)
+        .spawn();
+    let stdout = running.take_stdout();
+    let ran = |scratch: &Scratch| {
+        (1..=10)
+            .filter(|i| scratch.exists(&format!("ran-{i}")))
+            .count()
+    };
+    assert!(wait_until(WAIT, || unread_bytes(&stdout) >= 60_000));
+    // Two blocks waiting to be written (one per slot) stop new jobs: at most two running and
+    // two written or waiting, never all ten, however long the reader stays away.
+    assert!(!wait_until(Duration::from_secs(2), || ran(&scratch) > 5));
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let mut stdout = stdout;
+        stdout.read_to_end(&mut text).unwrap();
+        text
+    });
+    let out = running.wait();
+    let text = reader.join().unwrap();
+    out.code(0);
+    assert_eq!(out.report().summary.succeeded, 10);
+    // Every job's output, whole, once the reader is back (headers aside).
+    let payload = text
+        .split(|&b| b == b'\n')
+        .filter(|line| !line.starts_with(b"==> "))
+        .map(|line| line.iter().filter(|&&b| b == b'a').count())
+        .sum::<usize>();
+    assert_eq!(payload, 10 * 1_500_000);
+}

@@ -170,3 +170,27 @@ fn a_report_that_cannot_be_stored_makes_the_run_exit_1_though_every_job_runs() {
     );
     assert!(out.stderr().contains("2 succeeded"), "{}", out.dump());
 }
+
+#[test]
+fn junit_events_and_json_report_that_cannot_be_stored_make_the_run_exit_1() {
+    for (wrapper, args, what) in [
+        ("exec >/dev/full", vec!["--json"], "stdout"),
+        (":", vec!["--junit", "/dev/full"], "the JUnit file"),
+        (":", vec!["--events", "/dev/full"], "the events file"),
+    ] {
+        let scratch = Scratch::new();
+        let out = Run::new()
+            .scratch(&scratch)
+            .wrapper(wrapper)
+            .args(args)
+            .stdin("a\tsleep 0.2; touch \"$D/a-ran\"\n")
+            .run();
+        out.code(1);
+        assert!(scratch.exists("a-ran"), "{what}");
+        assert!(
+            out.stderr().contains("cannot write"),
+            "{what}: {}",
+            out.dump()
+        );
+    }
+}
