@@ -31,10 +31,6 @@ use crate::report::recorder::Recorder;
 use crate::shell::driver::{drive, Streams};
 use crate::shell::input::Feed;
 
-/// After a second Ctrl-C, how long output still waiting for lanes' stdout or stderr may take
-/// to be written before lanes exits without it.
-const FORCED_WRITE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
-
 /// Process-wide set-up that must happen before any thread starts; returns whether SIGHUP was
 /// ignored at start (`nohup`). See [`shell::unix::reset_ignored_signals`].
 pub fn prepare_process() -> bool {
@@ -160,9 +156,9 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // stopped reading is waited for, until a stop signal comes; after a second Ctrl-C, for a
     // moment only. What is then left unwritten ends with the process.
     let mut end = end;
-    let mut patience = end.forced.then_some(FORCED_WRITE_WAIT);
+    let mut patience = end.forced.then_some(shell::driver::FORCED_WRITE_WAIT);
     if !close_unless_stopped(&runtime, stdout, None, patience, &mut end.signals) {
-        patience = Some(FORCED_WRITE_WAIT);
+        patience = Some(shell::driver::FORCED_WRITE_WAIT);
     }
     let summary = std::mem::take(&mut end.summary).into_bytes();
     let last = (!stderr.try_write_now(&summary)).then_some(summary);

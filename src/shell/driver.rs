@@ -998,7 +998,7 @@ impl Driver {
         self.block_tx = None;
         let mut forced = self.level == ShutdownLevel::Forced;
         if let Some(writer) = self.block_writer.take() {
-            forced = !finish_unless_stopped(writer, forced, signals).await;
+            forced = finish_unless_stopped(writer, forced, signals).await;
         }
         self.recorder.write_junit();
         let code = exit::for_run(
@@ -1013,7 +1013,7 @@ impl Driver {
             .unwrap_or_default();
         let (text, forwarder) = self.recorder.finish(millis(elapsed), code).await;
         if let Some(forwarder) = forwarder {
-            forced = !finish_unless_stopped(forwarder, forced, signals).await;
+            forced = finish_unless_stopped(forwarder, forced, signals).await;
         }
         RunEnd {
             code,
@@ -1024,10 +1024,14 @@ impl Driver {
     }
 }
 
-/// Waits for a task that hands output on (grouped blocks, `--json` records) to end: not at all
-/// when `forced`, and no longer once a stop signal comes (a reader that stopped reading would
-/// otherwise keep lanes waiting for ever). Returns whether the task ended; if not, it is
-/// aborted and what it had not handed on is dropped.
+/// After a second stop signal, how long output still on its way to lanes' stdout or stderr
+/// may take to be written before lanes exits without it.
+pub const FORCED_WRITE_WAIT: Duration = Duration::from_millis(500);
+
+/// Waits for a task that hands output on (grouped blocks, `--json` records) to end. Once
+/// stopping (`forced`, or a stop signal comes meanwhile), it gets [`FORCED_WRITE_WAIT`] more,
+/// then is aborted and what it had not handed on is dropped: a reader that stopped reading
+/// would otherwise keep lanes waiting for ever. Returns whether lanes is now stopping.
 async fn finish_unless_stopped(
     mut task: tokio::task::JoinHandle<()>,
     forced: bool,
@@ -1035,12 +1039,17 @@ async fn finish_unless_stopped(
 ) -> bool {
     if !forced {
         tokio::select! {
-            _ = &mut task => return true,
+            _ = &mut task => return false,
             Some(_) = next_signal(signals) => {}
         }
     }
-    task.abort();
-    false
+    if tokio::time::timeout(FORCED_WRITE_WAIT, &mut task)
+        .await
+        .is_err()
+    {
+        task.abort();
+    }
+    true
 }
 
 fn millis(duration: Duration) -> u64 {
