@@ -201,12 +201,7 @@ fn close_unless_stopped(
         };
         tokio::select! {
             written = written => written,
-            Some(()) = async {
-                match signals {
-                    Some(signals) => Some(signals.next().await).map(|_| ()),
-                    None => None,
-                }
-            } => false,
+            Some(_) = shell::signal::next_signal(signals) => false,
         }
     })
 }

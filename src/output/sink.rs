@@ -120,6 +120,18 @@ fn writable_now(fd: std::os::fd::RawFd, len: usize) -> bool {
             .is_some_and(|r| r.contains(PollFlags::POLLOUT))
 }
 
+/// Writes `buffer` whole, with the live display, if any, suspended meanwhile.
+fn write_to(
+    destination: &mut Box<dyn Write + Send>,
+    display: Option<&indicatif::MultiProgress>,
+    buffer: &[u8],
+) -> std::io::Result<()> {
+    match display {
+        Some(display) => display.suspend(|| destination.write_all(buffer)),
+        None => destination.write_all(buffer),
+    }
+}
+
 /// The writer thread: writes each buffer with one `write_all` until every sender is gone.
 fn write_all(pending: Pending) {
     let Pending {
@@ -135,10 +147,7 @@ fn write_all(pending: Pending) {
         if closed {
             continue;
         }
-        let written = match &display {
-            Some(display) => display.suspend(|| destination.write_all(&buffer)),
-            None => destination.write_all(&buffer),
-        };
+        let written = write_to(&mut destination, display.as_ref(), &buffer);
         if let Err(err) = written {
             closed = true;
             lost.store(
@@ -241,24 +250,16 @@ impl Sink {
         if !pending.fd.is_none_or(|fd| writable_now(fd, buffer.len())) {
             return false;
         }
-        let written = match &pending.display {
-            Some(display) => display.suspend(|| pending.destination.write_all(buffer)),
-            None => pending.destination.write_all(buffer),
-        };
+        let written = write_to(&mut pending.destination, pending.display.as_ref(), buffer);
         if written.is_ok() {
             let _ = pending.destination.flush();
         }
         true
     }
 
-    /// Closes the sink and waits until everything sent has been written. Other senders must be
-    /// dropped first, or this waits for them.
-    pub fn close(self) {
-        let _ = self.close_within(None);
-    }
-
-    /// Like [`Sink::close`], but waits at most `patience` (`None`: for as long as it takes);
-    /// returns whether everything was written. A writer still blocked after that (a reader
+    /// Closes the sink and waits until everything sent has been written, at most `patience`
+    /// (`None`: for as long as it takes); returns whether everything was written. Other
+    /// senders must be dropped first, or this waits for them. A writer still blocked after that (a reader
     /// that stopped reading) is left to end with the process, and what it had not written is
     /// lost.
     pub fn close_within(mut self, patience: Option<std::time::Duration>) -> bool {
@@ -308,7 +309,7 @@ pub fn stderr_file() -> std::io::Result<std::fs::File> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Sink, Writer};
+    use super::Sink;
     use std::io::Write;
     use std::sync::{Arc, Mutex};
 
@@ -326,21 +327,15 @@ mod tests {
         }
     }
 
-    fn started(sink: &Sink) -> bool {
-        let tx = sink.tx.as_ref().unwrap();
-        let writer = tx.writer.lock().unwrap();
-        matches!(*writer, Writer::Started(_))
-    }
-
     #[test]
     fn nothing_sent_starts_no_thread_and_a_direct_write_still_lands() {
         let out = Shared::default();
         let sink = Sink::spawn("test", Box::new(out.clone()), None);
         let _sender = sink.sender();
         assert!(sink.try_write_now(b"summary\n"));
-        assert!(!started(&sink));
+        assert!(!sink.started());
         drop(_sender);
-        sink.close();
+        assert!(sink.close_within(None));
         assert_eq!(out.0.lock().unwrap().as_slice(), b"summary\n");
     }
 
@@ -357,14 +352,14 @@ mod tests {
                 sender.send(format!("{i}\n").into_bytes()).await.unwrap();
             }
         });
-        assert!(started(&sink));
+        assert!(sink.started());
         assert!(
             !sink.try_write_now(b"end\n"),
             "the thread runs: not written directly"
         );
         runtime.block_on(async { sender.send(b"end\n".to_vec()).await.unwrap() });
         drop(sender);
-        sink.close();
+        assert!(sink.close_within(None));
         let expected: String = (0..200).map(|i| format!("{i}\n")).collect::<String>() + "end\n";
         assert_eq!(
             String::from_utf8(out.0.lock().unwrap().clone()).unwrap(),

@@ -149,7 +149,8 @@ impl Recorder {
         }
     }
 
-    /// Writes the `summary` record; returns the human summary text and, under `--json`, the
+    /// Writes the `summary` record (after [`Recorder::write_junit`], which the exit status
+    /// depends on); returns the human summary text and, under `--json`, the
     /// task still handing records to the stdout sink: the caller waits for it, or gives up on
     /// it (a second Ctrl-C; the report file, if any, has every record).
     pub async fn finish(
@@ -168,7 +169,6 @@ impl Recorder {
         if let Some(mut progress) = self.progress.take() {
             progress.finish();
         }
-        self.write_junit();
         (
             human::summary(&self.summary, &self.listed, self.unlisted, has_report),
             forwarder,
@@ -187,7 +187,7 @@ impl Recorder {
                 self.file = None;
                 // A reader that went away (`--report /dev/stdout | head`) decides nothing
                 // (SPEC §4); a report that could not be stored (a full disk) does.
-                self.report_lost = err.kind() != std::io::ErrorKind::BrokenPipe;
+                self.report_lost |= err.kind() != std::io::ErrorKind::BrokenPipe;
             }
         }
         if let Some(stdout) = &self.stdout {

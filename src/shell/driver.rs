@@ -15,7 +15,7 @@ use super::backend::Backend;
 use super::child::{self, Control, Ended, Launch, OutputPlan, SpawnError, Timing};
 use super::input::{InputItem, JobSpec};
 use super::reap::Reaper;
-use super::signal::{recv_optional, ShutdownLevel, StopSignals};
+use super::signal::{next_signal, recv_optional, ShutdownLevel, StopSignals};
 use super::sleep_until_opt;
 use super::spawn::{BaseEnv, ProgramPaths};
 use super::unix::{self, signal_name};
@@ -213,13 +213,6 @@ pub async fn drive(
     let mut end = driver.finish(started_at, &mut signals).await;
     end.signals = signals;
     end
-}
-
-async fn next_signal(signals: &mut Option<StopSignals>) -> Option<(Signal, ShutdownLevel)> {
-    match signals {
-        Some(signals) => Some(signals.next().await),
-        None => std::future::pending().await,
-    }
 }
 
 async fn recv_input(input: &mut Option<mpsc::Receiver<InputItem>>) -> Option<InputItem> {

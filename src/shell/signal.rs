@@ -60,6 +60,14 @@ impl StopSignals {
     }
 }
 
+/// The next stop signal and the level it raises the shutdown to; never, without handlers.
+pub async fn next_signal(signals: &mut Option<StopSignals>) -> Option<(Signal, ShutdownLevel)> {
+    match signals {
+        Some(signals) => Some(signals.next().await),
+        None => std::future::pending().await,
+    }
+}
+
 /// The next delivery of an optional signal stream; never, without one.
 pub(crate) async fn recv_optional(stream: &mut Option<Stream>) -> Option<()> {
     match stream {
