@@ -49,21 +49,16 @@ pub struct RunConfig {
     pub max_concurrent: usize,
     /// ≥ 1.
     pub max_queued: usize,
-    pub on_full: OnFull,
     /// Per-key policies for the core.
     pub policy: Policy,
-    /// Stop everything after the first failed job.
-    pub fail_fast: bool,
     /// `--events FILE`.
     pub events: Option<PathBuf>,
     /// `--resume REPORT`.
     pub resume: Option<PathBuf>,
     /// `--command`: the text after the tab is then an argument.
     pub template: Option<Template>,
-    /// Whether batching is on (`--batch-size` > 1 or a `--batch-delay`): records carry `batch`.
-    pub batching: bool,
-    /// The run-wide turn timeout; a manifest job's own `timeout` overrides it.
-    pub timeout: Option<Duration>,
+    /// The run-wide turn timeout as given (0 for none); see [`RunConfig::turn_timeout`].
+    timeout: Option<Duration>,
     pub grace: Duration,
     pub leak_window: Duration,
     pub shell: String,
@@ -231,8 +226,12 @@ impl RunConfig {
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
                 .or(settings.max_queued)
                 .unwrap_or(DEFAULT_MAX_QUEUED),
-            on_full: cli.on_full.or(settings.on_full).unwrap_or(OnFull::Wait),
             policy: Policy {
+                fail_fast: cli.fail_fast || settings.fail_fast.unwrap_or(false),
+                on_full: match cli.on_full.or(settings.on_full).unwrap_or(OnFull::Wait) {
+                    OnFull::Wait => crate::core::OnFull::Wait,
+                    OnFull::Reject => crate::core::OnFull::Reject,
+                },
                 coalesce_latest,
                 cancel_in_progress,
                 retries: cli.retries.or(settings.retries).unwrap_or(0),
@@ -243,12 +242,9 @@ impl RunConfig {
                 batch_delay,
             },
             template,
-            batching,
-            fail_fast: cli.fail_fast || settings.fail_fast.unwrap_or(false),
             events: cli.events,
             resume: cli.resume,
-            // 0 means no timeout, as for timeout(1).
-            timeout: cli.timeout.or(settings.timeout).filter(|t| !t.is_zero()),
+            timeout: cli.timeout.or(settings.timeout),
             grace: cli.grace.or(settings.grace).unwrap_or(DEFAULT_GRACE),
             leak_window: cli.leak_window,
             shell: cli
@@ -277,6 +273,15 @@ impl RunConfig {
             },
             source,
         })
+    }
+}
+
+impl RunConfig {
+    /// A job's turn timeout, decided once for every source: the job's own (a manifest's
+    /// `timeout`) overrides the run's (`--timeout`, the manifest's top-level `timeout`), and 0
+    /// from any of them means no timeout, as for timeout(1).
+    pub fn turn_timeout(&self, job: Option<Duration>) -> Option<Duration> {
+        job.or(self.timeout).filter(|t| !t.is_zero())
     }
 }
 

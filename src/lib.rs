@@ -26,6 +26,7 @@ use crate::input::lines::{LineItem, LineReader};
 use crate::output::sink::{stderr_file, stdout_file, Sink};
 use crate::report::events::EventLog;
 use crate::report::junit::JunitReport;
+use crate::report::ledger::Ledger;
 use crate::report::progress::Progress;
 use crate::report::recorder::Recorder;
 use crate::shell::driver::{drive, Streams};
@@ -113,6 +114,8 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         },
         color_stderr,
     };
+    // The run's one clock: every time in the report is tick zero plus a tick.
+    let (origin, t0) = (SystemTime::now(), tokio::time::Instant::now());
     let mut recorder = Recorder::new(
         report_file,
         config
@@ -127,7 +130,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         File::create(path)
             .with_context(|| format!("cannot create the JUnit file {}", path.display()))?;
         let name = format!("lanes {}", config.source.describe());
-        recorder = recorder.with_junit(path.clone(), JunitReport::new(&name, SystemTime::now()));
+        recorder = recorder.with_junit(path.clone(), JunitReport::new(&name, origin));
     }
     if let Some(mut progress) = progress {
         if let Source::Manifest { manifest, .. } = &config.source {
@@ -143,14 +146,15 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         let _guard = runtime.enter();
         shell::input::start(feed, config.max_queued)
     };
+    let ledger = Ledger::new(origin, recorder, EventLog::new(events));
     let end = runtime.block_on(drive(
         config,
         hangup_ignored,
         input,
         streams,
-        recorder,
-        EventLog::new(events),
+        ledger,
         resume,
+        t0,
     ));
     // Job output first, then the summary: it is the last thing a person reads. A reader that
     // stopped reading is waited for, until a stop signal comes; after a second Ctrl-C, for a

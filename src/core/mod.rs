@@ -1,14 +1,32 @@
-//! The pure scheduling core: lanes, the ready line, the cap, slots and turn deadlines.
+//! The pure scheduling core: every decision about starting and stopping jobs.
 //!
 //! Nothing in here spawns, sleeps, reads a clock or prints. Time comes in as [`Tick`] values
-//! (time since the run started); the shell applies the decisions returned.
+//! (time since the run started); the shell applies the decisions returned, each a
+//! `#[must_use]` value. Where each decision lives:
+//!
+//! - [`intake`]: whether input is read now, and what becomes of each job offered;
+//! - [`transition`]: the lanes themselves: admit, take, release, drain, expire;
+//! - [`dispatch`]: a taken job's spawn confirmed, deferred after a shortage, or failed;
+//! - [`finish`]: a run's end classified, retried, or stopping the run (`--fail-fast`);
+//! - [`shutdown`]: stop signals, turn timeouts and the halt that drains the run;
+//! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window.
 
+mod dispatch;
+mod escalation;
+mod finish;
+mod intake;
 mod outcome;
+mod shutdown;
 mod state;
 mod transition;
 
+pub use dispatch::{SpawnFailure, SpawnVerdict, BACKOFF_FIRST, BACKOFF_MAX};
+pub use escalation::{Action, Escalation, Event};
+pub use finish::{Account, Finished, RunFacts};
+pub use intake::{admission_order, Offer};
 pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, StopReason};
-pub use state::{JobRequest, Limits, Policy, Scheduler, Seq, Tick};
+pub use shutdown::{Halt, ShutdownLevel, SignalVerdict, StopOrder};
+pub use state::{JobRequest, Limits, OnFull, Policy, Scheduler, Seq, Tick, Try};
 pub use transition::{Admission, Drained, Expired, Released, Start};
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,11 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
+
+use super::outcome::StopReason;
+use super::shutdown::ShutdownLevel;
+
 /// A job's number: 1-based, in input order.
 pub type Seq = u64;
 
@@ -42,6 +47,27 @@ pub struct Policy {
     /// `--batch-delay`: a lane whose batch is not full waits until its oldest job has waited
     /// this long (a debounce for streamed input).
     pub batch_delay: Duration,
+    /// `--fail-fast`: the first job that fails for good stops the run (reason `fail_fast`).
+    pub fail_fast: bool,
+    /// `--on-full`: what a job meets when `max_queued` jobs already wait.
+    pub on_full: OnFull,
+}
+
+/// What happens to a job that arrives while `max_queued` jobs wait (`--on-full`, SPEC §3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnFull {
+    /// Input is not read until there is room (backpressure).
+    #[default]
+    Wait,
+    /// The job is recorded `rejected`/`queue_full` at once.
+    Reject,
+}
+
+impl Policy {
+    /// Whether jobs run in batches (`--batch-size` > 1 or a `--batch-delay`).
+    pub fn batching(&self) -> bool {
+        self.batch_size > 1 || !self.batch_delay.is_zero()
+    }
 }
 
 impl Default for Policy {
@@ -55,6 +81,8 @@ impl Default for Policy {
             batch_size: 1,
             batch_bytes: usize::MAX,
             batch_delay: Duration::ZERO,
+            fail_fast: false,
+            on_full: OnFull::Wait,
         }
     }
 }
@@ -84,6 +112,22 @@ pub(crate) struct Waiting {
     /// Tries already made (0 for a new job, ≥ 1 for a retry).
     pub(crate) attempts: u32,
     pub(crate) weight: usize,
+    /// The last try, for a job waiting for its retry: its record tells of it should the run
+    /// stop before the retry starts. Boxed: most waiting jobs never tried.
+    pub(crate) previous: Option<Box<Try>>,
+}
+
+/// One try of a job that started: where, and when (times since the run started).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Try {
+    /// The slot it ran in, 1..=max_concurrent.
+    pub slot: u32,
+    /// From admission (or the retry's re-queueing) to the start.
+    pub waited: Duration,
+    /// When its process started.
+    pub started_at: Tick,
+    /// When it ended (its process group empty).
+    pub ended_at: Tick,
 }
 
 /// One key's lane: its waiting jobs in run order and whether one of its jobs is in flight.
@@ -107,6 +151,14 @@ pub(crate) struct Running {
     pub(crate) batch: Vec<Waiting>,
     /// Tries made, this one included.
     pub(crate) attempts: u32,
+    /// How long the run's first job waited before it was taken.
+    pub(crate) waited: Duration,
+    /// When its process started (`spawned`); the time it was taken until then.
+    pub(crate) started_at: Tick,
+    /// Why the core asked it to stop; the first reason wins.
+    pub(crate) stop: Option<StopReason>,
+    /// The newer job that superseded it (`--cancel-in-progress`).
+    pub(crate) superseded_by: Option<Seq>,
 }
 
 /// The whole scheduling state. Memory is proportional to the jobs waiting and running: a lane
@@ -140,6 +192,23 @@ pub struct Scheduler {
     pub(crate) queued: usize,
     /// Set by `drain`: nothing is admitted or started any more.
     pub(crate) draining: bool,
+    /// Why the run is stopping (set with `draining` by a halt); the first reason wins.
+    pub(crate) stopping: Option<StopReason>,
+    /// Why input is no longer read, when it is not.
+    pub(crate) intake_closed: Option<StopReason>,
+    /// Whether the input ends by itself (a file or a manifest): after `--fail-fast` it is
+    /// still read to its end, so that every job gets its record.
+    pub(crate) input_finite: bool,
+    /// After a spawn shortage (EAGAIN/EMFILE/ENFILE), nothing starts before this time.
+    pub(crate) spawn_hold: Option<Tick>,
+    /// The next pause after a spawn shortage; doubles up to [`super::dispatch::BACKOFF_MAX`].
+    pub(crate) spawn_backoff: Duration,
+    /// Finished jobs' grouped output blocks not written yet.
+    pub(crate) output_backlog: usize,
+    /// How far the stop signals received have taken the run.
+    pub(crate) shutdown: ShutdownLevel,
+    /// The first stop signal received; it decides the exit status.
+    pub(crate) stop_signal: Option<Signal>,
     /// The latest `now` any transition was given: a partial batch due at or before it needs a
     /// slot, not a wake-up, so `next_deadline` leaves it out.
     pub(crate) clock: Tick,
@@ -183,6 +252,14 @@ impl Scheduler {
             bound_slots: HashMap::new(),
             queued: 0,
             draining: false,
+            stopping: None,
+            intake_closed: None,
+            input_finite: false,
+            spawn_hold: None,
+            spawn_backoff: super::dispatch::BACKOFF_FIRST,
+            output_backlog: 0,
+            shutdown: ShutdownLevel::Running,
+            stop_signal: None,
             clock: Tick::ZERO,
         }
     }

@@ -354,6 +354,7 @@ fn drain_returns_waiting_jobs_sorted_and_leaves_running_ones() {
         key: Arc::from(key),
         waited: ms(20 - at),
         attempts: 0,
+        previous: None,
     })
     .collect();
     assert_eq!(drained, expected);

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Waiting};
+use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Try, Waiting};
 
 /// The answer to [`Scheduler::admit`].
 #[must_use]
@@ -70,6 +70,8 @@ pub struct Drained {
     pub waited: Duration,
     /// Tries already made (a retry waiting for its turn has made some).
     pub attempts: u32,
+    /// The last try, for a retry waiting for its turn.
+    pub previous: Option<Try>,
 }
 
 /// How many jobs from the front of a lane make one batch: at most `size` jobs and `bytes`
@@ -149,15 +151,19 @@ impl Scheduler {
                 queued_at: now,
                 attempts: 0,
                 weight: job.weight,
+                previous: None,
             },
         );
         let ahead = position + usize::from(lane.busy);
         let cancel = if self.policy.cancel_in_progress && lane.busy && !lane.cancelling {
             lane.cancelling = true;
             self.running
-                .iter()
+                .iter_mut()
                 .find(|(_, run)| run.key == job.key)
-                .map(|(&seq, _)| seq)
+                .map(|(&seq, run)| {
+                    run.superseded_by = Some(job.seq);
+                    seq
+                })
         } else {
             None
         };
@@ -187,6 +193,16 @@ impl Scheduler {
         self.clock = self.clock.max(now);
         if self.draining || self.running.len() >= self.limits.max_concurrent {
             return None;
+        }
+        if self.output_backlog >= self.limits.max_concurrent {
+            // As many finished jobs' output blocks wait for a reader as jobs may run: a
+            // stalled reader stalls the run (backpressure) instead of piling up blocks.
+            return None;
+        }
+        match self.spawn_hold {
+            Some(until) if until > now => return None,
+            Some(_) => self.spawn_hold = None,
+            None => {}
         }
         let (index, slot) = self.ready.iter().enumerate().find_map(|(i, key)| {
             let slot = match self.bound_slots.get(key) {
@@ -237,6 +253,10 @@ impl Scheduler {
                 deadline,
                 batch,
                 attempts,
+                waited,
+                started_at: now,
+                stop: None,
+                superseded_by: None,
             },
         );
         Some(Start {
@@ -275,6 +295,7 @@ impl Scheduler {
         let Some(run) = self.running.get_mut(&seq) else {
             return;
         };
+        run.started_at = now;
         let timeout = run.batch.iter().filter_map(|w| w.timeout).min();
         if let Some(old) = run.deadline.take() {
             self.deadlines.remove(&(old, seq));
@@ -321,9 +342,16 @@ impl Scheduler {
         lane.cancelling = false;
         if let Some(now) = retry_at {
             self.queued += run.batch.len();
+            let tried = Try {
+                slot: run.slot,
+                waited: run.waited,
+                started_at: run.started_at,
+                ended_at: now,
+            };
             for mut job in run.batch.into_iter().rev() {
                 job.queued_at = now;
                 job.attempts = run.attempts;
+                job.previous = Some(Box::new(tried));
                 lane.waiting.push_front(job);
             }
             let delay = self.policy.retry_delay;
@@ -370,6 +398,7 @@ impl Scheduler {
                 key: Arc::clone(key),
                 waited: now.saturating_sub(w.queued_at),
                 attempts: w.attempts,
+                previous: w.previous.map(|tried| *tried),
             }));
             lane.busy
         });
@@ -407,7 +436,8 @@ impl Scheduler {
     }
 
     /// The next time the core needs to be woken, if any: a turn deadline (`expire`), the end
-    /// of a retry delay (`expire`), or a partial batch's delay running out (`take`).
+    /// of a retry delay (`expire`), a partial batch's delay running out (`take`), or the end of
+    /// the pause after a spawn shortage (`take`).
     pub fn next_deadline(&self) -> Option<Tick> {
         let turn = self.deadlines.first().map(|&(at, _)| at);
         let held = self.held.first().map(|(at, _)| *at);
@@ -420,7 +450,8 @@ impl Scheduler {
                 .filter(|&at| at > self.clock)
                 .min()
         };
-        [turn, held, batch].into_iter().flatten().min()
+        let spawn = self.spawn_hold.filter(|&at| at > self.clock);
+        [turn, held, batch, spawn].into_iter().flatten().min()
     }
 
     /// How many jobs of `key` are ahead of a job that would be admitted now (waiting, plus one

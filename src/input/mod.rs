@@ -1,4 +1,44 @@
-//! Pure parsers of the two input forms: `KEY<TAB>COMMAND` lines and the TOML manifest.
+//! The input: pure parsers of the two forms (`KEY<TAB>COMMAND` lines and the TOML manifest)
+//! and the items both become.
 
 pub mod lines;
 pub mod manifest;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One job as the driver receives it, whatever the input form.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    /// 1-based job number in input order.
+    pub seq: u64,
+    /// 1-based source line (the `[[job]]` header in a manifest).
+    pub line: u64,
+    /// The lane.
+    pub key: Arc<str>,
+    /// The command (or, with `--command`, the argument).
+    pub command: String,
+    /// Lower runs first within its lane (manifest `rank`).
+    pub rank: i64,
+    /// The job's own turn timeout (manifest); once admitted, the effective one
+    /// ([`crate::config::RunConfig::turn_timeout`]).
+    pub timeout: Option<Duration>,
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+}
+
+/// What the input thread sends.
+#[derive(Debug)]
+pub enum InputItem {
+    Job(JobSpec),
+    /// A malformed line: recorded as `rejected`/`invalid_input`.
+    Invalid {
+        seq: u64,
+        line: u64,
+        key: Option<String>,
+        message: String,
+    },
+    /// The input could not be read to its end; nothing more comes.
+    ReadError(String),
+}

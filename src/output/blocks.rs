@@ -2,7 +2,11 @@
 //! when its record is known, at once or (`--keep-order`) in input order. The ordering is a
 //! plain value; the writing happens in one task, so blocks never interleave.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, Notify};
 
 use super::capture::Capture;
 use super::sink::SinkTx;
@@ -87,6 +91,109 @@ impl BlockOrder {
             .into_values()
             .flatten()
             .collect()
+    }
+}
+
+/// Grouped output on its way out: the blocks' order, the blocks of tries that were retried,
+/// and the one task that writes blocks. A job's block is written after the job has ended and
+/// left its slot, so without a bound a reader that stopped reading would let finished jobs'
+/// blocks (and their spill files) pile up while new jobs start: [`GroupedOutput::waiting`]
+/// tells the core how many wait.
+pub struct GroupedOutput {
+    order: BlockOrder,
+    /// Blocks of tries that were retried, written with the job's final block.
+    tries: HashMap<u64, Vec<Block>>,
+    keep_order: bool,
+    tx: Option<mpsc::UnboundedSender<Block>>,
+    writer: Option<tokio::task::JoinHandle<()>>,
+    backlog: Arc<Backlog>,
+}
+
+#[derive(Default)]
+struct Backlog {
+    /// Blocks handed to the writer task and not written yet.
+    count: AtomicUsize,
+    /// Signalled each time a block has been written.
+    written: Notify,
+}
+
+impl GroupedOutput {
+    /// Starts the writer task (inside the runtime): headers and stdout captures go to
+    /// `stdout`, stderr captures to `stderr`.
+    pub fn new(keep_order: bool, stdout: SinkTx, stderr: SinkTx) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Block>();
+        let backlog = Arc::new(Backlog::default());
+        let writer = {
+            let backlog = Arc::clone(&backlog);
+            tokio::spawn(async move {
+                while let Some(block) = rx.recv().await {
+                    block.write(&stdout, &stderr).await;
+                    backlog.count.fetch_sub(1, Ordering::Relaxed);
+                    backlog.written.notify_one();
+                }
+            })
+        };
+        GroupedOutput {
+            order: BlockOrder::new(keep_order),
+            tries: HashMap::new(),
+            keep_order,
+            tx: Some(tx),
+            writer: Some(writer),
+            backlog,
+        }
+    }
+
+    /// How many blocks wait for the reader.
+    pub fn waiting(&self) -> usize {
+        self.backlog.count.load(Ordering::Relaxed)
+    }
+
+    /// Resolves when a block has been written.
+    pub async fn written(&self) {
+        self.backlog.written.notified().await;
+    }
+
+    /// A try of the run known by `seq` ended and goes again: its block is written now, or
+    /// (`--keep-order`) with the job's final block.
+    pub fn retried(&mut self, seq: u64, block: Option<Block>) {
+        let tries = self.tries.entry(seq).or_default();
+        tries.extend(block);
+        if !self.keep_order {
+            let ready = std::mem::take(tries);
+            self.tries.remove(&seq);
+            self.send(ready);
+        }
+    }
+
+    /// Job `seq` has its final record; `block` is the output of its last try (only for the
+    /// run's first job). Every seq must be reported once ([`BlockOrder::finished`]).
+    pub fn finished(&mut self, seq: u64, block: Option<Block>) {
+        let mut blocks = self.tries.remove(&seq).unwrap_or_default();
+        blocks.extend(block);
+        let ready = self.order.finished(seq, blocks);
+        self.send(ready);
+    }
+
+    fn send(&mut self, ready: Vec<Block>) {
+        if let Some(tx) = &self.tx {
+            for block in ready {
+                // Counted before it is sent: the writer may be done with it at once.
+                self.backlog.count.fetch_add(1, Ordering::Relaxed);
+                if tx.send(block).is_err() {
+                    self.backlog.count.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Sends what is still held (a seq never reported, e.g. input never read after a
+    /// shutdown) and closes the queue; returns the writer task, which ends once every block is
+    /// written.
+    pub fn close(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+        let held = self.order.drain();
+        self.send(held);
+        self.tx = None;
+        self.writer.take()
     }
 }
 

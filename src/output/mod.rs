@@ -4,5 +4,6 @@
 pub mod blocks;
 pub mod capture;
 pub mod framing;
+pub mod pump;
 pub mod results;
 pub mod sink;

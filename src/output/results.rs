@@ -118,6 +118,34 @@ pub fn prepare_dir(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
+/// `--results DIR`: `DIR/index.jsonl`, one line per job that ran.
+#[derive(Debug, Default)]
+pub struct ResultsIndex {
+    file: Option<std::fs::File>,
+}
+
+impl ResultsIndex {
+    /// The index of `dir`, created now; none without a directory (or when it cannot be
+    /// created: the jobs' own files are still written).
+    pub fn create(dir: Option<&Path>) -> Self {
+        ResultsIndex {
+            file: dir.and_then(|dir| std::fs::File::create(dir.join(INDEX)).ok()),
+        }
+    }
+
+    /// Job `seq` of `key` ran, its output in the files of the run known by `run_seq`.
+    pub fn add(&mut self, seq: u64, key: &str, run_seq: u64) {
+        use std::io::Write as _;
+        if let Some(file) = &mut self.file {
+            let entry = IndexEntry::new(seq, key, run_seq);
+            if let Err(err) = file.write_all(&crate::report::json::to_line(&entry)) {
+                eprintln!("lanes: cannot write the results index: {err}");
+                self.file = None;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::json::{JobRecord, SummaryRecord};
+use super::entry::Entry;
+use super::json::SummaryRecord;
+use crate::core::Outcome;
 
 /// How many bad jobs the summary lists by name; the rest are counted.
 pub const MAX_LISTED: usize = 20;
@@ -14,24 +16,25 @@ pub const TAIL_LINES: usize = 3;
 
 /// A bad job's summary entry: `failed      seq 5 [key] exit_status (exit 3)`, then the last
 /// lines of its stderr, indented.
-pub fn bad_job_line(record: &JobRecord, stderr_tail: &[u8]) -> String {
+pub fn bad_job_line(entry: &Entry<'_>) -> String {
+    let outcome = entry.outcome;
     let mut line = format!(
         "  {:<11} seq {} [{}] {}",
-        record.outcome,
-        record.seq,
-        record.key.as_deref().unwrap_or("?").escape_default(),
-        record.reason.unwrap_or("")
+        outcome.name(),
+        entry.seq,
+        entry.key.unwrap_or("?").escape_default(),
+        outcome.reason().unwrap_or("")
     );
-    if let Some(code) = record.exit_code.filter(|_| record.outcome == "failed") {
+    if let (Some(code), Outcome::Failed(_)) = (entry.exit_code(), outcome) {
         let _ = write!(line, " (exit {code})");
     }
-    if let Some(signal) = &record.signal {
+    if let Some(signal) = entry.signal() {
         let _ = write!(line, " ({signal})");
     }
-    if let Some(error) = &record.error {
+    if let Some(error) = entry.error {
         let _ = write!(line, ": {error}");
     }
-    let tail = String::from_utf8_lossy(stderr_tail);
+    let tail = String::from_utf8_lossy(entry.stderr_tail);
     let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
     for text in &lines[lines.len().saturating_sub(TAIL_LINES)..] {
         let clean: String = text

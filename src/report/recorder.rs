@@ -6,8 +6,9 @@ use std::io::Write;
 
 use std::path::PathBuf;
 
+use super::entry::Entry;
 use super::human;
-use super::json::{to_line, JobRecord, RunRecord, SummaryRecord};
+use super::json::{to_line, RunRecord, SummaryRecord};
 use super::junit::JunitReport;
 use super::progress::Progress;
 use crate::core::Outcome;
@@ -84,9 +85,9 @@ impl Recorder {
         self.write_line(to_line(run)).await;
     }
 
-    /// Writes one job's record and counts it. `stderr_tail` is the end of the job's stderr
-    /// (at most a few KiB), for the summary and the JUnit file.
-    pub async fn job(&mut self, record: JobRecord, outcome: Outcome, stderr_tail: &[u8]) {
+    /// Writes one job's record and counts it, in the summary, the JUnit file and the display.
+    pub async fn job(&mut self, entry: &Entry<'_>) {
+        let outcome = entry.outcome;
         self.summary.jobs += 1;
         match outcome {
             Outcome::Succeeded => self.summary.succeeded += 1,
@@ -97,19 +98,19 @@ impl Recorder {
         if outcome.is_bad() {
             self.any_bad = true;
             if self.listed.len() < human::MAX_LISTED {
-                self.listed.push(human::bad_job_line(&record, stderr_tail));
+                self.listed.push(human::bad_job_line(entry));
             } else {
                 self.unlisted += 1;
             }
         }
         if let Some((_, junit)) = &mut self.junit {
-            junit.add(&record, stderr_tail);
+            junit.add(&entry.to_record(), entry.stderr_tail);
         }
         if let Some(progress) = &mut self.progress {
             progress.recorded(outcome.is_bad());
         }
         if self.writes() {
-            self.write_line(to_line(&record)).await;
+            self.write_line(to_line(&entry.to_record())).await;
         }
     }
 

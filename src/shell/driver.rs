@@ -1,45 +1,38 @@
-//! The one event loop: input items, job ends, the core's next deadline, spawn retries and stop
-//! signals go in; the core decides; the driver carries out its decisions and records every job.
+//! The one event loop: input items, job ends, the core's next deadline and stop signals come
+//! in; each goes to the core, and the driver carries out what the core decided (start, stop,
+//! record). It decides nothing itself.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use nix::sys::signal::Signal;
 use tokio::signal::unix::{signal as unix_signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::backend::Backend;
-use super::child::{self, Control, Ended, Launch, OutputPlan, SpawnError, Timing};
-use super::input::{InputItem, JobSpec};
-use super::reap::Reaper;
-use super::signal::{next_signal, recv_optional, ShutdownLevel, StopSignals};
+use super::reap::{sweep_escapees, Reaper};
+use super::signal::{next_signal, recv_optional, StopSignals};
 use super::sleep_until_opt;
-use super::spawn::{BaseEnv, ProgramPaths};
-use super::unix::{self, signal_name};
-use crate::cli::{OnFull, OutputMode};
-use crate::config::RunConfig;
+use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
+use super::supervise::{self, Control, Ended, Timing};
+use crate::cli::OutputMode;
+use crate::config::{RunConfig, Source};
 use crate::core::{
-    classify, Admission, ExitFacts, FailReason, JobRequest, Limits, Outcome, RejectReason,
-    Released, Scheduler, Seq, Start, StopReason, Tick,
+    Account, Finished, Halt, JobRequest, Limits, Offer, Outcome, RejectReason, RunFacts, Scheduler,
+    Seq, SignalVerdict, SpawnFailure, SpawnVerdict, Start, StopOrder, Tick,
 };
 use crate::exit;
-use crate::output::blocks::{self, Block, BlockOrder};
+use crate::input::{InputItem, JobSpec};
+use crate::output::blocks::{self, Block, GroupedOutput};
 use crate::output::framing::prefix_for;
-use crate::output::results::{IndexEntry, INDEX};
+use crate::output::pump::OutputPlan;
+use crate::output::results::ResultsIndex;
 use crate::output::sink::SinkTx;
-use crate::report::events::{self, Event, EventLog};
-use crate::report::json::{timestamp, JobRecord, RunRecord, SCHEMA_VERSION};
-use crate::report::recorder::Recorder;
+use crate::report::ledger::{JobFacts, Ledger};
 use crate::resume::Resume;
 use crate::template;
-use std::io::Write as _;
-
-/// First and longest pause before a spawn that failed with EAGAIN/EMFILE/ENFILE is retried.
-const RESPAWN_FIRST: Duration = Duration::from_millis(5);
-const RESPAWN_MAX: Duration = Duration::from_millis(500);
 
 /// Most input items admitted in one turn of the loop.
 const INPUT_BURST: usize = 256;
@@ -56,28 +49,6 @@ pub struct Streams {
     pub color_stderr: bool,
 }
 
-/// A job the driver knows: admitted and not yet recorded.
-struct Job {
-    spec: JobSpec,
-    /// Boxed, like `previous`: only jobs in flight have one, and a waiting job is kept small
-    /// (a full queue holds `--max-queued` of them).
-    started: Option<Box<Started>>,
-    attempts: u32,
-    /// The seq of the newer job that made this one stop (`--cancel-in-progress`).
-    superseded_by: Option<Seq>,
-    /// For the job a run is known by: every job of the run (itself first; a batch's members).
-    members: Vec<Seq>,
-    /// The last try, when the job waits for a retry: when it started and ended.
-    previous: Option<Box<(Started, SystemTime, Instant)>>,
-}
-
-struct Started {
-    at: SystemTime,
-    instant: Instant,
-    slot: u32,
-    waited: Duration,
-}
-
 /// How a run ended.
 pub struct RunEnd {
     /// lanes' exit status.
@@ -90,54 +61,40 @@ pub struct RunEnd {
     pub signals: Option<StopSignals>,
 }
 
+/// What the shell keeps of a run's end besides the core's verdict: the facts its process
+/// left.
+#[derive(Default)]
+struct RunOutput {
+    exit: Option<crate::core::ExitFacts>,
+    leaked: bool,
+    error: Option<String>,
+    stderr_tail: Vec<u8>,
+    block: Option<Block>,
+}
+
 /// Runs the whole job stream to its end.
 pub async fn drive(
     config: RunConfig,
     hangup_ignored: bool,
     input: mpsc::Receiver<InputItem>,
     streams: Streams,
-    mut recorder: Recorder,
-    events: EventLog,
+    ledger: Ledger,
     resume: Option<Resume>,
+    t0: Instant,
 ) -> RunEnd {
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
     let mut sigchld = unix_signal(SignalKind::child()).ok();
     let mut signals = StopSignals::install(!hangup_ignored).ok();
-    let started_at = SystemTime::now();
-    recorder
-        .start(&RunRecord {
-            kind: "run",
-            version: env!("CARGO_PKG_VERSION"),
-            schema: SCHEMA_VERSION,
-            started_at: timestamp(started_at),
+    let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
+    let mut core = Scheduler::with_policy(
+        Limits {
             max_concurrent: config.max_concurrent,
-            source: config.source.describe(),
-        })
-        .await;
-    let (ended_tx, ended_rx) = mpsc::unbounded_channel();
-    let keep_order = config.keep_order;
-    let (block_tx, mut block_rx) = mpsc::unbounded_channel::<Block>();
-    let blocks_waiting = Arc::new(BlocksWaiting::default());
-    let block_writer = {
-        let (stdout, stderr) = (streams.job_stdout.clone(), streams.stderr.clone());
-        let waiting = Arc::clone(&blocks_waiting);
-        tokio::spawn(async move {
-            while let Some(block) = block_rx.recv().await {
-                block.write(&stdout, &stderr).await;
-                waiting
-                    .count
-                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                waiting.written.notify_one();
-            }
-        })
-    };
-    let block_tx = Some(block_tx);
-    let results_index = config
-        .results
-        .as_deref()
-        .and_then(|dir| std::fs::File::create(dir.join(INDEX)).ok());
-    let backend = Arc::new(config.backend.clone());
+            max_queued: config.max_queued,
+        },
+        config.policy,
+    );
+    core.set_input_finite(!matches!(config.source, Source::Stdin));
     let job_capacity = config
         .max_queued
         .saturating_add(config.max_concurrent)
@@ -145,47 +102,39 @@ pub async fn drive(
     let mut driver = Driver {
         base_env: BaseEnv::new(&config.env),
         programs: ProgramPaths::default(),
-        backend,
-        core: Scheduler::with_policy(
-            Limits {
-                max_concurrent: config.max_concurrent,
-                max_queued: config.max_queued,
-            },
-            config.policy,
-        ),
-        input_finite: !matches!(config.source, crate::config::Source::Stdin),
+        backend: Arc::new(config.backend.clone()),
+        core,
         own_cwd: std::env::current_dir()
             .and_then(std::fs::canonicalize)
             .unwrap_or_else(|_| PathBuf::from(".")),
         results_dir: config.results.as_deref().map(Arc::from),
+        results_index: ResultsIndex::create(config.results.as_deref()),
+        grouped: GroupedOutput::new(
+            config.keep_order,
+            streams.job_stdout.clone(),
+            streams.stderr.clone(),
+        ),
         config,
-        t0: Instant::now(),
+        t0,
         // Sized for a full queue up front (see `Scheduler::with_policy`).
         jobs: HashMap::with_capacity(job_capacity),
         controls: HashMap::new(),
-        respawn: VecDeque::new(),
-        respawn_at: None,
-        backoff: RESPAWN_FIRST,
-        level: ShutdownLevel::Running,
-        stop_signal: None,
         input: Some(input),
         read_error: false,
         ended_tx,
         reaper,
         streams,
-        recorder,
-        events,
+        ledger,
         resume,
         received: 0,
-        failed_fast: false,
-        results_index,
-        blocks: BlockOrder::new(keep_order),
-        tries: HashMap::new(),
-        block_tx,
-        block_writer: Some(block_writer),
-        blocks_waiting,
     };
-    let mut ended_rx = ended_rx;
+    driver
+        .ledger
+        .run_started(
+            driver.config.max_concurrent,
+            driver.config.source.describe(),
+        )
+        .await;
     let mut redraw = tokio::time::interval(Duration::from_secs(1));
     redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
@@ -193,24 +142,25 @@ pub async fn drive(
         if driver.is_done() {
             break;
         }
-        let wake = driver.next_wake();
-        let accept_input = driver.input.is_some() && driver.can_accept();
+        let wake = driver.core.next_deadline().map(|tick| driver.t0 + tick);
+        let accept_input = driver.input.is_some() && driver.core.may_read_input();
+        let backlogged = driver.core.output_backlogged();
         tokio::select! {
             biased;
-            Some((signal, level)) = next_signal(&mut signals) => driver.on_signal(signal, level).await,
+            Some(signal) = next_signal(&mut signals) => driver.on_signal(signal).await,
             Some(()) = recv_optional(&mut sigchld) => driver.reaper.reap(),
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
-            () = sleep_until_opt(wake) => driver.on_wake().await,
-            () = driver.blocks_waiting.written.notified(), if driver.blocks_backlogged() => {},
+            () = sleep_until_opt(wake) => driver.on_wake(),
+            () = driver.grouped.written(), if backlogged => {},
             item = recv_input(&mut driver.input), if accept_input => driver.on_input(item).await,
-            _ = redraw.tick(), if driver.recorder.has_progress() => {
-                if let Some(progress) = driver.recorder.progress() {
+            _ = redraw.tick(), if driver.ledger.progress().is_some() => {
+                if let Some(progress) = driver.ledger.progress() {
                     progress.tick();
                 }
             }
         }
     }
-    let mut end = driver.finish(started_at, &mut signals).await;
+    let mut end = driver.finish(&mut signals).await;
     end.signals = signals;
     end
 }
@@ -232,57 +182,28 @@ struct Driver {
     programs: ProgramPaths,
     own_cwd: PathBuf,
     core: Scheduler,
+    /// Tick zero of the run's one clock.
     t0: Instant,
-    /// Boxed: a table that churns through distinct entries grows to twice the buckets its
-    /// peak needs (hashbrown resizes rather than rehashing in place once more than half full),
-    /// so its buckets are kept to a pointer each.
-    jobs: HashMap<Seq, Box<Job>>,
+    /// What each admitted job is, until its record is written. Boxed: a table that churns
+    /// through distinct entries grows to twice the buckets its peak needs (hashbrown resizes
+    /// rather than rehashing in place once more than half full), so its buckets are kept to a
+    /// pointer each.
+    jobs: HashMap<Seq, Box<JobSpec>>,
     controls: HashMap<Seq, mpsc::UnboundedSender<Control>>,
-    /// Jobs taken by the core whose spawn hit a transient shortage, in order.
-    respawn: VecDeque<Start>,
-    respawn_at: Option<Instant>,
-    backoff: Duration,
-    level: ShutdownLevel,
-    stop_signal: Option<Signal>,
     input: Option<mpsc::Receiver<InputItem>>,
     read_error: bool,
     ended_tx: mpsc::UnboundedSender<Ended>,
     reaper: Reaper,
     streams: Streams,
-    recorder: Recorder,
-    events: EventLog,
-    /// `--resume`: jobs that succeeded in an earlier report are skipped.
+    ledger: Ledger,
+    /// `--resume`: the successes of an earlier report.
     resume: Option<Resume>,
     /// Input items accepted so far (jobs and invalid lines, not skipped ones): the total, once
     /// the input has ended.
     received: u64,
-    /// `--fail-fast` was triggered.
-    failed_fast: bool,
-    /// Whether the input ends by itself (a file or manifest), so that after `--fail-fast` it
-    /// can still be read to its end and every job recorded.
-    input_finite: bool,
     results_dir: Option<Arc<Path>>,
-    /// `--results DIR`: `DIR/index.jsonl`, one line per job that ran.
-    results_index: Option<std::fs::File>,
-    /// Grouped output: when blocks may be written.
-    blocks: BlockOrder,
-    /// Grouped output of tries that were retried, written with the job's final block.
-    tries: HashMap<Seq, Vec<Block>>,
-    /// To the one task that writes blocks, in the order sent.
-    block_tx: Option<mpsc::UnboundedSender<Block>>,
-    block_writer: Option<tokio::task::JoinHandle<()>>,
-    /// Grouped blocks handed to the writer task and not written yet.
-    blocks_waiting: Arc<BlocksWaiting>,
-}
-
-/// Grouped output on its way out: a job's block is written after the job has ended and left
-/// its slot, so without a bound a reader that stopped reading would let finished jobs' blocks
-/// (and their spill files) pile up while new jobs start.
-#[derive(Default)]
-struct BlocksWaiting {
-    count: std::sync::atomic::AtomicUsize,
-    /// Signalled each time a block has been written.
-    written: tokio::sync::Notify,
+    results_index: ResultsIndex,
+    grouped: GroupedOutput,
 }
 
 impl Driver {
@@ -290,53 +211,20 @@ impl Driver {
         self.t0.elapsed()
     }
 
-    fn can_accept(&self) -> bool {
-        match self.config.on_full {
-            // Draining (after --fail-fast, a file is read to its end): every job is recorded
-            // at once, so reading never needs to wait for room.
-            OnFull::Wait => self.core.has_room() || self.core.is_draining(),
-            OnFull::Reject => true,
-        }
-    }
-
     fn is_done(&self) -> bool {
-        self.input.is_none()
-            && self.core.is_idle()
-            && self.controls.is_empty()
-            && self.respawn.is_empty()
+        self.input.is_none() && self.core.is_idle()
     }
 
-    fn next_wake(&self) -> Option<Instant> {
-        let deadline = self.core.next_deadline().map(|tick| self.t0 + tick);
-        match (deadline, self.respawn_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// Starts every job the core says may start now. Waits while a spawn is being retried, so
-    /// that a shortage of descriptors does not pile up taken-but-unstarted jobs.
-    /// Whether grouped blocks wait for the reader: as many as jobs may run. No job starts
-    /// until one of them is written, so that a stalled reader stalls the run (backpressure).
-    fn blocks_backlogged(&self) -> bool {
-        self.blocks_waiting
-            .count
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= self.config.max_concurrent.max(1)
-    }
-
+    /// Starts every job the core says may start now.
     async fn start_ready(&mut self) {
-        while self.respawn.is_empty() && !self.blocks_backlogged() {
-            let Some(start) = self.core.take(self.tick()) else {
-                break;
-            };
+        self.core.set_output_backlog(self.grouped.waiting());
+        while let Some(start) = self.core.take(self.tick()) {
             self.launch(start).await;
         }
     }
 
     async fn launch(&mut self, start: Start) {
         let Some(job) = self.jobs.get(&start.seq) else {
-            let _ = self.core.release(start.seq);
             return;
         };
         let command = match &self.config.template {
@@ -345,91 +233,56 @@ impl Driver {
                     .batch
                     .iter()
                     .filter_map(|seq| self.jobs.get(seq))
-                    .map(|member| member.spec.command.as_str())
+                    .map(|member| member.command.as_str())
                     .collect();
-                template.render(&args, &job.spec.key, start.seq, start.slot)
+                template.render(&args, &job.key, start.seq, start.slot)
             }
-            None => job.spec.command.clone(),
+            None => job.command.clone(),
         };
         let capture = self.config.output != OutputMode::None || self.results_dir.is_some();
-        let spec = &job.spec;
         let launch = Launch {
             shell: &self.config.shell,
             command: &command,
-            cwd: spec.cwd.as_deref(),
+            cwd: job.cwd.as_deref(),
             own_cwd: &self.own_cwd,
             env: &self.base_env,
             programs: &self.programs,
-            job_env: &spec.env,
-            key: &spec.key,
-            seq: spec.seq,
+            job_env: &job.env,
+            key: &job.key,
+            seq: job.seq,
             slot: start.slot,
             attempt: start.attempt,
             capture,
             backend: &self.backend,
-            timeout: spec.timeout.or(self.config.timeout),
+            timeout: job.timeout,
         };
-        let spawned = match child::spawn(&launch, &self.reaper) {
-            // Out of descriptors with no job of ours running: nothing will free one, so
-            // waiting would hang the run. The job fails with the reason instead.
-            Err(SpawnError::Transient(err))
-                if self.controls.is_empty() && err.raw_os_error() == Some(nix::libc::EMFILE) =>
-            {
-                Err(SpawnError::Failed(format!(
-                    "cannot start a job: {err}, and no running job will free a descriptor \
-                     (raise `ulimit -n`)"
-                )))
-            }
-            other => other,
-        };
-        match spawned {
+        let key = Arc::clone(&job.key);
+        let spawned = spawn::spawn(&launch, &self.reaper);
+        let now = self.tick();
+        let (failure, message) = match spawned {
             Ok(spawned) => {
-                self.backoff = RESPAWN_FIRST;
+                self.core.spawned(start.seq, now);
+                let batch = self.config.policy.batching().then_some(start.seq);
+                let queued = self.core.queued();
+                self.ledger.started(
+                    &start.batch,
+                    &key,
+                    &command,
+                    start.slot,
+                    start.attempt,
+                    batch,
+                    queued,
+                    now,
+                );
                 let plan = OutputPlan {
                     mode: self.config.output,
                     stdout: self.streams.job_stdout.clone(),
                     stderr: self.streams.stderr.clone(),
-                    prefix: Arc::from(prefix_for(&spec.key, self.streams.color_stdout)),
-                    err_prefix: Arc::from(prefix_for(&spec.key, self.streams.color_stderr)),
-                    key: Arc::clone(&spec.key),
+                    prefix: Arc::from(prefix_for(&key, self.streams.color_stdout)),
+                    err_prefix: Arc::from(prefix_for(&key, self.streams.color_stderr)),
+                    key,
                     results_dir: self.results_dir.clone(),
                 };
-                let now = SystemTime::now();
-                let instant = Instant::now();
-                // The turn timeout counts from the real start, after the spawn.
-                self.core
-                    .started(start.seq, instant.saturating_duration_since(self.t0));
-                let batch = self.config.batching.then_some(start.seq);
-                for &seq in &start.batch {
-                    let Some(member) = self.jobs.get_mut(&seq) else {
-                        continue;
-                    };
-                    member.attempts = start.attempt;
-                    member.started = Some(Box::new(Started {
-                        at: now,
-                        instant,
-                        slot: start.slot,
-                        waited: start.waited,
-                    }));
-                    if self.events.enabled() {
-                        self.events.write(&Event::Started {
-                            seq,
-                            key: &start.key,
-                            slot: start.slot,
-                            attempt: start.attempt,
-                            batch,
-                            at: events::now(),
-                        });
-                    }
-                }
-                if let Some(leader) = self.jobs.get_mut(&start.seq) {
-                    leader.members.clone_from(&start.batch);
-                }
-                let queued = self.core.queued();
-                if let Some(progress) = self.recorder.progress() {
-                    progress.started(start.seq, &start.key, &command);
-                    progress.set_queued(queued);
-                }
                 let (control_tx, control_rx) = mpsc::unbounded_channel();
                 self.controls.insert(start.seq, control_tx);
                 let timing = Timing {
@@ -443,74 +296,56 @@ impl Driver {
                 let seq = start.seq;
                 tokio::spawn(async move {
                     let ended =
-                        child::supervise(seq, spawned, control_rx, plan, timing, reaper).await;
+                        supervise::supervise(seq, spawned, control_rx, plan, timing, reaper).await;
                     let _ = ended_tx.send(ended);
                 });
+                return;
             }
-            Err(SpawnError::Transient(_)) => {
-                self.respawn.push_back(start);
-                self.respawn_at = Some(Instant::now() + self.backoff);
-                self.backoff = (self.backoff * 2).min(RESPAWN_MAX);
+            Err(SpawnError::Transient(err)) => {
+                let descriptors = err.raw_os_error() == Some(nix::libc::EMFILE);
+                let message = format!(
+                    "cannot start a job: {err}, and no running job will free a descriptor \
+                     (raise `ulimit -n`)"
+                );
+                (SpawnFailure::Shortage { descriptors }, message)
             }
-            Err(SpawnError::Failed(message)) => {
-                let outcome = Outcome::Failed(FailReason::SpawnError);
-                for &seq in &start.batch {
-                    if let Some(member) = self.jobs.get_mut(&seq) {
-                        member.attempts = start.attempt;
-                    }
-                }
-                if self.release_run(start.seq, &start.batch, outcome, start.attempt) {
-                    return;
-                }
-                for &seq in &start.batch {
-                    let Some(job) = self.jobs.remove(&seq) else {
-                        continue;
-                    };
-                    let mut record = base_record(&job.spec, outcome);
-                    record.attempts = job.attempts;
-                    record.wait_ms = Some(millis(start.waited));
-                    record.batch = self.config.batching.then_some(start.seq);
-                    record.error = Some(message.clone());
-                    self.record(record, outcome, &[], Vec::new()).await;
-                }
-                self.after_final(outcome).await;
+            Err(SpawnError::Failed(message)) => (SpawnFailure::Failed, message),
+        };
+        match self.core.spawn_failed(start.seq, failure, now) {
+            SpawnVerdict::Deferred { .. } => {}
+            SpawnVerdict::Ended(finished) => {
+                let output = RunOutput {
+                    error: Some(message),
+                    ..RunOutput::default()
+                };
+                self.conclude(&key, finished, output, now).await;
             }
         }
     }
 
     /// Accepts an input item, then whatever else the input thread has ready (up to a bound,
-    /// while there is room), so that a burst of lines is admitted before jobs are taken:
-    /// lanes then see their whole backlog (fuller batches) and the loop turns less often.
+    /// while the core reads input), so that a burst of lines is admitted before jobs are
+    /// taken: lanes then see their whole backlog (fuller batches) and the loop turns less.
     async fn on_input(&mut self, item: Option<InputItem>) {
         let Some(item) = item else {
-            self.input = None;
             self.input_ended();
             return;
         };
         self.accept(item).await;
-        if !self.config.batching {
-            self.start_ready().await;
-        }
         for _ in 0..INPUT_BURST {
-            if !self.can_accept() {
+            if self.core.starts_between_admissions() {
+                self.start_ready().await;
+            }
+            if !self.core.may_read_input() {
                 break;
             }
             let Some(input) = self.input.as_mut() else {
                 break;
             };
             match input.try_recv() {
-                Ok(item) => {
-                    self.accept(item).await;
-                    if !self.config.batching {
-                        // Start what can start before the next line is admitted, so that,
-                        // say, a key's first job runs at once rather than being coalesced
-                        // away by a line read in the same burst. Batching wants the burst.
-                        self.start_ready().await;
-                    }
-                }
+                Ok(item) => self.accept(item).await,
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => {
-                    self.input = None;
                     self.input_ended();
                     break;
                 }
@@ -520,106 +355,67 @@ impl Driver {
 
     /// The input is at its end: the display learns the total.
     fn input_ended(&mut self) {
-        let total = self.received;
-        if let Some(progress) = self.recorder.progress() {
-            progress.set_total(total);
-        }
+        self.input = None;
+        self.ledger.input_ended(self.received);
     }
 
     async fn accept(&mut self, item: InputItem) {
         self.received += 1;
+        let now = self.tick();
         match item {
-            InputItem::Job(spec) => {
-                if let Some(resume) = &mut self.resume {
-                    if resume.skip(&spec.key, &spec.command) {
-                        self.received -= 1;
-                        self.recorder.skipped();
-                        let ready = self.blocks.finished(spec.seq, Vec::new());
-                        self.write_blocks(ready);
-                        return;
-                    }
-                }
+            InputItem::Job(mut spec) => {
+                spec.timeout = self.config.turn_timeout(spec.timeout);
+                let succeeded_before = self
+                    .resume
+                    .as_mut()
+                    .is_some_and(|resume| resume.skip(&spec.key, &spec.command));
                 let request = JobRequest {
                     seq: spec.seq,
                     key: Arc::clone(&spec.key),
                     rank: spec.rank,
-                    timeout: spec.timeout.or(self.config.timeout),
-                    weight: if self.config.batching {
+                    timeout: spec.timeout,
+                    weight: if self.config.policy.batching() {
                         template::weight(&spec.command)
                     } else {
                         0
                     },
                 };
-                let seq = spec.seq;
-                let key = Arc::clone(&spec.key);
-                let (ahead, replaced, cancel) = match self.core.admit(request, self.tick()) {
-                    Admission::Queued { ahead } => (ahead, None, None),
-                    Admission::Superseding {
+                match self.core.offer(request, succeeded_before, now) {
+                    Offer::Skipped => {
+                        self.received -= 1;
+                        self.ledger.skipped();
+                        self.grouped.finished(spec.seq, None);
+                    }
+                    Offer::Refused(account) => {
+                        let error = (account.outcome == Outcome::Rejected(RejectReason::QueueFull))
+                            .then(|| {
+                                format!(
+                                    "{} jobs were already waiting (--max-queued)",
+                                    self.config.max_queued
+                                )
+                            });
+                        self.close(
+                            &account,
+                            &spec,
+                            RunOutput {
+                                error,
+                                ..RunOutput::default()
+                            },
+                        )
+                        .await;
+                    }
+                    Offer::Queued {
                         ahead,
                         replaced,
                         cancel,
-                    } => (ahead, replaced, cancel),
-                    Admission::Full => {
-                        let outcome = Outcome::Rejected(RejectReason::QueueFull);
-                        let mut record = base_record(&spec, outcome);
-                        record.error = Some(format!(
-                            "{} jobs were already waiting (--max-queued)",
-                            self.core.limits().max_queued
-                        ));
-                        self.record(record, outcome, &[], Vec::new()).await;
-                        return;
-                    }
-                    Admission::Closed => {
-                        let reason = if self.failed_fast {
-                            StopReason::FailFast
-                        } else {
-                            StopReason::Shutdown
-                        };
-                        let outcome = Outcome::Interrupted(reason);
-                        self.record(base_record(&spec, outcome), outcome, &[], Vec::new())
-                            .await;
-                        return;
-                    }
-                };
-                self.jobs.insert(
-                    seq,
-                    Box::new(Job {
-                        spec,
-                        started: None,
-                        attempts: 0,
-                        superseded_by: None,
-                        members: Vec::new(),
-                        previous: None,
-                    }),
-                );
-                let queued = self.core.queued();
-                if let Some(progress) = self.recorder.progress() {
-                    progress.set_queued(queued);
-                }
-                if self.events.enabled() {
-                    self.events.write(&Event::Queued {
-                        seq,
-                        key: &key,
-                        ahead,
-                        at: events::now(),
-                    });
-                }
-                if let Some(old) = replaced.and_then(|old| self.jobs.remove(&old)) {
-                    let outcome = Outcome::Interrupted(StopReason::Superseded);
-                    let mut record = base_record(&old.spec, outcome);
-                    record.superseded_by = Some(seq);
-                    record.attempts = old.attempts;
-                    self.record(record, outcome, &[], Vec::new()).await;
-                }
-                if let Some(running) = cancel {
-                    if let Some(job) = self.jobs.get_mut(&running) {
-                        job.superseded_by = Some(seq);
-                    }
-                    if let Some(control) = self.controls.get(&running) {
-                        let _ = control.send(Control::Stop {
-                            signal: Signal::SIGTERM,
-                            reason: StopReason::Superseded,
-                        });
+                    } => {
+                        let queued = self.core.queued();
+                        self.ledger.queued(spec.seq, &spec.key, ahead, queued, now);
+                        self.jobs.insert(spec.seq, Box::new(spec));
+                        if let Some(account) = replaced {
+                            self.close_waiting(&account).await;
+                        }
+                        self.send_stops(cancel);
                     }
                 }
             }
@@ -629,11 +425,15 @@ impl Driver {
                 key,
                 message,
             } => {
-                let outcome = Outcome::Rejected(RejectReason::InvalidInput);
-                let mut record = empty_record(seq, line, outcome);
-                record.key = key;
-                record.error = Some(format!("line {line}: {message}"));
-                self.record(record, outcome, &[], Vec::new()).await;
+                let account = self.core.invalid_input(seq, now);
+                let facts = JobFacts {
+                    line,
+                    key: key.as_deref(),
+                    error: Some(format!("line {line}: {message}")),
+                    ..JobFacts::default()
+                };
+                self.ledger.close(&account, facts).await;
+                self.grouped.finished(seq, None);
             }
             InputItem::ReadError(message) => {
                 self.read_error = true;
@@ -647,42 +447,12 @@ impl Driver {
         }
     }
 
-    /// Tells the core a run (one job, or a batch led by `seq`) has ended; returns true when
-    /// it goes again (a retry), in which case no record is written yet.
-    fn release_run(&mut self, seq: Seq, members: &[Seq], outcome: Outcome, attempt: u32) -> bool {
-        let released = if matches!(outcome, Outcome::Failed(_)) {
-            self.core.release_failed(seq, self.tick())
-        } else {
-            self.core.release(seq)
-        };
-        let retry = matches!(released, Released::Retry { .. });
-        if self.events.enabled() {
-            for member in members {
-                if let Some(job) = self.jobs.get(member) {
-                    self.events.write(&Event::Ended {
-                        seq: *member,
-                        key: &job.spec.key,
-                        outcome: outcome.name(),
-                        reason: outcome.reason(),
-                        attempt,
-                        retry,
-                        at: events::now(),
-                    });
-                }
-            }
-        }
-        retry
-    }
-
-    /// What follows a job's final outcome: `--fail-fast` after a failure.
-    async fn after_final(&mut self, outcome: Outcome) {
-        if self.config.fail_fast && matches!(outcome, Outcome::Failed(_)) && !self.failed_fast {
-            self.failed_fast = true;
-            self.stop_intake(StopReason::FailFast).await;
-            for control in self.controls.values() {
+    /// Sends each stop the core ordered to its job's supervisor.
+    fn send_stops(&self, stops: impl IntoIterator<Item = StopOrder>) {
+        for stop in stops {
+            if let Some(control) = self.controls.get(&stop.seq) {
                 let _ = control.send(Control::Stop {
-                    signal: Signal::SIGTERM,
-                    reason: StopReason::FailFast,
+                    signal: stop.signal,
                 });
             }
         }
@@ -690,150 +460,140 @@ impl Driver {
 
     async fn on_ended(&mut self, ended: Ended) {
         self.controls.remove(&ended.seq);
-        if !self.respawn.is_empty() {
-            // Descriptors and processes were just freed: retry a waiting spawn now.
-            self.respawn_at = Some(Instant::now());
-        }
-        let outcome = classify(ended.exit, ended.stopped_before_exit);
-        if let Some(progress) = self.recorder.progress() {
-            progress.run_ended(ended.seq);
-        }
-        let block = ended.captured.map(|(stdout, stderr)| {
-            let key = self.jobs.get(&ended.seq).map_or("", |job| &job.spec.key);
-            Block {
-                header: blocks::header(key, ended.seq, outcome),
-                stdout,
-                stderr,
-            }
-        });
-        let mut tries = self.tries.remove(&ended.seq).unwrap_or_default();
-        tries.extend(block);
-        let (attempt, members) = match self.jobs.get_mut(&ended.seq) {
-            Some(job) => (job.attempts, std::mem::take(&mut job.members)),
-            None => return,
+        let facts = RunFacts {
+            exit: Some(ended.exit),
+            stopped_while_running: ended.stopped_while_running,
+            ended_at: ended.ended_at.saturating_duration_since(self.t0),
         };
-        if self.release_run(ended.seq, &members, outcome, attempt) {
-            let ended_instant = ended.ended_instant;
-            let ended_at = ended.ended_at;
-            for seq in &members {
-                if let Some(job) = self.jobs.get_mut(seq) {
-                    // Kept for the record, should the run stop before the retry starts.
-                    job.previous = job
-                        .started
-                        .take()
-                        .map(|started| Box::new((*started, ended_at, ended_instant)));
-                }
-            }
-            if self.config.keep_order {
-                self.tries.insert(ended.seq, tries);
-            } else {
-                self.write_blocks(tries);
-            }
+        let now = self.tick();
+        let Some(finished) = self.core.finish(ended.seq, facts, now) else {
+            return;
+        };
+        let key = self
+            .jobs
+            .get(&ended.seq)
+            .map_or_else(|| Arc::from(""), |job| Arc::clone(&job.key));
+        let block = ended.captured.map(|(stdout, stderr)| Block {
+            header: blocks::header(&key, ended.seq, finished.outcome),
+            stdout,
+            stderr,
+        });
+        let output = RunOutput {
+            exit: Some(ended.exit),
+            leaked: ended.leaked,
+            error: ended.output_error,
+            stderr_tail: ended.stderr_tail,
+            block,
+        };
+        self.conclude(&key, finished, output, facts.ended_at).await;
+    }
+
+    /// Carries out the core's verdict on a run that ended: the try's `ended` events, then
+    /// (unless it goes again) every member's record, then the halt `--fail-fast` asked for.
+    async fn conclude(&mut self, key: &str, finished: Finished, output: RunOutput, at: Tick) {
+        let first = finished.members[0];
+        self.ledger.try_ended(
+            &finished.members,
+            key,
+            finished.outcome,
+            finished.attempt,
+            finished.retry,
+            at,
+        );
+        let RunOutput {
+            exit,
+            leaked,
+            error,
+            stderr_tail,
+            mut block,
+        } = output;
+        if finished.retry {
+            self.grouped.retried(first, block);
             return;
         }
-        for seq in &members {
-            let Some(job) = self.jobs.remove(seq) else {
+        for account in &finished.accounts {
+            let Some(spec) = self.jobs.remove(&account.seq) else {
                 continue;
             };
-            let mut record = base_record(&job.spec, outcome);
-            if outcome == Outcome::Interrupted(StopReason::Superseded) {
-                record.superseded_by = job.superseded_by;
-            }
-            match ended.exit {
-                ExitFacts::Exited(code) => record.exit_code = Some(code),
-                ExitFacts::Signaled(signal) => record.signal = Some(signal_name(signal)),
-            }
-            record.attempts = job.attempts;
-            record.leaked = ended.leaked;
-            record.error.clone_from(&ended.output_error);
-            record.batch = self.config.batching.then_some(ended.seq);
-            if let Some(started) = &job.started {
-                record.started = true;
-                record.started_at = Some(timestamp(started.at));
-                record.slot = Some(started.slot);
-                record.wait_ms = Some(millis(started.waited));
-                record.duration_ms = Some(millis(
-                    ended
-                        .ended_instant
-                        .saturating_duration_since(started.instant),
-                ));
-            }
-            record.ended_at = timestamp(ended.ended_at);
-            let output = if *seq == ended.seq {
-                std::mem::take(&mut tries)
-            } else {
-                Vec::new()
+            let output = RunOutput {
+                exit,
+                leaked,
+                error: error.clone(),
+                stderr_tail: if account.seq == first {
+                    stderr_tail.clone()
+                } else {
+                    Vec::new()
+                },
+                block: if account.seq == first {
+                    block.take()
+                } else {
+                    None
+                },
             };
-            self.record(record, outcome, &ended.stderr_tail, output)
-                .await;
+            self.close(account, &spec, output).await;
         }
-        self.after_final(outcome).await;
-    }
-
-    async fn on_wake(&mut self) {
-        let now = Instant::now();
-        if self.respawn_at.is_some_and(|at| at <= now) {
-            self.respawn_at = None;
-            while let Some(start) = self.respawn.pop_front() {
-                self.launch(start).await;
-                if self.respawn_at.is_some() {
-                    // Still short: `launch` queued it again at the back; keep the order.
-                    if let Some(again) = self.respawn.pop_back() {
-                        self.respawn.push_front(again);
-                    }
-                    break;
-                }
-            }
-        }
-        for expired in self.core.expire(self.tick()) {
-            if let Some(control) = self.controls.get(&expired.seq) {
-                let _ = control.send(Control::Stop {
-                    signal: Signal::SIGTERM,
-                    reason: StopReason::Timeout,
-                });
-            }
+        if let Some(halt) = finished.halt {
+            self.apply_halt(halt).await;
         }
     }
 
-    async fn on_signal(&mut self, signal: Signal, level: ShutdownLevel) {
-        if level <= self.level {
-            return;
+    /// Writes the record of a job that was waiting (superseded, drained by a halt).
+    async fn close_waiting(&mut self, account: &Account) {
+        if let Some(spec) = self.jobs.remove(&account.seq) {
+            self.close(account, &spec, RunOutput::default()).await;
         }
-        self.level = level;
-        match level {
-            ShutdownLevel::Running => {}
-            ShutdownLevel::Graceful => {
-                self.stop_signal = Some(signal);
+    }
+
+    /// Writes one job's final record, indexes its result files, and lets its grouped output
+    /// go when its turn has come.
+    async fn close(&mut self, account: &Account, spec: &JobSpec, output: RunOutput) {
+        let facts = JobFacts {
+            line: spec.line,
+            key: Some(&spec.key),
+            command: Some(&spec.command),
+            exit: output.exit,
+            leaked: output.leaked,
+            error: output.error,
+            stderr_tail: &output.stderr_tail,
+        };
+        let started = self.ledger.close(account, facts).await;
+        if started {
+            self.results_index
+                .add(account.seq, &spec.key, account.batch.unwrap_or(account.seq));
+        }
+        self.grouped.finished(account.seq, output.block);
+    }
+
+    fn on_wake(&mut self) {
+        let stops = self.core.expire_turns(self.tick());
+        self.send_stops(stops);
+    }
+
+    async fn on_signal(&mut self, signal: nix::sys::signal::Signal) {
+        match self.core.signal_received(signal, self.tick()) {
+            SignalVerdict::Halt(halt) => {
                 // The display goes at once: what follows is the shutdown's own account.
-                if let Some(progress) = self.recorder.progress() {
+                if let Some(progress) = self.ledger.progress() {
                     progress.finish();
                 }
-                self.stop_intake(StopReason::Shutdown).await;
-                for control in self.controls.values() {
-                    let _ = control.send(Control::Stop {
-                        signal,
-                        reason: StopReason::Shutdown,
-                    });
-                }
+                self.apply_halt(halt).await;
             }
-            ShutdownLevel::Forced => {
-                for control in self.controls.values() {
-                    let _ = control.send(Control::Kill);
+            SignalVerdict::Kill(runs) => {
+                for seq in runs {
+                    if let Some(control) = self.controls.get(&seq) {
+                        let _ = control.send(Control::Kill);
+                    }
                 }
             }
         }
     }
 
-    /// Stops starting jobs and records every job that has not started, in input order, as
-    /// interrupted for `reason`: what the core holds, what waits for a spawn retry, and what
-    /// the input thread had already handed over. A shutdown stops reading input; after
-    /// `--fail-fast` a file or manifest is still read to its end (each job recorded at once),
-    /// stdin is not.
-    async fn stop_intake(&mut self, reason: StopReason) {
-        let outcome = Outcome::Interrupted(reason);
+    /// Carries out a halt: closes input when the core says so (what the input thread had
+    /// already handed over is offered to the core, which refuses it with the halt's reason),
+    /// writes the drained jobs' records in seq order, and stops the running jobs.
+    async fn apply_halt(&mut self, halt: Halt) {
         let mut pending = Vec::new();
-        let keep_reading = reason == StopReason::FailFast && self.input_finite;
-        if !keep_reading {
+        if halt.close_input {
             if let Some(mut input) = self.input.take() {
                 input.close();
                 while let Ok(item) = input.try_recv() {
@@ -841,170 +601,33 @@ impl Driver {
                 }
             }
         }
-        let now = self.tick();
-        let mut unstarted: Vec<(Seq, Duration)> = self
-            .core
-            .drain(now)
-            .into_iter()
-            .map(|d| (d.seq, d.waited))
-            .collect();
-        for start in std::mem::take(&mut self.respawn) {
-            let _ = self.core.release(start.seq);
-            unstarted.extend(start.batch.iter().map(|&seq| (seq, start.waited)));
-        }
-        self.respawn_at = None;
-        unstarted.sort_by_key(|&(seq, _)| seq);
-        for (seq, waited) in unstarted {
-            if let Some(job) = self.jobs.remove(&seq) {
-                let mut record = base_record(&job.spec, outcome);
-                record.wait_ms = Some(millis(waited));
-                record.attempts = job.attempts;
-                if let Some((started, ended_at, ended)) = job.previous.as_deref() {
-                    // It ran before and waited for a retry: the record tells of that try.
-                    record.started = true;
-                    record.started_at = Some(timestamp(started.at));
-                    record.ended_at = timestamp(*ended_at);
-                    record.slot = Some(started.slot);
-                    record.wait_ms = Some(millis(started.waited));
-                    record.duration_ms =
-                        Some(millis(ended.saturating_duration_since(started.instant)));
-                    // Its last `ended` event said it would go again; this one ends it.
-                    if self.events.enabled() {
-                        self.events.write(&Event::Ended {
-                            seq,
-                            key: &job.spec.key,
-                            outcome: outcome.name(),
-                            reason: outcome.reason(),
-                            attempt: job.attempts,
-                            retry: false,
-                            at: events::now(),
-                        });
-                    }
-                }
-                self.record(record, outcome, &[], Vec::new()).await;
-            }
+        for account in &halt.drained {
+            self.close_waiting(account).await;
         }
         for item in pending {
-            match item {
-                InputItem::Job(spec) => {
-                    self.recorder
-                        .job(base_record(&spec, outcome), outcome, &[])
-                        .await;
-                }
-                other => self.accept(other).await,
-            }
+            self.accept(item).await;
         }
-    }
-
-    /// Writes one job's final record, and lets its grouped output go when its turn has come.
-    async fn record(
-        &mut self,
-        record: JobRecord,
-        outcome: Outcome,
-        stderr_tail: &[u8],
-        output: Vec<Block>,
-    ) {
-        let seq = record.seq;
-        if !record.started && self.events.enabled() {
-            // A job that never ran ends here: rejected, superseded or stopped while waiting.
-            self.events.write(&Event::Ended {
-                seq,
-                key: record.key.as_deref().unwrap_or(""),
-                outcome: outcome.name(),
-                reason: outcome.reason(),
-                attempt: record.attempts,
-                retry: false,
-                at: events::now(),
-            });
-        }
-        if let (Some(index), true, Some(key)) =
-            (&mut self.results_index, record.started, &record.key)
-        {
-            let entry = IndexEntry::new(seq, key, record.batch.unwrap_or(seq));
-            if let Err(err) = index.write_all(&crate::report::json::to_line(&entry)) {
-                eprintln!("lanes: cannot write the results index: {err}");
-                self.results_index = None;
-            }
-        }
-        self.recorder.job(record, outcome, stderr_tail).await;
-        let ready = self.blocks.finished(seq, output);
-        self.write_blocks(ready);
-    }
-
-    fn write_blocks(&mut self, ready: Vec<Block>) {
-        if let Some(tx) = &self.block_tx {
-            for block in ready {
-                // Counted before it is sent: the writer may be done with it at once.
-                let count = &self.blocks_waiting.count;
-                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if tx.send(block).is_err() {
-                    count.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-                }
-            }
-        }
-    }
-
-    /// Terminates what escaped its job's process group (`setsid`, a double fork into another
-    /// session) and was re-parented to lanes: SIGTERM to each one's group, SIGKILL after the
-    /// grace period to what is left, so that no process of any job outlives the run.
-    async fn sweep_escapees(&mut self, signals: &mut Option<StopSignals>) {
-        let mut signalled = std::collections::HashSet::new();
-        let mut deadline = Instant::now() + self.config.grace;
-        // Bounded: after SIGKILL nothing survives long; the extra second covers reaping.
-        let give_up = deadline + Duration::from_secs(2);
-        loop {
-            self.reaper.reap();
-            let left = unix::children();
-            if left.is_empty() || Instant::now() >= give_up {
-                return;
-            }
-            let forced = Instant::now() >= deadline;
-            for pid in left {
-                // New escapees (re-parented as their parents die) get SIGTERM as they come.
-                if forced {
-                    unix::signal_escapee(pid, Signal::SIGKILL);
-                } else if signalled.insert(pid) {
-                    unix::signal_escapee(pid, Signal::SIGTERM);
-                }
-            }
-            tokio::select! {
-                () = tokio::time::sleep(Duration::from_millis(20)) => {}
-                Some((signal, _)) = next_signal(signals) => {
-                    // A stop signal now: nothing waits any more.
-                    if self.stop_signal.is_none() {
-                        self.stop_signal = Some(signal);
-                    }
-                    deadline = Instant::now();
-                }
-            }
-        }
+        self.send_stops(halt.stops);
     }
 
     /// Ends the run: returns the exit status and the human summary, which the caller writes
     /// once job output has been flushed, so that it comes last.
-    async fn finish(mut self, started_at: SystemTime, signals: &mut Option<StopSignals>) -> RunEnd {
-        self.sweep_escapees(signals).await;
+    async fn finish(mut self, signals: &mut Option<StopSignals>) -> RunEnd {
+        if let Some(signal) = sweep_escapees(&self.reaper, self.config.grace, signals).await {
+            self.core.late_signal(signal);
+        }
         // Slurm: nothing of this run may stay on the cluster.
         self.backend.cancel_run();
-        let held = self.blocks.drain();
-        self.write_blocks(held);
-        self.block_tx = None;
-        let mut forced = self.level == ShutdownLevel::Forced;
-        if let Some(writer) = self.block_writer.take() {
+        let mut forced = self.core.is_forced();
+        if let Some(writer) = self.grouped.close() {
             forced = finish_unless_stopped(writer, forced, signals).await;
         }
-        self.recorder.write_junit();
+        self.ledger.write_junit();
         let code = exit::for_run(
-            self.stop_signal.map(|s| s as i32),
-            self.recorder.any_bad()
-                || self.read_error
-                || self.recorder.report_lost()
-                || self.events.lost(),
+            self.core.stop_signal().map(|s| s as i32),
+            self.ledger.any_bad() || self.read_error || self.ledger.lost(),
         );
-        let elapsed = SystemTime::now()
-            .duration_since(started_at)
-            .unwrap_or_default();
-        let (text, forwarder) = self.recorder.finish(millis(elapsed), code).await;
+        let (text, forwarder) = self.ledger.finish(self.tick(), code).await;
         if let Some(forwarder) = forwarder {
             forced = finish_unless_stopped(forwarder, forced, signals).await;
         }
@@ -1043,41 +666,4 @@ async fn finish_unless_stopped(
         task.abort();
     }
     true
-}
-
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A record for a job that never started, with the given outcome.
-fn base_record(spec: &JobSpec, outcome: Outcome) -> JobRecord {
-    let mut record = empty_record(spec.seq, spec.line, outcome);
-    record.key = Some(spec.key.to_string());
-    record.command = Some(spec.command.clone());
-    record
-}
-
-fn empty_record(seq: Seq, line: u64, outcome: Outcome) -> JobRecord {
-    JobRecord {
-        kind: "job",
-        seq,
-        line,
-        key: None,
-        command: None,
-        outcome: outcome.name(),
-        reason: outcome.reason(),
-        exit_code: None,
-        signal: None,
-        started: false,
-        started_at: None,
-        ended_at: timestamp(SystemTime::now()),
-        duration_ms: None,
-        wait_ms: None,
-        attempts: 0,
-        slot: None,
-        leaked: false,
-        superseded_by: None,
-        batch: None,
-        error: None,
-    }
 }

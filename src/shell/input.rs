@@ -2,43 +2,14 @@
 //! to the driver over a bounded channel, so that a full queue pauses reading (backpressure).
 
 use std::io::BufRead;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use crate::core::admission_order;
 use crate::input::lines::{LineItem, LineReader, NumberedLine};
 use crate::input::manifest::Manifest;
-
-/// One job as the driver receives it, whatever the input form.
-#[derive(Debug, Clone)]
-pub struct JobSpec {
-    pub seq: u64,
-    pub line: u64,
-    pub key: Arc<str>,
-    pub command: String,
-    pub rank: i64,
-    /// The job's own turn timeout (manifest), overriding the run's.
-    pub timeout: Option<Duration>,
-    pub cwd: Option<PathBuf>,
-    pub env: Vec<(String, String)>,
-}
-
-/// What the input thread sends.
-#[derive(Debug)]
-pub enum InputItem {
-    Job(JobSpec),
-    /// A malformed line: recorded as `rejected`/`invalid_input`.
-    Invalid {
-        seq: u64,
-        line: u64,
-        key: Option<String>,
-        message: String,
-    },
-    /// The input could not be read to its end; nothing more comes.
-    ReadError(String),
-}
+use crate::input::{InputItem, JobSpec};
 
 /// Where the input thread reads from.
 pub enum Feed {
@@ -91,11 +62,12 @@ fn run(feed: Feed, tx: &mpsc::Sender<InputItem>) {
             }
         }
         Feed::Manifest(manifest) => {
-            let mut jobs: Vec<_> = manifest.jobs.into_iter().enumerate().collect();
-            // Lower rank first; a stable sort keeps file order among equal ranks, so each
-            // lane is admitted in (rank, file order).
-            jobs.sort_by_key(|(_, job)| job.rank);
-            for (index, job) in jobs {
+            let ranks: Vec<i64> = manifest.jobs.iter().map(|job| job.rank).collect();
+            let mut jobs: Vec<Option<_>> = manifest.jobs.into_iter().map(Some).collect();
+            for index in admission_order(&ranks) {
+                let Some(job) = jobs[index].take() else {
+                    continue;
+                };
                 let spec = JobSpec {
                     seq: index as u64 + 1,
                     line: job.line,

@@ -2,12 +2,12 @@
 //! the pure core's decisions and never makes scheduling decisions of its own.
 
 pub mod backend;
-pub mod child;
 pub mod driver;
 pub mod input;
 pub mod reap;
 pub mod signal;
 pub mod spawn;
+pub mod supervise;
 pub mod unix;
 
 /// Sleeps until `at`, or forever when there is no deadline (a `select!` branch that never

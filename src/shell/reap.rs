@@ -53,3 +53,47 @@ impl Reaper {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
+
+/// Terminates what escaped its job's process group (`setsid`, a double fork into another
+/// session) and was re-parented to `lanes`: SIGTERM to each one's group, SIGKILL after the
+/// grace period to what is left, so that no process of any job outlives the run. A stop signal
+/// meanwhile ends the grace at once; the first one that came is returned.
+pub async fn sweep_escapees(
+    reaper: &Reaper,
+    grace: std::time::Duration,
+    signals: &mut Option<super::signal::StopSignals>,
+) -> Option<nix::sys::signal::Signal> {
+    use nix::sys::signal::Signal;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    let mut came = None;
+    let mut signalled = std::collections::HashSet::new();
+    let mut deadline = Instant::now() + grace;
+    // Bounded: after SIGKILL nothing survives long; the extra time covers reaping.
+    let give_up = deadline + Duration::from_secs(2);
+    loop {
+        reaper.reap();
+        let left = super::unix::children();
+        if left.is_empty() || Instant::now() >= give_up {
+            return came;
+        }
+        let forced = Instant::now() >= deadline;
+        for pid in left {
+            // New escapees (re-parented as their parents die) get SIGTERM as they come.
+            if forced {
+                super::unix::signal_escapee(pid, Signal::SIGKILL);
+            } else if signalled.insert(pid) {
+                super::unix::signal_escapee(pid, Signal::SIGTERM);
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            Some(signal) = super::signal::next_signal(signals) => {
+                // A stop signal now: nothing waits any more.
+                came.get_or_insert(signal);
+                deadline = Instant::now();
+            }
+        }
+    }
+}

@@ -1,4 +1,5 @@
-//! Starting a job's process with `posix_spawnp(3)`: stdin from /dev/null, stdout and stderr to
+//! Starting a job: its command line, environment, working directory and pipes prepared
+//! ([`spawn`]), and its process started with `posix_spawnp(3)`: stdin from /dev/null, stdout and stderr to
 //! the given pipes (or /dev/null), a process group of its own, an empty signal mask and every
 //! signal at its default action, in the given directory, with a prepared environment.
 //!
@@ -16,6 +17,17 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::libc;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::net::unix::pipe;
+use tokio::sync::oneshot;
+
+use super::backend::Backend;
+use super::reap::Reaper;
+use super::unix::set_nonblocking;
+use crate::core::ExitFacts;
 
 /// The environment every job of a run starts from: lanes' own plus the run's additions, as
 /// `KEY=VALUE` strings, built once.
@@ -128,7 +140,7 @@ pub struct Request<'a> {
 /// # Errors
 /// The error `posix_spawnp` reports: the program not found (ENOENT), the directory missing,
 /// EAGAIN/EMFILE/ENFILE when processes or descriptors run short, or a NUL byte in an argument.
-pub fn spawn(request: &Request<'_>) -> io::Result<i32> {
+pub fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
     let program = cstring(request.program.as_bytes())?;
     let mut argv_owned = vec![program.clone()];
     for arg in request.args {
@@ -361,4 +373,167 @@ mod tests {
             assert_eq!(find_on_path(search.as_bytes(), b"tool"), None, "{search}");
         }
     }
+}
+
+/// What it takes to start one job.
+#[derive(Debug)]
+pub struct Launch<'a> {
+    pub shell: &'a str,
+    pub command: &'a str,
+    /// The job's working directory; `None` for lanes' own.
+    pub cwd: Option<&'a Path>,
+    /// lanes' own working directory, physical, for `PWD` when `cwd` is `None`.
+    pub own_cwd: &'a Path,
+    /// lanes' own environment with the run's additions (the manifest's `[env]`).
+    pub env: &'a BaseEnv,
+    /// Where programs were found on `PATH` (the shell, `srun`).
+    pub programs: &'a ProgramPaths,
+    pub job_env: &'a [(String, String)],
+    pub key: &'a str,
+    pub seq: u64,
+    pub slot: u32,
+    pub attempt: u32,
+    /// Whether stdout and stderr are captured (through pipes) or discarded.
+    pub capture: bool,
+    /// Where the command runs.
+    pub backend: &'a Backend,
+    /// The turn timeout (a Slurm job's `--time`).
+    pub timeout: Option<Duration>,
+}
+
+/// A started job: its pid (also its process group id), its exit notification and its pipes.
+pub struct Spawned {
+    pub pid: i32,
+    pub exit: oneshot::Receiver<ExitFacts>,
+    pub stdout: Option<pipe::Receiver>,
+    pub stderr: Option<pipe::Receiver>,
+}
+
+/// Why a job could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// Out of processes or descriptors for now (EAGAIN, EMFILE, ENFILE): try again later.
+    #[error("{0}")]
+    Transient(io::Error),
+    /// The job cannot start: its record is `failed`, reason `spawn_error`.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Starts `SHELL -c COMMAND` with stdin from /dev/null, in a process group of its own, with
+/// `LANES_KEY`, `LANES_SEQ`, `LANES_SLOT`, `LANES_ATTEMPT` and `PWD` set; the spawned process
+/// starts with default signal dispositions and an empty signal mask (Rust's `Command` resets
+/// both) and with no descriptor but 0, 1 and 2.
+///
+/// # Errors
+/// [`SpawnError::Transient`] for EAGAIN/EMFILE/ENFILE, [`SpawnError::Failed`] for anything
+/// else, naming the missing directory or the shell.
+pub fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, SpawnError> {
+    let pwd: PathBuf = match launch.cwd {
+        Some(dir) => match std::fs::canonicalize(dir) {
+            Ok(real) if real.is_dir() => real,
+            Ok(_) => {
+                return Err(SpawnError::Failed(format!(
+                    "cannot use working directory {}: not a directory",
+                    dir.display()
+                )))
+            }
+            Err(err) if is_transient(&err) => return Err(SpawnError::Transient(err)),
+            Err(err) => {
+                return Err(SpawnError::Failed(format!(
+                    "cannot use working directory {}: {err}",
+                    dir.display()
+                )))
+            }
+        },
+        None => launch.own_cwd.to_path_buf(),
+    };
+    let (program, args) = launch.backend.argv(
+        launch.shell,
+        launch.command,
+        launch.key,
+        launch.seq,
+        launch.attempt,
+        launch.timeout,
+    );
+    let pipes = if launch.capture {
+        match (pipe(), pipe()) {
+            (Ok(out), Ok(err)) => Some((out, err)),
+            (Err(err), _) | (_, Err(err)) => return Err(classify_error(err, &program)),
+        }
+    } else {
+        None
+    };
+    let seq = launch.seq.to_string();
+    let slot = launch.slot.to_string();
+    let attempt = launch.attempt.to_string();
+    let mut env: Vec<(&str, &OsStr)> = launch
+        .job_env
+        .iter()
+        .map(|(k, v)| (k.as_str(), OsStr::new(v)))
+        .collect();
+    env.extend([
+        ("LANES_KEY", OsStr::new(launch.key)),
+        ("LANES_SEQ", OsStr::new(&seq)),
+        ("LANES_SLOT", OsStr::new(&slot)),
+        ("LANES_ATTEMPT", OsStr::new(&attempt)),
+        ("PWD", pwd.as_os_str()),
+    ]);
+    let request = Request {
+        program: &program,
+        args: &args,
+        base_env: launch.env,
+        programs: launch.programs,
+        env: &env,
+        cwd: &pwd,
+        stdout: pipes.as_ref().map(|(out, _)| &out.1),
+        stderr: pipes.as_ref().map(|(_, err)| &err.1),
+    };
+    let pid = posix_spawn(&request).map_err(|err| classify_error(err, &program))?;
+    let exit = reaper.watch(pid);
+    // The write ends close here: the child holds its own copies.
+    let (stdout, stderr) = match pipes {
+        Some(((out, _), (err, _))) => (async_pipe(out).ok(), async_pipe(err).ok()),
+        None => (None, None),
+    };
+    Ok(Spawned {
+        pid,
+        exit,
+        // A pipe that cannot be registered is read as if closed; the job still runs.
+        stdout,
+        stderr,
+    })
+}
+
+/// A pipe whose both ends are close-on-exec: (read end, write end).
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    Ok(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)
+}
+
+fn classify_error(err: io::Error, program: &OsStr) -> SpawnError {
+    if is_transient(&err) {
+        SpawnError::Transient(err)
+    } else {
+        SpawnError::Failed(format!("cannot run `{}`: {err}", program.to_string_lossy()))
+    }
+}
+
+fn async_pipe(fd: OwnedFd) -> io::Result<pipe::Receiver> {
+    set_nonblocking(&fd)?;
+    pipe::Receiver::from_owned_fd_unchecked(fd)
+}
+
+/// Whether a spawn error is a passing shortage of processes or descriptors.
+pub fn is_transient(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc_errno::EAGAIN | libc_errno::EMFILE | libc_errno::ENFILE)
+    )
+}
+
+mod libc_errno {
+    use nix::errno::Errno;
+    pub const EAGAIN: i32 = Errno::EAGAIN as i32;
+    pub const EMFILE: i32 = Errno::EMFILE as i32;
+    pub const ENFILE: i32 = Errno::ENFILE as i32;
 }

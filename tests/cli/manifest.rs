@@ -331,3 +331,42 @@ fn a_toml_syntax_error_is_named_with_line_and_column() {
     let pos = invalid_manifest(&format!("{RAN}\n[[job]\nkey = \"b\"\n"));
     assert_eq!(pos.0, 5);
 }
+
+#[test]
+fn a_jobs_timeout_of_zero_means_no_timeout_as_on_the_command_line() {
+    // `timeout = 0` on a job turns the run's timeout off for it, like `--timeout 0` for the
+    // whole run (README: 0 means no timeout).
+    let scratch = Scratch::new();
+    scratch.write(
+        "m.toml",
+        r#"timeout = "100ms"
+
+[[job]]
+key = "zero"
+cmd = "sleep 0.4; echo zero-done"
+timeout = 0
+
+[[job]]
+key = "zero-text"
+cmd = "sleep 0.4; echo text-done"
+timeout = "0s"
+
+[[job]]
+key = "run-wide"
+cmd = "sleep 5"
+"#,
+    );
+    let out = Run::new()
+        .cwd(scratch.path())
+        .args(["-j", "3", "--grace", "1", "m.toml"])
+        .run();
+    out.code(1);
+    assert_eq!(out.job(1).result(), ("succeeded", None), "{}", out.dump());
+    assert_eq!(out.job(2).result(), ("succeeded", None), "{}", out.dump());
+    assert_eq!(out.job(3).result(), ("interrupted", Some("timeout")));
+    assert!(
+        out.stdout().contains("[zero] zero-done\n"),
+        "{}",
+        out.dump()
+    );
+}

@@ -216,3 +216,36 @@ fn a_closed_report_pipe_is_not_a_crash() {
     assert!(out.stderr().contains("[a] a-ran\n"), "{}", out.dump());
     assert!(out.elapsed < Duration::from_secs(20));
 }
+
+#[test]
+fn each_stream_is_coloured_by_its_own_terminal_decision() {
+    // stdout on a terminal (a pty from script(1)), stderr into a file: prefixes on stdout are
+    // coloured, the file gets none of the escape codes.
+    let scratch = Scratch::new();
+    scratch.write("jobs.tsv", "k\techo to-out; echo to-err >&2\n");
+    let command = format!(
+        "{} --progress never {} < {} 2> {}",
+        sh_quote(BIN),
+        sh_quote(scratch.join("jobs.tsv").to_str().unwrap()),
+        "/dev/null",
+        sh_quote(scratch.join("err.txt").to_str().unwrap()),
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("CI")
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script(1) runs");
+    assert!(out.status.success(), "{out:?}");
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    assert!(terminal.contains("to-out"), "{terminal:?}");
+    assert!(
+        terminal.contains('\u{1b}'),
+        "stdout is a terminal: {terminal:?}"
+    );
+    let err = scratch.read("err.txt");
+    assert!(err.contains("[k] to-err"), "{err:?}");
+    assert!(!err.contains('\u{1b}'), "escape codes in a file: {err:?}");
+}

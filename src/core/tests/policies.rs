@@ -505,7 +505,14 @@ fn retries_never_happen_after_drain() {
             seq: 1,
             key: Arc::from("a"),
             waited: ms(20),
-            attempts: 1
+            attempts: 1,
+            // Its last try: slot 1, taken at once at 0, failed at 10.
+            previous: Some(Try {
+                slot: 1,
+                waited: ms(0),
+                started_at: ms(0),
+                ended_at: ms(10),
+            }),
         }]
     );
     assert_eq!(s.next_deadline(), None, "no hold survives a drain");

@@ -380,6 +380,8 @@ impl Model {
                 key: Arc::from(KEYS[w.key]),
                 waited: now - w.queued_at,
                 attempts: w.attempts,
+                // Compared without it: the model does not keep tries.
+                previous: None,
             })
             .collect();
         out.sort_by_key(|d| d.seq);
@@ -955,7 +957,14 @@ impl Harness {
     }
 
     fn drain(&mut self, step: usize) {
-        let got = self.s.drain(self.now);
+        let mut got = self.s.drain(self.now);
+        for drained in &mut got {
+            // A retry waiting for its turn tells of its last try, which ended when it failed.
+            if let Some(tried) = drained.previous.take() {
+                assert!(drained.attempts > 0, "step {step}: a try without attempts");
+                assert!(tried.started_at <= tried.ended_at, "step {step}: {tried:?}");
+            }
+        }
         assert_eq!(got, self.m.drain(self.now), "step {step}: drain");
         self.ledger.drained(&got, self.now);
     }
@@ -1174,6 +1183,7 @@ proptest! {
             batch_size,
             batch_bytes,
             batch_delay,
+            ..Policy::default()
         };
         run(limits, policy, &ops, drain_at(&ops, back));
     }

@@ -1,0 +1,114 @@
+//! From a job taken to a process running: the start confirmed, a spawn shortage deferred with
+//! back-off, a spawn that cannot succeed failed, and the gate finished jobs' unwritten output
+//! puts on new starts.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::finish::{Finished, RunFacts};
+use super::state::{Scheduler, Seq, Tick};
+
+/// The first pause after a spawn shortage (EAGAIN, EMFILE, ENFILE).
+pub const BACKOFF_FIRST: Duration = Duration::from_millis(5);
+/// The longest pause after repeated spawn shortages; the pause doubles up to it.
+pub const BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+/// Why a taken job's process could not be started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpawnFailure {
+    /// Out of processes or descriptors for now (EAGAIN, EMFILE, ENFILE). `descriptors` is
+    /// true for EMFILE: only jobs of this run can free descriptors of this process.
+    Shortage { descriptors: bool },
+    /// It cannot start (a missing working directory, no shell, an exec error).
+    Failed,
+}
+
+/// The core's answer to a failed spawn.
+#[must_use]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpawnVerdict {
+    /// The run goes back to the front of its lane and its key to the front of the ready
+    /// line; nothing starts before `until` (or before a running job ends and frees
+    /// resources), so that a shortage does not pile up taken-but-unstarted jobs.
+    Deferred { until: Tick },
+    /// The run ends `failed`/`spawn_error` (or is retried, `--retries`): out of descriptors
+    /// with no job of this run running, nothing would ever free one.
+    Ended(Finished),
+}
+
+impl Scheduler {
+    /// The shell started the process of the run known by `seq` at `now`: its turn deadline
+    /// counts from here, and the spawn back-off starts afresh.
+    pub fn spawned(&mut self, seq: Seq, now: Tick) {
+        self.spawn_backoff = BACKOFF_FIRST;
+        self.started(seq, now);
+    }
+
+    /// The process of the run known by `seq` could not be started at `now`.
+    pub fn spawn_failed(&mut self, seq: Seq, failure: SpawnFailure, now: Tick) -> SpawnVerdict {
+        let others_running = self.running.len() > 1;
+        let defer = match failure {
+            SpawnFailure::Shortage { descriptors } => others_running || !descriptors,
+            SpawnFailure::Failed => false,
+        };
+        if defer && self.defer(seq, now) {
+            let until = now.saturating_add(self.spawn_backoff);
+            self.spawn_hold = Some(until);
+            self.spawn_backoff = (self.spawn_backoff * 2).min(BACKOFF_MAX);
+            return SpawnVerdict::Deferred { until };
+        }
+        let facts = RunFacts {
+            exit: None,
+            stopped_while_running: false,
+            ended_at: now,
+        };
+        match self.finish(seq, facts, now) {
+            Some(finished) => SpawnVerdict::Ended(finished),
+            None => SpawnVerdict::Deferred { until: now },
+        }
+    }
+
+    /// Puts a taken run back at the front of its lane, its key first in the ready line, as
+    /// if never taken: its tries and its admission time are kept, its slot is freed.
+    fn defer(&mut self, seq: Seq, now: Tick) -> bool {
+        self.clock = self.clock.max(now);
+        let Some(run) = self.running.remove(&seq) else {
+            return false;
+        };
+        if let Some(at) = run.deadline {
+            self.deadlines.remove(&(at, seq));
+        }
+        self.free_slots.insert(run.slot);
+        let lane = self
+            .lanes
+            .get_mut(&run.key)
+            .expect("a running job's key has a lane");
+        lane.busy = false;
+        lane.cancelling = false;
+        self.queued += run.batch.len();
+        for job in run.batch.into_iter().rev() {
+            lane.waiting.push_front(job);
+        }
+        // A busy key is never in the ready line: it goes first, as it was taken first.
+        self.ready.push_front(Arc::clone(&run.key));
+        true
+    }
+
+    /// The shell reports how many finished jobs' grouped output blocks wait for the reader.
+    /// While as many wait as jobs may run, nothing starts ([`Scheduler::take`]).
+    pub fn set_output_backlog(&mut self, blocks: usize) {
+        self.output_backlog = blocks;
+    }
+
+    /// Whether new starts wait for grouped output to be written.
+    pub fn output_backlogged(&self) -> bool {
+        self.output_backlog >= self.limits.max_concurrent
+    }
+
+    /// Whether jobs start between the admissions of a burst of input lines, so that a key's
+    /// first job runs at once rather than being coalesced away by a line read in the same
+    /// burst. Not when batching: a batch wants the whole burst.
+    pub fn starts_between_admissions(&self) -> bool {
+        !self.policy.batching()
+    }
+}

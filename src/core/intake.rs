@@ -1,0 +1,129 @@
+//! What comes in: whether input is read now (`--on-full`, backpressure), what becomes of each
+//! job offered (queued, superseding, rejected, closed, skipped), and the order a manifest's
+//! jobs are offered in.
+
+use super::finish::Account;
+use super::outcome::{Outcome, RejectReason, StopReason};
+use super::shutdown::StopOrder;
+use super::state::{JobRequest, OnFull, Scheduler, Seq, Tick};
+use super::transition::Admission;
+
+/// The core's answer to a job offered at the intake.
+#[must_use]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Offer {
+    /// Queued in its lane, `ahead` jobs of its key before it. Under `--coalesce latest` it may
+    /// have replaced a waiting job (`replaced`, whose account says `superseded`), and under
+    /// `--cancel-in-progress` asked for the key's running job to stop (`cancel`).
+    Queued {
+        ahead: usize,
+        replaced: Option<Account>,
+        cancel: Option<StopOrder>,
+    },
+    /// Not admitted: the job's account (`rejected`/`queue_full`, or `interrupted` when the run
+    /// is stopping).
+    Refused(Account),
+    /// `--resume`: it succeeded in the earlier report; no record, counted as skipped.
+    Skipped,
+}
+
+impl Scheduler {
+    /// Whether the shell may read the next input item: under `--on-full wait` only while a
+    /// job can be admitted (backpressure), or once the run is stopping (each item is then
+    /// recorded at once); under `--on-full reject` always. Never once input is closed.
+    pub fn may_read_input(&self) -> bool {
+        if self.intake_closed.is_some() {
+            return false;
+        }
+        match self.policy.on_full {
+            OnFull::Wait => self.has_room() || self.draining,
+            OnFull::Reject => true,
+        }
+    }
+
+    /// Why input is no longer read, if it is not (a halt closed it).
+    pub fn intake_closed(&self) -> Option<StopReason> {
+        self.intake_closed
+    }
+
+    /// Offers a job at `now`. `succeeded_before` says a `--resume` report holds a success of
+    /// the same key and command: the job is skipped. Otherwise it is admitted
+    /// ([`Scheduler::admit`]) or refused with its account.
+    pub fn offer(&mut self, job: JobRequest, succeeded_before: bool, now: Tick) -> Offer {
+        if succeeded_before {
+            return Offer::Skipped;
+        }
+        let seq = job.seq;
+        match self.admit(job, now) {
+            Admission::Queued { ahead } => Offer::Queued {
+                ahead,
+                replaced: None,
+                cancel: None,
+            },
+            Admission::Superseding {
+                ahead,
+                replaced,
+                cancel,
+            } => Offer::Queued {
+                ahead,
+                replaced: replaced.map(|old| Account {
+                    superseded_by: Some(seq),
+                    ..Account::unstarted(old, Outcome::Interrupted(StopReason::Superseded), now)
+                }),
+                cancel: cancel.and_then(|running| self.supersede(running)),
+            },
+            Admission::Full => Offer::Refused(Account::unstarted(
+                seq,
+                Outcome::Rejected(RejectReason::QueueFull),
+                now,
+            )),
+            Admission::Closed => {
+                let reason = self
+                    .intake_closed
+                    .or(self.stopping)
+                    .unwrap_or(StopReason::Shutdown);
+                Offer::Refused(Account::unstarted(seq, Outcome::Interrupted(reason), now))
+            }
+        }
+    }
+
+    /// The account of an input line that is not a job (`rejected`/`invalid_input`).
+    pub fn invalid_input(&self, seq: Seq, now: Tick) -> Account {
+        Account::unstarted(seq, Outcome::Rejected(RejectReason::InvalidInput), now)
+    }
+
+    /// `--cancel-in-progress`: the running job `seq` is asked to stop (SIGTERM, reason
+    /// `superseded`), unless it already stops for another reason.
+    fn supersede(&mut self, seq: Seq) -> Option<StopOrder> {
+        let run = self.running.get_mut(&seq)?;
+        if run.stop.is_some() {
+            return None;
+        }
+        run.stop = Some(StopReason::Superseded);
+        Some(StopOrder {
+            seq,
+            signal: nix::sys::signal::Signal::SIGTERM,
+            reason: StopReason::Superseded,
+        })
+    }
+}
+
+/// The order a manifest's jobs are offered in, as indexes into `ranks` (one rank per job, in
+/// file order): lower rank first, file order among equal ranks (a stable sort), so that each
+/// lane is admitted in (rank, file order) and lower ranks reach the ready line first.
+pub fn admission_order(ranks: &[i64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..ranks.len()).collect();
+    order.sort_by_key(|&i| ranks[i]);
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::admission_order;
+
+    #[test]
+    fn lower_ranks_first_and_file_order_among_equals() {
+        assert_eq!(admission_order(&[0, -1, 0, 2, -1]), vec![1, 4, 0, 2, 3]);
+        assert_eq!(admission_order(&[]), Vec::<usize>::new());
+    }
+}

@@ -1,0 +1,251 @@
+//! The ledger: the one place that turns what happened into what `lanes` tells. Every event
+//! (`--events`), every job record (report file, `--json`), JUnit test case, summary count and
+//! display update is written from here, from typed values: the core's [`Account`] of a job
+//! and the facts its process left. Times are [`Tick`]s on the run's one clock, turned into
+//! wall-clock timestamps from the moment the run started, so that a record's `duration_ms`
+//! is exactly its `ended_at − started_at`.
+
+use std::time::{Duration, SystemTime};
+
+use super::entry::Entry;
+use super::events::{Event, EventLog};
+use super::json::{timestamp, RunRecord, SCHEMA_VERSION};
+use super::progress::Progress;
+use super::recorder::Recorder;
+use crate::core::{Account, ExitFacts, Outcome, Seq, Tick};
+
+/// What the shell adds to a job's [`Account`]: what the job was and what its last process did.
+#[derive(Debug, Default)]
+pub struct JobFacts<'a> {
+    /// 1-based source line.
+    pub line: u64,
+    /// `None` for an input line without a usable key.
+    pub key: Option<&'a str>,
+    /// `None` for an invalid input line.
+    pub command: Option<&'a str>,
+    /// How the direct child of the try that just ended exited (jobs in flight only).
+    pub exit: Option<ExitFacts>,
+    /// Processes outlived the direct child past the leak window.
+    pub leaked: bool,
+    /// A message for people (spawn error, invalid line, output file problem).
+    pub error: Option<String>,
+    /// The end of the job's stderr.
+    pub stderr_tail: &'a [u8],
+}
+
+/// Events, records, JUnit, summary and display of one run.
+pub struct Ledger {
+    /// The wall-clock time of tick zero.
+    origin: SystemTime,
+    recorder: Recorder,
+    events: EventLog,
+}
+
+impl Ledger {
+    /// A ledger whose ticks count from `origin` (the wall-clock time the run started).
+    pub fn new(origin: SystemTime, recorder: Recorder, events: EventLog) -> Self {
+        Ledger {
+            origin,
+            recorder,
+            events,
+        }
+    }
+
+    /// The wall-clock time of `tick`.
+    pub fn at(&self, tick: Tick) -> SystemTime {
+        self.origin + tick
+    }
+
+    /// Writes the report's `run` header.
+    pub async fn run_started(&mut self, max_concurrent: usize, source: String) {
+        self.recorder
+            .start(&RunRecord {
+                kind: "run",
+                version: env!("CARGO_PKG_VERSION"),
+                schema: SCHEMA_VERSION,
+                started_at: timestamp(self.origin),
+                max_concurrent,
+                source,
+            })
+            .await;
+    }
+
+    /// A job was admitted into its lane, `ahead` jobs of its key before it; `queued` jobs
+    /// wait in all.
+    pub fn queued(&mut self, seq: Seq, key: &str, ahead: usize, queued: usize, now: Tick) {
+        if let Some(progress) = self.recorder.progress() {
+            progress.set_queued(queued);
+        }
+        if self.events.enabled() {
+            let at = timestamp(self.at(now));
+            self.events.write(&Event::Queued {
+                seq,
+                key,
+                ahead,
+                at,
+            });
+        }
+    }
+
+    /// A try of the run `members` (its first job first) started in `slot`, as `command`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn started(
+        &mut self,
+        members: &[Seq],
+        key: &str,
+        command: &str,
+        slot: u32,
+        attempt: u32,
+        batch: Option<Seq>,
+        queued: usize,
+        now: Tick,
+    ) {
+        if self.events.enabled() {
+            let at = timestamp(self.at(now));
+            for &seq in members {
+                self.events.write(&Event::Started {
+                    seq,
+                    key,
+                    slot,
+                    attempt,
+                    batch,
+                    at: at.clone(),
+                });
+            }
+        }
+        if let Some(progress) = self.recorder.progress() {
+            progress.started(members[0], key, command);
+            progress.set_queued(queued);
+        }
+    }
+
+    /// A try of the run `members` ended with `outcome`; `retry` says it goes again.
+    pub fn try_ended(
+        &mut self,
+        members: &[Seq],
+        key: &str,
+        outcome: Outcome,
+        attempt: u32,
+        retry: bool,
+        now: Tick,
+    ) {
+        if let Some(progress) = self.recorder.progress() {
+            progress.run_ended(members[0]);
+        }
+        if self.events.enabled() {
+            let at = timestamp(self.at(now));
+            for &seq in members {
+                self.write_ended(seq, key, outcome, attempt, retry, at.clone());
+            }
+        }
+    }
+
+    fn write_ended(
+        &mut self,
+        seq: Seq,
+        key: &str,
+        outcome: Outcome,
+        attempt: u32,
+        retry: bool,
+        at: String,
+    ) {
+        self.events.write(&Event::Ended {
+            seq,
+            key,
+            outcome: outcome.name(),
+            reason: outcome.reason(),
+            attempt,
+            retry,
+            at,
+        });
+    }
+
+    /// Writes a job's one record from its account and facts, and counts it. A job that was not
+    /// in flight when it ended (never started, or waiting for a retry) gets its `ended` event
+    /// here. Returns whether the job started (it then has result files to index).
+    pub async fn close(&mut self, account: &Account, facts: JobFacts<'_>) -> bool {
+        let tried = account.tried;
+        let ended_at = match tried {
+            // A retry that never got its turn: the record tells of its last try.
+            Some(tried) if !account.in_flight => tried.ended_at,
+            _ => account.ended_at,
+        };
+        let entry = Entry {
+            seq: account.seq,
+            line: facts.line,
+            key: facts.key,
+            command: facts.command,
+            outcome: account.outcome,
+            exit: facts.exit.filter(|_| account.in_flight && tried.is_some()),
+            attempts: account.attempts,
+            slot: tried.map(|t| t.slot),
+            started_at: tried.map(|t| self.at(t.started_at)),
+            ended_at: self.at(ended_at),
+            duration: tried.map(|t| t.ended_at.saturating_sub(t.started_at)),
+            waited: tried.map(|t| t.waited).or(account.waited),
+            leaked: facts.leaked,
+            superseded_by: account.superseded_by,
+            batch: account.batch,
+            error: facts.error.as_deref(),
+            stderr_tail: facts.stderr_tail,
+        };
+        if !account.in_flight && self.events.enabled() {
+            let at = timestamp(self.at(account.ended_at));
+            self.write_ended(
+                account.seq,
+                facts.key.unwrap_or(""),
+                account.outcome,
+                account.attempts,
+                false,
+                at,
+            );
+        }
+        let started = entry.started();
+        self.recorder.job(&entry).await;
+        started
+    }
+
+    /// Counts a job skipped because `--resume` found it already succeeded (no record).
+    pub fn skipped(&mut self) {
+        self.recorder.skipped();
+    }
+
+    /// The input ended after `total` jobs: the display learns the total.
+    pub fn input_ended(&mut self, total: u64) {
+        if let Some(progress) = self.recorder.progress() {
+            progress.set_total(total);
+        }
+    }
+
+    /// The live display, when there is one.
+    pub fn progress(&mut self) -> Option<&mut Progress> {
+        self.recorder.progress()
+    }
+
+    /// Whether any job ended in an outcome that makes the exit status 1.
+    pub fn any_bad(&self) -> bool {
+        self.recorder.any_bad()
+    }
+
+    /// Whether the report, the events file or the JUnit file could not be stored whole.
+    pub fn lost(&self) -> bool {
+        self.recorder.report_lost() || self.events.lost()
+    }
+
+    /// Writes the JUnit file, if any (before the exit status is decided).
+    pub fn write_junit(&mut self) {
+        self.recorder.write_junit();
+    }
+
+    /// Writes the `summary` record; returns the human summary and, under `--json`, the task
+    /// still handing records to stdout (see [`Recorder::finish`]).
+    pub async fn finish(
+        &mut self,
+        elapsed: Duration,
+        exit_code: u8,
+    ) -> (String, Option<tokio::task::JoinHandle<()>>) {
+        self.recorder
+            .finish(super::entry::millis(elapsed), exit_code)
+            .await
+    }
+}
