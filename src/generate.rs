@@ -1,8 +1,9 @@
-//! The files generated from the command-line definition: shell completions and the man page.
-//! They are committed under `completions/` and `man/`; a test proves them current.
+//! The generated files: shell completions and the man page from the command-line definition,
+//! and the report's JSON Schema from the record types. They are committed under
+//! `completions/`, `man/` and `schema/`; a test proves them current.
 //!
-//! Regenerate after changing `cli.rs`:
-//! `LANES_REGENERATE=1 cargo test generated_files_are_current`
+//! Regenerate after changing `cli.rs` or the records in `report/json.rs`:
+//! `LANES_REGENERATE=1 cargo test --lib generated_files_are_current`
 
 use clap::CommandFactory;
 use clap_complete::Shell;
@@ -34,6 +35,14 @@ pub fn man_page() -> Vec<u8> {
     out
 }
 
+/// The report's JSON Schema, `schema/report.schema.json`: pretty JSON ending in a newline.
+pub fn report_schema() -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(&crate::report::json::schema())
+        .expect("a schema always serialises");
+    out.push(b'\n');
+    out
+}
+
 /// Every generated file as (path relative to the repository, contents).
 pub fn all() -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = COMPLETIONS
@@ -41,6 +50,7 @@ pub fn all() -> Vec<(String, Vec<u8>)> {
         .map(|&(shell, name)| (format!("completions/{name}"), completion(shell)))
         .collect();
     files.push(("man/lanes.1".to_owned(), man_page()));
+    files.push(("schema/report.schema.json".to_owned(), report_schema()));
     files
 }
 
@@ -64,7 +74,7 @@ mod tests {
         }
         assert!(
             stale.is_empty(),
-            "out of date: {stale:?}; run `LANES_REGENERATE=1 cargo test generated_files_are_current`"
+            "out of date: {stale:?}; run `LANES_REGENERATE=1 cargo test --lib generated_files_are_current`"
         );
     }
 

@@ -59,6 +59,21 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome with every reason, in declaration order: the `outcome` and `reason` words
+    /// the report schema allows, and which reasons go with which outcome.
+    pub const ALL: [Outcome; 10] = [
+        Outcome::Succeeded,
+        Outcome::Failed(FailReason::ExitStatus),
+        Outcome::Failed(FailReason::Killed),
+        Outcome::Failed(FailReason::SpawnError),
+        Outcome::Interrupted(StopReason::Timeout),
+        Outcome::Interrupted(StopReason::Shutdown),
+        Outcome::Interrupted(StopReason::FailFast),
+        Outcome::Interrupted(StopReason::Superseded),
+        Outcome::Rejected(RejectReason::InvalidInput),
+        Outcome::Rejected(RejectReason::QueueFull),
+    ];
+
     /// The report's `outcome` word.
     pub fn name(self) -> &'static str {
         match self {
@@ -136,6 +151,27 @@ mod tests {
                 classify(exit, Some(StopReason::Timeout)),
                 Outcome::Interrupted(StopReason::Timeout)
             );
+        }
+    }
+
+    #[test]
+    fn all_lists_every_outcome_and_reason_once() {
+        // Exhaustive: a new outcome or reason does not compile here until it is numbered; list
+        // it in `ALL` at that position (the report schema's words come from `ALL`).
+        let position = |outcome: Outcome| match outcome {
+            Outcome::Succeeded => 0,
+            Outcome::Failed(FailReason::ExitStatus) => 1,
+            Outcome::Failed(FailReason::Killed) => 2,
+            Outcome::Failed(FailReason::SpawnError) => 3,
+            Outcome::Interrupted(StopReason::Timeout) => 4,
+            Outcome::Interrupted(StopReason::Shutdown) => 5,
+            Outcome::Interrupted(StopReason::FailFast) => 6,
+            Outcome::Interrupted(StopReason::Superseded) => 7,
+            Outcome::Rejected(RejectReason::InvalidInput) => 8,
+            Outcome::Rejected(RejectReason::QueueFull) => 9,
+        };
+        for (i, &outcome) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(position(outcome), i, "{outcome:?}");
         }
     }
 

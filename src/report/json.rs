@@ -1,92 +1,243 @@
-//! The JSON Lines report (SPEC §5.2): the record types, which are the public schema
-//! (`schema/report.schema.json`), and their serialisation, one line per record.
+//! The JSON Lines report (SPEC §5.2): the record types, which are the public schema, and their
+//! serialisation, one line per record. The JSON Schema `schema/report.schema.json` is generated
+//! from these types by [`schema`] (see `crate::generate`), so their doc comments are its
+//! descriptions.
 
+use std::borrow::Cow;
 use std::time::SystemTime;
 
+use schemars::generate::SchemaSettings;
+use schemars::transform::RecursiveTransform;
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::core::Outcome;
 
 /// The report schema's version; raised on any incompatible change to the records.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// First line of a report.
-#[derive(Debug, Serialize)]
+/// The first line of a report: which `lanes` wrote it, under which schema version, and how the
+/// run was set up.
+#[derive(Debug, Serialize, JsonSchema)]
+#[schemars(rename = "run", deny_unknown_fields)]
 pub struct RunRecord {
+    /// The record's kind: always `"run"`.
     #[serde(rename = "type")]
+    #[schemars(extend("const" = "run"))]
     pub kind: &'static str,
     /// The version of `lanes` that wrote the report.
     pub version: &'static str,
-    /// [`SCHEMA_VERSION`].
+    /// The version of the report schema, raised on any incompatible change to the records.
+    #[schemars(extend("const" = SCHEMA_VERSION))]
     pub schema: u32,
-    /// RFC 3339 UTC with milliseconds.
+    /// When the run started.
+    #[schemars(with = "Timestamp")]
     pub started_at: String,
+    /// The most jobs in flight at once (`-j`, `--max-concurrent`).
+    #[schemars(range(min = 1))]
     pub max_concurrent: usize,
-    /// `"-"` for stdin, else the path as given.
+    /// Where the jobs were read from: `"-"` for stdin, else the path as given.
     pub source: String,
 }
 
-/// One job's record, written when the job ends (or is rejected, or dropped at shutdown).
-#[derive(Debug, Clone, Serialize)]
+/// One job's record, written when the job ends (or is rejected, or is dropped at shutdown).
+/// Job records come in the order jobs end, not in input order.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(
+    rename = "job",
+    deny_unknown_fields,
+    extend("allOf" = reasons_by_outcome())
+)]
 pub struct JobRecord {
+    /// The record's kind: always `"job"`.
     #[serde(rename = "type")]
+    #[schemars(extend("const" = "job"))]
     pub kind: &'static str,
-    /// 1-based job number in input order.
+    /// The 1-based job number, in input order (invalid lines included).
+    #[schemars(range(min = 1))]
     pub seq: u64,
-    /// 1-based source line (the `[[job]]` header line in a manifest).
+    /// The 1-based source line: the job's line, or in a manifest its `[[job]]` header line.
+    #[schemars(range(min = 1))]
     pub line: u64,
-    /// `null` for an input line without a tab (or whose key is not UTF-8).
+    /// The job's key as given; `null` for an input line without a tab (or whose key is not
+    /// UTF-8).
     pub key: Option<String>,
-    /// `null` for an invalid input line.
+    /// The job's command as given (with `--command`, the text after the tab, not the expanded
+    /// template); `null` for an invalid input line.
     pub command: Option<String>,
-    /// `succeeded`, `failed`, `interrupted` or `rejected`.
+    /// How the job ended: `succeeded` (exit status 0), `failed`, `interrupted` (stopped or
+    /// dropped by `lanes`) or `rejected` (never queued).
+    #[schemars(extend("enum" = outcome_words()))]
     pub outcome: &'static str,
-    /// `null` for `succeeded`; see SPEC §5.2 for the words.
+    /// Why the job ended as it did; `null` for `succeeded`. `failed`: `exit_status` (a non-zero
+    /// exit status), `killed` (a signal `lanes` did not send, e.g. SIGSEGV), `spawn_error` (the
+    /// job could not be started). `interrupted`: `timeout`, `shutdown` (`lanes` got SIGINT,
+    /// SIGTERM or SIGHUP), `fail_fast` (another job failed under `--fail-fast`), `superseded` (a
+    /// newer job of the same key replaced it). `rejected`: `invalid_input` (a malformed input
+    /// line), `queue_full` (`--on-full reject` with `--max-queued` jobs waiting).
+    #[schemars(extend("enum" = reason_words()))]
     pub reason: Option<&'static str>,
-    /// The direct child's exit status, when it exited normally.
+    /// The direct child's exit status, when it exited normally; else `null`.
     pub exit_code: Option<i32>,
-    /// The signal that ended the direct child (`"SIGKILL"`), when a signal did.
+    /// The name of the signal that ended the direct child (`"SIGKILL"`), when a signal did;
+    /// else `null`.
+    #[schemars(regex(pattern = r"^SIG[A-Z0-9]+$"))]
     pub signal: Option<String>,
     /// Whether a process was started for the job.
     pub started: bool,
-    /// RFC 3339 UTC with milliseconds; `null` when not started.
+    /// When the job's process started (its first try); `null` when not started.
+    #[schemars(with = "Option<Timestamp>")]
     pub started_at: Option<String>,
-    /// RFC 3339 UTC with milliseconds: when the record was decided.
+    /// When the job's record was decided: when it ended, or for a job that never started, when
+    /// it was rejected or dropped. Never `null`.
+    #[schemars(with = "Timestamp")]
     pub ended_at: String,
     /// From start to end, in milliseconds; `null` when not started.
     pub duration_ms: Option<u64>,
     /// From admission to start (or to the end, when it never started), in milliseconds; `null`
     /// for a job that was never admitted (rejected).
     pub wait_ms: Option<u64>,
-    /// Tries made (0 when never started).
+    /// Tries made, a start that failed (`spawn_error`) included; 0 when never tried.
     pub attempts: u32,
-    /// 1..=max_concurrent, when started.
+    /// The slot the job ran in, 1 to `max_concurrent`, when started; else `null`.
+    #[schemars(range(min = 1))]
     pub slot: Option<u32>,
     /// Whether processes of the job's group outlived its shell past the leak window and were
     /// terminated, or held its output pipes open.
     pub leaked: bool,
-    /// The seq of the job that replaced this one (`superseded` only).
+    /// The `seq` of the job that replaced this one (`superseded` only); else `null`.
+    #[schemars(range(min = 1))]
     pub superseded_by: Option<u64>,
-    /// The seq of the first job of the batch this job ran in (batching only).
+    /// With batching, the `seq` of the first job of the batch this job ran in; else `null`.
+    #[schemars(range(min = 1))]
     pub batch: Option<u64>,
-    /// A message for people: the OS error of a spawn error, why a line is invalid.
+    /// A message for people: the OS error of a spawn error, why a line is invalid; else `null`.
     pub error: Option<String>,
 }
 
-/// Last line of a report.
-#[derive(Debug, Default, Clone, Serialize)]
+/// The last line of a report: counts by outcome, the run's wall time and its exit status.
+#[derive(Debug, Default, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "summary", deny_unknown_fields)]
 pub struct SummaryRecord {
+    /// The record's kind: always `"summary"`.
     #[serde(rename = "type")]
+    #[schemars(extend("const" = "summary"))]
     pub kind: &'static str,
+    /// Job records in the report: the sum of the four outcome counts.
     pub jobs: u64,
+    /// Jobs that `succeeded`.
     pub succeeded: u64,
+    /// Jobs that `failed`.
     pub failed: u64,
+    /// Jobs that were `interrupted`.
     pub interrupted: u64,
+    /// Jobs that were `rejected`.
     pub rejected: u64,
-    /// Jobs not run because `--resume` found them already succeeded.
+    /// Jobs not run because `--resume` found them already succeeded; they have no record.
     pub skipped: u64,
     /// Wall time of the whole run, in milliseconds.
     pub duration_ms: u64,
     /// The status `lanes` exits with.
     pub exit_code: u8,
+}
+
+/// The schema of a timestamp field (the fields themselves are `String`s): RFC 3339 UTC with
+/// milliseconds, as [`timestamp`] writes it.
+struct Timestamp;
+
+impl JsonSchema for Timestamp {
+    fn schema_name() -> Cow<'static, str> {
+        "timestamp".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "RFC 3339 UTC with milliseconds (`2026-11-29T11:35:56.123Z`).",
+            "type": "string",
+            "format": "date-time",
+            "pattern": r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$",
+        })
+    }
+}
+
+/// The `outcome` words, in the order of [`Outcome::ALL`].
+fn outcome_words() -> Vec<&'static str> {
+    let mut words = Vec::new();
+    for outcome in Outcome::ALL {
+        if !words.contains(&outcome.name()) {
+            words.push(outcome.name());
+        }
+    }
+    words
+}
+
+/// The `reason` words (`null` for a success), in the order of [`Outcome::ALL`].
+fn reason_words() -> Vec<Option<&'static str>> {
+    Outcome::ALL
+        .iter()
+        .map(|outcome| outcome.reason())
+        .collect()
+}
+
+/// For each `outcome` word, the `reason` words that go with it, as `if`/`then` schemas.
+fn reasons_by_outcome() -> Vec<Value> {
+    outcome_words()
+        .into_iter()
+        .map(|word| {
+            let reasons: Vec<Option<&str>> = Outcome::ALL
+                .iter()
+                .filter(|outcome| outcome.name() == word)
+                .map(|outcome| outcome.reason())
+                .collect();
+            json!({
+                "if": { "properties": { "outcome": { "const": word } } },
+                "then": { "properties": { "reason": { "enum": reasons } } },
+            })
+        })
+        .collect()
+}
+
+/// Joins the lines of a schema's description (doc comments are wrapped at 100 columns),
+/// keeping paragraph breaks.
+fn unwrap_description(schema: &mut Schema) {
+    if let Some(Value::String(text)) = schema.get_mut("description") {
+        *text = text
+            .split("\n\n")
+            .map(|paragraph| {
+                paragraph
+                    .lines()
+                    .map(str::trim)
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect::<Vec<_>>()
+            .join("\n\n");
+    }
+}
+
+/// The JSON Schema (draft 2020-12) of one report line: any of the three records, told apart
+/// by their `type`.
+pub fn schema() -> Schema {
+    let mut generator = SchemaSettings::draft2020_12()
+        .for_serialize()
+        .with_transform(RecursiveTransform(unwrap_description))
+        .into_generator();
+    let records = [
+        generator.subschema_for::<RunRecord>(),
+        generator.subschema_for::<JobRecord>(),
+        generator.subschema_for::<SummaryRecord>(),
+    ];
+    let mut schema = json_schema!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "lanes/report.schema.json",
+        "title": format!("lanes JSON Lines report record (schema {SCHEMA_VERSION})"),
+        "description": "Each line of a lanes report is one of these records: a `run` header \
+            first, one `job` record per job in the order jobs end, a `summary` last.",
+        "oneOf": records,
+    });
+    schema.insert("$defs".to_owned(), generator.take_definitions(true).into());
+    schema
 }
 
 /// Formats `time` as RFC 3339 UTC with milliseconds (`2026-11-29T11:35:56.123Z`).
