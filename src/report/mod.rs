@@ -1,5 +1,6 @@
 //! What `lanes` tells about a run: the JSON Lines report and the human summary.
 
+pub mod entry;
 pub mod events;
 pub mod human;
 pub mod json;

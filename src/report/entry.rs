@@ -1,0 +1,110 @@
+//! One job's final entry: the typed facts every report form is built from (the JSON Lines
+//! record, the JUnit test case, the summary line), so that none of them re-reads another's
+//! words or timestamps.
+
+use std::time::{Duration, SystemTime};
+
+use super::json::{timestamp, JobRecord};
+use crate::core::{ExitFacts, Outcome};
+
+/// Everything known of a job when its one record is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry<'a> {
+    /// 1-based job number in input order.
+    pub seq: u64,
+    /// 1-based source line (the `[[job]]` header line in a manifest).
+    pub line: u64,
+    /// `None` for an input line without a tab (or whose key is not UTF-8).
+    pub key: Option<&'a str>,
+    /// `None` for an invalid input line.
+    pub command: Option<&'a str>,
+    /// How the job ended.
+    pub outcome: Outcome,
+    /// How the direct child of its last try ended, when one ran.
+    pub exit: Option<ExitFacts>,
+    /// Tries made (0 when never started).
+    pub attempts: u32,
+    /// The slot of its last try, when it started.
+    pub slot: Option<u32>,
+    /// When its last try started, when it started.
+    pub started_at: Option<SystemTime>,
+    /// When the record was decided (the end of its last try, for a job that ran).
+    pub ended_at: SystemTime,
+    /// From the start of its last try to its end, when it started; `ended_at - started_at`,
+    /// both read from one clock.
+    pub duration: Option<Duration>,
+    /// From admission to the start (or to the end, when it never started); `None` for a job
+    /// never admitted.
+    pub waited: Option<Duration>,
+    /// Processes of its group outlived its direct child past the leak window, or held its
+    /// pipes open.
+    pub leaked: bool,
+    /// The newer job that superseded it (`superseded` only).
+    pub superseded_by: Option<u64>,
+    /// The first job of the batch it ran in (batching only).
+    pub batch: Option<u64>,
+    /// A message for people: the OS error of a spawn error, why a line is invalid.
+    pub error: Option<&'a str>,
+    /// The last bytes of its stderr (at most a few KiB), for the summary and JUnit.
+    pub stderr_tail: &'a [u8],
+}
+
+impl Entry<'_> {
+    /// Whether a process was started for the job.
+    pub fn started(&self) -> bool {
+        self.started_at.is_some()
+    }
+
+    /// The exit status, when the direct child exited normally.
+    pub fn exit_code(&self) -> Option<i32> {
+        match self.exit {
+            Some(ExitFacts::Exited(code)) => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The name of the signal that ended the direct child (`"SIGKILL"`), when a signal did.
+    pub fn signal(&self) -> Option<String> {
+        match self.exit {
+            Some(ExitFacts::Signaled(signal)) => Some(signal_name(signal)),
+            _ => None,
+        }
+    }
+
+    /// The JSON Lines record (SPEC §5.2).
+    pub fn to_record(&self) -> JobRecord {
+        JobRecord {
+            kind: "job",
+            seq: self.seq,
+            line: self.line,
+            key: self.key.map(str::to_owned),
+            command: self.command.map(str::to_owned),
+            outcome: self.outcome.name(),
+            reason: self.outcome.reason(),
+            exit_code: self.exit_code(),
+            signal: self.signal(),
+            started: self.started(),
+            started_at: self.started_at.map(timestamp),
+            ended_at: timestamp(self.ended_at),
+            duration_ms: self.duration.map(millis),
+            wait_ms: self.waited.map(millis),
+            attempts: self.attempts,
+            slot: self.slot,
+            leaked: self.leaked,
+            superseded_by: self.superseded_by,
+            batch: self.batch,
+            error: self.error.map(str::to_owned),
+        }
+    }
+}
+
+/// A signal's name (`SIGKILL`), or `SIG` and its number for one the system does not name.
+pub fn signal_name(signal: i32) -> String {
+    nix::sys::signal::Signal::try_from(signal)
+        .map_or_else(|_| format!("SIG{signal}"), |s| s.as_str().to_owned())
+}
+
+/// Whole milliseconds of `duration`, saturating.
+pub fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
