@@ -5,12 +5,14 @@ use std::fs::File;
 use std::io::Write;
 
 use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
 
+use super::entry::Entry;
 use super::human;
 use super::json::{to_line, JobRecord, RunRecord, SummaryRecord};
 use super::junit::JunitReport;
 use super::progress::Progress;
-use crate::core::Outcome;
+use crate::core::{ExitFacts, Outcome};
 use crate::output::sink::SinkTx;
 
 /// Where report lines go, and the running counts.
@@ -103,7 +105,7 @@ impl Recorder {
             }
         }
         if let Some((_, junit)) = &mut self.junit {
-            junit.add(&record, stderr_tail);
+            junit.add(&entry_of(&record, outcome, stderr_tail));
         }
         if let Some(progress) = &mut self.progress {
             progress.recorded(outcome.is_bad());
@@ -203,5 +205,41 @@ impl Recorder {
             });
             let _ = tx.send(line);
         }
+    }
+}
+
+/// The typed entry of a job's record, read back from the record (whose times are to the
+/// millisecond, as the JUnit file shows them).
+fn entry_of<'a>(record: &'a JobRecord, outcome: Outcome, stderr_tail: &'a [u8]) -> Entry<'a> {
+    let time = |at: &str| humantime::parse_rfc3339(at).ok();
+    let signal = |name: &str| {
+        name.parse::<nix::sys::signal::Signal>()
+            .map(|signal| signal as i32)
+            .ok()
+            .or_else(|| name.strip_prefix("SIG")?.parse().ok())
+    };
+    let exit = match (record.exit_code, record.signal.as_deref()) {
+        (Some(code), _) => Some(ExitFacts::Exited(code)),
+        (None, Some(name)) => signal(name).map(ExitFacts::Signaled),
+        (None, None) => None,
+    };
+    Entry {
+        seq: record.seq,
+        line: record.line,
+        key: record.key.as_deref(),
+        command: record.command.as_deref(),
+        outcome,
+        exit,
+        attempts: record.attempts,
+        slot: record.slot,
+        started_at: record.started_at.as_deref().and_then(time),
+        ended_at: time(&record.ended_at).unwrap_or_else(SystemTime::now),
+        duration: record.duration_ms.map(Duration::from_millis),
+        waited: record.wait_ms.map(Duration::from_millis),
+        leaked: record.leaked,
+        superseded_by: record.superseded_by,
+        batch: record.batch,
+        error: record.error.as_deref(),
+        stderr_tail,
     }
 }
