@@ -2,7 +2,7 @@
 //!
 //! The document is built with `quick-junit`, which writes the XML and computes the counts
 //! (`tests`, `failures`, `errors`, `skipped`) of each suite and of the whole run from the test
-//! cases. A job record becomes a test case named `seq N: COMMAND`, in the suite (and class)
+//! cases. A job's [`Entry`] becomes a test case named `seq N: COMMAND`, in the suite (and class)
 //! named after its key, that is:
 //! - `succeeded`: a success;
 //! - `interrupted` for `superseded`: `<skipped message="superseded by seq N">`;
@@ -22,14 +22,17 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
+// chrono is here only because quick-junit's API takes `DateTime<FixedOffset>` timestamps: the
+// report's times are `SystemTime`s, converted directly by `date_time`.
 use chrono::{DateTime, FixedOffset, Utc};
 use quick_junit::{
     NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite, XmlString,
 };
 
-use super::json::JobRecord;
+use super::entry::{millis, Entry};
+use crate::core::{FailReason, Outcome, StopReason};
 
-/// Suite name (and class name) of the jobs whose record has no key.
+/// Suite name (and class name) of the jobs that have no key.
 const NO_KEY: &str = "(no key)";
 /// Longest command, in characters, put into a test case name.
 const COMMAND_CHARS: usize = 200;
@@ -40,14 +43,15 @@ const TAB_STOP: usize = 8;
 
 /// Collects what the JUnit file needs while the run goes on; memory is one small entry per
 /// job (no output is kept beyond the tail given to `add`).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct JunitReport {
     /// Name of the `<testsuites>` element.
     name: String,
     /// When the run started.
-    started_at: Option<DateTime<FixedOffset>>,
-    /// The latest `ended_at` of the records added, for the run's `time`.
-    last_end: Option<DateTime<FixedOffset>>,
+    started_at: SystemTime,
+    /// The latest `ended_at` of the entries added, to the whole millisecond, for the run's
+    /// `time`.
+    last_end: Option<SystemTime>,
     /// One per distinct key, in the order first added.
     suites: Vec<Suite>,
     /// Key → index into `suites`.
@@ -72,12 +76,13 @@ struct Case {
     /// `seq N: COMMAND`, cleaned.
     name: XmlString,
     time_ms: u64,
-    timestamp: Option<DateTime<FixedOffset>>,
+    /// When its last try started.
+    started_at: Option<SystemTime>,
     verdict: Verdict,
     attempts: u32,
     slot: Option<u32>,
     exit_code: Option<i32>,
-    /// Already fit.
+    /// The signal's name (always fit: `SIGSEGV`, `SIG40`).
     signal: Option<String>,
     leaked: bool,
     /// Cleaned stderr tail; only for failures and errors, and only when not empty.
@@ -105,66 +110,66 @@ impl JunitReport {
     pub fn new(run_name: &str, started_at: SystemTime) -> Self {
         Self {
             name: run_name.to_owned(),
-            started_at: Some(DateTime::<Utc>::from(started_at).into()),
-            ..Self::default()
+            started_at,
+            last_end: None,
+            suites: Vec::new(),
+            index: HashMap::new(),
         }
     }
 
-    /// Adds one job's final record; `stderr_tail` is the last lines of its stderr (may be empty),
-    /// already bounded by the caller (≤ 4 KiB).
-    pub fn add(&mut self, record: &JobRecord, stderr_tail: &[u8]) {
-        if let Ok(end) = DateTime::parse_from_rfc3339(&record.ended_at) {
-            if self.last_end.is_none_or(|last| end > last) {
-                self.last_end = Some(end);
-            }
+    /// Adds one job's final entry; its `stderr_tail` (the last lines of its stderr, may be
+    /// empty) is already bounded by the caller (≤ 4 KiB).
+    pub fn add(&mut self, entry: &Entry<'_>) {
+        let end = whole_millis(entry.ended_at);
+        if self.last_end.is_none_or(|last| end > last) {
+            self.last_end = Some(end);
         }
-        let verdict = verdict(record);
+        let verdict = verdict(entry);
         let stderr = match verdict {
-            Verdict::NonSuccess { .. } => Some(text_block(stderr_tail)).filter(|s| !s.is_empty()),
+            Verdict::NonSuccess { .. } => {
+                Some(text_block(entry.stderr_tail)).filter(|s| !s.is_empty())
+            }
             Verdict::Success | Verdict::Skipped { .. } => None,
         };
-        let name = match &record.command {
-            Some(command) => format!("seq {}: {}", record.seq, one_line(command, COMMAND_CHARS)),
-            None => format!("seq {}: (invalid line {})", record.seq, record.line),
+        let name = match entry.command {
+            Some(command) => format!("seq {}: {}", entry.seq, one_line(command, COMMAND_CHARS)),
+            None => format!("seq {}: (invalid line {})", entry.seq, entry.line),
         };
         let case = Case {
-            seq: record.seq,
+            seq: entry.seq,
             name: name.into(),
-            time_ms: if record.started {
-                record.duration_ms.unwrap_or(0)
-            } else {
-                0
+            time_ms: match (entry.started(), entry.duration) {
+                (true, Some(duration)) => millis(duration),
+                _ => 0,
             },
-            timestamp: record
-                .started_at
-                .as_deref()
-                .and_then(|at| DateTime::parse_from_rfc3339(at).ok()),
+            started_at: entry.started_at,
             verdict,
-            attempts: record.attempts,
-            slot: record.slot,
-            exit_code: record.exit_code,
-            signal: record.signal.as_deref().map(|s| one_line(s, usize::MAX)),
-            leaked: record.leaked,
+            attempts: entry.attempts,
+            slot: entry.slot,
+            exit_code: entry.exit_code(),
+            signal: entry.signal(),
+            leaked: entry.leaked,
             stderr: stderr.map(XmlString::new),
         };
 
-        let suite = match self.index.get(&record.key) {
+        let key = entry.key.map(str::to_owned);
+        let suite = match self.index.get(&key) {
             Some(&i) => &mut self.suites[i],
             None => {
-                self.index.insert(record.key.clone(), self.suites.len());
-                let name = match &record.key {
+                let name = match entry.key {
                     Some(key) => one_line(key, usize::MAX),
                     None => NO_KEY.to_owned(),
                 };
+                self.index.insert(key, self.suites.len());
                 self.suites.push(Suite {
                     name: name.into(),
-                    first_seq: record.seq,
+                    first_seq: entry.seq,
                     cases: Vec::new(),
                 });
                 self.suites.last_mut().expect("just pushed")
             }
         };
-        suite.first_seq = suite.first_seq.min(record.seq);
+        suite.first_seq = suite.first_seq.min(entry.seq);
         suite.cases.push(case);
     }
 
@@ -175,11 +180,12 @@ impl JunitReport {
     /// end (and are added) in another order, and the document does not depend on it.
     pub fn to_xml(&self) -> String {
         let mut report = Report::new(self.name.as_str());
-        if let Some(start) = self.started_at {
-            report.set_timestamp(start);
-            if let Some(took) = self.last_end.and_then(|end| (end - start).to_std().ok()) {
-                report.set_time(took);
-            }
+        report.set_timestamp(date_time(self.started_at));
+        if let Some(took) = self
+            .last_end
+            .and_then(|end| end.duration_since(self.started_at).ok())
+        {
+            report.set_time(took);
         }
 
         // `XmlString::new` is slow (it runs a terminal parser over the text): the texts of a job
@@ -196,8 +202,8 @@ impl JunitReport {
             test_suite.set_time(Duration::from_millis(
                 cases.iter().map(|case| case.time_ms).sum(),
             ));
-            if let Some(first) = cases.iter().filter_map(|case| case.timestamp).min() {
-                test_suite.set_timestamp(first);
+            if let Some(first) = cases.iter().filter_map(|case| case.started_at).min() {
+                test_suite.set_timestamp(date_time(first));
             }
             test_suite.add_test_cases(
                 cases
@@ -210,6 +216,22 @@ impl JunitReport {
         report
             .to_string()
             .expect("a JUnit report always serialises to memory")
+    }
+}
+
+/// `at` as the timestamp type quick-junit takes, in UTC. (It writes timestamps to the
+/// millisecond, truncated.)
+fn date_time(at: SystemTime) -> DateTime<FixedOffset> {
+    DateTime::<Utc>::from(at).into()
+}
+
+/// `at` truncated to the whole millisecond, as the report's `ended_at` has it: the run's
+/// `time` is measured to that.
+fn whole_millis(at: SystemTime) -> SystemTime {
+    match at.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(since) => SystemTime::UNIX_EPOCH + Duration::from_millis(millis(since)),
+        // Before 1970: no report gives such a time; leave it.
+        Err(_) => at,
     }
 }
 
@@ -266,8 +288,8 @@ impl Case {
         let mut case = TestCase::new(self.name.clone(), status);
         case.set_classname(classname.clone())
             .set_time(Duration::from_millis(self.time_ms));
-        if let Some(timestamp) = self.timestamp {
-            case.set_timestamp(timestamp);
+        if let Some(started_at) = self.started_at {
+            case.set_timestamp(date_time(started_at));
         }
         case.add_property(texts.property("attempts", self.attempts));
         if let Some(slot) = self.slot {
@@ -287,49 +309,55 @@ impl Case {
     }
 }
 
-/// How a record shows in the document.
-fn verdict(record: &JobRecord) -> Verdict {
-    let reason = record.reason;
-    let error = record.error.as_deref().map(|e| one_line(e, usize::MAX));
-    let word = |fallback: &'static str| reason.unwrap_or(fallback);
-    match (record.outcome, reason) {
-        ("succeeded", _) => Verdict::Success,
-        ("interrupted", Some("superseded")) => Verdict::Skipped {
-            message: match record.superseded_by {
+/// How a job shows in the document.
+fn verdict(entry: &Entry<'_>) -> Verdict {
+    let error = entry.error.map(|e| one_line(e, usize::MAX));
+    // The `type` attribute's text (and the message of an interruption).
+    let reason = entry.outcome.reason().unwrap_or(entry.outcome.name());
+    match entry.outcome {
+        Outcome::Succeeded => Verdict::Success,
+        Outcome::Interrupted(StopReason::Superseded) => Verdict::Skipped {
+            message: match entry.superseded_by {
                 Some(seq) => format!("superseded by seq {seq}").into(),
                 None => "superseded".into(),
             },
         },
-        ("failed", _) => Verdict::NonSuccess {
+        Outcome::Failed(why) => Verdict::NonSuccess {
             failure: true,
-            ty: word("failed"),
-            message: failure_message(record, error).into(),
+            ty: reason,
+            message: failure_message(entry, why, error, reason).into(),
         },
-        ("rejected", _) => Verdict::NonSuccess {
+        Outcome::Rejected(_) => Verdict::NonSuccess {
             failure: false,
-            ty: word("rejected"),
-            message: error.unwrap_or_else(|| word("rejected").to_owned()).into(),
+            ty: reason,
+            message: error.unwrap_or_else(|| reason.to_owned()).into(),
         },
-        // `interrupted` (timeout, shutdown, fail_fast), and any outcome this module does not
-        // know of.
-        (outcome, _) => Verdict::NonSuccess {
-            failure: false,
-            ty: word(outcome),
-            message: word(outcome).into(),
-        },
+        Outcome::Interrupted(StopReason::Timeout | StopReason::Shutdown | StopReason::FailFast) => {
+            Verdict::NonSuccess {
+                failure: false,
+                ty: reason,
+                message: reason.into(),
+            }
+        }
     }
 }
 
-/// `exit status 3`, `killed by SIGSEGV`, or the spawn error's text.
-fn failure_message(record: &JobRecord, error: Option<String>) -> String {
-    let spawn_error = record.reason == Some("spawn_error");
-    match (&record.signal, record.exit_code, error) {
+/// `exit status 3`, `killed by SIGSEGV`, or the spawn error's text (`error`, cleaned);
+/// `reason` is the reason's word, for a failure with neither.
+fn failure_message(
+    entry: &Entry<'_>,
+    why: FailReason,
+    error: Option<String>,
+    reason: &str,
+) -> String {
+    let spawn_error = why == FailReason::SpawnError;
+    match (entry.signal(), entry.exit_code(), error) {
         (_, _, Some(error)) if spawn_error => error,
-        (Some(signal), _, _) => format!("killed by {}", one_line(signal, usize::MAX)),
+        (Some(signal), _, _) => format!("killed by {signal}"),
         (None, Some(code), _) => format!("exit status {code}"),
         (None, None, Some(error)) => error,
         (None, None, None) if spawn_error => "spawn error".to_owned(),
-        (None, None, None) => record.reason.unwrap_or("failed").to_owned(),
+        (None, None, None) => reason.to_owned(),
     }
 }
 
@@ -455,115 +483,149 @@ fn text_block(bytes: &[u8]) -> String {
 mod tests {
     use std::time::Instant;
 
+    use nix::sys::signal::Signal;
+
     use super::*;
+    use crate::core::{ExitFacts, RejectReason};
 
     const WEIRD_KEY: &str = "we<&\"'>ird\u{1}\u{ffff}";
     const WEIRD_NAME: &str = "we<&\"'>ird";
 
-    /// A record with the fields a test does not care about set as for a job that never started.
-    fn record(
+    /// A test's time, written as the JSON report writes it.
+    fn at(text: &str) -> SystemTime {
+        humantime::parse_rfc3339(text).expect("a valid test time")
+    }
+
+    /// An entry with the fields a test does not care about set as for a job that never started.
+    fn entry<'a>(
         seq: u64,
-        key: Option<&str>,
-        command: Option<&str>,
-        outcome: &'static str,
-    ) -> JobRecord {
-        JobRecord {
-            kind: "job",
+        key: Option<&'a str>,
+        command: Option<&'a str>,
+        outcome: Outcome,
+    ) -> Entry<'a> {
+        Entry {
             seq,
             line: seq,
-            key: key.map(str::to_owned),
-            command: command.map(str::to_owned),
+            key,
+            command,
             outcome,
-            reason: None,
-            exit_code: None,
-            signal: None,
-            started: false,
-            started_at: None,
-            ended_at: format!("2026-11-29T11:36:{:02}.000Z", seq % 60),
-            duration_ms: None,
-            wait_ms: None,
+            exit: None,
             attempts: 0,
             slot: None,
+            started_at: None,
+            ended_at: at(&format!("2026-11-29T11:36:{:02}.000Z", seq % 60)),
+            duration: None,
+            waited: None,
             leaked: false,
             superseded_by: None,
             batch: None,
             error: None,
+            stderr_tail: b"",
         }
     }
 
-    fn started(mut record: JobRecord, duration_ms: u64, slot: u32) -> JobRecord {
-        record.started = true;
-        record.started_at = Some("2026-11-29T11:35:56.123Z".to_owned());
-        record.duration_ms = Some(duration_ms);
-        record.wait_ms = Some(0);
-        record.attempts = 1;
-        record.slot = Some(slot);
-        record
+    fn started(mut entry: Entry<'_>, duration_ms: u64, slot: u32) -> Entry<'_> {
+        entry.started_at = Some(at("2026-11-29T11:35:56.123Z"));
+        entry.duration = Some(Duration::from_millis(duration_ms));
+        entry.waited = Some(Duration::ZERO);
+        entry.attempts = 1;
+        entry.slot = Some(slot);
+        entry
     }
 
     /// Three keys (one with markup and control characters, and null), every kind of outcome,
     /// added in an order that is not the seq order.
     fn mixed() -> JunitReport {
-        let start = DateTime::parse_from_rfc3339("2026-11-29T11:35:56.000Z").unwrap();
-        let mut report = JunitReport::new("lanes jobs.tsv", start.into());
+        let mut report = JunitReport::new("lanes jobs.tsv", at("2026-11-29T11:35:56.000Z"));
 
-        let mut r = started(
-            record(2, Some(WEIRD_KEY), Some("run \u{1}thing"), "failed"),
+        let mut e = started(
+            entry(
+                2,
+                Some(WEIRD_KEY),
+                Some("run \u{1}thing"),
+                Outcome::Failed(FailReason::ExitStatus),
+            ),
             250,
             2,
         );
-        r.reason = Some("exit_status");
-        r.exit_code = Some(3);
-        report.add(&r, b"line one\n\terror: boom\x07\x1b[31m red\x1b[0m \xff\n");
+        e.exit = Some(ExitFacts::Exited(3));
+        e.stderr_tail = b"line one\n\terror: boom\x07\x1b[31m red\x1b[0m \xff\n";
+        report.add(&e);
 
-        let mut r = started(
-            record(1, Some("alpha"), Some("make build"), "succeeded"),
+        let mut e = started(
+            entry(1, Some("alpha"), Some("make build"), Outcome::Succeeded),
             1500,
             1,
         );
-        r.exit_code = Some(0);
-        report.add(&r, b"warning: unused\n");
+        e.exit = Some(ExitFacts::Exited(0));
+        e.stderr_tail = b"warning: unused\n";
+        report.add(&e);
 
-        let mut r = record(4, None, None, "rejected");
-        r.reason = Some("invalid_input");
-        r.error = Some("no tab in line 4".to_owned());
-        report.add(&r, b"");
+        let mut e = entry(4, None, None, Outcome::Rejected(RejectReason::InvalidInput));
+        e.error = Some("no tab in line 4");
+        report.add(&e);
 
-        let mut r = started(
-            record(3, Some("alpha"), Some("sleep 100"), "interrupted"),
+        let mut e = started(
+            entry(
+                3,
+                Some("alpha"),
+                Some("sleep 100"),
+                Outcome::Interrupted(StopReason::Timeout),
+            ),
             5000,
             1,
         );
-        r.reason = Some("timeout");
-        r.signal = Some("SIGTERM".to_owned());
-        report.add(&r, b"waiting for lock\n");
+        e.exit = Some(ExitFacts::Signaled(Signal::SIGTERM as i32));
+        e.stderr_tail = b"waiting for lock\n";
+        report.add(&e);
 
-        let mut r = started(record(5, Some("alpha"), Some("./crash"), "failed"), 12, 2);
-        r.reason = Some("killed");
-        r.signal = Some("SIGSEGV".to_owned());
-        r.leaked = true;
-        report.add(&r, b"Segmentation fault (core dumped)\n");
+        let mut e = started(
+            entry(
+                5,
+                Some("alpha"),
+                Some("./crash"),
+                Outcome::Failed(FailReason::Killed),
+            ),
+            12,
+            2,
+        );
+        e.exit = Some(ExitFacts::Signaled(Signal::SIGSEGV as i32));
+        e.leaked = true;
+        e.stderr_tail = b"Segmentation fault (core dumped)\n";
+        report.add(&e);
 
-        let mut r = record(6, Some(WEIRD_KEY), Some("old"), "interrupted");
-        r.reason = Some("superseded");
-        r.superseded_by = Some(8);
-        report.add(&r, b"");
+        let mut e = entry(
+            6,
+            Some(WEIRD_KEY),
+            Some("old"),
+            Outcome::Interrupted(StopReason::Superseded),
+        );
+        e.superseded_by = Some(8);
+        report.add(&e);
 
-        let mut r = record(8, Some(WEIRD_KEY), Some("new"), "succeeded");
-        r = started(r, 0, 1);
-        r.exit_code = Some(0);
-        report.add(&r, b"");
+        let mut e = entry(8, Some(WEIRD_KEY), Some("new"), Outcome::Succeeded);
+        e = started(e, 0, 1);
+        e.exit = Some(ExitFacts::Exited(0));
+        report.add(&e);
 
-        let mut r = record(7, Some(WEIRD_KEY), Some("nope"), "failed");
-        r.reason = Some("spawn_error");
-        r.attempts = 1;
-        r.error = Some("No such file or directory (os error 2)".to_owned());
-        report.add(&r, b"");
+        let mut e = entry(
+            7,
+            Some(WEIRD_KEY),
+            Some("nope"),
+            Outcome::Failed(FailReason::SpawnError),
+        );
+        e.attempts = 1;
+        e.error = Some("No such file or directory (os error 2)");
+        report.add(&e);
 
-        let mut r = record(9, Some("alpha"), Some("late"), "rejected");
-        r.reason = Some("queue_full");
-        r.error = Some("the queue is full".to_owned());
-        report.add(&r, b"");
+        let mut e = entry(
+            9,
+            Some("alpha"),
+            Some("late"),
+            Outcome::Rejected(RejectReason::QueueFull),
+        );
+        e.error = Some("the queue is full");
+        report.add(&e);
 
         report
     }
@@ -761,18 +823,15 @@ mod tests {
     fn unfit_text_is_removed() {
         let mut report = JunitReport::new("run\u{0}", SystemTime::UNIX_EPOCH);
         let long = format!("echo {}\u{1}\u{fffe}", "x".repeat(400));
-        let mut r = record(
+        let mut e = entry(
             1,
             Some("k\u{7f}\u{85}ey\n2\u{1b}[1m"),
             Some(&long),
-            "failed",
+            Outcome::Failed(FailReason::SpawnError),
         );
-        r.reason = Some("spawn_error");
-        r.error = Some("bad\u{0}\u{b} thing".to_owned());
-        report.add(
-            &r,
-            "\u{1b}]0;title\u{7}\ttab\r\nend\u{c}\u{ffff}".as_bytes(),
-        );
+        e.error = Some("bad\u{0}\u{b} thing");
+        e.stderr_tail = "\u{1b}]0;title\u{7}\ttab\r\nend\u{c}\u{ffff}".as_bytes();
+        report.add(&e);
         let xml = report.to_xml();
         for bad in [
             '\u{0}', '\u{1}', '\u{7}', '\u{b}', '\u{c}', '\u{1b}', '\u{7f}', '\u{85}', '\u{fffe}',
@@ -819,19 +878,46 @@ mod tests {
     }
 
     #[test]
+    fn times_to_the_millisecond_as_in_the_json_report() {
+        let micros = |n: u64| SystemTime::UNIX_EPOCH + Duration::from_micros(n);
+        let mut report = JunitReport::new("run", micros(600));
+        let mut e = started(entry(1, Some("k"), Some("c"), Outcome::Succeeded), 0, 1);
+        e.started_at = Some(micros(123_900));
+        e.duration = Some(Duration::from_micros(1_499_600));
+        e.ended_at = micros(1_623_500);
+        report.add(&e);
+        let xml = report.to_xml();
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+        let root = doc.root_element();
+        assert_eq!(attr(root, "timestamp"), "1970-01-01T00:00:00.000+00:00");
+        // From the start to `ended_at` as the report writes it, 1.623.
+        assert_eq!(attr(root, "time"), "1.622");
+        let suite = child(root, "testsuite").unwrap();
+        assert_eq!(attr(suite, "time"), "1.499");
+        assert_eq!(attr(suite, "timestamp"), "1970-01-01T00:00:00.123+00:00");
+        let case = child(suite, "testcase").unwrap();
+        assert_eq!(attr(case, "time"), "1.499");
+        assert_eq!(attr(case, "timestamp"), "1970-01-01T00:00:00.123+00:00");
+    }
+
+    #[test]
     fn ten_thousand_jobs_render_fast() {
         let tail = "error: something went wrong at step 42\n".repeat(100);
         let command = format!("./run-step --with many --arguments {}", "y".repeat(150));
         let mut report = JunitReport::new("big", SystemTime::now());
         for seq in (1..=10_000u64).rev() {
             let key = format!("key-{}", seq % 100);
-            let outcome = if seq % 10 == 0 { "failed" } else { "succeeded" };
-            let mut r = started(record(seq, Some(&key), Some(&command), outcome), seq, 1);
-            if outcome == "failed" {
-                r.reason = Some("exit_status");
-                r.exit_code = Some(1);
+            let outcome = if seq % 10 == 0 {
+                Outcome::Failed(FailReason::ExitStatus)
+            } else {
+                Outcome::Succeeded
+            };
+            let mut e = started(entry(seq, Some(&key), Some(&command), outcome), seq, 1);
+            if let Outcome::Failed(_) = outcome {
+                e.exit = Some(ExitFacts::Exited(1));
             }
-            report.add(&r, tail.as_bytes());
+            e.stderr_tail = tail.as_bytes();
+            report.add(&e);
         }
 
         let began = Instant::now();

@@ -104,7 +104,7 @@ impl Recorder {
             }
         }
         if let Some((_, junit)) = &mut self.junit {
-            junit.add(&entry.to_record(), entry.stderr_tail);
+            junit.add(entry);
         }
         if let Some(progress) = &mut self.progress {
             progress.recorded(outcome.is_bad());
