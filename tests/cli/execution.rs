@@ -202,6 +202,10 @@ fn a_missing_cwd_is_a_spawn_error_and_the_lane_moves_on() {
     );
     let error = failed.error.as_deref().unwrap();
     assert!(error.contains("No such file or directory"), "{error}");
+    assert!(
+        error.contains("no/such/dir"),
+        "the error names the directory: {error}"
+    );
     assert!(!scratch.exists("ran-1"));
     assert_eq!(out.job(2).result(), ("succeeded", None));
     assert!(scratch.exists("ran-2"));
@@ -257,6 +261,28 @@ fn a_job_ended_by_a_signal_is_killed_with_the_signals_name() {
         assert_eq!(job.exit_code, None);
         assert!(!job.leaked);
     }
+}
+
+#[test]
+fn an_exit_status_above_128_is_an_exit_status_not_a_signal() {
+    // A shell reports a child killed by signal N as status 128+N; lanes sees how its own
+    // child ended, so `exit 137` stays an exit status and SIGKILL stays a signal.
+    let out = Run::new()
+        .args(["-j", "3"])
+        .stdin("e137\texit 137\ne143\texit 143\nk9\tkill -KILL $$\n")
+        .run();
+    out.code(1);
+    for (seq, code) in [(1, 137), (2, 143)] {
+        let job = out.job(seq);
+        assert_eq!(job.result(), ("failed", Some("exit_status")), "{job:?}");
+        assert_eq!((job.exit_code, job.signal.as_deref()), (Some(code), None));
+    }
+    let killed = out.job(3);
+    assert_eq!(killed.result(), ("failed", Some("killed")), "{killed:?}");
+    assert_eq!(
+        (killed.exit_code, killed.signal.as_deref()),
+        (None, Some("SIGKILL"))
+    );
 }
 
 #[test]

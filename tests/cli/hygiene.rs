@@ -3,6 +3,9 @@
 //! descriptor limit.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::records::*;
@@ -294,4 +297,69 @@ fn a_low_descriptor_limit_with_a_high_cap_completes_every_job() {
         .collect();
     assert_eq!(done, (1..=300).collect());
     assert_eq!(out.stdout().lines().count(), 300);
+}
+
+/// The most descriptors and the peak resident set (KiB) seen in process `pid`, sampled until
+/// `stop` is set.
+fn sample_usage(pid: i32, stop: Arc<AtomicBool>) -> thread::JoinHandle<(usize, u64)> {
+    thread::spawn(move || {
+        let (mut descriptors, mut peak_kib) = (0, 0);
+        while !stop.load(Ordering::SeqCst) {
+            if let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+                descriptors = descriptors.max(entries.count());
+            }
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let hwm = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().strip_suffix("kB"))
+                .and_then(|v| v.trim().parse().ok());
+            peak_kib = peak_kib.max(hwm.unwrap_or(0));
+            thread::sleep(Duration::from_millis(2));
+        }
+        (descriptors, peak_kib)
+    })
+}
+
+#[test]
+fn thousands_of_jobs_hold_descriptors_for_running_jobs_only_and_lose_none() {
+    // 2 000 jobs over 100 keys: ten times the queue bound, so reading waits for room, and far
+    // more jobs than the 128 descriptors lanes may open. Descriptors belong to the 16 running
+    // jobs (a few each), never to queued or finished ones.
+    const JOBS: usize = 2000;
+    let input: String = (0..JOBS)
+        .map(|i| format!("k{}\techo j{i}\n", i % 100))
+        .collect();
+    let running = Run::new()
+        .wrapper("ulimit -n 128")
+        .args(["-j", "16", "--max-queued", "200"])
+        .stdin(input)
+        .spawn();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample_usage(running.pid(), Arc::clone(&stop));
+    let out = running.wait();
+    stop.store(true, Ordering::SeqCst);
+    let (descriptors, peak_kib) = sampler.join().unwrap();
+    out.code(0);
+    assert!(descriptors > 0, "lanes was never sampled");
+    assert!(
+        descriptors <= 4 * 16 + 32,
+        "lanes had {descriptors} descriptors open at once for 16 running jobs"
+    );
+    assert!(peak_kib < 256 * 1024, "peak RSS {peak_kib} KiB");
+    let report = out.report();
+    assert_eq!(report.jobs.len(), JOBS, "{}", out.stderr());
+    assert_eq!(report.summary.succeeded, JOBS as u64);
+    let shown: BTreeSet<String> = out
+        .stdout()
+        .lines()
+        .map(|l| l.split_once("] ").expect("prefixed").1.to_owned())
+        .collect();
+    assert_eq!(out.stdout().lines().count(), JOBS, "a job's line twice");
+    assert_eq!(shown, (0..JOBS).map(|i| format!("j{i}")).collect());
+    let stderr = out.stderr().to_lowercase();
+    assert!(
+        !stderr.contains("too many open files") && !stderr.contains("temporarily unavailable"),
+        "{stderr}"
+    );
 }

@@ -31,6 +31,67 @@ fn crlf_input_and_a_last_line_without_newline() {
 }
 
 #[test]
+fn a_last_line_without_newline_runs_from_a_file_and_from_a_manifest() {
+    let scratch = Scratch::new();
+    scratch.write("jobs.txt", "a\techo first\nb\techo last-without-newline");
+    scratch.write(
+        "jobs.toml",
+        "[[job]]\nkey = \"a\"\ncmd = \"echo first\"\n\n\
+         [[job]]\nkey = \"b\"\ncmd = \"echo last-without-newline\"",
+    );
+    for file in ["jobs.txt", "jobs.toml"] {
+        let out = Run::new().cwd(scratch.path()).args(["-j", "1", file]).run();
+        out.code(0);
+        assert_eq!(
+            out.stdout(),
+            "[a] first\n[b] last-without-newline\n",
+            "{file}\n{}",
+            out.dump()
+        );
+        assert_eq!(out.report().summary.succeeded, 2, "{file}");
+    }
+}
+
+#[test]
+fn an_unterminated_last_line_runs_only_once_the_input_has_ended() {
+    // Until EOF the last line may still grow: lanes must neither run it early nor wait for a
+    // newline that never comes.
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "2"])
+        .stdin_piped()
+        .spawn();
+    running
+        .stdin()
+        .write_all(b"a\ttouch \"$D/a-ran\"\n")
+        .unwrap();
+    running.stdin().flush().unwrap();
+    scratch.wait_for("a-ran", Duration::from_secs(10));
+    running
+        .stdin()
+        .write_all(b"b\t[ -e \"$D/eof\" ] || touch \"$D/early\"; echo last-")
+        .unwrap();
+    running.stdin().flush().unwrap();
+    // Give lanes time to get that wrong.
+    let ran_early = wait_until(Duration::from_millis(500), || {
+        scratch.exists("early") || running.report_so_far().contains("\"seq\":2,")
+    });
+    assert!(!ran_early, "the unterminated line ran before EOF");
+    running.stdin().write_all(b"without-newline").unwrap();
+    scratch.write("eof", "");
+    running.close_stdin();
+    let out = running.wait();
+    out.code(0);
+    assert_eq!(out.stdout(), "[b] last-without-newline\n", "{}", out.dump());
+    assert!(!scratch.exists("early"));
+    assert_eq!(
+        out.job(2).command.as_deref(),
+        Some("[ -e \"$D/eof\" ] || touch \"$D/early\"; echo last-without-newline")
+    );
+}
+
+#[test]
 fn blank_and_comment_lines_are_skipped_and_take_no_seq() {
     let input =
         "\n   \n# comment\techo not-a-job\na\techo 1\n \t \r\n#b\techo not-either\nb\techo 2\n";

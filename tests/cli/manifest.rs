@@ -157,6 +157,44 @@ cwd = {absolute:?}
 }
 
 #[test]
+fn every_job_gets_pwd_set_to_its_physical_working_directory() {
+    // lanes starts in a directory reached through a symlink, with the logical PWD a shell
+    // would export; one job's cwd is a symlink too. Each job prints its physical directory
+    // and the PWD its process was started with (read from /proc: the shell may correct $PWD
+    // on its own).
+    let scratch = Scratch::new();
+    let real = scratch.mkdir("real");
+    let home = scratch.mkdir("home");
+    let sub = scratch.mkdir("m/sub");
+    std::os::unix::fs::symlink(&real, scratch.join("link")).unwrap();
+    std::os::unix::fs::symlink(&home, scratch.join("home-link")).unwrap();
+    let show = r"pwd -P; tr '\0' '\n' < /proc/$$/environ | grep ^PWD=";
+    scratch.write(
+        "m/m.toml",
+        format!(
+            "[[job]]\nkey = \"link\"\ncmd = '''{show}'''\ncwd = {:?}\n\n\
+             [[job]]\nkey = \"rel\"\ncmd = '''{show}'''\ncwd = \"sub\"\n\n\
+             [[job]]\nkey = \"none\"\ncmd = '''{show}'''\n",
+            scratch.join("link")
+        ),
+    );
+    let out = Run::new()
+        .cwd(scratch.join("home-link"))
+        .env("PWD", scratch.join("home-link"))
+        .args(["-j", "1"])
+        .arg(scratch.join("m/m.toml"))
+        .run();
+    out.code(0);
+    let physical = |p: &std::path::Path| fs::canonicalize(p).unwrap().display().to_string();
+    let mut want = String::new();
+    for (key, dir) in [("link", &real), ("rel", &sub), ("none", &home)] {
+        let dir = physical(dir);
+        want.push_str(&format!("[{key}] {dir}\n[{key}] PWD={dir}\n"));
+    }
+    assert_eq!(out.stdout(), want, "{}", out.dump());
+}
+
+#[test]
 fn env_is_added_per_job_and_isolated_between_jobs() {
     let scratch = Scratch::new();
     scratch.write(

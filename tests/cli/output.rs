@@ -249,3 +249,168 @@ fn each_stream_is_coloured_by_its_own_terminal_decision() {
     assert!(err.contains("[k] to-err"), "{err:?}");
     assert!(!err.contains('\u{1b}'), "escape codes in a file: {err:?}");
 }
+
+/// The lines of `stream` shown with the prefix `[key] `, without it, in order.
+fn lines_of<'a>(stream: &'a [u8], key: &str) -> Vec<&'a [u8]> {
+    let prefix = format!("[{key}] ");
+    stream
+        .split(|&b| b == b'\n')
+        .filter_map(|line| line.strip_prefix(prefix.as_bytes()))
+        .collect()
+}
+
+#[test]
+fn jobs_writing_far_more_than_a_pipe_holds_on_either_stream_finish_and_lose_nothing() {
+    // `big` writes about 1 MB to stdout; `err` about 130 kB to stderr before its first byte on
+    // stdout; `mix` alternates between the two. Reading one stream to its end before the
+    // other, or only after the job exits, blocks them all: the timeout then shows it.
+    let x100 = "x".repeat(100);
+    let out = Run::new()
+        .env("X100", &x100)
+        .args(["-j", "3", "--timeout", "20"])
+        .stdin(
+            "big\ti=0; while [ $i -lt 10000 ]; do echo \"$i $X100\"; i=$((i+1)); done\n\
+             err\ti=0; while [ $i -lt 20000 ]; do echo e$i; i=$((i+1)); done >&2; echo done-out\n\
+             mix\ti=0; while [ $i -lt 5000 ]; do echo o$i; echo E$i >&2; i=$((i+1)); done\n",
+        )
+        .run();
+    out.code(0);
+    let numbered = |tag: &str, n: usize, tail: &str| -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| format!("{tag}{i}{tail}").into_bytes())
+            .collect()
+    };
+    let check = |stream: &[u8], key: &str, want: Vec<Vec<u8>>, what: &str| {
+        let got = lines_of(stream, key);
+        assert!(
+            got.len() == want.len() && got.iter().zip(&want).all(|(g, w)| g == w),
+            "{what} of {key}: {} lines, expected {}; first difference at line {:?}",
+            got.len(),
+            want.len(),
+            got.iter().zip(&want).position(|(g, w)| g != w)
+        );
+    };
+    check(
+        &out.stdout,
+        "big",
+        numbered("", 10_000, &format!(" {x100}")),
+        "stdout",
+    );
+    check(&out.stderr, "err", numbered("e", 20_000, ""), "stderr");
+    check(&out.stdout, "err", vec![b"done-out".to_vec()], "stdout");
+    check(&out.stdout, "mix", numbered("o", 5000, ""), "stdout");
+    check(&out.stderr, "mix", numbered("E", 5000, ""), "stderr");
+    assert_eq!(out.report().summary.succeeded, 3);
+}
+
+/// A job printing 2 000 JSON records, each in three writes (head, 250 bytes of padding from
+/// `$PAD`, tail), so that lines reach lanes in pieces while other jobs write too.
+pub const RECORDS_IN_PIECES: &str = "n=0; while [ $n -lt 2000 ]; do \
+    printf '{\"k\":\"%s\",\"n\":%d,' \"$LANES_KEY\" $n; printf '\"pad\":\"%s\"' \"$PAD\"; \
+    printf '}\\n'; n=$((n+1)); done";
+
+/// The 2 000 lines a [`RECORDS_IN_PIECES`] job of `key` prints.
+pub fn records_in_pieces(key: &str) -> Vec<String> {
+    let pad = "x".repeat(250);
+    (0..2000)
+        .map(|n| format!("{{\"k\":\"{key}\",\"n\":{n},\"pad\":\"{pad}\"}}"))
+        .collect()
+}
+
+#[test]
+fn lines_written_in_pieces_by_concurrent_jobs_stay_whole_and_unmixed() {
+    let keys = ["A", "B", "C", "D"];
+    let input: String = keys
+        .iter()
+        .map(|k| format!("{k}\t{RECORDS_IN_PIECES}\n"))
+        .collect();
+    let out = Run::new()
+        .env("PAD", "x".repeat(250))
+        .args(["-j", "4"])
+        .stdin(input)
+        .run();
+    out.code(0);
+    let stdout = out.stdout();
+    let mut shown = 0;
+    for key in keys {
+        let want = records_in_pieces(key);
+        let got: Vec<String> = lines_of(&out.stdout, key)
+            .iter()
+            .map(|line| String::from_utf8_lossy(line).into_owned())
+            .collect();
+        assert!(
+            got == want,
+            "the lines of {key} are broken, mixed or missing: {} of {}",
+            got.len(),
+            want.len()
+        );
+        shown += got.len();
+    }
+    assert_eq!(stdout.lines().count(), shown, "lines without a prefix");
+}
+
+#[test]
+fn an_unterminated_last_line_is_ended_before_the_next_jobs_output() {
+    // One slot: each job's output follows the last one's directly.
+    let out = Run::new()
+        .args(["-j", "1"])
+        .stdin(
+            "n1\tprintf 'tail-without-newline'\n\
+             n2\tprintf 'line\\npartial-end'; exit 3\n\
+             n3\techo next-job\n\
+             e1\tprintf 'stderr-tail' >&2\n",
+        )
+        .run();
+    out.code(1);
+    assert_eq!(
+        out.stdout(),
+        "[n1] tail-without-newline\n[n2] line\n[n2] partial-end\n[n3] next-job\n",
+        "{}",
+        out.dump()
+    );
+    let stderr = out.stderr();
+    let tails: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("stderr-tail"))
+        .collect();
+    assert_eq!(tails, ["[e1] stderr-tail"], "{}", out.dump());
+    assert!(stderr.ends_with('\n'), "{stderr:?}");
+    let n2 = out.job(2);
+    assert_eq!(n2.result(), ("failed", Some("exit_status")), "{n2:?}");
+    assert_eq!(n2.exit_code, Some(3));
+}
+
+#[test]
+fn a_character_split_across_writes_and_bytes_that_are_not_utf8_pass_through_unchanged() {
+    // `\300\377` is never UTF-8, `\351` is a Latin-1 é; the rocket (F0 9F 9A 80) comes in two
+    // writes with a pause between them.
+    let out = Run::new()
+        .args(["-j", "3"])
+        .stdin(
+            "bin\tprintf 'before\\n\\300\\377 raw bytes\\nafter\\n'\n\
+             bin\techo still-alive\n\
+             split\tprintf '\\360\\237'; sleep 0.3; printf '\\232\\200 rocket\\n'\n\
+             latin\tprintf 'caf\\351\\n'\n",
+        )
+        .run();
+    out.code(0);
+    let want: [(&str, &[&[u8]]); 3] = [
+        (
+            "bin",
+            &[b"before", b"\xc0\xff raw bytes", b"after", b"still-alive"],
+        ),
+        ("split", &[b"\xf0\x9f\x9a\x80 rocket"]),
+        ("latin", &[b"caf\xe9"]),
+    ];
+    for (key, lines) in want {
+        assert_eq!(lines_of(&out.stdout, key), lines, "{}", out.dump());
+    }
+    let lines = out.stdout.iter().filter(|&&b| b == b'\n').count();
+    assert_eq!(lines, 6, "{}", out.dump());
+    for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        assert!(
+            !bytes.windows(3).any(|w| w == "\u{fffd}".as_bytes()),
+            "U+FFFD on {name}: bytes were decoded and replaced"
+        );
+    }
+}

@@ -14,6 +14,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
+use crate::output::{records_in_pieces, RECORDS_IN_PIECES};
 use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -102,6 +103,34 @@ fn grouped_output_writes_each_job_as_one_contiguous_block() {
             lines[first..first + 5],
             want.iter().map(String::as_str).collect::<Vec<_>>()[..],
             "stderr of seq {seq} in one piece\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn grouped_blocks_stay_whole_when_lines_arrive_in_pieces() {
+    let keys = ["A", "B", "C", "D"];
+    let input: String = keys
+        .iter()
+        .map(|k| format!("{k}\t{RECORDS_IN_PIECES}\n"))
+        .collect();
+    let out = Run::new()
+        .env("PAD", "x".repeat(250))
+        .args(["-j", "4", "--output", "grouped"])
+        .stdin(input)
+        .run();
+    out.code(0);
+    let blocks = blocks(&out.stdout());
+    let shown: BTreeSet<&str> = blocks.iter().map(|b| b.0.as_str()).collect();
+    assert_eq!(shown, keys.into_iter().collect(), "one block per job");
+    assert_eq!(blocks.len(), 4, "one block per job");
+    for (key, seq, outcome, lines) in &blocks {
+        assert_eq!(key, keys[*seq as usize - 1]);
+        assert_eq!(outcome, "succeeded");
+        assert!(
+            *lines == records_in_pieces(key),
+            "the block of {key} is broken, mixed or cut: {} lines",
+            lines.len()
         );
     }
 }
@@ -311,6 +340,94 @@ fn results_files_stay_inside_the_directory_whatever_the_key() {
     assert_eq!(files.len(), 2 * keys.len() + 1, "{files:?}");
 }
 
+#[test]
+fn hostile_keys_stay_data_never_paths_or_shell_code() {
+    let scratch = Scratch::new();
+    let work = scratch.mkdir("run");
+    let long_key = "k".repeat(300);
+    let keys = [
+        "a/b",
+        "a_b",
+        "../escape",
+        "/abs-key",
+        "..",
+        ".",
+        "has space",
+        "ünï/cödé",
+        "$(touch pwned)",
+        long_key.as_str(),
+        "ctl\u{1}x",
+        "a/b",
+    ];
+    let abs_key_existed = Path::new("/abs-key").exists();
+    // The first jobs of a/b and a_b wait for each other: only two lanes run them both.
+    let mut input = String::new();
+    for (i, key) in keys.iter().enumerate() {
+        let job = match i + 1 {
+            1 => format!("touch \"$D/up-1\"; {}; echo ok-1", await_file("up-2")),
+            2 => format!("touch \"$D/up-2\"; {}; echo ok-2", await_file("up-1")),
+            seq => format!("echo ok-{seq}"),
+        };
+        input.push_str(&format!("{key}\t{job}\n"));
+    }
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(&work)
+        .args(["-j", "4", "--results", "res"])
+        .stdin(input)
+        .run();
+    out.code(0);
+    for (i, key) in keys.iter().enumerate() {
+        let job = out.job(i as u64 + 1);
+        assert_eq!(job.key.as_deref(), Some(*key), "{job:?}");
+    }
+    assert!(
+        out.job(12).start_ms() >= out.job(1).end_ms(),
+        "the two jobs of a/b overlapped"
+    );
+    let stderr = out.stderr().to_lowercase();
+    assert!(
+        !stderr.contains("name too long") && !stderr.contains("no such file"),
+        "{}",
+        out.dump()
+    );
+    // Nothing was created but the results and the two markers: no escape from res/, no
+    // `pwned` from a key run as shell code.
+    let res = work.join("res");
+    let mut everything = Vec::new();
+    walk(scratch.path(), &mut everything);
+    for path in &everything {
+        assert!(
+            path.starts_with(&res)
+                || *path == work
+                || *path == scratch.join("up-1")
+                || *path == scratch.join("up-2"),
+            "{} was created",
+            path.display()
+        );
+    }
+    assert!(abs_key_existed || !Path::new("/abs-key").exists());
+    // Each job's stdout is in a file of its own, whose name holds no control character.
+    let mut files_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for entry in std::fs::read_dir(&res).unwrap().flatten() {
+        let name = entry.file_name().into_string().unwrap();
+        assert!(!name.chars().any(char::is_control), "{name:?}");
+        for line in std::fs::read_to_string(entry.path()).unwrap().lines() {
+            if line.starts_with("ok-") {
+                files_of
+                    .entry(line.to_owned())
+                    .or_default()
+                    .push(name.clone());
+            }
+        }
+    }
+    for seq in 1..=keys.len() {
+        let files = files_of.remove(&format!("ok-{seq}")).unwrap_or_default();
+        assert_eq!(files.len(), 1, "ok-{seq} is in {files:?}");
+    }
+    assert!(files_of.is_empty(), "{files_of:?}");
+}
+
 fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let path = entry.path();
@@ -505,6 +622,57 @@ fn no_escape_code_or_carriage_return_reaches_a_pipe() {
             );
         }
         assert!(out.stderr().contains("exit"), "{flags:?}: {}", out.dump());
+    }
+}
+
+#[test]
+fn a_run_long_enough_to_draw_progress_writes_no_escape_code_to_pipes() {
+    // Twenty jobs of 0.2 s, four at a time: about a second in which a progress display or a
+    // spinner would be redrawn, under a terminal type that claims every colour.
+    let input: String = (0..20)
+        .map(|i| format!("k{}\tsleep 0.2; echo plain-{i}\n", i % 5))
+        .collect();
+    for json in [false, true] {
+        let mut run = Run::new()
+            .wrapper("unset CLICOLOR_FORCE FORCE_COLOR")
+            .env("TERM", "xterm-256color")
+            .env("COLORTERM", "truecolor")
+            .args(["-j", "4"])
+            .stdin(&input);
+        if json {
+            run = run.no_report().arg("--json");
+        }
+        let out = run.run();
+        out.code(0);
+        for (name, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+            assert!(
+                !bytes.contains(&0x1b) && !bytes.contains(&b'\r'),
+                "--json {json}: ESC or CR on {name}: {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        let (shown, other) = if json {
+            (out.stderr(), out.stdout())
+        } else {
+            (out.stdout(), out.stderr())
+        };
+        for i in 0..20 {
+            let line = format!("[k{}] plain-{i}", i % 5);
+            let times = shown.lines().filter(|l| *l == line).count();
+            assert_eq!(times, 1, "--json {json}: {line:?}\n{}", out.dump());
+        }
+        assert!(
+            !other.lines().any(|l| l.starts_with("[k")),
+            "job output on the wrong stream\n{}",
+            out.dump()
+        );
+        // Under --json, stdout is the report and nothing else.
+        let report = if json {
+            out.stdout_report()
+        } else {
+            out.report().clone()
+        };
+        assert_eq!(report.summary.succeeded, 20, "{}", out.dump());
     }
 }
 

@@ -4,7 +4,8 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
 
 use crate::support::*;
 
@@ -192,4 +193,185 @@ fn a_job_already_stopping_for_its_timeout_keeps_reason_timeout() {
     let b = out.job(2);
     assert_eq!(b.result(), ("interrupted", Some("shutdown")), "{b:?}");
     assert!(b.started);
+}
+
+#[test]
+fn a_stop_signal_ends_every_running_jobs_whole_tree_and_starts_nothing_new() {
+    // Each running job has a child started with `&`, which a non-interactive shell starts
+    // with SIGINT ignored; c waits behind them. lanes is stopped three ways: Ctrl-C (SIGINT to
+    // its whole process group, as a terminal sends it), SIGINT to its pid alone, and SIGTERM
+    // to its pid alone (as a CI system stops a step). The long grace means the children must
+    // go when their shells have: lanes may not wait it out.
+    for (how, status) in [("ctrl-c", 130), ("sigint", 130), ("sigterm", 143)] {
+        let scratch = Scratch::new();
+        let running = Run::new()
+            .scratch(&scratch)
+            .args(["-j", "2", "--grace", "20"])
+            .stdin(
+                "a\tsh -c 'echo $$ > \"$D/pid-a\"; : > \"$D/up-a\"; exec sleep 30' & wait\n\
+                 b\tsleep 30 & echo $! > \"$D/pid-b\"; : > \"$D/up-b\"; wait\n\
+                 c\ttouch \"$D/ran-c\"\n",
+            )
+            .spawn();
+        scratch.wait_for("up-a", WAIT);
+        scratch.wait_for("up-b", WAIT);
+        let children = [scratch.pid("pid-a"), scratch.pid("pid-b")];
+        let groups = children.map(|pid| {
+            process_group(pid).unwrap_or_else(|| panic!("{how}: child {pid} is already gone"))
+        });
+        for group in groups {
+            assert_ne!(
+                group,
+                running.pid(),
+                "{how}: a job runs in lanes' process group"
+            );
+        }
+        let sent = Instant::now();
+        match how {
+            "ctrl-c" => killpg(Pid::from_raw(running.pid()), Signal::SIGINT).unwrap(),
+            "sigint" => running.signal(Signal::SIGINT),
+            _ => running.signal(Signal::SIGTERM),
+        }
+        let out = running.wait();
+        let took = sent.elapsed();
+        out.code(status);
+        assert!(
+            took < Duration::from_secs(5),
+            "{how}: lanes took {took:?} to stop\n{}",
+            out.dump()
+        );
+        for (pid, group) in children.into_iter().zip(groups) {
+            assert!(!alive(pid), "{how}: child {pid} outlived lanes");
+            let left = group_members(group);
+            assert!(left.is_empty(), "{how}: group {group} still has {left:?}");
+        }
+        for seq in [1, 2] {
+            let job = out.job(seq);
+            assert_eq!(
+                job.result(),
+                ("interrupted", Some("shutdown")),
+                "{how}: {job:?}"
+            );
+            assert!(job.started, "{how}: {job:?}");
+        }
+        let queued = out.job(3);
+        assert_eq!(queued.key.as_deref(), Some("c"));
+        assert_eq!(
+            queued.result(),
+            ("interrupted", Some("shutdown")),
+            "{how}: {queued:?}"
+        );
+        assert!(!queued.started, "{how}: {queued:?}");
+        assert!(
+            !scratch.exists("ran-c"),
+            "{how}: job c started after the signal"
+        );
+    }
+}
+
+#[test]
+fn a_second_ctrl_c_cuts_a_slow_cleanup_short_and_every_job_keeps_its_record() {
+    // The job answers SIGINT and SIGTERM with a 30 s cleanup. The first Ctrl-C gives it its
+    // grace period; the second kills it at once. The job queued behind it never runs.
+    let scratch = Scratch::new();
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "1", "--grace", "20"])
+        .stdin(
+            "slow\ttrap ': > \"$D/cleanup\"; sleep 30' INT TERM; echo $$ > \"$D/pid\"; \
+             : > \"$D/up\"; while :; do sleep 0.05; done\n\
+             later\ttouch \"$D/ran-later\"\n",
+        )
+        .spawn();
+    scratch.wait_for("up", WAIT);
+    let shell = scratch.pid("pid");
+    let group = process_group(shell).expect("the job runs");
+    let lanes = Pid::from_raw(running.pid());
+    killpg(lanes, Signal::SIGINT).unwrap();
+    scratch.wait_for("cleanup", WAIT);
+    assert!(
+        !wait_until(Duration::from_millis(500), || !alive(shell)),
+        "the first Ctrl-C did not leave the job its grace period"
+    );
+    assert!(alive(running.pid()), "lanes exited during the grace period");
+    let second = Instant::now();
+    killpg(lanes, Signal::SIGINT).unwrap();
+    let out = running.wait();
+    out.code(130);
+    assert!(
+        second.elapsed() < Duration::from_secs(5),
+        "the second Ctrl-C waited {:?}",
+        second.elapsed()
+    );
+    assert!(
+        group_members(group).is_empty(),
+        "the job's group outlived lanes"
+    );
+    let slow = out.job(1);
+    assert_eq!(slow.result(), ("interrupted", Some("shutdown")), "{slow:?}");
+    assert_eq!(slow.signal.as_deref(), Some("SIGKILL"), "{slow:?}");
+    let later = out.job(2);
+    assert_eq!(
+        later.result(),
+        ("interrupted", Some("shutdown")),
+        "{later:?}"
+    );
+    assert!(!later.started, "{later:?}");
+    assert!(!scratch.exists("ran-later"));
+}
+
+#[test]
+fn after_ctrl_c_each_job_has_one_record_saying_whether_it_finished() {
+    // Twelve jobs in three keys, two slots. The first two finish; every later one blocks once
+    // it starts. Ctrl-C comes when two have finished and two are blocked: eight never start.
+    let scratch = Scratch::new();
+    let job = "if [ $LANES_SEQ -le 2 ]; then touch \"$D/done-$LANES_SEQ\"; \
+               else : > \"$D/up-$LANES_SEQ\"; exec sleep 30; fi";
+    let input: String = (0..12)
+        .map(|i| format!("{}\t{job}\n", ["a", "b", "c"][i % 3]))
+        .collect();
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "2"])
+        .stdin(input)
+        .spawn();
+    let markers = |prefix: &str| {
+        (1..=12)
+            .filter(|seq| scratch.exists(&format!("{prefix}-{seq}")))
+            .count()
+    };
+    assert!(
+        wait_until(WAIT, || markers("done") == 2 && markers("up") == 2),
+        "two jobs did not finish and two block"
+    );
+    killpg(Pid::from_raw(running.pid()), Signal::SIGINT).unwrap();
+    let out = running.wait();
+    out.code(130);
+    // The report parsed whole: run record first, summary last counting the job records.
+    let report = out.report();
+    assert_eq!(report.jobs.len(), 12, "{}", out.dump());
+    for seq in 1..=12 {
+        let job = out.job(seq);
+        if scratch.exists(&format!("done-{seq}")) {
+            assert_eq!(job.result(), ("succeeded", None), "{job:?}");
+        } else {
+            assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
+            let ran = scratch.exists(&format!("up-{seq}"));
+            assert_eq!(job.started, ran, "started only if it ran: {job:?}");
+        }
+    }
+    // Within a key, what succeeded comes before what did not.
+    for key in ["a", "b", "c"] {
+        let succeeded: Vec<bool> = report
+            .by_key(key)
+            .iter()
+            .map(|job| job.outcome == "succeeded")
+            .collect();
+        assert!(
+            succeeded.windows(2).all(|pair| pair[0] || !pair[1]),
+            "key {key}: {succeeded:?}"
+        );
+    }
+    let s = &report.summary;
+    assert_eq!((s.succeeded, s.interrupted, s.failed), (2, 10, 0));
 }

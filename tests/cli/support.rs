@@ -528,6 +528,76 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// `(pid, state, ppid, pgrp)` of every process, from `/proc/PID/stat`.
+fn processes() -> Vec<(i32, char, i32, i32)> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // After the command name in parentheses: state, ppid, pgrp.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().and_then(|s| s.chars().next());
+        let ppid = fields.next().and_then(|s| s.parse().ok());
+        let pgrp = fields.next().and_then(|s| s.parse().ok());
+        if let (Some(state), Some(ppid), Some(pgrp)) = (state, ppid, pgrp) {
+            found.push((pid, state, ppid, pgrp));
+        }
+    }
+    found
+}
+
+/// The process group of `pid`, while the process exists.
+pub fn process_group(pid: i32) -> Option<i32> {
+    processes()
+        .into_iter()
+        .find(|&(p, ..)| p == pid)
+        .map(|(.., pgrp)| pgrp)
+}
+
+/// The live (not zombie) processes of process group `pgid`.
+pub fn group_members(pgid: i32) -> Vec<i32> {
+    processes()
+        .into_iter()
+        .filter(|&(_, state, _, pgrp)| pgrp == pgid && state != 'Z' && state != 'X')
+        .map(|(pid, ..)| pid)
+        .collect()
+}
+
+/// The zombies among the descendants of `pid`: exited processes nobody has reaped.
+pub fn zombie_descendants(pid: i32) -> Vec<i32> {
+    let all = processes();
+    let mut tree = BTreeSet::from([pid]);
+    loop {
+        let before = tree.len();
+        for &(p, _, ppid, _) in &all {
+            if tree.contains(&ppid) {
+                tree.insert(p);
+            }
+        }
+        if tree.len() == before {
+            break;
+        }
+    }
+    all.into_iter()
+        .filter(|&(p, state, ..)| p != pid && tree.contains(&p) && state == 'Z')
+        .map(|(p, ..)| p)
+        .collect()
+}
+
 /// The live processes whose environment holds `LANES_IT_TAG=tag`.
 fn tagged(tag: &str) -> Vec<(i32, String)> {
     let needle = format!("{TAG_VAR}={tag}\0");

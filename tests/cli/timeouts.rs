@@ -1,8 +1,15 @@
 //! SPEC §2: the turn timeout, SIGTERM to the whole process group, the grace period, SIGKILL.
 
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
+use nix::sys::stat::Mode;
+
 use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(10);
 
 #[test]
 fn a_timeout_interrupts_the_job_and_ends_its_whole_process_tree() {
@@ -132,4 +139,110 @@ fn a_job_runs_its_whole_timeout_before_it_is_stopped() {
         short.is_empty(),
         "jobs stopped before their 200 ms timeout (seq, duration_ms): {short:?}"
     );
+}
+
+#[test]
+fn a_timeout_kills_a_process_that_ignores_sigterm_after_the_jobs_shell_has_died() {
+    // The job's shell dies of the timeout's SIGTERM at once; its child ignores SIGTERM, so
+    // only the SIGKILL at the end of the grace period, sent to the group, ends it.
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--timeout", "1", "--grace", "1.5"])
+        .stdin(
+            "k\tsh -c 'trap \"\" TERM; echo $$ > \"$D/pid\"; : > \"$D/up\"; exec sleep 30' \
+             & wait\n",
+        )
+        .run();
+    out.code(1);
+    assert!(
+        scratch.exists("up"),
+        "the child was not ready before the timeout"
+    );
+    let job = out.job(1);
+    assert_eq!(job.result(), ("interrupted", Some("timeout")), "{job:?}");
+    let ms = job.duration_ms.unwrap();
+    assert!(
+        (2450..7000).contains(&ms),
+        "timeout 1 s + grace 1.5 s, the job's group was empty after {ms} ms"
+    );
+    assert!(!alive(scratch.pid("pid")), "the child outlived its job");
+    assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
+}
+
+#[test]
+fn timed_out_jobs_leave_no_zombie_while_the_run_goes_on() {
+    // Three jobs time out: a shell that became `sleep`, a shell waiting for a background
+    // `sleep`, and a shell whose child (a grandchild of lanes, adopted by it once the shell
+    // is gone) became `sleep`. Job `hold` keeps the run going until the test opens a FIFO.
+    let scratch = Scratch::new();
+    let release = scratch.join("release");
+    nix::unistd::mkfifo(&release, Mode::from_bits_truncate(0o600)).unwrap();
+    scratch.write(
+        "m.toml",
+        r#"[[job]]
+key = "hold"
+cmd = 'read x < "$D/release"'
+
+[[job]]
+key = "z1"
+cmd = 'echo $$ > "$D/pid-z1"; exec sleep 30'
+timeout = "1s"
+
+[[job]]
+key = "z2"
+cmd = 'sleep 30 & echo $! > "$D/pid-z2"; wait'
+timeout = "1s"
+
+[[job]]
+key = "z3"
+cmd = """sh -c 'echo $$ > "$D/pid-z3"; exec sleep 30' & wait"""
+timeout = "1s"
+"#,
+    );
+    let running = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["-j", "4", "--grace", "1", "m.toml"])
+        .spawn();
+    assert!(
+        wait_until(WAIT, || running
+            .report_so_far()
+            .matches("\"reason\":\"timeout\"")
+            .count()
+            == 3),
+        "the three jobs did not time out\n{}",
+        running.report_so_far()
+    );
+    let lanes = running.pid();
+    let mut zombies = Vec::new();
+    let reaped = wait_until(Duration::from_secs(2), || {
+        zombies = zombie_descendants(lanes);
+        zombies.is_empty()
+    });
+    assert!(
+        reaped,
+        "zombies under lanes after the timeouts: {zombies:?}"
+    );
+    for key in ["z1", "z2", "z3"] {
+        assert!(
+            !alive(scratch.pid(&format!("pid-{key}"))),
+            "{key}'s sleep lives on"
+        );
+    }
+    assert!(alive(lanes), "the run ended before job hold did");
+    // The FIFO's reader is job hold: opening it does not block.
+    OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(&release)
+        .and_then(|mut fifo| fifo.write_all(b"go\n"))
+        .expect("job hold reads the FIFO");
+    let out = running.wait();
+    out.code(1);
+    assert_eq!(out.job(1).result(), ("succeeded", None), "{}", out.dump());
+    for seq in 2..=4 {
+        let job = out.job(seq);
+        assert_eq!(job.result(), ("interrupted", Some("timeout")), "{job:?}");
+    }
 }
