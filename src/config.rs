@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::{BackendKind, Cli, Coalesce, OnFull, OutputMode, When};
+use crate::cli::Cli;
 use crate::core::Policy;
 use crate::input::manifest::{self, Manifest, ManifestError};
-use crate::shell::backend::{Backend, SlurmOptions};
+use crate::settings::{BackendKind, Coalesce, OnFull, OutputMode, When};
 use crate::template::{Template, TemplateError};
 
 /// The default grace period between the first signal and SIGKILL.
@@ -77,6 +77,45 @@ pub struct RunConfig {
     pub junit: Option<PathBuf>,
     /// Where jobs run.
     pub backend: Backend,
+}
+
+/// Slurm options (`--backend slurm`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SlurmOptions {
+    /// Job names are `PREFIX.HASH(key)`: with `--dependency=singleton`, one job per name and
+    /// user runs at a time on the cluster, across concurrent runs too (`--slurm-name-prefix`).
+    pub name_prefix: String,
+    /// `--licenses=NAME:1` for every job: a cluster-wide cap (`Licenses=NAME:N` in slurm.conf).
+    pub license: Option<String>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+}
+
+/// The backend of a run: where its jobs run. What a backend does to processes is in
+/// `shell::backend`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    Local,
+    Slurm {
+        options: SlurmOptions,
+        /// Marks this run's jobs (`--comment`), so that a fallback `scancel` touches only them.
+        run_id: String,
+    },
+}
+
+impl Backend {
+    /// A Slurm backend for this run.
+    pub fn slurm(options: SlurmOptions) -> Self {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis();
+        Backend::Slurm {
+            options,
+            run_id: format!("lanes-{}-{started}", std::process::id()),
+        }
+    }
 }
 
 /// What `lanes` knows of its surroundings when it decides on colours and the live display.

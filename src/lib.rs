@@ -11,6 +11,7 @@ pub mod input;
 pub mod output;
 pub mod report;
 pub mod resume;
+pub mod settings;
 pub mod shell;
 pub mod template;
 

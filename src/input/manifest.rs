@@ -15,8 +15,8 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::cli::{Coalesce, OnFull};
 use crate::duration::{parse_duration, seconds_to_duration};
+use crate::settings::{Coalesce, OnFull};
 
 /// Run-level settings from the manifest; `None` where the manifest does not set them.
 #[derive(Debug, Clone, Default, PartialEq)]

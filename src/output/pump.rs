@@ -14,7 +14,7 @@ use super::framing::LineFramer;
 use super::results::ResultFiles;
 use super::sink::SinkTx;
 
-use crate::cli::OutputMode;
+use crate::settings::OutputMode;
 
 /// Where a job's output goes (SPEC §5.1).
 pub struct OutputPlan {

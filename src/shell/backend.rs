@@ -9,43 +9,9 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-/// Slurm options (`--backend slurm`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SlurmOptions {
-    /// Job names are `PREFIX.HASH(key)`: with `--dependency=singleton`, one job per name and
-    /// user runs at a time on the cluster, across concurrent runs too (`--slurm-name-prefix`).
-    pub name_prefix: String,
-    /// `--licenses=NAME:1` for every job: a cluster-wide cap (`Licenses=NAME:N` in slurm.conf).
-    pub license: Option<String>,
-    pub partition: Option<String>,
-    pub account: Option<String>,
-    pub qos: Option<String>,
-}
-
-/// The backend of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backend {
-    Local,
-    Slurm {
-        options: SlurmOptions,
-        /// Marks this run's jobs (`--comment`), so that a fallback `scancel` touches only them.
-        run_id: String,
-    },
-}
+pub use crate::config::{Backend, SlurmOptions};
 
 impl Backend {
-    /// A Slurm backend for this run.
-    pub fn slurm(options: SlurmOptions) -> Self {
-        let started = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_millis();
-        Backend::Slurm {
-            options,
-            run_id: format!("lanes-{}-{started}", std::process::id()),
-        }
-    }
-
     /// The program and arguments that run `command` for job `seq` of `key`.
     ///
     /// Slurm: `srun --quiet --quit-on-interrupt --job-name=PREFIX.HASH --dependency=singleton

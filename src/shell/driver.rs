@@ -17,7 +17,6 @@ use super::signal::{next_signal, recv_optional, StopSignals};
 use super::sleep_until_opt;
 use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
 use super::supervise::{self, Control, Ended, Timing};
-use crate::cli::OutputMode;
 use crate::config::{RunConfig, Source};
 use crate::core::{
     Account, Finished, Halt, JobRequest, Limits, Offer, Outcome, RejectReason, RunFacts, Scheduler,
@@ -32,6 +31,7 @@ use crate::output::results::ResultsIndex;
 use crate::output::sink::SinkTx;
 use crate::report::ledger::{JobFacts, Ledger};
 use crate::resume::Resume;
+use crate::settings::OutputMode;
 use crate::template;
 
 /// Most input items admitted in one turn of the loop.

@@ -1,0 +1,56 @@
+//! The words of a run's settings that the command line and the manifest share: when to use
+//! the terminal, how output is shown, what a full queue does, how jobs of a key are merged,
+//! and where jobs run. Plain values; `config` resolves them into a run's configuration.
+
+use clap::ValueEnum;
+
+/// `--on-full`: what happens to a job that finds the queue full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnFull {
+    /// Pause reading input until a queued job starts (nothing is lost).
+    Wait,
+    /// Record the job as rejected, reason queue_full.
+    Reject,
+}
+
+/// `--backend`: where jobs run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// Here, each job in a process group of its own.
+    Local,
+    /// On a Slurm cluster, each job under `srun`.
+    Slurm,
+}
+
+/// `--color`, `--progress`: when to use the terminal's features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum When {
+    /// When the stream is a terminal and neither NO_COLOR nor CI is set.
+    Auto,
+    Always,
+    Never,
+}
+
+/// `--coalesce`: how waiting jobs of one key are merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Coalesce {
+    /// Every job runs.
+    Off,
+    /// A key has at most one running and one pending job; a newer job replaces the pending one.
+    Latest,
+}
+
+/// `--output`: how job output reaches lanes' stdout and stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputMode {
+    /// Each line whole, prefixed with the job's key.
+    Prefixed,
+    /// Each job's whole output in one block when it ends, after a header line.
+    Grouped,
+    /// Bytes as they come, no prefix.
+    Raw,
+    /// Discarded.
+    None,
+}
