@@ -11,15 +11,15 @@ use crate::settings::{BackendKind, Coalesce, OnFull, OutputMode, When};
 use crate::template::{Template, TemplateError};
 
 /// The default grace period between the first signal and SIGKILL.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 /// The default bound on jobs admitted but not started.
-pub const DEFAULT_MAX_QUEUED: usize = 10_000;
+pub(crate) const DEFAULT_MAX_QUEUED: usize = 10_000;
 /// The default shell.
-pub const DEFAULT_SHELL: &str = "sh";
+pub(crate) const DEFAULT_SHELL: &str = "sh";
 
 /// Where the jobs come from.
 #[derive(Debug)]
-pub enum Source {
+pub(crate) enum Source {
     /// `KEY<TAB>COMMAND` lines on stdin.
     Stdin,
     /// `KEY<TAB>COMMAND` lines in a file.
@@ -33,7 +33,7 @@ pub enum Source {
 
 impl Source {
     /// How the report's `run` record names the source: `"-"` for stdin, else the path.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Source::Stdin => "-".to_owned(),
             Source::LinesFile(path) | Source::Manifest { path, .. } => path.display().to_string(),
@@ -43,7 +43,7 @@ impl Source {
 
 /// Everything a run needs, validated.
 #[derive(Debug)]
-pub struct RunConfig {
+pub(crate) struct RunConfig {
     pub source: Source,
     /// ≥ 1.
     pub max_concurrent: usize,
@@ -81,7 +81,7 @@ pub struct RunConfig {
 
 /// Slurm options (`--backend slurm`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SlurmOptions {
+pub(crate) struct SlurmOptions {
     /// Job names are `PREFIX.HASH(key)`: with `--dependency=singleton`, one job per name and
     /// user runs at a time on the cluster, across concurrent runs too (`--slurm-name-prefix`).
     pub name_prefix: String,
@@ -95,7 +95,7 @@ pub struct SlurmOptions {
 /// The backend of a run: where its jobs run. What a backend does to processes is in
 /// `shell::backend`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Backend {
+pub(crate) enum Backend {
     Local,
     Slurm {
         options: SlurmOptions,
@@ -106,7 +106,7 @@ pub enum Backend {
 
 impl Backend {
     /// A Slurm backend for this run.
-    pub fn slurm(options: SlurmOptions) -> Self {
+    pub(crate) fn slurm(options: SlurmOptions) -> Self {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -120,7 +120,7 @@ impl Backend {
 
 /// What `lanes` knows of its surroundings when it decides on colours and the live display.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Surroundings {
+pub(crate) struct Surroundings {
     pub stdout_is_terminal: bool,
     pub stderr_is_terminal: bool,
     /// `NO_COLOR` set and not empty (<https://no-color.org>).
@@ -133,7 +133,7 @@ pub struct Surroundings {
 
 impl Surroundings {
     /// Reads the process's environment and terminals.
-    pub fn detect() -> Self {
+    pub(crate) fn detect() -> Self {
         use std::io::IsTerminal;
         let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
         Surroundings {
@@ -148,7 +148,7 @@ impl Surroundings {
 
 /// Whether escape codes may go to a stream (SPEC §5.4): always/never as asked; `auto` only on
 /// a terminal, without NO_COLOR, CI or TERM=dumb.
-pub fn use_color(choice: When, is_terminal: bool, env: &Surroundings) -> bool {
+pub(crate) fn use_color(choice: When, is_terminal: bool, env: &Surroundings) -> bool {
     match choice {
         When::Always => true,
         When::Never => false,
@@ -157,7 +157,7 @@ pub fn use_color(choice: When, is_terminal: bool, env: &Surroundings) -> bool {
 }
 
 /// Whether the live display is drawn on stderr (SPEC §5.4).
-pub fn use_progress(progress: When, color: When, env: &Surroundings) -> bool {
+pub(crate) fn use_progress(progress: When, color: When, env: &Surroundings) -> bool {
     match progress {
         When::Always => true,
         When::Never => false,
@@ -167,7 +167,7 @@ pub fn use_progress(progress: When, color: When, env: &Surroundings) -> bool {
 
 /// Why a configuration could not be built; nothing has run.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     #[error(transparent)]
@@ -179,14 +179,14 @@ pub enum ConfigError {
 
 /// The default bound on a batch's quoted argument bytes: under Linux's `MAX_ARG_STRLEN`
 /// (128 KiB for one argument, and `SHELL -c COMMAND` passes the whole command as one).
-pub const DEFAULT_BATCH_BYTES: usize = 100_000;
+pub(crate) const DEFAULT_BATCH_BYTES: usize = 100_000;
 
 impl RunConfig {
     /// Merges the command line with the manifest it names, if any.
     ///
     /// # Errors
     /// An invalid manifest ([`ManifestError`], naming file, line and column).
-    pub fn from_cli(cli: Cli) -> Result<Self, ConfigError> {
+    pub(crate) fn from_cli(cli: Cli) -> Result<Self, ConfigError> {
         let source = match (cli.manifest, cli.file) {
             (Some(path), _) => load_manifest(path)?,
             (None, Some(path)) if path == Path::new("-") => Source::Stdin,
@@ -319,7 +319,7 @@ impl RunConfig {
     /// A job's turn timeout, decided once for every source: the job's own (a manifest's
     /// `timeout`) overrides the run's (`--timeout`, the manifest's top-level `timeout`), and 0
     /// from any of them means no timeout, as for timeout(1).
-    pub fn turn_timeout(&self, job: Option<Duration>) -> Option<Duration> {
+    pub(crate) fn turn_timeout(&self, job: Option<Duration>) -> Option<Duration> {
         job.or(self.timeout).filter(|t| !t.is_zero())
     }
 }

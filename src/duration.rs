@@ -7,7 +7,7 @@ use std::time::Duration;
 ///
 /// # Errors
 /// A message fit to follow "invalid duration": names the text and the accepted forms.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let trimmed = text.trim();
     if let Ok(seconds) = trimmed.parse::<f64>() {
         return seconds_to_duration(seconds)
@@ -19,7 +19,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 /// Converts a number of seconds to a [`Duration`]; `None` when negative, NaN or infinite.
-pub fn seconds_to_duration(seconds: f64) -> Option<Duration> {
+pub(crate) fn seconds_to_duration(seconds: f64) -> Option<Duration> {
     if seconds.is_finite() && seconds >= 0.0 {
         Duration::try_from_secs_f64(seconds).ok()
     } else {

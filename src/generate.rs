@@ -11,7 +11,7 @@ use clap_complete::Shell;
 use crate::cli::Cli;
 
 /// The shells completions are generated for, with their file names under `completions/`.
-pub const COMPLETIONS: [(Shell, &str); 5] = [
+pub(crate) const COMPLETIONS: [(Shell, &str); 5] = [
     (Shell::Bash, "lanes.bash"),
     (Shell::Zsh, "_lanes"),
     (Shell::Fish, "lanes.fish"),
@@ -20,14 +20,14 @@ pub const COMPLETIONS: [(Shell, &str); 5] = [
 ];
 
 /// The completion script for `shell`.
-pub fn completion(shell: Shell) -> Vec<u8> {
+pub(crate) fn completion(shell: Shell) -> Vec<u8> {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "lanes", &mut out);
     out
 }
 
 /// The man page `lanes.1` (roff).
-pub fn man_page() -> Vec<u8> {
+pub(crate) fn man_page() -> Vec<u8> {
     let mut out = Vec::new();
     clap_mangen::Man::new(Cli::command())
         .render(&mut out)
@@ -36,7 +36,7 @@ pub fn man_page() -> Vec<u8> {
 }
 
 /// The report's JSON Schema, `schema/report.schema.json`: pretty JSON ending in a newline.
-pub fn report_schema() -> Vec<u8> {
+pub(crate) fn report_schema() -> Vec<u8> {
     let mut out = serde_json::to_vec_pretty(&crate::report::json::schema())
         .expect("a schema always serialises");
     out.push(b'\n');
@@ -44,7 +44,7 @@ pub fn report_schema() -> Vec<u8> {
 }
 
 /// Every generated file as (path relative to the repository, contents).
-pub fn all() -> Vec<(String, Vec<u8>)> {
+pub(crate) fn all() -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = COMPLETIONS
         .iter()
         .map(|&(shell, name)| (format!("completions/{name}"), completion(shell)))

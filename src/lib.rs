@@ -1,19 +1,22 @@
 //! `lanes`: run keyed shell jobs through per-key lanes. [`run`] is the whole program; the
 //! binary only parses the command line and exits with what it returns.
 
+#![warn(missing_docs, unreachable_pub)]
+
 pub mod cli;
-pub mod config;
+pub(crate) mod config;
 pub mod core;
-pub mod duration;
+pub(crate) mod duration;
 pub mod exit;
-pub mod generate;
-pub mod input;
-pub mod output;
-pub mod report;
-pub mod resume;
+#[cfg(test)]
+mod generate;
+pub(crate) mod input;
+pub(crate) mod output;
+pub(crate) mod report;
+pub(crate) mod resume;
 pub mod settings;
-pub mod shell;
-pub mod template;
+pub(crate) mod shell;
+pub(crate) mod template;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};

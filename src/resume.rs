@@ -20,7 +20,7 @@ struct PastJob {
 
 /// Why a report cannot be used to resume.
 #[derive(Debug, thiserror::Error)]
-pub enum ResumeError {
+pub(crate) enum ResumeError {
     #[error("cannot read the report {path}: {error}")]
     Read { path: String, error: std::io::Error },
     #[error("{path}:{line}: not a lanes report line ({error})")]
@@ -33,7 +33,7 @@ pub enum ResumeError {
 
 /// The jobs that succeeded in an earlier report, and the matching of new jobs against them.
 #[derive(Debug, Default)]
-pub struct Resume {
+pub(crate) struct Resume {
     /// For each key+command pair that succeeded at least once: the occurrence numbers (1-based)
     /// that succeeded.
     succeeded: HashMap<(String, String), Vec<u32>>,
@@ -48,7 +48,7 @@ impl Resume {
     ///
     /// # Errors
     /// The report cannot be read, or holds a line that is not JSON.
-    pub fn load(path: &Path) -> Result<Self, ResumeError> {
+    pub(crate) fn load(path: &Path) -> Result<Self, ResumeError> {
         let text = std::fs::read(path).map_err(|error| ResumeError::Read {
             path: path.display().to_string(),
             error,
@@ -60,7 +60,7 @@ impl Resume {
     ///
     /// # Errors
     /// A line other than the last that is not a JSON object.
-    pub fn parse(name: &str, text: &str) -> Result<Self, ResumeError> {
+    pub(crate) fn parse(name: &str, text: &str) -> Result<Self, ResumeError> {
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let mut jobs: Vec<(u64, String, String, bool)> = Vec::new();
         for (index, line) in lines.iter().enumerate() {
@@ -101,7 +101,7 @@ impl Resume {
     }
 
     /// Called for every new job in input order: whether it succeeded before and is skipped.
-    pub fn skip(&mut self, key: &str, command: &str) -> bool {
+    pub(crate) fn skip(&mut self, key: &str, command: &str) -> bool {
         let pair = (key.to_owned(), command.to_owned());
         let Some(done) = self.succeeded.get(&pair) else {
             return false;
@@ -112,7 +112,8 @@ impl Resume {
     }
 
     /// How many jobs of the earlier report succeeded.
-    pub fn succeeded_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn succeeded_count(&self) -> usize {
         self.succeeded.values().map(Vec::len).sum()
     }
 }

@@ -28,7 +28,9 @@ pub enum BackendKind {
 pub enum When {
     /// When the stream is a terminal and neither NO_COLOR nor CI is set.
     Auto,
+    /// Always, whatever the stream.
     Always,
+    /// Never.
     Never,
 }
 

@@ -17,13 +17,13 @@ enum Piece {
 
 /// A parsed `--command` template.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Template {
+pub(crate) struct Template {
     pieces: Vec<Piece>,
 }
 
 /// Why a template is not usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TemplateError {
+pub(crate) enum TemplateError {
     #[error("unknown placeholder `{{{0}}}` in --command (known: {{}}, {{key}}, {{seq}}, {{slot}}; write {{{{ and }}}} for literal braces)")]
     Unknown(String),
     #[error("unclosed `{{` in --command at byte {0} (write {{{{ for a literal brace)")]
@@ -40,7 +40,7 @@ impl Template {
     ///
     /// # Errors
     /// An unknown placeholder (named), an unclosed `{` or a lone `}`.
-    pub fn parse(text: &str) -> Result<Self, TemplateError> {
+    pub(crate) fn parse(text: &str) -> Result<Self, TemplateError> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
         let mut quotes = Quotes::default();
@@ -95,7 +95,7 @@ impl Template {
     }
 
     /// The command for `args` (one job's argument, or a batch's in lane order).
-    pub fn render(&self, args: &[&str], key: &str, seq: u64, slot: u32) -> String {
+    pub(crate) fn render(&self, args: &[&str], key: &str, seq: u64, slot: u32) -> String {
         let mut out = String::new();
         for piece in &self.pieces {
             match piece {
@@ -149,7 +149,7 @@ impl Quotes {
 /// Quotes `text` for a POSIX shell: inside single quotes nothing is special, and a single
 /// quote is written `'\''` (POSIX "Shell Command Language" §2.2.2). The result is always one
 /// word, whatever `text` holds (`$(…)`, backticks, `;`, newlines, a leading `-`).
-pub fn shell_quote(text: &str) -> String {
+pub(crate) fn shell_quote(text: &str) -> String {
     let mut quoted = String::with_capacity(text.len() + 2);
     quoted.push('\'');
     for c in text.chars() {
@@ -164,7 +164,7 @@ pub fn shell_quote(text: &str) -> String {
 }
 
 /// A job's share of a batch's byte bound: its quoted length plus the separating space.
-pub fn weight(arg: &str) -> usize {
+pub(crate) fn weight(arg: &str) -> usize {
     shell_quote(arg).len() + 1
 }
 

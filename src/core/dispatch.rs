@@ -18,7 +18,10 @@ pub const BACKOFF_MAX: Duration = Duration::from_millis(500);
 pub enum SpawnFailure {
     /// Out of processes or descriptors for now (EAGAIN, EMFILE, ENFILE). `descriptors` is
     /// true for EMFILE: only jobs of this run can free descriptors of this process.
-    Shortage { descriptors: bool },
+    Shortage {
+        /// EMFILE: out of this process's descriptors.
+        descriptors: bool,
+    },
     /// It cannot start (a missing working directory, no shell, an exec error).
     Failed,
 }
@@ -30,7 +33,10 @@ pub enum SpawnVerdict {
     /// The run goes back to the front of its lane and its key to the front of the ready
     /// line; nothing starts before `until` (or before a running job ends and frees
     /// resources), so that a shortage does not pile up taken-but-unstarted jobs.
-    Deferred { until: Tick },
+    Deferred {
+        /// Nothing starts before this time.
+        until: Tick,
+    },
     /// The run ends `failed`/`spawn_error` (or is retried, `--retries`): out of descriptors
     /// with no job of this run running, nothing would ever free one.
     Ended(Finished),

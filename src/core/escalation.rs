@@ -19,7 +19,10 @@ pub enum Event {
     Exited,
     /// Time passed: a deadline of [`Escalation::next_deadline`] may be due. `group_alive`
     /// says whether the job's process group still has members.
-    Due { group_alive: bool },
+    Due {
+        /// The job's process group still has members.
+        group_alive: bool,
+    },
 }
 
 /// What the shell must do to the job.
@@ -34,7 +37,10 @@ pub enum Action {
     TermGroup,
     /// The end of the grace period or a second Ctrl-C: SIGKILL to the group (Slurm: cancel the
     /// job when `running`, i.e. its direct child has not exited).
-    Force { running: bool },
+    Force {
+        /// The direct child has not exited.
+        running: bool,
+    },
 }
 
 /// The escalation state of one job. Times are [`Tick`]s on any one monotonic clock.

@@ -16,8 +16,11 @@ pub enum Offer {
     /// have replaced a waiting job (`replaced`, whose account says `superseded`), and under
     /// `--cancel-in-progress` asked for the key's running job to stop (`cancel`).
     Queued {
+        /// Jobs of its key before it.
         ahead: usize,
+        /// The waiting job it replaced, with its final account.
         replaced: Option<Account>,
+        /// The stop to send to the key's running job.
         cancel: Option<StopOrder>,
     },
     /// Not admitted: the job's account (`rejected`/`queue_full`, or `interrupted` when the run

@@ -52,9 +52,13 @@ pub enum RejectReason {
 /// The one outcome every job ends with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
+    /// It ran and its direct child exited 0.
     Succeeded,
+    /// It ran (or could not start) and did not succeed.
     Failed(FailReason),
+    /// `lanes` stopped it, or it never ran because the run stopped or a newer job replaced it.
     Interrupted(StopReason),
+    /// It was refused before it could be queued.
     Rejected(RejectReason),
 }
 

@@ -90,6 +90,7 @@ impl Default for Policy {
 /// What the core needs to know of a job to schedule it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobRequest {
+    /// The job's number.
     pub seq: Seq,
     /// The lane; compared byte for byte.
     pub key: Arc<str>,

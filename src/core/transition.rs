@@ -13,13 +13,19 @@ use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Try, Waiting
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Admission {
     /// Queued in its lane; `ahead` jobs of the same key (waiting or in flight) come before it.
-    Queued { ahead: usize },
+    Queued {
+        /// Jobs of its key before it.
+        ahead: usize,
+    },
     /// Queued under `--coalesce latest`/`--cancel-in-progress`: `replaced` is the waiting job
     /// it took the place of (record it `interrupted`/`superseded`, never started), `cancel`
     /// the running job of its key to stop (reason `superseded`); both superseded by this job.
     Superseding {
+        /// Jobs of its key before it.
         ahead: usize,
+        /// The waiting job it replaced.
         replaced: Option<Seq>,
+        /// The running job of its key to stop.
         cancel: Option<Seq>,
     },
     /// `max_queued` jobs already wait; the job was not admitted.
@@ -32,7 +38,9 @@ pub enum Admission {
 #[must_use]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Start {
+    /// The run's first job, by which it is known.
     pub seq: Seq,
+    /// Its lane.
     pub key: Arc<str>,
     /// 1..=max_concurrent: the smallest slot free when the job starts, or the key's own slot
     /// under `--sticky-slots`.
@@ -50,10 +58,17 @@ pub struct Start {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Released {
     /// The job was in flight; its slot and key are free again.
-    Done { key: Arc<str>, slot: u32 },
+    Done {
+        /// Its lane.
+        key: Arc<str>,
+        /// The slot it freed.
+        slot: u32,
+    },
     /// The job failed and goes again, first in its lane (`--retries`); no record yet.
     Retry {
+        /// Its lane.
         key: Arc<str>,
+        /// The slot it freed.
         slot: u32,
         /// The try that comes next.
         attempt: u32,
@@ -65,8 +80,11 @@ pub enum Released {
 /// A waiting job removed by [`Scheduler::drain`]; it never started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Drained {
+    /// The job.
     pub seq: Seq,
+    /// Its lane.
     pub key: Arc<str>,
+    /// From its admission (or re-queueing for a retry) to the drain.
     pub waited: Duration,
     /// Tries already made (a retry waiting for its turn has made some).
     pub attempts: u32,
@@ -97,6 +115,7 @@ fn batch_len(waiting: &std::collections::VecDeque<Waiting>, size: usize, bytes: 
 /// A running job whose turn timeout has passed; reported once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expired {
+    /// The run, by its first job.
     pub seq: Seq,
 }
 

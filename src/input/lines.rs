@@ -4,7 +4,7 @@ use std::io::BufRead;
 
 /// What a line that is neither blank nor a comment holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LineItem {
+pub(crate) enum LineItem {
     /// A job: the key (before the first tab) and the command (everything after it).
     Job { key: String, command: String },
     /// A malformed line; it still takes a `seq` and gets a `rejected` record.
@@ -18,7 +18,7 @@ pub enum LineItem {
 
 /// Parses one line, given without its `\n`; a trailing `\r` is removed first (CRLF input).
 /// `None` for a blank line (only whitespace) or a comment (`#` first): no job, no `seq`.
-pub fn parse_line(raw: &[u8]) -> Option<LineItem> {
+pub(crate) fn parse_line(raw: &[u8]) -> Option<LineItem> {
     let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
     if raw.iter().all(u8::is_ascii_whitespace) || raw.first() == Some(&b'#') {
         return None;
@@ -67,7 +67,7 @@ fn not_utf8(part: &str, err: std::str::Utf8Error) -> String {
 
 /// A numbered line of input that is neither blank nor a comment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NumberedLine {
+pub(crate) struct NumberedLine {
     /// 1-based number among lines that are neither blank nor comments.
     pub seq: u64,
     /// 1-based physical line number in the input.
@@ -77,7 +77,7 @@ pub struct NumberedLine {
 
 /// Reads `KEY<TAB>COMMAND` lines one at a time (streaming), numbering jobs and skipping blank
 /// and comment lines. A last line without `\n` is a job.
-pub struct LineReader<R> {
+pub(crate) struct LineReader<R> {
     input: R,
     buffer: Vec<u8>,
     line: u64,
@@ -86,7 +86,7 @@ pub struct LineReader<R> {
 
 impl<R: BufRead> LineReader<R> {
     /// Wraps a buffered reader.
-    pub fn new(input: R) -> Self {
+    pub(crate) fn new(input: R) -> Self {
         LineReader {
             input,
             buffer: Vec::with_capacity(256),

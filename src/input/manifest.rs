@@ -20,7 +20,7 @@ use crate::settings::{Coalesce, OnFull};
 
 /// Run-level settings from the manifest; `None` where the manifest does not set them.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ManifestSettings {
+pub(crate) struct ManifestSettings {
     /// Most jobs in flight at once; at least 1.
     pub max_concurrent: Option<usize>,
     /// Per-job turn timeout.
@@ -59,7 +59,7 @@ pub struct ManifestSettings {
 
 /// One `[[job]]` table.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ManifestJob {
+pub(crate) struct ManifestJob {
     /// 1-based line of the `[[job]]` header.
     pub line: u64,
     /// The lane key; never empty.
@@ -78,7 +78,7 @@ pub struct ManifestJob {
 
 /// A parsed and validated manifest.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     /// Run-level settings.
     pub settings: ManifestSettings,
     /// In file order.
@@ -87,7 +87,7 @@ pub struct Manifest {
 
 /// Errors: `Display` gives `PATH:LINE:COLUMN: MESSAGE`, or `PATH: MESSAGE` for read errors.
 #[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
+pub(crate) enum ManifestError {
     /// The file could not be read: missing, not permitted, a directory, not UTF-8.
     ///
     /// The OS error is part of the message (and deliberately not a `source`, so that
@@ -119,7 +119,7 @@ pub enum ManifestError {
 /// # Errors
 /// [`ManifestError::Read`] when the file cannot be read as UTF-8 text;
 /// [`ManifestError::Invalid`] as for [`parse`].
-pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+pub(crate) fn load(path: &Path) -> Result<Manifest, ManifestError> {
     let read = if path == Path::new("-") {
         // `--manifest -`: the manifest on stdin.
         std::io::read_to_string(std::io::stdin())
@@ -140,7 +140,7 @@ pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
 ///
 /// # Errors
 /// [`ManifestError::Invalid`] with the line and column of the first problem found.
-pub fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
     // Editors do not show a byte order mark; leave it out so columns match what people see.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let invalid = |offset: usize, message: String| {

@@ -1,8 +1,8 @@
 //! The input: pure parsers of the two forms (`KEY<TAB>COMMAND` lines and the TOML manifest)
 //! and the items both become.
 
-pub mod lines;
-pub mod manifest;
+pub(crate) mod lines;
+pub(crate) mod manifest;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// One job as the driver receives it, whatever the input form.
 #[derive(Debug, Clone)]
-pub struct JobSpec {
+pub(crate) struct JobSpec {
     /// 1-based job number in input order.
     pub seq: u64,
     /// 1-based source line (the `[[job]]` header in a manifest).
@@ -30,7 +30,7 @@ pub struct JobSpec {
 
 /// What the input thread sends.
 #[derive(Debug)]
-pub enum InputItem {
+pub(crate) enum InputItem {
     Job(JobSpec),
     /// A malformed line: recorded as `rejected`/`invalid_input`.
     Invalid {

@@ -13,7 +13,7 @@ use super::sink::SinkTx;
 
 /// One job's (or batch's) captured output with its header line.
 #[derive(Debug)]
-pub struct Block {
+pub(crate) struct Block {
     /// `==> [key] seq 3: failed (exit_status) <==\n`
     pub header: String,
     pub stdout: Capture,
@@ -22,7 +22,7 @@ pub struct Block {
 
 impl Block {
     /// Writes the header and the captured stdout to `stdout`, the captured stderr to `stderr`.
-    pub async fn write(self, stdout: &SinkTx, stderr: &SinkTx) {
+    pub(crate) async fn write(self, stdout: &SinkTx, stderr: &SinkTx) {
         let _ = stdout.send(self.header.into_bytes()).await;
         for (capture, sink) in [(self.stdout, stdout), (self.stderr, stderr)] {
             if let Err(err) = capture.replay(sink).await {
@@ -34,7 +34,7 @@ impl Block {
 }
 
 /// The line before a grouped block: `==> [key] seq 3: failed (exit_status) <==`.
-pub fn header(key: &str, seq: u64, outcome: crate::core::Outcome) -> String {
+pub(crate) fn header(key: &str, seq: u64, outcome: crate::core::Outcome) -> String {
     let prefix = super::framing::prefix_for(key, false);
     let key = String::from_utf8_lossy(&prefix);
     match outcome.reason() {
@@ -47,7 +47,7 @@ pub fn header(key: &str, seq: u64, outcome: crate::core::Outcome) -> String {
 /// record (`--keep-order`). Every seq must be reported once through [`BlockOrder::finished`],
 /// with or without a block (a job that never ran has none), or later blocks wait for it.
 #[derive(Debug)]
-pub struct BlockOrder {
+pub(crate) struct BlockOrder {
     keep_order: bool,
     /// The smallest seq not yet finished.
     next: u64,
@@ -57,7 +57,7 @@ pub struct BlockOrder {
 
 impl BlockOrder {
     /// A new order; seqs start at 1.
-    pub fn new(keep_order: bool) -> Self {
+    pub(crate) fn new(keep_order: bool) -> Self {
         BlockOrder {
             keep_order,
             next: 1,
@@ -67,7 +67,7 @@ impl BlockOrder {
 
     /// Job `seq` has its final record; `blocks` is its output (one per try, oldest first).
     /// Returns the blocks that may be written now, in order.
-    pub fn finished(&mut self, seq: u64, blocks: Vec<Block>) -> Vec<Block> {
+    pub(crate) fn finished(&mut self, seq: u64, blocks: Vec<Block>) -> Vec<Block> {
         if !self.keep_order {
             return blocks;
         }
@@ -86,7 +86,7 @@ impl BlockOrder {
 
     /// Everything still held (at the end of a run, when some seq was never reported, e.g. input
     /// that was never read after a shutdown), in seq order.
-    pub fn drain(&mut self) -> Vec<Block> {
+    pub(crate) fn drain(&mut self) -> Vec<Block> {
         std::mem::take(&mut self.held)
             .into_values()
             .flatten()
@@ -99,7 +99,7 @@ impl BlockOrder {
 /// left its slot, so without a bound a reader that stopped reading would let finished jobs'
 /// blocks (and their spill files) pile up while new jobs start: [`GroupedOutput::waiting`]
 /// tells the core how many wait.
-pub struct GroupedOutput {
+pub(crate) struct GroupedOutput {
     order: BlockOrder,
     /// Blocks of tries that were retried, written with the job's final block.
     tries: HashMap<u64, Vec<Block>>,
@@ -120,7 +120,7 @@ struct Backlog {
 impl GroupedOutput {
     /// Starts the writer task (inside the runtime): headers and stdout captures go to
     /// `stdout`, stderr captures to `stderr`.
-    pub fn new(keep_order: bool, stdout: SinkTx, stderr: SinkTx) -> Self {
+    pub(crate) fn new(keep_order: bool, stdout: SinkTx, stderr: SinkTx) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<Block>();
         let backlog = Arc::new(Backlog::default());
         let writer = {
@@ -144,18 +144,18 @@ impl GroupedOutput {
     }
 
     /// How many blocks wait for the reader.
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.backlog.count.load(Ordering::Relaxed)
     }
 
     /// Resolves when a block has been written.
-    pub async fn written(&self) {
+    pub(crate) async fn written(&self) {
         self.backlog.written.notified().await;
     }
 
     /// A try of the run known by `seq` ended and goes again: its block is written now, or
     /// (`--keep-order`) with the job's final block.
-    pub fn retried(&mut self, seq: u64, block: Option<Block>) {
+    pub(crate) fn retried(&mut self, seq: u64, block: Option<Block>) {
         let tries = self.tries.entry(seq).or_default();
         tries.extend(block);
         if !self.keep_order {
@@ -167,7 +167,7 @@ impl GroupedOutput {
 
     /// Job `seq` has its final record; `block` is the output of its last try (only for the
     /// run's first job). Every seq must be reported once ([`BlockOrder::finished`]).
-    pub fn finished(&mut self, seq: u64, block: Option<Block>) {
+    pub(crate) fn finished(&mut self, seq: u64, block: Option<Block>) {
         let mut blocks = self.tries.remove(&seq).unwrap_or_default();
         blocks.extend(block);
         let ready = self.order.finished(seq, blocks);
@@ -189,7 +189,7 @@ impl GroupedOutput {
     /// Sends what is still held (a seq never reported, e.g. input never read after a
     /// shutdown) and closes the queue; returns the writer task, which ends once every block is
     /// written.
-    pub fn close(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+    pub(crate) fn close(&mut self) -> Option<tokio::task::JoinHandle<()>> {
         let held = self.order.drain();
         self.send(held);
         self.tx = None;

@@ -7,14 +7,14 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use super::sink::SinkTx;
 
 /// Bytes kept in memory per captured stream before it spills to a temporary file (1 MiB).
-pub const SPILL_AT: usize = 1024 * 1024;
+pub(crate) const SPILL_AT: usize = 1024 * 1024;
 
 /// Size of the pieces a spilled capture is sent in, in bytes.
 const REPLAY_CHUNK: usize = 64 * 1024;
 
 /// One captured stream.
 #[derive(Debug, Default)]
-pub struct Capture {
+pub(crate) struct Capture {
     memory: Vec<u8>,
     spill: Option<File>,
     /// A spill file that failed; the rest of the output is lost, and said so when replayed.
@@ -23,7 +23,7 @@ pub struct Capture {
 
 impl Capture {
     /// Appends `data`; spills to a temporary file once more than [`SPILL_AT`] bytes are held.
-    pub fn push(&mut self, data: &[u8]) {
+    pub(crate) fn push(&mut self, data: &[u8]) {
         if self.failed.is_some() {
             return;
         }
@@ -48,14 +48,9 @@ impl Capture {
         }
     }
 
-    /// Whether nothing was captured.
-    pub fn is_empty(&self) -> bool {
-        self.memory.is_empty() && self.spill.is_none()
-    }
-
     /// Sends everything captured to `sink`, in order, in pieces of at most 64 KiB, adding a
     /// newline when the output did not end with one.
-    pub async fn replay(self, sink: &SinkTx) -> io::Result<()> {
+    pub(crate) async fn replay(self, sink: &SinkTx) -> io::Result<()> {
         let mut last = None;
         if let Some(mut file) = self.spill {
             file.seek(SeekFrom::Start(0))?;

@@ -2,19 +2,19 @@
 //! or mixed with another job's; over-long lines cut into prefixed pieces (SPEC §5.1).
 
 /// The longest piece of a line written at once: longer lines are cut into pieces this size.
-pub const MAX_PIECE: usize = 64 * 1024;
+pub(crate) const MAX_PIECE: usize = 64 * 1024;
 
 /// Turns a byte stream into prefixed whole lines. Bytes are passed through unchanged, valid
 /// UTF-8 or not; only a missing final newline is added.
 #[derive(Debug)]
-pub struct LineFramer {
+pub(crate) struct LineFramer {
     prefix: Vec<u8>,
     partial: Vec<u8>,
 }
 
 impl LineFramer {
     /// A framer that puts `prefix` before each line.
-    pub fn new(prefix: Vec<u8>) -> Self {
+    pub(crate) fn new(prefix: Vec<u8>) -> Self {
         LineFramer {
             prefix,
             partial: Vec::new(),
@@ -22,12 +22,12 @@ impl LineFramer {
     }
 
     /// The prefix's length in bytes.
-    pub fn prefix_len(&self) -> usize {
+    pub(crate) fn prefix_len(&self) -> usize {
         self.prefix.len()
     }
 
     /// Appends to `out` every line completed by `chunk`, prefixed; keeps the unfinished rest.
-    pub fn push(&mut self, mut chunk: &[u8], out: &mut Vec<u8>) {
+    pub(crate) fn push(&mut self, mut chunk: &[u8], out: &mut Vec<u8>) {
         while let Some(newline) = memchr::memchr(b'\n', chunk) {
             let (line, rest) = chunk.split_at(newline + 1);
             if self.partial.is_empty() {
@@ -50,7 +50,7 @@ impl LineFramer {
     }
 
     /// Appends the unfinished last line, if any, with a newline added.
-    pub fn finish(&mut self, out: &mut Vec<u8>) {
+    pub(crate) fn finish(&mut self, out: &mut Vec<u8>) {
         if !self.partial.is_empty() {
             let piece = std::mem::take(&mut self.partial);
             self.emit_piece(&piece, out);
@@ -90,7 +90,7 @@ const PALETTE: [anstyle::AnsiColor; 6] = [
 /// The prefix shown before each output line of the job with `key`: `[key] `, with control
 /// characters escaped so that a key can never break a line or move the cursor; in the key's
 /// colour when `color`.
-pub fn prefix_for(key: &str, color: bool) -> Vec<u8> {
+pub(crate) fn prefix_for(key: &str, color: bool) -> Vec<u8> {
     let plain = plain_prefix(key);
     if !color {
         return plain.into_bytes();
@@ -105,7 +105,7 @@ pub fn prefix_for(key: &str, color: bool) -> Vec<u8> {
 
 /// A hash of `key` that is the same in every run and on every machine (64-bit FNV-1a, see
 /// <http://www.isthe.com/chongo/tech/comp/fnv/>), for per-key colours and Slurm job names.
-pub fn stable_hash(key: &str) -> u64 {
+pub(crate) fn stable_hash(key: &str) -> u64 {
     key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -117,7 +117,7 @@ fn plain_prefix(key: &str) -> String {
 
 /// `key` as shown to people: control characters escaped (`\n`, `\u{1}`), so a key can never
 /// break a line or move the cursor; everything else, Unicode included, as it is.
-pub fn escape_controls(key: &str) -> String {
+pub(crate) fn escape_controls(key: &str) -> String {
     let mut shown = String::with_capacity(key.len());
     for c in key.chars() {
         if c.is_control() {

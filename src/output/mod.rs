@@ -1,9 +1,9 @@
 //! Job output on its way out: line framing, grouped capture, per-job result files and the
 //! writer threads.
 
-pub mod blocks;
-pub mod capture;
-pub mod framing;
-pub mod pump;
-pub mod results;
-pub mod sink;
+pub(crate) mod blocks;
+pub(crate) mod capture;
+pub(crate) mod framing;
+pub(crate) mod pump;
+pub(crate) mod results;
+pub(crate) mod sink;

@@ -17,7 +17,7 @@ use super::sink::SinkTx;
 use crate::settings::OutputMode;
 
 /// Where a job's output goes (SPEC §5.1).
-pub struct OutputPlan {
+pub(crate) struct OutputPlan {
     pub mode: OutputMode,
     /// The job's stdout destination (lanes' stdout, or its stderr under `--json`).
     pub stdout: SinkTx,
@@ -32,7 +32,7 @@ pub struct OutputPlan {
 }
 
 /// How much of a job's stderr is kept for the summary and the JUnit file, in bytes.
-pub const TAIL_BYTES: usize = 4096;
+pub(crate) const TAIL_BYTES: usize = 4096;
 
 /// Size of one read from a job's pipe, in bytes: a whole pipe buffer (Linux's default pipe
 /// capacity, pipe(7)).

@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The longest escaped key kept in a file name, in bytes; longer ones are cut (the seq keeps
 /// names unique).
@@ -13,7 +13,7 @@ const MAX_KEY_IN_NAME: usize = 80;
 /// `[A-Za-z0-9._-]` written as `%XX`, cut to 80 bytes. The seq makes every name unique and
 /// never `.` or `..`; the escaping keeps `/`, control characters and anything else a shell or
 /// a file system treats specially out of names.
-pub fn file_stem(seq: u64, key: &str) -> String {
+pub(crate) fn file_stem(seq: u64, key: &str) -> String {
     let mut stem = format!("{seq:06}-");
     let mut kept = 0;
     for &byte in key.as_bytes() {
@@ -33,18 +33,16 @@ pub fn file_stem(seq: u64, key: &str) -> String {
 
 /// The two files of one job.
 #[derive(Debug)]
-pub struct ResultFiles {
+pub(crate) struct ResultFiles {
     pub stdout: Option<File>,
     pub stderr: Option<File>,
-    pub stdout_path: PathBuf,
-    pub stderr_path: PathBuf,
     /// The first error met, reported once.
     pub error: Option<String>,
 }
 
 impl ResultFiles {
     /// Creates `DIR/STEM.stdout` and `DIR/STEM.stderr`.
-    pub fn create(dir: &Path, seq: u64, key: &str) -> Self {
+    pub(crate) fn create(dir: &Path, seq: u64, key: &str) -> Self {
         let stem = file_stem(seq, key);
         let stdout_path = dir.join(format!("{stem}.stdout"));
         let stderr_path = dir.join(format!("{stem}.stderr"));
@@ -61,14 +59,12 @@ impl ResultFiles {
         ResultFiles {
             stdout,
             stderr,
-            stdout_path,
-            stderr_path,
             error,
         }
     }
 
     /// Appends `data` to the job's stdout or stderr file.
-    pub fn write(&mut self, is_stderr: bool, data: &[u8]) {
+    pub(crate) fn write(&mut self, is_stderr: bool, data: &[u8]) {
         let file = if is_stderr {
             &mut self.stderr
         } else {
@@ -86,7 +82,7 @@ impl ResultFiles {
 
 /// One line of `DIR/index.jsonl`: which files hold a job's output (names relative to DIR).
 #[derive(Debug, serde::Serialize)]
-pub struct IndexEntry<'a> {
+pub(crate) struct IndexEntry<'a> {
     pub seq: u64,
     pub key: &'a str,
     pub stdout: String,
@@ -96,7 +92,7 @@ pub struct IndexEntry<'a> {
 impl<'a> IndexEntry<'a> {
     /// The entry for job `seq` of `key`, whose output went to the files of the run known by
     /// `run_seq` (itself, or the first job of its batch).
-    pub fn new(seq: u64, key: &'a str, run_seq: u64) -> Self {
+    pub(crate) fn new(seq: u64, key: &'a str, run_seq: u64) -> Self {
         let stem = file_stem(run_seq, key);
         IndexEntry {
             seq,
@@ -108,33 +104,33 @@ impl<'a> IndexEntry<'a> {
 }
 
 /// The name of the index file under DIR.
-pub const INDEX: &str = "index.jsonl";
+pub(crate) const INDEX: &str = "index.jsonl";
 
 /// Creates DIR (and its parents) when missing.
 ///
 /// # Errors
 /// When DIR cannot be created or is not a directory.
-pub fn prepare_dir(dir: &Path) -> io::Result<()> {
+pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)
 }
 
 /// `--results DIR`: `DIR/index.jsonl`, one line per job that ran.
 #[derive(Debug, Default)]
-pub struct ResultsIndex {
+pub(crate) struct ResultsIndex {
     file: Option<std::fs::File>,
 }
 
 impl ResultsIndex {
     /// The index of `dir`, created now; none without a directory (or when it cannot be
     /// created: the jobs' own files are still written).
-    pub fn create(dir: Option<&Path>) -> Self {
+    pub(crate) fn create(dir: Option<&Path>) -> Self {
         ResultsIndex {
             file: dir.and_then(|dir| std::fs::File::create(dir.join(INDEX)).ok()),
         }
     }
 
     /// Job `seq` of `key` ran, its output in the files of the run known by `run_seq`.
-    pub fn add(&mut self, seq: u64, key: &str, run_seq: u64) {
+    pub(crate) fn add(&mut self, seq: u64, key: &str, run_seq: u64) {
         use std::io::Write as _;
         if let Some(file) = &mut self.file {
             let entry = IndexEntry::new(seq, key, run_seq);
@@ -175,8 +171,11 @@ mod tests {
         files.write(false, b"out\n");
         files.write(true, b"err\n");
         assert!(files.error.is_none());
-        assert_eq!(files.stdout_path.parent(), Some(dir.path()));
-        assert_eq!(std::fs::read(&files.stdout_path).unwrap(), b"out\n");
-        assert_eq!(std::fs::read(&files.stderr_path).unwrap(), b"err\n");
+        let stem = file_stem(3, "../../escape");
+        let stdout_path = dir.path().join(format!("{stem}.stdout"));
+        assert_eq!(stdout_path.parent(), Some(dir.path()));
+        assert_eq!(std::fs::read(&stdout_path).unwrap(), b"out\n");
+        let stderr_path = dir.path().join(format!("{stem}.stderr"));
+        assert_eq!(std::fs::read(&stderr_path).unwrap(), b"err\n");
     }
 }

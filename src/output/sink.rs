@@ -35,7 +35,7 @@ enum Writer {
 /// A cloneable handle that sends buffers to a [`Sink`]; the first buffer sent starts the
 /// sink's writer thread.
 #[derive(Clone)]
-pub struct SinkTx {
+pub(crate) struct SinkTx {
     tx: mpsc::Sender<Vec<u8>>,
     writer: Arc<Mutex<Writer>>,
     /// Set by the writer thread when a write failed other than for a reader gone (EPIPE).
@@ -44,7 +44,7 @@ pub struct SinkTx {
 
 impl SinkTx {
     /// Whether a write failed for another reason than a reader gone (EPIPE): a full disk.
-    pub fn lost(&self) -> bool {
+    pub(crate) fn lost(&self) -> bool {
         self.lost.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -52,7 +52,10 @@ impl SinkTx {
     ///
     /// # Errors
     /// The buffer back when the sink is closed.
-    pub async fn send(&self, buffer: Vec<u8>) -> Result<(), mpsc::error::SendError<Vec<u8>>> {
+    pub(crate) async fn send(
+        &self,
+        buffer: Vec<u8>,
+    ) -> Result<(), mpsc::error::SendError<Vec<u8>>> {
         start(&self.writer);
         self.tx.send(buffer).await
     }
@@ -73,7 +76,7 @@ impl SinkTx {
     ///
     /// # Errors
     /// When the sink is closed.
-    pub async fn reserve_owned(
+    pub(crate) async fn reserve_owned(
         self,
     ) -> Result<mpsc::OwnedPermit<Vec<u8>>, mpsc::error::SendError<()>> {
         start(&self.writer);
@@ -169,7 +172,7 @@ fn write_all(pending: Pending) {
 }
 
 /// One destination's writer thread, started by the first buffer sent to it.
-pub struct Sink {
+pub(crate) struct Sink {
     tx: Option<SinkTx>,
 }
 
@@ -177,7 +180,7 @@ impl Sink {
     /// A sink for `destination`, called `name` in messages (`"stdout"`). With `display`, each
     /// buffer is written while the live display is suspended (cleared, then drawn again below
     /// the new text).
-    pub fn spawn(
+    pub(crate) fn spawn(
         name: &'static str,
         destination: Box<dyn Write + Send>,
         display: Option<indicatif::MultiProgress>,
@@ -202,7 +205,7 @@ impl Sink {
     }
 
     /// Whether a writer thread was started (anything was sent).
-    pub fn started(&self) -> bool {
+    pub(crate) fn started(&self) -> bool {
         self.tx.as_ref().is_some_and(|tx| {
             let writer = tx
                 .writer
@@ -213,13 +216,13 @@ impl Sink {
     }
 
     /// A handle for sending buffers.
-    pub fn sender(&self) -> SinkTx {
+    pub(crate) fn sender(&self) -> SinkTx {
         self.tx.clone().expect("the sink is open until closed")
     }
 
     /// Notes the destination's descriptor (see [`Sink::try_write_now`]).
     #[must_use]
-    pub fn with_fd(self, fd: std::os::fd::RawFd) -> Self {
+    pub(crate) fn with_fd(self, fd: std::os::fd::RawFd) -> Self {
         if let Some(tx) = &self.tx {
             let mut writer = tx
                 .writer
@@ -236,7 +239,7 @@ impl Sink {
     /// cannot block: the destination has no descriptor (a test's buffer) or polls writable
     /// and `buffer` is at most `PIPE_BUF` bytes (written whole at once to a pipe, POSIX
     /// `write(2)`). Returns false, writing nothing, otherwise: then send it.
-    pub fn try_write_now(&self, buffer: &[u8]) -> bool {
+    pub(crate) fn try_write_now(&self, buffer: &[u8]) -> bool {
         let Some(tx) = &self.tx else {
             return true;
         };
@@ -262,7 +265,7 @@ impl Sink {
     /// senders must be dropped first, or this waits for them. A writer still blocked after that (a reader
     /// that stopped reading) is left to end with the process, and what it had not written is
     /// lost.
-    pub fn close_within(mut self, patience: Option<std::time::Duration>) -> bool {
+    pub(crate) fn close_within(mut self, patience: Option<std::time::Duration>) -> bool {
         let Some(tx) = self.tx.take() else {
             return true;
         };
@@ -292,7 +295,7 @@ impl Sink {
 
 /// lanes' own stdout as a destination: a duplicate of descriptor 1 written without buffering
 /// (one `write` per buffer).
-pub fn stdout_file() -> std::io::Result<std::fs::File> {
+pub(crate) fn stdout_file() -> std::io::Result<std::fs::File> {
     use std::os::fd::AsFd;
     Ok(std::fs::File::from(
         std::io::stdout().as_fd().try_clone_to_owned()?,
@@ -300,7 +303,7 @@ pub fn stdout_file() -> std::io::Result<std::fs::File> {
 }
 
 /// lanes' own stderr as a destination, like [`stdout_file`].
-pub fn stderr_file() -> std::io::Result<std::fs::File> {
+pub(crate) fn stderr_file() -> std::io::Result<std::fs::File> {
     use std::os::fd::AsFd;
     Ok(std::fs::File::from(
         std::io::stderr().as_fd().try_clone_to_owned()?,

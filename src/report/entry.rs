@@ -9,7 +9,7 @@ use crate::core::{ExitFacts, Outcome};
 
 /// Everything known of a job when its one record is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     /// 1-based job number in input order.
     pub seq: u64,
     /// 1-based source line (the `[[job]]` header line in a manifest).
@@ -51,12 +51,12 @@ pub struct Entry<'a> {
 
 impl Entry<'_> {
     /// Whether a process was started for the job.
-    pub fn started(&self) -> bool {
+    pub(crate) fn started(&self) -> bool {
         self.started_at.is_some()
     }
 
     /// The exit status, when the direct child exited normally.
-    pub fn exit_code(&self) -> Option<i32> {
+    pub(crate) fn exit_code(&self) -> Option<i32> {
         match self.exit {
             Some(ExitFacts::Exited(code)) => Some(code),
             _ => None,
@@ -64,7 +64,7 @@ impl Entry<'_> {
     }
 
     /// The name of the signal that ended the direct child (`"SIGKILL"`), when a signal did.
-    pub fn signal(&self) -> Option<String> {
+    pub(crate) fn signal(&self) -> Option<String> {
         match self.exit {
             Some(ExitFacts::Signaled(signal)) => Some(signal_name(signal)),
             _ => None,
@@ -72,7 +72,7 @@ impl Entry<'_> {
     }
 
     /// The JSON Lines record (SPEC §5.2).
-    pub fn to_record(&self) -> JobRecord {
+    pub(crate) fn to_record(&self) -> JobRecord {
         JobRecord {
             kind: "job",
             seq: self.seq,
@@ -99,12 +99,12 @@ impl Entry<'_> {
 }
 
 /// A signal's name (`SIGKILL`), or `SIG` and its number for one the system does not name.
-pub fn signal_name(signal: i32) -> String {
+pub(crate) fn signal_name(signal: i32) -> String {
     nix::sys::signal::Signal::try_from(signal)
         .map_or_else(|_| format!("SIG{signal}"), |s| s.as_str().to_owned())
 }
 
 /// Whole milliseconds of `duration`, saturating.
-pub fn millis(duration: Duration) -> u64 {
+pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -3,16 +3,15 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::json::{timestamp, to_line};
+use super::json::to_line;
 
 /// One lifecycle event.
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-pub enum Event<'a> {
+pub(crate) enum Event<'a> {
     /// Admitted into its lane; `ahead` jobs of the same key run before it.
     Queued {
         seq: u64,
@@ -46,7 +45,7 @@ pub enum Event<'a> {
 
 /// Writes events to a file; silent when no `--events` was given.
 #[derive(Default)]
-pub struct EventLog {
+pub(crate) struct EventLog {
     file: Option<File>,
     /// A write failed for want of storage (not a reader gone): the file is incomplete.
     lost: bool,
@@ -54,22 +53,22 @@ pub struct EventLog {
 
 impl EventLog {
     /// An event log writing to `file`, or a silent one.
-    pub fn new(file: Option<File>) -> Self {
+    pub(crate) fn new(file: Option<File>) -> Self {
         EventLog { file, lost: false }
     }
 
     /// Whether the events file could not be written to its end (the exit status is then 1).
-    pub fn lost(&self) -> bool {
+    pub(crate) fn lost(&self) -> bool {
         self.lost
     }
 
     /// Whether events are written at all (to skip building them).
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.file.is_some()
     }
 
     /// Writes one event with one `write`. A failing file is reported once and then dropped.
-    pub fn write(&mut self, event: &Event<'_>) {
+    pub(crate) fn write(&mut self, event: &Event<'_>) {
         if let Some(file) = &mut self.file {
             if let Err(err) = file.write_all(&to_line(event)) {
                 eprintln!("lanes: cannot write the events file: {err}; the run goes on");
@@ -78,9 +77,4 @@ impl EventLog {
             }
         }
     }
-}
-
-/// The current time as an event's `at`.
-pub fn now() -> String {
-    timestamp(SystemTime::now())
 }

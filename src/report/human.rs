@@ -9,14 +9,14 @@ use super::json::SummaryRecord;
 use crate::core::Outcome;
 
 /// How many bad jobs the summary lists by name; the rest are counted.
-pub const MAX_LISTED: usize = 20;
+pub(crate) const MAX_LISTED: usize = 20;
 
 /// How many of a bad job's last stderr lines the summary shows.
-pub const TAIL_LINES: usize = 3;
+pub(crate) const TAIL_LINES: usize = 3;
 
 /// A bad job's summary entry: `failed      seq 5 [key] exit_status (exit 3)`, then the last
 /// lines of its stderr, indented.
-pub fn bad_job_line(entry: &Entry<'_>) -> String {
+pub(crate) fn bad_job_line(entry: &Entry<'_>) -> String {
     let outcome = entry.outcome;
     let mut line = format!(
         "  {:<11} seq {} [{}] {}",
@@ -47,7 +47,7 @@ pub fn bad_job_line(entry: &Entry<'_>) -> String {
 }
 
 /// The whole summary: one line of counts, then the listed bad jobs, then how many more.
-pub fn summary(
+pub(crate) fn summary(
     summary: &SummaryRecord,
     listed: &[String],
     unlisted: u64,

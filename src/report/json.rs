@@ -6,7 +6,9 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
+#[cfg(test)]
 use schemars::generate::SchemaSettings;
+#[cfg(test)]
 use schemars::transform::RecursiveTransform;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::Serialize;
@@ -15,13 +17,13 @@ use serde_json::{json, Value};
 use crate::core::Outcome;
 
 /// The report schema's version; raised on any incompatible change to the records.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// The first line of a report: which `lanes` wrote it, under which schema version, and how the
 /// run was set up.
 #[derive(Debug, Serialize, JsonSchema)]
 #[schemars(rename = "run", deny_unknown_fields)]
-pub struct RunRecord {
+pub(crate) struct RunRecord {
     /// The record's kind: always `"run"`.
     #[serde(rename = "type")]
     #[schemars(extend("const" = "run"))]
@@ -49,7 +51,7 @@ pub struct RunRecord {
     deny_unknown_fields,
     extend("allOf" = reasons_by_outcome())
 )]
-pub struct JobRecord {
+pub(crate) struct JobRecord {
     /// The record's kind: always `"job"`.
     #[serde(rename = "type")]
     #[schemars(extend("const" = "job"))]
@@ -119,7 +121,7 @@ pub struct JobRecord {
 /// The last line of a report: counts by outcome, the run's wall time and its exit status.
 #[derive(Debug, Default, Clone, Serialize, JsonSchema)]
 #[schemars(rename = "summary", deny_unknown_fields)]
-pub struct SummaryRecord {
+pub(crate) struct SummaryRecord {
     /// The record's kind: always `"summary"`.
     #[serde(rename = "type")]
     #[schemars(extend("const" = "summary"))]
@@ -200,6 +202,7 @@ fn reasons_by_outcome() -> Vec<Value> {
 
 /// Joins the lines of a schema's description (doc comments are wrapped at 100 columns),
 /// keeping paragraph breaks.
+#[cfg(test)]
 fn unwrap_description(schema: &mut Schema) {
     if let Some(Value::String(text)) = schema.get_mut("description") {
         *text = text
@@ -218,7 +221,8 @@ fn unwrap_description(schema: &mut Schema) {
 
 /// The JSON Schema (draft 2020-12) of one report line: any of the three records, told apart
 /// by their `type`.
-pub fn schema() -> Schema {
+#[cfg(test)]
+pub(crate) fn schema() -> Schema {
     let mut generator = SchemaSettings::draft2020_12()
         .for_serialize()
         .with_transform(RecursiveTransform(unwrap_description))
@@ -241,12 +245,12 @@ pub fn schema() -> Schema {
 }
 
 /// Formats `time` as RFC 3339 UTC with milliseconds (`2026-11-29T11:35:56.123Z`).
-pub fn timestamp(time: SystemTime) -> String {
+pub(crate) fn timestamp(time: SystemTime) -> String {
     humantime::format_rfc3339_millis(time).to_string()
 }
 
 /// One record as one line: JSON followed by `\n`.
-pub fn to_line(record: &impl Serialize) -> Vec<u8> {
+pub(crate) fn to_line(record: &impl Serialize) -> Vec<u8> {
     let mut line = serde_json::to_vec(record).expect("report records always serialise");
     line.push(b'\n');
     line

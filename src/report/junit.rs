@@ -44,7 +44,7 @@ const TAB_STOP: usize = 8;
 /// Collects what the JUnit file needs while the run goes on; memory is one small entry per
 /// job (no output is kept beyond the tail given to `add`).
 #[derive(Debug)]
-pub struct JunitReport {
+pub(crate) struct JunitReport {
     /// Name of the `<testsuites>` element.
     name: String,
     /// When the run started.
@@ -107,7 +107,7 @@ enum Verdict {
 impl JunitReport {
     /// An empty report for a run named `run_name` (the `<testsuites>` name) that started at
     /// `started_at`.
-    pub fn new(run_name: &str, started_at: SystemTime) -> Self {
+    pub(crate) fn new(run_name: &str, started_at: SystemTime) -> Self {
         Self {
             name: run_name.to_owned(),
             started_at,
@@ -119,7 +119,7 @@ impl JunitReport {
 
     /// Adds one job's final entry; its `stderr_tail` (the last lines of its stderr, may be
     /// empty) is already bounded by the caller (≤ 4 KiB).
-    pub fn add(&mut self, entry: &Entry<'_>) {
+    pub(crate) fn add(&mut self, entry: &Entry<'_>) {
         let end = whole_millis(entry.ended_at);
         if self.last_end.is_none_or(|last| end > last) {
             self.last_end = Some(end);
@@ -178,7 +178,7 @@ impl JunitReport {
     ///
     /// A key's first appearance is its smallest seq, that is its first job in the input: jobs
     /// end (and are added) in another order, and the document does not depend on it.
-    pub fn to_xml(&self) -> String {
+    pub(crate) fn to_xml(&self) -> String {
         let mut report = Report::new(self.name.as_str());
         report.set_timestamp(date_time(self.started_at));
         if let Some(took) = self

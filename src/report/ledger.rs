@@ -16,7 +16,7 @@ use crate::core::{Account, ExitFacts, Outcome, Seq, Tick};
 
 /// What the shell adds to a job's [`Account`]: what the job was and what its last process did.
 #[derive(Debug, Default)]
-pub struct JobFacts<'a> {
+pub(crate) struct JobFacts<'a> {
     /// 1-based source line.
     pub line: u64,
     /// `None` for an input line without a usable key.
@@ -34,7 +34,7 @@ pub struct JobFacts<'a> {
 }
 
 /// Events, records, JUnit, summary and display of one run.
-pub struct Ledger {
+pub(crate) struct Ledger {
     /// The wall-clock time of tick zero.
     origin: SystemTime,
     recorder: Recorder,
@@ -43,7 +43,7 @@ pub struct Ledger {
 
 impl Ledger {
     /// A ledger whose ticks count from `origin` (the wall-clock time the run started).
-    pub fn new(origin: SystemTime, recorder: Recorder, events: EventLog) -> Self {
+    pub(crate) fn new(origin: SystemTime, recorder: Recorder, events: EventLog) -> Self {
         Ledger {
             origin,
             recorder,
@@ -52,12 +52,12 @@ impl Ledger {
     }
 
     /// The wall-clock time of `tick`.
-    pub fn at(&self, tick: Tick) -> SystemTime {
+    pub(crate) fn at(&self, tick: Tick) -> SystemTime {
         self.origin + tick
     }
 
     /// Writes the report's `run` header.
-    pub async fn run_started(&mut self, max_concurrent: usize, source: String) {
+    pub(crate) async fn run_started(&mut self, max_concurrent: usize, source: String) {
         self.recorder
             .start(&RunRecord {
                 kind: "run",
@@ -72,7 +72,7 @@ impl Ledger {
 
     /// A job was admitted into its lane, `ahead` jobs of its key before it; `queued` jobs
     /// wait in all.
-    pub fn queued(&mut self, seq: Seq, key: &str, ahead: usize, queued: usize, now: Tick) {
+    pub(crate) fn queued(&mut self, seq: Seq, key: &str, ahead: usize, queued: usize, now: Tick) {
         if let Some(progress) = self.recorder.progress() {
             progress.set_queued(queued);
         }
@@ -89,7 +89,7 @@ impl Ledger {
 
     /// A try of the run `members` (its first job first) started in `slot`, as `command`.
     #[allow(clippy::too_many_arguments)]
-    pub fn started(
+    pub(crate) fn started(
         &mut self,
         members: &[Seq],
         key: &str,
@@ -120,7 +120,7 @@ impl Ledger {
     }
 
     /// A try of the run `members` ended with `outcome`; `retry` says it goes again.
-    pub fn try_ended(
+    pub(crate) fn try_ended(
         &mut self,
         members: &[Seq],
         key: &str,
@@ -163,7 +163,7 @@ impl Ledger {
     /// Writes a job's one record from its account and facts, and counts it. A job that was not
     /// in flight when it ended (never started, or waiting for a retry) gets its `ended` event
     /// here. Returns whether the job started (it then has result files to index).
-    pub async fn close(&mut self, account: &Account, facts: JobFacts<'_>) -> bool {
+    pub(crate) async fn close(&mut self, account: &Account, facts: JobFacts<'_>) -> bool {
         let tried = account.tried;
         let ended_at = match tried {
             // A retry that never got its turn: the record tells of its last try.
@@ -206,40 +206,40 @@ impl Ledger {
     }
 
     /// Counts a job skipped because `--resume` found it already succeeded (no record).
-    pub fn skipped(&mut self) {
+    pub(crate) fn skipped(&mut self) {
         self.recorder.skipped();
     }
 
     /// The input ended after `total` jobs: the display learns the total.
-    pub fn input_ended(&mut self, total: u64) {
+    pub(crate) fn input_ended(&mut self, total: u64) {
         if let Some(progress) = self.recorder.progress() {
             progress.set_total(total);
         }
     }
 
     /// The live display, when there is one.
-    pub fn progress(&mut self) -> Option<&mut Progress> {
+    pub(crate) fn progress(&mut self) -> Option<&mut Progress> {
         self.recorder.progress()
     }
 
     /// Whether any job ended in an outcome that makes the exit status 1.
-    pub fn any_bad(&self) -> bool {
+    pub(crate) fn any_bad(&self) -> bool {
         self.recorder.any_bad()
     }
 
     /// Whether the report, the events file or the JUnit file could not be stored whole.
-    pub fn lost(&self) -> bool {
+    pub(crate) fn lost(&self) -> bool {
         self.recorder.report_lost() || self.events.lost()
     }
 
     /// Writes the JUnit file, if any (before the exit status is decided).
-    pub fn write_junit(&mut self) {
+    pub(crate) fn write_junit(&mut self) {
         self.recorder.write_junit();
     }
 
     /// Writes the `summary` record; returns the human summary and, under `--json`, the task
     /// still handing records to stdout (see [`Recorder::finish`]).
-    pub async fn finish(
+    pub(crate) async fn finish(
         &mut self,
         elapsed: Duration,
         exit_code: u8,

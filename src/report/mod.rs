@@ -1,10 +1,10 @@
 //! What `lanes` tells about a run: the JSON Lines report and the human summary.
 
-pub mod entry;
-pub mod events;
-pub mod human;
-pub mod json;
-pub mod junit;
-pub mod ledger;
-pub mod progress;
-pub mod recorder;
+pub(crate) mod entry;
+pub(crate) mod events;
+pub(crate) mod human;
+pub(crate) mod json;
+pub(crate) mod junit;
+pub(crate) mod ledger;
+pub(crate) mod progress;
+pub(crate) mod recorder;

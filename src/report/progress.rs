@@ -9,7 +9,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// The live display. Everything is a no-op once [`Progress::finish`] has run.
-pub struct Progress {
+pub(crate) struct Progress {
     multi: MultiProgress,
     status: ProgressBar,
     lines: HashMap<u64, ProgressBar>,
@@ -29,7 +29,7 @@ const REFRESH_HZ: u8 = 10;
 
 impl Progress {
     /// A display on stderr, showing at most `max_lines` running jobs, `width` columns wide.
-    pub fn new(max_lines: usize, width: u16) -> Self {
+    pub(crate) fn new(max_lines: usize, width: u16) -> Self {
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(REFRESH_HZ));
         let status = multi.add(ProgressBar::new_spinner());
         status.set_style(
@@ -54,18 +54,18 @@ impl Progress {
     }
 
     /// The handle writers use to print above the display (`suspend`).
-    pub fn handle(&self) -> MultiProgress {
+    pub(crate) fn handle(&self) -> MultiProgress {
         self.multi.clone()
     }
 
     /// The number of jobs in all, once the input has ended.
-    pub fn set_total(&mut self, total: u64) {
+    pub(crate) fn set_total(&mut self, total: u64) {
         self.total = Some(total);
         self.redraw();
     }
 
     /// How many jobs wait now.
-    pub fn set_queued(&mut self, queued: usize) {
+    pub(crate) fn set_queued(&mut self, queued: usize) {
         if queued != self.queued {
             self.queued = queued;
             self.redraw();
@@ -73,7 +73,7 @@ impl Progress {
     }
 
     /// A run started (a job, or a batch known by its first job's seq).
-    pub fn started(&mut self, seq: u64, key: &str, command: &str) {
+    pub(crate) fn started(&mut self, seq: u64, key: &str, command: &str) {
         self.running += 1;
         if self.lines.len() < self.max_lines {
             let line = self.multi.add(ProgressBar::new_spinner());
@@ -105,7 +105,7 @@ impl Progress {
     }
 
     /// A run (known by its first job's seq) ended; its line goes.
-    pub fn run_ended(&mut self, seq: u64) {
+    pub(crate) fn run_ended(&mut self, seq: u64) {
         self.running = self.running.saturating_sub(1);
         if let Some(line) = self.lines.remove(&seq) {
             line.finish_and_clear();
@@ -115,21 +115,21 @@ impl Progress {
     }
 
     /// A job's record was written; `bad` when it did not succeed (superseded counts as fine).
-    pub fn recorded(&mut self, bad: bool) {
+    pub(crate) fn recorded(&mut self, bad: bool) {
         self.done += 1;
         self.failed += u64::from(bad);
         self.redraw();
     }
 
     /// Redraws the running jobs' lines, so that their elapsed times move.
-    pub fn tick(&self) {
+    pub(crate) fn tick(&self) {
         for line in self.lines.values() {
             line.tick();
         }
     }
 
     /// Clears the display for good.
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         for (_, line) in self.lines.drain() {
             line.finish_and_clear();
         }

@@ -15,7 +15,7 @@ use crate::core::Outcome;
 use crate::output::sink::SinkTx;
 
 /// Where report lines go, and the running counts.
-pub struct Recorder {
+pub(crate) struct Recorder {
     file: Option<File>,
     file_name: String,
     stdout: Option<SinkTx>,
@@ -39,7 +39,7 @@ pub struct Recorder {
 impl Recorder {
     /// A recorder writing to `file` (named `file_name` in messages) and/or, for `--json`, to
     /// the stdout sink.
-    pub fn new(file: Option<File>, file_name: String, stdout: Option<SinkTx>) -> Self {
+    pub(crate) fn new(file: Option<File>, file_name: String, stdout: Option<SinkTx>) -> Self {
         Recorder {
             file,
             file_name,
@@ -59,34 +59,29 @@ impl Recorder {
     }
 
     /// Also collects a JUnit XML file, written to `path` by [`Recorder::finish`].
-    pub fn with_junit(mut self, path: PathBuf, report: JunitReport) -> Self {
+    pub(crate) fn with_junit(mut self, path: PathBuf, report: JunitReport) -> Self {
         self.junit = Some((path, report));
         self
     }
 
     /// Also feeds the live display.
-    pub fn with_progress(mut self, progress: Progress) -> Self {
+    pub(crate) fn with_progress(mut self, progress: Progress) -> Self {
         self.progress = Some(progress);
         self
     }
 
-    /// Whether there is a live display.
-    pub fn has_progress(&self) -> bool {
-        self.progress.is_some()
-    }
-
     /// The live display, when there is one.
-    pub fn progress(&mut self) -> Option<&mut Progress> {
+    pub(crate) fn progress(&mut self) -> Option<&mut Progress> {
         self.progress.as_mut()
     }
 
     /// Writes the `run` header.
-    pub async fn start(&mut self, run: &RunRecord) {
+    pub(crate) async fn start(&mut self, run: &RunRecord) {
         self.write_line(to_line(run)).await;
     }
 
     /// Writes one job's record and counts it, in the summary, the JUnit file and the display.
-    pub async fn job(&mut self, entry: &Entry<'_>) {
+    pub(crate) async fn job(&mut self, entry: &Entry<'_>) {
         let outcome = entry.outcome;
         self.summary.jobs += 1;
         match outcome {
@@ -121,24 +116,24 @@ impl Recorder {
     }
 
     /// Counts a job skipped because `--resume` found it already succeeded (no record).
-    pub fn skipped(&mut self) {
+    pub(crate) fn skipped(&mut self) {
         self.summary.skipped += 1;
     }
 
     /// Whether any job ended in an outcome that makes the exit status 1.
-    pub fn any_bad(&self) -> bool {
+    pub(crate) fn any_bad(&self) -> bool {
         self.any_bad
     }
 
     /// Whether the report file could not be written to the end: CI must not take a partial
     /// report for a whole one, so the exit status is then 1 too.
-    pub fn report_lost(&self) -> bool {
+    pub(crate) fn report_lost(&self) -> bool {
         self.report_lost || self.stdout.as_ref().is_some_and(SinkTx::lost)
     }
 
     /// Writes the JUnit file, if any (before the exit status is decided: a file that cannot
     /// be written makes it 1, like the report).
-    pub fn write_junit(&mut self) {
+    pub(crate) fn write_junit(&mut self) {
         if let Some((path, junit)) = self.junit.take() {
             if let Err(err) = std::fs::write(&path, junit.to_xml()) {
                 eprintln!(
@@ -154,7 +149,7 @@ impl Recorder {
     /// depends on); returns the human summary text and, under `--json`, the
     /// task still handing records to the stdout sink: the caller waits for it, or gives up on
     /// it (a second Ctrl-C; the report file, if any, has every record).
-    pub async fn finish(
+    pub(crate) async fn finish(
         &mut self,
         duration_ms: u64,
         exit_code: u8,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-pub use crate::config::{Backend, SlurmOptions};
+use crate::config::Backend;
 
 impl Backend {
     /// The program and arguments that run `command` for job `seq` of `key`.
@@ -18,7 +18,7 @@ impl Backend {
     /// --comment=RUN:SEQ:ATTEMPT [--time=MINUTES] [--licenses=L:1] [--partition/--account/--qos]
     /// SHELL -c COMMAND`. `--time` is the turn timeout rounded up to whole minutes, a
     /// server-side backstop should lanes go away.
-    pub fn argv(
+    pub(crate) fn argv(
         &self,
         shell: &str,
         command: &str,
@@ -62,12 +62,12 @@ impl Backend {
     /// Whether stop signals go to the job's whole process group (local), or only as SIGINT to
     /// `srun` (Slurm: `--quit-on-interrupt` makes one SIGINT cancel the job; SIGKILL to `srun`'s
     /// group would leave the job running on the cluster).
-    pub fn is_local(&self) -> bool {
+    pub(crate) fn is_local(&self) -> bool {
         matches!(self, Backend::Local)
     }
 
     /// The signal sent for a stop that would send `wanted` locally.
-    pub fn stop_signal(&self, wanted: Signal) -> Signal {
+    pub(crate) fn stop_signal(&self, wanted: Signal) -> Signal {
         match self {
             Backend::Local => wanted,
             Backend::Slurm { .. } => Signal::SIGINT,
@@ -76,7 +76,7 @@ impl Backend {
 
     /// Cancels job `seq`'s try `attempt` on the cluster (`scancel`), where SIGKILL would be sent
     /// locally. Blocks for the `squeue`/`scancel` calls.
-    pub fn cancel(&self, seq: u64, attempt: u32) {
+    pub(crate) fn cancel(&self, seq: u64, attempt: u32) {
         if let Backend::Slurm { run_id, .. } = self {
             let wanted = comment(run_id, seq, attempt);
             cancel_where(|c| c == wanted);
@@ -85,7 +85,7 @@ impl Backend {
 
     /// Cancels every job of this run still known to the cluster: the fallback before lanes
     /// exits.
-    pub fn cancel_run(&self) {
+    pub(crate) fn cancel_run(&self) {
         if let Backend::Slurm { run_id, .. } = self {
             let prefix = format!("{run_id}:");
             cancel_where(|c| c.starts_with(&prefix));
@@ -94,7 +94,7 @@ impl Backend {
 
     /// The cluster's final state of job `seq`'s try `attempt` (`COMPLETED`, `CANCELLED`,
     /// `TIMEOUT`, …), while the cluster still remembers it (slurm.conf `MinJobAge`).
-    pub fn final_state(&self, seq: u64, attempt: u32) -> Option<String> {
+    pub(crate) fn final_state(&self, seq: u64, attempt: u32) -> Option<String> {
         let Backend::Slurm { run_id, .. } = self else {
             return None;
         };
@@ -107,7 +107,7 @@ impl Backend {
 }
 
 /// `PREFIX.HASH`: the key's FNV-1a hash in hex, so that any key makes a valid job name.
-pub fn job_name(prefix: &str, key: &str) -> String {
+pub(crate) fn job_name(prefix: &str, key: &str) -> String {
     let hash = crate::output::framing::stable_hash(key);
     format!("{prefix}.{hash:016x}")
 }
@@ -185,6 +185,7 @@ fn is_active(state: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::SlurmOptions;
 
     #[test]
     fn local_runs_the_shell() {

@@ -11,12 +11,12 @@ use tokio::signal::unix::{signal as unix_signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::backend::Backend;
 use super::reap::{sweep_escapees, Reaper};
 use super::signal::{next_signal, recv_optional, StopSignals};
 use super::sleep_until_opt;
 use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
 use super::supervise::{self, Control, Ended, Timing};
+use crate::config::Backend;
 use crate::config::{RunConfig, Source};
 use crate::core::{
     Account, Finished, Halt, JobRequest, Limits, Offer, Outcome, RejectReason, RunFacts, Scheduler,
@@ -38,7 +38,7 @@ use crate::template;
 const INPUT_BURST: usize = 256;
 
 /// The sinks job output and status text go to.
-pub struct Streams {
+pub(crate) struct Streams {
     /// Job stdout (lanes' stdout, or its stderr under `--json`).
     pub job_stdout: SinkTx,
     /// Job stderr and lanes' own messages.
@@ -50,7 +50,7 @@ pub struct Streams {
 }
 
 /// How a run ended.
-pub struct RunEnd {
+pub(crate) struct RunEnd {
     /// lanes' exit status.
     pub code: u8,
     /// The human summary, for stderr.
@@ -73,7 +73,7 @@ struct RunOutput {
 }
 
 /// Runs the whole job stream to its end.
-pub async fn drive(
+pub(crate) async fn drive(
     config: RunConfig,
     hangup_ignored: bool,
     input: mpsc::Receiver<InputItem>,
@@ -642,7 +642,7 @@ impl Driver {
 
 /// After a second stop signal, how long output still on its way to lanes' stdout or stderr
 /// may take to be written before lanes exits without it.
-pub const FORCED_WRITE_WAIT: Duration = Duration::from_millis(500);
+pub(crate) const FORCED_WRITE_WAIT: Duration = Duration::from_millis(500);
 
 /// Waits for a task that hands output on (grouped blocks, `--json` records) to end. Once
 /// stopping (`forced`, or a stop signal comes meanwhile), it gets [`FORCED_WRITE_WAIT`] more,

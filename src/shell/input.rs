@@ -12,7 +12,7 @@ use crate::input::manifest::Manifest;
 use crate::input::{InputItem, JobSpec};
 
 /// Where the input thread reads from.
-pub enum Feed {
+pub(crate) enum Feed {
     /// Lines from a reader (stdin or a file).
     Lines(Box<dyn BufRead + Send>),
     /// Lines already read and validated (`--strict`).
@@ -27,7 +27,7 @@ const CHANNEL_DEPTH: usize = 64;
 /// Starts the input thread; its items arrive on the returned receiver, which ends at EOF.
 /// `max_queued` bounds the read-ahead: the channel holds at most an eighth of it (1 to 64
 /// items), so that reading pauses soon after `--max-queued` jobs wait.
-pub fn start(feed: Feed, max_queued: usize) -> mpsc::Receiver<InputItem> {
+pub(crate) fn start(feed: Feed, max_queued: usize) -> mpsc::Receiver<InputItem> {
     let depth = (max_queued / 8).clamp(1, CHANNEL_DEPTH);
     let (tx, rx) = mpsc::channel(depth);
     std::thread::Builder::new()

@@ -1,14 +1,14 @@
 //! The effectful side: the tokio event loop, processes, pipes, signals and reaping. It applies
 //! the pure core's decisions and never makes scheduling decisions of its own.
 
-pub mod backend;
-pub mod driver;
-pub mod input;
-pub mod reap;
-pub mod signal;
-pub mod spawn;
-pub mod supervise;
-pub mod unix;
+pub(crate) mod backend;
+pub(crate) mod driver;
+pub(crate) mod input;
+pub(crate) mod reap;
+pub(crate) mod signal;
+pub(crate) mod spawn;
+pub(crate) mod supervise;
+pub(crate) mod unix;
 
 /// Sleeps until `at`, or forever when there is no deadline (a `select!` branch that never
 /// fires).

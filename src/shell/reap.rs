@@ -14,7 +14,7 @@ use crate::core::ExitFacts;
 
 /// Hands each reaped direct child's [`ExitFacts`] to whoever registered its pid.
 #[derive(Clone, Default)]
-pub struct Reaper {
+pub(crate) struct Reaper {
     waiters: Arc<Mutex<HashMap<i32, oneshot::Sender<ExitFacts>>>>,
 }
 
@@ -22,7 +22,7 @@ impl Reaper {
     /// Registers interest in the exit of direct child `pid`. Call right after spawning, before
     /// anything can call [`Reaper::reap`] (the runtime is single-threaded, so "before the next
     /// await" is enough).
-    pub fn watch(&self, pid: i32) -> oneshot::Receiver<ExitFacts> {
+    pub(crate) fn watch(&self, pid: i32) -> oneshot::Receiver<ExitFacts> {
         let (tx, rx) = oneshot::channel();
         self.lock().insert(pid, tx);
         rx
@@ -30,7 +30,7 @@ impl Reaper {
 
     /// Reaps every child that has exited (`waitpid(-1, WNOHANG)` until none is left), and
     /// delivers the exit facts of watched ones. Orphans are reaped and forgotten.
-    pub fn reap(&self) {
+    pub(crate) fn reap(&self) {
         loop {
             let (pid, facts) = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) => (pid, ExitFacts::Exited(code)),
@@ -58,7 +58,7 @@ impl Reaper {
 /// session) and was re-parented to `lanes`: SIGTERM to each one's group, SIGKILL after the
 /// grace period to what is left, so that no process of any job outlives the run. A stop signal
 /// meanwhile ends the grace at once; the first one that came is returned.
-pub async fn sweep_escapees(
+pub(crate) async fn sweep_escapees(
     reaper: &Reaper,
     grace: std::time::Duration,
     signals: &mut Option<super::signal::StopSignals>,

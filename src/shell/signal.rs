@@ -6,7 +6,7 @@ use nix::sys::signal::Signal;
 use tokio::signal::unix::{signal, Signal as Stream, SignalKind};
 
 /// The three stop signals, merged.
-pub struct StopSignals {
+pub(crate) struct StopSignals {
     interrupt: Stream,
     terminate: Stream,
     /// `None` when SIGHUP was ignored at start (`nohup`): it stays ignored.
@@ -19,7 +19,7 @@ impl StopSignals {
     ///
     /// # Errors
     /// When a handler cannot be installed.
-    pub fn install(with_hangup: bool) -> std::io::Result<Self> {
+    pub(crate) fn install(with_hangup: bool) -> std::io::Result<Self> {
         Ok(StopSignals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
@@ -32,7 +32,7 @@ impl StopSignals {
     }
 
     /// Waits for the next stop signal.
-    pub async fn next(&mut self) -> Signal {
+    pub(crate) async fn next(&mut self) -> Signal {
         tokio::select! {
             _ = self.interrupt.recv() => Signal::SIGINT,
             _ = self.terminate.recv() => Signal::SIGTERM,
@@ -42,7 +42,7 @@ impl StopSignals {
 }
 
 /// The next stop signal; never, without handlers.
-pub async fn next_signal(signals: &mut Option<StopSignals>) -> Option<Signal> {
+pub(crate) async fn next_signal(signals: &mut Option<StopSignals>) -> Option<Signal> {
     match signals {
         Some(signals) => Some(signals.next().await),
         None => std::future::pending().await,

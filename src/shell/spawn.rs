@@ -24,22 +24,22 @@ use std::time::Duration;
 use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
-use super::backend::Backend;
 use super::reap::Reaper;
 use super::unix::set_nonblocking;
+use crate::config::Backend;
 use crate::core::ExitFacts;
 
 /// The environment every job of a run starts from: lanes' own plus the run's additions, as
 /// `KEY=VALUE` strings, built once.
 #[derive(Debug, Default)]
-pub struct BaseEnv {
+pub(crate) struct BaseEnv {
     entries: Vec<(Vec<u8>, CString)>,
 }
 
 impl BaseEnv {
     /// lanes' environment with `additions` applied (later ones win). Variables whose name or
     /// value holds a NUL byte cannot be passed and are left out.
-    pub fn new(additions: &[(String, String)]) -> Self {
+    pub(crate) fn new(additions: &[(String, String)]) -> Self {
         let mut vars: Vec<(Vec<u8>, Vec<u8>)> = std::env::vars_os()
             .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
             .collect();
@@ -70,7 +70,7 @@ impl BaseEnv {
 /// one means `.`) depends on the job's working directory, so such names are left to
 /// `posix_spawnp` every time, as are names found nowhere (for its exact error).
 #[derive(Debug, Default)]
-pub struct ProgramPaths {
+pub(crate) struct ProgramPaths {
     found: RefCell<HashMap<Vec<u8>, CString>>,
 }
 
@@ -121,7 +121,7 @@ fn find_on_path(search: &[u8], name: &[u8]) -> Option<CString> {
 }
 
 /// One process to start.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     pub program: &'a OsStr,
     pub args: &'a [std::ffi::OsString],
     pub base_env: &'a BaseEnv,
@@ -140,7 +140,7 @@ pub struct Request<'a> {
 /// # Errors
 /// The error `posix_spawnp` reports: the program not found (ENOENT), the directory missing,
 /// EAGAIN/EMFILE/ENFILE when processes or descriptors run short, or a NUL byte in an argument.
-pub fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
+pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
     let program = cstring(request.program.as_bytes())?;
     let mut argv_owned = vec![program.clone()];
     for arg in request.args {
@@ -377,7 +377,7 @@ mod tests {
 
 /// What it takes to start one job.
 #[derive(Debug)]
-pub struct Launch<'a> {
+pub(crate) struct Launch<'a> {
     pub shell: &'a str,
     pub command: &'a str,
     /// The job's working directory; `None` for lanes' own.
@@ -402,7 +402,7 @@ pub struct Launch<'a> {
 }
 
 /// A started job: its pid (also its process group id), its exit notification and its pipes.
-pub struct Spawned {
+pub(crate) struct Spawned {
     pub pid: i32,
     pub exit: oneshot::Receiver<ExitFacts>,
     pub stdout: Option<pipe::Receiver>,
@@ -411,7 +411,7 @@ pub struct Spawned {
 
 /// Why a job could not be started.
 #[derive(Debug, thiserror::Error)]
-pub enum SpawnError {
+pub(crate) enum SpawnError {
     /// Out of processes or descriptors for now (EAGAIN, EMFILE, ENFILE): try again later.
     #[error("{0}")]
     Transient(io::Error),
@@ -428,7 +428,7 @@ pub enum SpawnError {
 /// # Errors
 /// [`SpawnError::Transient`] for EAGAIN/EMFILE/ENFILE, [`SpawnError::Failed`] for anything
 /// else, naming the missing directory or the shell.
-pub fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, SpawnError> {
+pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, SpawnError> {
     let pwd: PathBuf = match launch.cwd {
         Some(dir) => match std::fs::canonicalize(dir) {
             Ok(real) if real.is_dir() => real,
@@ -524,7 +524,7 @@ fn async_pipe(fd: OwnedFd) -> io::Result<pipe::Receiver> {
 }
 
 /// Whether a spawn error is a passing shortage of processes or descriptors.
-pub fn is_transient(err: &io::Error) -> bool {
+pub(crate) fn is_transient(err: &io::Error) -> bool {
     matches!(
         err.raw_os_error(),
         Some(libc_errno::EAGAIN | libc_errno::EMFILE | libc_errno::ENFILE)
@@ -533,7 +533,7 @@ pub fn is_transient(err: &io::Error) -> bool {
 
 mod libc_errno {
     use nix::errno::Errno;
-    pub const EAGAIN: i32 = Errno::EAGAIN as i32;
-    pub const EMFILE: i32 = Errno::EMFILE as i32;
-    pub const ENFILE: i32 = Errno::ENFILE as i32;
+    pub(super) const EAGAIN: i32 = Errno::EAGAIN as i32;
+    pub(super) const EMFILE: i32 = Errno::EMFILE as i32;
+    pub(super) const ENFILE: i32 = Errno::ENFILE as i32;
 }

@@ -9,11 +9,11 @@ use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 use tokio::time::{sleep, Instant};
 
-use super::backend::Backend;
 use super::reap::Reaper;
 use super::sleep_until_opt;
 use super::spawn::Spawned;
 use super::unix::{group_alive, signal_group, signal_process};
+use crate::config::Backend;
 use crate::core::{Action, Escalation, Event, ExitFacts};
 use crate::output::capture::Capture;
 use crate::output::pump::{readable, room, OutputPlan, Stream};
@@ -21,7 +21,7 @@ use crate::output::results::ResultFiles;
 
 /// What the driver asks of a running job's supervisor.
 #[derive(Debug, Clone, Copy)]
-pub enum Control {
+pub(crate) enum Control {
     /// The core ordered a stop: `signal` to the job's process group, SIGKILL after the grace
     /// period. Only the first counts.
     Stop { signal: Signal },
@@ -31,7 +31,7 @@ pub enum Control {
 
 /// Timing rules of supervision, and how stops are delivered.
 #[derive(Debug, Clone)]
-pub struct Timing {
+pub(crate) struct Timing {
     /// The backend: locally a stop signals the whole process group and ends in SIGKILL; under
     /// Slurm it is SIGINT to `srun` and, past the grace period, `scancel`.
     pub backend: Arc<Backend>,
@@ -45,7 +45,7 @@ pub struct Timing {
 
 /// How a supervised job ended: facts only; the core classifies them.
 #[derive(Debug)]
-pub struct Ended {
+pub(crate) struct Ended {
     /// The run, known by its first job.
     pub seq: u64,
     /// How the direct child ended.
@@ -71,7 +71,7 @@ const GROUP_POLL: Duration = Duration::from_millis(10);
 
 /// Supervises a started job until its process group is empty and its pipes are at EOF (or
 /// past the leak window, held open by a process outside the group), then returns how it ended.
-pub async fn supervise(
+pub(crate) async fn supervise(
     seq: u64,
     spawned: Spawned,
     mut control: mpsc::UnboundedReceiver<Control>,

@@ -10,12 +10,12 @@ use nix::unistd::Pid;
 /// Sends `signal` to every process of the process group `pgid` (`killpg(3)`). A group that is
 /// already empty (ESRCH) is not an error; other errors are ignored too, as there is nothing
 /// better to do with a group we may not signal.
-pub fn signal_group(pgid: i32, signal: Signal) {
+pub(crate) fn signal_group(pgid: i32, signal: Signal) {
     let _ = killpg(Pid::from_raw(pgid), signal);
 }
 
 /// Sends `signal` to the single process `pid` (`kill(2)`); errors are ignored as for groups.
-pub fn signal_process(pid: i32, signal: Signal) {
+pub(crate) fn signal_process(pid: i32, signal: Signal) {
     let _ = kill(Pid::from_raw(pid), signal);
 }
 
@@ -29,7 +29,7 @@ pub fn signal_process(pid: i32, signal: Signal) {
 /// A `/proc` listing is a snapshot: a process forked just after it, by a parent that died
 /// before its own entry was read, would be missed. So "only zombies" must be seen twice, and
 /// `kill` asked again, before the group counts as empty.
-pub fn group_alive(pgid: i32) -> bool {
+pub(crate) fn group_alive(pgid: i32) -> bool {
     for _ in 0..2 {
         match kill(Pid::from_raw(-pgid), None) {
             Err(Errno::ESRCH) => return false,
@@ -73,7 +73,7 @@ fn group_has_live_member(pgid: i32) -> bool {
 /// Makes `lanes` a child subreaper (Linux `prctl(PR_SET_CHILD_SUBREAPER)`, see `prctl(2)`):
 /// orphans of its jobs are re-parented to it, so it can reap them and see when a job's
 /// process group is really empty. Elsewhere this does nothing.
-pub fn become_subreaper() {
+pub(crate) fn become_subreaper() {
     #[cfg(target_os = "linux")]
     {
         let _ = nix::sys::prctl::set_child_subreaper(true);
@@ -83,7 +83,7 @@ pub fn become_subreaper() {
 /// Marks every open descriptor above 2 close-on-exec, so that no descriptor `lanes` inherited
 /// reaches a job (SPEC §2). Descriptors `lanes` opens itself are close-on-exec already (Rust
 /// and tokio open everything with `O_CLOEXEC`).
-pub fn close_inherited_descriptors_on_exec() {
+pub(crate) fn close_inherited_descriptors_on_exec() {
     let Ok(entries) = std::fs::read_dir("/proc/self/fd").or_else(|_| std::fs::read_dir("/dev/fd"))
     else {
         return;
@@ -107,17 +107,12 @@ fn set_cloexec(fd: RawFd) {
 }
 
 /// Makes a fresh pipe's read end non-blocking: its status flags become `O_NONBLOCK` alone.
-pub fn set_nonblocking(fd: &impl AsRawFd) -> std::io::Result<()> {
+pub(crate) fn set_nonblocking(fd: &impl AsRawFd) -> std::io::Result<()> {
     use nix::fcntl::{fcntl, FcntlArg, OFlag};
     // A pipe's read end from pipe2(O_CLOEXEC) has no status flag but O_RDONLY (an access
     // mode, which F_SETFL ignores), so there is nothing to read back first.
     fcntl(fd.as_raw_fd(), FcntlArg::F_SETFL(OFlag::O_NONBLOCK))?;
     Ok(())
-}
-
-/// The conventional name of signal number `signal` (`"SIGKILL"`), or `"SIG<N>"` when unknown.
-pub fn signal_name(signal: i32) -> String {
-    Signal::try_from(signal).map_or_else(|_| format!("SIG{signal}"), |s| s.as_str().to_owned())
 }
 
 /// Resets every signal that `lanes` inherited as ignored (`SIG_IGN`) to its default action, so
@@ -127,7 +122,7 @@ pub fn signal_name(signal: i32) -> String {
 /// the return value says so; SIGPIPE is left to Rust, whose `Command` resets it in children.
 ///
 /// Call it first thing in `main`, before any thread starts.
-pub fn reset_ignored_signals() -> bool {
+pub(crate) fn reset_ignored_signals() -> bool {
     use nix::libc;
     let mut hangup_ignored = false;
     for signal in Signal::iterator() {
@@ -158,7 +153,7 @@ pub fn reset_ignored_signals() -> bool {
 /// mallopt(3)). lanes' threads only pass buffers to each other, so they gain nothing from
 /// arenas of their own, which cost a 64 MiB reservation and page faults each at start and
 /// hold freed memory apart from the main thread's. Call it before any thread starts.
-pub fn use_one_malloc_arena() {
+pub(crate) fn use_one_malloc_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: a plain setting of the allocator, made while only this thread runs.
     unsafe {
@@ -169,7 +164,7 @@ pub fn use_one_malloc_arena() {
 /// The pids of every child of this process (Linux `/proc/self/task/*/children`, see
 /// `proc(5)`): after the run, these are processes that left their job's process group and
 /// were re-parented to `lanes` as subreaper. Empty where the file does not exist.
-pub fn children() -> Vec<i32> {
+pub(crate) fn children() -> Vec<i32> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return Vec::new();
     };
@@ -188,7 +183,7 @@ pub fn children() -> Vec<i32> {
 }
 
 /// Sends `signal` to `pid`'s whole process group when it leads one, else to `pid` alone.
-pub fn signal_escapee(pid: i32, signal: Signal) {
+pub(crate) fn signal_escapee(pid: i32, signal: Signal) {
     let pid = Pid::from_raw(pid);
     match nix::unistd::getpgid(Some(pid)) {
         Ok(pgid) if pgid == pid => {
