@@ -629,6 +629,8 @@ mod policies;
 #[cfg(test)]
 mod policy_model;
 
+mod decisions;
+
 #[test]
 fn the_turn_clock_restarts_when_the_process_really_starts() {
     let mut s = sched(1, 10);
