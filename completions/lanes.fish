@@ -30,11 +30,11 @@ grouped\t'Each job\'s whole output in one block when it ends, after a header lin
 raw\t'Bytes as they come, no prefix'
 none\t'Discarded'"
 complete -c lanes -l color -d 'Colour the key prefixes: `auto` on a terminal unless NO_COLOR or CI is set' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
-always\t''
-never\t''"
+always\t'Always, whatever the stream'
+never\t'Never'"
 complete -c lanes -l progress -d 'The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR or CI is set or --color never' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
-always\t''
-never\t''"
+always\t'Always, whatever the stream'
+never\t'Never'"
 complete -c lanes -l junit -d 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job' -r -F
 complete -c lanes -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`' -r -F
 complete -c lanes -l cancel-in-progress -d 'A newer job of a key also interrupts the key\'s running job (superseded), then starts. Implies --coalesce latest'

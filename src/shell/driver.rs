@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::reap::{sweep_escapees, Reaper};
-use super::signal::{next_signal, recv_optional, StopSignals};
+use super::signal::{next_signal, recv_optional, until_stopped, StopSignals};
 use super::sleep_until_opt;
 use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
 use super::supervise::{self, Control, Ended, Timing};
@@ -620,7 +620,11 @@ impl Driver {
         self.backend.cancel_run();
         let mut forced = self.core.is_forced();
         if let Some(writer) = self.grouped.close() {
-            forced = finish_unless_stopped(writer, forced, signals).await;
+            let abort = writer.abort_handle();
+            if until_stopped(writer, &mut forced, signals).await.is_none() {
+                // What it had not handed on is dropped, and its handles of the sinks with it.
+                abort.abort();
+            }
         }
         self.ledger.write_junit();
         let code = exit::for_run(
@@ -629,7 +633,13 @@ impl Driver {
         );
         let (text, forwarder) = self.ledger.finish(self.tick(), code).await;
         if let Some(forwarder) = forwarder {
-            forced = finish_unless_stopped(forwarder, forced, signals).await;
+            let abort = forwarder.abort_handle();
+            if until_stopped(forwarder, &mut forced, signals)
+                .await
+                .is_none()
+            {
+                abort.abort();
+            }
         }
         RunEnd {
             code,
@@ -638,32 +648,4 @@ impl Driver {
             signals: None,
         }
     }
-}
-
-/// After a second stop signal, how long output still on its way to lanes' stdout or stderr
-/// may take to be written before lanes exits without it.
-pub(crate) const FORCED_WRITE_WAIT: Duration = Duration::from_millis(500);
-
-/// Waits for a task that hands output on (grouped blocks, `--json` records) to end. Once
-/// stopping (`forced`, or a stop signal comes meanwhile), it gets [`FORCED_WRITE_WAIT`] more,
-/// then is aborted and what it had not handed on is dropped: a reader that stopped reading
-/// would otherwise keep lanes waiting for ever. Returns whether lanes is now stopping.
-async fn finish_unless_stopped(
-    mut task: tokio::task::JoinHandle<()>,
-    forced: bool,
-    signals: &mut Option<StopSignals>,
-) -> bool {
-    if !forced {
-        tokio::select! {
-            _ = &mut task => return false,
-            Some(_) = next_signal(signals) => {}
-        }
-    }
-    if tokio::time::timeout(FORCED_WRITE_WAIT, &mut task)
-        .await
-        .is_err()
-    {
-        task.abort();
-    }
-    true
 }

@@ -56,3 +56,28 @@ pub(crate) async fn recv_optional(stream: &mut Option<Stream>) -> Option<()> {
         None => std::future::pending().await,
     }
 }
+
+/// After a stop signal, how long output still on its way to lanes' stdout or stderr may take
+/// to be written before lanes exits without it.
+pub(crate) const FORCED_WRITE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The one way `lanes` waits for its last output (grouped blocks, `--json` records, the
+/// writer threads): for `work` to finish, however long a reader takes, until a stop signal
+/// comes; from then on (at once when already `stopping`), for at most [`FORCED_WRITE_WAIT`]
+/// more; `stopping` is then set, so that the waits after this one are short too. Returns
+/// what `work` gave, or `None` when it was given up (a reader that stopped reading would
+/// otherwise keep `lanes` waiting for ever).
+pub(crate) async fn until_stopped<F: std::future::Future>(
+    work: F,
+    stopping: &mut bool,
+    signals: &mut Option<StopSignals>,
+) -> Option<F::Output> {
+    tokio::pin!(work);
+    if !*stopping {
+        tokio::select! {
+            done = &mut work => return Some(done),
+            Some(_) = next_signal(signals) => *stopping = true,
+        }
+    }
+    tokio::time::timeout(FORCED_WRITE_WAIT, work).await.ok()
+}
