@@ -17,8 +17,9 @@ use crate::report::junit::JunitReport;
 use crate::report::ledger::Ledger;
 use crate::report::progress::Progress;
 use crate::report::recorder::Recorder;
-use crate::shell::driver::{drive, Streams};
+use crate::shell::driver::drive;
 use crate::shell::input::Feed;
+use crate::shell::launch::Streams;
 use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
 
 /// Runs `lanes` as the command line says; returns the exit status (SPEC §6).

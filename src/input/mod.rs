@@ -42,3 +42,21 @@ pub(crate) enum InputItem {
     /// The input could not be read to its end; nothing more comes.
     ReadError(String),
 }
+
+impl JobSpec {
+    /// What the core needs to schedule the job. `batching`: its argument's length in bytes
+    /// counts toward a batch's byte bound (`--batch-bytes`).
+    pub(crate) fn request(&self, batching: bool) -> crate::core::JobRequest {
+        crate::core::JobRequest {
+            seq: self.seq,
+            key: Arc::clone(&self.key),
+            rank: self.rank,
+            timeout: self.timeout,
+            weight: if batching {
+                crate::template::weight(&self.command)
+            } else {
+                0
+            },
+        }
+    }
+}

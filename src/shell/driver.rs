@@ -3,7 +3,6 @@
 //! record). It decides nothing itself.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,43 +10,26 @@ use tokio::signal::unix::{signal as unix_signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::input::Input;
+use super::launch::{Launcher, Streams};
 use super::reap::{sweep_escapees, Reaper};
 use super::signal::{next_signal, recv_optional, until_stopped, StopSignals};
 use super::sleep_until_opt;
-use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
-use super::supervise::{self, Control, Ended, Timing};
-use crate::config::Backend;
+use super::supervise::{Control, Ended};
 use crate::config::{RunConfig, Source};
 use crate::core::{
-    Account, Finished, Halt, JobRequest, Limits, Offer, Outcome, RejectReason, RunFacts, Scheduler,
-    Seq, SignalVerdict, SpawnFailure, SpawnVerdict, Start, StopOrder, Tick,
+    Account, Finished, Halt, Limits, Offer, Outcome, RejectReason, RunFacts, Scheduler, Seq,
+    SignalVerdict, SpawnVerdict, Start, StopOrder, Tick,
 };
 use crate::exit;
 use crate::input::{InputItem, JobSpec};
 use crate::output::blocks::{self, Block, GroupedOutput};
-use crate::output::framing::prefix_for;
-use crate::output::pump::OutputPlan;
 use crate::output::results::ResultsIndex;
-use crate::output::sink::SinkTx;
 use crate::report::ledger::{JobFacts, Ledger};
 use crate::resume::Resume;
-use crate::settings::OutputMode;
-use crate::template;
 
 /// Most input items admitted in one turn of the loop.
 const INPUT_BURST: usize = 256;
-
-/// The sinks job output and status text go to.
-pub(crate) struct Streams {
-    /// Job stdout (lanes' stdout, or its stderr under `--json`).
-    pub job_stdout: SinkTx,
-    /// Job stderr and lanes' own messages.
-    pub stderr: SinkTx,
-    /// Whether key prefixes on the job-stdout sink are coloured.
-    pub color_stdout: bool,
-    /// Whether key prefixes on the stderr sink are coloured.
-    pub color_stderr: bool,
-}
 
 /// How a run ended.
 pub(crate) struct RunEnd {
@@ -100,30 +82,21 @@ pub(crate) async fn drive(
         .saturating_add(config.max_concurrent)
         .min(1 << 20);
     let mut driver = Driver {
-        base_env: BaseEnv::new(&config.env),
-        programs: ProgramPaths::default(),
-        backend: Arc::new(config.backend.clone()),
-        core,
-        own_cwd: std::env::current_dir()
-            .and_then(std::fs::canonicalize)
-            .unwrap_or_else(|_| PathBuf::from(".")),
-        results_dir: config.results.as_deref().map(Arc::from),
-        results_index: ResultsIndex::create(config.results.as_deref()),
         grouped: GroupedOutput::new(
             config.keep_order,
             streams.job_stdout.clone(),
             streams.stderr.clone(),
         ),
+        launcher: Launcher::new(&config, streams, reaper, ended_tx),
+        core,
+        results_index: ResultsIndex::create(config.results.as_deref()),
         config,
         t0,
         // Sized for a full queue up front (see `Scheduler::with_policy`).
         jobs: HashMap::with_capacity(job_capacity),
         controls: HashMap::new(),
-        input: Some(input),
+        input: Input::new(input),
         read_error: false,
-        ended_tx,
-        reaper,
-        streams,
         ledger,
         resume,
         received: 0,
@@ -143,16 +116,16 @@ pub(crate) async fn drive(
             break;
         }
         let wake = driver.core.next_deadline().map(|tick| driver.t0 + tick);
-        let accept_input = driver.input.is_some() && driver.core.may_read_input();
+        let accept_input = driver.input.is_open() && driver.core.may_read_input();
         let backlogged = driver.core.output_backlogged();
         tokio::select! {
             biased;
             Some(signal) = next_signal(&mut signals) => driver.on_signal(signal).await,
-            Some(()) = recv_optional(&mut sigchld) => driver.reaper.reap(),
+            Some(()) = recv_optional(&mut sigchld) => driver.launcher.reaper().reap(),
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
             () = sleep_until_opt(wake) => driver.on_wake(),
             () = driver.grouped.written(), if backlogged => {},
-            item = recv_input(&mut driver.input), if accept_input => driver.on_input(item).await,
+            item = driver.input.recv(), if accept_input => driver.on_input(item).await,
             _ = redraw.tick(), if driver.ledger.progress().is_some() => {
                 if let Some(progress) = driver.ledger.progress() {
                     progress.tick();
@@ -165,22 +138,10 @@ pub(crate) async fn drive(
     end
 }
 
-async fn recv_input(input: &mut Option<mpsc::Receiver<InputItem>>) -> Option<InputItem> {
-    match input {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
 struct Driver {
     config: RunConfig,
-    /// Where jobs run.
-    backend: Arc<Backend>,
-    /// The environment every job starts from.
-    base_env: BaseEnv,
-    /// Where the shell (or `srun`) was found on `PATH`.
-    programs: ProgramPaths,
-    own_cwd: PathBuf,
+    /// Starts what the core takes.
+    launcher: Launcher,
     core: Scheduler,
     /// Tick zero of the run's one clock.
     t0: Instant,
@@ -190,18 +151,14 @@ struct Driver {
     /// pointer each.
     jobs: HashMap<Seq, Box<JobSpec>>,
     controls: HashMap<Seq, mpsc::UnboundedSender<Control>>,
-    input: Option<mpsc::Receiver<InputItem>>,
+    input: Input,
     read_error: bool,
-    ended_tx: mpsc::UnboundedSender<Ended>,
-    reaper: Reaper,
-    streams: Streams,
     ledger: Ledger,
     /// `--resume`: the successes of an earlier report.
     resume: Option<Resume>,
     /// Input items accepted so far (jobs and invalid lines, not skipped ones): the total, once
     /// the input has ended.
     received: u64,
-    results_dir: Option<Arc<Path>>,
     results_index: ResultsIndex,
     grouped: GroupedOutput,
 }
@@ -212,7 +169,7 @@ impl Driver {
     }
 
     fn is_done(&self) -> bool {
-        self.input.is_none() && self.core.is_idle()
+        !self.input.is_open() && self.core.is_idle()
     }
 
     /// Starts every job the core says may start now.
@@ -227,99 +184,44 @@ impl Driver {
         let Some(job) = self.jobs.get(&start.seq) else {
             return;
         };
-        let command = match &self.config.template {
-            Some(template) => {
-                let args: Vec<&str> = start
-                    .batch
-                    .iter()
-                    .filter_map(|seq| self.jobs.get(seq))
-                    .map(|member| member.command.as_str())
-                    .collect();
-                template.render(&args, &job.key, start.seq, start.slot)
-            }
-            None => job.command.clone(),
-        };
-        let capture = self.config.output != OutputMode::None || self.results_dir.is_some();
-        let launch = Launch {
-            shell: &self.config.shell,
-            command: &command,
-            cwd: job.cwd.as_deref(),
-            own_cwd: &self.own_cwd,
-            env: &self.base_env,
-            programs: &self.programs,
-            job_env: &job.env,
-            key: &job.key,
-            seq: job.seq,
-            slot: start.slot,
-            attempt: start.attempt,
-            capture,
-            backend: &self.backend,
-            timeout: job.timeout,
-        };
+        let members: Vec<&str> = start
+            .batch
+            .iter()
+            .filter_map(|seq| self.jobs.get(seq))
+            .map(|member| member.command.as_str())
+            .collect();
+        let command = self.launcher.command(job, &start, &members);
+        let launched = self.launcher.launch(job, &start, &command);
         let key = Arc::clone(&job.key);
-        let spawned = spawn::spawn(&launch, &self.reaper);
         let now = self.tick();
-        let (failure, message) = match spawned {
-            Ok(spawned) => {
+        match launched {
+            Ok(control) => {
+                self.controls.insert(start.seq, control);
                 self.core.spawned(start.seq, now);
                 let batch = self.config.policy.batching().then_some(start.seq);
                 let queued = self.core.queued();
+                let (slot, attempt) = (start.slot, start.attempt);
                 self.ledger.started(
                     &start.batch,
                     &key,
                     &command,
-                    start.slot,
-                    start.attempt,
+                    slot,
+                    attempt,
                     batch,
                     queued,
                     now,
                 );
-                let plan = OutputPlan {
-                    mode: self.config.output,
-                    stdout: self.streams.job_stdout.clone(),
-                    stderr: self.streams.stderr.clone(),
-                    prefix: Arc::from(prefix_for(&key, self.streams.color_stdout)),
-                    err_prefix: Arc::from(prefix_for(&key, self.streams.color_stderr)),
-                    key,
-                    results_dir: self.results_dir.clone(),
-                };
-                let (control_tx, control_rx) = mpsc::unbounded_channel();
-                self.controls.insert(start.seq, control_tx);
-                let timing = Timing {
-                    backend: Arc::clone(&self.backend),
-                    attempt: start.attempt,
-                    grace: self.config.grace,
-                    leak_window: self.config.leak_window,
-                };
-                let ended_tx = self.ended_tx.clone();
-                let reaper = self.reaper.clone();
-                let seq = start.seq;
-                tokio::spawn(async move {
-                    let ended =
-                        supervise::supervise(seq, spawned, control_rx, plan, timing, reaper).await;
-                    let _ = ended_tx.send(ended);
-                });
-                return;
             }
-            Err(SpawnError::Transient(err)) => {
-                let descriptors = err.raw_os_error() == Some(nix::libc::EMFILE);
-                let message = format!(
-                    "cannot start a job: {err}, and no running job will free a descriptor \
-                     (raise `ulimit -n`)"
-                );
-                (SpawnFailure::Shortage { descriptors }, message)
-            }
-            Err(SpawnError::Failed(message)) => (SpawnFailure::Failed, message),
-        };
-        match self.core.spawn_failed(start.seq, failure, now) {
-            SpawnVerdict::Deferred { .. } => {}
-            SpawnVerdict::Ended(finished) => {
-                let output = RunOutput {
-                    error: Some(message),
-                    ..RunOutput::default()
-                };
-                self.conclude(&key, finished, output, now).await;
-            }
+            Err(not_started) => match self.core.spawn_failed(start.seq, not_started.failure, now) {
+                SpawnVerdict::Deferred { .. } => {}
+                SpawnVerdict::Ended(finished) => {
+                    let output = RunOutput {
+                        error: Some(not_started.message),
+                        ..RunOutput::default()
+                    };
+                    self.conclude(&key, finished, output, now).await;
+                }
+            },
         }
     }
 
@@ -339,13 +241,10 @@ impl Driver {
             if !self.core.may_read_input() {
                 break;
             }
-            let Some(input) = self.input.as_mut() else {
-                break;
-            };
-            match input.try_recv() {
-                Ok(item) => self.accept(item).await,
-                Err(mpsc::error::TryRecvError::Empty) => break,
-                Err(mpsc::error::TryRecvError::Disconnected) => {
+            match self.input.try_recv() {
+                Ok(Some(item)) => self.accept(item).await,
+                Ok(None) => break,
+                Err(()) => {
                     self.input_ended();
                     break;
                 }
@@ -355,7 +254,6 @@ impl Driver {
 
     /// The input is at its end: the display learns the total.
     fn input_ended(&mut self) {
-        self.input = None;
         self.ledger.input_ended(self.received);
     }
 
@@ -369,17 +267,7 @@ impl Driver {
                     .resume
                     .as_mut()
                     .is_some_and(|resume| resume.skip(&spec.key, &spec.command));
-                let request = JobRequest {
-                    seq: spec.seq,
-                    key: Arc::clone(&spec.key),
-                    rank: spec.rank,
-                    timeout: spec.timeout,
-                    weight: if self.config.policy.batching() {
-                        template::weight(&spec.command)
-                    } else {
-                        0
-                    },
-                };
+                let request = spec.request(self.config.policy.batching());
                 match self.core.offer(request, succeeded_before, now) {
                     Offer::Skipped => {
                         self.received -= 1;
@@ -438,11 +326,11 @@ impl Driver {
             InputItem::ReadError(message) => {
                 self.read_error = true;
                 let _ = self
-                    .streams
-                    .stderr
+                    .launcher
+                    .stderr()
                     .send(format!("lanes: {message}; no more jobs are read\n").into_bytes())
                     .await;
-                self.input = None;
+                let _ = self.input.close();
             }
         }
     }
@@ -592,15 +480,11 @@ impl Driver {
     /// already handed over is offered to the core, which refuses it with the halt's reason),
     /// writes the drained jobs' records in seq order, and stops the running jobs.
     async fn apply_halt(&mut self, halt: Halt) {
-        let mut pending = Vec::new();
-        if halt.close_input {
-            if let Some(mut input) = self.input.take() {
-                input.close();
-                while let Ok(item) = input.try_recv() {
-                    pending.push(item);
-                }
-            }
-        }
+        let pending = if halt.close_input {
+            self.input.close()
+        } else {
+            Vec::new()
+        };
         for account in &halt.drained {
             self.close_waiting(account).await;
         }
@@ -613,11 +497,13 @@ impl Driver {
     /// Ends the run: returns the exit status and the human summary, which the caller writes
     /// once job output has been flushed, so that it comes last.
     async fn finish(mut self, signals: &mut Option<StopSignals>) -> RunEnd {
-        if let Some(signal) = sweep_escapees(&self.reaper, self.config.grace, signals).await {
+        if let Some(signal) =
+            sweep_escapees(self.launcher.reaper(), self.config.grace, signals).await
+        {
             self.core.late_signal(signal);
         }
         // Slurm: nothing of this run may stay on the cluster.
-        self.backend.cancel_run();
+        self.launcher.backend().cancel_run();
         let mut forced = self.core.is_forced();
         if let Some(writer) = self.grouped.close() {
             let abort = writer.abort_handle();

@@ -106,3 +106,62 @@ fn from_line(numbered: NumberedLine) -> InputItem {
         },
     }
 }
+
+/// The driver's end of the input: open until the input ends or is closed.
+pub(crate) struct Input {
+    rx: Option<mpsc::Receiver<InputItem>>,
+}
+
+impl Input {
+    /// The receiving end of [`start`].
+    pub(crate) fn new(rx: mpsc::Receiver<InputItem>) -> Self {
+        Input { rx: Some(rx) }
+    }
+
+    /// Whether more items may come.
+    pub(crate) fn is_open(&self) -> bool {
+        self.rx.is_some()
+    }
+
+    /// The next item; `None` at the end of the input (it is then closed). Never resolves once
+    /// closed.
+    pub(crate) async fn recv(&mut self) -> Option<InputItem> {
+        let item = match &mut self.rx {
+            Some(rx) => rx.recv().await,
+            None => std::future::pending().await,
+        };
+        if item.is_none() {
+            self.rx = None;
+        }
+        item
+    }
+
+    /// An item the input thread has ready, without waiting: `Ok(None)` when none is ready,
+    /// `Err(())` at the end of the input (it is then closed).
+    pub(crate) fn try_recv(&mut self) -> Result<Option<InputItem>, ()> {
+        let Some(rx) = &mut self.rx else {
+            return Ok(None);
+        };
+        match rx.try_recv() {
+            Ok(item) => Ok(Some(item)),
+            Err(mpsc::error::TryRecvError::Empty) => Ok(None),
+            Err(mpsc::error::TryRecvError::Disconnected) => {
+                self.rx = None;
+                Err(())
+            }
+        }
+    }
+
+    /// Stops reading: the input thread stops at its next item. Returns what it had already
+    /// handed over.
+    pub(crate) fn close(&mut self) -> Vec<InputItem> {
+        let mut pending = Vec::new();
+        if let Some(mut rx) = self.rx.take() {
+            rx.close();
+            while let Ok(item) = rx.try_recv() {
+                pending.push(item);
+            }
+        }
+        pending
+    }
+}

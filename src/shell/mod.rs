@@ -4,6 +4,7 @@
 pub(crate) mod backend;
 pub(crate) mod driver;
 pub(crate) mod input;
+pub(crate) mod launch;
 pub(crate) mod reap;
 pub(crate) mod signal;
 pub(crate) mod spawn;

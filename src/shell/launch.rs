@@ -1,0 +1,182 @@
+//! Starting a run the core took: its command rendered, its process spawned with the run's
+//! environment, and a task that supervises it until its process group is empty and then
+//! reports how it ended.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::reap::Reaper;
+use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
+use super::supervise::{self, Control, Ended, Timing};
+use crate::config::{Backend, RunConfig};
+use crate::core::{SpawnFailure, Start};
+use crate::input::JobSpec;
+use crate::output::framing::prefix_for;
+use crate::output::pump::OutputPlan;
+use crate::output::sink::SinkTx;
+use crate::settings::OutputMode;
+use crate::template::Template;
+
+/// The sinks job output and status text go to.
+pub(crate) struct Streams {
+    /// Job stdout (lanes' stdout, or its stderr under `--json`).
+    pub(crate) job_stdout: SinkTx,
+    /// Job stderr and lanes' own messages.
+    pub(crate) stderr: SinkTx,
+    /// Whether key prefixes on the job-stdout sink are coloured.
+    pub(crate) color_stdout: bool,
+    /// Whether key prefixes on the stderr sink are coloured.
+    pub(crate) color_stderr: bool,
+}
+
+/// Everything every start of a run shares, prepared once.
+pub(crate) struct Launcher {
+    shell: String,
+    template: Option<Template>,
+    /// The environment every job starts from.
+    base_env: BaseEnv,
+    /// Where the shell (or `srun`) was found on `PATH`.
+    programs: ProgramPaths,
+    /// lanes' own working directory, physical.
+    own_cwd: PathBuf,
+    backend: Arc<Backend>,
+    output: OutputMode,
+    results_dir: Option<Arc<Path>>,
+    grace: Duration,
+    leak_window: Duration,
+    streams: Streams,
+    reaper: Reaper,
+    ended_tx: mpsc::UnboundedSender<Ended>,
+}
+
+/// A run that could not start: what the core is told, and the message for its record.
+pub(crate) struct NotStarted {
+    /// For [`crate::core::Scheduler::spawn_failed`].
+    pub(crate) failure: SpawnFailure,
+    /// The OS error, for people.
+    pub(crate) message: String,
+}
+
+impl Launcher {
+    /// Prepares the run's starts: supervisors report each end on `ended_tx`.
+    pub(crate) fn new(
+        config: &RunConfig,
+        streams: Streams,
+        reaper: Reaper,
+        ended_tx: mpsc::UnboundedSender<Ended>,
+    ) -> Self {
+        Launcher {
+            shell: config.shell.clone(),
+            template: config.template.clone(),
+            base_env: BaseEnv::new(&config.env),
+            programs: ProgramPaths::default(),
+            own_cwd: std::env::current_dir()
+                .and_then(std::fs::canonicalize)
+                .unwrap_or_else(|_| PathBuf::from(".")),
+            backend: Arc::new(config.backend.clone()),
+            output: config.output,
+            results_dir: config.results.as_deref().map(Arc::from),
+            grace: config.grace,
+            leak_window: config.leak_window,
+            streams,
+            reaper,
+            ended_tx,
+        }
+    }
+
+    /// The command a run executes: the job's own, or (`--command`) the template rendered with
+    /// the arguments of every job of the batch, `members` in order.
+    pub(crate) fn command(&self, job: &JobSpec, start: &Start, members: &[&str]) -> String {
+        match &self.template {
+            Some(template) => template.render(members, &job.key, start.seq, start.slot),
+            None => job.command.clone(),
+        }
+    }
+
+    /// Starts the run `start` of `job` as `command` and a task supervising it; returns the
+    /// channel to its supervisor.
+    ///
+    /// # Errors
+    /// When its process could not be started: a shortage (EAGAIN, EMFILE, ENFILE) or a failure.
+    pub(crate) fn launch(
+        &self,
+        job: &JobSpec,
+        start: &Start,
+        command: &str,
+    ) -> Result<mpsc::UnboundedSender<Control>, NotStarted> {
+        let launch = Launch {
+            shell: &self.shell,
+            command,
+            cwd: job.cwd.as_deref(),
+            own_cwd: &self.own_cwd,
+            env: &self.base_env,
+            programs: &self.programs,
+            job_env: &job.env,
+            key: &job.key,
+            seq: job.seq,
+            slot: start.slot,
+            attempt: start.attempt,
+            capture: self.output != OutputMode::None || self.results_dir.is_some(),
+            backend: &self.backend,
+            timeout: job.timeout,
+        };
+        let spawned = spawn::spawn(&launch, &self.reaper).map_err(|err| match err {
+            SpawnError::Transient(err) => NotStarted {
+                failure: SpawnFailure::Shortage {
+                    descriptors: err.raw_os_error() == Some(nix::libc::EMFILE),
+                },
+                message: format!(
+                    "cannot start a job: {err}, and no running job will free a descriptor \
+                     (raise `ulimit -n`)"
+                ),
+            },
+            SpawnError::Failed(message) => NotStarted {
+                failure: SpawnFailure::Failed,
+                message,
+            },
+        })?;
+        let key = Arc::clone(&job.key);
+        let plan = OutputPlan {
+            mode: self.output,
+            stdout: self.streams.job_stdout.clone(),
+            stderr: self.streams.stderr.clone(),
+            prefix: Arc::from(prefix_for(&key, self.streams.color_stdout)),
+            err_prefix: Arc::from(prefix_for(&key, self.streams.color_stderr)),
+            key,
+            results_dir: self.results_dir.clone(),
+        };
+        let timing = Timing {
+            backend: Arc::clone(&self.backend),
+            attempt: start.attempt,
+            grace: self.grace,
+            leak_window: self.leak_window,
+        };
+        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let ended_tx = self.ended_tx.clone();
+        let reaper = self.reaper.clone();
+        let seq = start.seq;
+        tokio::spawn(async move {
+            let ended = supervise::supervise(seq, spawned, control_rx, plan, timing, reaper).await;
+            let _ = ended_tx.send(ended);
+        });
+        Ok(control_tx)
+    }
+
+    /// The sink of lanes' own messages.
+    pub(crate) fn stderr(&self) -> &SinkTx {
+        &self.streams.stderr
+    }
+
+    /// Where jobs run.
+    pub(crate) fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The reaper every start registers with.
+    pub(crate) fn reaper(&self) -> &Reaper {
+        &self.reaper
+    }
+}
