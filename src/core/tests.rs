@@ -629,6 +629,8 @@ mod policies;
 #[cfg(test)]
 mod policy_model;
 
+mod decision_model;
+
 mod decisions;
 
 #[test]
