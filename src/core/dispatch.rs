@@ -3,15 +3,9 @@
 //! puts on new starts.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::finish::{Finished, RunFacts};
-use super::state::{Scheduler, Seq, Tick};
-
-/// The first pause after a spawn shortage (EAGAIN, EMFILE, ENFILE).
-pub const BACKOFF_FIRST: Duration = Duration::from_millis(5);
-/// The longest pause after repeated spawn shortages; the pause doubles up to it.
-pub const BACKOFF_MAX: Duration = Duration::from_millis(500);
+use super::state::{Scheduler, Seq, Tick, BACKOFF_FIRST, BACKOFF_MAX};
 
 /// Why a taken job's process could not be started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,19 +72,13 @@ impl Scheduler {
     /// if never taken: its tries and its admission time are kept, its slot is freed.
     fn defer(&mut self, seq: Seq, now: Tick) -> bool {
         self.clock = self.clock.max(now);
-        let Some(run) = self.running.remove(&seq) else {
+        let Some((run, _)) = self.vacate(seq) else {
             return false;
         };
-        if let Some(at) = run.deadline {
-            self.deadlines.remove(&(at, seq));
-        }
-        self.free_slots.insert(run.slot);
         let lane = self
             .lanes
             .get_mut(&run.key)
             .expect("a running job's key has a lane");
-        lane.busy = false;
-        lane.cancelling = false;
         self.queued += run.batch.len();
         for job in run.batch.into_iter().rev() {
             lane.waiting.push_front(job);

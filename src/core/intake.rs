@@ -2,7 +2,7 @@
 //! job offered (queued, superseding, rejected, closed, skipped), and the order a manifest's
 //! jobs are offered in.
 
-use super::finish::Account;
+use super::account::Account;
 use super::outcome::{Outcome, RejectReason, StopReason};
 use super::shutdown::StopOrder;
 use super::state::{JobRequest, OnFull, Scheduler, Seq, Tick};

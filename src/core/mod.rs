@@ -7,10 +7,12 @@
 //! - [`intake`]: whether input is read now, and what becomes of each job offered;
 //! - [`transition`]: the lanes themselves: admit, take, release, drain, expire;
 //! - [`dispatch`]: a taken job's spawn confirmed, deferred after a shortage, or failed;
-//! - [`finish`]: a run's end classified, retried, or stopping the run (`--fail-fast`);
+//! - [`finish`]: a run's end classified, retried, or stopping the run (`--fail-fast`), and
+//!   [`account`] the final account every record is written from;
 //! - [`shutdown`]: stop signals, turn timeouts and the halt that drains the run;
 //! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window.
 
+mod account;
 mod dispatch;
 mod escalation;
 mod finish;
@@ -20,13 +22,17 @@ mod shutdown;
 mod state;
 mod transition;
 
-pub use dispatch::{SpawnFailure, SpawnVerdict, BACKOFF_FIRST, BACKOFF_MAX};
+pub use account::Account;
+pub use dispatch::{SpawnFailure, SpawnVerdict};
 pub use escalation::{Action, Escalation, Event};
-pub use finish::{Account, Finished, RunFacts};
+pub use finish::{Finished, RunFacts};
 pub use intake::{admission_order, Offer};
 pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, StopReason};
-pub use shutdown::{Halt, ShutdownLevel, SignalVerdict, StopOrder};
-pub use state::{JobRequest, Limits, OnFull, Policy, Scheduler, Seq, Tick, Try};
+pub use shutdown::{Halt, SignalVerdict, StopOrder};
+pub use state::{
+    JobRequest, Limits, OnFull, Policy, Scheduler, Seq, ShutdownLevel, Tick, Try, BACKOFF_FIRST,
+    BACKOFF_MAX,
+};
 pub use transition::{Admission, Drained, Expired, Released, Start};
 #[cfg(test)]
 mod tests;

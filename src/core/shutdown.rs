@@ -4,20 +4,9 @@
 
 use nix::sys::signal::Signal;
 
-use super::finish::Account;
+use super::account::Account;
 use super::outcome::{Outcome, StopReason};
-use super::state::{Scheduler, Seq, Tick};
-
-/// How hard stop signals have asked `lanes` to stop. Ordered: a later, more severe level wins.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum ShutdownLevel {
-    /// Keep running.
-    Running,
-    /// Stop intake, forward the signal to every running job's group, SIGKILL after the grace.
-    Graceful,
-    /// SIGKILL every running job's group at once.
-    Forced,
-}
+use super::state::{Scheduler, Seq, ShutdownLevel, Tick};
 
 /// A running job the shell must ask to stop: `signal` to its process group, then the grace
 /// period and SIGKILL ([`super::Escalation`]). The core keeps `reason` for the job's record.

@@ -8,7 +8,22 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use super::outcome::StopReason;
-use super::shutdown::ShutdownLevel;
+
+/// How hard stop signals have asked `lanes` to stop. Ordered: a later, more severe level wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ShutdownLevel {
+    /// Keep running.
+    Running,
+    /// Stop intake, forward the signal to every running job's group, SIGKILL after the grace.
+    Graceful,
+    /// SIGKILL every running job's group at once.
+    Forced,
+}
+
+/// The first pause after a spawn shortage (EAGAIN, EMFILE, ENFILE).
+pub const BACKOFF_FIRST: Duration = Duration::from_millis(5);
+/// The longest pause after repeated spawn shortages; the pause doubles up to it.
+pub const BACKOFF_MAX: Duration = Duration::from_millis(500);
 
 /// A job's number: 1-based, in input order.
 pub type Seq = u64;
@@ -202,7 +217,7 @@ pub struct Scheduler {
     pub(crate) input_finite: bool,
     /// After a spawn shortage (EAGAIN/EMFILE/ENFILE), nothing starts before this time.
     pub(crate) spawn_hold: Option<Tick>,
-    /// The next pause after a spawn shortage; doubles up to [`super::dispatch::BACKOFF_MAX`].
+    /// The next pause after a spawn shortage; doubles up to [`BACKOFF_MAX`].
     pub(crate) spawn_backoff: Duration,
     /// Finished jobs' grouped output blocks not written yet.
     pub(crate) output_backlog: usize,
@@ -257,7 +272,7 @@ impl Scheduler {
             intake_closed: None,
             input_finite: false,
             spawn_hold: None,
-            spawn_backoff: super::dispatch::BACKOFF_FIRST,
+            spawn_backoff: BACKOFF_FIRST,
             output_backlog: 0,
             shutdown: ShutdownLevel::Running,
             stop_signal: None,

@@ -343,22 +343,15 @@ impl Scheduler {
         if let Some(now) = failed_at {
             self.clock = self.clock.max(now);
         }
-        let Some(run) = self.running.remove(&seq) else {
+        let Some((run, cancelled)) = self.vacate(seq) else {
             return Released::Unknown;
         };
-        if let Some(at) = run.deadline {
-            self.deadlines.remove(&(at, seq));
-        }
-        self.free_slots.insert(run.slot);
-        let retry_at = failed_at.filter(|_| {
-            run.attempts <= self.policy.retries && !self.draining && !self.lane_cancelling(&run.key)
-        });
+        let retry_at = failed_at
+            .filter(|_| run.attempts <= self.policy.retries && !self.draining && !cancelled);
         let lane = self
             .lanes
             .get_mut(&run.key)
             .expect("a running job's key has a lane");
-        lane.busy = false;
-        lane.cancelling = false;
         if let Some(now) = retry_at {
             self.queued += run.batch.len();
             let tried = Try {
@@ -398,8 +391,23 @@ impl Scheduler {
         }
     }
 
-    fn lane_cancelling(&self, key: &Arc<str>) -> bool {
-        self.lanes.get(key).is_some_and(|lane| lane.cancelling)
+    /// Takes run `seq` out of flight: its turn deadline and slot go, its lane is idle again.
+    /// Returns the run and whether a newer job of its key had asked it to stop
+    /// (`--cancel-in-progress`).
+    pub(crate) fn vacate(&mut self, seq: Seq) -> Option<(Running, bool)> {
+        let run = self.running.remove(&seq)?;
+        if let Some(at) = run.deadline {
+            self.deadlines.remove(&(at, seq));
+        }
+        self.free_slots.insert(run.slot);
+        let lane = self
+            .lanes
+            .get_mut(&run.key)
+            .expect("a running job's key has a lane");
+        let cancelled = lane.cancelling;
+        lane.busy = false;
+        lane.cancelling = false;
+        Some((run, cancelled))
     }
 
     /// Stops admitting and starting, and removes every waiting job, in input order. Running

@@ -133,8 +133,10 @@ impl ResultsIndex {
     pub(crate) fn add(&mut self, seq: u64, key: &str, run_seq: u64) {
         use std::io::Write as _;
         if let Some(file) = &mut self.file {
-            let entry = IndexEntry::new(seq, key, run_seq);
-            if let Err(err) = file.write_all(&crate::report::json::to_line(&entry)) {
+            let mut line = serde_json::to_vec(&IndexEntry::new(seq, key, run_seq))
+                .expect("an index entry always serialises");
+            line.push(b'\n');
+            if let Err(err) = file.write_all(&line) {
                 eprintln!("lanes: cannot write the results index: {err}");
                 self.file = None;
             }

@@ -1,0 +1,49 @@
+//! A job's final account: everything the core knows of it when its one record is written.
+
+use std::time::Duration;
+
+use super::outcome::Outcome;
+use super::state::{Seq, Tick, Try};
+
+/// A job's final account, from which its one record is written: everything the core knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    /// The job.
+    pub seq: Seq,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Tries made (0 when never started).
+    pub attempts: u32,
+    /// Its last try, when it started at least once.
+    pub tried: Option<Try>,
+    /// From admission to its end, for a job that was admitted and never started (this time);
+    /// `None` for a job never admitted, or superseded while waiting (SPEC §5.2).
+    pub waited: Option<Duration>,
+    /// The newer job that superseded it (`superseded` only).
+    pub superseded_by: Option<Seq>,
+    /// The first job of the batch it ran in (batching only).
+    pub batch: Option<Seq>,
+    /// When its record was decided.
+    pub ended_at: Tick,
+    /// Whether it ended as a run in flight: the end of its try was already told (the `ended`
+    /// event); otherwise the record is the first word of its end.
+    pub in_flight: bool,
+}
+
+impl Account {
+    /// The account of a job that ends without ever being admitted (rejected) or without
+    /// starting (closed intake, superseded while waiting).
+    pub(crate) fn unstarted(seq: Seq, outcome: Outcome, now: Tick) -> Self {
+        Account {
+            seq,
+            outcome,
+            attempts: 0,
+            tried: None,
+            waited: None,
+            superseded_by: None,
+            batch: None,
+            ended_at: now,
+            in_flight: false,
+        }
+    }
+}
