@@ -23,7 +23,7 @@ _lanes() {
 
     case "${cmd}" in
         lanes)
-            opts="-j -h -V --manifest --max-concurrent --timeout --grace --leak-window --shell --max-queued --on-full --coalesce --cancel-in-progress --retries --retry-delay --fail-fast --sticky-slots --command --batch-size --batch-bytes --batch-delay --resume --backend --slurm-name-prefix --slurm-license --slurm-partition --slurm-account --slurm-qos --events --strict --report --json --output --keep-order --color --progress --junit --results --help --version"
+            opts="-j -h -V --manifest --max-concurrent --timeout --grace --leak-window --containment --shell --max-queued --on-full --coalesce --cancel-in-progress --retries --retry-delay --fail-fast --sticky-slots --command --batch-size --batch-bytes --batch-delay --resume --backend --slurm-name-prefix --slurm-license --slurm-partition --slurm-account --slurm-qos --events --strict --report --json --output --keep-order --color --progress --junit --results --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -51,6 +51,10 @@ _lanes() {
                     ;;
                 --leak-window)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --containment)
+                    COMPREPLY=($(compgen -W "auto cgroup process-group" -- "${cur}"))
                     return 0
                     ;;
                 --shell)

@@ -24,6 +24,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --timeout 'Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job''s process group gets SIGTERM, then SIGKILL after the grace period'
             cand --grace 'Grace period between SIGTERM (or the forwarded signal) and SIGKILL [default: 5s]'
             cand --leak-window 'How long to wait, after a job''s shell exits, for the rest of its process group and for EOF on its pipes before the leftovers are terminated and the job marked `leaked`'
+            cand --containment 'What holds a job''s processes together: `cgroup` (a cgroup v2 per job: nothing escapes by changing process group or session), `process-group` (each job''s own process group), or `auto` (cgroup where lanes can create one, else process group)'
             cand --shell 'Shell that runs each command as `SHELL -c COMMAND` [default: sh]'
             cand --max-queued 'At most N jobs admitted but not yet started, across all keys [default: 10000]'
             cand --on-full 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) [default: wait]'

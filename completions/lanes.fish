@@ -3,6 +3,9 @@ complete -c lanes -s j -l max-concurrent -d 'At most N jobs in flight overall [d
 complete -c lanes -l timeout -d 'Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job\'s process group gets SIGTERM, then SIGKILL after the grace period' -r
 complete -c lanes -l grace -d 'Grace period between SIGTERM (or the forwarded signal) and SIGKILL [default: 5s]' -r
 complete -c lanes -l leak-window -d 'How long to wait, after a job\'s shell exits, for the rest of its process group and for EOF on its pipes before the leftovers are terminated and the job marked `leaked`' -r
+complete -c lanes -l containment -d 'What holds a job\'s processes together: `cgroup` (a cgroup v2 per job: nothing escapes by changing process group or session), `process-group` (each job\'s own process group), or `auto` (cgroup where lanes can create one, else process group)' -r -f -a "auto\t'A cgroup per job where lanes can create one, else the job\'s process group'
+cgroup\t'A cgroup (v2) per job; an error (exit 2) where lanes cannot create one'
+process-group\t'The job\'s own process group'"
 complete -c lanes -l shell -d 'Shell that runs each command as `SHELL -c COMMAND` [default: sh]' -r
 complete -c lanes -l max-queued -d 'At most N jobs admitted but not yet started, across all keys [default: 10000]' -r
 complete -c lanes -l on-full -d 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) [default: wait]' -r -f -a "wait\t'Pause reading input until a queued job starts (nothing is lost)'

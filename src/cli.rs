@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::settings::{BackendKind, Coalesce, OnFull, OutputMode, When};
+use crate::settings::{BackendKind, Coalesce, ContainmentMode, OnFull, OutputMode, When};
 
 use crate::duration::parse_duration;
 
@@ -51,6 +51,12 @@ pub struct Cli {
     /// EOF on its pipes before the leftovers are terminated and the job marked `leaked`.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "200ms")]
     pub leak_window: Duration,
+
+    /// What holds a job's processes together: `cgroup` (a cgroup v2 per job: nothing escapes by
+    /// changing process group or session), `process-group` (each job's own process group), or
+    /// `auto` (cgroup where lanes can create one, else process group).
+    #[arg(long, value_name = "MODE", default_value = "auto")]
+    pub containment: ContainmentMode,
 
     /// Shell that runs each command as `SHELL -c COMMAND` [default: sh].
     #[arg(long, value_name = "SHELL")]

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::cli::Cli;
 use crate::core::Policy;
 use crate::input::manifest::{self, Manifest, ManifestError};
-use crate::settings::{BackendKind, Coalesce, OnFull, OutputMode, When};
+use crate::settings::{BackendKind, Coalesce, ContainmentMode, OnFull, OutputMode, When};
 use crate::template::{Template, TemplateError};
 
 /// The default grace period between the first signal and SIGKILL.
@@ -61,6 +61,8 @@ pub(crate) struct RunConfig {
     timeout: Option<Duration>,
     pub grace: Duration,
     pub leak_window: Duration,
+    /// `--containment`.
+    pub containment: ContainmentMode,
     pub shell: String,
     /// Added to every job's environment (the manifest's `[env]`).
     pub env: Vec<(String, String)>,
@@ -286,6 +288,7 @@ impl RunConfig {
             timeout: cli.timeout.or(settings.timeout),
             grace: cli.grace.or(settings.grace).unwrap_or(DEFAULT_GRACE),
             leak_window: cli.leak_window,
+            containment: cli.containment,
             shell: cli
                 .shell
                 .or(settings.shell)

@@ -17,7 +17,9 @@ use crate::report::junit::JunitReport;
 use crate::report::ledger::Ledger;
 use crate::report::progress::Progress;
 use crate::report::recorder::Recorder;
-use crate::shell::driver::drive;
+use crate::settings::ContainmentMode;
+use crate::shell::cgroup::CgroupRun;
+use crate::shell::driver::{drive, Prepared};
 use crate::shell::input::Feed;
 use crate::shell::launch::Streams;
 use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
@@ -30,6 +32,7 @@ use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let config = RunConfig::from_cli(cli)?;
+    let cgroups = containment(config.containment)?;
     let feed = feed_for(&config)?;
     let resume = match &config.resume {
         Some(path) => Some(crate::resume::Resume::load(path)?),
@@ -127,7 +130,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         crate::shell::input::start(feed, config.max_queued)
     };
     let ledger = Ledger::new(origin, recorder, EventLog::new(events));
-    let end = runtime.block_on(drive(
+    let end = runtime.block_on(drive(Prepared {
         config,
         hangup_ignored,
         input,
@@ -135,7 +138,8 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         ledger,
         resume,
         t0,
-    ));
+        cgroups,
+    }));
     // Job output first, then the summary: it is the last thing a person reads. A reader that
     // stopped reading is waited for until a stop signal comes, then for a moment only; what
     // is left unwritten then ends with the process.
@@ -177,6 +181,20 @@ fn close_sink(
         until_stopped(written, stopping, signals)
             .await
             .unwrap_or(false)
+    })
+}
+
+/// The run's cgroup, when jobs are to be contained in cgroups (`--containment`).
+///
+/// # Errors
+/// `--containment cgroup` where no cgroup can be created.
+fn containment(mode: ContainmentMode) -> anyhow::Result<Option<CgroupRun>> {
+    Ok(match mode {
+        ContainmentMode::ProcessGroup => None,
+        ContainmentMode::Auto => CgroupRun::create().ok(),
+        ContainmentMode::Cgroup => Some(
+            CgroupRun::create().map_err(|err| anyhow::anyhow!("--containment cgroup: {err}"))?,
+        ),
     })
 }
 

@@ -56,3 +56,14 @@ pub enum OutputMode {
     /// Discarded.
     None,
 }
+
+/// `--containment`: what holds a job's processes together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ContainmentMode {
+    /// A cgroup per job where lanes can create one, else the job's process group.
+    Auto,
+    /// A cgroup (v2) per job; an error (exit 2) where lanes cannot create one.
+    Cgroup,
+    /// The job's own process group.
+    ProcessGroup,
+}

@@ -47,6 +47,10 @@ pub(crate) struct Entry<'a> {
     pub error: Option<&'a str>,
     /// The last bytes of its stderr (at most a few KiB), for the summary and JUnit.
     pub stderr_tail: &'a [u8],
+    /// CPU time of its last try's processes, where its cgroup told.
+    pub cpu: Option<Duration>,
+    /// Peak memory of its last try, in bytes, where its cgroup told.
+    pub memory_peak: Option<u64>,
 }
 
 impl Entry<'_> {
@@ -94,6 +98,8 @@ impl Entry<'_> {
             superseded_by: self.superseded_by,
             batch: self.batch,
             error: self.error.map(str::to_owned),
+            cpu_ms: self.cpu.map(millis),
+            memory_peak_bytes: self.memory_peak,
         }
     }
 }

@@ -41,6 +41,10 @@ pub(crate) struct RunRecord {
     pub max_concurrent: usize,
     /// Where the jobs were read from: `"-"` for stdin, else the path as given.
     pub source: String,
+    /// What holds each job's processes together: `"cgroup"` (a cgroup v2 per job) or
+    /// `"process_group"` (the job's own process group).
+    #[schemars(extend("enum" = ["cgroup", "process_group"]))]
+    pub containment: &'static str,
 }
 
 /// One job's record, written when the job ends (or is rejected, or is dropped at shutdown).
@@ -116,6 +120,12 @@ pub(crate) struct JobRecord {
     pub batch: Option<u64>,
     /// A message for people: the OS error of a spawn error, why a line is invalid; else `null`.
     pub error: Option<String>,
+    /// CPU time of all the processes of the job's last try, in milliseconds, from its cgroup;
+    /// `null` when it did not start or jobs are not in cgroups.
+    pub cpu_ms: Option<u64>,
+    /// The largest memory use of the job's last try at any moment, in bytes, from its cgroup
+    /// (`memory.peak`); `null` where the memory controller is not enabled for it.
+    pub memory_peak_bytes: Option<u64>,
 }
 
 /// The last line of a report: counts by outcome, the run's wall time and its exit status.

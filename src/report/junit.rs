@@ -521,6 +521,8 @@ mod tests {
             batch: None,
             error: None,
             stderr_tail: b"",
+            cpu: None,
+            memory_peak: None,
         }
     }
 

@@ -31,6 +31,10 @@ pub(crate) struct JobFacts<'a> {
     pub error: Option<String>,
     /// The end of the job's stderr.
     pub stderr_tail: &'a [u8],
+    /// CPU time of the try that just ended, where its cgroup told.
+    pub cpu: Option<Duration>,
+    /// Peak memory of the try that just ended, where its cgroup told.
+    pub memory_peak: Option<u64>,
 }
 
 /// Events, records, JUnit, summary and display of one run.
@@ -57,7 +61,12 @@ impl Ledger {
     }
 
     /// Writes the report's `run` header.
-    pub(crate) async fn run_started(&mut self, max_concurrent: usize, source: String) {
+    pub(crate) async fn run_started(
+        &mut self,
+        max_concurrent: usize,
+        source: String,
+        containment: &'static str,
+    ) {
         self.recorder
             .start(&RunRecord {
                 kind: "run",
@@ -66,6 +75,7 @@ impl Ledger {
                 started_at: timestamp(self.origin),
                 max_concurrent,
                 source,
+                containment,
             })
             .await;
     }
@@ -188,6 +198,8 @@ impl Ledger {
             batch: account.batch,
             error: facts.error.as_deref(),
             stderr_tail: facts.stderr_tail,
+            cpu: facts.cpu.filter(|_| account.in_flight),
+            memory_peak: facts.memory_peak.filter(|_| account.in_flight),
         };
         if !account.in_flight && self.events.enabled() {
             let at = timestamp(self.at(account.ended_at));

@@ -10,6 +10,7 @@ use tokio::signal::unix::{signal as unix_signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::cgroup::{CgroupRun, Usage};
 use super::input::Input;
 use super::launch::{Launcher, Streams};
 use super::reap::{sweep_escapees, Reaper};
@@ -52,18 +53,41 @@ struct RunOutput {
     error: Option<String>,
     stderr_tail: Vec<u8>,
     block: Option<Block>,
+    usage: Usage,
+}
+
+/// A run as prepared before its event loop starts.
+pub(crate) struct Prepared {
+    /// The validated configuration.
+    pub(crate) config: RunConfig,
+    /// SIGHUP was ignored at start (`nohup`): it stays ignored.
+    pub(crate) hangup_ignored: bool,
+    /// Items from the input thread.
+    pub(crate) input: mpsc::Receiver<InputItem>,
+    /// Where job output goes.
+    pub(crate) streams: Streams,
+    /// Where records and events go.
+    pub(crate) ledger: Ledger,
+    /// `--resume`: the successes of an earlier report.
+    pub(crate) resume: Option<Resume>,
+    /// Tick zero of the run's one clock.
+    pub(crate) t0: Instant,
+    /// The run's cgroup, when jobs are contained in cgroups.
+    pub(crate) cgroups: Option<CgroupRun>,
 }
 
 /// Runs the whole job stream to its end.
-pub(crate) async fn drive(
-    config: RunConfig,
-    hangup_ignored: bool,
-    input: mpsc::Receiver<InputItem>,
-    streams: Streams,
-    ledger: Ledger,
-    resume: Option<Resume>,
-    t0: Instant,
-) -> RunEnd {
+pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
+    let Prepared {
+        config,
+        hangup_ignored,
+        input,
+        streams,
+        ledger,
+        resume,
+        t0,
+        cgroups,
+    } = prepared;
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
     let mut sigchld = unix_signal(SignalKind::child()).ok();
@@ -87,7 +111,7 @@ pub(crate) async fn drive(
             streams.job_stdout.clone(),
             streams.stderr.clone(),
         ),
-        launcher: Launcher::new(&config, streams, reaper, ended_tx),
+        launcher: Launcher::new(&config, streams, reaper, ended_tx, cgroups),
         core,
         results_index: ResultsIndex::create(config.results.as_deref()),
         config,
@@ -106,6 +130,7 @@ pub(crate) async fn drive(
         .run_started(
             driver.config.max_concurrent,
             driver.config.source.describe(),
+            driver.launcher.containment(),
         )
         .await;
     let mut redraw = tokio::time::interval(Duration::from_secs(1));
@@ -372,6 +397,7 @@ impl Driver {
             error: ended.output_error,
             stderr_tail: ended.stderr_tail,
             block,
+            usage: ended.usage,
         };
         self.conclude(&key, finished, output, facts.ended_at).await;
     }
@@ -394,6 +420,7 @@ impl Driver {
             error,
             stderr_tail,
             mut block,
+            usage,
         } = output;
         if finished.retry {
             self.grouped.retried(first, block);
@@ -417,6 +444,7 @@ impl Driver {
                 } else {
                     None
                 },
+                usage,
             };
             self.close(account, &spec, output).await;
         }
@@ -443,6 +471,8 @@ impl Driver {
             leaked: output.leaked,
             error: output.error,
             stderr_tail: &output.stderr_tail,
+            cpu: output.usage.cpu,
+            memory_peak: output.usage.memory_peak,
         };
         let started = self.ledger.close(account, facts).await;
         if started {

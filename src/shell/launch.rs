@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use super::cgroup::CgroupRun;
 use super::reap::Reaper;
 use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
 use super::supervise::{self, Control, Ended, Timing};
@@ -50,6 +51,8 @@ pub(crate) struct Launcher {
     streams: Streams,
     reaper: Reaper,
     ended_tx: mpsc::UnboundedSender<Ended>,
+    /// The run's cgroup, when jobs are contained in cgroups.
+    cgroups: Option<CgroupRun>,
 }
 
 /// A run that could not start: what the core is told, and the message for its record.
@@ -67,6 +70,7 @@ impl Launcher {
         streams: Streams,
         reaper: Reaper,
         ended_tx: mpsc::UnboundedSender<Ended>,
+        cgroups: Option<CgroupRun>,
     ) -> Self {
         Launcher {
             shell: config.shell.clone(),
@@ -84,6 +88,16 @@ impl Launcher {
             streams,
             reaper,
             ended_tx,
+            cgroups,
+        }
+    }
+
+    /// The containment in force, as the run record names it.
+    pub(crate) fn containment(&self) -> &'static str {
+        if self.cgroups.is_some() {
+            "cgroup"
+        } else {
+            "process_group"
         }
     }
 
@@ -107,6 +121,13 @@ impl Launcher {
         start: &Start,
         command: &str,
     ) -> Result<mpsc::UnboundedSender<Control>, NotStarted> {
+        let cgroup = match &self.cgroups {
+            Some(run) => Some(run.job(job.seq, start.attempt).map_err(|err| {
+                let message = format!("cannot create the job's cgroup: {err}");
+                not_started(SpawnError::classify(err, message))
+            })?),
+            None => None,
+        };
         let launch = Launch {
             shell: &self.shell,
             command,
@@ -122,22 +143,9 @@ impl Launcher {
             capture: self.output != OutputMode::None || self.results_dir.is_some(),
             backend: &self.backend,
             timeout: job.timeout,
+            cgroup: cgroup.as_ref().map(super::cgroup::JobCgroup::fd),
         };
-        let spawned = spawn::spawn(&launch, &self.reaper).map_err(|err| match err {
-            SpawnError::Transient(err) => NotStarted {
-                failure: SpawnFailure::Shortage {
-                    descriptors: err.raw_os_error() == Some(nix::libc::EMFILE),
-                },
-                message: format!(
-                    "cannot start a job: {err}, and no running job will free a descriptor \
-                     (raise `ulimit -n`)"
-                ),
-            },
-            SpawnError::Failed(message) => NotStarted {
-                failure: SpawnFailure::Failed,
-                message,
-            },
-        })?;
+        let spawned = spawn::spawn(&launch, &self.reaper).map_err(not_started)?;
         let key = Arc::clone(&job.key);
         let plan = OutputPlan {
             mode: self.output,
@@ -159,7 +167,8 @@ impl Launcher {
         let reaper = self.reaper.clone();
         let seq = start.seq;
         tokio::spawn(async move {
-            let ended = supervise::supervise(seq, spawned, control_rx, plan, timing, reaper).await;
+            let ended =
+                supervise::supervise(seq, spawned, cgroup, control_rx, plan, timing, reaper).await;
             let _ = ended_tx.send(ended);
         });
         Ok(control_tx)
@@ -178,5 +187,24 @@ impl Launcher {
     /// The reaper every start registers with.
     pub(crate) fn reaper(&self) -> &Reaper {
         &self.reaper
+    }
+}
+
+/// What the core is told of a start that failed, and the message for the record.
+fn not_started(err: SpawnError) -> NotStarted {
+    match err {
+        SpawnError::Transient(err) => NotStarted {
+            failure: SpawnFailure::Shortage {
+                descriptors: err.raw_os_error() == Some(nix::libc::EMFILE),
+            },
+            message: format!(
+                "cannot start a job: {err}, and no running job will free a descriptor \
+                 (raise `ulimit -n`)"
+            ),
+        },
+        SpawnError::Failed(message) => NotStarted {
+            failure: SpawnFailure::Failed,
+            message,
+        },
     }
 }

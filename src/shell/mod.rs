@@ -2,9 +2,11 @@
 //! the pure core's decisions and never makes scheduling decisions of its own.
 
 pub(crate) mod backend;
+pub(crate) mod cgroup;
 pub(crate) mod driver;
 pub(crate) mod input;
 pub(crate) mod launch;
+pub(crate) mod lineage;
 pub(crate) mod reap;
 pub(crate) mod signal;
 pub(crate) mod spawn;

@@ -28,6 +28,11 @@ impl Reaper {
         rx
     }
 
+    /// Whether `pid` is a running job's direct child, not yet reaped.
+    pub(crate) fn watches(&self, pid: i32) -> bool {
+        self.lock().contains_key(&pid)
+    }
+
     /// Reaps every child that has exited (`waitpid(-1, WNOHANG)` until none is left), and
     /// delivers the exit facts of watched ones. Orphans are reaped and forgotten.
     pub(crate) fn reap(&self) {

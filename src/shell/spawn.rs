@@ -12,7 +12,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -133,6 +133,8 @@ pub(crate) struct Request<'a> {
     /// Write ends for the child's stdout and stderr; `None`: /dev/null.
     pub stdout: Option<&'a OwnedFd>,
     pub stderr: Option<&'a OwnedFd>,
+    /// The cgroup (an open cgroup2 directory) the process is born into; `None`: lanes' own.
+    pub cgroup: Option<RawFd>,
 }
 
 /// Starts the process; returns its pid, which is also its process group id.
@@ -170,6 +172,35 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
     argv.push(std::ptr::null());
     let cwd = cstring(request.cwd.as_os_str().as_bytes())?;
     let dev_null = c"/dev/null";
+    if let Some(cgroup) = request.cgroup {
+        let name = request.program.as_bytes();
+        let resolved = request.programs.resolve(name);
+        let plan = ChildPlan {
+            path: resolved
+                .as_ref()
+                .map_or(argv_owned[0].as_ptr(), |p| p.as_ptr()),
+            search: resolved.is_none(),
+            argv: argv.as_ptr(),
+            envp: envp.as_ptr(),
+            cwd: cwd.as_ptr(),
+            dev_null: dev_null.as_ptr(),
+            stdout: request.stdout.map(AsRawFd::as_raw_fd),
+            stderr: request.stderr.map(AsRawFd::as_raw_fd),
+        };
+        return match clone_into_cgroup(&plan, cgroup) {
+            Err(err) if resolved.is_some() && is_gone(&err) => {
+                // Gone or changed since it was found: search again, as posix_spawnp does.
+                request.programs.forget(name);
+                let plan = ChildPlan {
+                    path: argv_owned[0].as_ptr(),
+                    search: true,
+                    ..plan
+                };
+                clone_into_cgroup(&plan, cgroup)
+            }
+            other => other,
+        };
+    }
 
     let mut actions = FileActions::new()?;
     let mut attr = Attributes::new()?;
@@ -248,6 +279,187 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
         ))?;
         Ok(pid)
     }
+}
+
+/// What the child does between `clone3` and `execve`, all prepared beforehand: after a fork
+/// of a multi-threaded process only async-signal-safe calls may be made (POSIX `fork`), so
+/// the child allocates nothing and takes no lock.
+#[derive(Clone, Copy)]
+struct ChildPlan {
+    /// The program's path, or (with `search`) its name to look up on `PATH`.
+    path: *const libc::c_char,
+    search: bool,
+    argv: *const *const libc::c_char,
+    envp: *const *const libc::c_char,
+    cwd: *const libc::c_char,
+    dev_null: *const libc::c_char,
+    stdout: Option<RawFd>,
+    stderr: Option<RawFd>,
+}
+
+/// `struct clone_args` of `clone3(2)`, up to `cgroup` (`CLONE_ARGS_SIZE_VER2`).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7, `include/uapi/linux/sched.h`).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+fn is_gone(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::ENOENT | libc::ENOTDIR | libc::EACCES)
+    )
+}
+
+/// Starts a process born into the cgroup `cgroup` (`clone3` with `CLONE_INTO_CGROUP`), so
+/// that it is in the cgroup before it runs a single instruction of the job, then sets it up as
+/// `posix_spawn` would (see [`posix_spawn`]) and execs. `CLONE_VFORK` holds this thread until
+/// the exec; an exec error comes back through a close-on-exec pipe.
+fn clone_into_cgroup(plan: &ChildPlan, cgroup: RawFd) -> io::Result<i32> {
+    let (report_read, report_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let args = CloneArgs {
+        flags: CLONE_INTO_CGROUP | libc::CLONE_VFORK as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        cgroup: cgroup as u64,
+        ..CloneArgs::default()
+    };
+    let report = report_write.as_raw_fd();
+    // SAFETY: clone3 without CLONE_VM forks: the child runs on a copy of this address space and
+    // only calls async-signal-safe functions with pointers prepared before the call
+    // (`exec_child`), then execs or exits.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            std::ptr::addr_of!(args),
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if pid == 0 {
+        // SAFETY: see above; never returns.
+        unsafe { exec_child(plan, report) }
+    }
+    drop(report_write);
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let pid = pid as i32;
+    let mut errno = [0u8; 4];
+    let mut file = std::fs::File::from(report_read);
+    use std::io::Read as _;
+    match file.read(&mut errno) {
+        Ok(4) => {
+            // The exec failed and the child exited: reap it here, nobody else knows it.
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+            Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
+        }
+        _ => Ok(pid),
+    }
+}
+
+/// The child's side of [`clone_into_cgroup`]: stdin from /dev/null, stdout and stderr to the
+/// pipes (or /dev/null), a process group of its own, every signal at its default action and
+/// none blocked, the working directory, then `execve` (or a `PATH` search). On failure the
+/// errno goes to `report` and the child exits 127.
+///
+/// # Safety
+/// Only in the child of a fork; `plan`'s pointers must be valid there.
+unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
+    // Raw system calls: glibc's `sigaction` and `sigprocmask` refuse its two internal signals
+    // (32, 33), which must start at their default too.
+    let default = KernelSigaction::default();
+    for signal in 1..=64 {
+        if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                std::ptr::addr_of!(default),
+                std::ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            );
+        }
+    }
+    if libc::setpgid(0, 0) != 0 {
+        fail(report);
+    }
+    // Descriptors opened here are close-on-exec; `dup2` gives the standard ones without it,
+    // and one that landed on its own number has the flag cleared.
+    let stdin = libc::open(plan.dev_null, libc::O_RDONLY | libc::O_CLOEXEC);
+    if stdin < 0 || !onto(stdin, 0) {
+        fail(report);
+    }
+    for (target, pipe) in [(1, plan.stdout), (2, plan.stderr)] {
+        let source = match pipe {
+            Some(fd) => fd,
+            None => libc::open(plan.dev_null, libc::O_WRONLY | libc::O_CLOEXEC),
+        };
+        if source < 0 || !onto(source, target) {
+            fail(report);
+        }
+    }
+    if libc::chdir(plan.cwd) != 0 {
+        fail(report);
+    }
+    let empty: u64 = 0;
+    libc::syscall(
+        libc::SYS_rt_sigprocmask,
+        libc::SIG_SETMASK,
+        std::ptr::addr_of!(empty),
+        std::ptr::null_mut::<u64>(),
+        8usize,
+    );
+    if plan.search {
+        libc::execvpe(plan.path, plan.argv, plan.envp);
+    } else {
+        libc::execve(plan.path, plan.argv, plan.envp);
+    }
+    fail(report)
+}
+
+/// The kernel's `struct sigaction` for `rt_sigaction(2)` on x86-64 and aarch64: handler,
+/// flags, restorer, mask. All zero: the default action, no flags, nothing blocked.
+#[repr(C)]
+#[derive(Default)]
+struct KernelSigaction {
+    handler: usize,
+    flags: u64,
+    restorer: usize,
+    mask: u64,
+}
+
+/// Makes `fd` descriptor `target` without close-on-exec.
+///
+/// # Safety
+/// Only in the child of a fork.
+unsafe fn onto(fd: RawFd, target: RawFd) -> bool {
+    if fd == target {
+        libc::fcntl(fd, libc::F_SETFD, 0) == 0
+    } else {
+        libc::dup2(fd, target) == target
+    }
+}
+
+/// The child's end after a failed step of [`exec_child`]: its errno to `report`, exit 127.
+///
+/// # Safety
+/// Only in the child of a fork.
+unsafe fn fail(report: RawFd) -> ! {
+    let errno = *libc::__errno_location();
+    let bytes = errno.to_ne_bytes();
+    libc::write(report, bytes.as_ptr().cast(), bytes.len());
+    libc::_exit(127)
 }
 
 /// Adds signals 32 and 33 to `set`. glibc's `sigfillset` leaves out its two internal signals,
@@ -399,6 +611,8 @@ pub(crate) struct Launch<'a> {
     pub backend: &'a Backend,
     /// The turn timeout (a Slurm job's `--time`).
     pub timeout: Option<Duration>,
+    /// The job's cgroup (an open directory), when jobs are contained in cgroups.
+    pub cgroup: Option<RawFd>,
 }
 
 /// A started job: its pid (also its process group id), its exit notification and its pipes.
@@ -418,6 +632,17 @@ pub(crate) enum SpawnError {
     /// The job cannot start: its record is `failed`, reason `spawn_error`.
     #[error("{0}")]
     Failed(String),
+}
+
+impl SpawnError {
+    /// A shortage ([`is_transient`]) or, with `message`, a failure.
+    pub(crate) fn classify(err: io::Error, message: String) -> Self {
+        if is_transient(&err) {
+            SpawnError::Transient(err)
+        } else {
+            SpawnError::Failed(message)
+        }
+    }
 }
 
 /// Starts `SHELL -c COMMAND` with stdin from /dev/null, in a process group of its own, with
@@ -488,6 +713,7 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
         cwd: &pwd,
         stdout: pipes.as_ref().map(|(out, _)| &out.1),
         stderr: pipes.as_ref().map(|(_, err)| &err.1),
+        cgroup: launch.cgroup,
     };
     let pid = posix_spawn(&request).map_err(|err| classify_error(err, &program))?;
     let exit = reaper.watch(pid);

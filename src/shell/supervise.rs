@@ -9,6 +9,8 @@ use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 use tokio::time::{sleep, Instant};
 
+use super::cgroup::{self, JobCgroup, Usage};
+use super::lineage;
 use super::reap::Reaper;
 use super::sleep_until_opt;
 use super::spawn::Spawned;
@@ -63,6 +65,8 @@ pub(crate) struct Ended {
     pub stderr_tail: Vec<u8>,
     /// `--output grouped`: the whole stdout and stderr, to be written as one block.
     pub captured: Option<(Capture, Capture)>,
+    /// What the job used, where its cgroup told.
+    pub usage: Usage,
 }
 
 /// How often the process group is checked for emptiness once the direct child has exited and
@@ -74,6 +78,7 @@ const GROUP_POLL: Duration = Duration::from_millis(10);
 pub(crate) async fn supervise(
     seq: u64,
     spawned: Spawned,
+    job_cgroup: Option<JobCgroup>,
     mut control: mpsc::UnboundedReceiver<Control>,
     plan: OutputPlan,
     timing: Timing,
@@ -94,6 +99,16 @@ pub(crate) async fn supervise(
     let origin = Instant::now();
     let tick = || origin.elapsed();
     let mut escalation = Escalation::new(timing.grace, timing.leak_window);
+    let job = Job {
+        pid,
+        seq,
+        attempt: timing.attempt,
+        cgroup: job_cgroup,
+        reaper: reaper.clone(),
+    };
+    // In a cgroup, the end is seen when `cgroup.events` changes, not by looking again and
+    // again.
+    let watch = job.cgroup.as_ref().and_then(JobCgroup::watch);
     let mut exit: Option<ExitFacts> = None;
     let mut control_open = true;
     // A second Ctrl-C came: output still waiting for the sink is not waited for.
@@ -107,7 +122,7 @@ pub(crate) async fn supervise(
             (stdout.is_some() && !out.may_read()) || (stderr.is_some() && !err.may_read());
         if escalation.may_be_over(pipes_open, held_back) {
             reaper.reap();
-            if !group_alive(pid) {
+            if !job.alive() {
                 // What the group left in the pipes is read now; a pipe still open after that
                 // is held by a process that left the group (setsid, a double fork into
                 // another session): stop reading, keep what was read.
@@ -154,12 +169,12 @@ pub(crate) async fn supervise(
             },
             () = sleep_until_opt(wake) => {
                 reaper.reap();
-                escalation.on(Event::Due { group_alive: group_alive(pid) }, tick())
+                escalation.on(Event::Due { group_alive: job.alive() }, tick())
             },
-            () = sleep(GROUP_POLL), if escalation.exited() => Vec::new(),
+            () = changed(watch.as_ref()), if escalation.exited() => Vec::new(),
         };
         for action in actions {
-            apply(action, pid, seq, &timing);
+            job.apply(action, seq, &timing);
         }
     }
     // The job is over now, whenever its output gets written.
@@ -198,8 +213,14 @@ pub(crate) async fn supervise(
         (Some(stdout), Some(stderr)) => Some((stdout, stderr)),
         _ => None,
     };
+    let usage = job
+        .cgroup
+        .as_ref()
+        .map(JobCgroup::usage)
+        .unwrap_or_default();
     Ended {
         seq,
+        usage,
         exit,
         stopped_while_running: escalation.stopped_while_running(),
         leaked: escalation.leaked(),
@@ -210,13 +231,78 @@ pub(crate) async fn supervise(
     }
 }
 
-/// Carries out one escalation step on the job's process (group), as its backend wants it.
-fn apply(action: Action, pid: i32, seq: u64, timing: &Timing) {
-    match action {
-        Action::Deliver(signal) if timing.backend.is_local() => signal_group(pid, signal),
-        Action::Deliver(signal) => signal_process(pid, timing.backend.stop_signal(signal)),
-        Action::TermGroup => signal_group(pid, Signal::SIGTERM),
-        Action::Force { running } => force(pid, seq, timing, running),
+/// A job's processes: its process group, led by its direct child `pid`, and, when jobs are
+/// contained in cgroups, its cgroup, which holds every process it started; without one, the
+/// processes that left the group are traced through `/proc` ([`lineage`]).
+struct Job {
+    pid: i32,
+    /// The run's first job: its `LANES_SEQ`.
+    seq: u64,
+    /// Its `LANES_ATTEMPT`.
+    attempt: u32,
+    cgroup: Option<JobCgroup>,
+    reaper: Reaper,
+}
+
+impl Job {
+    /// Whether any process of the job is left (not a zombie).
+    fn alive(&self) -> bool {
+        match &self.cgroup {
+            Some(cgroup) => cgroup.populated(),
+            None => {
+                group_alive(self.pid)
+                    || (lineage::has_orphans(|pid| self.reaper.watches(pid))
+                        && !lineage::strays(self.pid, self.seq, self.attempt).is_empty())
+            }
+        }
+    }
+
+    /// `signal` to every process of the job, then SIGCONT so that a stopped one hears it.
+    fn signal_all(&self, signal: Signal) {
+        match &self.cgroup {
+            Some(cgroup) => cgroup.signal_all(signal),
+            None => {
+                let strays = lineage::strays(self.pid, self.seq, self.attempt);
+                signal_group(self.pid, signal);
+                for &pid in &strays {
+                    signal_process(pid, signal);
+                }
+                if signal != Signal::SIGKILL {
+                    signal_group(self.pid, Signal::SIGCONT);
+                    for pid in strays {
+                        signal_process(pid, Signal::SIGCONT);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Carries out one escalation step on the job, as its backend wants it.
+    fn apply(&self, action: Action, seq: u64, timing: &Timing) {
+        let local = timing.backend.is_local();
+        match action {
+            Action::Deliver(signal) if !local => {
+                signal_process(self.pid, timing.backend.stop_signal(signal));
+            }
+            Action::Deliver(signal) => self.signal_all(signal),
+            Action::TermGroup => self.signal_all(Signal::SIGTERM),
+            Action::Force { running } if !local && running => {
+                timing.backend.cancel(seq, timing.attempt);
+                signal_process(self.pid, Signal::SIGINT);
+            }
+            Action::Force { .. } => match &self.cgroup {
+                Some(cgroup) => cgroup.kill(),
+                None => self.signal_all(Signal::SIGKILL),
+            },
+        }
+    }
+}
+
+/// Resolves when the job's cgroup changes, or after [`GROUP_POLL`] without a watch.
+async fn changed(watch: Option<&cgroup::Watch>) {
+    match watch {
+        Some(watch) => cgroup::changed(watch).await,
+        None => sleep(GROUP_POLL).await,
     }
 }
 
@@ -235,18 +321,4 @@ fn ended_badly(state: &str) -> bool {
             | "DEADLINE"
             | "REVOKED"
     )
-}
-
-/// The end of the grace period, or a second Ctrl-C: SIGKILL to the whole group locally; under
-/// Slurm, `scancel` of the job (never SIGKILL to `srun`, which would leave the job running on
-/// the cluster) and SIGINT to `srun` again.
-fn force(pid: i32, seq: u64, timing: &Timing, running: bool) {
-    if timing.backend.is_local() {
-        signal_group(pid, Signal::SIGKILL);
-    } else if running {
-        timing.backend.cancel(seq, timing.attempt);
-        signal_process(pid, Signal::SIGINT);
-    } else {
-        signal_group(pid, Signal::SIGKILL);
-    }
 }

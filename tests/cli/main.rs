@@ -22,6 +22,7 @@ mod records;
 
 mod backpressure;
 mod batching;
+mod containment;
 mod examples;
 mod hygiene;
 mod outputs;

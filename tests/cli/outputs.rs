@@ -757,7 +757,7 @@ fn the_schema_refuses_broken_records() {
         "reason":"exit_status","exit_code":3,"signal":null,"started":true,
         "started_at":"2026-11-29T11:45:26.051Z","ended_at":"2026-11-29T11:45:26.053Z",
         "duration_ms":2,"wait_ms":0,"attempts":1,"slot":2,"leaked":false,"superseded_by":null,
-        "batch":null,"error":null});
+        "batch":null,"error":null,"cpu_ms":4,"memory_peak_bytes":null});
     assert_eq!(schema_errors(&schema, &good), Vec::<String>::new());
     let broken: Vec<(&str, Value)> = vec![
         ("type", json!("jobs")),
@@ -780,6 +780,8 @@ fn the_schema_refuses_broken_records() {
         ("signal", json!("KILL")),
         ("leaked", json!("no")),
         ("started", json!(null)),
+        ("cpu_ms", json!(-3)),
+        ("memory_peak_bytes", json!("1G")),
     ];
     for (field, bad) in broken {
         let mut record = good.clone();
@@ -804,7 +806,7 @@ fn the_schema_refuses_broken_records() {
     succeeded["reason"] = json!(null);
     assert_eq!(schema_errors(&schema, &succeeded), Vec::<String>::new());
     let run = json!({"type":"run","version":"0.1.0","schema":1,
-        "started_at":"2026-11-29T11:45:26.050Z","max_concurrent":2,"source":"-"});
+        "started_at":"2026-11-29T11:45:26.050Z","max_concurrent":2,"source":"-","containment":"cgroup"});
     assert_eq!(schema_errors(&schema, &run), Vec::<String>::new());
     for (field, bad) in [
         ("schema", json!(2)),

@@ -46,6 +46,7 @@ pub struct RunRecord {
     pub started_at: String,
     pub max_concurrent: u64,
     pub source: String,
+    pub containment: String,
 }
 
 /// One `job` record.
@@ -73,6 +74,8 @@ pub struct JobRecord {
     pub superseded_by: Option<u64>,
     pub batch: Option<u64>,
     pub error: Option<String>,
+    pub cpu_ms: Option<u64>,
+    pub memory_peak_bytes: Option<u64>,
 }
 
 /// The `summary` record: the report's last line.
@@ -98,6 +101,7 @@ const RUN_FIELDS: &[&str] = &[
     "started_at",
     "max_concurrent",
     "source",
+    "containment",
 ];
 /// The fields of a `job` record, exactly.
 pub const JOB_FIELDS: &[&str] = &[
@@ -121,6 +125,8 @@ pub const JOB_FIELDS: &[&str] = &[
     "superseded_by",
     "batch",
     "error",
+    "cpu_ms",
+    "memory_peak_bytes",
 ];
 const SUMMARY_FIELDS: &[&str] = &[
     "type",
@@ -1074,8 +1080,8 @@ impl Output {
 mod harness {
     use super::*;
 
-    const RUN: &str = r#"{"type":"run","version":"VERSION","schema":1,"started_at":"2026-01-02T03:04:05.006Z","max_concurrent":2,"source":"-"}"#;
-    const JOB: &str = r#"{"type":"job","seq":1,"line":1,"key":"k","command":"true","outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"started":true,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10,"wait_ms":0,"attempts":1,"slot":1,"leaked":false,"superseded_by":null,"batch":null,"error":null}"#;
+    const RUN: &str = r#"{"type":"run","version":"VERSION","schema":1,"started_at":"2026-01-02T03:04:05.006Z","max_concurrent":2,"source":"-","containment":"cgroup"}"#;
+    const JOB: &str = r#"{"type":"job","seq":1,"line":1,"key":"k","command":"true","outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"started":true,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10,"wait_ms":0,"attempts":1,"slot":1,"leaked":false,"superseded_by":null,"batch":null,"error":null,"cpu_ms":null,"memory_peak_bytes":null}"#;
     const SUMMARY: &str = r#"{"type":"summary","jobs":1,"succeeded":1,"failed":0,"interrupted":0,"rejected":0,"skipped":0,"duration_ms":15,"exit_code":0}"#;
 
     fn report(job: &str) -> String {

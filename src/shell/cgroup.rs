@@ -1,0 +1,343 @@
+//! Containment in cgroups (v2): a cgroup for the run, and in it one per job that the job's
+//! first process is born into (`clone3(2)` with `CLONE_INTO_CGROUP`), so that every process the
+//! job starts stays in it whatever it does with process groups and sessions. A job is over when
+//! its cgroup is empty (`cgroup.events`: `populated 0`, watched with inotify); stopping it
+//! signals every process in it, and `cgroup.kill` ends them all at once (Linux
+//! `Documentation/admin-guide/cgroup-v2.rst`).
+//!
+//! The run's cgroup is `lanes-PID` below the cgroup `lanes` itself is in, on the
+//! cgroup2 mount (`/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on hybrid hosts). Only cgroups
+//! named so are ever created or removed: a run killed with SIGKILL leaves empty ones, which the
+//! next run below the same cgroup removes.
+
+use std::fs;
+use std::io::{self, Read as _, Write as _};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use nix::sys::signal::Signal;
+use tokio::io::unix::AsyncFd;
+
+/// The run's cgroup: jobs' cgroups are made in it.
+#[derive(Debug)]
+pub(crate) struct CgroupRun {
+    dir: PathBuf,
+}
+
+/// Why cgroup containment is not possible here.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unavailable {
+    /// No cgroup2 file system is mounted.
+    #[error("no cgroup2 file system is mounted")]
+    NoMount,
+    /// `/proc/self/cgroup` names no cgroup2 path.
+    #[error("lanes' own cgroup is not known (/proc/self/cgroup)")]
+    NoOwnCgroup,
+    /// The cgroup cannot be written (not root, no delegation).
+    #[error("cannot create a cgroup under {path}: {source} (run as root, or under a delegated cgroup: `systemd-run --user --scope -p Delegate=yes lanes …`)")]
+    NotWritable {
+        /// Where.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+impl CgroupRun {
+    /// Creates the run's cgroup below the cgroup `lanes` is in, removing empty run cgroups of
+    /// earlier runs whose `lanes` is gone.
+    ///
+    /// # Errors
+    /// [`Unavailable`] when there is no cgroup2 mount or it cannot be written.
+    pub(crate) fn create() -> Result<Self, Unavailable> {
+        let mount = cgroup2_mount().ok_or(Unavailable::NoMount)?;
+        let own = own_cgroup().ok_or(Unavailable::NoOwnCgroup)?;
+        let parent = mount.join(own.trim_start_matches('/'));
+        remove_stale_runs(&parent);
+        let dir = parent.join(format!("lanes-{}", std::process::id()));
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(source) => {
+                return Err(Unavailable::NotWritable {
+                    path: parent,
+                    source,
+                })
+            }
+        }
+        Ok(CgroupRun { dir })
+    }
+
+    /// Makes the cgroup of job `seq`'s try `attempt`.
+    ///
+    /// # Errors
+    /// When it cannot be made or opened (out of descriptors, `cgroup.max.descendants`).
+    pub(crate) fn job(&self, seq: u64, attempt: u32) -> io::Result<JobCgroup> {
+        let dir = self.dir.join(format!("job-{seq}-{attempt}"));
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(err),
+        }
+        let fd = fs::File::open(&dir).map(OwnedFd::from);
+        match fd {
+            Ok(fd) => Ok(JobCgroup { dir, fd }),
+            Err(err) => {
+                let _ = fs::remove_dir(&dir);
+                Err(err)
+            }
+        }
+    }
+}
+
+impl Drop for CgroupRun {
+    fn drop(&mut self) {
+        remove_tree(&self.dir);
+    }
+}
+
+/// One job's cgroup. Removed when dropped (once empty).
+#[derive(Debug)]
+pub(crate) struct JobCgroup {
+    dir: PathBuf,
+    /// The directory, open: what `CLONE_INTO_CGROUP` takes.
+    fd: OwnedFd,
+}
+
+/// What a job used, read from its cgroup when it ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Usage {
+    /// CPU time of all its processes (`cpu.stat` `usage_usec`).
+    pub(crate) cpu: Option<Duration>,
+    /// Its largest memory use at any moment (`memory.peak`), where the memory controller is
+    /// enabled for it.
+    pub(crate) memory_peak: Option<u64>,
+}
+
+impl JobCgroup {
+    /// The open directory, for `CLONE_INTO_CGROUP`.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Whether any process is in it (`cgroup.events`).
+    pub(crate) fn populated(&self) -> bool {
+        match fs::read_to_string(self.dir.join("cgroup.events")) {
+            Ok(text) => text.lines().any(|line| line.trim() == "populated 1"),
+            // Gone or unreadable: nothing can be seen in it any more.
+            Err(_) => false,
+        }
+    }
+
+    /// Sends `signal` to every process in it, then SIGCONT, so that a stopped process hears
+    /// it (as timeout(1) and systemd do). Processes forked meanwhile are caught by a second
+    /// pass; `cgroup.kill` at the end of the grace period catches everything.
+    pub(crate) fn signal_all(&self, signal: Signal) {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..2 {
+            let pids = self.pids();
+            let fresh: Vec<i32> = pids.into_iter().filter(|pid| seen.insert(*pid)).collect();
+            if fresh.is_empty() {
+                break;
+            }
+            for &pid in &fresh {
+                super::unix::signal_process(pid, signal);
+            }
+            if signal != Signal::SIGKILL && signal != Signal::SIGCONT {
+                for &pid in &fresh {
+                    super::unix::signal_process(pid, Signal::SIGCONT);
+                }
+            }
+        }
+    }
+
+    /// SIGKILL to every process in it at once (`cgroup.kill`, Linux 5.14); where that file is
+    /// missing, SIGKILL to each process, a few passes.
+    pub(crate) fn kill(&self) {
+        let written = fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.kill"))
+            .and_then(|mut file| file.write_all(b"1"));
+        if written.is_err() {
+            for _ in 0..3 {
+                let pids = self.pids();
+                if pids.is_empty() {
+                    break;
+                }
+                for pid in pids {
+                    super::unix::signal_process(pid, Signal::SIGKILL);
+                }
+            }
+        }
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        let mut text = String::new();
+        let _ = fs::File::open(self.dir.join("cgroup.procs"))
+            .and_then(|mut file| file.read_to_string(&mut text));
+        text.split_ascii_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    }
+
+    /// What the job used, as far as the cgroup tells.
+    pub(crate) fn usage(&self) -> Usage {
+        let cpu = fs::read_to_string(self.dir.join("cpu.stat"))
+            .ok()
+            .and_then(|text| {
+                text.lines().find_map(|line| {
+                    line.strip_prefix("usage_usec ")
+                        .and_then(|n| n.trim().parse::<u64>().ok())
+                })
+            })
+            .map(Duration::from_micros);
+        let memory_peak = fs::read_to_string(self.dir.join("memory.peak"))
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok());
+        Usage { cpu, memory_peak }
+    }
+
+    /// A watch on `cgroup.events`: readable when the cgroup's state changes (populated or
+    /// frozen). `None` where inotify cannot be had; the caller then looks from time to time.
+    pub(crate) fn watch(&self) -> Option<Watch> {
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+        inotify
+            .add_watch(&self.dir.join("cgroup.events"), AddWatchFlags::IN_MODIFY)
+            .ok()?;
+        // SAFETY: `Events` owns the inotify descriptor and always returns it; it stays open
+        // until the `AsyncFd` is dropped.
+        unsafe { AsyncFd::register(Events(inotify)) }
+            .ok()
+            .map(Watch)
+    }
+}
+
+impl Drop for JobCgroup {
+    fn drop(&mut self) {
+        // Empty by now (the job is over); a process that is still in it keeps it, and the
+        // run's removal tries again.
+        let _ = fs::remove_dir(&self.dir);
+    }
+}
+
+/// An inotify watch on a job cgroup's `cgroup.events`.
+pub(crate) struct Watch(AsyncFd<Events>);
+
+/// The inotify instance, as tokio wants it.
+struct Events(Inotify);
+
+impl AsRawFd for Events {
+    fn as_raw_fd(&self) -> RawFd {
+        use std::os::fd::AsFd as _;
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+/// Waits until `watch` says `cgroup.events` changed, and consumes the notification.
+pub(crate) async fn changed(watch: &Watch) {
+    loop {
+        let Ok(mut ready) = watch.0.readable().await else {
+            return std::future::pending().await;
+        };
+        match ready.get_inner().0.read_events() {
+            Ok(_) => return,
+            Err(nix::errno::Errno::EAGAIN) => ready.clear_ready(),
+            Err(_) => return std::future::pending().await,
+        }
+    }
+}
+
+/// Where cgroup2 is mounted (`/proc/self/mountinfo`, proc(5)): the first mount of type
+/// `cgroup2`.
+fn cgroup2_mount() -> Option<PathBuf> {
+    let text = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let fstype = after.split_ascii_whitespace().next()?;
+        (fstype == "cgroup2")
+            .then(|| before.split_ascii_whitespace().nth(4).map(unescape_mount))
+            .flatten()
+    })
+}
+
+/// A mount point as mountinfo writes it: space, tab, newline and backslash as octal escapes.
+fn unescape_mount(field: &str) -> PathBuf {
+    let mut out = Vec::with_capacity(field.len());
+    let bytes = field.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(u8::is_ascii_digit));
+        if let (b'\\', Some(digits)) = (bytes[i], octal) {
+            let code = digits.iter().fold(0u32, |n, d| n * 8 + u32::from(d - b'0'));
+            out.push(u8::try_from(code).unwrap_or(b'?'));
+            i += 4;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    use std::os::unix::ffi::OsStringExt;
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// `lanes`' own cgroup2 path (`/proc/self/cgroup`, the line `0::PATH`).
+fn own_cgroup() -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::").map(str::to_owned))
+}
+
+/// Removes the run cgroups below `parent` left by runs whose `lanes` is gone (killed with
+/// SIGKILL): only `lanes-PID` directories whose PID does not exist, and only when empty.
+fn remove_stale_runs(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("lanes-"))
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() as i32 && !Path::new(&format!("/proc/{pid}")).exists() {
+            remove_tree(&entry.path());
+        }
+    }
+}
+
+/// Removes a run cgroup and its jobs' cgroups, those that are empty.
+fn remove_tree(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry
+                .file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("job-"))
+            {
+                let _ = fs::remove_dir(entry.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(
+            unescape_mount("/sys/fs/cgroup"),
+            PathBuf::from("/sys/fs/cgroup")
+        );
+        assert_eq!(unescape_mount("/a\\040b"), PathBuf::from("/a b"));
+    }
+}

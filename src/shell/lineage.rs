@@ -1,0 +1,111 @@
+//! Without cgroups: a job's processes that left its process group (`setsid`, `setpgid`,
+//! `timeout(1)`, `set -m`, a double fork) found through `/proc`. `lanes` is the child
+//! subreaper, so every process a job starts stays a descendant of `lanes`, whoever its parent
+//! dies; of those, the job's are the ones whose environment still carries the job's
+//! `LANES_SEQ` and `LANES_ATTEMPT` (proc(5): `/proc/PID/stat`, `/proc/PID/environ`).
+//!
+//! What this cannot see: a process that cleared or replaced its environment, one started
+//! through another subreaper or a service manager (`systemd-run`, a container runtime), and
+//! one that moved to another PID namespace. Cgroup containment sees them all.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+
+/// One process as `/proc/PID/stat` shows it.
+struct Stat {
+    ppid: i32,
+    pgid: i32,
+    zombie: bool,
+}
+
+fn stat(pid: i32) -> Option<Stat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields after it are
+    // counted from its last ')'. State is field 3, ppid 4, pgrp 5.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgid = fields.next()?.parse().ok()?;
+    Some(Stat {
+        ppid,
+        pgid,
+        zombie: state == "Z" || state == "X",
+    })
+}
+
+/// Whether any child of `lanes` is not the direct child of a running job (`watched`): only then
+/// can a job have processes outside its group whose group-mates are all gone.
+pub(crate) fn has_orphans(watched: impl Fn(i32) -> bool) -> bool {
+    super::unix::children().into_iter().any(|pid| !watched(pid))
+}
+
+/// The live processes of job `seq`'s try `attempt` outside its process group `pgid`: the
+/// descendants of `lanes` whose environment carries the job's `LANES_SEQ` and
+/// `LANES_ATTEMPT`.
+pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut procs: HashMap<i32, Stat> = HashMap::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some(stat) = stat(pid) {
+            procs.insert(pid, stat);
+        }
+    }
+    let me = std::process::id() as i32;
+    let mut descends: HashMap<i32, bool> = HashMap::new();
+    let seq_var = format!("LANES_SEQ={seq}");
+    let attempt_var = format!("LANES_ATTEMPT={attempt}");
+    let mut found = Vec::new();
+    for (&pid, info) in &procs {
+        if info.zombie || info.pgid == pgid || pid == me {
+            continue;
+        }
+        if !descends_from(pid, me, &procs, &mut descends) {
+            continue;
+        }
+        let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let vars: HashSet<&[u8]> = environ.split(|&b| b == 0).collect();
+        if vars.contains(seq_var.as_bytes()) && vars.contains(attempt_var.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
+/// Whether `ancestor` is on `pid`'s chain of parents (memoised in `known`).
+fn descends_from(
+    pid: i32,
+    ancestor: i32,
+    procs: &HashMap<i32, Stat>,
+    known: &mut HashMap<i32, bool>,
+) -> bool {
+    let mut chain = Vec::new();
+    let mut at = pid;
+    let answer = loop {
+        if let Some(&answer) = known.get(&at) {
+            break answer;
+        }
+        chain.push(at);
+        match procs.get(&at).map(|s| s.ppid) {
+            Some(parent) if parent == ancestor => break true,
+            Some(parent) if parent > 0 && chain.len() < 4096 => at = parent,
+            _ => break false,
+        }
+    };
+    for pid in chain {
+        known.insert(pid, answer);
+    }
+    answer
+}

@@ -1,0 +1,219 @@
+//! A job is every process it started: processes that move to another process group or session
+//! (`timeout(1)`, `set -m`, `setsid`, a double fork, `setpgid`) still belong to their job. No
+//! next job of the key starts while one of them lives, and none outlives the run, with
+//! `--timeout`, Ctrl-C, `--cancel-in-progress` and a plain end; in cgroup mode and in the
+//! process-group fallback alike.
+
+use std::io::Write;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::records::*;
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// The ways a job's process leaves the job's process group. Each starts a process that writes
+/// its pid to `$D/esc.pid` and would live 30 s.
+const ESCAPES: [(&str, &str); 5] = [
+    (
+        "timeout(1)",
+        "timeout 30 sh -c 'echo $$ > \"$D/esc.pid\"; exec sleep 30' &",
+    ),
+    (
+        "set -m",
+        "sh -c 'set -m; sh -c \"echo \\$\\$ > \\\"$D/esc.pid\\\"; exec sleep 30\" & wait' &",
+    ),
+    (
+        "setsid",
+        "setsid sh -c 'echo $$ > \"$D/esc.pid\"; exec sleep 30' &",
+    ),
+    (
+        "double fork",
+        "( setsid sh -c 'echo $$ > \"$D/esc.pid\"; exec sleep 30' & ) &",
+    ),
+    (
+        "setpgid",
+        "python3 -c 'import os,time; os.setpgid(0,0); open(os.environ[\"D\"]+\"/esc.pid\",\"w\").write(str(os.getpid())); time.sleep(30)' &",
+    ),
+];
+
+/// Waits in the job until the escaped process has written its pid.
+const WAIT_FOR_ESCAPEE: &str = "while [ ! -s \"$D/esc.pid\" ]; do sleep 0.01; done";
+
+/// The key's next job: notes whether the escaped process still lives when it starts.
+const CHECK: &str = "if kill -0 \"$(cat \"$D/esc.pid\")\" 2>/dev/null; then echo alive; \
+                     else echo dead; fi > \"$D/check\"";
+
+/// Whether lanes can contain jobs in cgroups here (root, or a delegated cgroup).
+fn cgroups_available() -> bool {
+    let out = Run::new()
+        .no_report()
+        .args(["--containment", "cgroup"])
+        .run();
+    out.code == 0
+}
+
+fn modes() -> Vec<&'static str> {
+    let mut modes = vec!["process-group"];
+    if cgroups_available() {
+        modes.push("cgroup");
+    } else {
+        eprintln!("cgroup containment not available here: only the process-group mode is tested");
+    }
+    modes
+}
+
+fn assert_contained(scratch: &Scratch, out: &Output, mode: &str, escape: &str) {
+    assert_eq!(
+        scratch.read("check").trim(),
+        "dead",
+        "{mode}, {escape}: the key's next job started while the escaped process lived\n{}",
+        out.dump()
+    );
+    let pid = scratch.pid("esc.pid");
+    assert!(
+        !alive(pid),
+        "{mode}, {escape}: the escaped process outlived the run"
+    );
+}
+
+#[test]
+fn the_run_record_names_the_containment() {
+    for mode in modes() {
+        let out = Run::new()
+            .args(["--containment", mode])
+            .stdin("k\ttrue\n")
+            .run();
+        out.code(0);
+        assert_eq!(out.report().run.containment, mode.replace('-', "_"));
+        let job = out.job(1);
+        assert_eq!(job.cpu_ms.is_some(), mode == "cgroup", "{job:?}");
+        if mode != "cgroup" {
+            assert_eq!(job.memory_peak_bytes, None, "{job:?}");
+        }
+    }
+}
+
+#[test]
+fn a_timeout_ends_every_process_of_the_job_before_the_next_job_of_its_key() {
+    for mode in modes() {
+        for (escape, start) in ESCAPES {
+            let scratch = Scratch::new();
+            let jobs = format!("k\t{start} {WAIT_FOR_ESCAPEE}; sleep 30\nk\t{CHECK}\n");
+            let out = Run::new()
+                .scratch(&scratch)
+                .args(["--containment", mode, "--timeout", "0.3", "--grace", "1"])
+                .stdin(jobs)
+                .run();
+            out.code(1);
+            assert_eq!(out.job(1).result(), ("interrupted", Some("timeout")));
+            assert_eq!(out.job(2).result(), ("succeeded", None));
+            assert_contained(&scratch, &out, mode, escape);
+        }
+    }
+}
+
+#[test]
+fn a_plain_end_waits_for_every_process_of_the_job() {
+    for mode in modes() {
+        for (escape, start) in ESCAPES {
+            let scratch = Scratch::new();
+            // The job's shell exits at once; what it left behind is terminated after the leak
+            // window, and only then does the key's next job start.
+            let jobs = format!("k\t{start} {WAIT_FOR_ESCAPEE}\nk\t{CHECK}\n");
+            let out = Run::new()
+                .scratch(&scratch)
+                .args(["--containment", mode, "--grace", "1"])
+                .stdin(jobs)
+                .run();
+            out.code(0);
+            assert!(out.job(1).leaked, "{mode}, {escape}: {:?}", out.job(1));
+            assert_contained(&scratch, &out, mode, escape);
+        }
+    }
+}
+
+#[test]
+fn cancel_in_progress_ends_every_process_of_the_job_before_the_newer_one_starts() {
+    for mode in modes() {
+        for (escape, start) in ESCAPES {
+            let scratch = Scratch::new();
+            let report = scratch.join("report.jsonl");
+            let mut running = Run::new()
+                .scratch(&scratch)
+                .no_report()
+                .arg("--report")
+                .arg(&report)
+                .args([
+                    "--containment",
+                    mode,
+                    "--cancel-in-progress",
+                    "--grace",
+                    "1",
+                ])
+                .stdin_piped()
+                .spawn();
+            let first = format!("k\t{start} {WAIT_FOR_ESCAPEE}; touch \"$D/up\"; sleep 30\n");
+            running.stdin().write_all(first.as_bytes()).unwrap();
+            running.stdin().flush().unwrap();
+            scratch.wait_for("up", WAIT);
+            running
+                .stdin()
+                .write_all(format!("k\t{CHECK}\n").as_bytes())
+                .unwrap();
+            running.close_stdin();
+            let out = running.wait();
+            out.code(0);
+            let records = Records::read(&report);
+            let first = records.job(1);
+            assert_eq!(
+                (first.outcome.as_str(), first.reason.as_deref()),
+                ("interrupted", Some("superseded"))
+            );
+            assert_contained(&scratch, &out, mode, escape);
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_ends_every_process_of_every_job() {
+    for mode in modes() {
+        for (escape, start) in ESCAPES {
+            let scratch = Scratch::new();
+            let mut running = Run::new()
+                .scratch(&scratch)
+                .args(["--containment", mode, "--grace", "1"])
+                .stdin_piped()
+                .spawn();
+            let first = format!("k\t{start} {WAIT_FOR_ESCAPEE}; touch \"$D/up\"; sleep 30\n");
+            running.stdin().write_all(first.as_bytes()).unwrap();
+            running.stdin().flush().unwrap();
+            scratch.wait_for("up", WAIT);
+            running.signal(Signal::SIGINT);
+            let out = running.wait();
+            out.code(130);
+            let pid = scratch.pid("esc.pid");
+            assert!(!alive(pid), "{mode}, {escape}: outlived the run");
+        }
+    }
+}
+
+#[test]
+fn containment_cgroup_where_it_is_impossible_is_a_usage_error() {
+    if cgroups_available() {
+        eprintln!("cgroups are available here: the refusal is not tested");
+        return;
+    }
+    let out = Run::new()
+        .no_report()
+        .args(["--containment", "cgroup"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("--containment cgroup"),
+        "{}",
+        out.dump()
+    );
+}
