@@ -10,18 +10,35 @@ use std::time::Duration;
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let trimmed = text.trim();
     if let Ok(seconds) = trimmed.parse::<f64>() {
-        return seconds_to_duration(seconds)
-            .ok_or_else(|| format!("`{text}` is not a non-negative, finite number of seconds"));
+        return seconds_to_duration(seconds).ok_or_else(|| {
+            format!("`{text}` is not a non-negative, finite number of seconds up to {MAX_SECONDS}")
+        });
     }
-    humantime::parse_duration(trimmed).map_err(|err| {
+    let duration = humantime::parse_duration(trimmed).map_err(|err| {
         format!("`{text}` is not a duration ({err}); use seconds (`20`, `0.5`) or units (`250ms`, `1m30s`)")
-    })
+    })?;
+    if duration > MAX {
+        return Err(format!(
+            "`{text}` is longer than {MAX_SECONDS} seconds (about 31 years)"
+        ));
+    }
+    Ok(duration)
 }
 
-/// Converts a number of seconds to a [`Duration`]; `None` when negative, NaN or infinite.
+/// The longest duration accepted, in seconds: about 31 years. Any longer one could not be
+/// added to a point in time without overflow, and means "never" in practice: for no timeout,
+/// say 0.
+pub(crate) const MAX_SECONDS: u64 = 1_000_000_000;
+
+const MAX: Duration = Duration::from_secs(MAX_SECONDS);
+
+/// Converts a number of seconds to a [`Duration`]; `None` when negative, NaN, infinite or
+/// longer than [`MAX_SECONDS`].
 pub(crate) fn seconds_to_duration(seconds: f64) -> Option<Duration> {
     if seconds.is_finite() && seconds >= 0.0 {
-        Duration::try_from_secs_f64(seconds).ok()
+        Duration::try_from_secs_f64(seconds)
+            .ok()
+            .filter(|d| *d <= MAX)
     } else {
         None
     }
@@ -41,6 +58,16 @@ mod tests {
     fn humantime_units() {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+    }
+
+    #[test]
+    fn durations_too_long_to_add_to_a_point_in_time_are_refused() {
+        assert_eq!(parse_duration("1e9"), Ok(Duration::from_secs(MAX_SECONDS)));
+        assert!(parse_duration("1e19").unwrap_err().contains("up to"));
+        assert!(parse_duration("10000000000000000000").is_err());
+        assert!(parse_duration("40years")
+            .unwrap_err()
+            .contains("longer than"));
     }
 
     #[test]

@@ -16,14 +16,22 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use nix::sys::signal::Signal;
 use tokio::io::unix::AsyncFd;
+use tokio::sync::Notify;
 
 /// The run's cgroup: jobs' cgroups are made in it.
 #[derive(Debug)]
 pub(crate) struct CgroupRun {
     dir: PathBuf,
+    /// The run's one inotify instance on its jobs' `cgroup.events`, made with the first job
+    /// (inside the event loop). One for the run, not one per job: closing an inotify instance
+    /// waits for an SRCU grace period, milliseconds per job.
+    watcher: std::cell::OnceCell<Option<Arc<Watcher>>>,
 }
 
 /// Why cgroup containment is not possible here.
@@ -67,7 +75,10 @@ impl CgroupRun {
                 })
             }
         }
-        Ok(CgroupRun { dir })
+        Ok(CgroupRun {
+            dir,
+            watcher: std::cell::OnceCell::new(),
+        })
     }
 
     /// Makes the cgroup of job `seq`'s try `attempt`.
@@ -82,8 +93,14 @@ impl CgroupRun {
             Err(err) => return Err(err),
         }
         let fd = fs::File::open(&dir).map(OwnedFd::from);
+        let watcher = self.watcher.get_or_init(Watcher::start);
         match fd {
-            Ok(fd) => Ok(JobCgroup { dir, fd }),
+            Ok(fd) => {
+                let watch = watcher
+                    .as_ref()
+                    .and_then(|watcher| watcher.watch(&dir.join("cgroup.events")));
+                Ok(JobCgroup { dir, fd, watch })
+            }
             Err(err) => {
                 let _ = fs::remove_dir(&dir);
                 Err(err)
@@ -104,6 +121,8 @@ pub(crate) struct JobCgroup {
     dir: PathBuf,
     /// The directory, open: what `CLONE_INTO_CGROUP` takes.
     fd: OwnedFd,
+    /// Told when `cgroup.events` changes.
+    watch: Option<Watch>,
 }
 
 /// What a job used, read from its cgroup when it ended.
@@ -199,33 +218,44 @@ impl JobCgroup {
         Usage { cpu, memory_peak }
     }
 
-    /// A watch on `cgroup.events`: readable when the cgroup's state changes (populated or
-    /// frozen). `None` where inotify cannot be had; the caller then looks from time to time.
-    pub(crate) fn watch(&self) -> Option<Watch> {
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-        inotify
-            .add_watch(&self.dir.join("cgroup.events"), AddWatchFlags::IN_MODIFY)
-            .ok()?;
-        // SAFETY: `Events` owns the inotify descriptor and always returns it; it stays open
-        // until the `AsyncFd` is dropped.
-        unsafe { AsyncFd::register(Events(inotify)) }
-            .ok()
-            .map(Watch)
+    /// Resolves when the cgroup's state (`cgroup.events`: populated, frozen) may have changed;
+    /// without a watch, after `fallback`.
+    pub(crate) async fn changed(&self, fallback: Duration) {
+        match &self.watch {
+            Some(watch) => watch.notify.notified().await,
+            None => tokio::time::sleep(fallback).await,
+        }
     }
 }
 
 impl Drop for JobCgroup {
     fn drop(&mut self) {
+        if let Some(watch) = self.watch.take() {
+            watch.watcher.forget(watch.wd);
+        }
         // Empty by now (the job is over); a process that is still in it keeps it, and the
         // run's removal tries again.
         let _ = fs::remove_dir(&self.dir);
     }
 }
 
-/// An inotify watch on a job cgroup's `cgroup.events`.
-pub(crate) struct Watch(AsyncFd<Events>);
+/// The run's inotify instance and who waits on which watch.
+#[derive(Debug)]
+struct Watcher {
+    inotify: AsyncFd<Events>,
+    waiters: Mutex<HashMap<WatchDescriptor, Arc<Notify>>>,
+}
+
+/// One job's watch on its `cgroup.events`.
+#[derive(Debug)]
+struct Watch {
+    watcher: Arc<Watcher>,
+    wd: WatchDescriptor,
+    notify: Arc<Notify>,
+}
 
 /// The inotify instance, as tokio wants it.
+#[derive(Debug)]
 struct Events(Inotify);
 
 impl AsRawFd for Events {
@@ -235,16 +265,68 @@ impl AsRawFd for Events {
     }
 }
 
-/// Waits until `watch` says `cgroup.events` changed, and consumes the notification.
-pub(crate) async fn changed(watch: &Watch) {
-    loop {
-        let Ok(mut ready) = watch.0.readable().await else {
-            return std::future::pending().await;
-        };
-        match ready.get_inner().0.read_events() {
-            Ok(_) => return,
-            Err(nix::errno::Errno::EAGAIN) => ready.clear_ready(),
-            Err(_) => return std::future::pending().await,
+impl Watcher {
+    /// The instance and the task that hands its events out; `None` where inotify cannot be
+    /// had (jobs' cgroups are then looked at from time to time).
+    fn start() -> Option<Arc<Self>> {
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+        // SAFETY: `Events` owns the inotify descriptor and always returns it; it stays open
+        // until the `AsyncFd` is dropped.
+        let inotify = unsafe { AsyncFd::register(Events(inotify)) }.ok()?;
+        let watcher = Arc::new(Watcher {
+            inotify,
+            waiters: Mutex::new(HashMap::new()),
+        });
+        tokio::spawn(Arc::clone(&watcher).dispatch());
+        Some(watcher)
+    }
+
+    fn waiters(&self) -> std::sync::MutexGuard<'_, HashMap<WatchDescriptor, Arc<Notify>>> {
+        self.waiters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn watch(self: &Arc<Self>, path: &Path) -> Option<Watch> {
+        let wd = self
+            .inotify
+            .get_ref()
+            .0
+            .add_watch(path, AddWatchFlags::IN_MODIFY)
+            .ok()?;
+        let notify = Arc::new(Notify::new());
+        self.waiters().insert(wd, Arc::clone(&notify));
+        Some(Watch {
+            watcher: Arc::clone(self),
+            wd,
+            notify,
+        })
+    }
+
+    fn forget(&self, wd: WatchDescriptor) {
+        self.waiters().remove(&wd);
+        let _ = self.inotify.get_ref().0.rm_watch(wd);
+    }
+
+    /// Hands each event to the job waiting on its watch (a permit is kept for a job not
+    /// waiting yet, so none is lost).
+    async fn dispatch(self: Arc<Self>) {
+        loop {
+            let Ok(mut ready) = self.inotify.readable().await else {
+                return;
+            };
+            match ready.get_inner().0.read_events() {
+                Ok(events) => {
+                    let waiters = self.waiters();
+                    for event in events {
+                        if let Some(notify) = waiters.get(&event.wd) {
+                            notify.notify_one();
+                        }
+                    }
+                }
+                Err(nix::errno::Errno::EAGAIN) => ready.clear_ready(),
+                Err(_) => return,
+            }
         }
     }
 }

@@ -527,9 +527,13 @@ impl Driver {
     /// Ends the run: returns the exit status and the human summary, which the caller writes
     /// once job output has been flushed, so that it comes last.
     async fn finish(mut self, signals: &mut Option<StopSignals>) -> RunEnd {
-        if let Some(signal) =
-            sweep_escapees(self.launcher.reaper(), self.config.grace, signals).await
-        {
+        // After a second stop signal, what escaped is killed at once.
+        let grace = if self.core.is_forced() {
+            Duration::ZERO
+        } else {
+            self.config.grace
+        };
+        if let Some(signal) = sweep_escapees(self.launcher.reaper(), grace, signals).await {
             self.core.late_signal(signal);
         }
         // Slurm: nothing of this run may stay on the cluster.

@@ -9,7 +9,7 @@ use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 use tokio::time::{sleep, Instant};
 
-use super::cgroup::{self, JobCgroup, Usage};
+use super::cgroup::{JobCgroup, Usage};
 use super::lineage;
 use super::reap::Reaper;
 use super::sleep_until_opt;
@@ -106,9 +106,6 @@ pub(crate) async fn supervise(
         cgroup: job_cgroup,
         reaper: reaper.clone(),
     };
-    // In a cgroup, the end is seen when `cgroup.events` changes, not by looking again and
-    // again.
-    let watch = job.cgroup.as_ref().and_then(JobCgroup::watch);
     let mut exit: Option<ExitFacts> = None;
     let mut control_open = true;
     // A second Ctrl-C came: output still waiting for the sink is not waited for.
@@ -171,7 +168,7 @@ pub(crate) async fn supervise(
                 reaper.reap();
                 escalation.on(Event::Due { group_alive: job.alive() }, tick())
             },
-            () = changed(watch.as_ref()), if escalation.exited() => Vec::new(),
+            () = job.changed(), if escalation.exited() => Vec::new(),
         };
         for action in actions {
             job.apply(action, seq, &timing);
@@ -257,6 +254,15 @@ impl Job {
         }
     }
 
+    /// Resolves when the job may be over: its cgroup's state changed (watched, not polled), or
+    /// [`GROUP_POLL`] passed without a cgroup.
+    async fn changed(&self) {
+        match &self.cgroup {
+            Some(cgroup) => cgroup.changed(GROUP_POLL).await,
+            None => sleep(GROUP_POLL).await,
+        }
+    }
+
     /// `signal` to every process of the job, then SIGCONT so that a stopped one hears it.
     fn signal_all(&self, signal: Signal) {
         match &self.cgroup {
@@ -295,14 +301,6 @@ impl Job {
                 None => self.signal_all(Signal::SIGKILL),
             },
         }
-    }
-}
-
-/// Resolves when the job's cgroup changes, or after [`GROUP_POLL`] without a watch.
-async fn changed(watch: Option<&cgroup::Watch>) {
-    match watch {
-        Some(watch) => cgroup::changed(watch).await,
-        None => sleep(GROUP_POLL).await,
     }
 }
 

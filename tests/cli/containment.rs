@@ -217,3 +217,35 @@ fn containment_cgroup_where_it_is_impossible_is_a_usage_error() {
         out.dump()
     );
 }
+
+#[test]
+fn a_second_ctrl_c_kills_escaped_processes_at_once() {
+    for mode in modes() {
+        let scratch = Scratch::new();
+        let mut running = Run::new()
+            .scratch(&scratch)
+            .args(["--containment", mode, "--grace", "20"])
+            .stdin_piped()
+            .spawn();
+        let job = "trap '' INT TERM HUP; \
+                   setsid sh -c 'trap \"\" TERM INT; echo $$ > \"$D/esc.pid\"; exec sleep 30' & \
+                   while [ ! -s \"$D/esc.pid\" ]; do sleep 0.01; done; touch \"$D/up\"; sleep 30";
+        running
+            .stdin()
+            .write_all(format!("k\t{job}\n").as_bytes())
+            .unwrap();
+        running.stdin().flush().unwrap();
+        scratch.wait_for("up", WAIT);
+        running.signal(Signal::SIGINT);
+        std::thread::sleep(Duration::from_millis(200));
+        running.signal(Signal::SIGINT);
+        let out = running.wait();
+        out.code(130);
+        assert!(
+            out.elapsed < Duration::from_secs(10),
+            "{mode}: the grace period was waited out: {:?}",
+            out.elapsed
+        );
+        assert!(!alive(scratch.pid("esc.pid")), "{mode}: outlived the run");
+    }
+}
