@@ -56,7 +56,7 @@ KEY_POOL = ["a", "b", "db", "web", "k 1", "x/..", "ключ", "α-β", "svc.api"
 # marker (checked in lanes' output), then its pid: the marker comes first, so a job whose pid
 # was recorded had its marker written already.
 PREFIX = (
-    'for s in $PREV; do for b in $(sed -n "s/^bg //p" "$CHAOS_DIR/pids.$s" 2>/dev/null); do '
+    'for s in $PREV; do for b in $(sed -n -e "s/^bg //p" -e "s/^d //p" "$CHAOS_DIR/pids.$s" 2>/dev/null); do '
     'st=$(cut -d" " -f3 /proc/$b/stat 2>/dev/null); if [ -n "$st" ] && [ "$st" != Z ] && grep -qaF "$CHAOS_DIR" /proc/$b/environ; then '
     'echo "$s $b $st" >> "$CHAOS_DIR/overlap.$LANES_SEQ"; fi; done; done; '
     'ulimit -c 0; export P="$CHAOS_DIR/pids.$LANES_SEQ"; '
@@ -170,6 +170,21 @@ def make_job(rng, seq, key, cfg, allowed):
         return Job(seq, key, kind,
                    "( setsid sh -c 'echo \"d $$\" >> \"$P\"; exec sleep 5' & )",
                    leak_phase=w)
+    # Processes that leave the job's process group without a new session: they still belong
+    # to the job (its cgroup, or its traced lineage), so the key's next job waits for them.
+    if kind == "timeout_escape":
+        return Job(seq, key, kind,
+                   "timeout 5 sh -c 'echo \"bg $$\" >> \"$P\"; exec sleep 5' "
+                   "</dev/null >/dev/null 2>&1 &", leak=True, leak_phase=w)
+    if kind == "setpgid_escape":
+        return Job(seq, key, kind,
+                   "python3 -c 'import os,time; os.setpgid(0,0); "
+                   "open(os.environ[\"P\"],\"a\").write(\"bg %d\\n\" % os.getpid()); "
+                   "time.sleep(5)' </dev/null >/dev/null 2>&1 &", leak=True, leak_phase=w)
+    if kind == "set_m_escape":
+        return Job(seq, key, kind,
+                   "set -m; sleep 5 </dev/null >/dev/null 2>&1 & echo \"bg $!\" >> \"$P\"",
+                   leak=True, leak_phase=w)
     if kind == "close_stdout":
         c = round(rng.uniform(0.2, 0.6), 2)
         which = rng.choice([">&-", ">&- 2>&-"])
@@ -205,7 +220,8 @@ CATALOGUE = {
     "ok": 10, "fail": 5, "segv": 2, "killself": 2, "sleep_past": 4, "ignore_term": 3,
     "slow_term": 2, "trap_int": 2, "trap_int_ignore": 2, "bg_hold": 3, "bg_nohold": 2,
     "bg_stubborn": 1, "daemon_hold": 2, "daemon_nohold": 2, "daemon_stubborn": 1,
-    "daemon_nested": 1, "double_fork": 2, "double_fork_nohold": 2, "double_fork_setsid": 2, "close_stdout": 2,
+    "daemon_nested": 1, "double_fork": 2, "double_fork_nohold": 2, "double_fork_setsid": 2,
+    "timeout_escape": 2, "setpgid_escape": 1, "set_m_escape": 2, "close_stdout": 2,
     "bigout": 2, "nonewline": 2, "badutf8": 2, "stdin": 3, "slow_output": 2,
 }
 # Costly when the grace is lanes' default 5 s: only drawn with an explicit --grace.
@@ -1034,6 +1050,8 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep every scratch directory")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--bound", type=float, default=30.0, help="seconds before lanes is killed")
+    ap.add_argument("--containment", choices=["auto", "cgroup", "process-group"],
+                    default="auto", help="lanes' --containment in every run")
     opts = ap.parse_args()
     # lanes inherits ignored signals across exec, and a signal that reaches it before it
     # resets them is lost (a driver started in the background by a non-interactive shell
@@ -1064,6 +1082,7 @@ def main():
         scratch = os.path.join(base, f"it{i:05d}")
         os.makedirs(scratch)
         cfg, jobs, text, args = plan_iteration(rng, scratch)
+        args = ["--containment", opts.containment] + args
         run = Run(binary, scratch, cfg, jobs, text, args, opts.bound)
         ti = time.time()
         try:
