@@ -10,6 +10,7 @@
 //! - [`finish`]: a run's end classified, retried, or stopping the run (`--fail-fast`), and
 //!   [`account`] the final account every record is written from;
 //! - [`shutdown`]: stop signals, turn timeouts and the halt that drains the run;
+//! - [`suspend`]: Ctrl-Z: stopped time counts toward no deadline;
 //! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window.
 
 mod account;
@@ -20,6 +21,7 @@ mod intake;
 mod outcome;
 mod shutdown;
 mod state;
+mod suspend;
 mod transition;
 
 pub use account::Account;

@@ -109,6 +109,16 @@ impl CgroupRun {
     }
 }
 
+impl CgroupRun {
+    /// Freezes (or thaws) every job of the run at once (`cgroup.freeze` of the run's cgroup).
+    pub(crate) fn freeze(&self, frozen: bool) {
+        let _ = fs::write(
+            self.dir.join("cgroup.freeze"),
+            if frozen { b"1" as &[u8] } else { b"0" },
+        );
+    }
+}
+
 impl Drop for CgroupRun {
     fn drop(&mut self) {
         remove_tree(&self.dir);

@@ -92,6 +92,8 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     // SIGCHLD first, so that no child's exit can be missed.
     let mut sigchld = unix_signal(SignalKind::child()).ok();
     let mut signals = StopSignals::install(!hangup_ignored).ok();
+    // Ctrl-Z: lanes stops with its jobs.
+    let mut terminal_stop = unix_signal(SignalKind::from_raw(nix::libc::SIGTSTP)).ok();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
     let mut core = Scheduler::with_policy(
         Limits {
@@ -147,6 +149,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             biased;
             Some(signal) = next_signal(&mut signals) => driver.on_signal(signal).await,
             Some(()) = recv_optional(&mut sigchld) => driver.launcher.reaper().reap(),
+            Some(()) = recv_optional(&mut terminal_stop) => driver.on_terminal_stop(),
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
             () = sleep_until_opt(wake) => driver.on_wake(),
             () = driver.grouped.written(), if backlogged => {},
@@ -175,7 +178,8 @@ struct Driver {
     /// rather than rehashing in place once more than half full), so its buckets are kept to a
     /// pointer each.
     jobs: HashMap<Seq, Box<JobSpec>>,
-    controls: HashMap<Seq, mpsc::UnboundedSender<Control>>,
+    /// The supervisor of each run in flight, and its direct child's pid (its process group).
+    controls: HashMap<Seq, (mpsc::UnboundedSender<Control>, i32)>,
     input: Input,
     read_error: bool,
     ledger: Ledger,
@@ -220,8 +224,8 @@ impl Driver {
         let key = Arc::clone(&job.key);
         let now = self.tick();
         match launched {
-            Ok(control) => {
-                self.controls.insert(start.seq, control);
+            Ok((control, pid)) => {
+                self.controls.insert(start.seq, (control, pid));
                 self.core.spawned(start.seq, now);
                 let batch = self.config.policy.batching().then_some(start.seq);
                 let queued = self.core.queued();
@@ -363,7 +367,7 @@ impl Driver {
     /// Sends each stop the core ordered to its job's supervisor.
     fn send_stops(&self, stops: impl IntoIterator<Item = StopOrder>) {
         for stop in stops {
-            if let Some(control) = self.controls.get(&stop.seq) {
+            if let Some((control, _)) = self.controls.get(&stop.seq) {
                 let _ = control.send(Control::Stop {
                     signal: stop.signal,
                 });
@@ -482,6 +486,19 @@ impl Driver {
         self.grouped.finished(account.seq, output.block);
     }
 
+    /// Ctrl-Z (SIGTSTP): every job stops with lanes, and the time stopped counts toward no
+    /// deadline. lanes stops itself as the signal's default action would (SIGSTOP), and goes on
+    /// here when continued (`fg`, `bg`, SIGCONT).
+    fn on_terminal_stop(&mut self) {
+        let groups: Vec<i32> = self.controls.values().map(|&(_, pid)| pid).collect();
+        self.launcher.freeze(&groups);
+        let stopped_at = Instant::now();
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+        let stopped = stopped_at.elapsed();
+        self.launcher.thaw(&groups);
+        self.core.resumed(stopped);
+    }
+
     fn on_wake(&mut self) {
         let stops = self.core.expire_turns(self.tick());
         self.send_stops(stops);
@@ -498,7 +515,7 @@ impl Driver {
             }
             SignalVerdict::Kill(runs) => {
                 for seq in runs {
-                    if let Some(control) = self.controls.get(&seq) {
+                    if let Some((control, _)) = self.controls.get(&seq) {
                         let _ = control.send(Control::Kill);
                     }
                 }

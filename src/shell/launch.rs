@@ -111,7 +111,7 @@ impl Launcher {
     }
 
     /// Starts the run `start` of `job` as `command` and a task supervising it; returns the
-    /// channel to its supervisor.
+    /// channel to its supervisor and the pid of its direct child (its process group).
     ///
     /// # Errors
     /// When its process could not be started: a shortage (EAGAIN, EMFILE, ENFILE) or a failure.
@@ -120,7 +120,7 @@ impl Launcher {
         job: &JobSpec,
         start: &Start,
         command: &str,
-    ) -> Result<mpsc::UnboundedSender<Control>, NotStarted> {
+    ) -> Result<(mpsc::UnboundedSender<Control>, i32), NotStarted> {
         let cgroup = match &self.cgroups {
             Some(run) => Some(run.job(job.seq, start.attempt).map_err(|err| {
                 let message = format!("cannot create the job's cgroup: {err}");
@@ -162,6 +162,7 @@ impl Launcher {
             grace: self.grace,
             leak_window: self.leak_window,
         };
+        let pid = spawned.pid;
         let (control_tx, control_rx) = mpsc::unbounded_channel();
         let ended_tx = self.ended_tx.clone();
         let reaper = self.reaper.clone();
@@ -171,7 +172,33 @@ impl Launcher {
                 supervise::supervise(seq, spawned, cgroup, control_rx, plan, timing, reaper).await;
             let _ = ended_tx.send(ended);
         });
-        Ok(control_tx)
+        Ok((control_tx, pid))
+    }
+
+    /// Ctrl-Z: stops every running job (`groups`: their process groups) as `lanes` stops; in
+    /// cgroup mode the run's cgroup is frozen (`cgroup.freeze`), which holds every process of
+    /// every job.
+    pub(crate) fn freeze(&self, groups: &[i32]) {
+        match &self.cgroups {
+            Some(run) => run.freeze(true),
+            None => {
+                for &pgid in groups {
+                    super::unix::signal_group(pgid, nix::sys::signal::Signal::SIGSTOP);
+                }
+            }
+        }
+    }
+
+    /// `fg`/`bg`: continues what [`Launcher::freeze`] stopped.
+    pub(crate) fn thaw(&self, groups: &[i32]) {
+        match &self.cgroups {
+            Some(run) => run.freeze(false),
+            None => {
+                for &pgid in groups {
+                    super::unix::signal_group(pgid, nix::sys::signal::Signal::SIGCONT);
+                }
+            }
+        }
     }
 
     /// The sink of lanes' own messages.

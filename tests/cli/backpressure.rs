@@ -105,11 +105,13 @@ fn unread_bytes(pipe: &impl std::os::fd::AsRawFd) -> usize {
 
 #[test]
 fn a_run_whose_output_waits_for_a_stalled_reader_ends_at_a_stop_signal() {
-    // The job's 600 kB fit in lanes' buffers: it ends, every record is written, and only the
-    // output still waits for a reader that never reads.
+    // The job's 100 kB are more than the pipe to the reader holds (64 KiB) and fit in what
+    // lanes holds back for one stream whatever the sizes of its reads (a 64 KiB pending
+    // buffer): it ends, every record is written, and only the output still waits for a reader
+    // that never reads. (More would depend on how the job's writes were cut into reads.)
     let mut running = Run::new()
         .own_stdout()
-        .stdin("a\thead -c 600000 /dev/zero | tr '\\0' a | fold -w 99\n")
+        .stdin("a\thead -c 100000 /dev/zero | tr '\\0' a | fold -w 99\n")
         .spawn();
     let stdout = running.take_stdout();
     assert!(wait_until(WAIT, || running

@@ -249,3 +249,45 @@ fn a_second_ctrl_c_kills_escaped_processes_at_once() {
         assert!(!alive(scratch.pid("esc.pid")), "{mode}: outlived the run");
     }
 }
+
+/// How many lines `name` holds now.
+fn count(scratch: &Scratch, name: &str) -> usize {
+    std::fs::read_to_string(scratch.join(name))
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn ctrl_z_stops_the_jobs_with_lanes_and_stopped_time_counts_toward_no_timeout() {
+    for mode in modes() {
+        let scratch = Scratch::new();
+        // 30 ticks, 50 ms apart: 1.5 s of work, under the 2.5 s timeout unless stopped time
+        // counted.
+        let job = "for i in $(seq 30); do echo $i >> \"$D/ticks\"; sleep 0.05; done";
+        let mut running = Run::new()
+            .scratch(&scratch)
+            .args(["--containment", mode, "--timeout", "2.5"])
+            .stdin_piped()
+            .spawn();
+        running
+            .stdin()
+            .write_all(format!("k\t{job}\n").as_bytes())
+            .unwrap();
+        running.close_stdin();
+        assert!(wait_until(WAIT, || count(&scratch, "ticks") >= 3));
+        running.signal(Signal::SIGTSTP);
+        std::thread::sleep(Duration::from_millis(300));
+        let stopped_at = count(&scratch, "ticks");
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(
+            count(&scratch, "ticks"),
+            stopped_at,
+            "{mode}: the job ran on while lanes was stopped"
+        );
+        running.signal(Signal::SIGCONT);
+        let out = running.wait();
+        out.code(0);
+        assert_eq!(out.job(1).result(), ("succeeded", None), "{mode}");
+        assert_eq!(count(&scratch, "ticks"), 30);
+    }
+}
