@@ -291,3 +291,49 @@ fn ctrl_z_stops_the_jobs_with_lanes_and_stopped_time_counts_toward_no_timeout() 
         assert_eq!(count(&scratch, "ticks"), 30);
     }
 }
+
+/// The cgroup2 directory this process is in (as lanes finds its own).
+fn own_cgroup_dir() -> Option<std::path::PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        (after.split_ascii_whitespace().next()? == "cgroup2")
+            .then(|| before.split_ascii_whitespace().nth(4).map(str::to_owned))
+            .flatten()
+    })?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_owned();
+    Some(std::path::Path::new(&mount).join(path.trim_start_matches('/')))
+}
+
+#[test]
+fn cgroups_of_runs_that_were_killed_are_removed_by_the_next_run_and_only_those() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    let parent = own_cgroup_dir().expect("a cgroup2 directory");
+    // A run killed with SIGKILL left its (empty) cgroups; its pid is gone. A directory of
+    // another name is not lanes' and stays.
+    let stale = parent.join("lanes-2147483600");
+    std::fs::create_dir_all(stale.join("job-3-1")).unwrap();
+    let foreign = parent.join("not-lanes-test");
+    std::fs::create_dir_all(&foreign).unwrap();
+    let running = Run::new()
+        .args(["--containment", "cgroup"])
+        .stdin("k\ttrue\n")
+        .spawn();
+    let own = parent.join(format!("lanes-{}", running.pid()));
+    let out = running.wait();
+    out.code(0);
+    let stale_left = stale.exists();
+    let foreign_left = foreign.exists();
+    let _ = std::fs::remove_dir(&foreign);
+    assert!(!stale_left, "the stale run cgroup is still there");
+    assert!(foreign_left, "a cgroup that is not lanes' was removed");
+    assert!(
+        !own.exists(),
+        "the run's own cgroup is left: {}",
+        own.display()
+    );
+}
