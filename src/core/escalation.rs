@@ -85,12 +85,14 @@ impl Escalation {
                 // the grace period.
                 if self.stop.is_none() {
                     self.stop = Some(signal);
+                    // The job runs until none of its processes is left: a stop in the leak
+                    // window, after its shell exited, still stops the job.
+                    self.stopped_while_running = true;
                     if self.exited {
                         // The shell is gone; what is left (background processes of a
                         // non-interactive shell ignore SIGINT) gets SIGTERM at once.
                         actions.push(Action::TermGroup);
                     } else {
-                        self.stopped_while_running = true;
                         actions.push(Action::Deliver(signal));
                     }
                     self.grace_at = Some(now.saturating_add(self.grace));
@@ -177,8 +179,8 @@ impl Escalation {
         self.exited
     }
 
-    /// Whether the first stop came while the direct child still ran: the fact the core
-    /// classifies the outcome with.
+    /// Whether the first stop came while the job still ran (its direct child, or processes it
+    /// left in the leak window): the fact the core classifies the outcome with.
     pub fn stopped_while_running(&self) -> bool {
         self.stopped_while_running
     }
@@ -232,14 +234,14 @@ mod tests {
     }
 
     #[test]
-    fn a_stop_after_the_exit_terms_the_leftovers_and_is_not_a_stop_of_the_job() {
+    fn a_stop_after_the_exit_terms_the_leftovers_and_still_stops_the_job() {
         let mut e = escalation();
         let _ = e.on(Event::Exited, ms(10));
         assert_eq!(
             e.on(Event::Stop(Signal::SIGTERM), ms(20)),
             [Action::TermGroup]
         );
-        assert!(!e.stopped_while_running());
+        assert!(e.stopped_while_running(), "its leftovers still ran");
         assert_eq!(
             e.on(Event::Due { group_alive: true }, ms(5020)),
             [Action::Force { running: false }]

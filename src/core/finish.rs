@@ -15,7 +15,8 @@ use super::transition::Released;
 pub struct RunFacts {
     /// How the direct child ended; `None` when its process could not be started.
     pub exit: Option<ExitFacts>,
-    /// Whether a stop the core ordered reached the job while its direct child still ran.
+    /// Whether a stop the core ordered reached the job before it was over (its direct child
+    /// running, or processes it left in the leak window).
     pub stopped_while_running: bool,
     /// When the run ended: its process group empty, or the spawn failed.
     pub ended_at: Tick,

@@ -52,7 +52,7 @@ pub(crate) struct Ended {
     pub seq: u64,
     /// How the direct child ended.
     pub exit: ExitFacts,
-    /// Whether a stop reached the job while its direct child still ran.
+    /// Whether a stop reached the job before it was over.
     pub stopped_while_running: bool,
     /// Processes of the group outlived the shell past the leak window, or something held the
     /// job's pipes open.

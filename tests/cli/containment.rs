@@ -101,10 +101,12 @@ fn a_timeout_ends_every_process_of_the_job_before_the_next_job_of_its_key() {
     for mode in modes() {
         for (escape, start) in ESCAPES {
             let scratch = Scratch::new();
+            // The timeout leaves the escaped process (python3 included) time to start even on a
+            // loaded machine; the job then waits for its timeout.
             let jobs = format!("k\t{start} {WAIT_FOR_ESCAPEE}; sleep 30\nk\t{CHECK}\n");
             let out = Run::new()
                 .scratch(&scratch)
-                .args(["--containment", mode, "--timeout", "0.3", "--grace", "1"])
+                .args(["--containment", mode, "--timeout", "2", "--grace", "1"])
                 .stdin(jobs)
                 .run();
             out.code(1);

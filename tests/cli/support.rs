@@ -469,10 +469,15 @@ impl Scratch {
             .unwrap_or_default()
     }
 
-    /// The pid a job wrote to `name`.
+    /// The pid a job wrote to `name`. A job's `echo $$ > FILE` creates the file before it
+    /// writes the pid: an empty file is waited on (bounded) until the pid is there.
     pub fn pid(&self, name: &str) -> i32 {
-        self.read(name)
-            .trim()
+        let mut text = self.read(name);
+        wait_until(Duration::from_secs(5), || {
+            text = self.read(name);
+            text.trim().parse::<i32>().is_ok()
+        });
+        text.trim()
             .parse()
             .unwrap_or_else(|err| panic!("{name} holds no pid: {err}"))
     }
