@@ -19,6 +19,7 @@ use std::time::Duration;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use nix::libc;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use nix::sys::signal::Signal;
 use tokio::io::unix::AsyncFd;
@@ -28,6 +29,8 @@ use tokio::sync::Notify;
 #[derive(Debug)]
 pub(crate) struct CgroupRun {
     dir: PathBuf,
+    /// An exclusive `flock` on the run's cgroup directory, held while the run lives.
+    _lock: OwnedFd,
     /// The run's one inotify instance on its jobs' `cgroup.events`, made with the first job
     /// (inside the event loop). One for the run, not one per job: closing an inotify instance
     /// waits for an SRCU grace period, milliseconds per job.
@@ -64,21 +67,50 @@ impl CgroupRun {
         let own = own_cgroup().ok_or(Unavailable::NoOwnCgroup)?;
         let parent = mount.join(own.trim_start_matches('/'));
         remove_stale_runs(&parent);
-        let dir = parent.join(format!("lanes-{}", std::process::id()));
-        match fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(source) => {
-                return Err(Unavailable::NotWritable {
-                    path: parent,
-                    source,
-                })
+        // The pid alone is not unique: runs in other PID namespaces may share this cgroup.
+        let (dir, lock) = loop {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .subsec_nanos();
+            let dir = parent.join(format!("lanes-{}-{nanos:x}", std::process::id()));
+            match fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(source) => {
+                    return Err(Unavailable::NotWritable {
+                        path: parent,
+                        source,
+                    })
+                }
             }
-        }
-        Ok(CgroupRun {
+            // Held for the whole run: another run finds a run cgroup stale only when it can
+            // take this lock, that is when this run is gone.
+            match fs::File::open(&dir).map(OwnedFd::from) {
+                Ok(fd) if flock(&fd, libc::LOCK_EX | libc::LOCK_NB) => break (dir, fd),
+                _ => {
+                    let _ = fs::remove_dir(&dir);
+                    return Err(Unavailable::NotWritable {
+                        path: parent,
+                        source: io::Error::other("cannot lock the run's cgroup"),
+                    });
+                }
+            }
+        };
+        let run = CgroupRun {
             dir,
+            _lock: lock,
             watcher: std::cell::OnceCell::new(),
-        })
+        };
+        // A cgroup the jobs cannot be given (cgroup.max.depth, cgroup.max.descendants) is no
+        // containment: found out now, not at the first job.
+        let probe = run.dir.join("job-probe");
+        fs::create_dir(&probe).map_err(|source| Unavailable::NotWritable {
+            path: run.dir.clone(),
+            source,
+        })?;
+        let _ = fs::remove_dir(&probe);
+        Ok(run)
     }
 
     /// Makes the cgroup of job `seq`'s try `attempt`.
@@ -202,13 +234,31 @@ impl JobCgroup {
         }
     }
 
+    /// The processes in the job's cgroup and in any cgroup the job made below it. Pids of
+    /// processes in another PID namespace read as 0 and are left out: `kill(0, …)` would
+    /// signal lanes' own process group.
     fn pids(&self) -> Vec<i32> {
-        let mut text = String::new();
-        let _ = fs::File::open(self.dir.join("cgroup.procs"))
-            .and_then(|mut file| file.read_to_string(&mut text));
-        text.split_ascii_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect()
+        let mut pids = Vec::new();
+        let mut dirs = vec![self.dir.clone()];
+        while let Some(dir) = dirs.pop() {
+            let mut text = String::new();
+            let _ = fs::File::open(dir.join("cgroup.procs"))
+                .and_then(|mut file| file.read_to_string(&mut text));
+            pids.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok())
+                    .filter(|&pid| pid > 0),
+            );
+            if let Ok(entries) = fs::read_dir(&dir) {
+                dirs.extend(
+                    entries
+                        .flatten()
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                        .map(|e| e.path()),
+                );
+            }
+        }
+        pids
     }
 
     /// What the job used, as far as the cgroup tells.
@@ -243,9 +293,9 @@ impl Drop for JobCgroup {
         if let Some(watch) = self.watch.take() {
             watch.watcher.forget(watch.wd);
         }
-        // Empty by now (the job is over); a process that is still in it keeps it, and the
-        // run's removal tries again.
-        let _ = fs::remove_dir(&self.dir);
+        // Empty by now (the job is over), with any cgroup the job made below it; a process
+        // that is still in it keeps it, and the run's removal tries again.
+        remove_dirs(&self.dir);
     }
 }
 
@@ -384,40 +434,51 @@ fn own_cgroup() -> Option<String> {
 }
 
 /// Removes the run cgroups below `parent` left by runs whose `lanes` is gone (killed with
-/// SIGKILL): only `lanes-PID` directories whose PID does not exist, and only when empty.
+/// SIGKILL): only `lanes-…` directories whose lock no live run holds, and only what is empty.
 fn remove_stale_runs(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
+        if !entry
+            .file_name()
             .to_str()
-            .and_then(|n| n.strip_prefix("lanes-"))
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
+            .is_some_and(|n| n.starts_with("lanes-"))
+        {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(fd) = fs::File::open(&path).map(OwnedFd::from) else {
             continue;
         };
-        if pid != std::process::id() as i32 && !Path::new(&format!("/proc/{pid}")).exists() {
-            remove_tree(&entry.path());
+        if flock(&fd, libc::LOCK_EX | libc::LOCK_NB) {
+            remove_dirs(&path);
         }
     }
 }
 
-/// Removes a run cgroup and its jobs' cgroups, those that are empty.
+/// Removes a run's cgroups: its jobs' cgroups and any cgroup below them, deepest first, those
+/// that are empty.
 fn remove_tree(dir: &Path) {
+    remove_dirs(dir);
+}
+
+/// Removes `dir` and every directory below it, deepest first; what is not empty stays.
+fn remove_dirs(dir: &Path) {
     if let Ok(entries) = fs::read_dir(dir) {
         for entry in entries.flatten() {
-            if entry
-                .file_name()
-                .to_str()
-                .is_some_and(|n| n.starts_with("job-"))
-            {
-                let _ = fs::remove_dir(entry.path());
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_dirs(&entry.path());
             }
         }
     }
     let _ = fs::remove_dir(dir);
+}
+
+/// `flock(2)` on `fd`; whether it was taken.
+fn flock(fd: &OwnedFd, operation: libc::c_int) -> bool {
+    // SAFETY: `fd` is an open descriptor owned by the caller.
+    unsafe { libc::flock(fd.as_raw_fd(), operation) == 0 }
 }
 
 #[cfg(test)]

@@ -123,8 +123,18 @@ impl Launcher {
     ) -> Result<(mpsc::UnboundedSender<Control>, i32), NotStarted> {
         let cgroup = match &self.cgroups {
             Some(run) => Some(run.job(job.seq, start.attempt).map_err(|err| {
-                let message = format!("cannot create the job's cgroup: {err}");
-                not_started(SpawnError::classify(err, message))
+                // Out of descriptors, or at a cgroup limit (`cgroup.max.descendants`,
+                // `cgroup.max.depth`: EAGAIN): the run's own jobs ending may free one; with
+                // none running, nothing will, and the job fails rather than wait for ever.
+                let failure = if super::spawn::is_transient(&err) {
+                    SpawnFailure::Shortage { descriptors: true }
+                } else {
+                    SpawnFailure::Failed
+                };
+                NotStarted {
+                    failure,
+                    message: format!("cannot create the job's cgroup: {err}"),
+                }
             })?),
             None => None,
         };

@@ -634,17 +634,6 @@ pub(crate) enum SpawnError {
     Failed(String),
 }
 
-impl SpawnError {
-    /// A shortage ([`is_transient`]) or, with `message`, a failure.
-    pub(crate) fn classify(err: io::Error, message: String) -> Self {
-        if is_transient(&err) {
-            SpawnError::Transient(err)
-        } else {
-            SpawnError::Failed(message)
-        }
-    }
-}
-
 /// Starts `SHELL -c COMMAND` with stdin from /dev/null, in a process group of its own, with
 /// `LANES_KEY`, `LANES_SEQ`, `LANES_SLOT`, `LANES_ATTEMPT` and `PWD` set; the spawned process
 /// starts with default signal dispositions and an empty signal mask (Rust's `Command` resets

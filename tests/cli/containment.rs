@@ -339,3 +339,44 @@ fn cgroups_of_runs_that_were_killed_are_removed_by_the_next_run_and_only_those()
         own.display()
     );
 }
+
+#[test]
+fn processes_in_cgroups_a_job_makes_below_its_own_are_stopped_with_it_and_removed() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    let scratch = Scratch::new();
+    // The job moves a TERM-trapping loop into a cgroup of its own making, below the job's.
+    let job = "CG=$(awk '$9 == \"cgroup2\" { print $5; exit }' /proc/self/mountinfo)\
+               $(sed -n 's/^0:://p' /proc/self/cgroup); \
+               echo \"$CG\" > \"$D/cg\"; mkdir \"$CG/sub\"; \
+               sh -c 'echo $$ > \"$1/sub/cgroup.procs\"; \
+                      trap \"echo sub-got-TERM >> \\\"$D/log\\\"; exit 0\" TERM; \
+                      touch \"$D/up\"; while :; do sleep 0.05; done' sh \"$CG\" & \
+               wait";
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "cgroup", "--timeout", "1", "--grace", "10"])
+        .stdin(format!("k\t{job}\n"))
+        .run();
+    out.code(1);
+    assert!(scratch.exists("up"), "{}", out.dump());
+    assert_eq!(out.job(1).result(), ("interrupted", Some("timeout")));
+    assert_eq!(
+        scratch.lines("log"),
+        ["sub-got-TERM"],
+        "the process in the nested cgroup heard the stop\n{}",
+        out.dump()
+    );
+    assert!(
+        out.elapsed < Duration::from_secs(8),
+        "the grace period was waited out: {:?}",
+        out.elapsed
+    );
+    let cgroup = scratch.read("cg");
+    assert!(
+        !std::path::Path::new(cgroup.trim()).exists(),
+        "the job's cgroup is left: {cgroup}"
+    );
+}
