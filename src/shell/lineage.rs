@@ -42,8 +42,9 @@ pub(crate) fn has_orphans(watched: impl Fn(i32) -> bool) -> bool {
 
 /// The live processes of job `seq`'s try `attempt` outside its process group `pgid`: the
 /// descendants of `lanes` whose environment carries the job's `LANES_SEQ` and
-/// `LANES_ATTEMPT`.
-pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32) -> Vec<i32> {
+/// `LANES_ATTEMPT`. With `with_unreadable`, also those whose environment cannot be read at
+/// this moment (a running `execve`): right for "is the job over", wrong for signalling.
+pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32, with_unreadable: bool) -> Vec<i32> {
     let Ok(entries) = fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -72,16 +73,38 @@ pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32) -> Vec<i32> {
         if !descends_from(pid, me, &procs, &mut descends) {
             continue;
         }
-        let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        let vars: HashSet<&[u8]> = environ.split(|&b| b == 0).collect();
-        if vars.contains(seq_var.as_bytes()) && vars.contains(attempt_var.as_bytes()) {
-            found.push(pid);
+        match environ(pid) {
+            Some(environ) => {
+                let vars: HashSet<&[u8]> = environ.split(|&b| b == 0).collect();
+                if vars.contains(seq_var.as_bytes()) && vars.contains(attempt_var.as_bytes()) {
+                    found.push(pid);
+                }
+            }
+            // A live descendant whose environment cannot be read (it is in the middle of an
+            // `execve`): counted as the job's, so that the job does not end while one of its
+            // processes may run; the next look settles it.
+            None if with_unreadable && stat(pid).is_some_and(|s| !s.zombie) => found.push(pid),
+            None => {}
         }
     }
     found.sort_unstable();
     found
+}
+
+/// The environment of `pid` (`/proc/PID/environ`), read again a few times while a running
+/// `execve` leaves it empty or unreadable.
+fn environ(pid: i32) -> Option<Vec<u8>> {
+    for attempt in 0..5 {
+        if let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) {
+            if !environ.is_empty() {
+                return Some(environ);
+            }
+        }
+        if attempt < 4 {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+    None
 }
 
 /// Whether `ancestor` is on `pid`'s chain of parents (memoised in `known`).

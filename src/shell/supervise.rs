@@ -249,7 +249,7 @@ impl Job {
             None => {
                 group_alive(self.pid)
                     || (lineage::has_orphans(|pid| self.reaper.watches(pid))
-                        && !lineage::strays(self.pid, self.seq, self.attempt).is_empty())
+                        && !lineage::strays(self.pid, self.seq, self.attempt, true).is_empty())
             }
         }
     }
@@ -268,7 +268,7 @@ impl Job {
         match &self.cgroup {
             Some(cgroup) => cgroup.signal_all(signal),
             None => {
-                let strays = lineage::strays(self.pid, self.seq, self.attempt);
+                let strays = lineage::strays(self.pid, self.seq, self.attempt, false);
                 signal_group(self.pid, signal);
                 for &pid in &strays {
                     signal_process(pid, signal);
