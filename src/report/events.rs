@@ -30,11 +30,12 @@ pub(crate) enum Event<'a> {
         batch: Option<u64>,
         at: String,
     },
-    /// A try ended; `retry` is true when the job goes again (`--retries`), and then no record
-    /// is written yet.
+    /// A try ended, or a job that never ran got its record; `retry` is true when the job goes
+    /// again (`--retries`), and then no record is written yet. `key` is `null` for an input
+    /// line without one, as in the record.
     Ended {
         seq: u64,
-        key: &'a str,
+        key: Option<&'a str>,
         outcome: &'static str,
         reason: Option<&'static str>,
         attempt: u32,

@@ -145,7 +145,7 @@ impl Ledger {
         if self.events.enabled() {
             let at = timestamp(self.at(now));
             for &seq in members {
-                self.write_ended(seq, key, outcome, attempt, retry, at.clone());
+                self.write_ended(seq, Some(key), outcome, attempt, retry, at.clone());
             }
         }
     }
@@ -153,7 +153,7 @@ impl Ledger {
     fn write_ended(
         &mut self,
         seq: Seq,
-        key: &str,
+        key: Option<&str>,
         outcome: Outcome,
         attempt: u32,
         retry: bool,
@@ -205,7 +205,7 @@ impl Ledger {
             let at = timestamp(self.at(account.ended_at));
             self.write_ended(
                 account.seq,
-                facts.key.unwrap_or(""),
+                facts.key,
                 account.outcome,
                 account.attempts,
                 false,

@@ -641,3 +641,50 @@ fn events_mark_the_tries_that_are_retried() {
         assert_eq!(out.job(seq).attempts, 3);
     }
 }
+
+#[test]
+fn every_job_gets_one_final_ended_event_with_its_key_as_in_its_record() {
+    let scratch = Scratch::new();
+    let events_path = scratch.join("events.jsonl");
+    // An invalid line (no key), a job that fails, and a job that succeeds; then jobs that cannot
+    // start at all (no such shell).
+    let out = Run::new()
+        .scratch(&scratch)
+        .arg("--events")
+        .arg(&events_path)
+        .stdin("no tab here\nk\texit 3\nk\ttrue\n")
+        .run();
+    out.code(1);
+    let spawn_events = scratch.join("spawn-events.jsonl");
+    let failed_starts = Run::new()
+        .scratch(&scratch)
+        .args(["--shell", "/nonexistent/shell", "--events"])
+        .arg(&spawn_events)
+        .stdin("k\ttrue\n")
+        .run();
+    failed_starts.code(1);
+    assert_eq!(
+        failed_starts.job(1).result(),
+        ("failed", Some("spawn_error"))
+    );
+    let spawn_ended = events(&spawn_events);
+    assert_eq!(
+        of_kind(&spawn_ended, "ended").len(),
+        1,
+        "a failed start ends once: {spawn_ended:?}"
+    );
+    let events = events(&events_path);
+    let ended = of_kind(&events, "ended");
+    for seq in 1..=3 {
+        let finals: Vec<&&Value> = ended
+            .iter()
+            .filter(|e| int(e, "seq") == seq && e["retry"] == Value::Bool(false))
+            .collect();
+        assert_eq!(finals.len(), 1, "seq {seq}: {finals:?}");
+        let key = &finals[0]["key"];
+        match out.job(seq).key.as_deref() {
+            Some(want) => assert_eq!(key, want, "seq {seq}"),
+            None => assert!(key.is_null(), "seq {seq}: {key}"),
+        }
+    }
+}
