@@ -141,24 +141,26 @@ def make_job(rng, seq, key, cfg, allowed):
         return Job(seq, key, kind,
                    "(trap '' TERM; exec sleep 5) </dev/null >/dev/null 2>&1 & "
                    'echo "bg $!" >> "$P"', leak=True, leak_phase=w + g)
+    # A daemon belongs to its job (its cgroup, or its traced lineage): the job holds its lane
+    # through the leak window, and the grace period when the daemon ignores SIGTERM.
     if kind == "daemon_hold":
         return Job(seq, key, kind, "setsid sh -c 'echo \"d $$\" >> \"$P\"; exec sleep 5' &",
                    leak_phase=w)
     if kind == "daemon_nohold":
         return Job(seq, key, kind,
                    "setsid sh -c 'echo \"d $$\" >> \"$P\"; exec sleep 5' "
-                   "</dev/null >/dev/null 2>&1 &", leak_phase=0.1)
+                   "</dev/null >/dev/null 2>&1 &", leak_phase=w)
     if kind == "daemon_stubborn":
         return Job(seq, key, kind,
                    "setsid sh -c 'trap \"\" TERM; echo \"d $$\" >> \"$P\"; exec sleep 5' "
-                   "</dev/null >/dev/null 2>&1 &", leak_phase=0.1, sweep=g)
+                   "</dev/null >/dev/null 2>&1 &", leak_phase=w + g, sweep=g)
     if kind == "daemon_nested":
         # A TERM-ignoring daemon whose own child escapes once more (a second setsid).
         inner = r'setsid sh -c "echo d \$\$ >> \$P; exec sleep 5" </dev/null >/dev/null 2>&1 &'
         return Job(seq, key, kind,
                    "setsid sh -c 'trap \"\" TERM; " + inner +
                    " echo \"d $$\" >> \"$P\"; exec sleep 5' </dev/null >/dev/null 2>&1 &",
-                   leak_phase=0.1, sweep=2 * g)
+                   leak_phase=w + g, sweep=2 * g)
     if kind == "double_fork":
         return Job(seq, key, kind, '( ( sleep 5 & echo "bg $!" >> "$P" ) & )', leak=True,
                    leak_phase=w)
