@@ -247,9 +247,23 @@ impl Job {
         match &self.cgroup {
             Some(cgroup) => cgroup.populated(),
             None => {
-                group_alive(self.pid)
-                    || (lineage::has_orphans(|pid| self.reaper.watches(pid))
-                        && !lineage::strays(self.pid, self.seq, self.attempt, true).is_empty())
+                if group_alive(self.pid) {
+                    return true;
+                }
+                if !lineage::has_orphans(|pid| self.reaper.watches(pid)) {
+                    return false;
+                }
+                // A `/proc` scan is a snapshot of processes that change while it is read (a
+                // process leaving the group, or in the middle of an `execve`): "none left" is
+                // believed when two scans a moment apart agree.
+                let none_left = |this: &Self| {
+                    lineage::strays(this.pid, this.seq, this.attempt, true).is_empty()
+                };
+                if !none_left(self) {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+                group_alive(self.pid) || !none_left(self)
             }
         }
     }
