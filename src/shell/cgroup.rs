@@ -192,24 +192,19 @@ impl JobCgroup {
         }
     }
 
-    /// Sends `signal` to every process in it, then SIGCONT, so that a stopped process hears
-    /// it (as timeout(1) and systemd do). Processes forked meanwhile are caught by a second
-    /// pass; `cgroup.kill` at the end of the grace period catches everything.
+    /// Sends `signal` to every process in it (and in cgroups the job made below it), then
+    /// SIGCONT, so that a stopped process hears it (as timeout(1) and systemd do). One pass: a
+    /// process the job forks after the pass (a trap's cleanup) is left alone, as a process
+    /// group signal would leave it; `cgroup.kill` at the end of the grace period catches
+    /// everything.
     pub(crate) fn signal_all(&self, signal: Signal) {
-        let mut seen = std::collections::HashSet::new();
-        for _ in 0..2 {
-            let pids = self.pids();
-            let fresh: Vec<i32> = pids.into_iter().filter(|pid| seen.insert(*pid)).collect();
-            if fresh.is_empty() {
-                break;
-            }
-            for &pid in &fresh {
-                super::unix::signal_process(pid, signal);
-            }
-            if signal != Signal::SIGKILL && signal != Signal::SIGCONT {
-                for &pid in &fresh {
-                    super::unix::signal_process(pid, Signal::SIGCONT);
-                }
+        let pids = self.pids();
+        for &pid in &pids {
+            super::unix::signal_process(pid, signal);
+        }
+        if signal != Signal::SIGKILL && signal != Signal::SIGCONT {
+            for &pid in &pids {
+                super::unix::signal_process(pid, Signal::SIGCONT);
             }
         }
     }
