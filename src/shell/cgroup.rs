@@ -153,7 +153,7 @@ impl CgroupRun {
 
 impl Drop for CgroupRun {
     fn drop(&mut self) {
-        remove_tree(&self.dir);
+        remove_dirs(&self.dir);
     }
 }
 
@@ -450,12 +450,6 @@ fn remove_stale_runs(parent: &Path) {
             remove_dirs(&path);
         }
     }
-}
-
-/// Removes a run's cgroups: its jobs' cgroups and any cgroup below them, deepest first, those
-/// that are empty.
-fn remove_tree(dir: &Path) {
-    remove_dirs(dir);
 }
 
 /// Removes `dir` and every directory below it, deepest first; what is not empty stays.

@@ -213,13 +213,12 @@ impl Driver {
         let Some(job) = self.jobs.get(&start.seq) else {
             return;
         };
-        let members: Vec<&str> = start
+        let members = start
             .batch
             .iter()
             .filter_map(|seq| self.jobs.get(seq))
-            .map(|member| member.command.as_str())
-            .collect();
-        let command = self.launcher.command(job, &start, &members);
+            .map(|member| member.command.as_str());
+        let command = self.launcher.command(job, &start, members);
         let launched = self.launcher.launch(job, &start, &command);
         let key = Arc::clone(&job.key);
         let now = self.tick();

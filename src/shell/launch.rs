@@ -103,9 +103,18 @@ impl Launcher {
 
     /// The command a run executes: the job's own, or (`--command`) the template rendered with
     /// the arguments of every job of the batch, `members` in order.
-    pub(crate) fn command(&self, job: &JobSpec, start: &Start, members: &[&str]) -> String {
+    /// `members` are gathered only for a template.
+    pub(crate) fn command<'a>(
+        &self,
+        job: &JobSpec,
+        start: &Start,
+        members: impl Iterator<Item = &'a str>,
+    ) -> String {
         match &self.template {
-            Some(template) => template.render(members, &job.key, start.seq, start.slot),
+            Some(template) => {
+                let members: Vec<&str> = members.collect();
+                template.render(&members, &job.key, start.seq, start.slot)
+            }
             None => job.command.clone(),
         }
     }

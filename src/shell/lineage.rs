@@ -11,28 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 
-/// One process as `/proc/PID/stat` shows it.
-struct Stat {
-    ppid: i32,
-    pgid: i32,
-    zombie: bool,
-}
-
-fn stat(pid: i32) -> Option<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: fields after it are
-    // counted from its last ')'. State is field 3, ppid 4, pgrp 5.
-    let rest = &text[text.rfind(')')? + 1..];
-    let mut fields = rest.split_ascii_whitespace();
-    let state = fields.next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    let pgid = fields.next()?.parse().ok()?;
-    Some(Stat {
-        ppid,
-        pgid,
-        zombie: state == "Z" || state == "X",
-    })
-}
+use super::unix::{proc_pids, proc_stat, ProcStat};
 
 /// Whether any child of `lanes` is not the direct child of a running job (`watched`): only then
 /// can a job have processes outside its group whose group-mates are all gone.
@@ -45,29 +24,19 @@ pub(crate) fn has_orphans(watched: impl Fn(i32) -> bool) -> bool {
 /// `LANES_ATTEMPT`. With `with_unreadable`, also those whose environment cannot be read at
 /// this moment (a running `execve`): right for "is the job over", wrong for signalling.
 pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32, with_unreadable: bool) -> Vec<i32> {
-    let Ok(entries) = fs::read_dir("/proc") else {
+    let Ok(pids) = proc_pids() else {
         return Vec::new();
     };
-    let mut procs: HashMap<i32, Stat> = HashMap::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if let Some(stat) = stat(pid) {
-            procs.insert(pid, stat);
-        }
-    }
+    let procs: HashMap<i32, ProcStat> = pids
+        .filter_map(|pid| proc_stat(pid).map(|stat| (pid, stat)))
+        .collect();
     let me = std::process::id() as i32;
     let mut descends: HashMap<i32, bool> = HashMap::new();
     let seq_var = format!("LANES_SEQ={seq}");
     let attempt_var = format!("LANES_ATTEMPT={attempt}");
     let mut found = Vec::new();
     for (&pid, info) in &procs {
-        if info.zombie || info.pgid == pgid || pid == me {
+        if zombie(info) || info.pgid == pgid || pid == me {
             continue;
         }
         if !descends_from(pid, me, &procs, &mut descends) {
@@ -83,12 +52,19 @@ pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32, with_unreadable: bool) -
             // A live descendant whose environment cannot be read (it is in the middle of an
             // `execve`): counted as the job's, so that the job does not end while one of its
             // processes may run; the next look settles it.
-            None if with_unreadable && stat(pid).is_some_and(|s| !s.zombie) => found.push(pid),
+            None if with_unreadable && proc_stat(pid).is_some_and(|s| !zombie(&s)) => {
+                found.push(pid);
+            }
             None => {}
         }
     }
     found.sort_unstable();
     found
+}
+
+/// Whether a process is a zombie (or dead): no longer a process of anyone's.
+fn zombie(stat: &ProcStat) -> bool {
+    matches!(stat.state, 'Z' | 'X')
 }
 
 /// The environment of `pid` (`/proc/PID/environ`), read again a few times while a running
@@ -111,7 +87,7 @@ fn environ(pid: i32) -> Option<Vec<u8>> {
 fn descends_from(
     pid: i32,
     ancestor: i32,
-    procs: &HashMap<i32, Stat>,
+    procs: &HashMap<i32, ProcStat>,
     known: &mut HashMap<i32, bool>,
 ) -> bool {
     let mut chain = Vec::new();

@@ -44,30 +44,42 @@ pub(crate) fn group_alive(pgid: i32) -> bool {
 }
 
 fn group_has_live_member(pgid: i32) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
+    let Ok(pids) = proc_pids() else {
         return true;
     };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // Fields after the command name, which is in parentheses and may hold spaces:
-        // state ppid pgrp ...
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let mut fields = rest.split_ascii_whitespace();
-        let state = fields.next();
-        let pgrp = fields.nth(1).and_then(|f| f.parse::<i32>().ok());
-        if pgrp == Some(pgid) && state != Some("Z") {
-            return true;
-        }
-    }
-    false
+    pids.filter_map(proc_stat)
+        .any(|stat| stat.pgid == pgid && stat.state != 'Z')
+}
+
+/// One process as `/proc/PID/stat` shows it (proc(5)).
+pub(crate) struct ProcStat {
+    /// Its state letter (`R`, `S`, `Z`, …).
+    pub(crate) state: char,
+    pub(crate) ppid: i32,
+    pub(crate) pgid: i32,
+}
+
+/// The pids listed in `/proc` now.
+///
+/// # Errors
+/// When `/proc` cannot be read.
+pub(crate) fn proc_pids() -> std::io::Result<impl Iterator<Item = i32>> {
+    Ok(std::fs::read_dir("/proc")?
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str().and_then(|n| n.parse().ok())))
+}
+
+/// `pid`'s state, parent and process group, when it still exists.
+pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields after it are counted
+    // from its last ')'. State is field 3, ppid 4, pgrp 5.
+    let rest = &text[text.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgid = fields.next()?.parse().ok()?;
+    Some(ProcStat { state, ppid, pgid })
 }
 
 /// Makes `lanes` a child subreaper (Linux `prctl(PR_SET_CHILD_SUBREAPER)`, see `prctl(2)`):

@@ -360,3 +360,71 @@ fn batching_never_starts_between_admissions() {
     assert!(!scheduler(1, 10, batching).starts_between_admissions());
     assert!(scheduler(1, 10, Policy::default()).starts_between_admissions());
 }
+
+// Job control (`suspend.rs`).
+
+#[test]
+fn stopped_time_counts_toward_no_timeout() {
+    let mut s = Scheduler::new(Limits {
+        max_concurrent: 1,
+        max_queued: 10,
+    });
+    let _ = s.offer(
+        JobRequest {
+            timeout: Some(ms(100)),
+            ..request(1, "k")
+        },
+        false,
+        ms(0),
+    );
+    let _ = s.take(ms(0)).unwrap();
+    s.spawned(1, ms(0));
+    // Stopped from 50 to 1050: the timeout is at 1100 now.
+    s.resumed(ms(1000));
+    assert_eq!(s.next_deadline(), Some(ms(1100)));
+    assert!(s.expire_turns(ms(1099)).is_empty());
+    assert_eq!(s.expire_turns(ms(1100)).len(), 1);
+}
+
+#[test]
+fn retry_delays_and_spawn_pauses_stand_still_too() {
+    let mut s = Scheduler::with_policy(
+        Limits {
+            max_concurrent: 2,
+            max_queued: 10,
+        },
+        Policy {
+            retries: 1,
+            retry_delay: ms(100),
+            ..Policy::default()
+        },
+    );
+    for (seq, key) in [(1, "a"), (2, "b")] {
+        let _ = s.offer(request(seq, key), false, ms(0));
+    }
+    let _ = s.take(ms(0)).unwrap();
+    s.spawned(1, ms(0));
+    let facts = RunFacts {
+        exit: Some(ExitFacts::Exited(1)),
+        stopped_while_running: false,
+        ended_at: ms(10),
+    };
+    assert!(s.finish(1, facts, ms(10)).unwrap().retry);
+    let _ = s.take(ms(10)).unwrap();
+    let _ = s.spawn_failed(2, SpawnFailure::Shortage { descriptors: false }, ms(20));
+    s.resumed(ms(500));
+    assert_eq!(
+        s.next_deadline(),
+        Some(ms(525)),
+        "the spawn pause, 5 ms after 20"
+    );
+    assert_eq!(s.take(ms(524)), None);
+    assert_eq!(s.take(ms(525)).unwrap().seq, 2);
+    assert!(s.expire_turns(ms(609)).is_empty());
+    let _ = s.expire_turns(ms(610));
+    assert_eq!(
+        s.take(ms(610)).unwrap().seq,
+        1,
+        "the retry, 100 ms after 10, + 500"
+    );
+}
