@@ -6,8 +6,10 @@
 
 Runs `lanes` many times, one run at a time, each with a random mix of hostile jobs (processes
 that outlive their shell, daemons that leave the session, jobs that ignore SIGTERM, write
-megabytes, close stdout, read stdin, kill themselves...), random flags, and random SIGINT /
-SIGTERM / SIGHUP to lanes' pid or its process group. After each run it checks the contract
+megabytes, close stdout, read stdin, kill themselves...), random flags, random SIGINT /
+SIGTERM / SIGHUP / SIGQUIT to lanes' pid or its process group, job control (lanes stopped by
+SIGTSTP or SIGSTOP, or one job's shell by SIGSTOP, each continued by SIGCONT a moment later)
+and sometimes a file-size limit (`ulimit -f`) on lanes and its jobs. After each run it checks the contract
 (README "The report", "Ctrl-C and other signals", "Exit status"; SPEC §2, §4, §5.2, §6):
 
  1. lanes exits within --bound seconds and is not killed by a signal;
@@ -38,6 +40,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import shutil
 import signal
 import subprocess
@@ -47,7 +50,9 @@ import threading
 import time
 from datetime import datetime, timezone
 
-SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP}
+SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP,
+           "SIGQUIT": signal.SIGQUIT}
+STOP_STATUSES = tuple(128 + int(s) for s in SIGNALS.values())
 KEY_POOL = ["a", "b", "db", "web", "k 1", "x/..", "ключ", "α-β", "svc.api", "-dash"]
 
 # Every job starts with this. First it looks for a live leftover ("bg" pids: processes that
@@ -285,14 +290,25 @@ def plan_iteration(rng, scratch):
     # Signals.
     cfg["signals"] = []
     if rng.random() < 0.6:
-        first = rng.choice(["SIGINT"] * 5 + ["SIGTERM"] * 3 + ["SIGHUP"] * 2)
+        first = rng.choice(["SIGINT"] * 5 + ["SIGTERM"] * 3 + ["SIGHUP"] * 2 + ["SIGQUIT"])
         d1 = round(rng.uniform(0.0, 1.5), 3)
         target = rng.choice(["pid", "group"])
         cfg["signals"].append((d1, first, target))
         if rng.random() < 0.4:
-            second = rng.choice(["SIGINT", "SIGTERM", "SIGHUP", first, first])
+            second = rng.choice(["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", first, first])
             d2 = d1 + round(rng.uniform(0.0, 0.5), 3)
             cfg["signals"].append((d2, second, rng.choice(["pid", "group"])))
+    # Job control: lanes stopped by Ctrl-Z (SIGTSTP: it stops its jobs with it, and the time
+    # stopped counts toward no timeout), lanes stopped by SIGSTOP (it cannot know: its jobs run
+    # on), or one job's shell stopped by SIGSTOP; each continued by SIGCONT after a while.
+    cfg["pauses"] = []
+    if rng.random() < 0.25:
+        kind = rng.choice(["tstp", "tstp", "stop", "jobstop"])
+        cfg["pauses"].append((round(rng.uniform(0.05, 1.2), 3), kind,
+                              round(rng.uniform(0.05, 0.8), 3), rng.choice(["pid", "group"])))
+    # A file-size limit (`ulimit -f`) on lanes and its jobs: lanes' own writes past it (report,
+    # job output to its stdout file, stderr) fail with EFBIG, which lanes must survive.
+    cfg["fsize"] = rng.choice([2048, 16384, 200_000]) if rng.random() < 0.08 else None
 
     allowed = dict(CATALOGUE)
     if cfg["grace"] is None:
@@ -455,6 +471,7 @@ class Run:
         self.problems = []
         self.notes = []
         self.sent = []            # (time, signal name, target) actually sent
+        self.paused = []          # (kind, start, end, seq or None) of each pause carried out
         self.exit_status = None
         self.t_start = None
         self.t_end = None
@@ -477,6 +494,10 @@ class Run:
             out = subprocess.PIPE
         err = open(os.path.join(self.scratch, "stderr"), "wb")
         kwargs = {}
+        if cfg["fsize"] is not None:
+            limit = cfg["fsize"]
+            kwargs["preexec_fn"] = lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                                              (limit, limit))
         if cfg["process_group"]:
             kwargs["process_group"] = 0
         else:
@@ -497,12 +518,22 @@ class Run:
             writer = threading.Thread(target=self.feed, args=(proc.stdin,), daemon=True)
             writer.start()
         pending = list(cfg["signals"])
+        pauses = list(cfg["pauses"])
+        current = None            # the pause under way: (kind, start, end due, target, pid)
         zombies = {}              # pid -> first seen as a zombie child of lanes
         killed_by_bound = False
+        bound = self.bound + sum(d for _, _, d, _ in cfg["pauses"])
         while True:
             now = time.time()
             if proc.poll() is not None:
                 break
+            if current is None and pauses and now - self.t_start >= pauses[0][0]:
+                _, kind, d, target = pauses.pop(0)
+                current = self.pause(proc, kind, d, target)
+            elif current is not None and now >= current[2]:
+                self.resume(proc, current)
+                current = None
+                zombies.clear()
             if pending and now - self.t_start >= pending[0][0]:
                 _, name, target = pending.pop(0)
                 # lanes has not been reaped (poll() said so), so its pid cannot be reused.
@@ -515,12 +546,15 @@ class Run:
                     self.sent.append((ts, name, target))
                 except ProcessLookupError:
                     pass
-            if now - self.t_start > self.bound:
-                self.fail(f"lanes still running after {self.bound}s: killed")
+            if now - self.t_start > bound:
+                self.fail(f"lanes still running after {bound}s: killed")
                 killed_by_bound = True
                 proc.kill()
                 proc.wait()
                 break
+            if current is not None and current[0] != "jobstop":
+                time.sleep(0.01)  # lanes is stopped: it reaps nothing meanwhile
+                continue
             # Check 7: no zombie child of lanes lingers while lanes runs.
             seen = set()
             for kid in children_of(proc.pid):
@@ -534,11 +568,85 @@ class Run:
                 if kid not in seen:
                     del zombies[kid]
             time.sleep(0.01)
+        if current is not None:
+            self.resume(proc, current)
         self.t_end = time.time()
         self.exit_status = proc.returncode
         if writer is not None:
             writer.join(timeout=5)
         return killed_by_bound
+
+    def pause(self, proc, kind, d, target):
+        """Starts a pause: SIGTSTP or SIGSTOP to lanes, or SIGSTOP to a running job's shell."""
+        now = time.time()
+        pid = None
+        if kind == "jobstop":
+            running = [(seq, sh) for seq in range(1, self.cfg["nseq"] + 1)
+                       for sh in self.shells(seq)
+                       if proc_state(sh) not in (None, "Z") and proc_has_tag(sh, self.tag)]
+            if not running:
+                return None
+            seq, pid = running[len(running) // 2]
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                return None
+            return (kind, now, now + d, target, pid, seq)
+        sig = signal.SIGTSTP if kind == "tstp" else signal.SIGSTOP
+        try:
+            if target == "group" and kind == "tstp":
+                os.killpg(proc.pid, sig)
+            else:
+                os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            return None
+        return (kind, now, now + d, target, proc.pid, None)
+
+    def resume(self, proc, current):
+        """Ends a pause with SIGCONT (to lanes as it was stopped, or to the job's shell)."""
+        if current is None:
+            return
+        kind, start, _, target, pid, seq = current
+        try:
+            if kind == "jobstop":
+                if proc_state(pid) not in (None, "Z") and proc_has_tag(pid, self.tag):
+                    os.kill(pid, signal.SIGCONT)
+            elif proc.poll() is None:
+                if target == "group" and kind == "tstp":
+                    os.killpg(proc.pid, signal.SIGCONT)
+                else:
+                    os.kill(proc.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        self.paused.append((kind, start, time.time(), seq))
+
+    def lanes_stopped_at(self, ts):
+        """When lanes could first act on something sent at `ts`: the end of a pause of lanes
+        that covers `ts`, else `ts`."""
+        for kind, start, end, _ in self.paused:
+            if kind != "jobstop" and start <= ts <= end:
+                return end
+        return ts
+
+    def pause_excuses_timeout(self, r):
+        """Whether a pause may have made the job time out: lanes stopped by SIGSTOP while the
+        job ran (its clock ran on, the job's exit unseen), or the job's own shell stopped."""
+        if not r["started"] or r["started_at"] is None or r["ended_at"] is None:
+            return False
+        s, e = parse_time(r["started_at"]), parse_time(r["ended_at"])
+        for kind, start, end, seq in self.paused:
+            if kind == "stop" and start <= e and s <= end:
+                return True
+            if kind == "jobstop" and seq == r["seq"]:
+                return True
+        return False
+
+    def paused_during(self, r):
+        """Seconds of pauses (of any kind) that overlap the job's run."""
+        if r["started_at"] is None or r["ended_at"] is None:
+            return 0.0
+        s, e = parse_time(r["started_at"]), parse_time(r["ended_at"])
+        return sum(max(0.0, min(e, end) - max(s, start)) for _, start, end, _ in self.paused)
 
     def head(self, pipe):
         """Reads a few bytes of lanes' stdout, then closes the pipe, as `| head -c N` does."""
@@ -583,7 +691,25 @@ class Run:
         self.check_survivors()
         if killed_by_bound:
             return
+        before = len(self.problems)
         records = self.check_report()
+        if cfg["fsize"] is not None and len(self.problems) > before:
+            # Past the file-size limit lanes cannot write its report to its end: it must say
+            # so and exit non-zero (README "Exit status": 1, or a stop signal's status).
+            self.notes.append("report incomplete under the file-size limit: "
+                              + "; ".join(self.problems[before:]))
+            del self.problems[before:]
+            if status == 0:
+                self.fail("the report is incomplete, yet lanes exited 0")
+            try:
+                err_size = os.path.getsize(os.path.join(self.scratch, "stderr"))
+                with open(os.path.join(self.scratch, "stderr"), "rb") as f:
+                    err = f.read()
+            except OSError:
+                err_size, err = 0, b""
+            if b"lanes:" not in err and err_size + 256 < cfg["fsize"]:
+                self.fail("the report is incomplete, and lanes said nothing on stderr")
+            return
         if records is None:
             return
         run, jobs, summary = records
@@ -687,7 +813,7 @@ class Run:
         return run, jobs, summary
 
     def stop_counted(self, summary):
-        return summary.get("exit_code") in (129, 130, 143)
+        return summary.get("exit_code") in STOP_STATUSES
 
     def check_exit(self, run, jobs, summary):
         cfg = self.cfg
@@ -702,18 +828,23 @@ class Run:
         ends = [parse_time(r["ended_at"]) for r in jobs.values() if r.get("ended_at")]
         last_end = max(ends) if ends else parse_time(run["started_at"])
         summary_time = parse_time(run["started_at"]) + summary.get("duration_ms", 0) / 1000.0
+        if cfg["fsize"] is not None and status == 1 and summary.get("exit_code") == 1:
+            # An output past the file-size limit (job output to lanes' stdout) makes it 1.
+            self.notes.append("exit 1 under the file-size limit")
+            return
         if self.sent:
             ts1, name1, _ = self.sent[0]
+            ts1 = self.lanes_stopped_at(ts1)
             want = 128 + int(SIGNALS[name1])
             if status == want:
                 pass
-            elif status in (129, 130, 143) and len(self.sent) > 1 \
+            elif status in STOP_STATUSES and len(self.sent) > 1 \
                     and status == 128 + int(SIGNALS[self.sent[1][1]]) \
                     and self.sent[1][0] - ts1 < 0.005:
                 # Both pending at once: the kernel delivers them by number, not send order.
                 self.notes.append(f"exit {status}: two signals sent "
                                   f"{(self.sent[1][0] - ts1) * 1000:.1f}ms apart")
-            elif status in (129, 130, 143):
+            elif status in STOP_STATUSES:
                 self.fail(f"exit {status}, but the first signal was {name1} (want {want})")
             elif ts1 < last_end - 0.005:
                 self.fail(f"{name1} sent {last_end - ts1:.3f}s before the last job ended, "
@@ -746,6 +877,8 @@ class Run:
         if any(end >= s - 0.05 for s in stops):
             return True
         if cfg["cancel"]:
+            return True
+        if self.pause_excuses_timeout(r):
             return True
         if cfg["timeout"] is not None and r["duration_ms"] is not None \
                 and r["duration_ms"] >= (cfg["timeout"] - 0.05) * 1000:
@@ -783,7 +916,7 @@ class Run:
         t = cfg["timeout"]
         stops = []
         if counted and self.sent:
-            stops.append(self.sent[0][0])
+            stops.append(self.lanes_stopped_at(self.sent[0][0]))
         if cfg["fail_fast"]:
             stops += [parse_time(r["ended_at"]) for r in jobs.values() if r["outcome"] == "failed"]
         for seq, r in sorted(jobs.items()):
@@ -862,11 +995,12 @@ class Run:
                 continue
             # Undisturbed by anything but perhaps the timeout.
             if reason == "timeout":
-                if job.run_max + job.leak_phase + 0.5 < t and r["duration_ms"] is not None \
+                if not self.pause_excuses_timeout(r) \
+                        and job.run_max + job.leak_phase + 0.5 < t and r["duration_ms"] is not None \
                         and r["duration_ms"] < (t + 0.3) * 1000:
                     self.fail(f"{where}: {job.kind} (runs <= {job.run_max}s) timed out "
                               f"at --timeout {t}")
-                limit = t + cfg["grace_eff"] + cfg["leak_eff"] + 1.0
+                limit = t + cfg["grace_eff"] + cfg["leak_eff"] + 1.0 + self.paused_during(r)
                 if r["duration_ms"] is not None and r["duration_ms"] > limit * 1000:
                     self.fail(f"{where}: timed out after {r['duration_ms']}ms "
                               f"(timeout {t} + grace {cfg['grace_eff']})")
@@ -930,20 +1064,22 @@ class Run:
             self.fail(f"{peak} jobs ran at once with -j {cfg['j']}")
         # After a counted stop signal: nothing starts, and the shutdown is bounded.
         if self.sent:
-            ts1 = self.sent[0][0]
+            ts1 = self.lanes_stopped_at(self.sent[0][0])
+            # Lanes stopped, or one of its jobs, after the signal: the shutdown waits as long.
+            paused = sum(end - max(start, ts1) for _, start, end, _ in self.paused if end > ts1)
             if self.exit_status == 128 + int(SIGNALS[self.sent[0][1]]):
                 for s, e, r in iv:
                     if s > ts1 + 0.5:
                         self.fail(f"seq {r['seq']} started {s - ts1:.3f}s after "
                                   f"{self.sent[0][1]}")
-                    limit = cfg["grace_eff"] + cfg["leak_eff"] + 1.0
+                    limit = cfg["grace_eff"] + cfg["leak_eff"] + 1.0 + paused
                     if cfg["timeout"] is not None:
                         limit += cfg["grace_eff"]   # already being stopped for its timeout
                     if e > ts1 + limit:
                         self.fail(f"seq {r['seq']} ended {e - ts1:.3f}s after "
                                   f"{self.sent[0][1]} (grace {cfg['grace_eff']})")
                 sweep = max([j.sweep for j in self.jobs] + [0.0])
-                limit = 2 * cfg["grace_eff"] + cfg["leak_eff"] + sweep + 2.0
+                limit = 2 * cfg["grace_eff"] + cfg["leak_eff"] + sweep + 2.0 + paused
                 if self.t_end > ts1 + limit:
                     self.fail(f"lanes exited {self.t_end - ts1:.3f}s after "
                               f"{self.sent[0][1]} (bound {limit:.1f}s)")
@@ -960,7 +1096,7 @@ class Run:
     def check_output(self, jobs):
         cfg = self.cfg
         mode = cfg["output"] or "prefixed"
-        if mode == "none" or cfg["stdout_closed"]:
+        if mode == "none" or cfg["stdout_closed"] or cfg["fsize"] is not None:
             return
         path = os.path.join(self.scratch, "stderr" if cfg["json"] else "stdout")
         try:
@@ -1036,6 +1172,10 @@ def describe(binary, cfg, jobs, args, text):
                   if cfg["stdout_closed"] else ""))
     for d, name, target in cfg["signals"]:
         out.append(f"  planned: {name} to {target} at +{d:.3f}s")
+    for d, kind, length, target in cfg["pauses"]:
+        out.append(f"  planned: {kind} ({target}) at +{d:.3f}s for {length:.3f}s")
+    if cfg["fsize"] is not None:
+        out.append(f"  file-size limit: {cfg['fsize']} bytes")
     if cfg["invalid"]:
         out.append(f"  invalid lines at seq {cfg['invalid']}")
     for j in jobs:
@@ -1118,6 +1258,9 @@ def main():
             print(describe(binary, cfg, jobs, args, text))
             for s in run.sent:
                 print(f"  sent: {s[1]} to {s[2]} at +{s[0] - run.t_start:.3f}s")
+            for kind, start, end, seq in run.paused:
+                print(f"  paused: {kind}{'' if seq is None else f' seq {seq}'} from "
+                      f"+{start - run.t_start:.3f}s to +{end - run.t_start:.3f}s")
             for n in run.notes:
                 print(f"  note: {n}")
             for p in run.problems[:30]:
