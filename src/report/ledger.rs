@@ -245,8 +245,18 @@ impl Ledger {
     }
 
     /// Writes the JUnit file, if any (before the exit status is decided).
-    pub(crate) fn write_junit(&mut self) {
-        self.recorder.write_junit();
+    pub(crate) async fn write_junit(&mut self) {
+        self.recorder.write_junit().await;
+    }
+
+    /// Resolves once every record and event queued so far is in its file: the files' writer
+    /// threads never hold up the run, and the run's end waits for them (a reader may be slow).
+    pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let (records, events) = (self.recorder.written(), self.events.written());
+        async move {
+            records.await;
+            events.await;
+        }
     }
 
     /// Writes the `summary` record; returns the human summary and, under `--json`, the task

@@ -562,10 +562,19 @@ impl Driver {
                 abort.abort();
             }
         }
-        self.ledger.write_junit();
+        // The JUnit file, then every record and event queued so far in its file, before the
+        // exit status is decided: a file that could not be stored makes it 1. A reader that
+        // reads slowly is waited for as lanes' stdout is; one given up on leaves its file
+        // incomplete.
+        let junit = until_stopped(self.ledger.write_junit(), &mut forced, signals).await;
+        let written = until_stopped(self.ledger.written(), &mut forced, signals).await;
         let code = exit::for_run(
             self.core.stop_signal().map(|s| s as i32),
-            self.ledger.any_bad() || self.read_error || self.ledger.lost(),
+            self.ledger.any_bad()
+                || self.read_error
+                || self.ledger.lost()
+                || junit.is_none()
+                || written.is_none(),
         );
         let (text, forwarder) = self.ledger.finish(self.tick(), code).await;
         if let Some(forwarder) = forwarder {
@@ -577,6 +586,7 @@ impl Driver {
                 abort.abort();
             }
         }
+        let _ = until_stopped(self.ledger.written(), &mut forced, signals).await;
         RunEnd {
             code,
             summary: text,
