@@ -126,7 +126,11 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         ledger,
         resume,
         received: 0,
+        output_lost: false,
     };
+    if let Some(message) = driver.results_index.take_error() {
+        driver.lose_output(message);
+    }
     driver
         .ledger
         .run_started(
@@ -190,6 +194,9 @@ struct Driver {
     received: u64,
     results_index: ResultsIndex,
     grouped: GroupedOutput,
+    /// Output that could not be stored whole (`--results`, grouped spill files): the exit
+    /// status is 1, as for the report.
+    output_lost: bool,
 }
 
 impl Driver {
@@ -394,6 +401,9 @@ impl Driver {
             stdout,
             stderr,
         });
+        for message in ended.lost {
+            self.lose_output(message);
+        }
         let output = RunOutput {
             exit: Some(ended.exit),
             leaked: ended.leaked,
@@ -481,8 +491,22 @@ impl Driver {
         if started {
             self.results_index
                 .add(account.seq, &spec.key, account.batch.unwrap_or(account.seq));
+            if let Some(message) = self.results_index.take_error() {
+                self.lose_output(message);
+            }
         }
         self.grouped.finished(account.seq, output.block);
+    }
+
+    /// Output that could not be stored whole: said on stderr (by a task of its own, so that a
+    /// stalled stderr holds up nothing), and the exit status will be 1.
+    fn lose_output(&mut self, message: String) {
+        self.output_lost = true;
+        let stderr = self.launcher.stderr().clone();
+        let line = format!("lanes: {message}; the output is incomplete, the run goes on\n");
+        tokio::spawn(async move {
+            let _ = stderr.send(line.into_bytes()).await;
+        });
     }
 
     /// Ctrl-Z (SIGTSTP): every job stops with lanes, and the time stopped counts toward no
@@ -573,6 +597,8 @@ impl Driver {
             self.ledger.any_bad()
                 || self.read_error
                 || self.ledger.lost()
+                || self.output_lost
+                || self.grouped.lost()
                 || junit.is_none()
                 || written.is_none(),
         );

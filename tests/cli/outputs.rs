@@ -3,6 +3,7 @@
 //! Schema.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
@@ -989,5 +990,71 @@ fn every_record_of_runs_with_mixed_outcomes_fits_the_schema() {
             .into_iter()
             .collect(),
         "{results:?}"
+    );
+}
+
+#[test]
+fn results_files_that_cannot_be_stored_are_said_and_make_the_run_exit_1() {
+    // Job 1's stdout file and the index are links to /dev/full: every write to them fails with
+    // ENOSPC, as on a full disk.
+    let scratch = Scratch::new();
+    let dir = scratch.mkdir("res");
+    std::os::unix::fs::symlink("/dev/full", dir.join("000001-a.stdout")).unwrap();
+    std::os::unix::fs::symlink("/dev/full", dir.join("index.jsonl")).unwrap();
+    let out = Run::new()
+        .scratch(&scratch)
+        .arg("--results")
+        .arg(&dir)
+        .stdin("a\techo out; echo err >&2; touch \"$D/a-ran\"\nb\techo fine\n")
+        .run();
+    out.code(1);
+    assert!(scratch.exists("a-ran"));
+    let stderr = out.stderr();
+    for file in ["000001-a.stdout", "index.jsonl"] {
+        assert!(
+            stderr.contains(&format!("cannot write {}", dir.join(file).display()))
+                && stderr.contains("No space left on device"),
+            "{file}: {}",
+            out.dump()
+        );
+    }
+    // The jobs still succeeded, and the files that could be stored are whole.
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+    assert_eq!(out.job(2).result(), ("succeeded", None));
+    assert_eq!(
+        fs::read_to_string(dir.join("000001-a.stderr")).unwrap(),
+        "err\n"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("000002-b.stdout")).unwrap(),
+        "fine\n"
+    );
+}
+
+#[test]
+fn grouped_output_that_cannot_be_spilled_is_said_and_makes_the_run_exit_1() {
+    // No temporary directory: past 1 MiB, a grouped block cannot be spilled.
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .env("TMPDIR", scratch.join("missing"))
+        .args(["--output", "grouped"])
+        .stdin("big\thead -c 2000000 /dev/zero | tr '\\0' x; echo; touch \"$D/ran\"\n")
+        .run();
+    out.code(1);
+    assert!(scratch.exists("ran"));
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+    assert!(
+        out.stderr()
+            .contains("cannot hold the stdout of job 1 [big]")
+            && out.stderr().contains("the output is incomplete"),
+        "{}",
+        out.dump()
+    );
+    // What was held in memory is written; the rest is said to be lost.
+    assert!(
+        out.stdout().contains(&"x".repeat(1 << 20)),
+        "{}",
+        out.stderr()
     );
 }
