@@ -1058,3 +1058,40 @@ fn grouped_output_that_cannot_be_spilled_is_said_and_makes_the_run_exit_1() {
         out.stderr()
     );
 }
+
+#[test]
+fn failures_keep_their_stderr_tail_whatever_the_output_mode() {
+    for mode in ["none", "prefixed", "raw", "grouped"] {
+        let scratch = Scratch::new();
+        let junit = scratch.join("junit.xml");
+        let out = Run::new()
+            .args(["--output", mode, "--junit"])
+            .arg(&junit)
+            .stdin("k\techo to-stdout; echo 'first words' >&2; echo 'last words' >&2; exit 3\n")
+            .run();
+        out.code(1);
+        // Not in lanes' own output under `none`…
+        if mode == "none" {
+            assert!(!out.stdout().contains("to-stdout"), "{}", out.dump());
+        }
+        // …but in the summary's entry for the failure, and in the JUnit failure.
+        let summary = out.stderr();
+        let entry = summary
+            .split_once("seq 1 [k] exit_status")
+            .map(|(_, rest)| rest)
+            .unwrap_or_else(|| panic!("{mode}: no summary entry\n{}", out.dump()));
+        assert!(
+            entry.contains("| first words") && entry.contains("| last words"),
+            "{mode}: {}",
+            out.dump()
+        );
+        let xml = fs::read_to_string(&junit).unwrap();
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let err = doc
+            .descendants()
+            .find(|n| n.has_tag_name("system-err"))
+            .and_then(|n| n.text())
+            .unwrap_or_default();
+        assert!(err.contains("last words"), "{mode}: {xml}");
+    }
+}
