@@ -48,7 +48,6 @@ pub(crate) struct RunEnd {
 /// left.
 #[derive(Default)]
 struct RunOutput {
-    exit: Option<crate::core::ExitFacts>,
     leaked: bool,
     error: Option<String>,
     stderr_tail: Vec<u8>,
@@ -127,6 +126,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         resume,
         received: 0,
         output_lost: false,
+        retry_tails: HashMap::new(),
     };
     if let Some(message) = driver.results_index.take_error() {
         driver.lose_output(message);
@@ -197,6 +197,9 @@ struct Driver {
     /// Output that could not be stored whole (`--results`, grouped spill files): the exit
     /// status is 1, as for the report.
     output_lost: bool,
+    /// The stderr tail of the last try of each run waiting for its retry, by its first job:
+    /// should the run stop before the retry starts, the record tells of that try.
+    retry_tails: HashMap<Seq, Vec<u8>>,
 }
 
 impl Driver {
@@ -405,7 +408,6 @@ impl Driver {
             self.lose_output(message);
         }
         let output = RunOutput {
-            exit: Some(ended.exit),
             leaked: ended.leaked,
             error: ended.output_error,
             stderr_tail: ended.stderr_tail,
@@ -428,7 +430,6 @@ impl Driver {
             at,
         );
         let RunOutput {
-            exit,
             leaked,
             error,
             stderr_tail,
@@ -437,14 +438,15 @@ impl Driver {
         } = output;
         if finished.retry {
             self.grouped.retried(first, block);
+            self.retry_tails.insert(first, stderr_tail);
             return;
         }
+        self.retry_tails.remove(&first);
         for account in &finished.accounts {
             let Some(spec) = self.jobs.remove(&account.seq) else {
                 continue;
             };
             let output = RunOutput {
-                exit,
                 leaked,
                 error: error.clone(),
                 stderr_tail: if account.seq == first {
@@ -469,7 +471,11 @@ impl Driver {
     /// Writes the record of a job that was waiting (superseded, drained by a halt).
     async fn close_waiting(&mut self, account: &Account) {
         if let Some(spec) = self.jobs.remove(&account.seq) {
-            self.close(account, &spec, RunOutput::default()).await;
+            let output = RunOutput {
+                stderr_tail: self.retry_tails.remove(&account.seq).unwrap_or_default(),
+                ..RunOutput::default()
+            };
+            self.close(account, &spec, output).await;
         }
     }
 
@@ -480,7 +486,6 @@ impl Driver {
             line: spec.line,
             key: Some(&spec.key),
             command: Some(&spec.command),
-            exit: output.exit,
             leaked: output.leaked,
             error: output.error,
             stderr_tail: &output.stderr_tail,

@@ -758,7 +758,10 @@ fn the_schema_refuses_broken_records() {
         "reason":"exit_status","exit_code":3,"signal":null,"started":true,
         "started_at":"2026-11-29T11:45:26.051Z","ended_at":"2026-11-29T11:45:26.053Z",
         "duration_ms":2,"wait_ms":0,"attempts":1,"slot":2,"leaked":false,"superseded_by":null,
-        "batch":null,"error":null,"cpu_ms":4,"memory_peak_bytes":null});
+        "batch":null,"error":null,"cpu_ms":4,"memory_peak_bytes":null,
+        "tries":[{"attempt":1,"outcome":"failed","reason":"exit_status","exit_code":3,
+        "signal":null,"slot":2,"started_at":"2026-11-29T11:45:26.051Z",
+        "ended_at":"2026-11-29T11:45:26.053Z","duration_ms":2}]});
     assert_eq!(schema_errors(&schema, &good), Vec::<String>::new());
     let broken: Vec<(&str, Value)> = vec![
         ("type", json!("jobs")),
@@ -783,6 +786,14 @@ fn the_schema_refuses_broken_records() {
         ("started", json!(null)),
         ("cpu_ms", json!(-3)),
         ("memory_peak_bytes", json!("1G")),
+        ("tries", json!(null)),
+        ("tries", json!([{"attempt": 0}])),
+        (
+            "tries",
+            json!([{"attempt":1,"outcome":"failed","reason":"exit_status","exit_code":3,
+            "signal":null,"slot":2,"started_at":"2026-11-29T11:45:26.051Z",
+            "ended_at":"2026-11-29T11:45:26.053Z","duration_ms":2,"extra":1}]),
+        ),
     ];
     for (field, bad) in broken {
         let mut record = good.clone();
