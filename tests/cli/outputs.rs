@@ -1106,3 +1106,43 @@ fn failures_keep_their_stderr_tail_whatever_the_output_mode() {
         assert!(err.contains("last words"), "{mode}: {xml}");
     }
 }
+
+#[test]
+fn junit_shows_retried_tries_as_flaky_or_rerun_failures() {
+    let scratch = Scratch::new();
+    let junit = scratch.join("junit.xml");
+    let out = Run::new()
+        .args(["--retries", "2", "--junit"])
+        .arg(&junit)
+        .stdin("flaky\texit $((3 - LANES_ATTEMPT))\nbroken\texit 5\n")
+        .run();
+    out.code(1);
+    let xml = fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let suites = suites(&doc);
+    let reruns = |suite: &str, tag: &str| -> Vec<(String, String)> {
+        suites[suite]
+            .descendants()
+            .filter(|n| n.has_tag_name(tag))
+            .map(|n| {
+                let attr = |name| n.attribute(name).unwrap_or_default().to_owned();
+                (attr("type"), attr("message"))
+            })
+            .collect()
+    };
+    let failed = |status: &str| ("exit_status".to_owned(), format!("exit status {status}"));
+    // Passed on its third try: two flaky failures, no failure.
+    assert_eq!(
+        reruns("flaky", "flakyFailure"),
+        [failed("2"), failed("1")],
+        "{xml}"
+    );
+    assert_eq!(counts(suites["flaky"]), [1, 0, 0, 0], "{xml}");
+    // Failed every try: the last is the failure, the two before it reruns.
+    assert_eq!(
+        reruns("broken", "rerunFailure"),
+        [failed("5"), failed("5")],
+        "{xml}"
+    );
+    assert_eq!(counts(suites["broken"]), [1, 1, 0, 0], "{xml}");
+}
