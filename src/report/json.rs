@@ -92,7 +92,7 @@ pub(crate) struct JobRecord {
     pub signal: Option<String>,
     /// Whether a process was started for the job.
     pub started: bool,
-    /// When the job's process started (its first try); `null` when not started.
+    /// When the job's process started (its last try); `null` when not started.
     #[schemars(with = "Option<Timestamp>")]
     pub started_at: Option<String>,
     /// When the job's record was decided: when it ended, or for a job that never started, when
