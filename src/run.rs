@@ -12,6 +12,7 @@ use crate::cli::Cli;
 use crate::config::{use_color, use_progress, RunConfig, Source, Surroundings};
 use crate::input::lines::{LineItem, LineReader};
 use crate::output::sink::{stderr_file, stdout_file, Sink};
+use crate::output::spool::Spool;
 use crate::report::events::EventLog;
 use crate::report::junit::JunitReport;
 use crate::report::ledger::Ledger;
@@ -50,10 +51,11 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         None => None,
     };
     let events = match &config.events {
-        Some(path) => Some(
+        Some(path) => Some(Spool::new(
+            format!("the events file {}", path.display()),
             File::create(path)
                 .with_context(|| format!("cannot create the events file {}", path.display()))?,
-        ),
+        )),
         None => None,
     };
     let env = Surroundings::detect();
@@ -99,6 +101,9 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     };
     // The run's one clock: every time in the report is tick zero plus a tick.
     let (origin, t0) = (SystemTime::now(), tokio::time::Instant::now());
+    let report_file = report_file
+        .zip(config.report.as_ref())
+        .map(|(file, path)| Spool::new(format!("the report {}", path.display()), file));
     let mut recorder = Recorder::new(
         report_file,
         config

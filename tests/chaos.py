@@ -949,6 +949,8 @@ class Run:
                           f"but the record says started=false, attempts={r['attempts']}")
             if len(ran) > r["attempts"]:
                 self.fail(f"{where}: {len(ran)} shells ran, attempts={r['attempts']}")
+            if len(r["tries"]) != r["attempts"]:
+                self.fail(f"{where}: {len(r['tries'])} tries for attempts={r['attempts']}")
             if not r["started"]:
                 if r["started_at"] is not None or r["duration_ms"] is not None \
                         or r["attempts"] != 0 or r["slot"] is not None:

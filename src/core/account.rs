@@ -14,8 +14,8 @@ pub struct Account {
     pub outcome: Outcome,
     /// Tries made (0 when never started).
     pub attempts: u32,
-    /// Its last try, when it started at least once.
-    pub tried: Option<Try>,
+    /// Every try it made, oldest first: as many as `attempts`, spawn errors included.
+    pub tries: Vec<Try>,
     /// From admission to its end, for a job that was admitted and never started (this time);
     /// `None` for a job never admitted, or superseded while waiting (SPEC §5.2).
     pub waited: Option<Duration>,
@@ -31,6 +31,12 @@ pub struct Account {
 }
 
 impl Account {
+    /// Its last try, when that try's process started: what the record's top-level fields
+    /// (slot, times, exit status) tell of.
+    pub fn tried(&self) -> Option<&Try> {
+        self.tries.last().filter(|t| t.started())
+    }
+
     /// The account of a job that ends without ever being admitted (rejected) or without
     /// starting (closed intake, superseded while waiting).
     pub(crate) fn unstarted(seq: Seq, outcome: Outcome, now: Tick) -> Self {
@@ -38,7 +44,7 @@ impl Account {
             seq,
             outcome,
             attempts: 0,
-            tried: None,
+            tries: Vec::new(),
             waited: None,
             superseded_by: None,
             batch: None,

@@ -53,19 +53,23 @@ impl Scheduler {
             Some(exit) => classify(exit, run.stop.filter(|_| facts.stopped_while_running)),
         };
         let members: Vec<Seq> = run.batch.iter().map(|w| w.seq).collect();
-        let tried = facts.exit.map(|_| Try {
+        let this_try = Try {
             slot: run.slot,
             waited: run.waited,
             started_at: run.started_at,
             ended_at: facts.ended_at,
-        });
+            outcome,
+            exit: facts.exit,
+        };
+        // Every member of a batch made the same tries; a job's history is its own otherwise.
+        let earlier: Vec<Vec<Try>> = run.batch.iter().map(|w| w.tries.clone()).collect();
         let (attempt, waited) = (run.attempts, run.waited);
         let superseded_by = run
             .superseded_by
             .filter(|_| outcome == Outcome::Interrupted(StopReason::Superseded));
         self.spawn_hold = None;
-        let released = if matches!(outcome, Outcome::Failed(_)) {
-            self.release_failed(seq, facts.ended_at.max(self.clock))
+        let released = if let Outcome::Failed(reason) = outcome {
+            self.release_failed(seq, facts.ended_at.max(self.clock), reason, facts.exit)
         } else {
             self.release(seq)
         };
@@ -76,12 +80,16 @@ impl Scheduler {
         } else {
             members
                 .iter()
-                .map(|&member| Account {
+                .zip(earlier)
+                .map(|(&member, mut tries)| Account {
                     seq: member,
                     outcome,
                     attempts: attempt,
-                    tried,
-                    waited: tried.is_none().then_some(waited),
+                    tries: {
+                        tries.push(this_try);
+                        tries
+                    },
+                    waited: (!this_try.started()).then_some(waited),
                     superseded_by,
                     batch,
                     ended_at: facts.ended_at,

@@ -107,8 +107,8 @@ impl Scheduler {
                 seq: job.seq,
                 outcome,
                 attempts: job.attempts,
-                // A retry that never got its turn tells of its last try.
-                tried: job.previous,
+                // A retry that never got its turn tells of the tries it made.
+                tries: job.tries,
                 waited: Some(job.waited),
                 superseded_by: None,
                 batch: None,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use super::outcome::StopReason;
+use super::outcome::{ExitFacts, Outcome, StopReason};
 
 /// How hard stop signals have asked `lanes` to stop. Ordered: a later, more severe level wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -128,22 +128,35 @@ pub(crate) struct Waiting {
     /// Tries already made (0 for a new job, ≥ 1 for a retry).
     pub(crate) attempts: u32,
     pub(crate) weight: usize,
-    /// The last try, for a job waiting for its retry: its record tells of it should the run
-    /// stop before the retry starts. Boxed: most waiting jobs never tried.
-    pub(crate) previous: Option<Box<Try>>,
+    /// The tries it made, oldest first (a job waiting for its retry): its record tells of
+    /// them, also should the run stop before the retry starts. Empty, and so no allocation,
+    /// for most waiting jobs.
+    pub(crate) tries: Vec<Try>,
 }
 
-/// One try of a job that started: where, and when (times since the run started).
+/// One try of a job: where, when (times since the run started) and how it ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Try {
     /// The slot it ran in, 1..=max_concurrent.
     pub slot: u32,
     /// From admission (or the retry's re-queueing) to the start.
     pub waited: Duration,
-    /// When its process started.
+    /// When its process started; when it was taken, for a try whose process could not be
+    /// started (`exit` is `None`).
     pub started_at: Tick,
-    /// When it ended (its process group empty).
+    /// When it ended (its process group empty, or its spawn failed).
     pub ended_at: Tick,
+    /// Its outcome: the job's, for its last try; `failed` for every try that was retried.
+    pub outcome: Outcome,
+    /// How its direct child ended; `None` when its process could not be started.
+    pub exit: Option<ExitFacts>,
+}
+
+impl Try {
+    /// Whether a process was started for it.
+    pub fn started(&self) -> bool {
+        self.exit.is_some()
+    }
 }
 
 /// One key's lane: its waiting jobs in run order and whether one of its jobs is in flight.

@@ -19,6 +19,11 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// Releases run `seq` as failed at `now`, its shell having exited with status 1.
+fn fail(s: &mut Scheduler, seq: Seq, now: Tick) -> Released {
+    s.release_failed(seq, now, FailReason::ExitStatus, Some(ExitFacts::Exited(1)))
+}
+
 fn sched(max_concurrent: usize, max_queued: usize) -> Scheduler {
     Scheduler::new(Limits {
         max_concurrent,
@@ -355,7 +360,7 @@ fn drain_returns_waiting_jobs_sorted_and_leaves_running_ones() {
         key: Arc::from(key),
         waited: ms(20 - at),
         attempts: 0,
-        previous: None,
+        tries: Vec::new(),
     })
     .collect();
     assert_eq!(drained, expected);

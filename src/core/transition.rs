@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::outcome::{ExitFacts, FailReason, Outcome};
 use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Try, Waiting};
 
 /// The answer to [`Scheduler::admit`].
@@ -88,8 +89,8 @@ pub struct Drained {
     pub waited: Duration,
     /// Tries already made (a retry waiting for its turn has made some).
     pub attempts: u32,
-    /// The last try, for a retry waiting for its turn.
-    pub previous: Option<Try>,
+    /// The tries it made, oldest first (a retry waiting for its turn has made some).
+    pub tries: Vec<Try>,
 }
 
 /// How many jobs from the front of a lane make one batch: at most `size` jobs and `bytes`
@@ -170,7 +171,7 @@ impl Scheduler {
                 queued_at: now,
                 attempts: 0,
                 weight: job.weight,
-                previous: None,
+                tries: Vec::new(),
             },
         );
         let ahead = position + usize::from(lane.busy);
@@ -335,11 +336,24 @@ impl Scheduler {
     /// Releases a job that was in flight and failed, at `now`. Under `--retries N` a job with
     /// tries left goes back to the front of its own lane, so its key's order holds; with a
     /// `--retry-delay` the lane waits that long before it can be taken again.
-    pub fn release_failed(&mut self, seq: Seq, now: Tick) -> Released {
-        self.release_at(seq, Some(now))
+    /// The try is recorded as failed for `reason`, its direct child having ended as `exit`
+    /// (`None`: it could not be started).
+    pub fn release_failed(
+        &mut self,
+        seq: Seq,
+        now: Tick,
+        reason: FailReason,
+        exit: Option<ExitFacts>,
+    ) -> Released {
+        self.release_at(seq, Some((now, reason, exit)))
     }
 
-    fn release_at(&mut self, seq: Seq, failed_at: Option<Tick>) -> Released {
+    fn release_at(
+        &mut self,
+        seq: Seq,
+        failed: Option<(Tick, FailReason, Option<ExitFacts>)>,
+    ) -> Released {
+        let failed_at = failed.map(|(now, _, _)| now);
         if let Some(now) = failed_at {
             self.clock = self.clock.max(now);
         }
@@ -352,18 +366,20 @@ impl Scheduler {
             .lanes
             .get_mut(&run.key)
             .expect("a running job's key has a lane");
-        if let Some(now) = retry_at {
+        if let (Some(now), Some((_, reason, exit))) = (retry_at, failed) {
             self.queued += run.batch.len();
             let tried = Try {
                 slot: run.slot,
                 waited: run.waited,
                 started_at: run.started_at,
                 ended_at: now,
+                outcome: Outcome::Failed(reason),
+                exit,
             };
             for mut job in run.batch.into_iter().rev() {
                 job.queued_at = now;
                 job.attempts = run.attempts;
-                job.previous = Some(Box::new(tried));
+                job.tries.push(tried);
                 lane.waiting.push_front(job);
             }
             let delay = self.policy.retry_delay;
@@ -425,7 +441,7 @@ impl Scheduler {
                 key: Arc::clone(key),
                 waited: now.saturating_sub(w.queued_at),
                 attempts: w.attempts,
-                previous: w.previous.map(|tried| *tried),
+                tries: w.tries,
             }));
             lane.busy
         });

@@ -3,7 +3,7 @@
 //! plain value; the writing happens in one task, so blocks never interleave.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, Notify};
@@ -22,14 +22,22 @@ pub(crate) struct Block {
 
 impl Block {
     /// Writes the header and the captured stdout to `stdout`, the captured stderr to `stderr`.
-    pub(crate) async fn write(self, stdout: &SinkTx, stderr: &SinkTx) {
+    /// Returns false when part of the output could not be read back from its spill file (it
+    /// is then said in its place).
+    pub(crate) async fn write(self, stdout: &SinkTx, stderr: &SinkTx) -> bool {
         let _ = stdout.send(self.header.into_bytes()).await;
+        let mut whole = true;
         for (capture, sink) in [(self.stdout, stdout), (self.stderr, stderr)] {
             if let Err(err) = capture.replay(sink).await {
-                let message = format!("lanes: cannot read back captured output: {err}\n");
+                whole = false;
+                let message = format!(
+                    "lanes: cannot read back captured output from its temporary file: {err}; \
+                     the output is incomplete\n"
+                );
                 let _ = sink.send(message.into_bytes()).await;
             }
         }
+        whole
     }
 }
 
@@ -115,6 +123,8 @@ struct Backlog {
     count: AtomicUsize,
     /// Signalled each time a block has been written.
     written: Notify,
+    /// A block could not be read back whole from its spill file.
+    lost: AtomicBool,
 }
 
 impl GroupedOutput {
@@ -127,7 +137,9 @@ impl GroupedOutput {
             let backlog = Arc::clone(&backlog);
             tokio::spawn(async move {
                 while let Some(block) = rx.recv().await {
-                    block.write(&stdout, &stderr).await;
+                    if !block.write(&stdout, &stderr).await {
+                        backlog.lost.store(true, Ordering::Relaxed);
+                    }
                     backlog.count.fetch_sub(1, Ordering::Relaxed);
                     backlog.written.notify_one();
                 }
@@ -146,6 +158,11 @@ impl GroupedOutput {
     /// How many blocks wait for the reader.
     pub(crate) fn waiting(&self) -> usize {
         self.backlog.count.load(Ordering::Relaxed)
+    }
+
+    /// Whether a block could not be read back whole (the exit status is then 1).
+    pub(crate) fn lost(&self) -> bool {
+        self.backlog.lost.load(Ordering::Relaxed)
     }
 
     /// Resolves when a block has been written.

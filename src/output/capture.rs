@@ -43,9 +43,18 @@ impl Capture {
                     self.spill = Some(file);
                     self.memory = Vec::new();
                 }
-                Err(err) => self.failed = Some(err.to_string()),
+                Err(err) => {
+                    // What is held in memory is kept; what comes after is lost.
+                    self.failed = Some(err.to_string());
+                }
             }
         }
+    }
+
+    /// Why part of the output was lost (its spill file could not be created or written: a
+    /// full disk, a file-size limit, no temporary directory), if it was.
+    pub(crate) fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
     }
 
     /// Sends everything captured to `sink`, in order, in pieces of at most 64 KiB, adding a

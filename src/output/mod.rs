@@ -1,5 +1,5 @@
 //! Job output on its way out: line framing, grouped capture, per-job result files and the
-//! writer threads.
+//! writer threads, and the record files' writer threads.
 
 pub(crate) mod blocks;
 pub(crate) mod capture;
@@ -7,3 +7,4 @@ pub(crate) mod framing;
 pub(crate) mod pump;
 pub(crate) mod results;
 pub(crate) mod sink;
+pub(crate) mod spool;

@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The longest escaped key kept in a file name, in bytes; longer ones are cut (the seq keeps
 /// names unique).
@@ -34,28 +34,37 @@ pub(crate) fn file_stem(seq: u64, key: &str) -> String {
 /// The two files of one job.
 #[derive(Debug)]
 pub(crate) struct ResultFiles {
-    pub stdout: Option<File>,
-    pub stderr: Option<File>,
-    /// The first error met, reported once.
+    stdout: ResultFile,
+    stderr: ResultFile,
+    /// The first error met, naming the file: the file is incomplete (SPEC §5.1: reported, and
+    /// the exit status says so).
     pub error: Option<String>,
+}
+
+/// One of a job's two result files: its path, and the file until a write to it fails.
+#[derive(Debug)]
+struct ResultFile {
+    path: PathBuf,
+    file: Option<File>,
 }
 
 impl ResultFiles {
     /// Creates `DIR/STEM.stdout` and `DIR/STEM.stderr`.
     pub(crate) fn create(dir: &Path, seq: u64, key: &str) -> Self {
         let stem = file_stem(seq, key);
-        let stdout_path = dir.join(format!("{stem}.stdout"));
-        let stderr_path = dir.join(format!("{stem}.stderr"));
         let mut error = None;
-        let mut open = |path: &Path| match File::create(path) {
-            Ok(file) => Some(file),
-            Err(err) => {
-                error.get_or_insert_with(|| format!("cannot create {}: {err}", path.display()));
-                None
-            }
+        let mut open = |path: PathBuf| {
+            let file = match File::create(&path) {
+                Ok(file) => Some(file),
+                Err(err) => {
+                    error.get_or_insert_with(|| format!("cannot create {}: {err}", path.display()));
+                    None
+                }
+            };
+            ResultFile { path, file }
         };
-        let stdout = open(&stdout_path);
-        let stderr = open(&stderr_path);
+        let stdout = open(dir.join(format!("{stem}.stdout")));
+        let stderr = open(dir.join(format!("{stem}.stderr")));
         ResultFiles {
             stdout,
             stderr,
@@ -63,18 +72,20 @@ impl ResultFiles {
         }
     }
 
-    /// Appends `data` to the job's stdout or stderr file.
+    /// Appends `data` to the job's stdout or stderr file. A file that fails (a full disk,
+    /// ENOSPC; a file-size limit, EFBIG) is written no more, and the error is kept.
     pub(crate) fn write(&mut self, is_stderr: bool, data: &[u8]) {
-        let file = if is_stderr {
+        let target = if is_stderr {
             &mut self.stderr
         } else {
             &mut self.stdout
         };
-        if let Some(handle) = file {
+        if let Some(handle) = &mut target.file {
             if let Err(err) = handle.write_all(data) {
-                self.error
-                    .get_or_insert_with(|| format!("cannot write a results file: {err}"));
-                *file = None;
+                self.error.get_or_insert_with(|| {
+                    format!("cannot write {}: {err}", target.path.display())
+                });
+                target.file = None;
             }
         }
     }
@@ -117,15 +128,31 @@ pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
 /// `--results DIR`: `DIR/index.jsonl`, one line per job that ran.
 #[derive(Debug, Default)]
 pub(crate) struct ResultsIndex {
+    path: PathBuf,
     file: Option<std::fs::File>,
+    /// Why the index is incomplete, until said.
+    error: Option<String>,
 }
 
 impl ResultsIndex {
-    /// The index of `dir`, created now; none without a directory (or when it cannot be
-    /// created: the jobs' own files are still written).
+    /// The index of `dir`, created now; none without a directory. One that cannot be created
+    /// is an error for [`ResultsIndex::take_error`]; the jobs' own files are still written.
     pub(crate) fn create(dir: Option<&Path>) -> Self {
-        ResultsIndex {
-            file: dir.and_then(|dir| std::fs::File::create(dir.join(INDEX)).ok()),
+        let Some(dir) = dir else {
+            return ResultsIndex::default();
+        };
+        let path = dir.join(INDEX);
+        match std::fs::File::create(&path) {
+            Ok(file) => ResultsIndex {
+                path,
+                file: Some(file),
+                error: None,
+            },
+            Err(err) => ResultsIndex {
+                error: Some(format!("cannot create {}: {err}", path.display())),
+                path,
+                file: None,
+            },
         }
     }
 
@@ -137,10 +164,15 @@ impl ResultsIndex {
                 .expect("an index entry always serialises");
             line.push(b'\n');
             if let Err(err) = file.write_all(&line) {
-                eprintln!("lanes: cannot write the results index: {err}");
+                self.error = Some(format!("cannot write {}: {err}", self.path.display()));
                 self.file = None;
             }
         }
+    }
+
+    /// Why the index is incomplete, once: the caller says so and the exit status is 1.
+    pub(crate) fn take_error(&mut self) -> Option<String> {
+        self.error.take()
     }
 }
 
@@ -170,6 +202,7 @@ mod tests {
     fn files_land_inside_the_directory() {
         let dir = tempfile::tempdir().unwrap();
         let mut files = ResultFiles::create(dir.path(), 3, "../../escape");
+        assert_eq!(files.stdout.path.parent(), Some(dir.path()));
         files.write(false, b"out\n");
         files.write(true, b"err\n");
         assert!(files.error.is_none());

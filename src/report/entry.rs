@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::json::{timestamp, JobRecord};
+use super::json::{timestamp, JobRecord, TryRecord};
 use crate::core::{ExitFacts, Outcome};
 
 /// Everything known of a job when its one record is written.
@@ -51,6 +51,52 @@ pub(crate) struct Entry<'a> {
     pub cpu: Option<Duration>,
     /// Peak memory of its last try, in bytes, where its cgroup told.
     pub memory_peak: Option<u64>,
+    /// Every try, oldest first (`--retries`); as many as `attempts`.
+    pub tries: Vec<TryEntry>,
+}
+
+/// One try of a job, for the record's `tries`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TryEntry {
+    /// The slot it ran in, when its process started.
+    pub slot: Option<u32>,
+    /// When its process started; `None` when it could not be started (`spawn_error`).
+    pub started_at: Option<SystemTime>,
+    /// When it ended.
+    pub ended_at: SystemTime,
+    /// From its start to its end, when it started; `ended_at - started_at`.
+    pub duration: Option<Duration>,
+    /// How it ended: `failed` for a try that was retried, the job's outcome for the last.
+    pub outcome: Outcome,
+    /// How its direct child ended, when one ran.
+    pub exit: Option<ExitFacts>,
+}
+
+impl TryEntry {
+    /// The try's part of the record.
+    fn to_record(self, attempt: u32) -> TryRecord {
+        let (exit_code, signal) = exit_fields(self.exit);
+        TryRecord {
+            attempt,
+            outcome: self.outcome.name(),
+            reason: self.outcome.reason(),
+            exit_code,
+            signal,
+            slot: self.slot,
+            started_at: self.started_at.map(timestamp),
+            ended_at: timestamp(self.ended_at),
+            duration_ms: self.duration.map(millis),
+        }
+    }
+}
+
+/// The `exit_code` and `signal` fields of how a direct child ended.
+fn exit_fields(exit: Option<ExitFacts>) -> (Option<i32>, Option<String>) {
+    match exit {
+        Some(ExitFacts::Exited(code)) => (Some(code), None),
+        Some(ExitFacts::Signaled(signal)) => (None, Some(signal_name(signal))),
+        None => (None, None),
+    }
 }
 
 impl Entry<'_> {
@@ -100,6 +146,10 @@ impl Entry<'_> {
             error: self.error.map(str::to_owned),
             cpu_ms: self.cpu.map(millis),
             memory_peak_bytes: self.memory_peak,
+            tries: (1..)
+                .zip(&self.tries)
+                .map(|(attempt, t)| t.to_record(attempt))
+                .collect(),
         }
     }
 }

@@ -1,12 +1,11 @@
 //! `--events FILE`: JSON Lines of every lifecycle event as it happens (SPEC §5.3), one write
-//! per event, for live dashboards.
-
-use std::fs::File;
-use std::io::Write;
+//! per event, for live dashboards; written by a thread of its own, so that a dashboard that
+//! reads slowly never holds up the run ([`Spool`]).
 
 use serde::Serialize;
 
 use super::json::to_line;
+use crate::output::spool::Spool;
 
 /// One lifecycle event.
 #[derive(Debug, Serialize)]
@@ -47,20 +46,18 @@ pub(crate) enum Event<'a> {
 /// Writes events to a file; silent when no `--events` was given.
 #[derive(Default)]
 pub(crate) struct EventLog {
-    file: Option<File>,
-    /// A write failed for want of storage (not a reader gone): the file is incomplete.
-    lost: bool,
+    file: Option<Spool>,
 }
 
 impl EventLog {
     /// An event log writing to `file`, or a silent one.
-    pub(crate) fn new(file: Option<File>) -> Self {
-        EventLog { file, lost: false }
+    pub(crate) fn new(file: Option<Spool>) -> Self {
+        EventLog { file }
     }
 
     /// Whether the events file could not be written to its end (the exit status is then 1).
     pub(crate) fn lost(&self) -> bool {
-        self.lost
+        self.file.as_ref().is_some_and(Spool::lost)
     }
 
     /// Whether events are written at all (to skip building them).
@@ -68,13 +65,20 @@ impl EventLog {
         self.file.is_some()
     }
 
-    /// Writes one event with one `write`. A failing file is reported once and then dropped.
+    /// Queues one event, written with one `write`. A failing file is reported once and then
+    /// left alone.
     pub(crate) fn write(&mut self, event: &Event<'_>) {
-        if let Some(file) = &mut self.file {
-            if let Err(err) = file.write_all(&to_line(event)) {
-                eprintln!("lanes: cannot write the events file: {err}; the run goes on");
-                self.file = None;
-                self.lost = err.kind() != std::io::ErrorKind::BrokenPipe;
+        if let Some(file) = &self.file {
+            file.write(to_line(event));
+        }
+    }
+
+    /// Resolves once every event queued so far is written.
+    pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let written = self.file.as_ref().map(Spool::written);
+        async move {
+            if let Some(written) = written {
+                written.await;
             }
         }
     }

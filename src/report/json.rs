@@ -92,7 +92,7 @@ pub(crate) struct JobRecord {
     pub signal: Option<String>,
     /// Whether a process was started for the job.
     pub started: bool,
-    /// When the job's process started (its first try); `null` when not started.
+    /// When the job's process started (its last try); `null` when not started.
     #[schemars(with = "Option<Timestamp>")]
     pub started_at: Option<String>,
     /// When the job's record was decided: when it ended, or for a job that never started, when
@@ -126,6 +126,42 @@ pub(crate) struct JobRecord {
     /// The largest memory use of the job's last try at any moment, in bytes, from its cgroup
     /// (`memory.peak`); `null` where the memory controller is not enabled for it.
     pub memory_peak_bytes: Option<u64>,
+    /// Every try the job made, oldest first: as many as `attempts` (empty when never tried).
+    /// Under `--retries` each try but the last is `failed`; the last has the job's outcome.
+    /// A job stopped while it waited for its retry (`--retry-delay`) keeps its failed tries
+    /// here, and the top-level fields tell of its last one.
+    pub tries: Vec<TryRecord>,
+}
+
+/// One try of a job: when and where it ran, and how it ended.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "try", deny_unknown_fields)]
+pub(crate) struct TryRecord {
+    /// The try's number, from 1 (`LANES_ATTEMPT`).
+    #[schemars(range(min = 1))]
+    pub attempt: u32,
+    /// How the try ended: `failed` for a try that was retried; the job's outcome for its last.
+    #[schemars(extend("enum" = outcome_words()))]
+    pub outcome: &'static str,
+    /// Why the try ended as it did, as the job record's `reason`.
+    #[schemars(extend("enum" = reason_words()))]
+    pub reason: Option<&'static str>,
+    /// The direct child's exit status, when it exited normally; else `null`.
+    pub exit_code: Option<i32>,
+    /// The name of the signal that ended the direct child, when a signal did; else `null`.
+    #[schemars(regex(pattern = r"^SIG[A-Z0-9]+$"))]
+    pub signal: Option<String>,
+    /// The slot the try ran in; `null` when its process could not be started.
+    #[schemars(range(min = 1))]
+    pub slot: Option<u32>,
+    /// When the try's process started; `null` when it could not be started (`spawn_error`).
+    #[schemars(with = "Option<Timestamp>")]
+    pub started_at: Option<String>,
+    /// When the try ended.
+    #[schemars(with = "Timestamp")]
+    pub ended_at: String,
+    /// From start to end, in milliseconds; `null` when not started.
+    pub duration_ms: Option<u64>,
 }
 
 /// The last line of a report: counts by outcome, the run's wall time and its exit status.

@@ -11,6 +11,11 @@
 //! - `interrupted` for `timeout`, `shutdown`, `fail_fast`: `<error type=REASON message=REASON>`;
 //! - `rejected`: `<error type=REASON message=ERROR>`.
 //!
+//! A job's tries that were retried (`--retries`) are `<flakyFailure>` elements of a case that
+//! succeeded in the end, `<rerunFailure>` elements of one that did not (the Maven Surefire
+//! convention), each with its reason as `type`, its exit status as `message`, its start and
+//! its time.
+//!
 //! Failing and erroring cases carry the job's stderr tail in `<system-err>`; every case carries
 //! `attempts`, `slot`, `exit_code`, `signal` (those that are set) and `leaked` as properties.
 //!
@@ -26,11 +31,11 @@ use std::time::{Duration, SystemTime};
 // report's times are `SystemTime`s, converted directly by `date_time`.
 use chrono::{DateTime, FixedOffset, Utc};
 use quick_junit::{
-    NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite, XmlString,
+    NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite, XmlString,
 };
 
-use super::entry::{millis, Entry};
-use crate::core::{FailReason, Outcome, StopReason};
+use super::entry::{millis, signal_name, Entry};
+use crate::core::{ExitFacts, FailReason, Outcome, StopReason};
 
 /// Suite name (and class name) of the jobs that have no key.
 const NO_KEY: &str = "(no key)";
@@ -87,6 +92,20 @@ struct Case {
     leaked: bool,
     /// Cleaned stderr tail; only for failures and errors, and only when not empty.
     stderr: Option<XmlString>,
+    /// Its tries that were retried (`--retries`), oldest first.
+    reruns: Vec<Rerun>,
+}
+
+/// A try that was retried: a `<flakyFailure>` of a case that passed in the end, a
+/// `<rerunFailure>` of one that did not (the Maven Surefire convention).
+#[derive(Debug)]
+struct Rerun {
+    /// The reason.
+    ty: &'static str,
+    /// `exit status 3`, `killed by SIGSEGV`, `spawn error`.
+    message: String,
+    started_at: Option<SystemTime>,
+    time: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -150,6 +169,7 @@ impl JunitReport {
             signal: entry.signal(),
             leaked: entry.leaked,
             stderr: stderr.map(XmlString::new),
+            reruns: reruns(entry),
         };
 
         let key = entry.key.map(str::to_owned);
@@ -262,7 +282,7 @@ impl Texts {
 
 impl Case {
     fn test_case(&self, classname: &XmlString, texts: &mut Texts) -> TestCase {
-        let status = match &self.verdict {
+        let mut status = match &self.verdict {
             Verdict::Success => TestCaseStatus::success(),
             Verdict::Skipped { message } => {
                 let mut status = TestCaseStatus::skipped();
@@ -285,6 +305,18 @@ impl Case {
             }
         };
 
+        status.add_reruns(self.reruns.iter().map(|rerun| {
+            let mut run = TestRerun::new(NonSuccessKind::Failure);
+            run.set_type(texts.get(rerun.ty))
+                .set_message(XmlString::new(&rerun.message));
+            if let Some(started_at) = rerun.started_at {
+                run.set_timestamp(date_time(started_at));
+            }
+            if let Some(time) = rerun.time {
+                run.set_time(time);
+            }
+            run
+        }));
         let mut case = TestCase::new(self.name.clone(), status);
         case.set_classname(classname.clone())
             .set_time(Duration::from_millis(self.time_ms));
@@ -340,6 +372,28 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
             }
         }
     }
+}
+
+/// The tries of `entry` that were retried: every try but the last, and the last too when the
+/// job did not end with it (a stop while it waited for its retry).
+fn reruns(entry: &Entry<'_>) -> Vec<Rerun> {
+    let retried = match entry.tries.split_last() {
+        Some((last, earlier)) if last.outcome == entry.outcome => earlier,
+        _ => &entry.tries[..],
+    };
+    retried
+        .iter()
+        .map(|t| Rerun {
+            ty: t.outcome.reason().unwrap_or(t.outcome.name()),
+            message: match t.exit {
+                Some(ExitFacts::Exited(code)) => format!("exit status {code}"),
+                Some(ExitFacts::Signaled(signal)) => format!("killed by {}", signal_name(signal)),
+                None => "spawn error".to_owned(),
+            },
+            started_at: t.started_at,
+            time: t.duration,
+        })
+        .collect()
 }
 
 /// `exit status 3`, `killed by SIGSEGV`, or the spawn error's text (`error`, cleaned);
@@ -523,6 +577,7 @@ mod tests {
             stderr_tail: b"",
             cpu: None,
             memory_peak: None,
+            tries: Vec::new(),
         }
     }
 

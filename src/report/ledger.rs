@@ -7,12 +7,12 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::entry::Entry;
+use super::entry::{Entry, TryEntry};
 use super::events::{Event, EventLog};
 use super::json::{timestamp, RunRecord, SCHEMA_VERSION};
 use super::progress::Progress;
 use super::recorder::Recorder;
-use crate::core::{Account, ExitFacts, Outcome, Seq, Tick};
+use crate::core::{Account, Outcome, Seq, Tick};
 
 /// What the shell adds to a job's [`Account`]: what the job was and what its last process did.
 #[derive(Debug, Default)]
@@ -23,8 +23,6 @@ pub(crate) struct JobFacts<'a> {
     pub key: Option<&'a str>,
     /// `None` for an invalid input line.
     pub command: Option<&'a str>,
-    /// How the direct child of the try that just ended exited (jobs in flight only).
-    pub exit: Option<ExitFacts>,
     /// Processes outlived the direct child past the leak window.
     pub leaked: bool,
     /// A message for people (spawn error, invalid line, output file problem).
@@ -174,19 +172,31 @@ impl Ledger {
     /// in flight when it ended (never started, or waiting for a retry) gets its `ended` event
     /// here. Returns whether the job started (it then has result files to index).
     pub(crate) async fn close(&mut self, account: &Account, facts: JobFacts<'_>) -> bool {
-        let tried = account.tried;
+        let tried = account.tried().copied();
         let ended_at = match tried {
             // A retry that never got its turn: the record tells of its last try.
             Some(tried) if !account.in_flight => tried.ended_at,
             _ => account.ended_at,
         };
+        let tries = account
+            .tries
+            .iter()
+            .map(|t| TryEntry {
+                slot: t.started().then_some(t.slot),
+                started_at: t.started().then(|| self.at(t.started_at)),
+                ended_at: self.at(t.ended_at),
+                duration: t.started().then(|| t.ended_at.saturating_sub(t.started_at)),
+                outcome: t.outcome,
+                exit: t.exit,
+            })
+            .collect();
         let entry = Entry {
             seq: account.seq,
             line: facts.line,
             key: facts.key,
             command: facts.command,
             outcome: account.outcome,
-            exit: facts.exit.filter(|_| account.in_flight && tried.is_some()),
+            exit: tried.and_then(|t| t.exit),
             attempts: account.attempts,
             slot: tried.map(|t| t.slot),
             started_at: tried.map(|t| self.at(t.started_at)),
@@ -200,6 +210,7 @@ impl Ledger {
             stderr_tail: facts.stderr_tail,
             cpu: facts.cpu.filter(|_| account.in_flight),
             memory_peak: facts.memory_peak.filter(|_| account.in_flight),
+            tries,
         };
         if !account.in_flight && self.events.enabled() {
             let at = timestamp(self.at(account.ended_at));
@@ -245,8 +256,18 @@ impl Ledger {
     }
 
     /// Writes the JUnit file, if any (before the exit status is decided).
-    pub(crate) fn write_junit(&mut self) {
-        self.recorder.write_junit();
+    pub(crate) async fn write_junit(&mut self) {
+        self.recorder.write_junit().await;
+    }
+
+    /// Resolves once every record and event queued so far is in its file: the files' writer
+    /// threads never hold up the run, and the run's end waits for them (a reader may be slow).
+    pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let (records, events) = (self.recorder.written(), self.events.written());
+        async move {
+            records.await;
+            events.await;
+        }
     }
 
     /// Writes the `summary` record; returns the human summary and, under `--json`, the task

@@ -1,8 +1,5 @@
-//! The recorder: every job end becomes exactly one record, written and flushed at once to the
-//! report (file and/or stdout), and counted for the summary.
-
-use std::fs::File;
-use std::io::Write;
+//! The recorder: every job end becomes exactly one record, handed at once to the report's
+//! writer thread (file) and/or the stdout sink, and counted for the summary.
 
 use std::path::PathBuf;
 
@@ -13,10 +10,13 @@ use super::junit::JunitReport;
 use super::progress::Progress;
 use crate::core::Outcome;
 use crate::output::sink::SinkTx;
+use crate::output::spool::Spool;
 
 /// Where report lines go, and the running counts.
 pub(crate) struct Recorder {
-    file: Option<File>,
+    /// The report file, written by a thread of its own: a reader that reads slowly (a FIFO)
+    /// never holds up the run.
+    file: Option<Spool>,
     file_name: String,
     stdout: Option<SinkTx>,
     /// `--json`: records on their way to the stdout sink through a task of their own, so that
@@ -30,7 +30,7 @@ pub(crate) struct Recorder {
     listed: Vec<String>,
     unlisted: u64,
     any_bad: bool,
-    /// A write to the report file failed: the report is incomplete.
+    /// The JUnit file could not be written whole.
     report_lost: bool,
     junit: Option<(PathBuf, JunitReport)>,
     progress: Option<Progress>,
@@ -39,7 +39,7 @@ pub(crate) struct Recorder {
 impl Recorder {
     /// A recorder writing to `file` (named `file_name` in messages) and/or, for `--json`, to
     /// the stdout sink.
-    pub(crate) fn new(file: Option<File>, file_name: String, stdout: Option<SinkTx>) -> Self {
+    pub(crate) fn new(file: Option<Spool>, file_name: String, stdout: Option<SinkTx>) -> Self {
         Recorder {
             file,
             file_name,
@@ -128,20 +128,45 @@ impl Recorder {
     /// Whether the report file could not be written to the end: CI must not take a partial
     /// report for a whole one, so the exit status is then 1 too.
     pub(crate) fn report_lost(&self) -> bool {
-        self.report_lost || self.stdout.as_ref().is_some_and(SinkTx::lost)
+        self.report_lost
+            || self.file.as_ref().is_some_and(Spool::lost)
+            || self.stdout.as_ref().is_some_and(SinkTx::lost)
+    }
+
+    /// Resolves once every record queued so far is in the report file.
+    pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let written = self.file.as_ref().map(Spool::written);
+        async move {
+            if let Some(written) = written {
+                written.await;
+            }
+        }
     }
 
     /// Writes the JUnit file, if any (before the exit status is decided: a file that cannot
-    /// be written makes it 1, like the report).
-    pub(crate) fn write_junit(&mut self) {
-        if let Some((path, junit)) = self.junit.take() {
-            if let Err(err) = std::fs::write(&path, junit.to_xml()) {
+    /// be written makes it 1, like the report), on a thread of its own: the caller may give up
+    /// on a reader that does not read (a FIFO), and the file then counts as not written.
+    pub(crate) async fn write_junit(&mut self) {
+        let Some((path, junit)) = self.junit.take() else {
+            return;
+        };
+        // Counted lost until written: a wait given up leaves it so.
+        self.report_lost = true;
+        let xml = junit.to_xml();
+        let written = tokio::task::spawn_blocking(move || {
+            std::fs::write(&path, xml).map_err(|err| (path, err))
+        })
+        .await;
+        match written {
+            Ok(Ok(())) => self.report_lost = false,
+            Ok(Err((path, err))) => {
                 eprintln!(
                     "lanes: cannot write the JUnit file {}: {err}",
                     path.display()
                 );
-                self.report_lost |= err.kind() != std::io::ErrorKind::BrokenPipe;
+                self.report_lost = err.kind() != std::io::ErrorKind::BrokenPipe;
             }
+            Err(_) => {}
         }
     }
 
@@ -171,33 +196,29 @@ impl Recorder {
         )
     }
 
-    /// One record, one `write` to the file (unbuffered, so flushed when written), one buffer
-    /// to the stdout sink. A failing report file is reported once and then left alone.
+    /// One record, one `write` to the file (unbuffered, so flushed when written) by its
+    /// writer thread, one buffer to the stdout sink. A failing report file is reported once
+    /// and then left alone.
     async fn write_line(&mut self, line: Vec<u8>) {
-        if let Some(file) = &mut self.file {
-            if let Err(err) = file.write_all(&line) {
-                eprintln!(
-                    "lanes: cannot write the report {}: {err}; the run goes on",
-                    self.file_name
-                );
-                self.file = None;
-                // A reader that went away (`--report /dev/stdout | head`) decides nothing
-                // (SPEC §4); a report that could not be stored (a full disk) does.
-                self.report_lost |= err.kind() != std::io::ErrorKind::BrokenPipe;
+        let Some(stdout) = &self.stdout else {
+            if let Some(file) = &self.file {
+                file.write(line);
             }
+            return;
+        };
+        if let Some(file) = &self.file {
+            file.write(line.clone());
         }
-        if let Some(stdout) = &self.stdout {
-            let (tx, _) = self.forward.get_or_insert_with(|| {
-                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-                let stdout = stdout.clone();
-                let task = tokio::spawn(async move {
-                    while let Some(line) = rx.recv().await {
-                        let _ = stdout.send(line).await;
-                    }
-                });
-                (tx, task)
+        let (tx, _) = self.forward.get_or_insert_with(|| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+            let stdout = stdout.clone();
+            let task = tokio::spawn(async move {
+                while let Some(line) = rx.recv().await {
+                    let _ = stdout.send(line).await;
+                }
             });
-            let _ = tx.send(line);
-        }
+            (tx, task)
+        });
+        let _ = tx.send(line);
     }
 }

@@ -48,7 +48,6 @@ pub(crate) struct RunEnd {
 /// left.
 #[derive(Default)]
 struct RunOutput {
-    exit: Option<crate::core::ExitFacts>,
     leaked: bool,
     error: Option<String>,
     stderr_tail: Vec<u8>,
@@ -126,7 +125,12 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         ledger,
         resume,
         received: 0,
+        output_lost: false,
+        retry_tails: HashMap::new(),
     };
+    if let Some(message) = driver.results_index.take_error() {
+        driver.lose_output(message);
+    }
     driver
         .ledger
         .run_started(
@@ -190,6 +194,12 @@ struct Driver {
     received: u64,
     results_index: ResultsIndex,
     grouped: GroupedOutput,
+    /// Output that could not be stored whole (`--results`, grouped spill files): the exit
+    /// status is 1, as for the report.
+    output_lost: bool,
+    /// The stderr tail of the last try of each run waiting for its retry, by its first job:
+    /// should the run stop before the retry starts, the record tells of that try.
+    retry_tails: HashMap<Seq, Vec<u8>>,
 }
 
 impl Driver {
@@ -394,8 +404,10 @@ impl Driver {
             stdout,
             stderr,
         });
+        for message in ended.lost {
+            self.lose_output(message);
+        }
         let output = RunOutput {
-            exit: Some(ended.exit),
             leaked: ended.leaked,
             error: ended.output_error,
             stderr_tail: ended.stderr_tail,
@@ -418,7 +430,6 @@ impl Driver {
             at,
         );
         let RunOutput {
-            exit,
             leaked,
             error,
             stderr_tail,
@@ -427,14 +438,15 @@ impl Driver {
         } = output;
         if finished.retry {
             self.grouped.retried(first, block);
+            self.retry_tails.insert(first, stderr_tail);
             return;
         }
+        self.retry_tails.remove(&first);
         for account in &finished.accounts {
             let Some(spec) = self.jobs.remove(&account.seq) else {
                 continue;
             };
             let output = RunOutput {
-                exit,
                 leaked,
                 error: error.clone(),
                 stderr_tail: if account.seq == first {
@@ -459,7 +471,11 @@ impl Driver {
     /// Writes the record of a job that was waiting (superseded, drained by a halt).
     async fn close_waiting(&mut self, account: &Account) {
         if let Some(spec) = self.jobs.remove(&account.seq) {
-            self.close(account, &spec, RunOutput::default()).await;
+            let output = RunOutput {
+                stderr_tail: self.retry_tails.remove(&account.seq).unwrap_or_default(),
+                ..RunOutput::default()
+            };
+            self.close(account, &spec, output).await;
         }
     }
 
@@ -470,7 +486,6 @@ impl Driver {
             line: spec.line,
             key: Some(&spec.key),
             command: Some(&spec.command),
-            exit: output.exit,
             leaked: output.leaked,
             error: output.error,
             stderr_tail: &output.stderr_tail,
@@ -481,8 +496,22 @@ impl Driver {
         if started {
             self.results_index
                 .add(account.seq, &spec.key, account.batch.unwrap_or(account.seq));
+            if let Some(message) = self.results_index.take_error() {
+                self.lose_output(message);
+            }
         }
         self.grouped.finished(account.seq, output.block);
+    }
+
+    /// Output that could not be stored whole: said on stderr (by a task of its own, so that a
+    /// stalled stderr holds up nothing), and the exit status will be 1.
+    fn lose_output(&mut self, message: String) {
+        self.output_lost = true;
+        let stderr = self.launcher.stderr().clone();
+        let line = format!("lanes: {message}; the output is incomplete, the run goes on\n");
+        tokio::spawn(async move {
+            let _ = stderr.send(line.into_bytes()).await;
+        });
     }
 
     /// Ctrl-Z (SIGTSTP): every job stops with lanes, and the time stopped counts toward no
@@ -562,10 +591,21 @@ impl Driver {
                 abort.abort();
             }
         }
-        self.ledger.write_junit();
+        // The JUnit file, then every record and event queued so far in its file, before the
+        // exit status is decided: a file that could not be stored makes it 1. A reader that
+        // reads slowly is waited for as lanes' stdout is; one given up on leaves its file
+        // incomplete.
+        let junit = until_stopped(self.ledger.write_junit(), &mut forced, signals).await;
+        let written = until_stopped(self.ledger.written(), &mut forced, signals).await;
         let code = exit::for_run(
             self.core.stop_signal().map(|s| s as i32),
-            self.ledger.any_bad() || self.read_error || self.ledger.lost(),
+            self.ledger.any_bad()
+                || self.read_error
+                || self.ledger.lost()
+                || self.output_lost
+                || self.grouped.lost()
+                || junit.is_none()
+                || written.is_none(),
         );
         let (text, forwarder) = self.ledger.finish(self.tick(), code).await;
         if let Some(forwarder) = forwarder {
@@ -577,6 +617,7 @@ impl Driver {
                 abort.abort();
             }
         }
+        let _ = until_stopped(self.ledger.written(), &mut forced, signals).await;
         RunEnd {
             code,
             summary: text,

@@ -605,7 +605,9 @@ pub(crate) struct Launch<'a> {
     pub seq: u64,
     pub slot: u32,
     pub attempt: u32,
-    /// Whether stdout and stderr are captured (through pipes) or discarded.
+    /// Whether stdout is captured (through a pipe) or discarded (`/dev/null`). stderr always
+    /// is: the tail of a failed job's stderr goes to the summary and JUnit whatever the
+    /// output mode.
     pub capture: bool,
     /// Where the command runs.
     pub backend: &'a Backend,
@@ -670,14 +672,12 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
         launch.attempt,
         launch.timeout,
     );
-    let pipes = if launch.capture {
-        match (pipe(), pipe()) {
-            (Ok(out), Ok(err)) => Some((out, err)),
-            (Err(err), _) | (_, Err(err)) => return Err(classify_error(err, &program)),
-        }
-    } else {
-        None
+    // stderr is always read, for its tail; stdout only when it goes somewhere.
+    let out_pipe = match launch.capture.then(pipe).transpose() {
+        Ok(out) => out,
+        Err(err) => return Err(classify_error(err, &program)),
     };
+    let err_pipe = pipe().map_err(|err| classify_error(err, &program))?;
     let seq = launch.seq.to_string();
     let slot = launch.slot.to_string();
     let attempt = launch.attempt.to_string();
@@ -700,17 +700,15 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
         programs: launch.programs,
         env: &env,
         cwd: &pwd,
-        stdout: pipes.as_ref().map(|(out, _)| &out.1),
-        stderr: pipes.as_ref().map(|(_, err)| &err.1),
+        stdout: out_pipe.as_ref().map(|out| &out.1),
+        stderr: Some(&err_pipe.1),
         cgroup: launch.cgroup,
     };
     let pid = posix_spawn(&request).map_err(|err| classify_error(err, &program))?;
     let exit = reaper.watch(pid);
     // The write ends close here: the child holds its own copies.
-    let (stdout, stderr) = match pipes {
-        Some(((out, _), (err, _))) => (async_pipe(out).ok(), async_pipe(err).ok()),
-        None => (None, None),
-    };
+    let stdout = out_pipe.and_then(|(out, _)| async_pipe(out).ok());
+    let stderr = async_pipe(err_pipe.0).ok();
     Ok(Spawned {
         pid,
         exit,

@@ -61,6 +61,9 @@ pub(crate) struct Ended {
     pub ended_at: Instant,
     /// A problem with the job's output files, for the record's `error`.
     pub output_error: Option<String>,
+    /// Output that could not be stored whole (a `--results` file, the grouped output's spill
+    /// file), each naming the file and the error: said on stderr, and the exit status is 1.
+    pub lost: Vec<String>,
     /// The last bytes of the job's stderr, for the summary and JUnit.
     pub stderr_tail: Vec<u8>,
     /// `--output grouped`: the whole stdout and stderr, to be written as one block.
@@ -206,7 +209,23 @@ pub(crate) async fn supervise(
             permit = room(&err) => err.hand_over(permit),
         }
     }
-    let captured = match (out.take_capture(), err.take_capture()) {
+    let mut lost: Vec<String> = results
+        .as_ref()
+        .and_then(|r| r.error.clone())
+        .into_iter()
+        .collect();
+    let (out_capture, err_capture) = (out.take_capture(), err.take_capture());
+    for (capture, stream) in [(&out_capture, "stdout"), (&err_capture, "stderr")] {
+        if let Some(failure) = capture.as_ref().and_then(Capture::failure) {
+            lost.push(format!(
+                "cannot hold the {stream} of job {seq} [{}] beyond {} MiB in a temporary file \
+                 (TMPDIR): {failure}; the rest of it is lost",
+                plan.key.escape_default(),
+                crate::output::capture::SPILL_AT >> 20
+            ));
+        }
+    }
+    let captured = match (out_capture, err_capture) {
         (Some(stdout), Some(stderr)) => Some((stdout, stderr)),
         _ => None,
     };
@@ -223,6 +242,7 @@ pub(crate) async fn supervise(
         leaked: escalation.leaked(),
         ended_at,
         output_error: note.or(results.and_then(|r| r.error)),
+        lost,
         stderr_tail: err.into_tail(),
         captured,
     }

@@ -3,6 +3,7 @@
 //! Schema.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::Command;
@@ -757,7 +758,10 @@ fn the_schema_refuses_broken_records() {
         "reason":"exit_status","exit_code":3,"signal":null,"started":true,
         "started_at":"2026-11-29T11:45:26.051Z","ended_at":"2026-11-29T11:45:26.053Z",
         "duration_ms":2,"wait_ms":0,"attempts":1,"slot":2,"leaked":false,"superseded_by":null,
-        "batch":null,"error":null,"cpu_ms":4,"memory_peak_bytes":null});
+        "batch":null,"error":null,"cpu_ms":4,"memory_peak_bytes":null,
+        "tries":[{"attempt":1,"outcome":"failed","reason":"exit_status","exit_code":3,
+        "signal":null,"slot":2,"started_at":"2026-11-29T11:45:26.051Z",
+        "ended_at":"2026-11-29T11:45:26.053Z","duration_ms":2}]});
     assert_eq!(schema_errors(&schema, &good), Vec::<String>::new());
     let broken: Vec<(&str, Value)> = vec![
         ("type", json!("jobs")),
@@ -782,6 +786,14 @@ fn the_schema_refuses_broken_records() {
         ("started", json!(null)),
         ("cpu_ms", json!(-3)),
         ("memory_peak_bytes", json!("1G")),
+        ("tries", json!(null)),
+        ("tries", json!([{"attempt": 0}])),
+        (
+            "tries",
+            json!([{"attempt":1,"outcome":"failed","reason":"exit_status","exit_code":3,
+            "signal":null,"slot":2,"started_at":"2026-11-29T11:45:26.051Z",
+            "ended_at":"2026-11-29T11:45:26.053Z","duration_ms":2,"extra":1}]),
+        ),
     ];
     for (field, bad) in broken {
         let mut record = good.clone();
@@ -990,4 +1002,147 @@ fn every_record_of_runs_with_mixed_outcomes_fits_the_schema() {
             .collect(),
         "{results:?}"
     );
+}
+
+#[test]
+fn results_files_that_cannot_be_stored_are_said_and_make_the_run_exit_1() {
+    // Job 1's stdout file and the index are links to /dev/full: every write to them fails with
+    // ENOSPC, as on a full disk.
+    let scratch = Scratch::new();
+    let dir = scratch.mkdir("res");
+    std::os::unix::fs::symlink("/dev/full", dir.join("000001-a.stdout")).unwrap();
+    std::os::unix::fs::symlink("/dev/full", dir.join("index.jsonl")).unwrap();
+    let out = Run::new()
+        .scratch(&scratch)
+        .arg("--results")
+        .arg(&dir)
+        .stdin("a\techo out; echo err >&2; touch \"$D/a-ran\"\nb\techo fine\n")
+        .run();
+    out.code(1);
+    assert!(scratch.exists("a-ran"));
+    let stderr = out.stderr();
+    for file in ["000001-a.stdout", "index.jsonl"] {
+        assert!(
+            stderr.contains(&format!("cannot write {}", dir.join(file).display()))
+                && stderr.contains("No space left on device"),
+            "{file}: {}",
+            out.dump()
+        );
+    }
+    // The jobs still succeeded, and the files that could be stored are whole.
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+    assert_eq!(out.job(2).result(), ("succeeded", None));
+    assert_eq!(
+        fs::read_to_string(dir.join("000001-a.stderr")).unwrap(),
+        "err\n"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("000002-b.stdout")).unwrap(),
+        "fine\n"
+    );
+}
+
+#[test]
+fn grouped_output_that_cannot_be_spilled_is_said_and_makes_the_run_exit_1() {
+    // No temporary directory: past 1 MiB, a grouped block cannot be spilled.
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .env("TMPDIR", scratch.join("missing"))
+        .args(["--output", "grouped"])
+        .stdin("big\thead -c 2000000 /dev/zero | tr '\\0' x; echo; touch \"$D/ran\"\n")
+        .run();
+    out.code(1);
+    assert!(scratch.exists("ran"));
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+    assert!(
+        out.stderr()
+            .contains("cannot hold the stdout of job 1 [big]")
+            && out.stderr().contains("the output is incomplete"),
+        "{}",
+        out.dump()
+    );
+    // What was held in memory is written; the rest is said to be lost.
+    assert!(
+        out.stdout().contains(&"x".repeat(1 << 20)),
+        "{}",
+        out.stderr()
+    );
+}
+
+#[test]
+fn failures_keep_their_stderr_tail_whatever_the_output_mode() {
+    for mode in ["none", "prefixed", "raw", "grouped"] {
+        let scratch = Scratch::new();
+        let junit = scratch.join("junit.xml");
+        let out = Run::new()
+            .args(["--output", mode, "--junit"])
+            .arg(&junit)
+            .stdin("k\techo to-stdout; echo 'first words' >&2; echo 'last words' >&2; exit 3\n")
+            .run();
+        out.code(1);
+        // Not in lanes' own output under `none`…
+        if mode == "none" {
+            assert!(!out.stdout().contains("to-stdout"), "{}", out.dump());
+        }
+        // …but in the summary's entry for the failure, and in the JUnit failure.
+        let summary = out.stderr();
+        let entry = summary
+            .split_once("seq 1 [k] exit_status")
+            .map(|(_, rest)| rest)
+            .unwrap_or_else(|| panic!("{mode}: no summary entry\n{}", out.dump()));
+        assert!(
+            entry.contains("| first words") && entry.contains("| last words"),
+            "{mode}: {}",
+            out.dump()
+        );
+        let xml = fs::read_to_string(&junit).unwrap();
+        let doc = roxmltree::Document::parse(&xml).unwrap();
+        let err = doc
+            .descendants()
+            .find(|n| n.has_tag_name("system-err"))
+            .and_then(|n| n.text())
+            .unwrap_or_default();
+        assert!(err.contains("last words"), "{mode}: {xml}");
+    }
+}
+
+#[test]
+fn junit_shows_retried_tries_as_flaky_or_rerun_failures() {
+    let scratch = Scratch::new();
+    let junit = scratch.join("junit.xml");
+    let out = Run::new()
+        .args(["--retries", "2", "--junit"])
+        .arg(&junit)
+        .stdin("flaky\texit $((3 - LANES_ATTEMPT))\nbroken\texit 5\n")
+        .run();
+    out.code(1);
+    let xml = fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let suites = suites(&doc);
+    let reruns = |suite: &str, tag: &str| -> Vec<(String, String)> {
+        suites[suite]
+            .descendants()
+            .filter(|n| n.has_tag_name(tag))
+            .map(|n| {
+                let attr = |name| n.attribute(name).unwrap_or_default().to_owned();
+                (attr("type"), attr("message"))
+            })
+            .collect()
+    };
+    let failed = |status: &str| ("exit_status".to_owned(), format!("exit status {status}"));
+    // Passed on its third try: two flaky failures, no failure.
+    assert_eq!(
+        reruns("flaky", "flakyFailure"),
+        [failed("2"), failed("1")],
+        "{xml}"
+    );
+    assert_eq!(counts(suites["flaky"]), [1, 0, 0, 0], "{xml}");
+    // Failed every try: the last is the failure, the two before it reruns.
+    assert_eq!(
+        reruns("broken", "rerunFailure"),
+        [failed("5"), failed("5")],
+        "{xml}"
+    );
+    assert_eq!(counts(suites["broken"]), [1, 1, 0, 0], "{xml}");
 }

@@ -183,3 +183,81 @@ pub fn now_ms() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+#[test]
+fn a_retried_job_keeps_every_try_in_its_record() {
+    // Try 1 exits 2, try 2 exits 1, try 3 succeeds.
+    let out = Run::new()
+        .args(["--retries", "2"])
+        .stdin("k\texit $((3 - LANES_ATTEMPT))\n")
+        .run();
+    out.code(0);
+    let job = out.job(1);
+    assert_eq!((job.result(), job.attempts), (("succeeded", None), 3));
+    let tries: Vec<(u32, &str, Option<&str>, Option<i32>)> = job
+        .tries
+        .iter()
+        .map(|t| {
+            (
+                t.attempt,
+                t.outcome.as_str(),
+                t.reason.as_deref(),
+                t.exit_code,
+            )
+        })
+        .collect();
+    assert_eq!(
+        tries,
+        [
+            (1, "failed", Some("exit_status"), Some(2)),
+            (2, "failed", Some("exit_status"), Some(1)),
+            (3, "succeeded", None, Some(0)),
+        ],
+        "{job:?}"
+    );
+    // One after the other; the record's own times are the last try's.
+    for pair in job.tries.windows(2) {
+        let end = parse_time(&pair[0].ended_at).unwrap();
+        let next = parse_time(pair[1].started_at.as_deref().unwrap()).unwrap();
+        assert!(end <= next, "{job:?}");
+    }
+    assert_eq!(job.tries[2].started_at, job.started_at);
+    assert_eq!(job.tries[2].duration_ms, job.duration_ms);
+}
+
+#[test]
+fn a_stop_during_the_retry_delay_keeps_the_failed_try_and_its_exit_status() {
+    let scratch = Scratch::new();
+    let events = scratch.join("events.jsonl");
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["--retries", "1", "--retry-delay", "30", "--events"])
+        .arg(&events)
+        .stdin("k\techo failing >&2; exit 7\n")
+        .spawn();
+    // The try has ended and its retry waits out the delay.
+    let waiting = wait_until(std::time::Duration::from_secs(10), || {
+        std::fs::read_to_string(&events).is_ok_and(|text| text.contains("\"retry\":true"))
+    });
+    running.signal(nix::sys::signal::Signal::SIGINT);
+    let out = running.wait();
+    assert!(waiting, "no retry was announced\n{}", out.dump());
+    out.code(130);
+    let job = out.job(1);
+    assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
+    assert_eq!((job.attempts, job.exit_code), (1, Some(7)), "{job:?}");
+    assert!(job.started && job.duration_ms.is_some(), "{job:?}");
+    let tried = &job.tries[..];
+    assert_eq!(tried.len(), 1, "{job:?}");
+    assert_eq!(
+        (
+            tried[0].outcome.as_str(),
+            tried[0].reason.as_deref(),
+            tried[0].exit_code
+        ),
+        ("failed", Some("exit_status"), Some(7))
+    );
+    assert_eq!(tried[0].started_at, job.started_at);
+    // The summary names the failed try's exit status and its stderr.
+    assert!(out.stderr().contains("| failing"), "{}", out.dump());
+}

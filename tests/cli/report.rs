@@ -4,6 +4,8 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
+
 use crate::support::*;
 
 #[test]
@@ -193,4 +195,123 @@ fn junit_events_and_json_report_that_cannot_be_stored_make_the_run_exit_1() {
             out.dump()
         );
     }
+}
+
+/// A FIFO whose reader reads nothing until released: lanes' writes to it fill its buffer (set
+/// to the smallest a pipe can have) and then cannot go on until the reader reads.
+struct StalledReader {
+    release: std::sync::mpsc::Sender<()>,
+    reader: std::thread::JoinHandle<String>,
+}
+
+impl StalledReader {
+    fn new(path: &std::path::Path) -> StalledReader {
+        use nix::fcntl::{fcntl, FcntlArg, OFlag};
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::OpenOptionsExt;
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Open without waiting for a writer, so that lanes' open does not wait either.
+        let mut fifo = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(path)
+            .unwrap();
+        fcntl(fifo.as_raw_fd(), FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let reader = std::thread::spawn(move || {
+            let _ = released.recv();
+            fcntl(fifo.as_raw_fd(), FcntlArg::F_SETFL(OFlag::empty())).unwrap();
+            let mut text = String::new();
+            fifo.read_to_string(&mut text).unwrap();
+            text
+        });
+        StalledReader { release, reader }
+    }
+
+    /// Lets the reader read everything, to the writer's end.
+    fn read_all(self) -> String {
+        let _ = self.release.send(());
+        self.reader.join().unwrap()
+    }
+}
+
+/// Input: a job on key `slow` first, then 40 quick jobs of key `f` (their records and events
+/// fill a stalled reader's pipe), the last of which touches `$D/filled`.
+fn slow_job_then_fillers(slow: &str) -> String {
+    let mut input = format!("slow\t{slow}\n");
+    for _ in 0..39 {
+        input.push_str("f\ttrue\n");
+    }
+    input.push_str("f\ttouch \"$D/filled\"\n");
+    input
+}
+
+#[test]
+fn a_report_reader_that_stalls_delays_no_timeout() {
+    let scratch = Scratch::new();
+    let fifo = scratch.join("report.fifo");
+    let reader = StalledReader::new(&fifo);
+    let running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--report")
+        .arg(&fifo)
+        .args(["-j", "2", "--timeout", "0.3", "--grace", "5"])
+        .stdin(slow_job_then_fillers("sleep 5"))
+        .spawn();
+    // The reader stays stalled well past the slow job's timeout.
+    let filled = wait_until(Duration::from_secs(10), || scratch.exists("filled"));
+    std::thread::sleep(Duration::from_secs(2));
+    let text = reader.read_all();
+    let out = running.wait();
+    assert!(filled, "the quick jobs did not all run\n{}", out.dump());
+    out.code(1);
+    let report = Report::must_parse(&text);
+    let slow = report.job(1);
+    assert_eq!(
+        (slow.outcome.as_str(), slow.reason.as_deref()),
+        ("interrupted", Some("timeout"))
+    );
+    // Stopped at its timeout, not when the reader came back 2 s later.
+    let ms = slow.duration_ms.unwrap();
+    assert!((300..1500).contains(&ms), "{slow:?}\n{}", out.dump());
+    assert_eq!(report.summary.succeeded, 40);
+}
+
+#[test]
+fn an_events_reader_that_stalls_delays_no_stop_signal() {
+    let scratch = Scratch::new();
+    let fifo = scratch.join("events.fifo");
+    let reader = StalledReader::new(&fifo);
+    let running = Run::new()
+        .scratch(&scratch)
+        .arg("--events")
+        .arg(&fifo)
+        .args(["-j", "2"])
+        .stdin(slow_job_then_fillers(
+            "trap 'touch \"$D/got-int\"; exit 0' INT; while :; do sleep 0.05; done",
+        ))
+        .spawn();
+    let filled = wait_until(Duration::from_secs(10), || scratch.exists("filled"));
+    running.signal(Signal::SIGINT);
+    // The job hears Ctrl-C while the reader still reads nothing.
+    let heard = wait_until(Duration::from_secs(3), || scratch.exists("got-int"));
+    let events = reader.read_all();
+    let out = running.wait();
+    assert!(filled, "the quick jobs did not all run\n{}", out.dump());
+    assert!(heard, "Ctrl-C did not reach the job\n{}", out.dump());
+    out.code(130);
+    let slow = out.job(1);
+    assert_eq!(
+        (slow.outcome.as_str(), slow.reason.as_deref()),
+        ("interrupted", Some("shutdown"))
+    );
+    assert!(slow.duration_ms.is_some());
+    // Every event reached the reader in the end: three for each quick job, two for the slow.
+    let ended = events
+        .lines()
+        .filter(|line| line.contains("\"type\":\"ended\""))
+        .count();
+    assert_eq!(ended, 41, "{events}");
 }

@@ -76,6 +76,22 @@ pub struct JobRecord {
     pub error: Option<String>,
     pub cpu_ms: Option<u64>,
     pub memory_peak_bytes: Option<u64>,
+    pub tries: Vec<TryRecord>,
+}
+
+/// One entry of a job record's `tries`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TryRecord {
+    pub attempt: u32,
+    pub outcome: String,
+    pub reason: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub slot: Option<u32>,
+    pub started_at: Option<String>,
+    pub ended_at: String,
+    pub duration_ms: Option<u64>,
 }
 
 /// The `summary` record: the report's last line.
@@ -127,6 +143,7 @@ pub const JOB_FIELDS: &[&str] = &[
     "error",
     "cpu_ms",
     "memory_peak_bytes",
+    "tries",
 ];
 const SUMMARY_FIELDS: &[&str] = &[
     "type",
@@ -380,6 +397,61 @@ fn check_job(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(),
     }
     if job.superseded_by.is_some() || job.batch.is_some() {
         return Err("superseded_by/batch set without --coalesce/--batch-size".into());
+    }
+    check_tries(job, max_concurrent, run_start)
+}
+
+/// A record's `tries`: one per attempt, numbered from 1, each with consistent times; every
+/// try but the last failed (it was retried); the record's exit status is its last try's.
+fn check_tries(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(), String> {
+    if job.tries.len() != job.attempts as usize {
+        return Err(format!(
+            "{} tries for {} attempts",
+            job.tries.len(),
+            job.attempts
+        ));
+    }
+    for (i, t) in job.tries.iter().enumerate() {
+        if t.attempt as usize != i + 1 {
+            return Err(format!("try {} numbered {}", i + 1, t.attempt));
+        }
+        let ended = parse_time(&t.ended_at)?;
+        match (&t.started_at, t.duration_ms, t.slot) {
+            (Some(started), Some(duration), Some(slot)) => {
+                let started = parse_time(started)?;
+                if started < run_start || ended < started {
+                    return Err(format!("try {}: times out of order", t.attempt));
+                }
+                if (ended - started - duration as i64).abs() > 10 {
+                    return Err(format!("try {}: duration_ms {duration}", t.attempt));
+                }
+                if slot == 0 || u64::from(slot) > max_concurrent {
+                    return Err(format!("try {}: slot {slot}", t.attempt));
+                }
+            }
+            (None, None, None) => {
+                if t.reason.as_deref() != Some("spawn_error") {
+                    return Err(format!("try {} not started but no spawn_error", t.attempt));
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "try {}: start, duration and slot go together",
+                    t.attempt
+                ))
+            }
+        }
+        if i + 1 < job.tries.len() && t.outcome != "failed" {
+            return Err(format!("try {} was retried but did not fail", t.attempt));
+        }
+    }
+    if let Some(last) = job.tries.last().filter(|t| t.started_at.is_some()) {
+        if (last.exit_code, &last.signal) != (job.exit_code, &job.signal) {
+            return Err("the record's exit status is not its last try's".into());
+        }
+        if job.started && (last.started_at != job.started_at || last.slot != job.slot) {
+            return Err("the record's start is not its last try's".into());
+        }
     }
     Ok(())
 }
@@ -1086,7 +1158,7 @@ mod harness {
     use super::*;
 
     const RUN: &str = r#"{"type":"run","version":"VERSION","schema":1,"started_at":"2026-01-02T03:04:05.006Z","max_concurrent":2,"source":"-","containment":"cgroup"}"#;
-    const JOB: &str = r#"{"type":"job","seq":1,"line":1,"key":"k","command":"true","outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"started":true,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10,"wait_ms":0,"attempts":1,"slot":1,"leaked":false,"superseded_by":null,"batch":null,"error":null,"cpu_ms":null,"memory_peak_bytes":null}"#;
+    const JOB: &str = r#"{"type":"job","seq":1,"line":1,"key":"k","command":"true","outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"started":true,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10,"wait_ms":0,"attempts":1,"slot":1,"leaked":false,"superseded_by":null,"batch":null,"error":null,"cpu_ms":null,"memory_peak_bytes":null,"tries":[{"attempt":1,"outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"slot":1,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10}]}"#;
     const SUMMARY: &str = r#"{"type":"summary","jobs":1,"succeeded":1,"failed":0,"interrupted":0,"rejected":0,"skipped":0,"duration_ms":15,"exit_code":0}"#;
 
     fn report(job: &str) -> String {
@@ -1110,7 +1182,10 @@ mod harness {
             JOB.replace(r#""duration_ms":10"#, r#""duration_ms":90"#),
             JOB.replace(r#"05.020Z"#, r#"05.02Z"#),
             JOB.replace(r#"05.020Z"#, r#"05.020+00:00"#),
-            JOB.replace(r#""slot":1"#, r#""slot":3"#),
+            JOB.replace(r#""slot":1,"leaked""#, r#""slot":3,"leaked""#),
+            JOB.replace(r#","tries":[{"#, r#","tries":[],"x":[{"#),
+            JOB.replace(r#""attempt":1"#, r#""attempt":2"#),
+            JOB.replace(r#""duration_ms":10}"#, r#""duration_ms":50}"#),
             JOB.replace(r#""outcome":"succeeded""#, r#""outcome":"failed""#),
         ];
         for job in &broken {

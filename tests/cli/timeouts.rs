@@ -208,7 +208,8 @@ timeout = "1s"
     assert!(
         wait_until(WAIT, || running
             .report_so_far()
-            .matches("\"reason\":\"timeout\"")
+            .lines()
+            .filter(|record| record.contains("\"reason\":\"timeout\""))
             .count()
             == 3),
         "the three jobs did not time out\n{}",

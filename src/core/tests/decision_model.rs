@@ -82,9 +82,22 @@ impl Harness {
             "step {step}: seq {} ended twice or was never offered: {account:?}",
             account.seq
         );
-        if let Some(tried) = account.tried {
+        assert_eq!(
+            account.tries.len(),
+            account.attempts as usize,
+            "step {step}: one try per attempt: {account:?}"
+        );
+        for (i, tried) in account.tries.iter().enumerate() {
             assert!(tried.started_at <= tried.ended_at, "step {step}: {tried:?}");
-            assert!(account.attempts >= 1, "step {step}: {account:?}");
+            let last = i + 1 == account.tries.len();
+            if !last {
+                assert!(
+                    matches!(tried.outcome, Outcome::Failed(_)),
+                    "step {step}: a try retried without failing: {account:?}"
+                );
+            } else if account.in_flight {
+                assert_eq!(tried.outcome, account.outcome, "step {step}: {account:?}");
+            }
         }
         if account.superseded_by.is_some() {
             assert_eq!(

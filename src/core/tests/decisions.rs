@@ -105,7 +105,9 @@ fn a_stop_the_core_ordered_classifies_the_run_only_if_it_reached_the_running_chi
     };
     let finished = s.finish(1, facts, ms(12)).unwrap();
     assert_eq!(finished.outcome, Outcome::Interrupted(StopReason::Timeout));
-    let tried = finished.accounts[0].tried.unwrap();
+    let tried = *finished.accounts[0].tried().unwrap();
+    assert_eq!(tried.outcome, Outcome::Interrupted(StopReason::Timeout));
+    assert_eq!(tried.exit, Some(ExitFacts::Exited(0)));
     assert_eq!((tried.started_at, tried.ended_at), (ms(0), ms(12)));
 
     // The child had exited before the stop reached it: its exit status decides.
@@ -241,7 +243,11 @@ fn out_of_descriptors_with_nothing_running_fails_the_job() {
         SpawnVerdict::Ended(finished) => {
             assert_eq!(finished.outcome, Outcome::Failed(FailReason::SpawnError));
             assert_eq!(finished.accounts[0].attempts, 1);
-            assert_eq!(finished.accounts[0].tried, None);
+            assert_eq!(finished.accounts[0].tried(), None);
+            let tries = &finished.accounts[0].tries;
+            assert_eq!(tries.len(), 1);
+            assert_eq!(tries[0].outcome, Outcome::Failed(FailReason::SpawnError));
+            assert_eq!(tries[0].exit, None);
             assert_eq!(finished.accounts[0].waited, Some(ms(0)));
         }
         other => panic!("{other:?}"),
@@ -319,7 +325,7 @@ fn cancel_in_progress_orders_a_superseded_stop_and_records_who() {
 }
 
 #[test]
-fn a_retry_waiting_for_its_turn_is_drained_with_its_last_try() {
+fn a_retry_waiting_for_its_turn_is_drained_with_its_failed_try_and_exit_status() {
     let mut s = scheduler(
         1,
         10,
@@ -340,15 +346,19 @@ fn a_retry_waiting_for_its_turn_is_drained_with_its_last_try() {
     let account = &halt.drained[0];
     assert_eq!(account.attempts, 1);
     assert!(!account.in_flight);
+    assert_eq!(account.outcome, Outcome::Interrupted(StopReason::Shutdown));
     assert_eq!(
-        account.tried,
-        Some(Try {
+        account.tries,
+        [Try {
             slot: 1,
             waited: ms(0),
             started_at: ms(2),
             ended_at: ms(10),
-        })
+            outcome: Outcome::Failed(FailReason::ExitStatus),
+            exit: Some(ExitFacts::Exited(1)),
+        }]
     );
+    assert_eq!(account.tried(), account.tries.last());
 }
 
 #[test]

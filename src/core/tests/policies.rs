@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::*;
-use super::{job, ms};
+use super::{fail, job, ms};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -116,7 +116,7 @@ fn done(s: &mut Scheduler, seq: Seq) -> (Arc<str>, u32) {
 }
 
 fn failed_done(s: &mut Scheduler, seq: Seq, now: Tick) {
-    match s.release_failed(seq, now) {
+    match fail(s, seq, now) {
         Released::Done { .. } => {}
         other => panic!("job {seq} should have ended: {other:?}"),
     }
@@ -124,7 +124,7 @@ fn failed_done(s: &mut Scheduler, seq: Seq, now: Tick) {
 
 /// Releases a failed job, asserting it goes again; returns the try that comes next.
 fn retry(s: &mut Scheduler, seq: Seq, now: Tick) -> u32 {
-    match s.release_failed(seq, now) {
+    match fail(s, seq, now) {
         Released::Retry { attempt, .. } => attempt,
         other => panic!("job {seq} should have been retried: {other:?}"),
     }
@@ -362,7 +362,7 @@ fn a_failed_job_is_retried_until_its_tries_run_out() {
     let st = take(&mut s, ms(0));
     assert_eq!((st.seq, st.attempt), (1, 1));
     assert_eq!(
-        s.release_failed(1, ms(5)),
+        fail(&mut s, 1, ms(5)),
         Released::Retry {
             key: Arc::from("a"),
             slot: 1,
@@ -377,13 +377,13 @@ fn a_failed_job_is_retried_until_its_tries_run_out() {
     assert_eq!(take(&mut s, ms(8)).attempt, 3);
     // 1 + 2 retries: the third failure is final.
     assert_eq!(
-        s.release_failed(1, ms(9)),
+        fail(&mut s, 1, ms(9)),
         Released::Done {
             key: Arc::from("a"),
             slot: 1
         }
     );
-    assert_eq!(s.release_failed(1, ms(9)), Released::Unknown);
+    assert_eq!(fail(&mut s, 1, ms(9)), Released::Unknown);
     assert!(s.is_idle());
     assert_eq!(s.lane_count(), 0);
 }
@@ -400,7 +400,7 @@ fn without_retries_a_failure_is_final_and_a_success_is_never_retried() {
     assert_eq!(take(&mut s, ms(0)).seq, 1);
     done(&mut s, 1);
     assert!(s.is_idle());
-    assert_eq!(s.release_failed(1, ms(1)), Released::Unknown);
+    assert_eq!(fail(&mut s, 1, ms(1)), Released::Unknown);
 }
 
 #[test]
@@ -507,12 +507,14 @@ fn retries_never_happen_after_drain() {
             waited: ms(20),
             attempts: 1,
             // Its last try: slot 1, taken at once at 0, failed at 10.
-            previous: Some(Try {
+            tries: vec![Try {
                 slot: 1,
                 waited: ms(0),
                 started_at: ms(0),
                 ended_at: ms(10),
-            }),
+                outcome: Outcome::Failed(FailReason::ExitStatus),
+                exit: Some(ExitFacts::Exited(1)),
+            }],
         }]
     );
     assert_eq!(s.next_deadline(), None, "no hold survives a drain");
@@ -729,7 +731,7 @@ fn a_sticky_retry_keeps_its_slot() {
     assert_eq!(take3(&mut s, ms(0)), (1, "a".into(), 1));
     assert_eq!(take3(&mut s, ms(0)), (2, "b".into(), 2));
     assert_eq!(
-        s.release_failed(2, ms(1)),
+        fail(&mut s, 2, ms(1)),
         Released::Retry {
             key: Arc::from("b"),
             slot: 2,

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::super::*;
-use super::ms;
+use super::{fail, ms};
 
 const KEYS: [&str; 4] = ["a", "b", "c", "d"];
 
@@ -381,7 +381,7 @@ impl Model {
                 waited: now - w.queued_at,
                 attempts: w.attempts,
                 // Compared without it: the model does not keep tries.
-                previous: None,
+                tries: Vec::new(),
             })
             .collect();
         out.sort_by_key(|d| d.seq);
@@ -928,7 +928,7 @@ impl Harness {
     fn release(&mut self, seq: Seq, failed: bool, step: usize) {
         let failed_at = failed.then_some(self.now);
         let got = if failed {
-            self.s.release_failed(seq, self.now)
+            fail(&mut self.s, seq, self.now)
         } else {
             self.s.release(seq)
         };
@@ -960,9 +960,18 @@ impl Harness {
         let mut got = self.s.drain(self.now);
         for drained in &mut got {
             // A retry waiting for its turn tells of its last try, which ended when it failed.
-            if let Some(tried) = drained.previous.take() {
-                assert!(drained.attempts > 0, "step {step}: a try without attempts");
+            let tries = std::mem::take(&mut drained.tries);
+            assert_eq!(
+                tries.len(),
+                drained.attempts as usize,
+                "step {step}: one try per attempt"
+            );
+            for tried in tries {
                 assert!(tried.started_at <= tried.ended_at, "step {step}: {tried:?}");
+                assert!(
+                    matches!(tried.outcome, Outcome::Failed(_)),
+                    "step {step}: a retried try that did not fail: {tried:?}"
+                );
             }
         }
         assert_eq!(got, self.m.drain(self.now), "step {step}: drain");
