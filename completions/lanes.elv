@@ -33,7 +33,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --retry-delay 'Pause before each retry; the key''s later jobs wait behind it [default: 0s]'
             cand --command 'Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the argument (a batch''s arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every substitution is shell-quoted. Without `{}`, the argument is appended. `{{`/`}}` are literal braces'
             cand --batch-size 'With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to all their arguments, in lane order [default: 1]'
-            cand --batch-bytes 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux''s 128 KiB limit on one argument]'
+            cand --batch-bytes 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux''s 128 KiB limit on one argument; more than that limit is refused]'
             cand --batch-delay 'With --command: a lane whose batch is not full waits until its oldest job has waited D (a debounce for streamed input); a full batch starts at once [default: 0s]'
             cand --resume 'Skip every job that succeeded in an earlier report (matched by key, command and occurrence number); a torn last line in REPORT is ignored. REPORT may be the same file as --report: it is read before the new report is written'
             cand --backend 'Where jobs run: `local` (here, each in a process group of its own) or `slurm` (each under `srun` on a Slurm cluster, one job per key at a time cluster-wide through `--dependency=singleton`)'

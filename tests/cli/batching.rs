@@ -153,6 +153,45 @@ fn an_unknown_placeholder_is_a_usage_error_naming_it() {
 }
 
 #[test]
+fn batch_bytes_above_what_one_argument_holds_is_a_usage_error() {
+    // A batch runs as the one argument of `sh -c`: a bound past MAX_ARG_STRLEN (128 KiB with
+    // 4 KiB pages) would let every full batch fail to start with E2BIG.
+    let scratch = Scratch::new();
+    scratch.write(
+        "jobs.toml",
+        "command = \"touch \\\"$D/ran\\\"\"\nbatch_size = 2\nbatch_bytes = 100000000\n\
+         [[job]]\nkey = \"k\"\ncmd = \"x\"\n",
+    );
+    let from_flag = Run::new()
+        .scratch(&scratch)
+        .args(["--command", "touch \"$D/ran\"", "--batch-size", "2"])
+        .args(["--batch-bytes", "100000000"])
+        .stdin("k\tx\n");
+    let from_manifest = Run::new().scratch(&scratch).arg(scratch.join("jobs.toml"));
+    for (run, name) in [
+        (from_flag, "--batch-bytes 100000000"),
+        (from_manifest, "batch_bytes 100000000"),
+    ] {
+        let out = run.run();
+        out.code(2);
+        assert!(
+            out.stderr().contains(name) && out.stderr().contains("MAX_ARG_STRLEN"),
+            "{}",
+            out.dump()
+        );
+        assert!(!scratch.exists("ran"));
+    }
+    // The most one argument holds is accepted.
+    let out = Run::new()
+        .no_report()
+        .args(["--command", "true", "--batch-size", "2"])
+        .args(["--batch-bytes", "131071"])
+        .stdin("k\tx\n")
+        .run();
+    out.code(0);
+}
+
+#[test]
 fn batching_without_command_is_a_usage_error() {
     // (`--batch-bytes` alone bounds batches of one job: it changes nothing and is accepted.)
     for flags in [["--batch-size", "5"], ["--batch-delay", "1s"]] {
