@@ -13,10 +13,8 @@ use crate::input::{InputItem, JobSpec};
 
 /// Where the input thread reads from.
 pub(crate) enum Feed {
-    /// Lines from a reader (stdin or a file).
+    /// Lines from a reader (stdin, a file, or the copy `--strict` checked).
     Lines(Box<dyn BufRead + Send>),
-    /// Lines already read and validated (`--strict`).
-    Preloaded(Vec<NumberedLine>),
     /// A validated manifest's jobs.
     Manifest(Box<Manifest>),
 }
@@ -50,13 +48,6 @@ fn run(feed: Feed, tx: &mpsc::Sender<InputItem>) {
                     }
                 };
                 if !send(item) {
-                    return;
-                }
-            }
-        }
-        Feed::Preloaded(lines) => {
-            for numbered in lines {
-                if !send(from_line(numbered)) {
                     return;
                 }
             }

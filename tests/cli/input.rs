@@ -346,12 +346,7 @@ fn a_line_of_hundreds_of_megabytes_is_refused_in_bounded_memory() {
         .unwrap();
     running.stdin().flush().unwrap();
     scratch.wait_for("started", Duration::from_secs(30));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", running.pid())).unwrap();
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status");
+    let peak_kib = peak_rss_kib(running.pid());
     scratch.write("go", "");
     running.close_stdin();
     let out = running.wait();
@@ -401,4 +396,58 @@ fn a_nul_byte_in_a_command_is_invalid_input_with_and_without_strict() {
         out.dump()
     );
     assert!(out.stdout.is_empty(), "{}", out.dump());
+}
+
+/// The peak resident set size of process `pid` so far (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+#[test]
+fn strict_checks_a_huge_input_in_bounded_memory_and_says_so_when_interrupted() {
+    // 96 MiB of valid lines on a stdin that stays open: --strict is still checking when
+    // SIGINT comes. Its peak memory stays far below the input's size (the lines go to a
+    // temporary file), and the interruption is said on stderr, in the report and in the
+    // exit status.
+    const LINES: usize = 96 * 1024;
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .env("TMPDIR", scratch.path())
+        .args(["--strict", "--events"])
+        .arg(scratch.join("events.jsonl"))
+        .stdin_piped()
+        .spawn();
+    let line = format!("k\ttouch \"$D/ran\" {}\n", "x".repeat(1000));
+    let chunk = line.repeat(64);
+    for _ in 0..LINES / 64 {
+        running.stdin().write_all(chunk.as_bytes()).unwrap();
+    }
+    running.stdin().flush().unwrap();
+    let peak_kib = peak_rss_kib(running.pid());
+    running.signal(nix::sys::signal::Signal::SIGINT);
+    let out = running.wait();
+    out.code(130);
+    assert!(
+        peak_kib < 48 * 1024,
+        "lanes' peak RSS was {peak_kib} KiB for {} MiB of input",
+        (LINES * line.len()) >> 20
+    );
+    assert!(
+        out.stderr()
+            .contains("SIGINT while checking the input (--strict)")
+            && out.stderr().contains("nothing was run"),
+        "{}",
+        out.dump()
+    );
+    let report = out.report();
+    assert!(report.jobs.is_empty(), "{}", out.dump());
+    assert_eq!((report.summary.jobs, report.summary.exit_code), (0, 130));
+    assert!(!scratch.exists("ran"));
+    assert_eq!(scratch.read("events.jsonl"), "");
 }
