@@ -122,9 +122,10 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub batch_delay: Option<Duration>,
 
-    /// Skip every job that succeeded in an earlier report (matched by key, command and
-    /// occurrence number); a torn last line in REPORT is ignored. REPORT may be the same file
-    /// as --report: it is read before the new report is written.
+    /// Skip every job that succeeded (or was skipped so) in an earlier report (matched by key,
+    /// command and occurrence number); each gets a `skipped` record. A torn last line in REPORT
+    /// is ignored; a file that is not a lanes report is refused. REPORT may be the same file as
+    /// --report: it is read before the new report is written.
     #[arg(long, value_name = "REPORT")]
     pub resume: Option<PathBuf>,
 

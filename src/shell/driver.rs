@@ -297,10 +297,9 @@ impl Driver {
                     .is_some_and(|resume| resume.skip(&spec.key, &spec.command));
                 let request = spec.request(self.config.policy.batching());
                 match self.core.offer(request, succeeded_before, now) {
-                    Offer::Skipped => {
+                    Offer::Skipped(account) => {
                         self.received -= 1;
-                        self.ledger.skipped();
-                        self.grouped.finished(spec.seq, None);
+                        self.close(&account, &spec, RunOutput::default()).await;
                     }
                     Offer::Refused(account) => {
                         let error = (account.outcome == Outcome::Rejected(RejectReason::QueueFull))
