@@ -162,12 +162,17 @@ fn batch_bytes_above_what_one_argument_holds_is_a_usage_error() {
         "command = \"touch \\\"$D/ran\\\"\"\nbatch_size = 2\nbatch_bytes = 100000000\n\
          [[job]]\nkey = \"k\"\ncmd = \"x\"\n",
     );
+    // In the scratch directory: a job that ran would touch its argument there.
     let from_flag = Run::new()
         .scratch(&scratch)
+        .cwd(scratch.path())
         .args(["--command", "touch \"$D/ran\"", "--batch-size", "2"])
         .args(["--batch-bytes", "100000000"])
         .stdin("k\tx\n");
-    let from_manifest = Run::new().scratch(&scratch).arg(scratch.join("jobs.toml"));
+    let from_manifest = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .arg(scratch.join("jobs.toml"));
     for (run, name) in [
         (from_flag, "--batch-bytes 100000000"),
         (from_manifest, "batch_bytes 100000000"),
