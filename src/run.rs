@@ -37,7 +37,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         .enable_all()
         .build()
         .context("cannot start the event loop")?;
-    let (feed, mut check_signals) = feed_for(&config, &runtime, hangup_ignored)?;
+    let (feed, check_signals) = feed_for(&config, &runtime, hangup_ignored)?;
     let resume = match &config.resume {
         Some(path) => Some(crate::resume::Resume::load(path)?),
         None => None,
@@ -128,7 +128,6 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let ledger = Ledger::new(origin, recorder, EventLog::new(events));
     let end = match feed {
         Checked::Valid(feed) => {
-            drop(check_signals.take());
             let input = {
                 let _guard = runtime.enter();
                 crate::shell::input::start(feed, config.max_queued)
@@ -142,6 +141,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 resume,
                 t0,
                 cgroups,
+                signals: check_signals,
             }))
         }
         Checked::Interrupted { signal, lines } => runtime.block_on(interrupted_check(
@@ -213,7 +213,7 @@ fn containment(mode: ContainmentMode) -> anyhow::Result<Option<CgroupRun>> {
 
 /// Opens the input. Under `--strict` the whole input is read and checked here, before
 /// anything starts ([`crate::shell::strict`]), listening for stop signals meanwhile; the
-/// listener is returned, to be used until the run's own is installed.
+/// listener is returned, for the run to go on listening with.
 fn feed_for(
     config: &RunConfig,
     runtime: &tokio::runtime::Runtime,
