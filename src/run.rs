@@ -130,7 +130,11 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         Checked::Valid(feed) => {
             let input = {
                 let _guard = runtime.enter();
-                crate::shell::input::start(feed, config.max_queued)
+                let commands = crate::shell::input::Commands {
+                    template: config.template.clone(),
+                    max_slot: config.max_concurrent,
+                };
+                crate::shell::input::start(feed, config.max_queued, commands)
             };
             runtime.block_on(drive(Prepared {
                 config,

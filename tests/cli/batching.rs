@@ -153,6 +153,39 @@ fn an_unknown_placeholder_is_a_usage_error_naming_it() {
 }
 
 #[test]
+fn an_argument_whose_command_would_be_too_long_is_invalid_input() {
+    // 50 000 bytes fit in one argument, but the template passes it three times: the command
+    // (150 000 bytes and more) could never start, so the line is refused, not tried.
+    let long = "x".repeat(50_000);
+    let out = Run::new()
+        .args([
+            "-j",
+            "1",
+            "--retries",
+            "2",
+            "--command",
+            "printf %.1s {} {} {}",
+        ])
+        .stdin(format!("a\tok\nb\t{long}\nc\tfine\n"))
+        .run();
+    out.code(1);
+    let job = out.job(2);
+    assert_eq!(job.result(), ("rejected", Some("invalid_input")), "{job:?}");
+    assert_eq!(
+        (job.line, job.key.as_deref(), job.attempts),
+        (2, Some("b"), 0)
+    );
+    let error = job.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("with --command, the job's command would be")
+            && error.contains("MAX_ARG_STRLEN"),
+        "{error}"
+    );
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+    assert_eq!(out.job(3).result(), ("succeeded", None));
+}
+
+#[test]
 fn batch_bytes_above_what_one_argument_holds_is_a_usage_error() {
     // A batch runs as the one argument of `sh -c`: a bound past MAX_ARG_STRLEN (128 KiB with
     // 4 KiB pages) would let every full batch fail to start with E2BIG.
