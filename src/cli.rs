@@ -113,7 +113,7 @@ pub struct Cli {
 
     /// With --command: at most B bytes of quoted arguments in one batch (a batch always holds
     /// at least one job) [default: 100000, under Linux's 128 KiB limit on one argument; more
-    /// than that limit is refused].
+    /// than that limit, less the template's own text, is refused].
     #[arg(long, value_name = "B", value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_bytes: Option<u64>,
 

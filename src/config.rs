@@ -231,25 +231,32 @@ impl RunConfig {
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
             .or(settings.batch_size)
             .unwrap_or(1);
-        let batch_bytes = cli
+        // A batch's command is the template's own text and the batch's quoted arguments: one
+        // argument of `SHELL -c`, so its bound must leave room for the text.
+        let limit = crate::arg_limit::max_argument_bytes();
+        let text = template.as_ref().map_or(0, Template::text_len);
+        let most = limit.saturating_sub(text).max(1);
+        let batch_bytes = match cli
             .batch_bytes
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
             .or(settings.batch_bytes)
-            .unwrap_or(DEFAULT_BATCH_BYTES);
-        let most = crate::arg_limit::max_argument_bytes();
-        if batch_bytes > most {
-            let name = if cli.batch_bytes.is_some() {
-                "--batch-bytes"
-            } else {
-                "the manifest's batch_bytes"
-            };
-            return Err(ConfigError::Usage(format!(
-                "{name} {batch_bytes} is more than one argument can hold: a batch runs as \
-                 `SHELL -c COMMAND`, and COMMAND is at most {most} bytes here (the system's \
-                 limit on one argument, MAX_ARG_STRLEN); give at most {most}, less the \
-                 template's own text"
-            )));
-        }
+        {
+            Some(bytes) if bytes > most => {
+                let name = if cli.batch_bytes.is_some() {
+                    "--batch-bytes"
+                } else {
+                    "the manifest's batch_bytes"
+                };
+                return Err(ConfigError::Usage(format!(
+                    "{name} {bytes} is more than one argument can hold: a batch runs as \
+                     `SHELL -c COMMAND`, and COMMAND is at most {limit} bytes here (the \
+                     system's limit on one argument, MAX_ARG_STRLEN), {text} of them the \
+                     template's own text; give at most {most}"
+                )));
+            }
+            Some(bytes) => bytes,
+            None => DEFAULT_BATCH_BYTES.min(most),
+        };
         let batch_delay = cli.batch_delay.or(settings.batch_delay).unwrap_or_default();
         let batching = batch_size > 1 || !batch_delay.is_zero();
         let coalesce_latest = cli.coalesce.or(settings.coalesce) == Some(Coalesce::Latest);

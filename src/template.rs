@@ -118,6 +118,17 @@ impl Template {
 }
 
 impl Template {
+    /// The length in bytes of the template's own text (all but its placeholders).
+    pub(crate) fn text_len(&self) -> usize {
+        self.pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Text(text) => text.len(),
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// The length in bytes of [`Template::render`] for one job (`arg`, `key`, `seq`) in a slot
     /// of at most `max_slot`, without rendering it: whether the job's command can be passed
     /// to a process at all ([`crate::arg_limit`]).

@@ -219,14 +219,34 @@ fn batch_bytes_above_what_one_argument_holds_is_a_usage_error() {
         );
         assert!(!scratch.exists("ran"));
     }
-    // The most one argument holds is accepted.
-    let out = Run::new()
-        .no_report()
-        .args(["--command", "true", "--batch-size", "2"])
-        .args(["--batch-bytes", "131071"])
-        .stdin("k\tx\n")
-        .run();
-    out.code(0);
+    // The bound leaves room for the template's own text: the most it names is accepted, one
+    // more is not.
+    let with = |bytes: &str| {
+        Run::new()
+            .no_report()
+            .args([
+                "--command",
+                "true",
+                "--batch-size",
+                "2",
+                "--batch-bytes",
+                bytes,
+            ])
+            .stdin("k\tx\n")
+            .run()
+    };
+    let refused = with("100000000");
+    refused.code(2);
+    let most: usize = refused
+        .stderr()
+        .split("give at most ")
+        .nth(1)
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{}", refused.dump()));
+    // 128 KiB (with 4 KiB pages) less "true ".
+    assert!(most >= 131_066, "{most}");
+    with(&most.to_string()).code(0);
+    with(&(most + 1).to_string()).code(2);
 }
 
 #[test]
