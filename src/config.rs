@@ -457,4 +457,17 @@ mod tests {
         ));
         assert!(use_progress(When::Always, When::Never, &piped));
     }
+
+    #[test]
+    fn the_default_batch_bound_leaves_room_for_a_long_template() {
+        use clap::Parser as _;
+        let config = |template: &str| {
+            let cli = Cli::try_parse_from(["lanes", "--command", template]).unwrap();
+            RunConfig::from_cli(cli).unwrap().policy.batch_bytes
+        };
+        assert_eq!(config("echo"), DEFAULT_BATCH_BYTES);
+        let long = format!("echo {}", "x".repeat(60_000));
+        let text = long.len() + 1; // and the space before the appended `{}`
+        assert_eq!(config(&long), crate::arg_limit::max_argument_bytes() - text);
+    }
 }
