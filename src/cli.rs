@@ -112,7 +112,8 @@ pub struct Cli {
     pub batch_size: Option<u64>,
 
     /// With --command: at most B bytes of quoted arguments in one batch (a batch always holds
-    /// at least one job) [default: 100000, under Linux's 128 KiB limit on one argument].
+    /// at least one job) [default: 100000, under Linux's 128 KiB limit on one argument; more
+    /// than that limit, less the template's own text, is refused].
     #[arg(long, value_name = "B", value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_bytes: Option<u64>,
 
@@ -121,9 +122,10 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub batch_delay: Option<Duration>,
 
-    /// Skip every job that succeeded in an earlier report (matched by key, command and
-    /// occurrence number); a torn last line in REPORT is ignored. REPORT may be the same file
-    /// as --report: it is read before the new report is written.
+    /// Skip every job that succeeded (or was skipped so) in an earlier report (matched by key,
+    /// command and occurrence number); each gets a `skipped` record. A torn last line in REPORT
+    /// is ignored; a file that is not a lanes report is refused. REPORT may be the same file as
+    /// --report: it is read before the new report is written.
     #[arg(long, value_name = "REPORT")]
     pub resume: Option<PathBuf>,
 

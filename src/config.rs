@@ -231,11 +231,32 @@ impl RunConfig {
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
             .or(settings.batch_size)
             .unwrap_or(1);
-        let batch_bytes = cli
+        // A batch's command is the template's own text and the batch's quoted arguments: one
+        // argument of `SHELL -c`, so its bound must leave room for the text.
+        let limit = crate::arg_limit::max_argument_bytes();
+        let text = template.as_ref().map_or(0, Template::text_len);
+        let most = limit.saturating_sub(text).max(1);
+        let batch_bytes = match cli
             .batch_bytes
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
             .or(settings.batch_bytes)
-            .unwrap_or(DEFAULT_BATCH_BYTES);
+        {
+            Some(bytes) if bytes > most => {
+                let name = if cli.batch_bytes.is_some() {
+                    "--batch-bytes"
+                } else {
+                    "the manifest's batch_bytes"
+                };
+                return Err(ConfigError::Usage(format!(
+                    "{name} {bytes} is more than one argument can hold: a batch runs as \
+                     `SHELL -c COMMAND`, and COMMAND is at most {limit} bytes here (the \
+                     system's limit on one argument, MAX_ARG_STRLEN), {text} of them the \
+                     template's own text; give at most {most}"
+                )));
+            }
+            Some(bytes) => bytes,
+            None => DEFAULT_BATCH_BYTES.min(most),
+        };
         let batch_delay = cli.batch_delay.or(settings.batch_delay).unwrap_or_default();
         let batching = batch_size > 1 || !batch_delay.is_zero();
         let coalesce_latest = cli.coalesce.or(settings.coalesce) == Some(Coalesce::Latest);
@@ -435,5 +456,18 @@ mod tests {
             }
         ));
         assert!(use_progress(When::Always, When::Never, &piped));
+    }
+
+    #[test]
+    fn the_default_batch_bound_leaves_room_for_a_long_template() {
+        use clap::Parser as _;
+        let config = |template: &str| {
+            let cli = Cli::try_parse_from(["lanes", "--command", template]).unwrap();
+            RunConfig::from_cli(cli).unwrap().policy.batch_bytes
+        };
+        assert_eq!(config("echo"), DEFAULT_BATCH_BYTES);
+        let long = format!("echo {}", "x".repeat(60_000));
+        let text = long.len() + 1; // and the space before the appended `{}`
+        assert_eq!(config(&long), crate::arg_limit::max_argument_bytes() - text);
     }
 }

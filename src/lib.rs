@@ -3,6 +3,7 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub(crate) mod arg_limit;
 pub mod cli;
 pub(crate) mod config;
 pub mod core;

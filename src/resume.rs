@@ -3,26 +3,48 @@
 //! can be repeated without redoing them (SPEC §5.2).
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use serde::Deserialize;
 
-/// The part of a job record resuming needs.
+use crate::report::json::SCHEMA_VERSION;
+
+/// Whether `line`, which is not a whole record, is the beginning of a `run` record torn by a
+/// crash: it begins as every report does, or is a beginning of that.
+fn is_torn_run_record(line: &str) -> bool {
+    line.starts_with(RUN_PREFIX) || RUN_PREFIX.starts_with(line)
+}
+
+/// The part of a report line resuming needs: any record's `type`, a `run` record's `schema`,
+/// a job record's key, command and outcome.
 #[derive(Debug, Deserialize)]
-struct PastJob {
-    #[serde(rename = "type")]
+struct PastRecord {
+    /// Empty when the record has none.
+    #[serde(rename = "type", default)]
     kind: String,
+    schema: Option<u64>,
     seq: Option<u64>,
     key: Option<String>,
     command: Option<String>,
     outcome: Option<String>,
 }
 
+/// The longest line read from a report: far more than any record (a command is at most
+/// [`crate::arg_limit::max_argument_bytes`], at most six bytes each once escaped).
+const MAX_LINE: u64 = 16 << 20;
+
+/// How every report begins, as `lanes` writes it: its `run` record's first field.
+const RUN_PREFIX: &str = r#"{"type":"run""#;
+
 /// Why a report cannot be used to resume.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ResumeError {
     #[error("cannot read the report {path}: {error}")]
     Read { path: String, error: std::io::Error },
+    #[error("--resume {path}: not a lanes report: {why}; give it a file written by --report (or --json)")]
+    NotAReport { path: String, why: String },
     #[error("{path}:{line}: not a lanes report line ({error})")]
     Parse {
         path: String,
@@ -43,30 +65,74 @@ pub(crate) struct Resume {
 }
 
 impl Resume {
-    /// Reads an earlier report. A torn (unparsable) last line is ignored, as a crash can leave
-    /// one; an unparsable line elsewhere is an error.
+    /// Reads an earlier report (see [`Resume::parse`]).
     ///
     /// # Errors
-    /// The report cannot be read, or holds a line that is not JSON.
+    /// The report cannot be read, or is not a lanes report.
     pub(crate) fn load(path: &Path) -> Result<Self, ResumeError> {
-        let text = std::fs::read(path).map_err(|error| ResumeError::Read {
-            path: path.display().to_string(),
+        let name = path.display().to_string();
+        let read_error = |error| ResumeError::Read {
+            path: name.clone(),
             error,
-        })?;
-        Self::parse(&path.display().to_string(), &String::from_utf8_lossy(&text))
+        };
+        let mut reader = BufReader::new(File::open(path).map_err(read_error)?);
+        let mut lines = Vec::new();
+        loop {
+            let mut line = Vec::new();
+            (&mut reader)
+                .take(MAX_LINE + 1)
+                .read_until(b'\n', &mut line)
+                .map_err(read_error)?;
+            if line.is_empty() {
+                break;
+            }
+            if line.len() as u64 > MAX_LINE {
+                return Err(ResumeError::NotAReport {
+                    path: name,
+                    why: format!(
+                        "line {} is longer than any record ({MAX_LINE} bytes)",
+                        lines.len() + 1
+                    ),
+                });
+            }
+            lines.push(String::from_utf8_lossy(&line).into_owned());
+            if lines.len() == 1 {
+                // Whether the file is a report at all is told by its first line: a file that
+                // is not one is refused before the rest of it is read.
+                Self::parse(&name, &lines[0])?;
+            }
+        }
+        Self::parse(&name, &lines.concat())
     }
 
-    /// Parses report `text` (see [`Resume::load`]); `name` is used in errors.
+    /// Parses report `text`; `name` is used in errors. A report begins with its `run` record
+    /// (of a schema this `lanes` reads), then holds only `job` records and a `summary`. A
+    /// torn (unparsable) last line is ignored, as a crash can leave one; an unparsable line
+    /// elsewhere is an error. An empty file is a report with no records: lanes creates the
+    /// report before it writes to it. Records `succeeded` or `skipped` (skipped by a
+    /// `--resume` before) count as successes.
     ///
     /// # Errors
-    /// A line other than the last that is not a JSON object.
+    /// Text that is not a lanes report: another first line (an events file, a jobs file),
+    /// another kind of record, a line other than the last that is not a JSON object.
     pub(crate) fn parse(name: &str, text: &str) -> Result<Self, ResumeError> {
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let not_a_report = |why: String| ResumeError::NotAReport {
+            path: name.to_owned(),
+            why,
+        };
         let mut jobs: Vec<(u64, String, String, bool)> = Vec::new();
         for (index, line) in lines.iter().enumerate() {
-            let job: PastJob = match serde_json::from_str(line) {
-                Ok(job) => job,
-                Err(_) if index + 1 == lines.len() => break,
+            let last = index + 1 == lines.len();
+            let record: PastRecord = match serde_json::from_str(line) {
+                Ok(record) => record,
+                Err(_) if index == 0 && last && is_torn_run_record(line) => break,
+                Err(error) if index == 0 => {
+                    return Err(not_a_report(format!(
+                        "its first line is not a JSON record ({error})"
+                    )))
+                }
+                Err(_) if last => break,
                 Err(error) => {
                     return Err(ResumeError::Parse {
                         path: name.to_owned(),
@@ -75,12 +141,51 @@ impl Resume {
                     })
                 }
             };
-            if job.kind != "job" {
-                continue;
-            }
-            if let (Some(seq), Some(key), Some(command)) = (job.seq, job.key, job.command) {
-                let ok = job.outcome.as_deref() == Some("succeeded");
-                jobs.push((seq, key, command, ok));
+            match (index, record.kind.as_str()) {
+                (0, "run") => {
+                    if let Some(schema) = record.schema.filter(|&s| s > u64::from(SCHEMA_VERSION)) {
+                        return Err(not_a_report(format!(
+                            "it was written by a newer lanes (report schema {schema}; this \
+                             lanes reads up to {SCHEMA_VERSION})"
+                        )));
+                    }
+                }
+                (0, "queued" | "started" | "ended") => {
+                    return Err(not_a_report(format!(
+                        "its first line is a `{}` event: it is an events file (--events)",
+                        record.kind
+                    )))
+                }
+                (0, "") => {
+                    return Err(not_a_report(
+                        "its first line is not the `run` record a report begins with (it has \
+                         no `type`)"
+                            .to_owned(),
+                    ))
+                }
+                (0, other) => {
+                    return Err(not_a_report(format!(
+                        "its first line is not the `run` record a report begins with (it is a \
+                         `{other}` record)"
+                    )))
+                }
+                (_, "job") => {
+                    if let (Some(seq), Some(key), Some(command)) =
+                        (record.seq, record.key, record.command)
+                    {
+                        let done =
+                            matches!(record.outcome.as_deref(), Some("succeeded" | "skipped"));
+                        jobs.push((seq, key, command, done));
+                    }
+                }
+                (_, "summary") => {}
+                (_, other) => {
+                    return Err(not_a_report(format!(
+                        "line {} is a `{other}` record; a report holds one `run` record, then \
+                         `job` records and a `summary`",
+                        index + 1
+                    )))
+                }
             }
         }
         jobs.sort_by_key(|job| job.0);
@@ -157,5 +262,71 @@ mod tests {
         let text = "{\"type\":\"run\"}\n{\"type\":\"jo\n{\"type\":\"summary\"}\n";
         let err = Resume::parse("r.jsonl", text).unwrap_err();
         assert!(err.to_string().starts_with("r.jsonl:2:"), "{err}");
+    }
+
+    #[test]
+    fn a_skipped_record_counts_as_a_success_and_keeps_occurrences() {
+        // A resumed run's report: occurrence 1 was skipped (it succeeded before), 2 failed
+        // again, 3 succeeded now.
+        let text = concat!(
+            r#"{"type":"run","schema":2}"#,
+            "\n",
+            r#"{"type":"job","seq":1,"key":"a","command":"x","outcome":"skipped"}"#,
+            "\n",
+            r#"{"type":"job","seq":3,"key":"a","command":"x","outcome":"succeeded"}"#,
+            "\n",
+            r#"{"type":"job","seq":2,"key":"a","command":"x","outcome":"failed"}"#,
+            "\n",
+            r#"{"type":"summary","jobs":3}"#,
+            "\n",
+        );
+        let mut resume = Resume::parse("b.jsonl", text).unwrap();
+        assert_eq!(resume.succeeded_count(), 2);
+        assert!(resume.skip("a", "x"));
+        assert!(!resume.skip("a", "x"));
+        assert!(resume.skip("a", "x"));
+    }
+
+    #[test]
+    fn an_empty_file_or_a_lone_run_record_is_a_report_of_nothing() {
+        for text in [
+            "",
+            "\n",
+            "{\"type\":\"run\",\"schema\":1}\n",
+            "{\"type\":\"ru",
+            "{\"type\":\"run\",\"versi",
+        ] {
+            let resume = Resume::parse("r.jsonl", text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert_eq!(resume.succeeded_count(), 0, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn files_that_are_not_reports_are_refused_saying_why() {
+        let cases = [
+            (
+                "{\"type\":\"queued\",\"seq\":1,\"key\":\"a\",\"ahead\":0}\n",
+                "events file (--events)",
+            ),
+            ("a\techo x\nb\techo y\n", "first line is not a JSON record"),
+            ("a\techo x", "first line is not a JSON record"),
+            ("{\"type\":\"job\",\"seq\":1}\n", "not the `run` record"),
+            ("{\"type\":\"run\",\"schema\":99}\n", "newer lanes"),
+            (
+                "{\"type\":\"run\"}\n{\"type\":\"started\"}\n{\"type\":\"summary\"}\n",
+                "line 2 is a `started` record",
+            ),
+            (
+                "{\"type\":\"run\"}\n{\"type\":\"summary\"}\n{\"type\":\"run\"}\n",
+                "line 3 is a `run` record",
+            ),
+        ];
+        for (text, why) in cases {
+            let err = Resume::parse("x.jsonl", text).unwrap_err().to_string();
+            assert!(
+                err.starts_with("--resume x.jsonl: not a lanes report: ") && err.contains(why),
+                "{text:?}: {err}"
+            );
+        }
     }
 }

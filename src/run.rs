@@ -6,11 +6,10 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::time::SystemTime;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 
 use crate::cli::Cli;
 use crate::config::{use_color, use_progress, RunConfig, Source, Surroundings};
-use crate::input::lines::{LineItem, LineReader};
 use crate::output::sink::{stderr_file, stdout_file, Sink};
 use crate::output::spool::Spool;
 use crate::report::events::EventLog;
@@ -20,10 +19,11 @@ use crate::report::progress::Progress;
 use crate::report::recorder::Recorder;
 use crate::settings::ContainmentMode;
 use crate::shell::cgroup::CgroupRun;
-use crate::shell::driver::{drive, Prepared};
+use crate::shell::driver::{drive, Prepared, RunEnd};
 use crate::shell::input::Feed;
 use crate::shell::launch::Streams;
 use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
+use crate::shell::strict::Checked;
 
 /// Runs `lanes` as the command line says; returns the exit status (SPEC §6).
 ///
@@ -34,7 +34,11 @@ use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let config = RunConfig::from_cli(cli)?;
     let cgroups = containment(config.containment)?;
-    let feed = feed_for(&config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the event loop")?;
+    let (feed, check_signals) = feed_for(&config, &runtime, hangup_ignored)?;
     let resume = match &config.resume {
         Some(path) => Some(crate::resume::Resume::load(path)?),
         None => None,
@@ -126,25 +130,38 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         }
         recorder = recorder.with_progress(progress);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the event loop")?;
-    let input = {
-        let _guard = runtime.enter();
-        crate::shell::input::start(feed, config.max_queued)
-    };
     let ledger = Ledger::new(origin, recorder, EventLog::new(events));
-    let end = runtime.block_on(drive(Prepared {
-        config,
-        hangup_ignored,
-        input,
-        streams,
-        ledger,
-        resume,
-        t0,
-        cgroups,
-    }));
+    let end = match feed {
+        Checked::Valid(feed) => {
+            let input = {
+                let _guard = runtime.enter();
+                let commands = crate::shell::input::Commands {
+                    template: config.template.clone(),
+                    max_slot: config.max_concurrent,
+                };
+                crate::shell::input::start(feed, config.max_queued, commands)
+            };
+            runtime.block_on(drive(Prepared {
+                config,
+                hangup_ignored,
+                input,
+                streams,
+                ledger,
+                resume,
+                t0,
+                cgroups,
+                signals: check_signals,
+            }))
+        }
+        Checked::Interrupted { signal, lines } => runtime.block_on(interrupted_check(
+            ledger,
+            &config,
+            cgroups.is_some(),
+            (signal, lines),
+            t0,
+            check_signals,
+        )),
+    };
     // Job output first, then the summary: it is the last thing a person reads. A reader that
     // stopped reading is waited for until a stop signal comes, then for a moment only; what
     // is left unwritten then ends with the process.
@@ -203,11 +220,18 @@ fn containment(mode: ContainmentMode) -> anyhow::Result<Option<CgroupRun>> {
     })
 }
 
-/// Opens the input. Under `--strict` the whole input is read and validated here, before
-/// anything starts.
-fn feed_for(config: &RunConfig) -> anyhow::Result<Feed> {
+/// Opens the input. Under `--strict` the whole input is read and checked here, before
+/// anything starts ([`crate::shell::strict`]), listening for stop signals meanwhile; the
+/// listener is returned, for the run to go on listening with.
+fn feed_for(
+    config: &RunConfig,
+    runtime: &tokio::runtime::Runtime,
+    hangup_ignored: bool,
+) -> anyhow::Result<(Checked, Option<StopSignals>)> {
     let reader: Box<dyn BufRead + Send> = match &config.source {
-        Source::Manifest { manifest, .. } => return Ok(Feed::Manifest(manifest.clone())),
+        Source::Manifest { manifest, .. } => {
+            return Ok((Checked::Valid(Feed::Manifest(manifest.clone())), None))
+        }
         Source::Stdin => Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin())),
         Source::LinesFile(path) => Box::new(BufReader::with_capacity(
             64 * 1024,
@@ -215,29 +239,57 @@ fn feed_for(config: &RunConfig) -> anyhow::Result<Feed> {
         )),
     };
     if !config.strict {
-        return Ok(Feed::Lines(reader));
+        return Ok((Checked::Valid(Feed::Lines(reader)), None));
     }
-    // The whole input is read even past an invalid line, so that a producer writing into a
-    // pipe is never cut off with EPIPE (SPEC §1.1); only the first invalid line is named.
-    let mut lines = Vec::new();
-    let mut first_invalid = None;
-    for numbered in LineReader::new(reader) {
-        let numbered = numbered.context("cannot read the input")?;
-        match &numbered.item {
-            LineItem::Invalid { message, .. } => {
-                first_invalid.get_or_insert_with(|| (numbered.line, message.clone()));
-            }
-            LineItem::Job { .. } if first_invalid.is_none() => lines.push(numbered),
-            LineItem::Job { .. } => {}
+    runtime.block_on(async {
+        let mut signals = StopSignals::install(!hangup_ignored).ok();
+        let checked =
+            crate::shell::strict::check(reader, config.source.describe(), &mut signals).await?;
+        Ok((checked, signals))
+    })
+}
+
+/// A stop signal came while `--strict` was still checking the input: nothing ran. The report
+/// holds its `run` record and a `summary` of no jobs whose `exit_code` is 128 + the signal's
+/// number, the status lanes exits with; stderr says what happened.
+async fn interrupted_check(
+    mut ledger: Ledger,
+    config: &RunConfig,
+    in_cgroups: bool,
+    (signal, lines): (nix::sys::signal::Signal, u64),
+    t0: tokio::time::Instant,
+    mut signals: Option<StopSignals>,
+) -> RunEnd {
+    let containment = if in_cgroups {
+        "cgroup"
+    } else {
+        "process_group"
+    };
+    ledger
+        .run_started(config.max_concurrent, config.source.describe(), containment)
+        .await;
+    ledger.write_junit();
+    let code = crate::exit::for_run(Some(signal as i32), false);
+    let (_, forwarder) = ledger.finish(t0.elapsed(), code).await;
+    let mut forced = false;
+    if let Some(forwarder) = forwarder {
+        let abort = forwarder.abort_handle();
+        if until_stopped(forwarder, &mut forced, &mut signals)
+            .await
+            .is_none()
+        {
+            abort.abort();
         }
     }
-    if let Some((line, message)) = first_invalid {
-        bail!(
-            "{}:{line}: {message} (--strict: nothing was run)",
-            config.source.describe()
-        );
+    RunEnd {
+        code,
+        summary: format!(
+            "lanes: {signal} while checking the input (--strict): {lines} lines checked, none \
+             invalid so far; nothing was run\n"
+        ),
+        forced,
+        signals,
     }
-    Ok(Feed::Preloaded(lines))
 }
 
 /// The terminal's size (rows, columns), when stderr is a terminal.

@@ -117,6 +117,41 @@ impl Template {
     }
 }
 
+impl Template {
+    /// The length in bytes of the template's own text (all but its placeholders).
+    pub(crate) fn text_len(&self) -> usize {
+        self.pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Text(text) => text.len(),
+                _ => 0,
+            })
+            .sum()
+    }
+
+    /// The length in bytes of [`Template::render`] for one job (`arg`, `key`, `seq`) in a slot
+    /// of at most `max_slot`, without rendering it: whether the job's command can be passed
+    /// to a process at all ([`crate::arg_limit`]).
+    pub(crate) fn rendered_len(&self, arg: &str, key: &str, seq: u64, max_slot: usize) -> usize {
+        let digits = |n: u64| n.checked_ilog10().map_or(1, |d| d as usize + 1);
+        self.pieces
+            .iter()
+            .map(|piece| match piece {
+                Piece::Text(text) => text.len(),
+                Piece::Args => quoted_len(arg),
+                Piece::Key => quoted_len(key),
+                Piece::Seq => digits(seq),
+                Piece::Slot => digits(max_slot as u64),
+            })
+            .sum()
+    }
+}
+
+/// The length of [`shell_quote`]`(text)`: two quotes, and three more bytes per quote inside.
+fn quoted_len(text: &str) -> usize {
+    text.len() + 2 + 3 * memchr::memchr_iter(b'\'', text.as_bytes()).count()
+}
+
 /// Where a scan of shell text stands: inside single quotes, double quotes, or after a
 /// backslash (POSIX "Shell Command Language" §2.2).
 #[derive(Debug, Default)]
@@ -234,6 +269,19 @@ mod tests {
         ));
         assert!(Template::parse("echo \"a\" {} 'b' \\\" {key}").is_ok());
         assert!(Template::parse("echo \"{seq}/{slot}\" {}").is_ok());
+    }
+
+    #[test]
+    fn rendered_len_is_the_length_of_the_rendered_command() {
+        let template = Template::parse("cp {} /dst/{key}-{seq}-{slot}").unwrap();
+        for (arg, key, seq, slot) in [("a b", "k", 7, 3), ("it's", "o'k", 12345, 16)] {
+            let rendered = template.render(&[arg], key, seq, slot);
+            assert_eq!(
+                template.rendered_len(arg, key, seq, slot as usize),
+                rendered.len(),
+                "{rendered}"
+            );
+        }
     }
 
     #[test]

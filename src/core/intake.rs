@@ -26,8 +26,10 @@ pub enum Offer {
     /// Not admitted: the job's account (`rejected`/`queue_full`, or `interrupted` when the run
     /// is stopping).
     Refused(Account),
-    /// `--resume`: it succeeded in the earlier report; no record, counted as skipped.
-    Skipped,
+    /// `--resume`: it succeeded in the earlier report and is not run again: its account (never
+    /// admitted, `skipped`), so that the new report records it too and a later `--resume`
+    /// from that report still knows it succeeded.
+    Skipped(Account),
 }
 
 impl Scheduler {
@@ -50,11 +52,11 @@ impl Scheduler {
     }
 
     /// Offers a job at `now`. `succeeded_before` says a `--resume` report holds a success of
-    /// the same key and command: the job is skipped. Otherwise it is admitted
-    /// ([`Scheduler::admit`]) or refused with its account.
+    /// the same key and command: the job is skipped, with an account of its own. Otherwise it
+    /// is admitted ([`Scheduler::admit`]) or refused with its account.
     pub fn offer(&mut self, job: JobRequest, succeeded_before: bool, now: Tick) -> Offer {
         if succeeded_before {
-            return Offer::Skipped;
+            return Offer::Skipped(Account::unstarted(job.seq, Outcome::Skipped, now));
         }
         let seq = job.seq;
         match self.admit(job, now) {

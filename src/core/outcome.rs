@@ -1,4 +1,4 @@
-//! How a job ended: the four outcomes, their reasons, and the rule that maps exit facts to them.
+//! How a job ended: the five outcomes, their reasons, and the rule that maps exit facts to them.
 
 use serde::Serialize;
 
@@ -60,12 +60,15 @@ pub enum Outcome {
     Interrupted(StopReason),
     /// It was refused before it could be queued.
     Rejected(RejectReason),
+    /// `--resume`: it succeeded in the report resumed from (or was skipped there for that
+    /// reason), so it was not run again.
+    Skipped,
 }
 
 impl Outcome {
     /// Every outcome with every reason, in declaration order: the `outcome` and `reason` words
     /// the report schema allows, and which reasons go with which outcome.
-    pub const ALL: [Outcome; 10] = [
+    pub const ALL: [Outcome; 11] = [
         Outcome::Succeeded,
         Outcome::Failed(FailReason::ExitStatus),
         Outcome::Failed(FailReason::Killed),
@@ -76,6 +79,7 @@ impl Outcome {
         Outcome::Interrupted(StopReason::Superseded),
         Outcome::Rejected(RejectReason::InvalidInput),
         Outcome::Rejected(RejectReason::QueueFull),
+        Outcome::Skipped,
     ];
 
     /// The report's `outcome` word.
@@ -85,6 +89,7 @@ impl Outcome {
             Outcome::Failed(_) => "failed",
             Outcome::Interrupted(_) => "interrupted",
             Outcome::Rejected(_) => "rejected",
+            Outcome::Skipped => "skipped",
         }
     }
 
@@ -101,15 +106,16 @@ impl Outcome {
             Outcome::Interrupted(StopReason::Superseded) => "superseded",
             Outcome::Rejected(RejectReason::InvalidInput) => "invalid_input",
             Outcome::Rejected(RejectReason::QueueFull) => "queue_full",
+            Outcome::Skipped => "succeeded_before",
         })
     }
 
-    /// Whether this outcome makes the run's exit status 1 (SPEC §6): everything but a success
-    /// and a job superseded under `--coalesce`/`--cancel-in-progress`.
+    /// Whether this outcome makes the run's exit status 1 (SPEC §6): everything but a success,
+    /// a job superseded under `--coalesce`/`--cancel-in-progress` and a job `--resume` skipped.
     pub fn is_bad(self) -> bool {
         !matches!(
             self,
-            Outcome::Succeeded | Outcome::Interrupted(StopReason::Superseded)
+            Outcome::Succeeded | Outcome::Interrupted(StopReason::Superseded) | Outcome::Skipped
         )
     }
 }
@@ -173,6 +179,7 @@ mod tests {
             Outcome::Interrupted(StopReason::Superseded) => 7,
             Outcome::Rejected(RejectReason::InvalidInput) => 8,
             Outcome::Rejected(RejectReason::QueueFull) => 9,
+            Outcome::Skipped => 10,
         };
         for (i, &outcome) in Outcome::ALL.iter().enumerate() {
             assert_eq!(position(outcome), i, "{outcome:?}");
@@ -184,6 +191,7 @@ mod tests {
         assert!(!Outcome::Interrupted(StopReason::Superseded).is_bad());
         assert!(Outcome::Interrupted(StopReason::Shutdown).is_bad());
         assert!(Outcome::Rejected(RejectReason::QueueFull).is_bad());
+        assert!(!Outcome::Skipped.is_bad());
         assert_eq!(Outcome::Succeeded.reason(), None);
         assert_eq!(
             Outcome::Failed(FailReason::SpawnError).reason(),

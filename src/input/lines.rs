@@ -2,6 +2,28 @@
 
 use std::io::BufRead;
 
+use crate::arg_limit::{max_argument_bytes, max_key_bytes};
+
+/// How long a key and a command may be, in bytes: longer ones could never be started
+/// ([`crate::arg_limit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// The most bytes of a key (it is passed as `LANES_KEY=KEY`).
+    pub key: usize,
+    /// The most bytes of a command (it is passed as the one argument of `SHELL -c`).
+    pub command: usize,
+}
+
+impl Limits {
+    /// The system's limits.
+    pub(crate) fn of_system() -> Self {
+        Limits {
+            key: max_key_bytes(),
+            command: max_argument_bytes(),
+        }
+    }
+}
+
 /// What a line that is neither blank nor a comment holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum LineItem {
@@ -17,8 +39,10 @@ pub(crate) enum LineItem {
 }
 
 /// Parses one line, given without its `\n`; a trailing `\r` is removed first (CRLF input).
-/// `None` for a blank line (only whitespace) or a comment (`#` first): no job, no `seq`.
-pub(crate) fn parse_line(raw: &[u8]) -> Option<LineItem> {
+/// `None` for a blank line (only whitespace) or a comment (`#` first): no job, no `seq`. A key
+/// or command longer than `limits`, or holding a NUL byte, is invalid: no process could be
+/// given it.
+pub(crate) fn parse_line(raw: &[u8], limits: Limits) -> Option<LineItem> {
     let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
     if raw.iter().all(u8::is_ascii_whitespace) || raw.first() == Some(&b'#') {
         return None;
@@ -38,12 +62,18 @@ pub(crate) fn parse_line(raw: &[u8]) -> Option<LineItem> {
     if key.is_empty() {
         return Some(invalid(key_for_record, "empty key before the tab"));
     }
+    if let Some(problem) = unpassable("key", key.as_bytes(), limits.key) {
+        return Some(invalid(None, &problem));
+    }
     let command = match std::str::from_utf8(command) {
         Ok(command) => command,
         Err(err) => return Some(invalid(key_for_record, &not_utf8("command", err))),
     };
     if command.trim().is_empty() {
         return Some(invalid(key_for_record, "empty command after the tab"));
+    }
+    if let Some(problem) = unpassable("command", command.as_bytes(), limits.command) {
+        return Some(invalid(key_for_record, &problem));
     }
     Some(LineItem::Job {
         key: key.to_owned(),
@@ -56,6 +86,30 @@ fn invalid(key: Option<String>, message: &str) -> LineItem {
         key,
         message: message.to_owned(),
     }
+}
+
+/// Why a key or command (`part`) cannot be passed to a process, if it cannot: longer than
+/// `limit` bytes, or holding a NUL byte (which ends a C string: `execve(2)` would cut it).
+pub(crate) fn unpassable(part: &str, bytes: &[u8], limit: usize) -> Option<String> {
+    if bytes.len() > limit {
+        return Some(too_long(part, limit));
+    }
+    memchr::memchr(0, bytes).map(|offset| {
+        format!("the {part} holds a NUL byte (at offset {offset}), which no process can be given")
+    })
+}
+
+/// Why a key or command (`part`) longer than `limit` bytes is invalid.
+fn too_long(part: &str, limit: usize) -> String {
+    let what = if part == "key" {
+        "the most `LANES_KEY=KEY` can hold"
+    } else {
+        "the most the one argument of `SHELL -c COMMAND` can hold"
+    };
+    format!(
+        "the {part} is longer than {limit} bytes, {what} (the system's limit on one argument, \
+         MAX_ARG_STRLEN)"
+    )
 }
 
 fn not_utf8(part: &str, err: std::str::Utf8Error) -> String {
@@ -77,22 +131,133 @@ pub(crate) struct NumberedLine {
 
 /// Reads `KEY<TAB>COMMAND` lines one at a time (streaming), numbering jobs and skipping blank
 /// and comment lines. A last line without `\n` is a job.
+///
+/// Memory is bounded whatever the input: a line is kept only as long as it may still hold a
+/// key and a command within [`Limits`]. Once it cannot, it is invalid at once (a `key` is
+/// kept when its tab was seen), and the rest of it is read and dropped up to its `\n`.
 pub(crate) struct LineReader<R> {
     input: R,
     buffer: Vec<u8>,
+    limits: Limits,
+    /// The rest of a line cut short is still to be dropped.
+    skipping: bool,
     line: u64,
     seq: u64,
 }
 
 impl<R: BufRead> LineReader<R> {
-    /// Wraps a buffered reader.
+    /// Wraps a buffered reader, with the system's [`Limits`].
     pub(crate) fn new(input: R) -> Self {
+        Self::with_limits(input, Limits::of_system())
+    }
+
+    /// Wraps a buffered reader, with `limits`.
+    pub(crate) fn with_limits(input: R, limits: Limits) -> Self {
         LineReader {
             input,
             buffer: Vec::with_capacity(256),
+            limits,
+            skipping: false,
             line: 0,
             seq: 0,
         }
+    }
+
+    /// Reads the next line into `buffer`, without its `\n`. Returns `None` at the end of the
+    /// input, else whether the line was cut short (too long to be a job: only its beginning
+    /// is in `buffer`; the rest is dropped on the next call). `buffer` holds at most the
+    /// longest key, a tab, the longest command and a `\r`.
+    fn read_line(&mut self) -> std::io::Result<Option<bool>> {
+        self.buffer.clear();
+        while self.skipping {
+            let available = match self.input.fill_buf() {
+                Ok(available) => available,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            };
+            if available.is_empty() {
+                return Ok(None);
+            }
+            let (used, done) = match memchr::memchr(b'\n', available) {
+                Some(newline) => (newline + 1, true),
+                None => (available.len(), false),
+            };
+            self.input.consume(used);
+            self.skipping = !done;
+        }
+        let (mut any, mut cut, mut tab) = (false, false, None);
+        loop {
+            let available = match self.input.fill_buf() {
+                Ok(available) => available,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(err) => return Err(err),
+            };
+            if available.is_empty() {
+                return Ok(any.then_some(cut));
+            }
+            any = true;
+            let (mut chunk, used) = match memchr::memchr(b'\n', available) {
+                Some(newline) => (&available[..newline], Some(newline + 1)),
+                None => (available, None),
+            };
+            if !cut && tab.is_none() {
+                // Still in the key: at most the longest key, then its tab.
+                let room = (self.limits.key + 1).saturating_sub(self.buffer.len());
+                let head = &chunk[..chunk.len().min(room)];
+                if let Some(at) = memchr::memchr(b'\t', head) {
+                    tab = Some(self.buffer.len() + at);
+                    self.buffer.extend_from_slice(&chunk[..=at]);
+                    chunk = &chunk[at + 1..];
+                } else {
+                    self.buffer.extend_from_slice(head);
+                    cut = chunk.len() > room;
+                    chunk = &[];
+                }
+            }
+            if let (false, Some(tab)) = (cut, tab) {
+                // In the command: at most the longest command and a `\r`.
+                let room = (tab + 1 + self.limits.command + 1).saturating_sub(self.buffer.len());
+                self.buffer
+                    .extend_from_slice(&chunk[..chunk.len().min(room)]);
+                cut = chunk.len() > room;
+            }
+            if cut {
+                // Known now: the rest of the line is dropped when the next line is read.
+                self.skipping = true;
+                return Ok(Some(true));
+            }
+            let done = used.is_some();
+            let used = used.unwrap_or(available.len());
+            self.input.consume(used);
+            if done {
+                return Ok(Some(false));
+            }
+        }
+    }
+
+    /// The invalid item of a line cut short, from its beginning in `buffer`.
+    fn cut_line(&self, raw: &[u8]) -> LineItem {
+        let Some(tab) = memchr::memchr(b'\t', raw) else {
+            return invalid(
+                None,
+                &format!(
+                    "no tab in the first {} bytes: {}; the rest of the line was skipped",
+                    self.limits.key,
+                    too_long("key", self.limits.key)
+                ),
+            );
+        };
+        let key = std::str::from_utf8(&raw[..tab])
+            .ok()
+            .filter(|key| !key.is_empty() && !key.contains('\0'))
+            .map(str::to_owned);
+        invalid(
+            key,
+            &format!(
+                "{}; the rest of the line was skipped",
+                too_long("command", self.limits.command)
+            ),
+        )
     }
 }
 
@@ -101,20 +266,24 @@ impl<R: BufRead> Iterator for LineReader<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            self.buffer.clear();
-            match self.input.read_until(b'\n', &mut self.buffer) {
-                Ok(0) => return None,
-                Ok(_) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            let cut = match self.read_line() {
+                Ok(None) => return None,
+                Ok(Some(cut)) => cut,
                 Err(err) => return Some(Err(err)),
-            }
+            };
             self.line += 1;
-            let mut raw = self.buffer.strip_suffix(b"\n").unwrap_or(&self.buffer);
+            let mut raw = &self.buffer[..];
             if self.line == 1 {
                 // A UTF-8 byte order mark is not part of the first key.
                 raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
             }
-            if let Some(item) = parse_line(raw) {
+            let item = if cut {
+                // A comment may be of any length.
+                (raw.first() != Some(&b'#')).then(|| self.cut_line(raw))
+            } else {
+                parse_line(raw, self.limits)
+            };
+            if let Some(item) = item {
                 self.seq += 1;
                 return Some(Ok(NumberedLine {
                     seq: self.seq,
@@ -130,6 +299,15 @@ impl<R: BufRead> Iterator for LineReader<R> {
 mod tests {
     use super::*;
 
+    const LIMITS: Limits = Limits {
+        key: 20,
+        command: 30,
+    };
+
+    fn parse(raw: &[u8]) -> Option<LineItem> {
+        parse_line(raw, LIMITS)
+    }
+
     fn job(key: &str, command: &str) -> LineItem {
         LineItem::Job {
             key: key.into(),
@@ -139,13 +317,13 @@ mod tests {
 
     #[test]
     fn splits_at_the_first_tab_only() {
-        assert_eq!(parse_line(b"c\tprintf x\ty"), Some(job("c", "printf x\ty")));
+        assert_eq!(parse(b"c\tprintf x\ty"), Some(job("c", "printf x\ty")));
     }
 
     #[test]
     fn strips_crlf_and_keeps_odd_keys() {
         assert_eq!(
-            parse_line(b"a b/../\xc3\xbc\techo\r"),
+            parse(b"a b/../\xc3\xbc\techo\r"),
             Some(job("a b/../ü", "echo"))
         );
     }
@@ -153,7 +331,7 @@ mod tests {
     #[test]
     fn skips_blank_and_comment_lines() {
         for raw in [&b""[..], b"   ", b"\t", b" \t \r", b"# x\techo"] {
-            assert_eq!(parse_line(raw), None, "{raw:?}");
+            assert_eq!(parse(raw), None, "{raw:?}");
         }
     }
 
@@ -167,7 +345,7 @@ mod tests {
             (b"\xff\techo", None, "not valid UTF-8"),
         ];
         for (raw, want_key, want_msg) in cases {
-            match parse_line(raw) {
+            match parse(raw) {
                 Some(LineItem::Invalid { key, message }) => {
                     assert_eq!(key.as_deref(), want_key, "{raw:?}");
                     assert!(message.contains(want_msg), "{raw:?}: {message}");
@@ -194,5 +372,105 @@ mod tests {
         assert!(matches!(got[1].item, LineItem::Invalid { .. }));
         assert_eq!((got[2].seq, got[2].line), (3, 5));
         assert_eq!(got[2].item, job("b", "echo 2"));
+    }
+
+    #[test]
+    fn a_nul_byte_or_an_overlong_part_is_invalid() {
+        let long_command = format!("k\t{}", "x".repeat(31));
+        let long_key = format!("{}\techo", "k".repeat(21));
+        let cases: [(&[u8], Option<&str>, &str); 4] = [
+            (b"k\techo a\0b", Some("k"), "NUL byte (at offset 6)"),
+            (b"k\0\techo", None, "key holds a NUL byte"),
+            (long_command.as_bytes(), Some("k"), "longer than 30 bytes"),
+            (long_key.as_bytes(), None, "longer than 20 bytes"),
+        ];
+        for (raw, want_key, want_msg) in cases {
+            match parse(raw) {
+                Some(LineItem::Invalid { key, message }) => {
+                    assert_eq!(key.as_deref(), want_key, "{raw:?}");
+                    assert!(message.contains(want_msg), "{raw:?}: {message}");
+                }
+                other => panic!("{raw:?} parsed as {other:?}"),
+            }
+        }
+        let longest = format!("{}\t{}", "k".repeat(20), "x".repeat(30));
+        assert!(matches!(
+            parse(longest.as_bytes()),
+            Some(LineItem::Job { .. })
+        ));
+    }
+
+    /// Hands out `chunk`-byte reads, to cut lines at every place.
+    fn reader_in_chunks(input: &[u8], chunk: usize) -> Vec<NumberedLine> {
+        let reader = std::io::BufReader::with_capacity(chunk, input);
+        LineReader::with_limits(reader, LIMITS)
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    #[test]
+    fn overlong_lines_are_cut_and_the_next_line_is_read_whole() {
+        let input = format!(
+            "a\t{}\n{}\nb\techo {}\n#{}\nc\techo\r\nd\t{}",
+            "x".repeat(1000),
+            "y".repeat(1000),
+            "z".repeat(25),
+            "#".repeat(1000),
+            "x".repeat(40),
+        );
+        for chunk in [1, 2, 7, 64, 4096] {
+            let got = reader_in_chunks(input.as_bytes(), chunk);
+            let lines: Vec<_> = got.iter().map(|l| (l.seq, l.line)).collect();
+            assert_eq!(lines, [(1, 1), (2, 2), (3, 3), (4, 5), (5, 6)], "{chunk}");
+            match &got[0].item {
+                LineItem::Invalid { key, message } => {
+                    assert_eq!(key.as_deref(), Some("a"));
+                    assert!(
+                        message.contains("command is longer than 30 bytes"),
+                        "{message}"
+                    );
+                    assert!(
+                        message.contains("rest of the line was skipped"),
+                        "{message}"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+            match &got[1].item {
+                LineItem::Invalid { key, message } => {
+                    assert_eq!(key, &None);
+                    assert!(
+                        message.contains("no tab in the first 20 bytes"),
+                        "{message}"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(got[2].item, job("b", &format!("echo {}", "z".repeat(25))));
+            assert_eq!(got[3].item, job("c", "echo"));
+            assert!(matches!(got[4].item, LineItem::Invalid { .. }), "{chunk}");
+        }
+    }
+
+    #[test]
+    fn a_command_of_the_longest_length_with_crlf_is_a_job() {
+        let input = format!("k\t{}\r\n", "x".repeat(30));
+        let got = reader_in_chunks(input.as_bytes(), 3);
+        assert_eq!(got[0].item, job("k", &"x".repeat(30)));
+    }
+
+    #[test]
+    fn an_endless_line_is_refused_before_it_ends() {
+        use std::io::Read;
+        let endless = std::io::BufReader::new((&b"k\t"[..]).chain(std::io::repeat(b'x')));
+        let first = LineReader::with_limits(endless, LIMITS).next();
+        match first {
+            Some(Ok(NumberedLine {
+                line: 1,
+                item: LineItem::Invalid { key, .. },
+                ..
+            })) => assert_eq!(key.as_deref(), Some("k")),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -331,7 +331,10 @@ impl RawJob {
         if self.key.get_ref().is_empty() {
             return Err((self.key.span().start, "`key` must not be empty".to_string()));
         }
+        check_no_nul(&self.key, "key")?;
+        check_length(&self.key, "key", crate::arg_limit::max_key_bytes())?;
         check_text(&self.cmd, "cmd")?;
+        check_length(&self.cmd, "cmd", crate::arg_limit::max_argument_bytes())?;
         let timeout = resolve_duration(self.timeout, "timeout")?;
         let cwd = match self.cwd {
             None => None,
@@ -381,6 +384,26 @@ fn check_no_nul(value: &Spanned<String>, what: &str) -> Result<(), Problem> {
         return Err((
             value.span().start,
             format!("`{what}` must not contain a NUL character"),
+        ));
+    }
+    Ok(())
+}
+
+/// Rejects a key or command longer than `limit` bytes: no process could be given it
+/// ([`crate::arg_limit`]).
+fn check_length(value: &Spanned<String>, what: &str, limit: usize) -> Result<(), Problem> {
+    if value.get_ref().len() > limit {
+        let passed_as = if what == "key" {
+            "`LANES_KEY=KEY`"
+        } else {
+            "the one argument of `SHELL -c COMMAND`"
+        };
+        return Err((
+            value.span().start,
+            format!(
+                "`{what}` is longer than {limit} bytes, the most {passed_as} can hold (the \
+                 system's limit on one argument, MAX_ARG_STRLEN)"
+            ),
         ));
     }
     Ok(())
@@ -887,6 +910,35 @@ X = "y"
         let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \"echo \\u0000\"\n");
         assert_eq!((line, column), (3, 7));
         assert_eq!(message, "`cmd` must not contain a NUL character");
+
+        let (line, _, message) = err("[[job]]\nkey = \"a\\u0000b\"\ncmd = \"x\"\n");
+        assert_eq!(line, 2);
+        assert_eq!(message, "`key` must not contain a NUL character");
+    }
+
+    #[test]
+    fn error_command_or_key_longer_than_one_argument() {
+        let limit = crate::arg_limit::max_argument_bytes();
+        let longest = format!("[[job]]\nkey = \"a\"\ncmd = \"{}\"\n", "x".repeat(limit));
+        assert_eq!(ok(&longest).jobs[0].cmd.len(), limit);
+        let text = format!(
+            "[[job]]\nkey = \"a\"\ncmd = \"{}\"\n",
+            "x".repeat(limit + 1)
+        );
+        let (line, column, message) = err(&text);
+        assert_eq!((line, column), (3, 7));
+        assert!(
+            message.starts_with(&format!("`cmd` is longer than {limit} bytes")),
+            "{message}"
+        );
+        let key_limit = crate::arg_limit::max_key_bytes();
+        let text = format!(
+            "[[job]]\nkey = \"{}\"\ncmd = \"x\"\n",
+            "k".repeat(key_limit + 1)
+        );
+        let (line, _, message) = err(&text);
+        assert_eq!(line, 2);
+        assert!(message.contains("`LANES_KEY=KEY`"), "{message}");
     }
 
     #[test]

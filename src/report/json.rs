@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 use crate::core::Outcome;
 
 /// The report schema's version; raised on any incompatible change to the records.
-pub(crate) const SCHEMA_VERSION: u32 = 1;
+/// 2: the `skipped` outcome (a record for each job `--resume` skipped; `jobs` counts them).
+pub(crate) const SCHEMA_VERSION: u32 = 2;
 
 /// The first line of a report: which `lanes` wrote it, under which schema version, and how the
 /// run was set up.
@@ -47,8 +48,8 @@ pub(crate) struct RunRecord {
     pub containment: &'static str,
 }
 
-/// One job's record, written when the job ends (or is rejected, or is dropped at shutdown).
-/// Job records come in the order jobs end, not in input order.
+/// One job's record, written when the job ends (or is rejected, or is dropped at shutdown, or
+/// is skipped by `--resume`). Job records come in the order jobs end, not in input order.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[schemars(
     rename = "job",
@@ -73,7 +74,9 @@ pub(crate) struct JobRecord {
     /// template); `null` for an invalid input line.
     pub command: Option<String>,
     /// How the job ended: `succeeded` (exit status 0), `failed`, `interrupted` (stopped or
-    /// dropped by `lanes`) or `rejected` (never queued).
+    /// dropped by `lanes`), `rejected` (never queued) or `skipped` (not run: `--resume` found it
+    /// succeeded, or skipped, in the report resumed from; so a report of a resumed run is a
+    /// basis for the next `--resume`).
     #[schemars(extend("enum" = outcome_words()))]
     pub outcome: &'static str,
     /// Why the job ended as it did; `null` for `succeeded`. `failed`: `exit_status` (a non-zero
@@ -81,7 +84,8 @@ pub(crate) struct JobRecord {
     /// job could not be started). `interrupted`: `timeout`, `shutdown` (`lanes` got SIGINT,
     /// SIGTERM or SIGHUP), `fail_fast` (another job failed under `--fail-fast`), `superseded` (a
     /// newer job of the same key replaced it). `rejected`: `invalid_input` (a malformed input
-    /// line), `queue_full` (`--on-full reject` with `--max-queued` jobs waiting).
+    /// line), `queue_full` (`--on-full reject` with `--max-queued` jobs waiting). `skipped`:
+    /// `succeeded_before`.
     #[schemars(extend("enum" = reason_words()))]
     pub reason: Option<&'static str>,
     /// The direct child's exit status, when it exited normally; else `null`.
@@ -96,13 +100,13 @@ pub(crate) struct JobRecord {
     #[schemars(with = "Option<Timestamp>")]
     pub started_at: Option<String>,
     /// When the job's record was decided: when it ended, or for a job that never started, when
-    /// it was rejected or dropped. Never `null`.
+    /// it was rejected, dropped or skipped. Never `null`.
     #[schemars(with = "Timestamp")]
     pub ended_at: String,
     /// From start to end, in milliseconds; `null` when not started.
     pub duration_ms: Option<u64>,
     /// From admission to start (or to the end, when it never started), in milliseconds; `null`
-    /// for a job that was never admitted (rejected).
+    /// for a job that was never admitted (rejected, skipped).
     pub wait_ms: Option<u64>,
     /// Tries made, a start that failed (`spawn_error`) included; 0 when never tried.
     pub attempts: u32,
@@ -172,7 +176,7 @@ pub(crate) struct SummaryRecord {
     #[serde(rename = "type")]
     #[schemars(extend("const" = "summary"))]
     pub kind: &'static str,
-    /// Job records in the report: the sum of the four outcome counts.
+    /// Job records in the report: the sum of the five outcome counts (`skipped` included).
     pub jobs: u64,
     /// Jobs that `succeeded`.
     pub succeeded: u64,
@@ -182,7 +186,7 @@ pub(crate) struct SummaryRecord {
     pub interrupted: u64,
     /// Jobs that were `rejected`.
     pub rejected: u64,
-    /// Jobs not run because `--resume` found them already succeeded; they have no record.
+    /// Jobs `skipped`: not run because `--resume` found them already succeeded.
     pub skipped: u64,
     /// Wall time of the whole run, in milliseconds.
     pub duration_ms: u64,

@@ -6,6 +6,7 @@
 //! named after its key, that is:
 //! - `succeeded`: a success;
 //! - `interrupted` for `superseded`: `<skipped message="superseded by seq N">`;
+//! - `skipped` (`--resume`): `<skipped message="succeeded before (--resume)">`;
 //! - `failed`: `<failure type=REASON message=…>`, the message being `exit status 3`,
 //!   `killed by SIGSEGV` or the spawn error's text;
 //! - `interrupted` for `timeout`, `shutdown`, `fail_fast`: `<error type=REASON message=REASON>`;
@@ -353,6 +354,9 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
                 Some(seq) => format!("superseded by seq {seq}").into(),
                 None => "superseded".into(),
             },
+        },
+        Outcome::Skipped => Verdict::Skipped {
+            message: "succeeded before (--resume)".into(),
         },
         Outcome::Failed(why) => Verdict::NonSuccess {
             failure: true,

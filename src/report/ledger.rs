@@ -228,11 +228,6 @@ impl Ledger {
         started
     }
 
-    /// Counts a job skipped because `--resume` found it already succeeded (no record).
-    pub(crate) fn skipped(&mut self) {
-        self.recorder.skipped();
-    }
-
     /// The input ended after `total` jobs: the display learns the total.
     pub(crate) fn input_ended(&mut self, total: u64) {
         if let Some(progress) = self.recorder.progress() {

@@ -89,6 +89,7 @@ impl Recorder {
             Outcome::Failed(_) => self.summary.failed += 1,
             Outcome::Interrupted(_) => self.summary.interrupted += 1,
             Outcome::Rejected(_) => self.summary.rejected += 1,
+            Outcome::Skipped => self.summary.skipped += 1,
         }
         if outcome.is_bad() {
             self.any_bad = true;
@@ -102,7 +103,10 @@ impl Recorder {
             junit.add(entry);
         }
         if let Some(progress) = &mut self.progress {
-            progress.recorded(outcome.is_bad());
+            // The display counts the jobs this run runs: a skipped one is not among them.
+            if outcome != Outcome::Skipped {
+                progress.recorded(outcome.is_bad());
+            }
         }
         if self.writes() {
             self.write_line(to_line(&entry.to_record())).await;
@@ -113,11 +117,6 @@ impl Recorder {
     /// job records are not encoded at all.
     fn writes(&self) -> bool {
         self.file.is_some() || self.stdout.is_some()
-    }
-
-    /// Counts a job skipped because `--resume` found it already succeeded (no record).
-    pub(crate) fn skipped(&mut self) {
-        self.summary.skipped += 1;
     }
 
     /// Whether any job ended in an outcome that makes the exit status 1.

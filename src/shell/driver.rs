@@ -73,6 +73,9 @@ pub(crate) struct Prepared {
     pub(crate) t0: Instant,
     /// The run's cgroup, when jobs are contained in cgroups.
     pub(crate) cgroups: Option<CgroupRun>,
+    /// The stop signals, when already listened to (while `--strict` checked the input), so
+    /// that none is missed in between; else they are listened to from the start of [`drive`].
+    pub(crate) signals: Option<StopSignals>,
 }
 
 /// Runs the whole job stream to its end.
@@ -86,11 +89,12 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         resume,
         t0,
         cgroups,
+        signals,
     } = prepared;
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
     let mut sigchld = unix_signal(SignalKind::child()).ok();
-    let mut signals = StopSignals::install(!hangup_ignored).ok();
+    let mut signals = signals.or_else(|| StopSignals::install(!hangup_ignored).ok());
     // Ctrl-Z: lanes stops with its jobs.
     let mut terminal_stop = unix_signal(SignalKind::from_raw(nix::libc::SIGTSTP)).ok();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
@@ -307,10 +311,9 @@ impl Driver {
                     .is_some_and(|resume| resume.skip(&spec.key, &spec.command));
                 let request = spec.request(self.config.policy.batching());
                 match self.core.offer(request, succeeded_before, now) {
-                    Offer::Skipped => {
+                    Offer::Skipped(account) => {
                         self.received -= 1;
-                        self.ledger.skipped();
-                        self.grouped.finished(spec.seq, None);
+                        self.close(&account, &spec, RunOutput::default()).await;
                     }
                     Offer::Refused(account) => {
                         let error = (account.outcome == Outcome::Rejected(RejectReason::QueueFull))

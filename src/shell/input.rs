@@ -10,13 +10,12 @@ use crate::core::admission_order;
 use crate::input::lines::{LineItem, LineReader, NumberedLine};
 use crate::input::manifest::Manifest;
 use crate::input::{InputItem, JobSpec};
+use crate::template::Template;
 
 /// Where the input thread reads from.
 pub(crate) enum Feed {
-    /// Lines from a reader (stdin or a file).
+    /// Lines from a reader (stdin, a file, or the copy `--strict` checked).
     Lines(Box<dyn BufRead + Send>),
-    /// Lines already read and validated (`--strict`).
-    Preloaded(Vec<NumberedLine>),
     /// A validated manifest's jobs.
     Manifest(Box<Manifest>),
 }
@@ -27,18 +26,57 @@ const CHANNEL_DEPTH: usize = 64;
 /// Starts the input thread; its items arrive on the returned receiver, which ends at EOF.
 /// `max_queued` bounds the read-ahead: the channel holds at most an eighth of it (1 to 64
 /// items), so that reading pauses soon after `--max-queued` jobs wait.
-pub(crate) fn start(feed: Feed, max_queued: usize) -> mpsc::Receiver<InputItem> {
+pub(crate) fn start(
+    feed: Feed,
+    max_queued: usize,
+    commands: Commands,
+) -> mpsc::Receiver<InputItem> {
     let depth = (max_queued / 8).clamp(1, CHANNEL_DEPTH);
     let (tx, rx) = mpsc::channel(depth);
     std::thread::Builder::new()
         .name("lanes-input".into())
-        .spawn(move || run(feed, &tx))
+        .spawn(move || run(feed, &tx, &commands))
         .expect("the input thread can be started");
     rx
 }
 
-fn run(feed: Feed, tx: &mpsc::Sender<InputItem>) {
-    let send = |item| tx.blocking_send(item).is_ok();
+/// What a job's command becomes: itself, or (`--command`) a template rendered with it as the
+/// argument, in a slot of at most `max_slot`.
+pub(crate) struct Commands {
+    /// `--command`.
+    pub template: Option<Template>,
+    /// The highest slot number (`--max-concurrent`).
+    pub max_slot: usize,
+}
+
+impl Commands {
+    /// `item`, or an invalid line in its place when the command its job would run is longer
+    /// than one argument can be ([`crate::arg_limit`]): with a template, a job's own text can
+    /// be short enough while the command it becomes is not.
+    fn check(&self, item: InputItem) -> InputItem {
+        let (Some(template), InputItem::Job(spec)) = (&self.template, &item) else {
+            return item;
+        };
+        let length = template.rendered_len(&spec.command, &spec.key, spec.seq, self.max_slot);
+        let limit = crate::arg_limit::max_argument_bytes();
+        if length <= limit {
+            return item;
+        }
+        InputItem::Invalid {
+            seq: spec.seq,
+            line: spec.line,
+            key: Some(spec.key.to_string()),
+            message: format!(
+                "with --command, the job's command would be {length} bytes, more than the \
+                 {limit} the one argument of `SHELL -c COMMAND` can hold (the system's limit \
+                 on one argument, MAX_ARG_STRLEN)"
+            ),
+        }
+    }
+}
+
+fn run(feed: Feed, tx: &mpsc::Sender<InputItem>, commands: &Commands) {
+    let send = |item| tx.blocking_send(commands.check(item)).is_ok();
     match feed {
         Feed::Lines(reader) => {
             for numbered in LineReader::new(reader) {
@@ -50,13 +88,6 @@ fn run(feed: Feed, tx: &mpsc::Sender<InputItem>) {
                     }
                 };
                 if !send(item) {
-                    return;
-                }
-            }
-        }
-        Feed::Preloaded(lines) => {
-            for numbered in lines {
-                if !send(from_line(numbered)) {
                     return;
                 }
             }

@@ -153,6 +153,103 @@ fn an_unknown_placeholder_is_a_usage_error_naming_it() {
 }
 
 #[test]
+fn an_argument_whose_command_would_be_too_long_is_invalid_input() {
+    // 50 000 bytes fit in one argument, but the template passes it three times: the command
+    // (150 000 bytes and more) could never start, so the line is refused, not tried.
+    let long = "x".repeat(50_000);
+    let out = Run::new()
+        .args([
+            "-j",
+            "1",
+            "--retries",
+            "2",
+            "--command",
+            "printf %.1s {} {} {}",
+        ])
+        .stdin(format!("a\tok\nb\t{long}\nc\tfine\n"))
+        .run();
+    out.code(1);
+    let job = out.job(2);
+    assert_eq!(job.result(), ("rejected", Some("invalid_input")), "{job:?}");
+    assert_eq!(
+        (job.line, job.key.as_deref(), job.attempts),
+        (2, Some("b"), 0)
+    );
+    let error = job.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("with --command, the job's command would be")
+            && error.contains("MAX_ARG_STRLEN"),
+        "{error}"
+    );
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+    assert_eq!(out.job(3).result(), ("succeeded", None));
+}
+
+#[test]
+fn batch_bytes_above_what_one_argument_holds_is_a_usage_error() {
+    // A batch runs as the one argument of `sh -c`: a bound past MAX_ARG_STRLEN (128 KiB with
+    // 4 KiB pages) would let every full batch fail to start with E2BIG.
+    let scratch = Scratch::new();
+    scratch.write(
+        "jobs.toml",
+        "command = \"touch \\\"$D/ran\\\"\"\nbatch_size = 2\nbatch_bytes = 100000000\n\
+         [[job]]\nkey = \"k\"\ncmd = \"x\"\n",
+    );
+    // In the scratch directory: a job that ran would touch its argument there.
+    let from_flag = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["--command", "touch \"$D/ran\"", "--batch-size", "2"])
+        .args(["--batch-bytes", "100000000"])
+        .stdin("k\tx\n");
+    let from_manifest = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .arg(scratch.join("jobs.toml"));
+    for (run, name) in [
+        (from_flag, "--batch-bytes 100000000"),
+        (from_manifest, "batch_bytes 100000000"),
+    ] {
+        let out = run.run();
+        out.code(2);
+        assert!(
+            out.stderr().contains(name) && out.stderr().contains("MAX_ARG_STRLEN"),
+            "{}",
+            out.dump()
+        );
+        assert!(!scratch.exists("ran"));
+    }
+    // The bound leaves room for the template's own text: the most it names is accepted, one
+    // more is not.
+    let with = |bytes: &str| {
+        Run::new()
+            .no_report()
+            .args([
+                "--command",
+                "true",
+                "--batch-size",
+                "2",
+                "--batch-bytes",
+                bytes,
+            ])
+            .stdin("k\tx\n")
+            .run()
+    };
+    let refused = with("100000000");
+    refused.code(2);
+    let most: usize = refused
+        .stderr()
+        .split("give at most ")
+        .nth(1)
+        .and_then(|rest| rest.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{}", refused.dump()));
+    // 128 KiB (with 4 KiB pages) less "true ".
+    assert!(most >= 131_066, "{most}");
+    with(&most.to_string()).code(0);
+    with(&(most + 1).to_string()).code(2);
+}
+
+#[test]
 fn batching_without_command_is_a_usage_error() {
     // (`--batch-bytes` alone bounds batches of one job: it changes nothing and is accepted.)
     for flags in [["--batch-size", "5"], ["--batch-delay", "1s"]] {

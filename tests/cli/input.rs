@@ -295,3 +295,159 @@ fn jobs_from_a_file_and_from_dash() {
     assert_eq!(out.stdout(), "[x] from-stdin\n");
     assert_eq!(out.report().run.source, "-");
 }
+
+#[test]
+fn a_line_longer_than_one_argument_is_invalid_input_and_the_others_run() {
+    // No process can be given a command longer than MAX_ARG_STRLEN (128 KiB with 4 KiB
+    // pages): such a line is refused when read, never tried.
+    let mut input = b"a\techo ok-a\n".to_vec();
+    input.extend_from_slice(b"b\techo ");
+    input.extend(std::iter::repeat_n(b'x', 200_000));
+    input.extend_from_slice(b"\nc\techo ok-c\n");
+    let out = Run::new()
+        .args(["-j", "1", "--retries", "2"])
+        .stdin(input)
+        .run();
+    out.code(1);
+    let job = out.job(2);
+    assert_eq!(job.result(), ("rejected", Some("invalid_input")), "{job:?}");
+    assert_eq!((job.line, job.key.as_deref()), (2, Some("b")));
+    assert_eq!(job.attempts, 0);
+    let error = job.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("command is longer than") && error.contains("MAX_ARG_STRLEN"),
+        "{error}"
+    );
+    assert_eq!(out.job(3).result(), ("succeeded", None));
+    assert_eq!(out.job(3).line, 3);
+    assert_eq!(out.stdout(), "[a] ok-a\n[c] ok-c\n", "{}", out.dump());
+}
+
+#[test]
+fn a_line_of_hundreds_of_megabytes_is_refused_in_bounded_memory() {
+    // The line is refused once it is longer than any command can be, and the rest of it is
+    // read and dropped: lanes' peak memory stays far below the line's size. lanes is held
+    // running (its last job waits for a marker) so that its peak can be read from /proc.
+    const LINE: usize = 128 << 20;
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "1"])
+        .stdin_piped()
+        .spawn();
+    let chunk = vec![b'x'; 1 << 20];
+    running.stdin().write_all(b"huge\t").unwrap();
+    for _ in 0..LINE / chunk.len() {
+        running.stdin().write_all(&chunk).unwrap();
+    }
+    running
+        .stdin()
+        .write_all(b"\nw\ttouch \"$D/started\"; while [ ! -e \"$D/go\" ]; do sleep 0.01; done\n")
+        .unwrap();
+    running.stdin().flush().unwrap();
+    scratch.wait_for("started", Duration::from_secs(30));
+    let peak_kib = peak_rss_kib(running.pid());
+    scratch.write("go", "");
+    running.close_stdin();
+    let out = running.wait();
+    out.code(1);
+    assert!(
+        peak_kib < 64 * 1024,
+        "lanes' peak RSS was {peak_kib} KiB for a {LINE}-byte line"
+    );
+    assert_eq!(
+        out.job(1).result(),
+        ("rejected", Some("invalid_input")),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(out.job(1).key.as_deref(), Some("huge"));
+    assert_eq!(
+        (out.job(2).line, out.job(2).result()),
+        (2, ("succeeded", None))
+    );
+}
+
+#[test]
+fn a_nul_byte_in_a_command_is_invalid_input_with_and_without_strict() {
+    let input = b"a\techo a\0b\nc\techo ok-c\n";
+    let out = Run::new()
+        .args(["-j", "1", "--retries", "2"])
+        .stdin(&input[..])
+        .run();
+    out.code(1);
+    let job = out.job(1);
+    assert_eq!(job.result(), ("rejected", Some("invalid_input")), "{job:?}");
+    assert_eq!((job.attempts, job.key.as_deref()), (0, Some("a")));
+    assert!(
+        job.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("NUL byte"),
+        "{job:?}"
+    );
+    assert_eq!(out.job(2).result(), ("succeeded", None));
+
+    let out = Run::new().arg("--strict").stdin(&input[..]).run();
+    out.code(2);
+    assert!(
+        out.stderr().contains(":1: the command holds a NUL byte"),
+        "{}",
+        out.dump()
+    );
+    assert!(out.stdout.is_empty(), "{}", out.dump());
+}
+
+/// The peak resident set size of process `pid` so far (`VmHWM`), in KiB.
+fn peak_rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+#[test]
+fn strict_checks_a_huge_input_in_bounded_memory_and_says_so_when_interrupted() {
+    // 96 MiB of valid lines on a stdin that stays open: --strict is still checking when
+    // SIGINT comes. Its peak memory stays far below the input's size (the lines go to a
+    // temporary file), and the interruption is said on stderr, in the report and in the
+    // exit status.
+    const LINES: usize = 96 * 1024;
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .env("TMPDIR", scratch.path())
+        .args(["--strict", "--events"])
+        .arg(scratch.join("events.jsonl"))
+        .stdin_piped()
+        .spawn();
+    let line = format!("k\ttouch \"$D/ran\" {}\n", "x".repeat(1000));
+    let chunk = line.repeat(64);
+    for _ in 0..LINES / 64 {
+        running.stdin().write_all(chunk.as_bytes()).unwrap();
+    }
+    running.stdin().flush().unwrap();
+    let peak_kib = peak_rss_kib(running.pid());
+    running.signal(nix::sys::signal::Signal::SIGINT);
+    let out = running.wait();
+    out.code(130);
+    assert!(
+        peak_kib < 48 * 1024,
+        "lanes' peak RSS was {peak_kib} KiB for {} MiB of input",
+        (LINES * line.len()) >> 20
+    );
+    assert!(
+        out.stderr()
+            .contains("SIGINT while checking the input (--strict)")
+            && out.stderr().contains("nothing was run"),
+        "{}",
+        out.dump()
+    );
+    let report = out.report();
+    assert!(report.jobs.is_empty(), "{}", out.dump());
+    assert_eq!((report.summary.jobs, report.summary.exit_code), (0, 130));
+    assert!(!scratch.exists("ran"));
+    assert_eq!(scratch.read("events.jsonl"), "");
+}

@@ -357,6 +357,18 @@ fn a_missing_cmd_or_key_is_named_in_its_job_and_nothing_runs() {
 }
 
 #[test]
+fn a_command_longer_than_one_argument_or_a_key_with_nul_is_named() {
+    // Neither could ever be given to a process: refused with the manifest, not at spawn.
+    let long = "x".repeat(200_000);
+    let pos = invalid_manifest(&format!("{RAN}\n[[job]]\nkey = \"b\"\ncmd = \"{long}\"\n"));
+    assert_eq!(pos, (7, 7));
+    let pos = invalid_manifest(&format!(
+        "{RAN}\n[[job]]\nkey = \"b\\u0000\"\ncmd = \"true\"\n"
+    ));
+    assert_eq!(pos, (6, 7));
+}
+
+#[test]
 fn a_bad_duration_is_named_with_line_and_column() {
     let pos = invalid_manifest(&format!("grace = \"1s\"\ntimeout = \"soon\"\n{RAN}"));
     assert_eq!(pos, (2, 11));

@@ -766,7 +766,8 @@ fn the_schema_refuses_broken_records() {
     let broken: Vec<(&str, Value)> = vec![
         ("type", json!("jobs")),
         ("extra", json!(1)),
-        ("outcome", json!("skipped")),
+        ("outcome", json!("passed")),
+        ("outcome", json!("skipped")), // not with reason `exit_status`
         ("outcome", json!(null)),
         ("reason", json!("timeout")), // not a reason of `failed`
         ("reason", json!(null)),      // nor is none
@@ -817,11 +818,18 @@ fn the_schema_refuses_broken_records() {
     assert!(!schema_errors(&schema, &succeeded).is_empty());
     succeeded["reason"] = json!(null);
     assert_eq!(schema_errors(&schema, &succeeded), Vec::<String>::new());
-    let run = json!({"type":"run","version":"0.1.0","schema":1,
+    let skipped = json!({"type":"job","seq":1,"line":1,"key":"b","command":"true",
+        "outcome":"skipped","reason":"succeeded_before","exit_code":null,"signal":null,
+        "started":false,"started_at":null,"ended_at":"2026-11-29T11:45:26.053Z",
+        "duration_ms":null,"wait_ms":null,"attempts":0,"slot":null,"leaked":false,
+        "superseded_by":null,"batch":null,"error":null,"cpu_ms":null,"memory_peak_bytes":null});
+    assert_eq!(schema_errors(&schema, &skipped), Vec::<String>::new());
+    let run = json!({"type":"run","version":"0.1.0","schema":2,
         "started_at":"2026-11-29T11:45:26.050Z","max_concurrent":2,"source":"-","containment":"cgroup"});
     assert_eq!(schema_errors(&schema, &run), Vec::<String>::new());
     for (field, bad) in [
-        ("schema", json!(2)),
+        ("schema", json!(1)),
+        ("schema", json!(3)),
         ("max_concurrent", json!(0)),
         ("version", json!(1)),
     ] {

@@ -74,14 +74,16 @@ impl Records {
                 summary.succeeded,
                 summary.failed,
                 summary.interrupted,
-                summary.rejected
+                summary.rejected,
+                summary.skipped
             ),
             (
                 jobs.len() as u64,
                 count("succeeded"),
                 count("failed"),
                 count("interrupted"),
-                count("rejected")
+                count("rejected"),
+                count("skipped")
             ),
             "the summary counts the records:\n{text}"
         );

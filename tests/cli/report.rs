@@ -15,7 +15,7 @@ fn the_run_record_comes_first_and_describes_the_run() {
     let run = &out.report().run;
     assert_eq!(run.kind, "run");
     assert_eq!(run.version, env!("CARGO_PKG_VERSION"));
-    assert_eq!(run.schema, 1);
+    assert_eq!(run.schema, 2);
     assert_eq!(run.max_concurrent, 3);
     assert_eq!(run.source, "-");
     parse_time(&run.started_at).unwrap();

@@ -29,6 +29,36 @@ fn ran_counts(scratch: &Scratch) -> BTreeMap<String, usize> {
     counts
 }
 
+/// The records of jobs the run ran (all but the `skipped` ones), in the order written.
+fn ran(records: &Records) -> Vec<&JobRecord> {
+    records
+        .jobs
+        .iter()
+        .filter(|job| job.outcome != "skipped")
+        .collect()
+}
+
+/// The seqs of the `skipped` records, in order, after checking that each says why and
+/// tells of no run.
+fn skipped_seqs(records: &Records) -> Vec<u64> {
+    let mut seqs = Vec::new();
+    for job in records.jobs.iter().filter(|job| job.outcome == "skipped") {
+        assert_eq!(
+            job.result(),
+            ("skipped", Some("succeeded_before")),
+            "{job:?}"
+        );
+        assert!(
+            !job.started && job.attempts == 0 && job.wait_ms.is_none(),
+            "{job:?}"
+        );
+        assert!(job.key.is_some() && job.command.is_some(), "{job:?}");
+        seqs.push(job.seq);
+    }
+    seqs.sort_unstable();
+    seqs
+}
+
 /// A run with its report at `report` (read with [`Records`], which accepts `skipped`).
 fn run_to(scratch: &Scratch, report: &Path) -> Run {
     Run::new()
@@ -105,10 +135,23 @@ fn an_interrupted_run_is_completed_by_resume_without_redoing_successes() {
         second.summary.skipped, 5,
         "skipped = the first run's successes"
     );
-    assert_eq!(second.jobs.len(), 7);
+    assert_eq!(
+        second.jobs.len(),
+        12,
+        "a record for every job, skipped ones included"
+    );
+    assert_eq!(ran(&second).len(), 7);
+    let mut first_successes: Vec<u64> = first
+        .jobs
+        .iter()
+        .filter(|j| j.outcome == "succeeded")
+        .map(|j| j.seq)
+        .collect();
+    first_successes.sort_unstable();
+    assert_eq!(skipped_seqs(&second), first_successes);
     // Across both reports, exactly one success per job.
     let mut successes: BTreeMap<(String, String), Vec<u64>> = BTreeMap::new();
-    for job in first.jobs.iter().chain(&second.jobs) {
+    for job in first.jobs.iter().chain(ran(&second)) {
         if job.outcome == "succeeded" {
             successes
                 .entry((job.key.clone().unwrap(), job.command.clone().unwrap()))
@@ -121,7 +164,7 @@ fn an_interrupted_run_is_completed_by_resume_without_redoing_successes() {
         assert_eq!(seqs.len(), 1, "{key}: {seqs:?}");
     }
     // The second run numbers jobs as the first did.
-    for job in &second.jobs {
+    for job in ran(&second) {
         let id = job.command.as_deref().unwrap()[5..7].to_owned();
         assert_eq!(job.seq, seq_of[&id], "{job:?}");
         assert_eq!(job.result(), ("succeeded", None));
@@ -180,7 +223,8 @@ fn a_torn_last_line_in_the_report_is_ignored() {
     out.code(0);
     let second = Records::read(&second_report);
     assert_eq!(second.summary.skipped, 2);
-    let seqs: Vec<u64> = second.jobs.iter().map(|j| j.seq).collect();
+    assert_eq!(skipped_seqs(&second), [1, 3]);
+    let seqs: Vec<u64> = ran(&second).iter().map(|j| j.seq).collect();
     assert_eq!(
         seqs,
         [2, 4, 5],
@@ -219,9 +263,10 @@ fn identical_lines_are_matched_by_occurrence() {
     out.code(0);
     let second = Records::read(&second_report);
     assert_eq!(second.summary.skipped, 2);
-    let seqs: Vec<u64> = second.jobs.iter().map(|j| j.seq).collect();
+    assert_eq!(skipped_seqs(&second), [1, 3]);
+    let seqs: Vec<u64> = ran(&second).iter().map(|j| j.seq).collect();
     assert_eq!(seqs, [2, 4], "the 2nd and 4th occurrences run again");
-    assert!(second.jobs.iter().all(|j| j.outcome == "succeeded"));
+    assert!(ran(&second).iter().all(|j| j.outcome == "succeeded"));
     assert_eq!(scratch.lines("ran"), ["1", "2", "3", "4", "5", "6"]);
 }
 
@@ -250,8 +295,9 @@ fn resume_may_read_the_file_report_writes() {
     out.code(0);
     let second = Records::read(&report);
     assert_eq!(second.summary.skipped, 3, "read before it was rewritten");
+    assert_eq!(skipped_seqs(&second), [1, 3, 4]);
     let seqs: Vec<u64> = {
-        let mut seqs: Vec<u64> = second.jobs.iter().map(|j| j.seq).collect();
+        let mut seqs: Vec<u64> = ran(&second).iter().map(|j| j.seq).collect();
         seqs.sort_unstable();
         seqs
     };
@@ -259,4 +305,118 @@ fn resume_may_read_the_file_report_writes() {
     let counts = ran_counts(&scratch);
     assert_eq!(counts.values().sum::<usize>(), 7, "{counts:?}");
     assert_eq!((counts["j1"], counts["j4"], counts["j0"]), (2, 2, 1));
+}
+
+#[test]
+fn a_chain_of_resumes_never_reruns_a_success() {
+    // Three identical lines and one other. Every try of the identical ones logs its number n
+    // (counted across all runs) and succeeds only when n is listed in $D/ok. Run 1: tries 1,
+    // 2, 3 (only the first succeeds); run 2 (--resume run 1): tries 4 and 5 (4 succeeds);
+    // run 3 (--resume run 2) must run only seq 3 (try 6): seq 1 and 2 succeeded in runs 1
+    // and 2, and the other job in run 1. Run 2's report must tell run 3 all of that.
+    let scratch = Scratch::new();
+    let same = "k\tn=$(cat \"$D/c\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$D/c\"; \
+                echo $n >> \"$D/ran\"; grep -qx $n \"$D/ok\"\n";
+    let other = "m\techo m >> \"$D/ran-m\"\n";
+    let jobs = scratch.write("jobs.tsv", format!("{same}{same}{same}{other}"));
+    let reports = ["a.jsonl", "b.jsonl", "c.jsonl"].map(|name| scratch.join(name));
+    let oks = ["1\n", "1\n4\n", "1\n4\n6\n"];
+    let codes = [1, 1, 0];
+    for (i, report) in reports.iter().enumerate() {
+        scratch.write("ok", oks[i]);
+        let mut run = run_to(&scratch, report).args(["-j", "1"]);
+        if i > 0 {
+            run = run.arg("--resume").arg(&reports[i - 1]);
+        }
+        if i == 2 {
+            run = run
+                .arg("--junit")
+                .arg(scratch.join("c.xml"))
+                .arg("--events")
+                .arg(scratch.join("c-events.jsonl"));
+        }
+        let out = run.arg(&jobs).run();
+        assert_eq!(out.code, codes[i], "run {}\n{}", i + 1, out.dump());
+    }
+    assert_eq!(scratch.lines("ran"), ["1", "2", "3", "4", "5", "6"]);
+    assert_eq!(scratch.lines("ran-m"), ["m"], "the other job ran once");
+    let b = Records::read(&reports[1]);
+    assert_eq!(skipped_seqs(&b), [1, 4]);
+    let c = Records::read(&reports[2]);
+    assert_eq!(skipped_seqs(&c), [1, 2, 4]);
+    let ran_c: Vec<(u64, &str)> = ran(&c)
+        .iter()
+        .map(|j| (j.seq, j.outcome.as_str()))
+        .collect();
+    assert_eq!(ran_c, [(3, "succeeded")]);
+    assert_eq!((c.summary.jobs, c.summary.skipped), (4, 3));
+    // JUnit: a skipped job is a skipped test case; events: an `ended` event and no other.
+    let xml = scratch.read("c.xml");
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let skipped_cases = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("skipped"))
+        .filter(|n| n.attribute("message") == Some("succeeded before (--resume)"))
+        .count();
+    assert_eq!(skipped_cases, 3, "{xml}");
+    let events = events(&scratch.join("c-events.jsonl"));
+    for seq in [1, 2, 4] {
+        let of_seq: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["seq"].as_u64() == Some(seq))
+            .collect();
+        assert_eq!(of_seq.len(), 1, "{of_seq:?}");
+        assert_eq!(of_seq[0]["type"], "ended");
+        assert_eq!(of_seq[0]["outcome"], "skipped");
+        assert_eq!(of_seq[0]["reason"], "succeeded_before");
+    }
+}
+
+#[test]
+fn resume_refuses_a_file_that_is_not_a_report() {
+    let scratch = Scratch::new();
+    let jobs = scratch.write("jobs.tsv", "k\ttouch \"$D/ran\"\n");
+    // An events file of a real run, the jobs file itself, and a report of another program.
+    let events = scratch.join("events.jsonl");
+    Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--events")
+        .arg(&events)
+        .stdin("k\ttrue\n")
+        .run()
+        .code(0);
+    let other = scratch.write("other.jsonl", "{\"status\":\"ok\"}\n");
+    for (file, why) in [
+        (&events, "it is an events file (--events)"),
+        (&jobs, "its first line is not a JSON record"),
+        (&other, "its first line is not the `run` record"),
+    ] {
+        let out = Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .arg("--resume")
+            .arg(file)
+            .arg(&jobs)
+            .run();
+        out.code(2);
+        let want = format!("--resume {}: not a lanes report", file.display());
+        assert!(
+            out.stderr().contains(&want) && out.stderr().contains(why),
+            "{}",
+            out.dump()
+        );
+        assert!(!scratch.exists("ran"), "{}", out.dump());
+    }
+    // An empty file is a report of nothing: lanes creates its report before writing to it.
+    let empty = scratch.write("empty.jsonl", "");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--resume")
+        .arg(&empty)
+        .arg(&jobs)
+        .run();
+    out.code(0);
+    assert!(scratch.exists("ran"));
 }

@@ -1,6 +1,6 @@
 //! A property test of the decision layer the shell drives (offer, take, spawned, spawn
 //! failures, finish, expire_turns, signals) on a virtual clock, against a simple reference
-//! ledger that knows only the contract: every job offered ends exactly once (or is skipped), a
+//! ledger that knows only the contract: every job offered ends exactly once (a skipped one at once), a
 //! run is stopped at most once and only for the first reason, an outcome is `interrupted`
 //! exactly when a stop the core ordered reached the running child, nothing starts or is
 //! admitted once the run halts, `--fail-fast` halts once, after the first failure for good,
@@ -68,7 +68,7 @@ struct Harness {
     now: Tick,
     next_seq: Seq,
     policy: Policy,
-    /// Jobs offered and not yet ended, skipped jobs excluded.
+    /// Jobs offered and not yet ended.
     open: BTreeSet<Seq>,
     flights: HashMap<Seq, Flight>,
     halted: Option<StopReason>,
@@ -197,7 +197,12 @@ impl Harness {
                     weight: 0,
                 };
                 match self.s.offer(request, skip, self.now) {
-                    Offer::Skipped => assert!(skip),
+                    Offer::Skipped(account) => {
+                        assert!(skip);
+                        assert_eq!((account.seq, account.outcome), (seq, Outcome::Skipped));
+                        self.open.insert(seq);
+                        self.account(&account, step);
+                    }
                     Offer::Refused(account) => {
                         assert!(!skip);
                         match account.outcome {

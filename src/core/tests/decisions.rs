@@ -74,7 +74,17 @@ fn on_full_wait_stops_reading_and_reject_refuses_with_an_account() {
 #[test]
 fn a_job_that_succeeded_before_is_skipped_without_being_admitted() {
     let mut s = scheduler(1, 10, Policy::default());
-    assert_eq!(s.offer(request(1, "a"), true, ms(0)), Offer::Skipped);
+    match s.offer(request(1, "a"), true, ms(3)) {
+        Offer::Skipped(account) => {
+            assert_eq!(
+                (account.seq, account.outcome, account.attempts),
+                (1, Outcome::Skipped, 0)
+            );
+            assert_eq!((account.ended_at, account.waited), (ms(3), None));
+            assert!(account.tried.is_none() && !account.in_flight);
+        }
+        other => panic!("{other:?}"),
+    }
     assert_eq!(s.queued(), 0);
 }
 

@@ -1,0 +1,202 @@
+//! `--strict`: the whole input is read and checked before anything starts (SPEC §1.1), in
+//! bounded memory. The lines are copied, as read, to an unnamed temporary file (in `TMPDIR`),
+//! which the run then reads as its input; only the line being checked is held in memory
+//! ([`LineReader`] bounds it). A stop signal while checking ends the wait at once.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Read, Seek, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+use nix::sys::signal::Signal;
+
+use super::input::Feed;
+use super::signal::{next_signal, StopSignals};
+use crate::input::lines::{LineItem, LineReader};
+
+/// What checking the input came to.
+pub(crate) enum Checked {
+    /// Every line is valid: the run reads them from here.
+    Valid(Feed),
+    /// A stop signal came first, after `lines` lines (blank lines and comments not counted)
+    /// were checked, none of them invalid. The reading is abandoned.
+    Interrupted {
+        /// The stop signal.
+        signal: Signal,
+        /// Lines checked.
+        lines: u64,
+    },
+}
+
+/// Reads and checks all of `reader` (named `source` in messages) on a thread of its own while
+/// waiting for it, or for a stop signal on `signals`. Must run inside the tokio runtime.
+///
+/// # Errors
+/// The first invalid line (its line number and why), a read error, or no room for the copy;
+/// nothing has run.
+pub(crate) async fn check(
+    reader: Box<dyn BufRead + Send>,
+    source: String,
+    signals: &mut Option<StopSignals>,
+) -> anyhow::Result<Checked> {
+    let checked = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let counter = Arc::clone(&checked);
+    std::thread::Builder::new()
+        .name("lanes-strict".into())
+        .spawn(move || {
+            let _ = tx.send(check_all(reader, &source, &counter));
+        })
+        .context("cannot start the thread that checks the input")?;
+    tokio::select! {
+        biased;
+        Some(signal) = next_signal(signals) => Ok(Checked::Interrupted {
+            signal,
+            lines: checked.load(Ordering::Relaxed),
+        }),
+        result = rx => match result {
+            Ok(result) => result.map(Checked::Valid),
+            Err(_) => bail!("the check of the input (--strict) ended without an answer"),
+        },
+    }
+}
+
+/// Checks every line, copying them to a temporary file while all are valid; counts the lines
+/// checked in `checked`. The whole input is read even past an invalid line, so that a
+/// producer writing into a pipe is never cut off with EPIPE (SPEC §1.1); only the first
+/// invalid line is named.
+fn check_all(
+    reader: Box<dyn BufRead + Send>,
+    source: &str,
+    checked: &AtomicU64,
+) -> anyhow::Result<Feed> {
+    let file = tempfile::tempfile()
+        .context("cannot create a temporary file (in TMPDIR) to hold the input for --strict")?;
+    let mut spool = Spool {
+        input: reader,
+        copy: BufWriter::with_capacity(64 * 1024, file),
+        error: None,
+    };
+    let mut first_invalid = None;
+    for numbered in LineReader::new(&mut spool) {
+        let numbered = numbered.context("cannot read the input")?;
+        if let LineItem::Invalid { message, .. } = numbered.item {
+            first_invalid = Some((numbered.line, message));
+            break;
+        }
+        checked.store(numbered.seq, Ordering::Relaxed);
+    }
+    if let Some((line, message)) = first_invalid {
+        // The rest is read and dropped.
+        std::io::copy(&mut spool.input, &mut std::io::sink()).context("cannot read the input")?;
+        bail!("{source}:{line}: {message} (--strict: nothing was run)");
+    }
+    if let Some(err) = spool.error {
+        return Err(err).context("cannot copy the input for --strict to a temporary file");
+    }
+    let mut file = spool
+        .copy
+        .into_inner()
+        .map_err(std::io::IntoInnerError::into_error)
+        .context("cannot copy the input for --strict to a temporary file")?;
+    file.rewind()
+        .context("cannot read back the input copied for --strict")?;
+    Ok(Feed::Lines(Box::new(BufReader::with_capacity(
+        64 * 1024,
+        file,
+    ))))
+}
+
+/// A reader that copies every byte consumed from `input` to `copy`; the first write error is
+/// kept in `error` (and nothing more is copied).
+struct Spool {
+    input: Box<dyn BufRead + Send>,
+    copy: BufWriter<File>,
+    error: Option<std::io::Error>,
+}
+
+impl Read for Spool {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let available = self.fill_buf()?;
+        let n = available.len().min(out.len());
+        out[..n].copy_from_slice(&available[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Spool {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.input.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        if amount > 0 && self.error.is_none() {
+            // The buffer still holds what is consumed: `fill_buf` reads nothing new here.
+            match self.input.fill_buf() {
+                Ok(buffered) => {
+                    let end = amount.min(buffered.len());
+                    if let Err(err) = self.copy.write_all(&buffered[..end]) {
+                        self.error = Some(err);
+                    }
+                }
+                Err(err) => self.error = Some(err),
+            }
+        }
+        self.input.consume(amount);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines_of(feed: Feed) -> Vec<(u64, u64, LineItem)> {
+        let Feed::Lines(reader) = feed else {
+            panic!("not lines");
+        };
+        LineReader::new(reader)
+            .map(|line| {
+                let line = line.unwrap();
+                (line.seq, line.line, line.item)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn valid_input_is_read_back_with_the_same_numbering() {
+        let input = "\u{feff}a\techo 1\n\n# c\nb\techo 2\r\nc\techo 3";
+        let reader = Box::new(BufReader::with_capacity(3, input.as_bytes()));
+        let checked = AtomicU64::new(0);
+        let feed = check_all(reader, "-", &checked).unwrap();
+        let want = lines_of(Feed::Lines(Box::new(input.as_bytes())));
+        assert_eq!(lines_of(feed), want);
+        assert_eq!(want.len(), 3);
+        assert_eq!(checked.load(Ordering::Relaxed), 3);
+    }
+
+    /// Counts the bytes read from it.
+    struct Counting(std::io::Cursor<Vec<u8>>, Arc<AtomicU64>);
+
+    impl Read for Counting {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.read(out)?;
+            self.1.fetch_add(n as u64, Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn the_first_invalid_line_is_named_and_the_rest_is_read() {
+        let input = b"a\techo 1\nno tab\nalso no tab\nb\techo 2\n".to_vec();
+        let (size, read) = (input.len() as u64, Arc::new(AtomicU64::new(0)));
+        let reader = Counting(std::io::Cursor::new(input), Arc::clone(&read));
+        let checked = AtomicU64::new(0);
+        let err = check_all(Box::new(BufReader::new(reader)), "jobs.tsv", &checked)
+            .err()
+            .unwrap();
+        assert!(err.to_string().starts_with("jobs.tsv:2: no tab"), "{err}");
+        assert_eq!(read.load(Ordering::Relaxed), size);
+    }
+}
