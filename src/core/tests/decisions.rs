@@ -81,7 +81,7 @@ fn a_job_that_succeeded_before_is_skipped_without_being_admitted() {
                 (1, Outcome::Skipped, 0)
             );
             assert_eq!((account.ended_at, account.waited), (ms(3), None));
-            assert!(account.tried.is_none() && !account.in_flight);
+            assert!(account.tried().is_none() && !account.in_flight);
         }
         other => panic!("{other:?}"),
     }
