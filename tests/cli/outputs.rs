@@ -822,7 +822,8 @@ fn the_schema_refuses_broken_records() {
         "outcome":"skipped","reason":"succeeded_before","exit_code":null,"signal":null,
         "started":false,"started_at":null,"ended_at":"2026-11-29T11:45:26.053Z",
         "duration_ms":null,"wait_ms":null,"attempts":0,"slot":null,"leaked":false,
-        "superseded_by":null,"batch":null,"error":null,"cpu_ms":null,"memory_peak_bytes":null});
+        "superseded_by":null,"batch":null,"error":null,"cpu_ms":null,"memory_peak_bytes":null,
+        "tries":[]});
     assert_eq!(schema_errors(&schema, &skipped), Vec::<String>::new());
     let run = json!({"type":"run","version":"0.1.0","schema":2,
         "started_at":"2026-11-29T11:45:26.050Z","max_concurrent":2,"source":"-","containment":"cgroup"});
