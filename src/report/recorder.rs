@@ -102,7 +102,7 @@ impl Recorder {
             junit.add(entry);
         }
         if let Some(progress) = &mut self.progress {
-            progress.recorded(outcome.is_bad());
+            progress.recorded(outcome);
         }
         if self.writes() {
             self.write_line(to_line(&entry.to_record())).await;

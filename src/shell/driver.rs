@@ -94,6 +94,8 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     let mut signals = StopSignals::install(!hangup_ignored).ok();
     // Ctrl-Z: lanes stops with its jobs.
     let mut terminal_stop = unix_signal(SignalKind::from_raw(nix::libc::SIGTSTP)).ok();
+    // The terminal was resized: the display is laid out again.
+    let mut resized = unix_signal(SignalKind::window_change()).ok();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
     let mut core = Scheduler::with_policy(
         Limits {
@@ -154,9 +156,10 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             () = sleep_until_opt(wake) => driver.on_wake(),
             () = driver.grouped.written(), if backlogged => {},
             item = driver.input.recv(), if accept_input => driver.on_input(item).await,
-            _ = redraw.tick(), if driver.ledger.progress().is_some() => {
+            _ = redraw.tick(), if driver.ledger.progress().is_some() => driver.redraw(),
+            Some(()) = recv_optional(&mut resized), if driver.ledger.progress().is_some() => {
                 if let Some(progress) = driver.ledger.progress() {
-                    progress.tick();
+                    progress.resized();
                 }
             }
         }
@@ -491,11 +494,35 @@ impl Driver {
     fn on_terminal_stop(&mut self) {
         let groups: Vec<i32> = self.controls.values().map(|&(_, pid)| pid).collect();
         self.launcher.freeze(&groups);
+        if let Some(progress) = self.ledger.progress() {
+            progress.pause();
+        }
         let stopped_at = Instant::now();
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
         let stopped = stopped_at.elapsed();
         self.launcher.thaw(&groups);
         self.core.resumed(stopped);
+        if let Some(progress) = self.ledger.progress() {
+            progress.resume();
+        }
+    }
+
+    /// The display's tick: which jobs are stopped (a read of the terminal), and elapsed times.
+    fn redraw(&mut self) {
+        let stopped = if self.launcher.backend().is_local() {
+            let runs: Vec<(Seq, i32)> = self
+                .controls
+                .iter()
+                .map(|(&seq, &(_, pid))| (seq, pid))
+                .collect();
+            super::stopped::stopped_runs(&runs)
+        } else {
+            HashMap::new()
+        };
+        if let Some(progress) = self.ledger.progress() {
+            progress.set_stopped(&stopped);
+            progress.tick();
+        }
     }
 
     fn on_wake(&mut self) {
@@ -506,13 +533,16 @@ impl Driver {
     async fn on_signal(&mut self, signal: nix::sys::signal::Signal) {
         match self.core.signal_received(signal, self.tick()) {
             SignalVerdict::Halt(halt) => {
-                // The display goes at once: what follows is the shutdown's own account.
+                // The display says that jobs are being stopped until they are gone.
                 if let Some(progress) = self.ledger.progress() {
-                    progress.finish();
+                    progress.stopping();
                 }
                 self.apply_halt(halt).await;
             }
             SignalVerdict::Kill(runs) => {
+                if let Some(progress) = self.ledger.progress() {
+                    progress.killing();
+                }
                 for seq in runs {
                     if let Some((control, _)) = self.controls.get(&seq) {
                         let _ = control.send(Control::Kill);

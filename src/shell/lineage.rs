@@ -62,6 +62,35 @@ pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32, with_unreadable: bool) -
     found
 }
 
+/// The live descendants of `lanes` in `procs` outside the process groups `groups` that carry
+/// a job's `LANES_SEQ`, with that seq.
+pub(crate) fn strays_by_seq(
+    procs: &HashMap<i32, ProcStat>,
+    groups: &HashSet<i32>,
+) -> Vec<(i32, u64)> {
+    let me = std::process::id() as i32;
+    let mut descends: HashMap<i32, bool> = HashMap::new();
+    let mut found = Vec::new();
+    for (&pid, info) in procs {
+        if zombie(info) || groups.contains(&info.pgid) || pid == me {
+            continue;
+        }
+        if !descends_from(pid, me, procs, &mut descends) {
+            continue;
+        }
+        let seq = environ(pid).and_then(|environ| {
+            environ
+                .split(|&b| b == 0)
+                .find_map(|var| var.strip_prefix(b"LANES_SEQ="))
+                .and_then(|value| std::str::from_utf8(value).ok()?.parse().ok())
+        });
+        if let Some(seq) = seq {
+            found.push((pid, seq));
+        }
+    }
+    found
+}
+
 /// Whether a process is a zombie (or dead): no longer a process of anyone's.
 fn zombie(stat: &ProcStat) -> bool {
     matches!(stat.state, 'Z' | 'X')

@@ -10,6 +10,7 @@ pub(crate) mod lineage;
 pub(crate) mod reap;
 pub(crate) mod signal;
 pub(crate) mod spawn;
+pub(crate) mod stopped;
 pub(crate) mod supervise;
 pub(crate) mod unix;
 

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use nix::errno::Errno;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::sync::oneshot;
 
@@ -100,5 +101,15 @@ pub(crate) async fn sweep_escapees(
                 deadline = Instant::now();
             }
         }
+    }
+}
+
+/// The signal that stopped direct child `pid`, when it is stopped now. Only looks
+/// (`waitid(WSTOPPED | WNOWAIT)`): nothing is reaped, and the stop stays reportable.
+pub(crate) fn stop_signal(pid: i32) -> Option<Signal> {
+    let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(Pid::from_raw(pid)), flags) {
+        Ok(WaitStatus::Stopped(_, signal)) => Some(signal),
+        _ => None,
     }
 }
