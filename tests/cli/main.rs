@@ -29,3 +29,4 @@ mod outputs;
 mod policies;
 mod resume;
 mod slurm;
+mod terminal;
