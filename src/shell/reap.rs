@@ -61,7 +61,7 @@ impl Reaper {
 }
 
 /// Terminates what escaped its job's process group (`setsid`, a double fork into another
-/// session) and was re-parented to `lanes`: SIGTERM to each one's group, SIGKILL after the
+/// session) and was re-parented to `lanes`: SIGTERM (then SIGCONT) to each one's group, SIGKILL after the
 /// grace period to what is left, so that no process of any job outlives the run. A stop signal
 /// meanwhile ends the grace at once; the first one that came is returned.
 pub(crate) async fn sweep_escapees(
@@ -91,6 +91,8 @@ pub(crate) async fn sweep_escapees(
                 super::unix::signal_escapee(pid, Signal::SIGKILL);
             } else if signalled.insert(pid) {
                 super::unix::signal_escapee(pid, Signal::SIGTERM);
+                // A stopped escapee hears SIGTERM only once continued.
+                super::unix::signal_escapee(pid, Signal::SIGCONT);
             }
         }
         tokio::select! {

@@ -25,6 +25,7 @@ mod batching;
 mod containment;
 mod examples;
 mod hygiene;
+mod job_control;
 mod outputs;
 mod policies;
 mod resume;
