@@ -492,30 +492,33 @@ impl Driver {
     /// deadline. lanes stops itself as the signal's default action would (SIGSTOP), and goes on
     /// here when continued (`fg`, `bg`, SIGCONT).
     fn on_terminal_stop(&mut self) {
-        let groups: Vec<i32> = self.controls.values().map(|&(_, pid)| pid).collect();
-        self.launcher.freeze(&groups);
+        let runs = self.runs();
+        let strays = self.launcher.freeze(&runs);
         if let Some(progress) = self.ledger.progress() {
             progress.pause();
         }
         let stopped_at = Instant::now();
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
         let stopped = stopped_at.elapsed();
-        self.launcher.thaw(&groups);
+        self.launcher.thaw(&runs, &strays);
         self.core.resumed(stopped);
         if let Some(progress) = self.ledger.progress() {
             progress.resume();
         }
     }
 
+    /// The runs in flight: first seq and process group.
+    fn runs(&self) -> Vec<(Seq, i32)> {
+        self.controls
+            .iter()
+            .map(|(&seq, &(_, pid))| (seq, pid))
+            .collect()
+    }
+
     /// The display's tick: which jobs are stopped (a read of the terminal), and elapsed times.
     fn redraw(&mut self) {
         let stopped = if self.launcher.backend().is_local() {
-            let runs: Vec<(Seq, i32)> = self
-                .controls
-                .iter()
-                .map(|(&seq, &(_, pid))| (seq, pid))
-                .collect();
-            super::stopped::stopped_runs(&runs)
+            super::stopped::stopped_runs(&self.runs())
         } else {
             HashMap::new()
         };

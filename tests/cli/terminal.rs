@@ -138,24 +138,31 @@ impl Drop for Tmux {
     }
 }
 
-/// The shell line that runs lanes with `args` and writes its exit status to `exit`: in a
-/// subshell, so that the status is written when lanes ends, not when it is stopped.
+/// The shell line that runs lanes with `args` (its report goes to `$D/report`), as the
+/// shell's job itself, so that the shell tells of its stop only once lanes has stopped.
 fn lanes_line(args: &str, dir: &Path) -> String {
     format!(
-        "D={}; export D; ( {} {args}; echo $? > \"$D/exit\" )",
+        "D={}; export D; {} --report \"$D/report\" {args}",
         sh_quote(dir.to_str().unwrap()),
         sh_quote(BIN)
     )
 }
 
-/// Waits for lanes' exit status (the file the shell line writes).
-fn exit_status(scratch: &Scratch, tmux: &Tmux, timeout: Duration) -> i32 {
+/// Waits for lanes' end (its report whole, and the shell's prompt back); returns the report.
+fn ended(scratch: &Scratch, tmux: &Tmux, timeout: Duration) -> Report {
+    let mut report = None;
     if !wait_until(timeout, || {
-        scratch.read_opt("exit").is_some_and(|t| t.ends_with('\n'))
+        report = fs::read_to_string(scratch.join("report"))
+            .ok()
+            .and_then(|text| Report::parse(&text).ok());
+        report.is_some()
     }) {
         panic!("lanes did not end within {timeout:?}:\n{}", tmux.history());
     }
-    scratch.read("exit").trim().parse().unwrap()
+    tmux.wait_screen("the shell's prompt", timeout, |screen| {
+        screen.lines().rev().find(|l| !l.trim().is_empty()) == Some("$")
+    });
+    report.unwrap()
 }
 
 /// The state letter of `pid` (`/proc/PID/stat`), while it exists.
@@ -164,36 +171,34 @@ fn state(pid: i32) -> Option<char> {
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
-trait ReadOpt {
-    fn read_opt(&self, name: &str) -> Option<String>;
-}
-
-impl ReadOpt for Scratch {
-    fn read_opt(&self, name: &str) -> Option<String> {
-        fs::read_to_string(self.join(name)).ok()
-    }
-}
-
 #[test]
 fn ctrl_z_stops_the_jobs_and_their_timeouts_until_fg() {
     let scratch = Scratch::new();
     let Some(tmux) = Tmux::start("ctrl_z", 120, 30, scratch.path()) else {
         return;
     };
+    // Job a also starts a process that leaves its process group (and session).
     scratch.write(
         "jobs",
-        "a\techo $$ > \"$D/a.pid\"; sleep 2; touch \"$D/a.done\"\n\
+        "a\techo $$ > \"$D/a.pid\"; \
+         setsid sh -c 'echo $$ > \"$D/stray.pid\"; sleep 2; touch \"$D/stray.done\"' & \
+         sleep 2; touch \"$D/a.done\"\n\
          b\techo $$ > \"$D/b.pid\"; sleep 2; touch \"$D/b.done\"\n",
     );
     tmux.type_line(&lanes_line(
-        "--containment process-group --timeout 3 -j 2 --report \"$D/report\" \"$D/jobs\"",
+        "--containment process-group --timeout 3 -j 2 \"$D/jobs\"",
         scratch.path(),
     ));
     scratch.wait_for("a.pid", Duration::from_secs(10));
     scratch.wait_for("b.pid", Duration::from_secs(10));
-    let groups = [scratch.pid("a.pid"), scratch.pid("b.pid")];
+    scratch.wait_for("stray.pid", Duration::from_secs(10));
+    let groups = [
+        scratch.pid("a.pid"),
+        scratch.pid("b.pid"),
+        scratch.pid("stray.pid"),
+    ];
     tmux.key("C-z");
-    // Every process of both jobs is stopped (the shell and its sleep).
+    // Every process of both jobs is stopped (the shells and their sleeps, the stray).
     let all_stopped = || {
         groups.iter().all(|&pgid| {
             let members = group_members(pgid);
@@ -205,23 +210,26 @@ fn ctrl_z_stops_the_jobs_and_their_timeouts_until_fg() {
         "the jobs were not stopped by Ctrl-Z:\n{}",
         tmux.screen()
     );
-    tmux.wait_screen(
+    let screen = tmux.wait_screen(
         "the shell saying lanes stopped",
         Duration::from_secs(5),
         |s| s.contains("Stopped"),
     );
+    // The display was cleared as lanes stopped.
+    assert!(!screen.contains(" running · "), "{screen}");
     // Longer than the timeout: the jobs neither run nor time out meanwhile.
     std::thread::sleep(Duration::from_millis(3500));
     assert!(all_stopped(), "the jobs went on while lanes was stopped");
     assert!(!scratch.exists("a.done") && !scratch.exists("b.done"));
+    assert!(!scratch.exists("stray.done"));
     tmux.type_line("fg");
-    assert_eq!(exit_status(&scratch, &tmux, Duration::from_secs(20)), 0);
-    let report = Report::must_parse(&scratch.read("report"));
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.summary.exit_code, 0);
     for job in &report.jobs {
         assert_eq!(job.outcome, "succeeded", "{job:?}");
     }
     assert_eq!(report.jobs.len(), 2);
-    assert!(scratch.exists("a.done") && scratch.exists("b.done"));
+    assert!(scratch.exists("a.done") && scratch.exists("b.done") && scratch.exists("stray.done"));
 }
 
 #[test]
@@ -235,10 +243,7 @@ fn a_job_reading_the_terminal_shows_as_stopped_and_says_why() {
         "asks\techo $$ > \"$D/asks.pid\"; read x < /dev/tty\n\
          works\tsleep 30\n",
     );
-    tmux.type_line(&lanes_line(
-        "--progress always --report \"$D/report\" \"$D/jobs\"",
-        scratch.path(),
-    ));
+    tmux.type_line(&lanes_line("--progress always \"$D/jobs\"", scratch.path()));
     let screen = tmux.wait_screen("the stopped job", Duration::from_secs(10), |s| {
         s.contains("STOPPED (SIGTTIN: waiting for terminal input)")
     });
@@ -247,8 +252,8 @@ fn a_job_reading_the_terminal_shows_as_stopped_and_says_why() {
     assert!(stopped[0].starts_with("  [asks]"), "{screen}");
     assert!(screen.contains("2 running · 1 stopped"), "{screen}");
     tmux.key("C-c");
-    assert_eq!(exit_status(&scratch, &tmux, Duration::from_secs(20)), 130);
-    let report = Report::must_parse(&scratch.read("report"));
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.summary.exit_code, 130);
     let asks = report.by_key("asks")[0];
     assert_eq!(asks.outcome, "interrupted");
     let error = asks.error.as_deref().unwrap_or_default();
@@ -279,7 +284,7 @@ fn ctrl_c_says_what_is_being_stopped_and_leaves_no_status_line_behind() {
          queued\ttrue\n",
     );
     tmux.type_line(&lanes_line(
-        "--progress always -j 1 --max-queued 1 --grace 60 --report \"$D/report\" \"$D/jobs\"",
+        "--progress always -j 1 --max-queued 1 --grace 60 \"$D/jobs\"",
         scratch.path(),
     ));
     scratch.wait_for("ready", Duration::from_secs(10));
@@ -293,7 +298,7 @@ fn ctrl_c_says_what_is_being_stopped_and_leaves_no_status_line_behind() {
         s.contains("stopping 1 job… (Ctrl-C again to kill)")
     });
     tmux.key("C-c");
-    assert_eq!(exit_status(&scratch, &tmux, Duration::from_secs(20)), 130);
+    ended(&scratch, &tmux, Duration::from_secs(20));
     let history = tmux.history();
     // No frame of the display is left in the scrollback.
     for line in history.lines() {
@@ -305,6 +310,7 @@ fn ctrl_c_says_what_is_being_stopped_and_leaves_no_status_line_behind() {
         );
     }
     let report = Report::must_parse(&scratch.read("report"));
+    assert_eq!(report.summary.exit_code, 130);
     assert_eq!(report.by_key("stubborn")[0].outcome, "interrupted");
 }
 
@@ -324,7 +330,7 @@ fn after_a_resize_the_display_fits_and_counts_the_jobs_not_shown() {
     }
     scratch.write("jobs", jobs);
     tmux.type_line(&lanes_line(
-        "--progress always -j 12 --report \"$D/report\" \"$D/jobs\"",
+        "--progress always -j 12 \"$D/jobs\"",
         scratch.path(),
     ));
     tmux.wait_screen("12 running jobs", Duration::from_secs(15), |s| {
@@ -374,8 +380,8 @@ fn after_a_resize_the_display_fits_and_counts_the_jobs_not_shown() {
                 .all(|row| row.starts_with("  [job-") && row.chars().count() < 120)
     });
     scratch.write("go", "");
-    assert_eq!(exit_status(&scratch, &tmux, Duration::from_secs(30)), 0);
-    let report = Report::must_parse(&scratch.read("report"));
+    let report = ended(&scratch, &tmux, Duration::from_secs(30));
+    assert_eq!(report.summary.exit_code, 0);
     assert_eq!(report.summary.succeeded, 12);
 }
 
@@ -393,11 +399,7 @@ fn with_stdout_piped_to_the_terminal_the_display_erases_nothing() {
         ));
     }
     scratch.write("jobs", jobs);
-    let line = lanes_line(
-        "-j 3 --report \"$D/report\" \"$D/jobs\" | cat",
-        scratch.path(),
-    );
-    // `$?` of a pipeline is cat's: lanes' own status is in the report.
+    let line = lanes_line("-j 3 \"$D/jobs\" | cat", scratch.path());
     tmux.type_line(&line);
     for n in 1..=3 {
         scratch.wait_for(&format!("said-{n}"), Duration::from_secs(10));
@@ -407,7 +409,7 @@ fn with_stdout_piped_to_the_terminal_the_display_erases_nothing() {
     });
     assert!(!screen.contains(" running · "), "a live display:\n{screen}");
     scratch.write("go", "");
-    exit_status(&scratch, &tmux, Duration::from_secs(30));
+    let report = ended(&scratch, &tmux, Duration::from_secs(30));
     let history = tmux.history();
     for n in 1..=3 {
         assert!(
@@ -416,6 +418,5 @@ fn with_stdout_piped_to_the_terminal_the_display_erases_nothing() {
         );
     }
     assert!(history.contains("lanes: 3 jobs in"), "{history}");
-    let report = Report::must_parse(&scratch.read("report"));
     assert_eq!(report.summary.succeeded, 3);
 }
