@@ -128,6 +128,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         ledger,
         resume,
         received: 0,
+        stopped: HashMap::new(),
     };
     driver
         .ledger
@@ -156,7 +157,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             () = sleep_until_opt(wake) => driver.on_wake(),
             () = driver.grouped.written(), if backlogged => {},
             item = driver.input.recv(), if accept_input => driver.on_input(item).await,
-            _ = redraw.tick(), if driver.ledger.progress().is_some() => driver.redraw(),
+            _ = redraw.tick(), if driver.ledger.watches_stops() => driver.redraw(),
             Some(()) = recv_optional(&mut resized), if driver.ledger.progress().is_some() => {
                 if let Some(progress) = driver.ledger.progress() {
                     progress.resized();
@@ -193,6 +194,8 @@ struct Driver {
     received: u64,
     results_index: ResultsIndex,
     grouped: GroupedOutput,
+    /// The runs in flight last found stopped, and why.
+    stopped: HashMap<Seq, &'static str>,
 }
 
 impl Driver {
@@ -515,13 +518,34 @@ impl Driver {
             .collect()
     }
 
-    /// The display's tick: which jobs are stopped (a read of the terminal), and elapsed times.
+    /// The display's tick (and the events file's): which jobs are stopped (a read of the
+    /// terminal), what changed since the last tick, and elapsed times.
     fn redraw(&mut self) {
         let stopped = if self.launcher.backend().is_local() {
             super::stopped::stopped_runs(&self.runs())
         } else {
             HashMap::new()
         };
+        let now = self.tick();
+        self.stopped
+            .retain(|seq, _| self.controls.contains_key(seq));
+        for (&seq, &why) in &stopped {
+            if self.stopped.insert(seq, why) != Some(why) {
+                let key = self.jobs.get(&seq).map_or("", |job| &job.key);
+                self.ledger.stop_changed(seq, key, Some(why), now);
+            }
+        }
+        let continued: Vec<Seq> = self
+            .stopped
+            .keys()
+            .filter(|seq| !stopped.contains_key(seq))
+            .copied()
+            .collect();
+        for seq in continued {
+            self.stopped.remove(&seq);
+            let key = self.jobs.get(&seq).map_or("", |job| &job.key);
+            self.ledger.stop_changed(seq, key, None, now);
+        }
         if let Some(progress) = self.ledger.progress() {
             progress.set_stopped(&stopped);
             progress.tick();

@@ -37,3 +37,43 @@ fn a_stopped_process_that_escaped_its_job_hears_its_sigterm() {
     // Well before the grace period would have run out.
     assert!(out.elapsed < Duration::from_secs(8), "{:?}", out.elapsed);
 }
+
+#[test]
+fn the_events_tell_when_a_job_is_found_stopped_and_running_again() {
+    let scratch = Scratch::new();
+    let events = scratch.join("events");
+    let running = Run::new()
+        .scratch(&scratch)
+        .arg("--events")
+        .arg(&events)
+        .stdin(format!(
+            "k\techo $$ > \"$D/pid\"; kill -STOP $$; {}\n",
+            await_file("go")
+        ))
+        .spawn();
+    let seen = |what: &str| {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .find(|event| event["type"] == what)
+    };
+    // Checked once a second.
+    assert!(wait_until(Duration::from_secs(10), || seen("stopped").is_some()));
+    let stopped = seen("stopped").unwrap();
+    assert_eq!(stopped["seq"], 1);
+    assert_eq!(stopped["key"], "k");
+    assert_eq!(stopped["why"], "SIGSTOP");
+    assert!(seen("continued").is_none());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(scratch.pid("pid")),
+        nix::sys::signal::Signal::SIGCONT,
+    )
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || seen("continued").is_some()));
+    assert_eq!(seen("continued").unwrap()["seq"], 1);
+    scratch.write("go", "");
+    let out = running.wait();
+    out.code(0);
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+}
