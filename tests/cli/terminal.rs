@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::{await_file, group_members, sh_quote, wait_until, Report, Scratch, BIN};
+use crate::support::{await_file, group_members, sh_quote, wait_until, Report, Run, Scratch, BIN};
 
 /// One tmux server with one pane running an interactive shell, `width` × `height`.
 struct Tmux {
@@ -165,6 +165,29 @@ fn ended(scratch: &Scratch, tmux: &Tmux, timeout: Duration) -> Report {
     report.unwrap()
 }
 
+/// Whether `pid`'s cgroup (v2) is frozen (`cgroup.events`: `frozen 1`).
+fn frozen(pid: i32) -> bool {
+    let Ok(cgroups) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        return false;
+    };
+    let Some(path) = cgroups.lines().find_map(|line| line.strip_prefix("0::")) else {
+        return false;
+    };
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts
+        .lines()
+        .filter(|line| {
+            line.split(" - ")
+                .nth(1)
+                .is_some_and(|fs| fs.starts_with("cgroup2 "))
+        })
+        .filter_map(|line| line.split(' ').nth(4))
+        .any(|mount| {
+            fs::read_to_string(format!("{mount}{path}/cgroup.events"))
+                .is_ok_and(|events| events.lines().any(|l| l == "frozen 1"))
+        })
+}
+
 /// The state letter of `pid` (`/proc/PID/stat`), while it exists.
 fn state(pid: i32) -> Option<char> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -173,6 +196,26 @@ fn state(pid: i32) -> Option<char> {
 
 #[test]
 fn ctrl_z_stops_the_jobs_and_their_timeouts_until_fg() {
+    ctrl_z_then_fg("process-group");
+}
+
+#[test]
+fn ctrl_z_freezes_the_jobs_cgroups_until_fg() {
+    let probe = Run::new()
+        .args(["--containment", "cgroup"])
+        .stdin("k\ttrue\n")
+        .run();
+    if probe.code != 0 {
+        eprintln!("skipped: no cgroup can be created here");
+        return;
+    }
+    ctrl_z_then_fg("cgroup");
+}
+
+/// Ctrl-Z in a terminal with two jobs running under `containment`, then `fg` after longer
+/// than their timeout: they were stopped (state `T` without cgroups; with cgroups, their
+/// cgroups frozen), went nowhere meanwhile, and succeed.
+fn ctrl_z_then_fg(containment: &str) {
     let scratch = Scratch::new();
     let Some(tmux) = Tmux::start("ctrl_z", 120, 30, scratch.path()) else {
         return;
@@ -186,7 +229,7 @@ fn ctrl_z_stops_the_jobs_and_their_timeouts_until_fg() {
          b\techo $$ > \"$D/b.pid\"; sleep 2; touch \"$D/b.done\"\n",
     );
     tmux.type_line(&lanes_line(
-        "--containment process-group --timeout 3 -j 2 \"$D/jobs\"",
+        &format!("--containment {containment} --timeout 3 -j 2 \"$D/jobs\""),
         scratch.path(),
     ));
     scratch.wait_for("a.pid", Duration::from_secs(10));
@@ -199,10 +242,17 @@ fn ctrl_z_stops_the_jobs_and_their_timeouts_until_fg() {
     ];
     tmux.key("C-z");
     // Every process of both jobs is stopped (the shells and their sleeps, the stray).
+    let stopped = |pid: i32| {
+        if containment == "cgroup" {
+            frozen(pid)
+        } else {
+            state(pid) == Some('T')
+        }
+    };
     let all_stopped = || {
         groups.iter().all(|&pgid| {
             let members = group_members(pgid);
-            !members.is_empty() && members.iter().all(|&pid| state(pid) == Some('T'))
+            !members.is_empty() && members.iter().all(|&pid| stopped(pid))
         })
     };
     assert!(
