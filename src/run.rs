@@ -235,7 +235,7 @@ fn feed_for(config: &RunConfig) -> anyhow::Result<Feed> {
 
 /// Whether the job lines are typed on a terminal (stdin): the display then leaves the
 /// terminal's echo on.
-pub(crate) fn typed_input(config: &RunConfig) -> bool {
+fn typed_input(config: &RunConfig) -> bool {
     use std::io::IsTerminal;
     matches!(config.source, Source::Stdin) && std::io::stdin().is_terminal()
 }
