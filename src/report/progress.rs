@@ -300,8 +300,12 @@ fn frame(progress: &Progress, now: Instant, rows: usize, columns: usize) -> Stri
         }
     };
     status = fit(&status, width.saturating_sub(2));
-    // Rows left for job lines: two rows of the terminal stay free for what is written above.
-    let job_rows = rows.saturating_sub(3).min(MAX_JOB_LINES);
+    // Rows left for job lines: two rows of the terminal stay free for what is written above,
+    // but a terminal of two or three rows still gets one, for the count at least.
+    let job_rows = match rows {
+        0 | 1 => 0,
+        _ => rows.saturating_sub(3).clamp(1, MAX_JOB_LINES),
+    };
     let shown = if running <= job_rows {
         running
     } else {
@@ -424,6 +428,14 @@ mod tests {
                 && lines[1].contains("STOPPED (waiting for terminal input)")
         );
         assert!(lines[0].contains("10 running · 1 stopped · 5 queued · 1 failed · 1 rejected"));
+        // 3 rows: the status line and the count.
+        let tiny = frame(&progress, progress.since, 3, 120);
+        assert_eq!(
+            tiny.lines().nth(1),
+            Some("  … and 10 more running"),
+            "{tiny}"
+        );
+        assert_eq!(tiny.lines().count(), 2);
         let all = frame(&progress, progress.since, 40, 80);
         assert_eq!(all.lines().count(), 11, "{all}");
         assert!(!all.contains("more running"));
