@@ -274,6 +274,8 @@ fn frame(progress: &Progress, now: Instant, rows: usize, columns: usize) -> Stri
         .filter(|line| line.stopped.is_some())
         .count();
     let mut status = match progress.phase {
+        // Once no job runs, what is left is processes that escaped their jobs and output.
+        Phase::Stopping | Phase::Killing if running == 0 => format!("{elapsed} stopping…"),
         Phase::Stopping => format!(
             "{elapsed} stopping {running} job{}… (Ctrl-C again to kill)",
             plural(running)
