@@ -209,9 +209,11 @@ impl Launcher {
                 for &(_, pgid) in runs {
                     super::unix::signal_group(pgid, Signal::SIGSTOP);
                 }
+                // A stray that leads a process group of its own (setsid) is stopped with its
+                // group: what it forks meanwhile is stopped with it.
                 let strays = super::lineage::strays_of(runs);
                 for &pid in &strays {
-                    super::unix::signal_process(pid, Signal::SIGSTOP);
+                    super::unix::signal_escapee(pid, Signal::SIGSTOP);
                 }
                 strays
             }
@@ -228,7 +230,7 @@ impl Launcher {
                     super::unix::signal_group(pgid, Signal::SIGCONT);
                 }
                 for &pid in strays {
-                    super::unix::signal_process(pid, Signal::SIGCONT);
+                    super::unix::signal_escapee(pid, Signal::SIGCONT);
                 }
             }
         }

@@ -255,9 +255,17 @@ fn ctrl_z_then_fg(containment: &str) {
             !members.is_empty() && members.iter().all(|&pid| stopped(pid))
         })
     };
+    let states = || {
+        groups
+            .iter()
+            .flat_map(|&pgid| group_members(pgid))
+            .map(|pid| (pid, state(pid), stopped(pid)))
+            .collect::<Vec<_>>()
+    };
     assert!(
         wait_until(Duration::from_secs(5), all_stopped),
-        "the jobs were not stopped by Ctrl-Z:\n{}",
+        "the jobs were not stopped by Ctrl-Z: {:?} (pid, state, stopped) in groups {groups:?}\n{}",
+        states(),
         tmux.screen()
     );
     let screen = tmux.wait_screen(
