@@ -124,6 +124,9 @@ impl Backend {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Surroundings {
     pub stdout_is_terminal: bool,
+    /// stdout is a pipe, a FIFO or a socket: what lanes writes there may reach the terminal by
+    /// another way (`lanes … | tee log`).
+    pub stdout_is_pipe: bool,
     pub stderr_is_terminal: bool,
     /// `NO_COLOR` set and not empty (<https://no-color.org>).
     pub no_color: bool,
@@ -140,6 +143,7 @@ impl Surroundings {
         let set = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
         Surroundings {
             stdout_is_terminal: std::io::stdout().is_terminal(),
+            stdout_is_pipe: is_pipe(&std::io::stdout()),
             stderr_is_terminal: std::io::stderr().is_terminal(),
             no_color: set("NO_COLOR"),
             ci: std::env::var_os("CI").is_some(),
@@ -158,13 +162,30 @@ pub(crate) fn use_color(choice: When, is_terminal: bool, env: &Surroundings) -> 
     }
 }
 
-/// Whether the live display is drawn on stderr (SPEC §5.4).
+/// Whether the live display is drawn on stderr (SPEC §5.4). Not under `auto` when stdout is a
+/// pipe: job output may then reach the same terminal through it (`lanes … | tee log`), and the
+/// display, redrawn over the last rows, would erase it.
 pub(crate) fn use_progress(progress: When, color: When, env: &Surroundings) -> bool {
     match progress {
         When::Always => true,
         When::Never => false,
-        When::Auto => color != When::Never && use_color(When::Auto, env.stderr_is_terminal, env),
+        When::Auto => {
+            color != When::Never
+                && !env.stdout_is_pipe
+                && use_color(When::Auto, env.stderr_is_terminal, env)
+        }
     }
+}
+
+/// Whether `stream` is a pipe, a FIFO or a socket.
+fn is_pipe(stream: &impl std::os::fd::AsFd) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    stream
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(|file| file.metadata())
+        .is_ok_and(|meta| meta.file_type().is_fifo() || meta.file_type().is_socket())
 }
 
 /// Why a configuration could not be built; nothing has run.
@@ -456,6 +477,20 @@ mod tests {
             }
         ));
         assert!(use_progress(When::Always, When::Never, &piped));
+        // `lanes … | tee log`: job output reaches the terminal through the pipe.
+        let teed = Surroundings {
+            stdout_is_terminal: false,
+            stdout_is_pipe: true,
+            ..terminal()
+        };
+        assert!(!use_progress(When::Auto, When::Auto, &teed));
+        assert!(use_progress(When::Always, When::Auto, &teed));
+        // `lanes … > log`: nothing else reaches the terminal.
+        let to_file = Surroundings {
+            stdout_is_terminal: false,
+            ..terminal()
+        };
+        assert!(use_progress(When::Auto, When::Auto, &to_file));
     }
 
     #[test]

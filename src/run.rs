@@ -63,11 +63,8 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         None => None,
     };
     let env = Surroundings::detect();
-    let progress = use_progress(config.progress, config.color, &env).then(|| {
-        let (rows, columns) = terminal_size().unwrap_or((24, 80));
-        let lines = usize::from(rows).saturating_sub(4).clamp(1, 20);
-        Progress::new(lines, columns)
-    });
+    let progress = use_progress(config.progress, config.color, &env)
+        .then(|| Progress::new(typed_input(&config)));
     let display = progress.as_ref().map(Progress::handle);
     let stdout = Sink::spawn(
         "stdout",
@@ -125,7 +122,8 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         recorder = recorder.with_junit(path.clone(), JunitReport::new(&name, origin));
     }
     if let Some(mut progress) = progress {
-        if let Source::Manifest { manifest, .. } = &config.source {
+        // Under `--resume` the jobs skipped are not counted: the total comes at the input's end.
+        if let (Source::Manifest { manifest, .. }, None) = (&config.source, &config.resume) {
             progress.set_total(manifest.jobs.len() as u64);
         }
         recorder = recorder.with_progress(progress);
@@ -268,7 +266,7 @@ async fn interrupted_check(
     ledger
         .run_started(config.max_concurrent, config.source.describe(), containment)
         .await;
-    ledger.write_junit();
+    ledger.write_junit().await;
     let code = crate::exit::for_run(Some(signal as i32), false);
     let (_, forwarder) = ledger.finish(t0.elapsed(), code).await;
     let mut forced = false;
@@ -292,7 +290,9 @@ async fn interrupted_check(
     }
 }
 
-/// The terminal's size (rows, columns), when stderr is a terminal.
-fn terminal_size() -> Option<(u16, u16)> {
-    console::Term::stderr().size_checked()
+/// Whether the job lines are typed on a terminal (stdin): the display then leaves the
+/// terminal's echo on.
+fn typed_input(config: &RunConfig) -> bool {
+    use std::io::IsTerminal;
+    matches!(config.source, Source::Stdin) && std::io::stdin().is_terminal()
 }

@@ -41,6 +41,16 @@ pub(crate) enum Event<'a> {
         retry: bool,
         at: String,
     },
+    /// Every process of a running job was found stopped (checked once a second); `why` as the
+    /// display says it (`SIGTTIN: waiting for terminal input`).
+    Stopped {
+        seq: u64,
+        key: &'a str,
+        why: &'static str,
+        at: String,
+    },
+    /// A job found stopped runs again.
+    Continued { seq: u64, key: &'a str, at: String },
 }
 
 /// Writes events to a file; silent when no `--events` was given.

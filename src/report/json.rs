@@ -122,7 +122,9 @@ pub(crate) struct JobRecord {
     /// With batching, the `seq` of the first job of the batch this job ran in; else `null`.
     #[schemars(range(min = 1))]
     pub batch: Option<u64>,
-    /// A message for people: the OS error of a spawn error, why a line is invalid; else `null`.
+    /// A message for people: the OS error of a spawn error, why a line is invalid, a problem
+    /// with the job's result files, that its processes were stopped when lanes stopped it;
+    /// else `null`.
     pub error: Option<String>,
     /// CPU time of all the processes of the job's last try, in milliseconds, from its cgroup;
     /// `null` when it did not start or jobs are not in cgroups.

@@ -228,6 +228,29 @@ impl Ledger {
         started
     }
 
+    /// Whether anything is told of stopped jobs (the display or the events file).
+    pub(crate) fn watches_stops(&mut self) -> bool {
+        self.events.enabled() || self.recorder.progress().is_some()
+    }
+
+    /// A run in flight (known by its first job's seq) was found stopped (`why`), or running
+    /// again (`None`).
+    pub(crate) fn stop_changed(
+        &mut self,
+        seq: Seq,
+        key: &str,
+        why: Option<&'static str>,
+        now: Tick,
+    ) {
+        if self.events.enabled() {
+            let at = timestamp(self.at(now));
+            self.events.write(&match why {
+                Some(why) => Event::Stopped { seq, key, why, at },
+                None => Event::Continued { seq, key, at },
+            });
+        }
+    }
+
     /// The input ended after `total` jobs: the display learns the total.
     pub(crate) fn input_ended(&mut self, total: u64) {
         if let Some(progress) = self.recorder.progress() {

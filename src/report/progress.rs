@@ -1,53 +1,97 @@
-//! The live display on a terminal (SPEC §5.4): one status line — done/total, running, queued,
-//! failed, elapsed — and one line per running job (key, elapsed, command cut to the width),
+//! The live display on a terminal (SPEC §5.4): one status line — elapsed, done/total, running,
+//! stopped, queued, failed, rejected — and one line per running job (key, elapsed, command),
 //! drawn on stderr with `indicatif`. Job output is written above it through
 //! [`Progress::handle`]'s `suspend`, never through it.
+//!
+//! Every frame is laid out for the terminal's size at that moment (asked on each frame, and at
+//! once after a resize, SIGWINCH): no line is longer than the width less one column, so none
+//! wraps, and no more lines are drawn than the height leaves room for; the running jobs left
+//! out are counted on a last line (`… and N more running`). While the display is drawn, the
+//! terminal does not echo what is typed ([`Echo`]): an echoed `^C` or Enter would move the
+//! cursor under the display, which could then not be cleared and would stay in the scrollback.
 
-use std::collections::HashMap;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
 
+use console::{measure_text_width, truncate_str};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::terminal::{draw_target, Echo};
+
+use crate::core::Outcome;
 
 /// The live display. Everything is a no-op once [`Progress::finish`] has run.
 pub(crate) struct Progress {
     multi: MultiProgress,
-    status: ProgressBar,
-    lines: HashMap<u64, ProgressBar>,
-    /// At most this many job lines are shown; the status line counts the rest.
-    max_lines: usize,
-    /// The terminal's width in columns.
-    width: u16,
+    /// The whole frame: one bar whose message holds every line.
+    frame: ProgressBar,
+    /// When the display started: the status line's elapsed time.
+    since: Instant,
+    /// Every run in flight, by its first job's seq.
+    running: BTreeMap<u64, RunLine>,
     done: u64,
     failed: u64,
-    running: usize,
+    rejected: u64,
     queued: usize,
     total: Option<u64>,
+    phase: Phase,
+    /// Echo turned off while the display is drawn, when it was.
+    echo: Option<Echo>,
+    /// The terminal's echo is left alone (the input is typed there).
+    keep_echo: bool,
 }
 
-/// How often the display is redrawn, per second.
-const REFRESH_HZ: u8 = 10;
+/// One run in flight, as its line shows it.
+struct RunLine {
+    /// The key, control characters escaped.
+    key: String,
+    /// The command, control characters as spaces.
+    command: String,
+    started: Instant,
+    /// Why its processes are stopped, when they are (`waiting for terminal input`).
+    stopped: Option<&'static str>,
+}
+
+/// What the run is doing, as the status line says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    /// A stop signal came: running jobs are being stopped.
+    Stopping,
+    /// A second stop signal came: running jobs are being killed.
+    Killing,
+    Finished,
+}
+
+/// The most job lines drawn, however tall the terminal.
+const MAX_JOB_LINES: usize = 20;
 
 impl Progress {
-    /// A display on stderr, showing at most `max_lines` running jobs, `width` columns wide.
-    pub(crate) fn new(max_lines: usize, width: u16) -> Self {
-        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(REFRESH_HZ));
-        let status = multi.add(ProgressBar::new_spinner());
-        status.set_style(
-            ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+    /// A display on stderr. `keep_echo`: the terminal's echo is left on (someone types the
+    /// input on that terminal).
+    pub(crate) fn new(keep_echo: bool) -> Self {
+        let multi = MultiProgress::with_draw_target(draw_target());
+        multi.set_move_cursor(true);
+        let frame = multi.add(ProgressBar::new_spinner());
+        frame.set_style(
+            ProgressStyle::with_template("{spinner} {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
-        status.enable_steady_tick(Duration::from_millis(100));
-        let progress = Progress {
+        frame.enable_steady_tick(Duration::from_millis(100));
+        let mut progress = Progress {
             multi,
-            status,
-            lines: HashMap::new(),
-            max_lines,
-            width,
+            frame,
+            since: Instant::now(),
+            running: BTreeMap::new(),
             done: 0,
             failed: 0,
-            running: 0,
+            rejected: 0,
             queued: 0,
             total: None,
+            phase: Phase::Running,
+            echo: (!keep_echo).then(Echo::off).flatten(),
+            keep_echo,
         };
         progress.redraw();
         progress
@@ -74,85 +118,357 @@ impl Progress {
 
     /// A run started (a job, or a batch known by its first job's seq).
     pub(crate) fn started(&mut self, seq: u64, key: &str, command: &str) {
-        self.running += 1;
-        if self.lines.len() < self.max_lines {
-            let line = self.multi.add(ProgressBar::new_spinner());
-            line.set_style(
-                ProgressStyle::with_template("  {prefix} {elapsed:>4} {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-            );
-            // Control characters escaped, anything else as it is; long keys cut to a third of
-            // the width.
-            let mut shown = crate::output::framing::escape_controls(key);
-            let most = usize::from(self.width / 3).max(8);
-            if shown.chars().count() > most {
-                shown = shown.chars().take(most - 1).chain(['…']).collect();
-            }
-            let prefix = format!("[{shown}]");
-            // Cut to the width, leaving the last columns free: a full last line would wrap when
-            // the terminal echoes `^C` after it, and the display could then not be cleared.
-            let room = usize::from(self.width).saturating_sub(prefix.chars().count() + 12);
-            let command: String = command
+        let line = RunLine {
+            key: crate::output::framing::escape_controls(key),
+            command: command
                 .chars()
                 .map(|c| if c.is_control() { ' ' } else { c })
-                .take(room)
-                .collect();
-            line.set_prefix(prefix);
-            line.set_message(command);
-            self.lines.insert(seq, line);
-        }
+                .collect(),
+            started: Instant::now(),
+            stopped: None,
+        };
+        self.running.insert(seq, line);
         self.redraw();
     }
 
     /// A run (known by its first job's seq) ended; its line goes.
     pub(crate) fn run_ended(&mut self, seq: u64) {
-        self.running = self.running.saturating_sub(1);
-        if let Some(line) = self.lines.remove(&seq) {
-            line.finish_and_clear();
-            self.multi.remove(&line);
-        }
+        self.running.remove(&seq);
         self.redraw();
     }
 
-    /// A job's record was written; `bad` when it did not succeed (superseded counts as fine).
-    pub(crate) fn recorded(&mut self, bad: bool) {
+    /// A job's record was written with `outcome`.
+    pub(crate) fn recorded(&mut self, outcome: Outcome) {
         self.done += 1;
-        self.failed += u64::from(bad);
+        match outcome {
+            Outcome::Rejected(_) => self.rejected += 1,
+            _ if outcome.is_bad() => self.failed += 1,
+            _ => {}
+        }
         self.redraw();
     }
 
-    /// Redraws the running jobs' lines, so that their elapsed times move.
-    pub(crate) fn tick(&self) {
-        for line in self.lines.values() {
-            line.tick();
+    /// Which runs in flight are stopped now, and why (by first seq); the others are not.
+    pub(crate) fn set_stopped(&mut self, stopped: &HashMap<u64, &'static str>) {
+        let mut changed = false;
+        for (seq, line) in &mut self.running {
+            let now = stopped.get(seq).copied();
+            changed |= now != line.stopped;
+            line.stopped = now;
+        }
+        if changed {
+            self.redraw();
+            self.frame.force_draw();
         }
     }
 
-    /// Clears the display for good.
-    pub(crate) fn finish(&mut self) {
-        for (_, line) in self.lines.drain() {
-            line.finish_and_clear();
+    /// Redraws the display, so that elapsed times move.
+    pub(crate) fn tick(&mut self) {
+        self.redraw();
+    }
+
+    /// The terminal's size changed (SIGWINCH): the display is laid out again at once.
+    pub(crate) fn resized(&mut self) {
+        self.redraw();
+        self.frame.force_draw();
+    }
+
+    /// A stop signal came: the status line says that the running jobs are being stopped until
+    /// they are gone.
+    pub(crate) fn stopping(&mut self) {
+        if self.phase == Phase::Running {
+            self.phase = Phase::Stopping;
+            self.redraw();
+            self.frame.force_draw();
         }
-        self.status.finish_and_clear();
+    }
+
+    /// A second stop signal came: the running jobs are being killed.
+    pub(crate) fn killing(&mut self) {
+        if matches!(self.phase, Phase::Running | Phase::Stopping) {
+            self.phase = Phase::Killing;
+            self.redraw();
+            self.frame.force_draw();
+        }
+    }
+
+    /// `lanes` is about to stop (Ctrl-Z): the display is cleared and the terminal's echo given
+    /// back, so that the shell finds its terminal as it left it.
+    pub(crate) fn pause(&mut self) {
+        if self.phase == Phase::Finished {
+            return;
+        }
+        let _ = self.multi.clear();
+        self.multi.set_draw_target(ProgressDrawTarget::hidden());
+        if let Some(echo) = self.echo.take() {
+            echo.restore();
+        }
+    }
+
+    /// `lanes` goes on after [`Progress::pause`]: the display is drawn afresh, without echo
+    /// again when lanes is in the terminal's foreground (after `fg`, not `bg`).
+    pub(crate) fn resume(&mut self) {
+        if self.phase == Phase::Finished {
+            return;
+        }
+        if !self.keep_echo && self.echo.is_none() {
+            self.echo = Echo::off();
+        }
+        self.multi.set_draw_target(draw_target());
+        self.multi.set_move_cursor(true);
+        self.redraw();
+        self.frame.force_draw();
+    }
+
+    /// Clears the display for good, and gives the terminal its echo back.
+    pub(crate) fn finish(&mut self) {
+        if self.phase == Phase::Finished {
+            return;
+        }
+        self.phase = Phase::Finished;
+        self.running.clear();
+        self.frame.finish_and_clear();
         let _ = self.multi.clear();
         // Writers still hold the handle: from now on they write plainly, nothing is redrawn.
         self.multi.set_draw_target(ProgressDrawTarget::hidden());
+        if let Some(echo) = self.echo.take() {
+            echo.restore();
+        }
     }
 
-    fn redraw(&self) {
-        let done = match self.total {
-            Some(total) => format!("{}/{total} done", self.done),
-            None => format!("{} done", self.done),
-        };
-        let hidden = self.running.saturating_sub(self.lines.len());
-        let more = if hidden > 0 {
-            format!(" ({hidden} not shown)")
-        } else {
-            String::new()
-        };
-        self.status.set_message(format!(
-            "{done} · {} running{more} · {} queued · {} failed",
-            self.running, self.queued, self.failed
-        ));
+    /// Lays the frame out for the terminal's size now and hands it to the bar, which draws it
+    /// at its next refresh.
+    fn redraw(&mut self) {
+        if self.phase == Phase::Finished {
+            return;
+        }
+        let (rows, columns) = console::Term::stderr().size_checked().unwrap_or((24, 80));
+        let text = frame(
+            self,
+            Instant::now(),
+            usize::from(rows),
+            usize::from(columns),
+        );
+        self.frame.set_message(text);
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(echo) = self.echo.take() {
+            echo.restore();
+        }
+    }
+}
+
+/// The frame's text for a terminal of `rows` × `columns`: the status line (after the
+/// spinner, which takes 2 columns), the job lines, stopped jobs first, then by seq, and how
+/// many running jobs are not shown. No line is wider than `columns - 1`.
+fn frame(progress: &Progress, now: Instant, rows: usize, columns: usize) -> String {
+    let width = columns.saturating_sub(1).max(1);
+    let elapsed = clock(now.saturating_duration_since(progress.since));
+    let running = progress.running.len();
+    let stopped = progress
+        .running
+        .values()
+        .filter(|line| line.stopped.is_some())
+        .count();
+    let mut status = match progress.phase {
+        // Once no job runs, what is left is processes that escaped their jobs and output.
+        Phase::Stopping | Phase::Killing if running == 0 => format!("{elapsed} stopping…"),
+        Phase::Stopping => format!(
+            "{elapsed} stopping {running} job{}… (Ctrl-C again to kill)",
+            plural(running)
+        ),
+        Phase::Killing => format!("{elapsed} killing {running} job{}…", plural(running)),
+        Phase::Running | Phase::Finished => {
+            let mut status = match progress.total {
+                Some(total) => format!("{elapsed} {}/{total} done", progress.done),
+                None => format!("{elapsed} {} done", progress.done),
+            };
+            let _ = write!(status, " · {running} running");
+            if stopped > 0 {
+                let _ = write!(status, " · {stopped} stopped");
+            }
+            let _ = write!(
+                status,
+                " · {} queued · {} failed",
+                progress.queued, progress.failed
+            );
+            if progress.rejected > 0 {
+                let _ = write!(status, " · {} rejected", progress.rejected);
+            }
+            status
+        }
+    };
+    status = fit(&status, width.saturating_sub(2));
+    // Rows left for job lines: two rows of the terminal stay free for what is written above,
+    // but a terminal of two or three rows still gets one, for the count at least.
+    let job_rows = match rows {
+        0 | 1 => 0,
+        _ => rows.saturating_sub(3).clamp(1, MAX_JOB_LINES),
+    };
+    let shown = if running <= job_rows {
+        running
+    } else {
+        job_rows.saturating_sub(1)
+    };
+    let mut order: Vec<&RunLine> = progress.running.values().collect();
+    order.sort_by_key(|line| line.stopped.is_none());
+    let mut text = status;
+    for line in order.into_iter().take(shown) {
+        text.push('\n');
+        text.push_str(&job_line(line, now, width));
+    }
+    let hidden = running - shown;
+    if hidden > 0 && job_rows > 0 {
+        text.push('\n');
+        text.push_str(&fit(&format!("  … and {hidden} more running"), width));
+    }
+    text
+}
+
+/// One job's line, at most `width` columns: `  [key]  12s command`, or
+/// `  [key]  12s STOPPED (why): command`. Long keys are cut to a third of the width.
+fn job_line(line: &RunLine, now: Instant, width: usize) -> String {
+    let most = (width / 3).max(8);
+    let key = truncate_str(&line.key, most, "…");
+    let secs = now.saturating_duration_since(line.started).as_secs();
+    let mut text = format!("  [{key}] {secs:>3}s ");
+    if let Some(why) = line.stopped {
+        let _ = write!(text, "STOPPED ({why}): ");
+    }
+    text.push_str(&line.command);
+    fit(&text, width)
+}
+
+/// `text` cut to `width` columns, ending in `…` when cut.
+fn fit(text: &str, width: usize) -> String {
+    if measure_text_width(text) <= width {
+        text.to_owned()
+    } else {
+        truncate_str(text, width, "…").into_owned()
+    }
+}
+
+/// `HH:MM:SS`.
+fn clock(elapsed: Duration) -> String {
+    let secs = elapsed.as_secs();
+    format!("{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress_with(jobs: usize) -> Progress {
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let frame = multi.add(ProgressBar::new_spinner());
+        let now = Instant::now();
+        let running = (0..jobs as u64)
+            .map(|seq| {
+                (
+                    seq,
+                    RunLine {
+                        key: format!("key-{seq}"),
+                        command: "a rather long command line ".repeat(4),
+                        started: now,
+                        stopped: (seq == 3).then_some("waiting for terminal input"),
+                    },
+                )
+            })
+            .collect();
+        Progress {
+            multi,
+            frame,
+            since: now,
+            running,
+            done: 2,
+            failed: 1,
+            rejected: 1,
+            queued: 5,
+            total: Some(20),
+            phase: Phase::Running,
+            echo: None,
+            keep_echo: true,
+        }
+    }
+
+    #[test]
+    fn no_line_is_wider_than_the_terminal_less_a_column() {
+        let progress = progress_with(4);
+        for columns in [10, 20, 33, 80] {
+            let text = frame(&progress, progress.since, 24, columns);
+            let mut lines = text.lines();
+            // The status line follows the 2-column spinner.
+            assert!(measure_text_width(lines.next().unwrap()) + 2 < columns.max(4));
+            for line in lines {
+                assert!(measure_text_width(line) < columns, "{line:?} at {columns}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_short_terminal_counts_the_running_jobs_not_shown() {
+        let progress = progress_with(10);
+        let text = frame(&progress, progress.since, 8, 120);
+        let lines: Vec<&str> = text.lines().collect();
+        // 8 rows: 5 for jobs: 4 jobs and the count of the other 6.
+        assert_eq!(lines.len(), 6, "{text}");
+        assert_eq!(lines[5], "  … and 6 more running");
+        // The stopped job comes first, and says why.
+        assert!(
+            lines[1].contains("[key-3]")
+                && lines[1].contains("STOPPED (waiting for terminal input)")
+        );
+        assert!(lines[0].contains("10 running · 1 stopped · 5 queued · 1 failed · 1 rejected"));
+        // 3 rows: the status line and the count.
+        let tiny = frame(&progress, progress.since, 3, 120);
+        assert_eq!(
+            tiny.lines().nth(1),
+            Some("  … and 10 more running"),
+            "{tiny}"
+        );
+        assert_eq!(tiny.lines().count(), 2);
+        let all = frame(&progress, progress.since, 40, 80);
+        assert_eq!(all.lines().count(), 11, "{all}");
+        assert!(!all.contains("more running"));
+    }
+
+    #[test]
+    fn rejected_lines_are_counted_apart_from_failures() {
+        use crate::core::{FailReason, RejectReason, StopReason};
+        let mut progress = progress_with(0);
+        (progress.done, progress.failed, progress.rejected) = (0, 0, 0);
+        progress.recorded(Outcome::Rejected(RejectReason::InvalidInput));
+        progress.recorded(Outcome::Rejected(RejectReason::QueueFull));
+        progress.recorded(Outcome::Failed(FailReason::ExitStatus));
+        progress.recorded(Outcome::Interrupted(StopReason::Superseded));
+        progress.recorded(Outcome::Succeeded);
+        assert_eq!(
+            (progress.done, progress.failed, progress.rejected),
+            (5, 1, 2)
+        );
+        let text = frame(&progress, progress.since, 24, 120);
+        assert!(text.contains("· 1 failed · 2 rejected"), "{text}");
+    }
+
+    #[test]
+    fn stopping_says_how_many_jobs_are_left() {
+        let mut progress = progress_with(3);
+        progress.phase = Phase::Stopping;
+        let text = frame(&progress, progress.since, 24, 80);
+        assert!(
+            text.starts_with("00:00:00 stopping 3 jobs… (Ctrl-C again to kill)"),
+            "{text}"
+        );
     }
 }

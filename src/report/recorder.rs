@@ -105,7 +105,7 @@ impl Recorder {
         if let Some(progress) = &mut self.progress {
             // The display counts the jobs this run runs: a skipped one is not among them.
             if outcome != Outcome::Skipped {
-                progress.recorded(outcome.is_bad());
+                progress.recorded(outcome);
             }
         }
         if self.writes() {

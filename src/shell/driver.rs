@@ -97,6 +97,8 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     let mut signals = signals.or_else(|| StopSignals::install(!hangup_ignored).ok());
     // Ctrl-Z: lanes stops with its jobs.
     let mut terminal_stop = unix_signal(SignalKind::from_raw(nix::libc::SIGTSTP)).ok();
+    // The terminal was resized: the display is laid out again.
+    let mut resized = unix_signal(SignalKind::window_change()).ok();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
     let mut core = Scheduler::with_policy(
         Limits {
@@ -131,6 +133,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         received: 0,
         output_lost: false,
         retry_tails: HashMap::new(),
+        stopped: HashMap::new(),
     };
     if let Some(message) = driver.results_index.take_error() {
         driver.lose_output(message);
@@ -162,9 +165,10 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             () = sleep_until_opt(wake) => driver.on_wake(),
             () = driver.grouped.written(), if backlogged => {},
             item = driver.input.recv(), if accept_input => driver.on_input(item).await,
-            _ = redraw.tick(), if driver.ledger.progress().is_some() => {
+            _ = redraw.tick(), if driver.ledger.watches_stops() => driver.redraw(),
+            Some(()) = recv_optional(&mut resized), if driver.ledger.progress().is_some() => {
                 if let Some(progress) = driver.ledger.progress() {
-                    progress.tick();
+                    progress.resized();
                 }
             }
         }
@@ -204,6 +208,8 @@ struct Driver {
     /// The stderr tail of the last try of each run waiting for its retry, by its first job:
     /// should the run stop before the retry starts, the record tells of that try.
     retry_tails: HashMap<Seq, Vec<u8>>,
+    /// The runs in flight last found stopped, and why.
+    stopped: HashMap<Seq, &'static str>,
 }
 
 impl Driver {
@@ -521,13 +527,61 @@ impl Driver {
     /// deadline. lanes stops itself as the signal's default action would (SIGSTOP), and goes on
     /// here when continued (`fg`, `bg`, SIGCONT).
     fn on_terminal_stop(&mut self) {
-        let groups: Vec<i32> = self.controls.values().map(|&(_, pid)| pid).collect();
-        self.launcher.freeze(&groups);
+        let runs = self.runs();
+        let strays = self.launcher.freeze(&runs);
+        if let Some(progress) = self.ledger.progress() {
+            progress.pause();
+        }
         let stopped_at = Instant::now();
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
         let stopped = stopped_at.elapsed();
-        self.launcher.thaw(&groups);
+        self.launcher.thaw(&runs, &strays);
         self.core.resumed(stopped);
+        if let Some(progress) = self.ledger.progress() {
+            progress.resume();
+        }
+    }
+
+    /// The runs in flight: first seq and process group.
+    fn runs(&self) -> Vec<(Seq, i32)> {
+        self.controls
+            .iter()
+            .map(|(&seq, &(_, pid))| (seq, pid))
+            .collect()
+    }
+
+    /// The display's tick (and the events file's): which jobs are stopped (a read of the
+    /// terminal), what changed since the last tick, and elapsed times.
+    fn redraw(&mut self) {
+        let stopped = if self.launcher.backend().is_local() {
+            super::stopped::stopped_runs(&self.runs())
+        } else {
+            HashMap::new()
+        };
+        let now = self.tick();
+        self.stopped
+            .retain(|seq, _| self.controls.contains_key(seq));
+        for (&seq, &why) in &stopped {
+            if self.stopped.insert(seq, why) != Some(why) {
+                let key = self.jobs.get(&seq).map_or("", |job| &job.key);
+                self.ledger.stop_changed(seq, key, Some(why), now);
+            }
+        }
+        let continued: Vec<Seq> = self
+            .stopped
+            .keys()
+            .filter(|seq| !stopped.contains_key(seq))
+            .copied()
+            .collect();
+        for seq in continued {
+            self.stopped.remove(&seq);
+            let key = self.jobs.get(&seq).map_or("", |job| &job.key);
+            self.ledger.stop_changed(seq, key, None, now);
+        }
+        if let Some(progress) = self.ledger.progress() {
+            progress.set_stopped(&stopped);
+            progress.tick();
+        }
     }
 
     fn on_wake(&mut self) {
@@ -538,13 +592,16 @@ impl Driver {
     async fn on_signal(&mut self, signal: nix::sys::signal::Signal) {
         match self.core.signal_received(signal, self.tick()) {
             SignalVerdict::Halt(halt) => {
-                // The display goes at once: what follows is the shutdown's own account.
+                // The display says that jobs are being stopped until they are gone.
                 if let Some(progress) = self.ledger.progress() {
-                    progress.finish();
+                    progress.stopping();
                 }
                 self.apply_halt(halt).await;
             }
             SignalVerdict::Kill(runs) => {
+                if let Some(progress) = self.ledger.progress() {
+                    progress.killing();
+                }
                 for seq in runs {
                     if let Some((control, _)) = self.controls.get(&seq) {
                         let _ = control.send(Control::Kill);

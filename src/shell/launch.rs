@@ -194,27 +194,43 @@ impl Launcher {
         Ok((control_tx, pid))
     }
 
-    /// Ctrl-Z: stops every running job (`groups`: their process groups) as `lanes` stops; in
-    /// cgroup mode the run's cgroup is frozen (`cgroup.freeze`), which holds every process of
-    /// every job.
-    pub(crate) fn freeze(&self, groups: &[i32]) {
+    /// Ctrl-Z: stops every running job (`runs`: first seq and process group) as `lanes` stops;
+    /// in cgroup mode the run's cgroup is frozen (`cgroup.freeze`), which holds every process
+    /// of every job; without, each job's process group and the processes that left it get
+    /// SIGSTOP. Returns the latter, for [`Launcher::thaw`].
+    pub(crate) fn freeze(&self, runs: &[(crate::core::Seq, i32)]) -> Vec<i32> {
+        use nix::sys::signal::Signal;
         match &self.cgroups {
-            Some(run) => run.freeze(true),
+            Some(run) => {
+                run.freeze(true);
+                Vec::new()
+            }
             None => {
-                for &pgid in groups {
-                    super::unix::signal_group(pgid, nix::sys::signal::Signal::SIGSTOP);
+                for &(_, pgid) in runs {
+                    super::unix::signal_group(pgid, Signal::SIGSTOP);
                 }
+                // A stray that leads a process group of its own (setsid) is stopped with its
+                // group: what it forks meanwhile is stopped with it.
+                let strays = super::lineage::strays_of(runs);
+                for &pid in &strays {
+                    super::unix::signal_escapee(pid, Signal::SIGSTOP);
+                }
+                strays
             }
         }
     }
 
-    /// `fg`/`bg`: continues what [`Launcher::freeze`] stopped.
-    pub(crate) fn thaw(&self, groups: &[i32]) {
+    /// `fg`/`bg`: continues what [`Launcher::freeze`] stopped (`strays`: what it returned).
+    pub(crate) fn thaw(&self, runs: &[(crate::core::Seq, i32)], strays: &[i32]) {
+        use nix::sys::signal::Signal;
         match &self.cgroups {
             Some(run) => run.freeze(false),
             None => {
-                for &pgid in groups {
-                    super::unix::signal_group(pgid, nix::sys::signal::Signal::SIGCONT);
+                for &(_, pgid) in runs {
+                    super::unix::signal_group(pgid, Signal::SIGCONT);
+                }
+                for &pid in strays {
+                    super::unix::signal_escapee(pid, Signal::SIGCONT);
                 }
             }
         }

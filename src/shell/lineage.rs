@@ -62,6 +62,53 @@ pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32, with_unreadable: bool) -
     found
 }
 
+/// The processes that left the process groups of the runs `runs` (first seq, process group):
+/// the live descendants of `lanes` outside those groups carrying one of their `LANES_SEQ`s.
+pub(crate) fn strays_of(runs: &[(u64, i32)]) -> Vec<i32> {
+    let Ok(pids) = proc_pids() else {
+        return Vec::new();
+    };
+    let procs: HashMap<i32, ProcStat> = pids
+        .filter_map(|pid| proc_stat(pid).map(|stat| (pid, stat)))
+        .collect();
+    let groups: HashSet<i32> = runs.iter().map(|&(_, pgid)| pgid).collect();
+    let seqs: HashSet<u64> = runs.iter().map(|&(seq, _)| seq).collect();
+    strays_by_seq(&procs, &groups)
+        .into_iter()
+        .filter(|(_, seq)| seqs.contains(seq))
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// The live descendants of `lanes` in `procs` outside the process groups `groups` that carry
+/// a job's `LANES_SEQ`, with that seq.
+pub(crate) fn strays_by_seq(
+    procs: &HashMap<i32, ProcStat>,
+    groups: &HashSet<i32>,
+) -> Vec<(i32, u64)> {
+    let me = std::process::id() as i32;
+    let mut descends: HashMap<i32, bool> = HashMap::new();
+    let mut found = Vec::new();
+    for (&pid, info) in procs {
+        if zombie(info) || groups.contains(&info.pgid) || pid == me {
+            continue;
+        }
+        if !descends_from(pid, me, procs, &mut descends) {
+            continue;
+        }
+        let seq = environ(pid).and_then(|environ| {
+            environ
+                .split(|&b| b == 0)
+                .find_map(|var| var.strip_prefix(b"LANES_SEQ="))
+                .and_then(|value| std::str::from_utf8(value).ok()?.parse().ok())
+        });
+        if let Some(seq) = seq {
+            found.push((pid, seq));
+        }
+    }
+    found
+}
+
 /// Whether a process is a zombie (or dead): no longer a process of anyone's.
 fn zombie(stat: &ProcStat) -> bool {
     matches!(stat.state, 'Z' | 'X')

@@ -11,6 +11,7 @@ pub(crate) mod reap;
 pub(crate) mod signal;
 pub(crate) mod spawn;
 pub(crate) mod strict;
+pub(crate) mod stopped;
 pub(crate) mod supervise;
 pub(crate) mod unix;
 

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use nix::errno::Errno;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::sync::oneshot;
 
@@ -60,7 +61,7 @@ impl Reaper {
 }
 
 /// Terminates what escaped its job's process group (`setsid`, a double fork into another
-/// session) and was re-parented to `lanes`: SIGTERM to each one's group, SIGKILL after the
+/// session) and was re-parented to `lanes`: SIGTERM (then SIGCONT) to each one's group, SIGKILL after the
 /// grace period to what is left, so that no process of any job outlives the run. A stop signal
 /// meanwhile ends the grace at once; the first one that came is returned.
 pub(crate) async fn sweep_escapees(
@@ -90,6 +91,8 @@ pub(crate) async fn sweep_escapees(
                 super::unix::signal_escapee(pid, Signal::SIGKILL);
             } else if signalled.insert(pid) {
                 super::unix::signal_escapee(pid, Signal::SIGTERM);
+                // A stopped escapee hears SIGTERM only once continued.
+                super::unix::signal_escapee(pid, Signal::SIGCONT);
             }
         }
         tokio::select! {
@@ -100,5 +103,15 @@ pub(crate) async fn sweep_escapees(
                 deadline = Instant::now();
             }
         }
+    }
+}
+
+/// The signal that stopped direct child `pid`, when it is stopped now. Only looks
+/// (`waitid(WSTOPPED | WNOWAIT)`): nothing is reaped, and the stop stays reportable.
+pub(crate) fn stop_signal(pid: i32) -> Option<Signal> {
+    let flags = WaitPidFlag::WSTOPPED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(Pid::from_raw(pid)), flags) {
+        Ok(WaitStatus::Stopped(_, signal)) => Some(signal),
+        _ => None,
     }
 }

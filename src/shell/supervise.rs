@@ -59,7 +59,8 @@ pub(crate) struct Ended {
     pub leaked: bool,
     /// When the job was over (its group empty), before its output was flushed.
     pub ended_at: Instant,
-    /// A problem with the job's output files, for the record's `error`.
+    /// A problem with the job's output files, or that its processes were stopped when lanes
+    /// stopped it, for the record's `error`.
     pub output_error: Option<String>,
     /// Output that could not be stored whole (a `--results` file, the grouped output's spill
     /// file), each naming the file and the error: said on stderr, and the exit status is 1.
@@ -113,6 +114,10 @@ pub(crate) async fn supervise(
     let mut control_open = true;
     // A second Ctrl-C came: output still waiting for the sink is not waited for.
     let mut killed = false;
+    // Whether the job was looked at when the first stop reached it, and what was seen: a job
+    // whose processes were all stopped then (a read of the terminal) says so in its record.
+    let mut stop_seen = false;
+    let mut was_stopped = None;
 
     loop {
         let pipes_open = stdout.is_some() || stderr.is_some();
@@ -174,6 +179,11 @@ pub(crate) async fn supervise(
             () = job.changed(), if escalation.exited() => Vec::new(),
         };
         for action in actions {
+            if !stop_seen && matches!(action, Action::Deliver(_)) && timing.backend.is_local() {
+                stop_seen = true;
+                was_stopped = super::stopped::why_stopped(seq, pid)
+                    .map(|why| format!("its processes were stopped ({why}) when lanes stopped it"));
+            }
             job.apply(action, seq, &timing);
         }
     }
@@ -241,7 +251,10 @@ pub(crate) async fn supervise(
         stopped_while_running: escalation.stopped_while_running(),
         leaked: escalation.leaked(),
         ended_at,
-        output_error: note.or(results.and_then(|r| r.error)),
+        output_error: [note, was_stopped, results.and_then(|r| r.error)]
+            .into_iter()
+            .flatten()
+            .reduce(|all, one| format!("{all}; {one}")),
         lost,
         stderr_tail: err.into_tail(),
         captured,

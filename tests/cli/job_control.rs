@@ -1,0 +1,79 @@
+//! Stopped processes (SPEC §8): whatever lanes signals to end it hears the signal, because
+//! SIGCONT follows. (Ctrl-Z and `fg` in a real terminal are in `terminal.rs`.)
+
+use std::time::Duration;
+
+use crate::support::*;
+
+#[test]
+fn a_stopped_process_that_escaped_its_job_hears_its_sigterm() {
+    let scratch = Scratch::new();
+    // It clears its environment and leaves the session: only the last sweep finds it. It
+    // stops itself; on SIGTERM it leaves a mark and exits.
+    scratch.write(
+        "escapee.sh",
+        "trap 'touch \"$D/termed\"; exit 0' TERM\n\
+         echo $$ > \"$D/esc.tmp\"; mv \"$D/esc.tmp\" \"$D/esc\"\n\
+         kill -STOP $$\n\
+         sleep 30\n",
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "process-group", "--grace", "10"])
+        .stdin(
+            "k\tsetsid env -i D=\"$D\" sh \"$D/escapee.sh\" </dev/null >/dev/null 2>&1 & \
+             n=0; until [ -e \"$D/esc\" ] && grep -q '^State:.*T' \"/proc/$(cat \"$D/esc\")/status\"; \
+             do n=$((n+1)); [ $n -gt 1000 ] && exit 97; sleep 0.01; done\n",
+        )
+        .run();
+    out.code(0);
+    let pid = scratch.pid("esc");
+    assert!(
+        scratch.exists("termed"),
+        "the stopped escapee never heard SIGTERM\n{}",
+        out.dump()
+    );
+    assert!(!alive(pid));
+    // Well before the grace period would have run out.
+    assert!(out.elapsed < Duration::from_secs(8), "{:?}", out.elapsed);
+}
+
+#[test]
+fn the_events_tell_when_a_job_is_found_stopped_and_running_again() {
+    let scratch = Scratch::new();
+    let events = scratch.join("events");
+    let running = Run::new()
+        .scratch(&scratch)
+        .arg("--events")
+        .arg(&events)
+        .stdin(format!(
+            "k\techo $$ > \"$D/pid\"; kill -STOP $$; {}\n",
+            await_file("go")
+        ))
+        .spawn();
+    let seen = |what: &str| {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .find(|event| event["type"] == what)
+    };
+    // Checked once a second.
+    assert!(wait_until(Duration::from_secs(10), || seen("stopped").is_some()));
+    let stopped = seen("stopped").unwrap();
+    assert_eq!(stopped["seq"], 1);
+    assert_eq!(stopped["key"], "k");
+    assert_eq!(stopped["why"], "SIGSTOP");
+    assert!(seen("continued").is_none());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(scratch.pid("pid")),
+        nix::sys::signal::Signal::SIGCONT,
+    )
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || seen("continued").is_some()));
+    assert_eq!(seen("continued").unwrap()["seq"], 1);
+    scratch.write("go", "");
+    let out = running.wait();
+    out.code(0);
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+}

@@ -1,0 +1,480 @@
+//! lanes in a real terminal: a tmux pane (a server of its own per test, on its own socket,
+//! killed at the end) with an interactive shell. Job control (Ctrl-Z, `fg`), jobs that stop on
+//! the terminal, and the live display (resize, a piped stdout, Ctrl-C). Synchronised through
+//! files the jobs touch and through what the pane shows, polled with deadlines.
+//!
+//! Skipped, with a message, where tmux is not installed.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::support::{await_file, group_members, sh_quote, wait_until, Report, Run, Scratch, BIN};
+
+/// One tmux server with one pane running an interactive shell, `width` × `height`.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// Starts the server, or `None` (saying so) where tmux is missing.
+    fn start(name: &str, width: u16, height: u16, dir: &Path) -> Option<Tmux> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        if Command::new("tmux")
+            .arg("-V")
+            .stdout(Stdio::null())
+            .status()
+            .map_or(true, |status| !status.success())
+        {
+            eprintln!("skipped: tmux is not installed, so {name} cannot run in a terminal");
+            return None;
+        }
+        let socket = format!(
+            "lanes-it-{}-{}-{name}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let tmux = Tmux { socket };
+        let shell = "env -i PATH=\"$PATH\" HOME=\"$HOME\" TERM=xterm-256color PS1='$ ' \
+                     bash --norc --noprofile -i";
+        let started = tmux.run(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+            "-c",
+            dir.to_str().unwrap(),
+            shell,
+        ]);
+        assert!(
+            started.status.success(),
+            "tmux did not start: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
+        // The shell is ready once its prompt shows.
+        tmux.wait_screen("the shell's prompt", Duration::from_secs(10), |screen| {
+            screen.contains('$')
+        });
+        Some(tmux)
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("tmux runs")
+    }
+
+    /// Types `line` and Enter.
+    fn type_line(&self, line: &str) {
+        self.run(&["send-keys", "-l", line]);
+        self.run(&["send-keys", "Enter"]);
+    }
+
+    /// Sends one key (`C-z`, `C-c`).
+    fn key(&self, key: &str) {
+        self.run(&["send-keys", key]);
+    }
+
+    /// What the pane shows now.
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p"]).stdout).into_owned()
+    }
+
+    /// The pane's scrollback and screen, wrapped rows joined.
+    fn history(&self) -> String {
+        String::from_utf8_lossy(
+            &self
+                .run(&["capture-pane", "-p", "-J", "-S", "-1000"])
+                .stdout,
+        )
+        .into_owned()
+    }
+
+    fn resize(&self, width: u16, height: u16) {
+        let out = self.run(&[
+            "resize-window",
+            "-x",
+            &width.to_string(),
+            "-y",
+            &height.to_string(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Waits until the screen satisfies `done`; returns it; panics with it after `timeout`.
+    fn wait_screen(&self, what: &str, timeout: Duration, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let screen = self.screen();
+            if done(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not seen within {timeout:?}; the screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.run(&["kill-server"]);
+    }
+}
+
+/// The shell line that runs lanes with `args` (its report goes to `$D/report`), as the
+/// shell's job itself, so that the shell tells of its stop only once lanes has stopped.
+fn lanes_line(args: &str, dir: &Path) -> String {
+    format!(
+        "D={}; export D; {} --report \"$D/report\" {args}",
+        sh_quote(dir.to_str().unwrap()),
+        sh_quote(BIN)
+    )
+}
+
+/// Waits for lanes' end (its report whole, and the shell's prompt back); returns the report.
+fn ended(scratch: &Scratch, tmux: &Tmux, timeout: Duration) -> Report {
+    let mut report = None;
+    if !wait_until(timeout, || {
+        report = fs::read_to_string(scratch.join("report"))
+            .ok()
+            .and_then(|text| Report::parse(&text).ok());
+        report.is_some()
+    }) {
+        panic!("lanes did not end within {timeout:?}:\n{}", tmux.history());
+    }
+    tmux.wait_screen("the shell's prompt", timeout, |screen| {
+        screen.lines().rev().find(|l| !l.trim().is_empty()) == Some("$")
+    });
+    report.unwrap()
+}
+
+/// Whether `pid`'s cgroup (v2) is frozen (`cgroup.events`: `frozen 1`).
+fn frozen(pid: i32) -> bool {
+    let Ok(cgroups) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+        return false;
+    };
+    let Some(path) = cgroups.lines().find_map(|line| line.strip_prefix("0::")) else {
+        return false;
+    };
+    let mounts = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts
+        .lines()
+        .filter(|line| {
+            line.split(" - ")
+                .nth(1)
+                .is_some_and(|fs| fs.starts_with("cgroup2 "))
+        })
+        .filter_map(|line| line.split(' ').nth(4))
+        .any(|mount| {
+            fs::read_to_string(format!("{mount}{path}/cgroup.events"))
+                .is_ok_and(|events| events.lines().any(|l| l == "frozen 1"))
+        })
+}
+
+/// The state letter of `pid` (`/proc/PID/stat`), while it exists.
+fn state(pid: i32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+#[test]
+fn ctrl_z_stops_the_jobs_and_their_timeouts_until_fg() {
+    ctrl_z_then_fg("process-group");
+}
+
+#[test]
+fn ctrl_z_freezes_the_jobs_cgroups_until_fg() {
+    let probe = Run::new()
+        .args(["--containment", "cgroup"])
+        .stdin("k\ttrue\n")
+        .run();
+    if probe.code != 0 {
+        eprintln!("skipped: no cgroup can be created here");
+        return;
+    }
+    ctrl_z_then_fg("cgroup");
+}
+
+/// Ctrl-Z in a terminal with two jobs running under `containment`, then `fg` after longer
+/// than their timeout: they were stopped (state `T` without cgroups; with cgroups, their
+/// cgroups frozen), went nowhere meanwhile, and succeed.
+fn ctrl_z_then_fg(containment: &str) {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("ctrl_z", 120, 30, scratch.path()) else {
+        return;
+    };
+    // Job a also starts a process that leaves its process group (and session).
+    scratch.write(
+        "jobs",
+        "a\techo $$ > \"$D/a.pid\"; \
+         setsid sh -c 'echo $$ > \"$D/stray.pid\"; sleep 2; touch \"$D/stray.done\"' & \
+         sleep 2; touch \"$D/a.done\"\n\
+         b\techo $$ > \"$D/b.pid\"; sleep 2; touch \"$D/b.done\"\n",
+    );
+    tmux.type_line(&lanes_line(
+        &format!("--containment {containment} --timeout 3 -j 2 \"$D/jobs\""),
+        scratch.path(),
+    ));
+    scratch.wait_for("a.pid", Duration::from_secs(10));
+    scratch.wait_for("b.pid", Duration::from_secs(10));
+    scratch.wait_for("stray.pid", Duration::from_secs(10));
+    let groups = [
+        scratch.pid("a.pid"),
+        scratch.pid("b.pid"),
+        scratch.pid("stray.pid"),
+    ];
+    tmux.key("C-z");
+    // Every process of both jobs is stopped (the shells and their sleeps, the stray).
+    let stopped = |pid: i32| {
+        if containment == "cgroup" {
+            frozen(pid)
+        } else {
+            state(pid) == Some('T')
+        }
+    };
+    let all_stopped = || {
+        groups.iter().all(|&pgid| {
+            let members = group_members(pgid);
+            !members.is_empty() && members.iter().all(|&pid| stopped(pid))
+        })
+    };
+    let states = || {
+        groups
+            .iter()
+            .flat_map(|&pgid| group_members(pgid))
+            .map(|pid| (pid, state(pid), stopped(pid)))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), all_stopped),
+        "the jobs were not stopped by Ctrl-Z: {:?} (pid, state, stopped) in groups {groups:?}\n{}",
+        states(),
+        tmux.screen()
+    );
+    let screen = tmux.wait_screen(
+        "the shell saying lanes stopped",
+        Duration::from_secs(5),
+        |s| s.contains("Stopped"),
+    );
+    // The display was cleared as lanes stopped.
+    assert!(!screen.contains(" running · "), "{screen}");
+    // Longer than the timeout: the jobs neither run nor time out meanwhile.
+    std::thread::sleep(Duration::from_millis(3500));
+    assert!(all_stopped(), "the jobs went on while lanes was stopped");
+    assert!(!scratch.exists("a.done") && !scratch.exists("b.done"));
+    assert!(!scratch.exists("stray.done"));
+    tmux.type_line("fg");
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.summary.exit_code, 0);
+    for job in &report.jobs {
+        assert_eq!(job.outcome, "succeeded", "{job:?}");
+    }
+    assert_eq!(report.jobs.len(), 2);
+    assert!(scratch.exists("a.done") && scratch.exists("b.done") && scratch.exists("stray.done"));
+}
+
+#[test]
+fn a_job_reading_the_terminal_shows_as_stopped_and_says_why() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("tty_read", 120, 30, scratch.path()) else {
+        return;
+    };
+    scratch.write(
+        "jobs",
+        "asks\techo $$ > \"$D/asks.pid\"; read x < /dev/tty\n\
+         works\tsleep 30\n",
+    );
+    tmux.type_line(&lanes_line("--progress always \"$D/jobs\"", scratch.path()));
+    let screen = tmux.wait_screen("the stopped job", Duration::from_secs(10), |s| {
+        s.contains("STOPPED (SIGTTIN: waiting for terminal input)")
+    });
+    let stopped: Vec<&str> = screen.lines().filter(|l| l.contains("STOPPED")).collect();
+    assert_eq!(stopped.len(), 1, "{screen}");
+    assert!(stopped[0].starts_with("  [asks]"), "{screen}");
+    assert!(screen.contains("2 running · 1 stopped"), "{screen}");
+    tmux.key("C-c");
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.summary.exit_code, 130);
+    let asks = report.by_key("asks")[0];
+    assert_eq!(asks.outcome, "interrupted");
+    let error = asks.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("SIGTTIN: waiting for terminal input"),
+        "{asks:?}"
+    );
+    // The summary says it too.
+    let history = tmux.history();
+    assert!(
+        history
+            .lines()
+            .any(|l| l.contains("[asks]") && l.contains("stopped (SIGTTIN")),
+        "{history}"
+    );
+}
+
+#[test]
+fn ctrl_c_says_what_is_being_stopped_and_leaves_no_status_line_behind() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("ctrl_c", 100, 30, scratch.path()) else {
+        return;
+    };
+    // The job ignores SIGINT: it runs on through the grace period.
+    scratch.write(
+        "jobs",
+        "stubborn\ttrap '' INT; touch \"$D/ready\"; sleep 60\n\
+         queued\ttrue\n",
+    );
+    tmux.type_line(&lanes_line(
+        "--progress always -j 1 --max-queued 1 --grace 60 \"$D/jobs\"",
+        scratch.path(),
+    ));
+    scratch.wait_for("ready", Duration::from_secs(10));
+    tmux.wait_screen("the display", Duration::from_secs(10), |s| {
+        s.contains("1 running")
+    });
+    // Typing and Enter during the run move nothing.
+    tmux.type_line("typed");
+    tmux.key("C-c");
+    tmux.wait_screen("the stopping line", Duration::from_secs(10), |s| {
+        s.contains("stopping 1 job… (Ctrl-C again to kill)")
+    });
+    tmux.key("C-c");
+    ended(&scratch, &tmux, Duration::from_secs(20));
+    let history = tmux.history();
+    // No frame of the display is left in the scrollback.
+    for line in history.lines() {
+        assert!(
+            !line.contains(" running · ")
+                && !line.contains("stopping")
+                && !line.starts_with("  [stubborn]"),
+            "a line of the display stayed behind: {line:?}\n{history}"
+        );
+    }
+    let report = Report::must_parse(&scratch.read("report"));
+    assert_eq!(report.summary.exit_code, 130);
+    assert_eq!(report.by_key("stubborn")[0].outcome, "interrupted");
+}
+
+#[test]
+fn after_a_resize_the_display_fits_and_counts_the_jobs_not_shown() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("resize", 150, 40, scratch.path()) else {
+        return;
+    };
+    let mut jobs = String::new();
+    for n in 1..=12 {
+        jobs.push_str(&format!(
+            "job-{n}\ttouch \"$D/started-{n}\"; : a command long enough to be cut at any width \
+             of the terminal it is shown on; {}\n",
+            await_file("go")
+        ));
+    }
+    scratch.write("jobs", jobs);
+    tmux.type_line(&lanes_line(
+        "--progress always -j 12 \"$D/jobs\"",
+        scratch.path(),
+    ));
+    tmux.wait_screen("12 running jobs", Duration::from_secs(15), |s| {
+        s.lines().filter(|l| l.starts_with("  [job-")).count() == 12
+    });
+    tmux.resize(40, 10);
+    // 10 rows: 7 for jobs, so 6 job lines and the count of the other 6.
+    let screen = tmux.wait_screen("the display laid out again", Duration::from_secs(5), |s| {
+        s.contains("… and 6 more running")
+    });
+    let rows: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
+    let status = rows
+        .iter()
+        .position(|row| row.contains(" 0/12 done · 12 running"))
+        .unwrap_or_else(|| panic!("no status line:\n{screen}"));
+    // Above the display, only what the shell showed: no row of an earlier frame is left.
+    for row in &rows[..status] {
+        assert!(
+            !["job-", "command long", "until", "done ·"]
+                .iter()
+                .any(|part| row.contains(part)),
+            "a row of an earlier frame stayed behind: {row:?}\n{screen}"
+        );
+    }
+    // Then 6 job lines and the count: no row is the wrapped tail of a line.
+    let display = &rows[status + 1..];
+    assert_eq!(display.len(), 7, "{screen}");
+    for row in &display[..6] {
+        assert!(
+            row.starts_with("  [job-"),
+            "unexpected row {row:?}:\n{screen}"
+        );
+    }
+    assert_eq!(display[6], "  … and 6 more running");
+    for row in &rows[status..] {
+        assert!(row.chars().count() < 40, "{row:?} fills the width");
+    }
+    // Wider again: every job is shown, one row each. (What the terminal pushed into its
+    // scrollback when it narrowed, it may bring back above the display: that is out of reach.)
+    tmux.resize(120, 30);
+    tmux.wait_screen("every job shown again", Duration::from_secs(5), |s| {
+        let rows: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+        rows.len() > 13
+            && rows[rows.len() - 13].contains("0/12 done · 12 running")
+            && rows[rows.len() - 12..]
+                .iter()
+                .all(|row| row.starts_with("  [job-") && row.chars().count() < 120)
+    });
+    scratch.write("go", "");
+    let report = ended(&scratch, &tmux, Duration::from_secs(30));
+    assert_eq!(report.summary.exit_code, 0);
+    assert_eq!(report.summary.succeeded, 12);
+}
+
+#[test]
+fn with_stdout_piped_to_the_terminal_the_display_erases_nothing() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("tee", 100, 30, scratch.path()) else {
+        return;
+    };
+    let mut jobs = String::new();
+    for n in 1..=3 {
+        jobs.push_str(&format!(
+            "k{n}\techo output-of-{n}; touch \"$D/said-{n}\"; {}\n",
+            await_file("go")
+        ));
+    }
+    scratch.write("jobs", jobs);
+    let line = lanes_line("-j 3 \"$D/jobs\" | cat", scratch.path());
+    tmux.type_line(&line);
+    for n in 1..=3 {
+        scratch.wait_for(&format!("said-{n}"), Duration::from_secs(10));
+    }
+    let screen = tmux.wait_screen("every job's output", Duration::from_secs(10), |s| {
+        (1..=3).all(|n| s.contains(&format!("[k{n}] output-of-{n}")))
+    });
+    assert!(!screen.contains(" running · "), "a live display:\n{screen}");
+    scratch.write("go", "");
+    let report = ended(&scratch, &tmux, Duration::from_secs(30));
+    let history = tmux.history();
+    for n in 1..=3 {
+        assert!(
+            history.contains(&format!("[k{n}] output-of-{n}")),
+            "output {n} was erased:\n{history}"
+        );
+    }
+    assert!(history.contains("lanes: 3 jobs in"), "{history}");
+    assert_eq!(report.summary.succeeded, 3);
+}
