@@ -22,6 +22,7 @@ use crate::shell::cgroup::CgroupRun;
 use crate::shell::driver::{drive, Prepared};
 use crate::shell::input::Feed;
 use crate::shell::launch::Streams;
+use crate::shell::lock_dir::LockDir;
 use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
 
 /// Runs `lanes` as the command line says; returns the exit status (SPEC §6).
@@ -31,8 +32,16 @@ use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
 /// `--strict` input error, an unreadable input file, a report file that cannot be created. The
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
+    if let Some(crate::cli::Task::Locks { dir }) = &cli.task {
+        print!("{}", crate::shell::lock_dir::describe(dir)?);
+        return Ok(0);
+    }
     let config = RunConfig::from_cli(cli)?;
     let cgroups = containment(config.containment)?;
+    let lock_dir = match &config.lock_dir {
+        Some(dir) => Some(LockDir::open(dir, config.shared_max_concurrent)?),
+        None => None,
+    };
     let feed = feed_for(&config)?;
     let resume = match &config.resume {
         Some(path) => Some(crate::resume::Resume::load(path)?),
@@ -139,6 +148,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         resume,
         t0,
         cgroups,
+        lock_dir,
     }));
     // Job output first, then the summary: it is the last thing a person reads. A reader that
     // stopped reading is waited for until a stop signal comes, then for a moment only; what

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::json::{timestamp, JobRecord};
+use super::json::{timestamp, JobRecord, LockHolder};
 use crate::core::{ExitFacts, Outcome};
 
 /// Everything known of a job when its one record is written.
@@ -51,6 +51,17 @@ pub(crate) struct Entry<'a> {
     pub cpu: Option<Duration>,
     /// Peak memory of its last try, in bytes, where its cgroup told.
     pub memory_peak: Option<u64>,
+    /// `--lock-dir` only: its wait for its key's host-wide lock, if it waited.
+    pub lock: Option<Option<&'a HostWait>>,
+}
+
+/// A job's wait for its key's host-wide lock (`--lock-dir`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HostWait {
+    /// From asking for the lock (and a shared slot) to holding them.
+    pub waited: Duration,
+    /// Who held the key when the wait began, when someone did.
+    pub holder: Option<LockHolder>,
 }
 
 impl Entry<'_> {
@@ -100,6 +111,8 @@ impl Entry<'_> {
             error: self.error.map(str::to_owned),
             cpu_ms: self.cpu.map(millis),
             memory_peak_bytes: self.memory_peak,
+            lock_wait_ms: self.lock.map(|wait| wait.map(|w| millis(w.waited))),
+            lock_holder: self.lock.map(|wait| wait.and_then(|w| w.holder.clone())),
         }
     }
 }

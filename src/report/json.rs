@@ -126,6 +126,26 @@ pub(crate) struct JobRecord {
     /// The largest memory use of the job's last try at any moment, in bytes, from its cgroup
     /// (`memory.peak`); `null` where the memory controller is not enabled for it.
     pub memory_peak_bytes: Option<u64>,
+    /// `--lock-dir` only (absent otherwise): how long this job waited, in milliseconds, for its
+    /// key's host-wide lock (and its shared slot) before it could be taken; `null` for a job
+    /// that never asked (it did not start, or ran under a lock its key already held).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_wait_ms: Option<Option<u64>>,
+    /// `--lock-dir` only (absent otherwise): the process that held the key when this job began
+    /// to wait for it; `null` when the key was free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_holder: Option<Option<LockHolder>>,
+}
+
+/// Who held a key host-wide (`--lock-dir`): a `lanes` process and its run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct LockHolder {
+    /// The `lanes` process that acquired the key (its job may hold it after it is gone).
+    pub pid: u32,
+    /// That process's run: the `started_at` of its `run` record.
+    #[schemars(with = "Timestamp")]
+    pub run: String,
 }
 
 /// The last line of a report: counts by outcome, the run's wall time and its exit status.

@@ -523,6 +523,7 @@ mod tests {
             stderr_tail: b"",
             cpu: None,
             memory_peak: None,
+            lock: None,
         }
     }
 

@@ -7,6 +7,7 @@ pub(crate) mod driver;
 pub(crate) mod input;
 pub(crate) mod launch;
 pub(crate) mod lineage;
+pub(crate) mod lock_dir;
 pub(crate) mod reap;
 pub(crate) mod signal;
 pub(crate) mod spawn;
