@@ -25,6 +25,7 @@ mod batching;
 mod containment;
 mod examples;
 mod hygiene;
+mod lock_dir;
 mod outputs;
 mod policies;
 mod resume;
