@@ -127,8 +127,8 @@ pub(crate) struct JobRecord {
     /// (`memory.peak`); `null` where the memory controller is not enabled for it.
     pub memory_peak_bytes: Option<u64>,
     /// `--lock-dir` only (absent otherwise): how long this job waited, in milliseconds, for its
-    /// key's host-wide lock (and its shared slot) before it could be taken; `null` for a job
-    /// that never asked (it did not start, or ran under a lock its key already held).
+    /// key's host-wide lock (and its shared slot) before it could be taken (a retried job:
+    /// before its first try); `null` for a job that did not start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_wait_ms: Option<Option<u64>>,
     /// `--lock-dir` only (absent otherwise): the process that held the key when this job began
