@@ -234,7 +234,11 @@ impl Driver {
                 self.grants.remove(&key);
             }
             for key in orders.acquire {
-                lock_dir.acquire(key);
+                if let Some(grant) = lock_dir.acquire(Arc::clone(&key)) {
+                    if self.core.host_key_acquired(&key) {
+                        self.grants.insert(key, grant);
+                    }
+                }
             }
         }
         while let Some(start) = self.core.take(self.tick()) {

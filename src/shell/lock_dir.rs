@@ -166,19 +166,44 @@ impl LockDir {
         })
     }
 
-    /// Starts acquiring `key`'s lock (and a shared slot) on a thread of its own; the grant is
-    /// reported on the channel given to [`LockDir::open`].
-    pub(crate) fn acquire(&self, key: Arc<str>) {
+    /// Acquires `key`'s lock (and a shared slot): at once when both are free and nobody
+    /// waits for the key, else on a thread of its own, which reports the grant on the channel
+    /// given to [`LockDir::start`].
+    pub(crate) fn acquire(&self, key: Arc<str>) -> Option<Grant> {
         let paths = KeyPaths::of(&self.root, &key);
+        let asked = Instant::now();
+        let held = try_key_now(&paths, &key, &self.identity).ok().flatten();
+        let slot = match (&held, &self.slots) {
+            (None, _) => None,
+            (Some(_), None) => Some(None),
+            (Some(_), Some(pool)) => pool.try_take().map(Some),
+        };
+        let held = match (held, slot) {
+            (Some(lock), Some(slot)) => {
+                return Some(Grant {
+                    key: above_placements(lock.into()),
+                    slot: slot.map(above_placements),
+                    wait: Some(HostWait {
+                        waited: asked.elapsed(),
+                        holder: None,
+                    }),
+                })
+            }
+            // The key without a slot: the thread waits for the slot.
+            (held, _) => held,
+        };
         let identity = self.identity.clone();
         let slots = self.slots.clone();
         let report = self.report.clone();
         let spawned = std::thread::Builder::new()
             .name("lanes-lock".into())
             .spawn(move || {
-                let asked = Instant::now();
                 let mut delay = Duration::from_millis(10);
+                let mut held = held.map(|lock| (OwnedFd::from(lock), None));
                 let (key_fd, holder) = loop {
+                    if let Some(held) = held.take() {
+                        break held;
+                    }
                     match acquire_key(&paths, &key, &identity) {
                         Ok(held) => break held,
                         Err(err) => {
@@ -207,6 +232,7 @@ impl LockDir {
                 "cannot start a thread to wait for a key: {err}"
             )));
         }
+        None
     }
 
     /// Who holds `key` now, if anyone (read from its lock file).
@@ -217,7 +243,7 @@ impl LockDir {
             .custom_flags(libc::O_CLOEXEC)
             .open(&paths.lock)
             .ok()?;
-        held_by(&file)
+        held_by_probe(&file)
     }
 }
 
@@ -323,10 +349,15 @@ impl KeyPaths {
 /// once.
 fn held_by(file: &File) -> Option<Holder> {
     let probe = File::open(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
-    match flock(&probe, libc::LOCK_EX | libc::LOCK_NB) {
-        // Free: the probe's descriptor closes here, and with it the lock.
+    held_by_probe(&probe)
+}
+
+/// Who the lock file `probe` (an open file description of its own) says holds it, if it is
+/// held now; when it is free, the lock taken for the look goes with `probe`.
+fn held_by_probe(probe: &File) -> Option<Holder> {
+    match flock(probe, libc::LOCK_EX | libc::LOCK_NB) {
         Ok(()) => None,
-        Err(_) => read_holder(file),
+        Err(_) => read_holder(probe),
     }
 }
 
@@ -360,16 +391,10 @@ fn acquire_key(
     key: &str,
     identity: &Identity,
 ) -> io::Result<(OwnedFd, Option<Holder>)> {
-    let lock = open_lock_file(&paths.lock)?;
-    let queue_empty = match fs::read_dir(&paths.queue) {
-        Ok(mut entries) => entries.next().is_none(),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => true,
-        Err(err) => return Err(err),
-    };
-    if queue_empty && flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
-        write_holder(&lock, key, identity)?;
+    if let Some(lock) = try_key_now(paths, key, identity)? {
         return Ok((lock.into(), None));
     }
+    let lock = open_lock_file(&paths.lock)?;
     let mut holder = read_holder(&lock);
     match fs::create_dir(&paths.queue) {
         Ok(()) => {}
@@ -384,6 +409,24 @@ fn acquire_key(
     result?;
     write_holder(&lock, key, identity)?;
     Ok((lock.into(), holder))
+}
+
+/// `key`'s lock, when it is free and nobody waits for it.
+fn try_key_now(paths: &KeyPaths, key: &str, identity: &Identity) -> io::Result<Option<File>> {
+    let queue_empty = match fs::read_dir(&paths.queue) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => true,
+        Err(err) => return Err(err),
+    };
+    if !queue_empty {
+        return Ok(None);
+    }
+    let lock = open_lock_file(&paths.lock)?;
+    if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+        return Ok(None);
+    }
+    write_holder(&lock, key, identity)?;
+    Ok(Some(lock))
 }
 
 /// Creates this waiter's ticket, locked before it appears under its name.
@@ -482,15 +525,20 @@ impl SlotPool {
         self.dir.join(format!("{slot}.lock"))
     }
 
+    /// A free shared slot, if one is free now.
+    fn try_take(&self) -> Option<OwnedFd> {
+        (0..self.count).find_map(|slot| {
+            let file = open_lock_file(&self.path(slot)).ok()?;
+            flock(&file, libc::LOCK_EX | libc::LOCK_NB).ok()?;
+            Some(file.into())
+        })
+    }
+
     /// Blocks until this process holds a shared slot.
     fn take(self: &Arc<Self>) -> OwnedFd {
         loop {
-            for slot in 0..self.count {
-                if let Ok(file) = open_lock_file(&self.path(slot)) {
-                    if flock(&file, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
-                        return file.into();
-                    }
-                }
+            if let Some(fd) = self.try_take() {
+                return fd;
             }
             let (tx, rx) = std_mpsc::sync_channel(1);
             {
