@@ -12,7 +12,8 @@ Rounds alternate the three (the first rotating). Prints medians, the paired rati
 single, and the per-job lock cost: (own CPU of single-lock - own CPU of single) / 4,000, own
 CPU being lanes' own threads, none of its jobs (bench/rusage.c).
 
-Environment: LANES_BIN (default target/release/lanes), BENCH_REPS (default 5), BENCH_NICE.
+Environment: LANES_BIN (default target/release/lanes), BENCH_REPS (default 5), BENCH_NICE,
+BENCH_CONTAINMENT (default process-group).
 """
 
 import os
@@ -28,6 +29,9 @@ ROOT = os.path.dirname(BENCH)
 LANES = os.environ.get("LANES_BIN", os.path.join(ROOT, "target", "release", "lanes"))
 REPS = int(os.environ.get("BENCH_REPS", "5"))
 NICE = os.environ.get("BENCH_NICE")
+# `--containment` of every run (default `process-group`: the cheaper start, so that the lock's
+# own cost is less buried under the fork of cgroup mode).
+CONTAINMENT = os.environ.get("BENCH_CONTAINMENT", "process-group")
 JOBS = 4000
 KEYS = 50
 
@@ -90,14 +94,16 @@ def main():
             return path
 
         def single():
-            return [[LANES, "-j", "4", "--output", "none", every]]
+            return [[LANES, "-j", "4", "--containment", CONTAINMENT, "--output", "none", every]]
 
         def single_lock():
-            return [[LANES, "-j", "4", "--output", "none", "--lock-dir", fresh_dir(), every]]
+            return [[LANES, "-j", "4", "--containment", CONTAINMENT, "--output", "none",
+                     "--lock-dir", fresh_dir(), every]]
 
         def shared():
             locks = fresh_dir()
-            return [[LANES, "-j", "2", "--output", "none", "--lock-dir", locks, half]] * 2
+            return [[LANES, "-j", "2", "--containment", CONTAINMENT, "--output", "none",
+                     "--lock-dir", locks, half]] * 2
 
         workloads = [("single", single), ("single-lock", single_lock), ("shared", shared)]
         figures = {name: [] for name, _ in workloads}
