@@ -688,3 +688,119 @@ fn live_tickets(queue: &Path) -> Vec<Holder> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(pid: u32) -> Identity {
+        Identity {
+            pid,
+            run: "2026-01-01T00:00:00.000Z".into(),
+        }
+    }
+
+    #[test]
+    fn a_key_names_a_file_inside_the_directory_whatever_it_is() {
+        let root = Path::new("/locks");
+        for key in ["../../etc/passwd", "/abs", "a/b", "", "ключ", "x\ny"] {
+            let paths = KeyPaths::of(root, key);
+            assert_eq!(paths.lock.parent(), Some(root.join("keys").as_path()));
+            let name = paths.lock.file_name().unwrap().to_str().unwrap().to_owned();
+            assert_eq!(name.len(), 64 + ".lock".len(), "{name}");
+            assert!(name
+                .trim_end_matches(".lock")
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit()));
+        }
+        assert_ne!(KeyPaths::of(root, "a").lock, KeyPaths::of(root, "b").lock);
+    }
+
+    #[test]
+    fn a_file_is_not_a_lock_directory_and_a_missing_one_is_created() {
+        let scratch = tempfile::tempdir().unwrap();
+        let file = scratch.path().join("file");
+        fs::write(&file, "").unwrap();
+        let err = prepare(&file).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("--lock-dir {}: not a directory", file.display())
+        );
+        let missing = scratch.path().join("a/b");
+        prepare(&missing).unwrap();
+        assert!(missing.join("keys").is_dir() && missing.join("slots").is_dir());
+        assert_eq!(describe(&missing).unwrap(), "no key is held\n");
+    }
+
+    #[test]
+    fn a_held_key_is_refused_to_others_and_names_its_holder_until_let_go() {
+        let scratch = tempfile::tempdir().unwrap();
+        prepare(scratch.path()).unwrap();
+        let paths = KeyPaths::of(scratch.path(), "db");
+        let held = try_key_now(&paths, "db", &identity(7))
+            .unwrap()
+            .expect("free");
+        assert!(try_key_now(&paths, "db", &identity(8)).unwrap().is_none());
+        let file = File::open(&paths.lock).unwrap();
+        let holder = held_by(&file).expect("held");
+        assert_eq!((holder.pid, holder.key.as_str()), (7, "db"));
+        drop(held);
+        assert_eq!(held_by(&file), None);
+        assert!(try_key_now(&paths, "db", &identity(8)).unwrap().is_some());
+    }
+
+    #[test]
+    fn waiters_get_the_key_in_the_order_they_asked_and_a_dead_waiter_is_skipped() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
+        prepare(&root).unwrap();
+        let paths = KeyPaths::of(&root, "k");
+        let holder = try_key_now(&paths, "k", &identity(1))
+            .unwrap()
+            .expect("free");
+        // A waiter that gave up (its ticket no longer locked), ahead of everyone.
+        fs::create_dir_all(&paths.queue).unwrap();
+        fs::write(
+            paths.queue.join(format!("{:020}-0000000000-0000000000", 0)),
+            "",
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut threads = Vec::new();
+        for pid in 2..=4u32 {
+            let tx = tx.clone();
+            let root = root.clone();
+            threads.push(std::thread::spawn(move || {
+                let paths = KeyPaths::of(&root, "k");
+                let (fd, held_by) = acquire_key(&paths, "k", &identity(pid)).unwrap();
+                tx.send((pid, held_by.map(|h| h.pid))).unwrap();
+                drop(fd);
+            }));
+            // The next waiter asks once this one's ticket is in line.
+            let live = || {
+                tickets(&paths.queue)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|name| !name.starts_with(&format!("{:020}", 0)))
+                    .count()
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while live() < pid as usize - 1 {
+                assert!(Instant::now() < deadline, "waiter {pid} never queued");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        drop(holder);
+        let order: Vec<(u32, Option<u32>)> = (2..=4).map(|_| rx.recv().unwrap()).collect();
+        assert_eq!(
+            order[0],
+            (2, Some(1)),
+            "the first waiter, told who held the key"
+        );
+        assert_eq!(order.iter().map(|o| o.0).collect::<Vec<_>>(), [2, 3, 4]);
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert!(tickets(&paths.queue).unwrap().is_empty(), "no ticket left");
+    }
+}
