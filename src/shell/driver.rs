@@ -403,6 +403,7 @@ impl Driver {
                     line,
                     key: key.as_deref(),
                     error: Some(format!("line {line}: {message}")),
+                    lock: self.lock_dir.is_some().then_some(None),
                     ..JobFacts::default()
                 };
                 self.ledger.close(&account, facts).await;

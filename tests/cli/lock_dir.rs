@@ -347,14 +347,23 @@ fn an_unusable_lock_dir_is_refused_before_anything_runs() {
 #[test]
 fn a_missing_lock_dir_is_created_from_the_environment_or_the_manifest() {
     let scratch = Scratch::new();
-    let jobs = scratch.write("jobs.tsv", "k\techo \"$LANES_LOCK_FD\" > \"$D/fd\"\n");
+    let jobs = scratch.write(
+        "jobs.tsv",
+        "k\techo \"$LANES_LOCK_FD\" > \"$D/fd\"\nno tab here\n",
+    );
     let from_env = scratch.join("a/b/locks");
-    Run::new()
+    let out = Run::new()
         .scratch(&scratch)
         .env("LANES_LOCK_DIR", &from_env)
         .arg(&jobs)
-        .run()
-        .code(0);
+        .run();
+    out.code(1);
+    // Every record of the run has the lock fields, an invalid line's too.
+    let text = out.report_text.as_deref().expect("a report");
+    for line in text.lines().filter(|l| l.contains("\"type\":\"job\"")) {
+        assert!(line.contains("\"lock_wait_ms\":"), "{line}");
+        assert!(line.contains("\"lock_holder\":null"), "{line}");
+    }
     assert!(from_env.join("keys").is_dir());
     assert_eq!(scratch.read("fd").trim(), "3");
     let manifest = scratch.write(
