@@ -377,3 +377,37 @@ fn a_missing_lock_dir_is_created_from_the_environment_or_the_manifest() {
     assert_eq!(scratch.read("slot-fd").trim(), "4");
     assert_eq!(out.job(1).lock_wait_ms.map(|_| ()), Some(()));
 }
+
+#[test]
+fn a_lock_dir_the_user_cannot_write_is_refused() {
+    // Root writes anywhere: the run drops to user nobody (setpriv), where that is possible.
+    let root = nix::unistd::Uid::effective().is_root();
+    let setpriv = Path::new("/usr/bin/setpriv").exists();
+    if !root || !setpriv {
+        eprintln!("skipped: needs root and /usr/bin/setpriv to run lanes as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let dir = scratch.mkdir("locks");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let jobs = scratch.write("jobs.tsv", "k\ttouch \"$D/ran\"\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("exec setpriv --reuid=65534 --regid=65534 --clear-groups \"$0\" \"$@\"")
+        .args(["--containment", "process-group", "--lock-dir"])
+        .arg(&dir)
+        .arg(&jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains(&format!("--lock-dir {}: ", dir.display()))
+            && out.stderr().contains("Permission denied"),
+        "{}",
+        out.stderr()
+    );
+    assert!(!scratch.exists("ran"));
+}
