@@ -1,50 +1,83 @@
-complete -c lanes -l manifest -d 'Read FILE as a TOML manifest whatever its name' -r -F
-complete -c lanes -s j -l max-concurrent -d 'At most N jobs in flight overall [default: the number of CPUs]' -r
-complete -c lanes -l timeout -d 'Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job\'s process group gets SIGTERM, then SIGKILL after the grace period' -r
-complete -c lanes -l grace -d 'Grace period between SIGTERM (or the forwarded signal) and SIGKILL [default: 5s]' -r
-complete -c lanes -l leak-window -d 'How long to wait, after a job\'s shell exits, for the rest of its process group and for EOF on its pipes before the leftovers are terminated and the job marked `leaked`' -r
-complete -c lanes -l containment -d 'What holds a job\'s processes together: `cgroup` (a cgroup v2 per job: nothing escapes by changing process group or session), `process-group` (each job\'s own process group), or `auto` (cgroup where lanes can create one, else process group)' -r -f -a "auto\t'A cgroup per job where lanes can create one, else the job\'s process group'
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_lanes_global_optspecs
+    string join \n manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress retries= retry-delay= fail-fast sticky-slots lock-dir= shared-max-concurrent= command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict report= json output= keep-order color= progress= junit= results= h/help V/version
+end
+
+function __fish_lanes_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_lanes_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_lanes_using_subcommand
+    set -l cmd (__fish_lanes_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c lanes -n "__fish_lanes_needs_command" -l manifest -d 'Read FILE as a TOML manifest whatever its name' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -s j -l max-concurrent -d 'At most N jobs in flight overall [default: the number of CPUs]' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l timeout -d 'Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job\'s process group gets SIGTERM, then SIGKILL after the grace period' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l grace -d 'Grace period between SIGTERM (or the forwarded signal) and SIGKILL [default: 5s]' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l leak-window -d 'How long to wait, after a job\'s shell exits, for the rest of its process group and for EOF on its pipes before the leftovers are terminated and the job marked `leaked`' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l containment -d 'What holds a job\'s processes together: `cgroup` (a cgroup v2 per job: nothing escapes by changing process group or session), `process-group` (each job\'s own process group), or `auto` (cgroup where lanes can create one, else process group)' -r -f -a "auto\t'A cgroup per job where lanes can create one, else the job\'s process group'
 cgroup\t'A cgroup (v2) per job; an error (exit 2) where lanes cannot create one'
 process-group\t'The job\'s own process group'"
-complete -c lanes -l shell -d 'Shell that runs each command as `SHELL -c COMMAND` [default: sh]' -r
-complete -c lanes -l max-queued -d 'At most N jobs admitted but not yet started, across all keys [default: 10000]' -r
-complete -c lanes -l on-full -d 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) [default: wait]' -r -f -a "wait\t'Pause reading input until a queued job starts (nothing is lost)'
+complete -c lanes -n "__fish_lanes_needs_command" -l shell -d 'Shell that runs each command as `SHELL -c COMMAND` [default: sh]' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l max-queued -d 'At most N jobs admitted but not yet started, across all keys [default: 10000]' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l on-full -d 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) [default: wait]' -r -f -a "wait\t'Pause reading input until a queued job starts (nothing is lost)'
 reject\t'Record the job as rejected, reason queue_full'"
-complete -c lanes -l coalesce -d 'Coalesce waiting jobs per key: `latest` keeps at most one running and one pending job per key, a newer job replacing the pending one (recorded as superseded) [default: off]' -r -f -a "off\t'Every job runs'
+complete -c lanes -n "__fish_lanes_needs_command" -l coalesce -d 'Coalesce waiting jobs per key: `latest` keeps at most one running and one pending job per key, a newer job replacing the pending one (recorded as superseded) [default: off]' -r -f -a "off\t'Every job runs'
 latest\t'A key has at most one running and one pending job; a newer job replaces the pending one'"
-complete -c lanes -l retries -d 'Re-run a failed job up to N more times, first in its own lane [default: 0]' -r
-complete -c lanes -l retry-delay -d 'Pause before each retry; the key\'s later jobs wait behind it [default: 0s]' -r
-complete -c lanes -l command -d 'Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the argument (a batch\'s arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every substitution is shell-quoted. Without `{}`, the argument is appended. `{{`/`}}` are literal braces' -r
-complete -c lanes -l batch-size -d 'With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to all their arguments, in lane order [default: 1]' -r
-complete -c lanes -l batch-bytes -d 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux\'s 128 KiB limit on one argument; more than that limit, less the template\'s own text, is refused]' -r
-complete -c lanes -l batch-delay -d 'With --command: a lane whose batch is not full waits until its oldest job has waited D (a debounce for streamed input); a full batch starts at once [default: 0s]' -r
-complete -c lanes -l resume -d 'Skip every job that succeeded (or was skipped so) in an earlier report (matched by key, command and occurrence number); each gets a `skipped` record. A torn last line in REPORT is ignored; a file that is not a lanes report is refused. REPORT may be the same file as --report: it is read before the new report is written' -r -F
-complete -c lanes -l backend -d 'Where jobs run: `local` (here, each in a process group of its own) or `slurm` (each under `srun` on a Slurm cluster, one job per key at a time cluster-wide through `--dependency=singleton`)' -r -f -a "local\t'Here, each job in a process group of its own'
+complete -c lanes -n "__fish_lanes_needs_command" -l retries -d 'Re-run a failed job up to N more times, first in its own lane [default: 0]' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l retry-delay -d 'Pause before each retry; the key\'s later jobs wait behind it [default: 0s]' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l lock-dir -d 'Share key lanes with every lanes process given the same DIR (created when missing): at most one job per key in flight across all of them, first come first served. Also `LANES_LOCK_DIR`. A job holds its key (descriptor 3) for as long as it lives' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l shared-max-concurrent -d 'With --lock-dir: at most N jobs in flight across every process sharing DIR, on top of each process\'s own -j. A job holds its shared slot on descriptor 4' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l command -d 'Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the argument (a batch\'s arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every substitution is shell-quoted. Without `{}`, the argument is appended. `{{`/`}}` are literal braces' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l batch-size -d 'With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to all their arguments, in lane order [default: 1]' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l batch-bytes -d 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux\'s 128 KiB limit on one argument; more than that limit, less the template\'s own text, is refused]' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l batch-delay -d 'With --command: a lane whose batch is not full waits until its oldest job has waited D (a debounce for streamed input); a full batch starts at once [default: 0s]' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l resume -d 'Skip every job that succeeded (or was skipped so) in an earlier report (matched by key, command and occurrence number); each gets a `skipped` record. A torn last line in REPORT is ignored; a file that is not a lanes report is refused. REPORT may be the same file as --report: it is read before the new report is written' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l backend -d 'Where jobs run: `local` (here, each in a process group of its own) or `slurm` (each under `srun` on a Slurm cluster, one job per key at a time cluster-wide through `--dependency=singleton`)' -r -f -a "local\t'Here, each job in a process group of its own'
 slurm\t'On a Slurm cluster, each job under `srun`'"
-complete -c lanes -l slurm-name-prefix -d 'Slurm: job names are PREFIX.HASH(key); runs sharing a prefix share their keys\' lanes on the cluster' -r
-complete -c lanes -l slurm-license -d 'Slurm: every job takes one of the cluster license NAME (`--licenses=NAME:1`), a cluster-wide cap' -r
-complete -c lanes -l slurm-partition -d 'Slurm: `srun --partition`' -r
-complete -c lanes -l slurm-account -d 'Slurm: `srun --account`' -r
-complete -c lanes -l slurm-qos -d 'Slurm: `srun --qos`' -r
-complete -c lanes -l events -d 'Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE' -r -F
-complete -c lanes -l report -d 'Write the JSON Lines report to FILE' -r -F
-complete -c lanes -l output -d 'How job output is shown' -r -f -a "prefixed\t'Each line whole, prefixed with the job\'s key'
+complete -c lanes -n "__fish_lanes_needs_command" -l slurm-name-prefix -d 'Slurm: job names are PREFIX.HASH(key); runs sharing a prefix share their keys\' lanes on the cluster' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l slurm-license -d 'Slurm: every job takes one of the cluster license NAME (`--licenses=NAME:1`), a cluster-wide cap' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l slurm-partition -d 'Slurm: `srun --partition`' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l slurm-account -d 'Slurm: `srun --account`' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l slurm-qos -d 'Slurm: `srun --qos`' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l events -d 'Write JSON Lines lifecycle events (queued with `ahead`, started, ended) to FILE' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l report -d 'Write the JSON Lines report to FILE' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l output -d 'How job output is shown' -r -f -a "prefixed\t'Each line whole, prefixed with the job\'s key'
 grouped\t'Each job\'s whole output in one block when it ends, after a header line'
 raw\t'Bytes as they come, no prefix'
 none\t'Discarded'"
-complete -c lanes -l color -d 'Colour the key prefixes: `auto` on a terminal unless NO_COLOR or CI is set' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
+complete -c lanes -n "__fish_lanes_needs_command" -l color -d 'Colour the key prefixes: `auto` on a terminal unless NO_COLOR or CI is set' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
 always\t'Always, whatever the stream'
 never\t'Never'"
-complete -c lanes -l progress -d 'The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR or CI is set or --color never' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
+complete -c lanes -n "__fish_lanes_needs_command" -l progress -d 'The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR or CI is set or --color never' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
 always\t'Always, whatever the stream'
 never\t'Never'"
-complete -c lanes -l junit -d 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job' -r -F
-complete -c lanes -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`' -r -F
-complete -c lanes -l cancel-in-progress -d 'A newer job of a key also interrupts the key\'s running job (superseded), then starts. Implies --coalesce latest'
-complete -c lanes -l fail-fast -d 'After the first failed job, start nothing more and stop the running jobs'
-complete -c lanes -l sticky-slots -d 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
-complete -c lanes -l strict -d 'Validate the whole input before anything starts; exit 2 on the first invalid line'
-complete -c lanes -l json -d 'Write the JSON Lines report to stdout; all job output then goes to stderr'
-complete -c lanes -l keep-order -d 'With --output grouped: print the blocks in input order (a block waits for the blocks of earlier jobs)'
-complete -c lanes -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c lanes -s V -l version -d 'Print version'
+complete -c lanes -n "__fish_lanes_needs_command" -l junit -d 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l cancel-in-progress -d 'A newer job of a key also interrupts the key\'s running job (superseded), then starts. Implies --coalesce latest'
+complete -c lanes -n "__fish_lanes_needs_command" -l fail-fast -d 'After the first failed job, start nothing more and stop the running jobs'
+complete -c lanes -n "__fish_lanes_needs_command" -l sticky-slots -d 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
+complete -c lanes -n "__fish_lanes_needs_command" -l strict -d 'Validate the whole input before anything starts; exit 2 on the first invalid line'
+complete -c lanes -n "__fish_lanes_needs_command" -l json -d 'Write the JSON Lines report to stdout; all job output then goes to stderr'
+complete -c lanes -n "__fish_lanes_needs_command" -l keep-order -d 'With --output grouped: print the blocks in input order (a block waits for the blocks of earlier jobs)'
+complete -c lanes -n "__fish_lanes_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c lanes -n "__fish_lanes_needs_command" -s V -l version -d 'Print version'
+complete -c lanes -n "__fish_lanes_needs_command" -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+complete -c lanes -n "__fish_lanes_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lanes -n "__fish_lanes_using_subcommand locks" -s h -l help -d 'Print help'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks help" -f -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

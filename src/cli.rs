@@ -20,11 +20,33 @@ Examples:
   # The report on stdout (job output goes to stderr), failed jobs with jq
   lanes --json jobs.tsv | jq -c 'select(.type == \"job\" and .outcome != \"succeeded\")'";
 
+/// Tasks besides running jobs (`lanes TASK …`); a file of jobs named like one is given as
+/// `./NAME`.
+#[derive(Debug, clap::Subcommand)]
+pub enum Task {
+    /// List the keys held in a lock directory (--lock-dir), their holders and their waiters.
+    Locks {
+        /// The lock directory.
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+}
+
 /// Run keyed shell jobs through per-key lanes: at most one job of a key in flight, a key's jobs
 /// in order, all under a global cap, with turn timeouts, clean Ctrl-C and a JSON Lines report.
 #[derive(Debug, Parser)]
-#[command(name = "lanes", version, after_help = EXAMPLES, max_term_width = 100)]
+#[command(
+    name = "lanes",
+    version,
+    after_help = EXAMPLES,
+    max_term_width = 100,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
+    /// Another task than running jobs.
+    #[command(subcommand)]
+    pub task: Option<Task>,
+
     /// Jobs to run: a file of KEY<TAB>COMMAND lines, or a TOML manifest when the name ends in
     /// `.toml`. Without FILE, or with `-`, lines are read from stdin.
     #[arg(value_name = "FILE")]
@@ -98,6 +120,17 @@ pub struct Cli {
     /// slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port.
     #[arg(long)]
     pub sticky_slots: bool,
+
+    /// Share key lanes with every lanes process given the same DIR (created when missing): at
+    /// most one job per key in flight across all of them, first come first served. Also
+    /// `LANES_LOCK_DIR`. A job holds its key (descriptor 3) for as long as it lives.
+    #[arg(long, value_name = "DIR")]
+    pub lock_dir: Option<PathBuf>,
+
+    /// With --lock-dir: at most N jobs in flight across every process sharing DIR, on top of
+    /// each process's own -j. A job holds its shared slot on descriptor 4.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub shared_max_concurrent: Option<u32>,
 
     /// Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the
     /// argument (a batch's arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every

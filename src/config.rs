@@ -79,6 +79,10 @@ pub(crate) struct RunConfig {
     pub junit: Option<PathBuf>,
     /// Where jobs run.
     pub backend: Backend,
+    /// `--lock-dir`/`LANES_LOCK_DIR`/`lock_dir`: key lanes shared with other processes.
+    pub lock_dir: Option<PathBuf>,
+    /// `--shared-max-concurrent`: most jobs in flight across the processes sharing `lock_dir`.
+    pub shared_max_concurrent: Option<usize>,
 }
 
 /// Slurm options (`--backend slurm`).
@@ -297,7 +301,35 @@ impl RunConfig {
                     .into(),
             ));
         }
+        let lock_dir = cli
+            .lock_dir
+            .or_else(|| {
+                std::env::var_os("LANES_LOCK_DIR")
+                    .filter(|dir| !dir.is_empty())
+                    .map(PathBuf::from)
+            })
+            .or(settings.lock_dir);
+        let shared_max_concurrent = cli
+            .shared_max_concurrent
+            .map(|n| n as usize)
+            .or(settings.shared_max_concurrent);
+        if shared_max_concurrent.is_some() && lock_dir.is_none() {
+            return Err(ConfigError::Usage(
+                "--shared-max-concurrent caps the jobs of every process sharing a lock \
+                 directory: add --lock-dir DIR"
+                    .into(),
+            ));
+        }
+        if lock_dir.is_some() && cli.backend == BackendKind::Slurm {
+            return Err(ConfigError::Usage(
+                "--lock-dir shares keys between the processes of one host; with --backend \
+                 slurm, jobs already share their keys cluster-wide (--slurm-name-prefix)"
+                    .into(),
+            ));
+        }
         Ok(RunConfig {
+            lock_dir,
+            shared_max_concurrent,
             max_concurrent: cli
                 .max_concurrent
                 .map(|n| n as usize)

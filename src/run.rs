@@ -22,6 +22,7 @@ use crate::shell::cgroup::CgroupRun;
 use crate::shell::driver::{drive, Prepared, RunEnd};
 use crate::shell::input::Feed;
 use crate::shell::launch::Streams;
+use crate::shell::lock_dir::LockDir;
 use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
 use crate::shell::strict::Checked;
 
@@ -32,12 +33,20 @@ use crate::shell::strict::Checked;
 /// `--strict` input error, an unreadable input file, a report file that cannot be created. The
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
+    if let Some(crate::cli::Task::Locks { dir }) = &cli.task {
+        print!("{}", crate::shell::lock_dir::describe(dir)?);
+        return Ok(0);
+    }
     let config = RunConfig::from_cli(cli)?;
     let cgroups = containment(config.containment)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the event loop")?;
+    let lock_dir = match &config.lock_dir {
+        Some(dir) => Some(LockDir::open(dir, config.shared_max_concurrent)?),
+        None => None,
+    };
     let (feed, check_signals) = feed_for(&config, &runtime, hangup_ignored)?;
     let resume = match &config.resume {
         Some(path) => Some(crate::resume::Resume::load(path)?),
@@ -149,6 +158,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 t0,
                 cgroups,
                 signals: check_signals,
+                lock_dir,
             }))
         }
         Checked::Interrupted { signal, lines } => runtime.block_on(interrupted_check(

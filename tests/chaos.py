@@ -2,7 +2,12 @@
 """Chaos test driver for `lanes`.
 
     python3 tests/chaos.py [--iterations N] [--seed S] [--first I] [--keep] [--verbose]
-                           [--bound SECONDS] PATH/TO/lanes
+                           [--bound SECONDS] [--lock-dir] PATH/TO/lanes
+
+With --lock-dir, each iteration instead starts several lanes sharing one lock directory over
+the same keys, sends SIGKILL or SIGINT to one of them, and checks that per key no two jobs
+overlapped (orphans of a killed lanes included), the shared cap held, and that afterwards no
+key is held and a later run over every key does not block.
 
 Runs `lanes` many times, one run at a time, each with a random mix of hostile jobs (processes
 that outlive their shell, daemons that leave the session, jobs that ignore SIGTERM, write
@@ -1185,6 +1190,140 @@ def describe(binary, cfg, jobs, args, text):
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------------------------------------
+# --lock-dir mode: several lanes sharing one lock directory, one of them killed at random.
+
+LOCK_KEYS = ["a", "b", "c", "d"]
+
+
+def lock_dir_iteration(rng, binary, scratch, bound, containment):
+    """Starts 2-4 lanes over the same keys and one lock directory, sends SIGKILL or SIGINT to
+    one of them at a random moment, and checks: per key no two jobs (of any process, orphans
+    included) overlap; the shared cap held; once every job's processes are gone, `lanes locks`
+    shows no key held and a later run over every key ends at once. Returns the problems."""
+    problems = []
+    locks = os.path.join(scratch, "locks")
+    tag = f"chaos-lock-{os.getpid()}-{rng.randrange(10 ** 9)}"
+    env = dict(os.environ, CHAOS_DIR=scratch, CHAOS_TAG=tag)
+    env.pop("LANES_LOCK_DIR", None)
+    os.makedirs(os.path.join(scratch, "running"))
+    shared = rng.choice([None, 1, 2, 3])
+    # Each job: its start in log.KEY, its pid in pids, a count of jobs in flight host-wide
+    # (through entries in running/), a short sleep, its end in log.KEY. The end is written by
+    # a trap too, so a job stopped by SIGINT still closes its interval before it exits.
+    job = ('trap \'rmdir "$CHAOS_DIR/running/$$" 2>/dev/null; '
+           'echo "end $LANES_KEY $$ $(date +%s%N)" >> "$CHAOS_DIR/log.$LANES_KEY"; exit 1\' INT TERM; '
+           'echo "start $LANES_KEY $$ $(date +%s%N)" >> "$CHAOS_DIR/log.$LANES_KEY"; '
+           'mkdir "$CHAOS_DIR/running/$$"; ls "$CHAOS_DIR/running" | wc -l >> "$CHAOS_DIR/counts"; '
+           'sleep {t}; rmdir "$CHAOS_DIR/running/$$"; '
+           'echo "end $LANES_KEY $$ $(date +%s%N)" >> "$CHAOS_DIR/log.$LANES_KEY"')
+    processes = []
+    for p in range(rng.randint(2, 4)):
+        lines = "".join(
+            f"{rng.choice(LOCK_KEYS)}\t{job.replace('{t}', f'0.{rng.randint(0, 15):02d}')}\n"
+            for _ in range(rng.randint(5, 20)))
+        path = os.path.join(scratch, f"jobs{p}.tsv")
+        with open(path, "w") as f:
+            f.write(lines)
+        argv = [binary, "-j", str(rng.randint(1, 4)), "--containment", containment,
+                "--output", "none", "--lock-dir", locks, path]
+        if shared:
+            argv[1:1] = ["--shared-max-concurrent", str(shared)]
+        processes.append(subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+    victim = rng.randrange(len(processes))
+    how = rng.choice([signal.SIGKILL, signal.SIGINT])
+    time.sleep(rng.uniform(0, 0.6))
+    try:
+        processes[victim].send_signal(how)
+    except OSError:
+        pass
+    deadline = time.time() + bound
+    for i, process in enumerate(processes):
+        try:
+            process.wait(timeout=max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            problems.append(f"lanes {i} did not end within {bound}s (a key or slot never freed?)")
+            process.kill()
+            process.wait()
+    # Orphans of a SIGKILLed lanes run on; they end by themselves within their sleep.
+    while time.time() < deadline and tagged_processes(tag):
+        time.sleep(0.05)
+    for pid in tagged_processes(tag):
+        problems.append(f"job process {pid} still alive")
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for key in LOCK_KEYS:
+        try:
+            with open(os.path.join(scratch, f"log.{key}")) as f:
+                lines = [line.split() for line in f]
+        except FileNotFoundError:
+            continue
+        spans = {}
+        for word, _, pid, ns in lines:
+            if word == "start":
+                spans[pid] = [int(ns), None]
+            elif pid in spans and spans[pid][1] is None:
+                spans[pid][1] = int(ns)
+        ordered = sorted(spans.values())
+        for (s1, e1), (s2, _) in zip(ordered, ordered[1:]):
+            if e1 is None or e1 > s2:
+                problems.append(f"key {key}: jobs overlap ({s1}..{e1} and one from {s2})")
+    if shared:
+        try:
+            with open(os.path.join(scratch, "counts")) as f:
+                counts = [int(line) for line in f if line.strip()]
+        except FileNotFoundError:
+            counts = []
+        if any(n > shared for n in counts):
+            problems.append(f"more than {shared} jobs at once: {max(counts)}")
+    listing = subprocess.run([binary, "locks", locks], capture_output=True, text=True)
+    if listing.stdout.splitlines()[:1] != ["no key is held"]:
+        problems.append(f"keys still held after every job ended: {listing.stdout!r}")
+    later = os.path.join(scratch, "later.tsv")
+    with open(later, "w") as f:
+        f.write("".join(f"{key}\ttrue\n" for key in LOCK_KEYS))
+    argv = [binary, "--output", "none", "--lock-dir", locks, later]
+    if shared:
+        argv[1:1] = ["--shared-max-concurrent", str(shared)]
+    try:
+        done = subprocess.run(argv, env=env, timeout=10, capture_output=True)
+        if done.returncode != 0:
+            problems.append(f"a later run failed: {done.returncode}")
+    except subprocess.TimeoutExpired:
+        problems.append("a later run over every key blocked")
+    return problems, f"{len(processes)} lanes, {how.name} to lanes {victim}, shared {shared}"
+
+
+def lock_dir_main(opts, binary, base, seed):
+    passed = failed = 0
+    for i in range(opts.first, opts.first + opts.iterations):
+        rng = random.Random(f"{seed}:{i}")
+        scratch = os.path.join(base, f"it{i:05d}")
+        os.makedirs(scratch)
+        problems, what = lock_dir_iteration(rng, binary, scratch, opts.bound, opts.containment)
+        if opts.verbose:
+            print(f"iter {i}: {what}: {'FAIL' if problems else 'ok'}", flush=True)
+        if problems:
+            failed += 1
+            print(f"\nchaos: FAILED seed {seed} iteration {i} --lock-dir ({what}); replay: "
+                  f"python3 {sys.argv[0]} --lock-dir --seed {seed} --first {i} --iterations 1 "
+                  f"{opts.binary}", flush=True)
+            for p in problems[:30]:
+                print(f"  PROBLEM: {p}")
+            print(f"  scratch kept: {scratch}", flush=True)
+        else:
+            passed += 1
+            if not opts.keep:
+                shutil.rmtree(scratch, ignore_errors=True)
+    if failed == 0 and not opts.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"chaos: {passed} passed, {failed} failed", flush=True)
+    return 0 if failed == 0 else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description="chaos test driver for lanes")
     ap.add_argument("binary")
@@ -1196,6 +1335,8 @@ def main():
     ap.add_argument("--bound", type=float, default=30.0, help="seconds before lanes is killed")
     ap.add_argument("--containment", choices=["auto", "cgroup", "process-group"],
                     default="auto", help="lanes' --containment in every run")
+    ap.add_argument("--lock-dir", action="store_true",
+                    help="several lanes sharing a lock directory, one killed at random")
     opts = ap.parse_args()
     # lanes inherits ignored signals across exec, and a signal that reaches it before it
     # resets them is lost (a driver started in the background by a non-interactive shell
@@ -1218,6 +1359,8 @@ def main():
         digest = hashlib.sha256(f.read()).hexdigest()[:12]
     print(f"chaos: seed {seed}, {opts.iterations} iterations from {opts.first}, "
           f"binary {binary_src} (sha256 {digest}), scratch {base}", flush=True)
+    if opts.lock_dir:
+        return lock_dir_main(opts, binary, base, seed)
     passed = failed = 0
     sweep_notes = 0
     t0 = time.time()

@@ -11,12 +11,14 @@
 //!   [`account`] the final account every record is written from;
 //! - [`shutdown`]: stop signals, turn timeouts and the halt that drains the run;
 //! - [`suspend`]: Ctrl-Z: stopped time counts toward no deadline;
+//! - [`hostwide`]: `--lock-dir`: when a key's host-wide lock is asked for and let go;
 //! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window.
 
 mod account;
 mod dispatch;
 mod escalation;
 mod finish;
+mod hostwide;
 mod intake;
 mod outcome;
 mod shutdown;
@@ -28,6 +30,7 @@ pub use account::Account;
 pub use dispatch::{SpawnFailure, SpawnVerdict};
 pub use escalation::{Action, Escalation, Event};
 pub use finish::{Finished, RunFacts};
+pub use hostwide::{HostKeyOrders, HOST_LOOKAHEAD};
 pub use intake::{admission_order, Offer};
 pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, StopReason};
 pub use shutdown::{Halt, SignalVerdict, StopOrder};

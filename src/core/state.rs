@@ -241,6 +241,9 @@ pub struct Scheduler {
     /// The latest `now` any transition was given: a partial batch due at or before it needs a
     /// slot, not a wake-up, so `next_deadline` leaves it out.
     pub(crate) clock: Tick,
+    /// `--lock-dir`: the host-wide locks of keys asked for and held; `None` when keys are
+    /// this process's own.
+    pub(crate) host: Option<super::hostwide::HostKeys>,
 }
 
 impl Scheduler {
@@ -290,6 +293,7 @@ impl Scheduler {
             shutdown: ShutdownLevel::Running,
             stop_signal: None,
             clock: Tick::ZERO,
+            host: None,
         }
     }
 

@@ -638,6 +638,8 @@ mod decision_model;
 
 mod decisions;
 
+mod hostwide;
+
 #[test]
 fn the_turn_clock_restarts_when_the_process_really_starts() {
     let mut s = sched(1, 10);

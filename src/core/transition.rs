@@ -219,12 +219,18 @@ impl Scheduler {
             // stalled reader stalls the run (backpressure) instead of piling up blocks.
             return None;
         }
+        if !self.host_may_take() {
+            return None;
+        }
         match self.spawn_hold {
             Some(until) if until > now => return None,
             Some(_) => self.spawn_hold = None,
             None => {}
         }
         let (index, slot) = self.ready.iter().enumerate().find_map(|(i, key)| {
+            if !self.host_allows(key) {
+                return None;
+            }
             let slot = match self.bound_slots.get(key) {
                 Some(&slot) => self.slot_is_free(slot).then_some(slot)?,
                 None => self.smallest_free_slot()?,
@@ -236,6 +242,7 @@ impl Scheduler {
         })?;
         let key = self.ready.remove(index)?;
         self.take_slot(slot);
+        self.host_taken(&key);
         if self.policy.sticky_slots {
             self.bound_slots.entry(Arc::clone(&key)).or_insert(slot);
         }

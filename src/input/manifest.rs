@@ -47,6 +47,11 @@ pub(crate) struct ManifestSettings {
     pub fail_fast: Option<bool>,
     /// Whether keys are bound to stable slots.
     pub sticky_slots: Option<bool>,
+    /// The directory whose key lanes are shared with other processes (relative to the
+    /// manifest's directory).
+    pub lock_dir: Option<PathBuf>,
+    /// Most jobs in flight across every process sharing `lock_dir`; 1 to 1024.
+    pub shared_max_concurrent: Option<usize>,
     /// The `--command` template: each job's `cmd` is then its argument.
     pub command: Option<String>,
     /// Most jobs per batch; at least 1.
@@ -212,6 +217,8 @@ struct RawManifest {
     retry_delay: Option<Spanned<RawDuration>>,
     fail_fast: Option<bool>,
     sticky_slots: Option<bool>,
+    lock_dir: Option<Spanned<String>>,
+    shared_max_concurrent: Option<Spanned<WholeNumber>>,
     command: Option<Spanned<String>>,
     batch_size: Option<Spanned<WholeNumber>>,
     batch_bytes: Option<Spanned<WholeNumber>>,
@@ -300,6 +307,20 @@ impl RawManifest {
             retry_delay: resolve_duration(self.retry_delay, "retry_delay")?,
             fail_fast: self.fail_fast,
             sticky_slots: self.sticky_slots,
+            lock_dir: match self.lock_dir {
+                None => None,
+                Some(dir) => {
+                    check_text(&dir, "lock_dir")?;
+                    Some(base.join(dir.into_inner()))
+                }
+            },
+            shared_max_concurrent: bounded(
+                self.shared_max_concurrent,
+                "shared_max_concurrent",
+                1,
+                1024,
+            )?
+            .and_then(|n| usize::try_from(n).ok()),
             command: match self.command {
                 None => None,
                 Some(command) => {
@@ -752,7 +773,7 @@ X = "y"
         assert_eq!((line, column), (2, 1));
         assert_eq!(
             message,
-            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `max_queued`, `on_full`, `coalesce`, `cancel_in_progress`, `retries`, `retry_delay`, `fail_fast`, `sticky_slots`, `command`, `batch_size`, `batch_bytes`, `batch_delay`, `job`"
+            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `max_queued`, `on_full`, `coalesce`, `cancel_in_progress`, `retries`, `retry_delay`, `fail_fast`, `sticky_slots`, `lock_dir`, `shared_max_concurrent`, `command`, `batch_size`, `batch_bytes`, `batch_delay`, `job`"
         );
     }
 

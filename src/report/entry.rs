@@ -4,7 +4,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::json::{timestamp, JobRecord, TryRecord};
+use super::json::{timestamp, JobRecord, LockHolder, TryRecord};
 use crate::core::{ExitFacts, Outcome};
 
 /// Everything known of a job when its one record is written.
@@ -53,6 +53,8 @@ pub(crate) struct Entry<'a> {
     pub memory_peak: Option<u64>,
     /// Every try, oldest first (`--retries`); as many as `attempts`.
     pub tries: Vec<TryEntry>,
+    /// `--lock-dir` only: its wait for its key's host-wide lock, if it waited.
+    pub lock: Option<Option<&'a HostWait>>,
 }
 
 /// One try of a job, for the record's `tries`.
@@ -97,6 +99,15 @@ fn exit_fields(exit: Option<ExitFacts>) -> (Option<i32>, Option<String>) {
         Some(ExitFacts::Signaled(signal)) => (None, Some(signal_name(signal))),
         None => (None, None),
     }
+}
+
+/// A job's wait for its key's host-wide lock (`--lock-dir`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HostWait {
+    /// From asking for the lock (and a shared slot) to holding them.
+    pub waited: Duration,
+    /// Who held the key when the wait began, when someone did.
+    pub holder: Option<LockHolder>,
 }
 
 impl Entry<'_> {
@@ -150,6 +161,8 @@ impl Entry<'_> {
                 .zip(&self.tries)
                 .map(|(attempt, t)| t.to_record(attempt))
                 .collect(),
+            lock_wait_ms: self.lock.map(|wait| wait.map(|w| millis(w.waited))),
+            lock_holder: self.lock.map(|wait| wait.and_then(|w| w.holder.clone())),
         }
     }
 }

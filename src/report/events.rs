@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::json::to_line;
+use super::json::{to_line, LockHolder};
 use crate::output::spool::Spool;
 
 /// One lifecycle event.
@@ -16,6 +16,9 @@ pub(crate) enum Event<'a> {
         seq: u64,
         key: &'a str,
         ahead: usize,
+        /// `--lock-dir`: the process holding the key host-wide when the job was admitted.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        held_by: Option<LockHolder>,
         at: String,
     },
     /// A try started in `slot`.

@@ -137,6 +137,15 @@ pub(crate) struct JobRecord {
     /// A job stopped while it waited for its retry (`--retry-delay`) keeps its failed tries
     /// here, and the top-level fields tell of its last one.
     pub tries: Vec<TryRecord>,
+    /// `--lock-dir` only (absent otherwise): how long this job waited, in milliseconds, for its
+    /// key's host-wide lock (and its shared slot) before it could be taken (a retried job:
+    /// before its first try); `null` for a job that did not start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_wait_ms: Option<Option<u64>>,
+    /// `--lock-dir` only (absent otherwise): the process that held the key when this job began
+    /// to wait for it; `null` when the key was free.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_holder: Option<Option<LockHolder>>,
 }
 
 /// One try of a job: when and where it ran, and how it ended.
@@ -168,6 +177,17 @@ pub(crate) struct TryRecord {
     pub ended_at: String,
     /// From start to end, in milliseconds; `null` when not started.
     pub duration_ms: Option<u64>,
+}
+
+/// Who held a key host-wide (`--lock-dir`): a `lanes` process and its run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(deny_unknown_fields)]
+pub(crate) struct LockHolder {
+    /// The `lanes` process that acquired the key (its job may hold it after it is gone).
+    pub pid: u32,
+    /// That process's run: the `started_at` of its `run` record.
+    #[schemars(with = "Timestamp")]
+    pub run: String,
 }
 
 /// The last line of a report: counts by outcome, the run's wall time and its exit status.

@@ -582,6 +582,7 @@ mod tests {
             cpu: None,
             memory_peak: None,
             tries: Vec::new(),
+            lock: None,
         }
     }
 

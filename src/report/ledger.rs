@@ -7,9 +7,9 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::entry::{Entry, TryEntry};
+use super::entry::{Entry, HostWait, TryEntry};
 use super::events::{Event, EventLog};
-use super::json::{timestamp, RunRecord, SCHEMA_VERSION};
+use super::json::{timestamp, LockHolder, RunRecord, SCHEMA_VERSION};
 use super::progress::Progress;
 use super::recorder::Recorder;
 use crate::core::{Account, Outcome, Seq, Tick};
@@ -33,6 +33,8 @@ pub(crate) struct JobFacts<'a> {
     pub cpu: Option<Duration>,
     /// Peak memory of the try that just ended, where its cgroup told.
     pub memory_peak: Option<u64>,
+    /// `--lock-dir` only: the job's wait for its key's host-wide lock, if it waited.
+    pub lock: Option<Option<HostWait>>,
 }
 
 /// Events, records, JUnit, summary and display of one run.
@@ -79,8 +81,16 @@ impl Ledger {
     }
 
     /// A job was admitted into its lane, `ahead` jobs of its key before it; `queued` jobs
-    /// wait in all.
-    pub(crate) fn queued(&mut self, seq: Seq, key: &str, ahead: usize, queued: usize, now: Tick) {
+    /// wait in all; `held_by` is the process holding its key host-wide (`--lock-dir`).
+    pub(crate) fn queued(
+        &mut self,
+        seq: Seq,
+        key: &str,
+        ahead: usize,
+        queued: usize,
+        held_by: Option<LockHolder>,
+        now: Tick,
+    ) {
         if let Some(progress) = self.recorder.progress() {
             progress.set_queued(queued);
         }
@@ -90,6 +100,7 @@ impl Ledger {
                 seq,
                 key,
                 ahead,
+                held_by,
                 at,
             });
         }
@@ -211,6 +222,7 @@ impl Ledger {
             cpu: facts.cpu.filter(|_| account.in_flight),
             memory_peak: facts.memory_peak.filter(|_| account.in_flight),
             tries,
+            lock: facts.lock.as_ref().map(Option::as_ref),
         };
         if !account.in_flight && self.events.enabled() {
             let at = timestamp(self.at(account.ended_at));

@@ -3,6 +3,7 @@
 //! record). It decides nothing itself.
 
 use std::collections::HashMap;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use tokio::time::Instant;
 use super::cgroup::{CgroupRun, Usage};
 use super::input::Input;
 use super::launch::{Launcher, Streams};
+use super::lock_dir::{Acquired, CheckedLockDir, Grant, LockDir};
 use super::reap::{sweep_escapees, Reaper};
 use super::signal::{next_signal, recv_optional, until_stopped, StopSignals};
 use super::sleep_until_opt;
@@ -26,6 +28,8 @@ use crate::exit;
 use crate::input::{InputItem, JobSpec};
 use crate::output::blocks::{self, Block, GroupedOutput};
 use crate::output::results::ResultsIndex;
+use crate::report::entry::HostWait;
+use crate::report::json::timestamp;
 use crate::report::ledger::{JobFacts, Ledger};
 use crate::resume::Resume;
 
@@ -76,6 +80,8 @@ pub(crate) struct Prepared {
     /// The stop signals, when already listened to (while `--strict` checked the input), so
     /// that none is missed in between; else they are listened to from the start of [`drive`].
     pub(crate) signals: Option<StopSignals>,
+    /// `--lock-dir`: the directory whose key lanes this run shares.
+    pub(crate) lock_dir: Option<CheckedLockDir>,
 }
 
 /// Runs the whole job stream to its end.
@@ -90,6 +96,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         t0,
         cgroups,
         signals,
+        lock_dir,
     } = prepared;
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
@@ -108,6 +115,11 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         config.policy,
     );
     core.set_input_finite(!matches!(config.source, Source::Stdin));
+    let (acquired_tx, mut acquired_rx) = mpsc::unbounded_channel();
+    let lock_dir = lock_dir.map(|dir| dir.start(timestamp(ledger.at(Tick::ZERO)), acquired_tx));
+    if lock_dir.is_some() {
+        core.share_keys();
+    }
     let job_capacity = config
         .max_queued
         .saturating_add(config.max_concurrent)
@@ -134,6 +146,9 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         output_lost: false,
         retry_tails: HashMap::new(),
         stopped: HashMap::new(),
+        lock_dir,
+        grants: HashMap::new(),
+        host_waits: HashMap::new(),
     };
     if let Some(message) = driver.results_index.take_error() {
         driver.lose_output(message);
@@ -162,6 +177,9 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             Some(()) = recv_optional(&mut sigchld) => driver.launcher.reaper().reap(),
             Some(()) = recv_optional(&mut terminal_stop) => driver.on_terminal_stop(),
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
+            Some(acquired) = acquired_rx.recv(), if driver.lock_dir.is_some() => {
+                driver.on_acquired(acquired).await;
+            }
             () = sleep_until_opt(wake) => driver.on_wake(),
             () = driver.grouped.written(), if backlogged => {},
             item = driver.input.recv(), if accept_input => driver.on_input(item).await,
@@ -210,6 +228,12 @@ struct Driver {
     retry_tails: HashMap<Seq, Vec<u8>>,
     /// The runs in flight last found stopped, and why.
     stopped: HashMap<Seq, &'static str>,
+    /// `--lock-dir`: where keys' host-wide locks are acquired.
+    lock_dir: Option<LockDir>,
+    /// The host-wide locks this process holds, by key.
+    grants: HashMap<Arc<str>, Grant>,
+    /// What the records of jobs started under a fresh grant tell of its wait.
+    host_waits: HashMap<Seq, HostWait>,
 }
 
 impl Driver {
@@ -224,6 +248,19 @@ impl Driver {
     /// Starts every job the core says may start now.
     async fn start_ready(&mut self) {
         self.core.set_output_backlog(self.grouped.waiting());
+        if let Some(lock_dir) = &self.lock_dir {
+            let orders = self.core.host_keys();
+            for key in orders.release {
+                self.grants.remove(&key);
+            }
+            for key in orders.acquire {
+                if let Some(grant) = lock_dir.acquire(Arc::clone(&key)) {
+                    if self.core.host_key_acquired(&key) {
+                        self.grants.insert(key, grant);
+                    }
+                }
+            }
+        }
         while let Some(start) = self.core.take(self.tick()) {
             self.launch(start).await;
         }
@@ -239,7 +276,21 @@ impl Driver {
             .filter_map(|seq| self.jobs.get(seq))
             .map(|member| member.command.as_str());
         let command = self.launcher.command(job, &start, members);
-        let launched = self.launcher.launch(job, &start, &command);
+        let grant = self.grants.get_mut(&start.key);
+        let locks = grant.as_ref().map_or([None, None], |grant| {
+            [
+                Some(grant.key.as_raw_fd()),
+                grant.slot.as_ref().map(AsRawFd::as_raw_fd),
+            ]
+        });
+        let launched = self.launcher.launch(job, &start, &command, locks);
+        if let (Ok(_), Some(grant)) = (&launched, grant) {
+            if let Some(wait) = grant.wait.take() {
+                for &seq in &start.batch {
+                    self.host_waits.insert(seq, wait.clone());
+                }
+            }
+        }
         let key = Arc::clone(&job.key);
         let now = self.tick();
         match launched {
@@ -345,7 +396,13 @@ impl Driver {
                         cancel,
                     } => {
                         let queued = self.core.queued();
-                        self.ledger.queued(spec.seq, &spec.key, ahead, queued, now);
+                        let held_by = self
+                            .lock_dir
+                            .as_ref()
+                            .and_then(|dir| dir.holder(&spec.key))
+                            .map(super::lock_dir::Holder::named);
+                        self.ledger
+                            .queued(spec.seq, &spec.key, ahead, queued, held_by, now);
                         self.jobs.insert(spec.seq, Box::new(spec));
                         if let Some(account) = replaced {
                             self.close_waiting(&account).await;
@@ -365,6 +422,7 @@ impl Driver {
                     line,
                     key: key.as_deref(),
                     error: Some(format!("line {line}: {message}")),
+                    lock: self.lock_dir.is_some().then_some(None),
                     ..JobFacts::default()
                 };
                 self.ledger.close(&account, facts).await;
@@ -500,6 +558,10 @@ impl Driver {
             stderr_tail: &output.stderr_tail,
             cpu: output.usage.cpu,
             memory_peak: output.usage.memory_peak,
+            lock: self
+                .lock_dir
+                .is_some()
+                .then(|| self.host_waits.remove(&account.seq)),
         };
         let started = self.ledger.close(account, facts).await;
         if started {
@@ -521,6 +583,25 @@ impl Driver {
         tokio::spawn(async move {
             let _ = stderr.send(line.into_bytes()).await;
         });
+    }
+
+    /// A key's host-wide lock is held (kept while a job needs it, else let go at once), or an
+    /// acquisition has something to say.
+    async fn on_acquired(&mut self, acquired: Acquired) {
+        match acquired {
+            Acquired::Granted(key, grant) => {
+                if self.core.host_key_acquired(&key) {
+                    self.grants.insert(key, grant);
+                }
+            }
+            Acquired::Notice(message) => {
+                let _ = self
+                    .launcher
+                    .stderr()
+                    .send(format!("lanes: {message}\n").into_bytes())
+                    .await;
+            }
+        }
     }
 
     /// Ctrl-Z (SIGTSTP): every job stops with lanes, and the time stopped counts toward no

@@ -119,7 +119,8 @@ impl Launcher {
         }
     }
 
-    /// Starts the run `start` of `job` as `command` and a task supervising it; returns the
+    /// Starts the run `start` of `job` as `command` and a task supervising it, handing it
+    /// `locks` (`--lock-dir`: its key's and shared slot's, as descriptors 3 and 4); returns the
     /// channel to its supervisor and the pid of its direct child (its process group).
     ///
     /// # Errors
@@ -129,6 +130,7 @@ impl Launcher {
         job: &JobSpec,
         start: &Start,
         command: &str,
+        locks: [Option<std::os::fd::RawFd>; 2],
     ) -> Result<(mpsc::UnboundedSender<Control>, i32), NotStarted> {
         let cgroup = match &self.cgroups {
             Some(run) => Some(run.job(job.seq, start.attempt).map_err(|err| {
@@ -163,6 +165,7 @@ impl Launcher {
             backend: &self.backend,
             timeout: job.timeout,
             cgroup: cgroup.as_ref().map(super::cgroup::JobCgroup::fd),
+            locks,
         };
         let spawned = spawn::spawn(&launch, &self.reaper).map_err(not_started)?;
         let key = Arc::clone(&job.key);

@@ -7,11 +7,12 @@ pub(crate) mod driver;
 pub(crate) mod input;
 pub(crate) mod launch;
 pub(crate) mod lineage;
+pub(crate) mod lock_dir;
 pub(crate) mod reap;
 pub(crate) mod signal;
 pub(crate) mod spawn;
-pub(crate) mod strict;
 pub(crate) mod stopped;
+pub(crate) mod strict;
 pub(crate) mod supervise;
 pub(crate) mod unix;
 

@@ -135,6 +135,9 @@ pub(crate) struct Request<'a> {
     pub stderr: Option<&'a OwnedFd>,
     /// The cgroup (an open cgroup2 directory) the process is born into; `None`: lanes' own.
     pub cgroup: Option<RawFd>,
+    /// `--lock-dir`: descriptors the child gets as 3 (its key's lock) and 4 (its shared
+    /// slot's); each at least 10, so that placing one never overwrites another.
+    pub locks: [Option<RawFd>; 2],
 }
 
 /// Starts the process; returns its pid, which is also its process group id.
@@ -186,6 +189,7 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
             dev_null: dev_null.as_ptr(),
             stdout: request.stdout.map(AsRawFd::as_raw_fd),
             stderr: request.stderr.map(AsRawFd::as_raw_fd),
+            locks: request.locks,
         };
         return match clone_into_cgroup(&plan, cgroup) {
             Err(err) if resolved.is_some() && is_gone(&err) => {
@@ -228,6 +232,15 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
                     libc::O_WRONLY,
                     0,
                 ))?,
+            }
+        }
+        for (target, lock) in (LOCK_FD_FIRST..).zip(request.locks) {
+            if let Some(fd) = lock {
+                check(libc::posix_spawn_file_actions_adddup2(
+                    &mut actions.0,
+                    fd,
+                    target,
+                ))?;
             }
         }
         check(libc::posix_spawn_file_actions_addchdir_np(
@@ -295,7 +308,11 @@ struct ChildPlan {
     dev_null: *const libc::c_char,
     stdout: Option<RawFd>,
     stderr: Option<RawFd>,
+    locks: [Option<RawFd>; 2],
 }
+
+/// The descriptor of a job's first lock (`--lock-dir`): its key's; the shared slot's follows.
+const LOCK_FD_FIRST: RawFd = 3;
 
 /// `struct clone_args` of `clone3(2)`, up to `cgroup` (`CLONE_ARGS_SIZE_VER2`).
 #[repr(C)]
@@ -407,6 +424,13 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
         };
         if source < 0 || !onto(source, target) {
             fail(report);
+        }
+    }
+    for (target, lock) in (LOCK_FD_FIRST..).zip(plan.locks) {
+        if let Some(fd) = lock {
+            if !onto(fd, target) {
+                fail(report);
+            }
         }
     }
     if libc::chdir(plan.cwd) != 0 {
@@ -615,6 +639,9 @@ pub(crate) struct Launch<'a> {
     pub timeout: Option<Duration>,
     /// The job's cgroup (an open directory), when jobs are contained in cgroups.
     pub cgroup: Option<RawFd>,
+    /// `--lock-dir`: its key's lock and its shared slot's, handed to the job as descriptors 3
+    /// and 4 (each at least 10 here).
+    pub locks: [Option<RawFd>; 2],
 }
 
 /// A started job: its pid (also its process group id), its exit notification and its pipes.
@@ -639,7 +666,9 @@ pub(crate) enum SpawnError {
 /// Starts `SHELL -c COMMAND` with stdin from /dev/null, in a process group of its own, with
 /// `LANES_KEY`, `LANES_SEQ`, `LANES_SLOT`, `LANES_ATTEMPT` and `PWD` set; the spawned process
 /// starts with default signal dispositions and an empty signal mask (Rust's `Command` resets
-/// both) and with no descriptor but 0, 1 and 2.
+/// both) and with no descriptor but 0, 1 and 2 — and under `--lock-dir` its key's lock as 3
+/// (`LANES_LOCK_FD`) and its shared slot's as 4 (`LANES_SLOT_LOCK_FD`), the one exception, so
+/// that its processes hold them as long as they live.
 ///
 /// # Errors
 /// [`SpawnError::Transient`] for EAGAIN/EMFILE/ENFILE, [`SpawnError::Failed`] for anything
@@ -693,6 +722,12 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
         ("LANES_ATTEMPT", OsStr::new(&attempt)),
         ("PWD", pwd.as_os_str()),
     ]);
+    if launch.locks[0].is_some() {
+        env.push(("LANES_LOCK_FD", OsStr::new("3")));
+    }
+    if launch.locks[1].is_some() {
+        env.push(("LANES_SLOT_LOCK_FD", OsStr::new("4")));
+    }
     let request = Request {
         program: &program,
         args: &args,
@@ -703,6 +738,7 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
         stdout: out_pipe.as_ref().map(|out| &out.1),
         stderr: Some(&err_pipe.1),
         cgroup: launch.cgroup,
+        locks: launch.locks,
     };
     let pid = posix_spawn(&request).map_err(|err| classify_error(err, &program))?;
     let exit = reaper.watch(pid);

@@ -26,6 +26,7 @@ mod containment;
 mod examples;
 mod hygiene;
 mod job_control;
+mod lock_dir;
 mod outputs;
 mod policies;
 mod resume;

@@ -77,6 +77,12 @@ pub struct JobRecord {
     pub cpu_ms: Option<u64>,
     pub memory_peak_bytes: Option<u64>,
     pub tries: Vec<TryRecord>,
+    /// `--lock-dir` only.
+    #[serde(default)]
+    pub lock_wait_ms: Option<u64>,
+    /// `--lock-dir` only.
+    #[serde(default)]
+    pub lock_holder: Option<LockHolder>,
 }
 
 /// One entry of a job record's `tries`.
@@ -93,6 +99,17 @@ pub struct TryRecord {
     pub ended_at: String,
     pub duration_ms: Option<u64>,
 }
+
+/// Who held a key host-wide (`--lock-dir`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LockHolder {
+    pub pid: u32,
+    pub run: String,
+}
+
+/// The fields a `job` record has with `--lock-dir` only, both or neither.
+const LOCK_FIELDS: &[&str] = &["lock_wait_ms", "lock_holder"];
 
 /// The `summary` record: the report's last line.
 #[derive(Debug, Clone, Deserialize)]
@@ -286,7 +303,10 @@ fn decode<T: for<'de> Deserialize<'de>>(
         return Err(format!("expected a {kind:?} record: {line}"));
     }
     let got: BTreeSet<&str> = object.keys().map(String::as_str).collect();
-    let want: BTreeSet<&str> = fields.iter().copied().collect();
+    let mut want: BTreeSet<&str> = fields.iter().copied().collect();
+    if kind == "job" && object.contains_key(LOCK_FIELDS[0]) {
+        want.extend(LOCK_FIELDS);
+    }
     if got != want {
         return Err(format!(
             "{kind} record fields differ: missing {:?}, unexpected {:?}: {line}",

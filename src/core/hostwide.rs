@@ -1,0 +1,175 @@
+//! Host-wide keys (`--lock-dir`): a key's lane shared with every `lanes` process that uses the
+//! same lock directory. Before a job of such a key may be taken, the shell must hold the key's
+//! host-wide lock; the core decides when to ask for it and when to let it go.
+//!
+//! - A key is asked for when it is in the ready line (its first job waits and no job of it is
+//!   in flight here): [`Scheduler::host_keys`] returns it in `acquire`. While the shell waits
+//!   for the lock the key's jobs take no slot, and other keys go on.
+//! - [`Scheduler::host_key_acquired`] makes the key's first job takeable.
+//! - The lock is kept while a job of the key is in flight and while a retry of it waits first
+//!   in its lane (so that the key's order holds through `--retry-delay`); once a job ends and
+//!   no retry follows, [`Scheduler::host_keys`] returns the key in `release`, even if more of
+//!   its jobs wait here: those ask again, behind the jobs other processes readied meanwhile
+//!   (first come, first served across processes; no process keeps a key for ever).
+//! - At most `max_concurrent` + [`HOST_LOOKAHEAD`] keys are asked for or held without a job in
+//!   flight at once, so that a long ready line does not hold a lock (and a thread) per key.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::state::Scheduler;
+
+/// How many keys beyond `max_concurrent` may be asked for (or held, waiting for a slot of
+/// this process) at once: past that, further keys wait behind them.
+pub const HOST_LOOKAHEAD: usize = 16;
+
+/// Where a host-wide lock this process holds stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Holding {
+    /// Acquired for the key's first waiting job, which is not taken yet.
+    Idle,
+    /// A job of the key was taken under it.
+    Taken,
+}
+
+/// The host-wide locks asked for and held.
+#[derive(Debug, Default)]
+pub(crate) struct HostKeys {
+    /// Keys whose lock the shell was asked to acquire and has not reported yet.
+    asked: HashSet<Arc<str>>,
+    /// Keys whose lock this process holds.
+    held: HashMap<Arc<str>, Holding>,
+}
+
+/// What the shell must do with host-wide locks now ([`Scheduler::host_keys`]).
+#[must_use]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostKeyOrders {
+    /// Keys whose lock to start acquiring (in ready-line order); report each with
+    /// [`Scheduler::host_key_acquired`].
+    pub acquire: Vec<Arc<str>>,
+    /// Keys whose lock no job needs any more: let them go.
+    pub release: Vec<Arc<str>>,
+}
+
+impl HostKeyOrders {
+    /// Whether there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.acquire.is_empty() && self.release.is_empty()
+    }
+}
+
+impl Scheduler {
+    /// Makes every key host-wide: from now on a job is taken only under its key's host-wide
+    /// lock ([`Scheduler::host_keys`]).
+    pub fn share_keys(&mut self) {
+        self.host.get_or_insert_with(HostKeys::default);
+    }
+
+    /// Whether keys are host-wide.
+    pub fn keys_shared(&self) -> bool {
+        self.host.is_some()
+    }
+
+    /// The locks to acquire and to let go now; empty when keys are not host-wide. Call before
+    /// [`Scheduler::take`].
+    pub fn host_keys(&mut self) -> HostKeyOrders {
+        let Some(host) = self.host.as_mut() else {
+            return HostKeyOrders::default();
+        };
+        let mut orders = HostKeyOrders::default();
+        let lanes = &self.lanes;
+        host.held.retain(|key, holding| {
+            let lane = lanes.get(key);
+            let needed = match holding {
+                // Granted for a job not taken yet: needed while one waits.
+                Holding::Idle => lane.is_some_and(|lane| !lane.waiting.is_empty() || lane.busy),
+                // Needed while its job runs, or while a retry of it waits first in the lane.
+                Holding::Taken => lane.is_some_and(|lane| {
+                    lane.busy || lane.waiting.front().is_some_and(|w| w.attempts > 0)
+                }),
+            };
+            if !needed {
+                orders.release.push(Arc::clone(key));
+            }
+            needed
+        });
+        if self.draining {
+            return orders;
+        }
+        let budget = self.limits.max_concurrent.saturating_add(HOST_LOOKAHEAD);
+        let mut outstanding = host.asked.len()
+            + host
+                .held
+                .values()
+                .filter(|&&holding| holding == Holding::Idle)
+                .count();
+        for key in &self.ready {
+            if outstanding >= budget {
+                break;
+            }
+            if host.asked.contains(key) || host.held.contains_key(key) {
+                continue;
+            }
+            host.asked.insert(Arc::clone(key));
+            orders.acquire.push(Arc::clone(key));
+            outstanding += 1;
+        }
+        orders
+    }
+
+    /// The shell holds `key`'s host-wide lock now. Returns whether a job still needs it; when
+    /// not (its jobs were dropped meanwhile), the shell lets it go at once.
+    pub fn host_key_acquired(&mut self, key: &str) -> bool {
+        let Some(host) = self.host.as_mut() else {
+            return false;
+        };
+        let Some(key) = host.asked.take(key) else {
+            return false;
+        };
+        let needed = !self.draining
+            && self
+                .lanes
+                .get(&key)
+                .is_some_and(|lane| !lane.waiting.is_empty() && !lane.busy);
+        if needed {
+            host.held.insert(key, Holding::Idle);
+        }
+        needed
+    }
+
+    /// The shell could not acquire `key`'s lock (an error, not contention); it may be asked
+    /// for again.
+    pub fn host_key_failed(&mut self, key: &str) {
+        if let Some(host) = self.host.as_mut() {
+            host.asked.remove(key);
+        }
+    }
+
+    /// Whether [`Scheduler::take`] may take `key`'s first job as far as host-wide locks go.
+    pub(crate) fn host_allows(&self, key: &str) -> bool {
+        let Some(host) = self.host.as_ref() else {
+            return true;
+        };
+        match host.held.get(key) {
+            Some(Holding::Idle) => true,
+            // Still held for a retry waiting first in its lane.
+            Some(Holding::Taken) => self.lanes.get(key).is_some_and(|lane| {
+                !lane.busy && lane.waiting.front().is_some_and(|w| w.attempts > 0)
+            }),
+            None => false,
+        }
+    }
+
+    /// Whether some key is held host-wide, so that a [`Scheduler::take`] may find one.
+    pub(crate) fn host_may_take(&self) -> bool {
+        self.host.as_ref().is_none_or(|host| !host.held.is_empty())
+    }
+
+    /// A job of `key` was taken under its host-wide lock.
+    pub(crate) fn host_taken(&mut self, key: &Arc<str>) {
+        if let Some(holding) = self.host.as_mut().and_then(|host| host.held.get_mut(key)) {
+            *holding = Holding::Taken;
+        }
+    }
+}

@@ -1,0 +1,806 @@
+//! `--lock-dir DIR`: the host-wide locks that let every `lanes` process sharing DIR share its
+//! key lanes, and `--shared-max-concurrent` slots. All of it rests on `flock(2)`, which the
+//! kernel releases when the last descriptor of the open file goes: a crashed or killed holder
+//! never leaves a lock behind.
+//!
+//! Layout of DIR:
+//! - `keys/<sha256 of the key, hex>.lock`: holding the key is an exclusive `flock` on it. The
+//!   holder writes `{"pid":…,"run":…,"key":…}` into it (the file keeps the last holder's).
+//! - `keys/<hash>.q/<ticket>`: the key's waiters, first come first served. A ticket is named
+//!   `<CLOCK_REALTIME ns, 20 digits>-<pid, 10 digits>-<sequence, 10 digits>` and is
+//!   `flock`-held by its waiter from before it appears (it is created locked under another name
+//!   and renamed into place). The first waiter waits on the key with a blocking `flock`, each
+//!   other one on the ticket just ahead of its own: nothing polls. A ticket whose lock can be
+//!   taken was given up (its waiter got the key, or died) and is removed by whoever sees it.
+//! - `slots/<i>.lock`, i from 0 to N−1: a shared slot is an exclusive `flock` on one of them.
+//!
+//! The key's and the slot's descriptors are handed to the job (descriptors 3 and 4), so that
+//! its processes hold them for as long as they live, even when `lanes` itself is killed.
+
+use std::collections::VecDeque;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::libc;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+
+use crate::report::entry::HostWait;
+use crate::report::json::LockHolder;
+
+/// Who holds a key: written into the key's lock file by the process that acquires it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Holder {
+    /// The `lanes` process that acquired it (its job's processes may hold it after it died).
+    pub(crate) pid: u32,
+    /// That process's run: the `started_at` of its run record.
+    pub(crate) run: String,
+    /// The key itself.
+    pub(crate) key: String,
+}
+
+/// Why DIR cannot be used; each message names DIR.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LockDirError {
+    /// Not a directory, not creatable, not writable.
+    #[error("--lock-dir {dir}: {why}")]
+    Unusable {
+        /// The directory as given.
+        dir: String,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+fn unusable(dir: &Path, why: impl std::fmt::Display) -> LockDirError {
+    LockDirError::Unusable {
+        dir: dir.display().to_string(),
+        why: why.to_string(),
+    }
+}
+
+/// A key's host-wide lock (and shared slot) held by this process, until dropped. Dropping it
+/// closes this process's descriptors only: a job that inherited them keeps holding them.
+#[derive(Debug)]
+pub(crate) struct Grant {
+    /// The key's lock.
+    pub(crate) key: OwnedFd,
+    /// The shared slot's lock, under `--shared-max-concurrent`.
+    pub(crate) slot: Option<OwnedFd>,
+    /// How long the key was waited for, and who held it when the wait began: told once, in
+    /// the records of the first run that starts under the grant.
+    pub(crate) wait: Option<HostWait>,
+}
+
+impl Holder {
+    /// As records and events name it.
+    pub(crate) fn named(self) -> LockHolder {
+        LockHolder {
+            pid: self.pid,
+            run: self.run,
+        }
+    }
+}
+
+/// What an acquisition thread reports to the event loop.
+#[derive(Debug)]
+pub(crate) enum Acquired {
+    /// The key is held.
+    Granted(Arc<str>, Grant),
+    /// A message for people (a file that could not be used for a while); the wait goes on.
+    Notice(String),
+}
+
+/// A lock directory checked and prepared, before the run starts ([`LockDir::open`]).
+pub(crate) struct CheckedLockDir {
+    root: PathBuf,
+    slots: Option<Arc<SlotPool>>,
+}
+
+impl CheckedLockDir {
+    /// The directory in use, as `run` (the `started_at` of this process's run record) of this
+    /// process; grants are reported on `report`.
+    pub(crate) fn start(self, run: String, report: mpsc::UnboundedSender<Acquired>) -> LockDir {
+        LockDir {
+            root: self.root,
+            identity: Identity {
+                pid: std::process::id(),
+                run,
+            },
+            slots: self.slots,
+            report,
+        }
+    }
+}
+
+/// An open lock directory.
+pub(crate) struct LockDir {
+    root: PathBuf,
+    identity: Identity,
+    slots: Option<Arc<SlotPool>>,
+    report: mpsc::UnboundedSender<Acquired>,
+}
+
+#[derive(Clone)]
+struct Identity {
+    pid: u32,
+    run: String,
+}
+
+impl LockDir {
+    /// Opens DIR (created when missing), checks that it is a writable directory on which
+    /// `flock` works, and prepares `shared_slots` slot files.
+    ///
+    /// # Errors
+    /// DIR not a directory, not creatable, not writable, or `flock` not working on it.
+    pub(crate) fn open(
+        dir: &Path,
+        shared_slots: Option<usize>,
+    ) -> Result<CheckedLockDir, LockDirError> {
+        prepare(dir)?;
+        let slots = match shared_slots {
+            Some(count) => {
+                for i in 0..count {
+                    open_lock_file(&dir.join("slots").join(format!("{i}.lock")))
+                        .map_err(|err| unusable(dir, format!("cannot create slot {i}: {err}")))?;
+                }
+                Some(Arc::new(SlotPool {
+                    dir: dir.join("slots"),
+                    count,
+                    state: Mutex::new(PoolState::default()),
+                    wanted: Condvar::new(),
+                }))
+            }
+            None => None,
+        };
+        Ok(CheckedLockDir {
+            root: dir.to_path_buf(),
+            slots,
+        })
+    }
+
+    /// Acquires `key`'s lock (and a shared slot): at once when both are free and nobody
+    /// waits for the key, else on a thread of its own, which reports the grant on the channel
+    /// given to [`LockDir::start`].
+    pub(crate) fn acquire(&self, key: Arc<str>) -> Option<Grant> {
+        let paths = KeyPaths::of(&self.root, &key);
+        let asked = Instant::now();
+        let held = try_key_now(&paths, &key, &self.identity).ok().flatten();
+        let slot = match (&held, &self.slots) {
+            (None, _) => None,
+            (Some(_), None) => Some(None),
+            (Some(_), Some(pool)) => pool.try_take().map(Some),
+        };
+        let held = match (held, slot) {
+            (Some(lock), Some(slot)) => {
+                return Some(Grant {
+                    key: above_placements(lock.into()),
+                    slot: slot.map(above_placements),
+                    wait: Some(HostWait {
+                        waited: asked.elapsed(),
+                        holder: None,
+                    }),
+                })
+            }
+            // The key without a slot: the thread waits for the slot.
+            (held, _) => held,
+        };
+        let identity = self.identity.clone();
+        let slots = self.slots.clone();
+        let report = self.report.clone();
+        let spawned = std::thread::Builder::new()
+            .name("lanes-lock".into())
+            .spawn(move || {
+                let mut delay = Duration::from_millis(10);
+                let mut held = held.map(|lock| (OwnedFd::from(lock), None));
+                let (key_fd, holder) = loop {
+                    if let Some(held) = held.take() {
+                        break held;
+                    }
+                    match acquire_key(&paths, &key, &identity) {
+                        Ok(held) => break held,
+                        Err(err) => {
+                            let _ = report.send(Acquired::Notice(format!(
+                                "cannot lock key {key:?} in {}: {err}; trying again",
+                                paths.lock.display()
+                            )));
+                            std::thread::sleep(delay);
+                            delay = (delay * 2).min(Duration::from_secs(1));
+                        }
+                    }
+                };
+                let slot = slots.map(|pool| above_placements(pool.take()));
+                let grant = Grant {
+                    key: above_placements(key_fd),
+                    slot,
+                    wait: Some(HostWait {
+                        waited: asked.elapsed(),
+                        holder: holder.map(Holder::named),
+                    }),
+                };
+                let _ = report.send(Acquired::Granted(key, grant));
+            });
+        if let Err(err) = spawned {
+            let _ = self.report.send(Acquired::Notice(format!(
+                "cannot start a thread to wait for a key: {err}"
+            )));
+        }
+        None
+    }
+
+    /// Who holds `key` now, if anyone (read from its lock file).
+    pub(crate) fn holder(&self, key: &str) -> Option<Holder> {
+        let paths = KeyPaths::of(&self.root, key);
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&paths.lock)
+            .ok()?;
+        held_by_probe(&file)
+    }
+}
+
+/// Creates DIR and its subdirectories, and checks that it is writable and `flock` works on it.
+fn prepare(dir: &Path) -> Result<(), LockDirError> {
+    match fs::metadata(dir) {
+        Ok(meta) if !meta.is_dir() => return Err(unusable(dir, "not a directory")),
+        Ok(_) => {}
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(|err| unusable(dir, format!("cannot create: {err}")))?
+        }
+        Err(err) => return Err(unusable(dir, err)),
+    }
+    for sub in ["keys", "slots"] {
+        match fs::create_dir(dir.join(sub)) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(unusable(dir, format!("cannot create {sub}/: {err}"))),
+        }
+    }
+    // Two open file descriptions of one file: while the first holds an exclusive lock, the
+    // second must be refused (EWOULDBLOCK). A filesystem without working `flock` (NFS mounted
+    // with `nolock`, some FUSE filesystems) would grant both, or fail.
+    let probe = tempfile::Builder::new()
+        .prefix(".probe-")
+        .tempfile_in(dir)
+        .map_err(|err| unusable(dir, format!("not writable: {err}")))?;
+    let second = File::open(probe.path()).map_err(|err| unusable(dir, err))?;
+    if let Err(err) = flock(probe.as_file(), libc::LOCK_EX | libc::LOCK_NB) {
+        return Err(unusable(dir, format!("flock does not work here: {err}")));
+    }
+    match flock(&second, libc::LOCK_EX | libc::LOCK_NB) {
+        Err(err) if err.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(()),
+        Ok(()) => Err(unusable(
+            dir,
+            "flock does not work here: a second lock of a locked file was granted \
+             (a network filesystem without lock support?)",
+        )),
+        Err(err) => Err(unusable(dir, format!("flock does not work here: {err}"))),
+    }
+}
+
+/// `fd` as a descriptor numbered 10 or more (close-on-exec), so that placing a job's locks on
+/// 3 and 4 never overwrites one before it is placed; `fd` itself when it cannot be moved.
+fn above_placements(fd: OwnedFd) -> OwnedFd {
+    if fd.as_raw_fd() >= 10 {
+        return fd;
+    }
+    match nix::fcntl::fcntl(fd.as_raw_fd(), nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10)) {
+        // SAFETY: a descriptor just returned by `fcntl`, owned by nothing else.
+        Ok(moved) => unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(moved) },
+        Err(_) => fd,
+    }
+}
+
+/// `flock(2)` on `file`, retried when interrupted.
+fn flock(file: &impl AsRawFd, operation: libc::c_int) -> io::Result<()> {
+    loop {
+        // SAFETY: `flock` on an open descriptor has no memory effects.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Opens (creating) a lock file, close-on-exec: a job gets it only as descriptor 3 or 4
+/// (`spawn`), never by accident.
+fn open_lock_file(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o666)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// The files of one key.
+pub(crate) struct KeyPaths {
+    pub(crate) lock: PathBuf,
+    pub(crate) queue: PathBuf,
+}
+
+impl KeyPaths {
+    /// `keys/<sha256(key) in hex>.lock` and `.q`: no key can name a file outside DIR.
+    pub(crate) fn of(root: &Path, key: &str) -> Self {
+        let digest = Sha256::digest(key.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let keys = root.join("keys");
+        KeyPaths {
+            lock: keys.join(format!("{hex}.lock")),
+            queue: keys.join(format!("{hex}.q")),
+        }
+    }
+}
+
+/// Who the lock file says holds it, if it is held now. A lock taken for the look is let go at
+/// once.
+fn held_by(file: &File) -> Option<Holder> {
+    let probe = File::open(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+    held_by_probe(&probe)
+}
+
+/// Who the lock file `probe` (an open file description of its own) says holds it, if it is
+/// held now; when it is free, the lock taken for the look goes with `probe`.
+fn held_by_probe(probe: &File) -> Option<Holder> {
+    match flock(probe, libc::LOCK_EX | libc::LOCK_NB) {
+        Ok(()) => None,
+        Err(_) => read_holder(probe),
+    }
+}
+
+fn read_holder(file: &File) -> Option<Holder> {
+    let mut buffer = vec![0; 4096];
+    let mut len = 0;
+    while len < buffer.len() {
+        match file.read_at(&mut buffer[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+        if buffer[..len].contains(&b'\n') {
+            break;
+        }
+        if len == buffer.len() {
+            buffer.resize(buffer.len() * 2, 0);
+        }
+    }
+    let line = buffer[..len].split(|&b| b == b'\n').next()?;
+    serde_json::from_slice(line).ok()
+}
+
+static TICKETS: AtomicU64 = AtomicU64::new(0);
+
+/// Waits for `key`'s lock, first come first served; returns it and who held it when this
+/// process began to wait, if anyone did.
+fn acquire_key(
+    paths: &KeyPaths,
+    key: &str,
+    identity: &Identity,
+) -> io::Result<(OwnedFd, Option<Holder>)> {
+    if let Some(lock) = try_key_now(paths, key, identity)? {
+        return Ok((lock.into(), None));
+    }
+    let lock = open_lock_file(&paths.lock)?;
+    let mut holder = read_holder(&lock);
+    match fs::create_dir(&paths.queue) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(err),
+    }
+    let (ticket, name) = take_ticket(&paths.queue, key, identity)?;
+    let result = wait_in_line(paths, &lock, &name, &mut holder);
+    // Our ticket goes, whatever happened: the next waiter moves up.
+    let _ = fs::remove_file(paths.queue.join(&name));
+    drop(ticket);
+    result?;
+    write_holder(&lock, key, identity)?;
+    Ok((lock.into(), holder))
+}
+
+/// `key`'s lock, when it is free and nobody waits for it.
+fn try_key_now(paths: &KeyPaths, key: &str, identity: &Identity) -> io::Result<Option<File>> {
+    let queue_empty = match fs::read_dir(&paths.queue) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => true,
+        Err(err) => return Err(err),
+    };
+    if !queue_empty {
+        return Ok(None);
+    }
+    let lock = open_lock_file(&paths.lock)?;
+    if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+        return Ok(None);
+    }
+    write_holder(&lock, key, identity)?;
+    Ok(Some(lock))
+}
+
+/// Creates this waiter's ticket, locked before it appears under its name.
+fn take_ticket(queue: &Path, key: &str, identity: &Identity) -> io::Result<(File, String)> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let seq = TICKETS.fetch_add(1, Ordering::Relaxed);
+    let name = format!("{now:020}-{:010}-{seq:010}", identity.pid);
+    let mut file = tempfile::Builder::new()
+        .prefix(".new-")
+        .tempfile_in(queue)?;
+    flock(file.as_file(), libc::LOCK_EX | libc::LOCK_NB)?;
+    let text = serde_json::json!({ "pid": identity.pid, "run": identity.run, "key": key });
+    file.write_all(text.to_string().as_bytes())?;
+    let file = file.persist(queue.join(&name)).map_err(|err| err.error)?;
+    Ok((file, name))
+}
+
+/// Waits until `name` is the first ticket and the key's lock is ours.
+fn wait_in_line(
+    paths: &KeyPaths,
+    lock: &File,
+    name: &str,
+    holder: &mut Option<Holder>,
+) -> io::Result<()> {
+    loop {
+        let ahead = tickets(&paths.queue)?
+            .into_iter()
+            .rfind(|ticket| ticket.as_str() < name);
+        match ahead {
+            None => {
+                if holder.is_none() {
+                    *holder = held_by(lock);
+                }
+                return flock(lock, libc::LOCK_EX);
+            }
+            Some(before) => {
+                let path = paths.queue.join(&before);
+                let Ok(file) = File::open(&path) else {
+                    continue;
+                };
+                // Blocks until that waiter got the key or gave up (or died).
+                flock(&file, libc::LOCK_EX)?;
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+}
+
+/// The key's ticket names, in line order (temporary files left out).
+fn tickets(queue: &Path) -> io::Result<Vec<String>> {
+    let mut names: Vec<String> = fs::read_dir(queue)?
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    names.sort_unstable();
+    Ok(names)
+}
+
+/// Writes who holds the key into its lock file (the lock is held).
+fn write_holder(file: &File, key: &str, identity: &Identity) -> io::Result<()> {
+    let text = serde_json::to_string(&Holder {
+        pid: identity.pid,
+        run: identity.run.clone(),
+        key: key.to_owned(),
+    })
+    .map_err(io::Error::other)?;
+    // One line written over the old one in one call, then the file cut after it: a reader
+    // reads up to the first newline and never sees half of a line mixed with another.
+    let line = format!("{text}\n");
+    file.write_all_at(line.as_bytes(), 0)?;
+    file.set_len(line.len() as u64)
+}
+
+/// `--shared-max-concurrent`: this process's side of the shared slots. A slot is taken at once
+/// when one is free; else one thread per slot waits on it with a blocking `flock` while any
+/// request is open, and the first to get its slot hands it to the oldest request (a slot got
+/// when no request is left is let go at once).
+struct SlotPool {
+    dir: PathBuf,
+    count: usize,
+    state: Mutex<PoolState>,
+    wanted: Condvar,
+}
+
+#[derive(Default)]
+struct PoolState {
+    requests: VecDeque<std_mpsc::SyncSender<OwnedFd>>,
+    waiters_started: bool,
+}
+
+impl SlotPool {
+    fn path(&self, slot: usize) -> PathBuf {
+        self.dir.join(format!("{slot}.lock"))
+    }
+
+    /// A free shared slot, if one is free now.
+    fn try_take(&self) -> Option<OwnedFd> {
+        (0..self.count).find_map(|slot| {
+            let file = open_lock_file(&self.path(slot)).ok()?;
+            flock(&file, libc::LOCK_EX | libc::LOCK_NB).ok()?;
+            Some(file.into())
+        })
+    }
+
+    /// Blocks until this process holds a shared slot.
+    fn take(self: &Arc<Self>) -> OwnedFd {
+        loop {
+            if let Some(fd) = self.try_take() {
+                return fd;
+            }
+            let (tx, rx) = std_mpsc::sync_channel(1);
+            {
+                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                state.requests.push_back(tx);
+                if !state.waiters_started {
+                    state.waiters_started = true;
+                    for slot in 0..self.count {
+                        let pool = Arc::clone(self);
+                        let _ = std::thread::Builder::new()
+                            .name("lanes-slot".into())
+                            .spawn(move || pool.wait_on(slot));
+                    }
+                }
+            }
+            self.wanted.notify_all();
+            if let Ok(fd) = rx.recv() {
+                return fd;
+            }
+        }
+    }
+
+    /// One slot's waiter: while requests are open, waits for the slot and hands it over.
+    fn wait_on(&self, slot: usize) {
+        loop {
+            {
+                let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let _state = self
+                    .wanted
+                    .wait_while(state, |s| s.requests.is_empty())
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+            let Ok(file) = open_lock_file(&self.path(slot)) else {
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            };
+            if flock(&file, libc::LOCK_EX).is_err() {
+                continue;
+            }
+            let mut fd: OwnedFd = file.into();
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            while let Some(request) = state.requests.pop_front() {
+                match request.try_send(fd) {
+                    Ok(()) => break,
+                    Err(std_mpsc::TrySendError::Full(back))
+                    | Err(std_mpsc::TrySendError::Disconnected(back)) => fd = back,
+                }
+            }
+            // Served, or no request left: a slot not handed over is let go as `fd` drops.
+        }
+    }
+}
+
+/// `lanes locks DIR`: the keys held in DIR, their holders and their waiters ("N ahead": the
+/// holder and the waiters before it), then how many shared slots are held. Reads only: a lock
+/// taken for a look is let go at once, and a ticket given up is left for a waiter to remove.
+///
+/// # Errors
+/// DIR is not a lock directory (no `keys/` in it) or cannot be read.
+pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
+    let keys = dir.join("keys");
+    let entries = fs::read_dir(&keys).map_err(|err| {
+        unusable(
+            dir,
+            format!("not a lock directory ({}: {err})", keys.display()),
+        )
+    })?;
+    let mut listed = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|ext| ext != "lock") {
+            continue;
+        }
+        let Ok(file) = File::open(&path) else {
+            continue;
+        };
+        let holder = held_by(&file);
+        let waiters = live_tickets(&path.with_extension("q"));
+        if holder.is_none() && waiters.is_empty() {
+            continue;
+        }
+        let key = holder
+            .as_ref()
+            .map(|h| h.key.clone())
+            .or_else(|| waiters.first().map(|w| w.key.clone()))
+            .unwrap_or_default();
+        listed.push((key, holder, waiters));
+    }
+    listed.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut text = String::new();
+    for (key, holder, waiters) in &listed {
+        match holder {
+            Some(h) => text.push_str(&format!("{key:?}: held by pid {} (run {})\n", h.pid, h.run)),
+            None => text.push_str(&format!("{key:?}: being handed over\n")),
+        }
+        let before = usize::from(holder.is_some());
+        for (i, waiter) in waiters.iter().enumerate() {
+            text.push_str(&format!(
+                "  waiting: pid {} (run {}), {} ahead\n",
+                waiter.pid,
+                waiter.run,
+                before + i
+            ));
+        }
+    }
+    if listed.is_empty() {
+        text.push_str("no key is held\n");
+    }
+    let slots: Vec<PathBuf> = fs::read_dir(dir.join("slots"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|ext| ext == "lock"))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !slots.is_empty() {
+        let held = slots
+            .iter()
+            .filter(|path| {
+                File::open(path).is_ok_and(|file| {
+                    flock(&file, libc::LOCK_EX | libc::LOCK_NB)
+                        .is_err_and(|err| err.raw_os_error() == Some(libc::EWOULDBLOCK))
+                })
+            })
+            .count();
+        text.push_str(&format!("shared slots: {held} of {} held\n", slots.len()));
+    }
+    Ok(text)
+}
+
+/// The tickets of a key's waiters that are alive, in line order.
+fn live_tickets(queue: &Path) -> Vec<Holder> {
+    let Ok(names) = tickets(queue) else {
+        return Vec::new();
+    };
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let file = File::open(queue.join(name)).ok()?;
+            // A ticket whose lock can be taken was given up.
+            if flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
+                return None;
+            }
+            read_holder(&file)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity(pid: u32) -> Identity {
+        Identity {
+            pid,
+            run: "2026-01-01T00:00:00.000Z".into(),
+        }
+    }
+
+    #[test]
+    fn a_key_names_a_file_inside_the_directory_whatever_it_is() {
+        let root = Path::new("/locks");
+        for key in ["../../etc/passwd", "/abs", "a/b", "", "ключ", "x\ny"] {
+            let paths = KeyPaths::of(root, key);
+            assert_eq!(paths.lock.parent(), Some(root.join("keys").as_path()));
+            let name = paths.lock.file_name().unwrap().to_str().unwrap().to_owned();
+            assert_eq!(name.len(), 64 + ".lock".len(), "{name}");
+            assert!(name
+                .trim_end_matches(".lock")
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit()));
+        }
+        assert_ne!(KeyPaths::of(root, "a").lock, KeyPaths::of(root, "b").lock);
+    }
+
+    #[test]
+    fn a_file_is_not_a_lock_directory_and_a_missing_one_is_created() {
+        let scratch = tempfile::tempdir().unwrap();
+        let file = scratch.path().join("file");
+        fs::write(&file, "").unwrap();
+        let err = prepare(&file).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("--lock-dir {}: not a directory", file.display())
+        );
+        let missing = scratch.path().join("a/b");
+        prepare(&missing).unwrap();
+        assert!(missing.join("keys").is_dir() && missing.join("slots").is_dir());
+        assert_eq!(describe(&missing).unwrap(), "no key is held\n");
+    }
+
+    #[test]
+    fn a_held_key_is_refused_to_others_and_names_its_holder_until_let_go() {
+        let scratch = tempfile::tempdir().unwrap();
+        prepare(scratch.path()).unwrap();
+        let paths = KeyPaths::of(scratch.path(), "db");
+        let held = try_key_now(&paths, "db", &identity(7))
+            .unwrap()
+            .expect("free");
+        assert!(try_key_now(&paths, "db", &identity(8)).unwrap().is_none());
+        let file = File::open(&paths.lock).unwrap();
+        let holder = held_by(&file).expect("held");
+        assert_eq!((holder.pid, holder.key.as_str()), (7, "db"));
+        drop(held);
+        assert_eq!(held_by(&file), None);
+        assert!(try_key_now(&paths, "db", &identity(8)).unwrap().is_some());
+    }
+
+    #[test]
+    fn waiters_get_the_key_in_the_order_they_asked_and_a_dead_waiter_is_skipped() {
+        let scratch = tempfile::tempdir().unwrap();
+        let root = scratch.path().to_path_buf();
+        prepare(&root).unwrap();
+        let paths = KeyPaths::of(&root, "k");
+        let holder = try_key_now(&paths, "k", &identity(1))
+            .unwrap()
+            .expect("free");
+        // A waiter that gave up (its ticket no longer locked), ahead of everyone.
+        fs::create_dir_all(&paths.queue).unwrap();
+        fs::write(
+            paths.queue.join(format!("{:020}-0000000000-0000000000", 0)),
+            "",
+        )
+        .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut threads = Vec::new();
+        for pid in 2..=4u32 {
+            let tx = tx.clone();
+            let root = root.clone();
+            threads.push(std::thread::spawn(move || {
+                let paths = KeyPaths::of(&root, "k");
+                let (fd, held_by) = acquire_key(&paths, "k", &identity(pid)).unwrap();
+                tx.send((pid, held_by.map(|h| h.pid))).unwrap();
+                drop(fd);
+            }));
+            // The next waiter asks once this one's ticket is in line.
+            let live = || {
+                tickets(&paths.queue)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter(|name| !name.starts_with(&format!("{:020}", 0)))
+                    .count()
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while live() < pid as usize - 1 {
+                assert!(Instant::now() < deadline, "waiter {pid} never queued");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        drop(holder);
+        let order: Vec<(u32, Option<u32>)> = (2..=4).map(|_| rx.recv().unwrap()).collect();
+        assert_eq!(
+            order[0],
+            (2, Some(1)),
+            "the first waiter, told who held the key"
+        );
+        assert_eq!(order.iter().map(|o| o.0).collect::<Vec<_>>(), [2, 3, 4]);
+        for thread in threads {
+            thread.join().unwrap();
+        }
+        assert!(tickets(&paths.queue).unwrap().is_empty(), "no ticket left");
+    }
+}

@@ -1,0 +1,413 @@
+//! `--lock-dir`: several lanes processes sharing one directory share their key lanes: per key
+//! one job in flight across all of them, first come first served, under a shared cap, and a
+//! key held for as long as its job lives, even after its lanes was SIGKILLed.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+
+use crate::support::*;
+
+/// Shell code that appends `WORD KEY NANOSECONDS` to `$D/log.KEY` (one small `O_APPEND`
+/// write, so lines of concurrent jobs never mix).
+fn mark(word: &str) -> String {
+    format!("echo \"{word} $LANES_KEY $$ $(date +%s%N)\" >> \"$D/log.$LANES_KEY\"")
+}
+
+/// `lanes locks DIR`'s output.
+fn locks(dir: &Path) -> String {
+    let out = Command::new(BIN)
+        .arg("locks")
+        .arg(dir)
+        .output()
+        .expect("lanes locks");
+    assert!(out.status.success(), "lanes locks failed: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The (start, end) times jobs wrote to `$D/log.KEY`, in the order written; checks that
+/// every start is followed by its own end before the next start: no two jobs of the key
+/// overlapped, whichever process ran them.
+fn intervals(scratch: &Scratch, key: &str) -> Vec<(u128, u128, String)> {
+    let lines = scratch.lines(&format!("log.{key}"));
+    assert_eq!(lines.len() % 2, 0, "unfinished job of {key}: {lines:#?}");
+    let mut out = Vec::new();
+    for pair in lines.chunks(2) {
+        let start: Vec<&str> = pair[0].split(' ').collect();
+        let end: Vec<&str> = pair[1].split(' ').collect();
+        assert_eq!(
+            (start[0], end[0], start[2]),
+            ("start", "end", end[2]),
+            "jobs of {key} overlapped: {lines:#?}"
+        );
+        let (s, e) = (start[3].parse().unwrap(), end[3].parse().unwrap());
+        assert!(s <= e, "{lines:#?}");
+        if let Some(&(_, previous_end, _)) = out.last() {
+            assert!(previous_end <= s, "jobs of {key} overlapped: {lines:#?}");
+        }
+        out.push((s, e, start[2].to_owned()));
+    }
+    out
+}
+
+#[test]
+fn two_and_three_processes_never_run_a_key_twice_at_once() {
+    for processes in [2, 3] {
+        let scratch = Scratch::new();
+        let dir = scratch.join("locks");
+        let keys = ["k0", "k1", "k2", "k3"];
+        let mut jobs = String::new();
+        for round in 0..5 {
+            for key in keys {
+                jobs.push_str(&format!(
+                    "{key}\t{}; sleep 0.0{round}; {}\n",
+                    mark("start"),
+                    mark("end")
+                ));
+            }
+        }
+        let input = scratch.write("jobs.tsv", &jobs);
+        let runs: Vec<Running> = (0..processes)
+            .map(|_| {
+                Run::new()
+                    .scratch(&scratch)
+                    .args(["-j", "4", "--lock-dir"])
+                    .arg(&dir)
+                    .arg(&input)
+                    .spawn()
+            })
+            .collect();
+        let outputs: Vec<Output> = runs.into_iter().map(Running::wait).collect();
+        for output in &outputs {
+            output.code(0);
+            assert_eq!(output.report().jobs.len(), 20);
+            for job in &output.report().jobs {
+                assert!(job.lock_wait_ms.is_some(), "{job:?}");
+            }
+        }
+        for key in keys {
+            assert_eq!(intervals(&scratch, key).len(), 5 * processes, "{key}");
+            // The reports agree: per key, no two [started_at, ended_at] overlap.
+            let mut spans: Vec<(i64, i64)> = outputs
+                .iter()
+                .flat_map(|o| o.report().by_key(key))
+                .map(|job| (job.start_ms(), job.end_ms()))
+                .collect();
+            spans.sort_unstable();
+            for pair in spans.windows(2) {
+                assert!(pair[0].1 <= pair[1].0, "{key}: {spans:?}");
+            }
+        }
+        assert_eq!(locks(&dir), "no key is held\n");
+    }
+}
+
+#[test]
+fn jobs_ready_first_start_first_across_processes_and_locks_lists_the_line() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let first = scratch.write(
+        "first.tsv",
+        format!(
+            "k\t{}; {}; {}\n",
+            mark("start"),
+            await_file("go"),
+            mark("end")
+        ),
+    );
+    let rest = scratch.write(
+        "rest.tsv",
+        format!("k\t{}; {}\n", mark("start"), mark("end")),
+    );
+    let a = Run::new()
+        .scratch(&scratch)
+        .arg("--lock-dir")
+        .arg(&dir)
+        .arg(&first)
+        .spawn();
+    scratch.wait_for("log.k", Duration::from_secs(10));
+    let b = Run::new()
+        .scratch(&scratch)
+        .arg("--lock-dir")
+        .arg(&dir)
+        .arg(&rest)
+        .arg("--events")
+        .arg(scratch.join("b.events"))
+        .spawn();
+    assert!(
+        wait_until(Duration::from_secs(10), || locks(&dir).contains("1 ahead")),
+        "{}",
+        locks(&dir)
+    );
+    let c = Run::new()
+        .scratch(&scratch)
+        .arg("--lock-dir")
+        .arg(&dir)
+        .arg(&rest)
+        .spawn();
+    assert!(
+        wait_until(Duration::from_secs(10), || locks(&dir).contains("2 ahead")),
+        "{}",
+        locks(&dir)
+    );
+    let listing = locks(&dir);
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 3, "{listing}");
+    assert!(
+        lines[0].starts_with(&format!("\"k\": held by pid {} (run ", a.pid())),
+        "{listing}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("  waiting: pid {} (run ", b.pid())),
+        "{listing}"
+    );
+    assert!(lines[1].ends_with(", 1 ahead"), "{listing}");
+    assert!(
+        lines[2].starts_with(&format!("  waiting: pid {} (run ", c.pid())),
+        "{listing}"
+    );
+    let a_pid = u32::try_from(a.pid()).unwrap();
+    scratch.write("go", "");
+    let (a, b, c) = (a.wait(), b.wait(), c.wait());
+    for output in [&a, &b, &c] {
+        output.code(0);
+    }
+    let order: Vec<String> = intervals(&scratch, "k")
+        .into_iter()
+        .map(|(_, _, pid)| pid)
+        .collect();
+    assert_eq!(order.len(), 3);
+    // The jobs of b and c started in the order they began to wait.
+    let a_start = a.job(1).start_ms();
+    let (b_start, c_start) = (b.job(1).start_ms(), c.job(1).start_ms());
+    assert!(
+        a_start <= b_start && b_start <= c_start,
+        "{a_start} {b_start} {c_start}"
+    );
+    assert!(b.job(1).end_ms() <= c_start);
+    // b's record and its queued event name the holder: a's lanes, and its run.
+    let holder = b.job(1).lock_holder.clone().expect("b waited for a");
+    assert_eq!(
+        (holder.pid, holder.run.as_str()),
+        (a_pid, a.report().run.started_at.as_str())
+    );
+    assert!(b.job(1).lock_wait_ms.is_some_and(|ms| ms > 0));
+    let events = scratch.read("b.events");
+    let queued = events
+        .lines()
+        .find(|line| line.contains("\"type\":\"queued\""))
+        .expect("a queued event");
+    assert!(
+        queued.contains(&format!(
+            "\"held_by\":{{\"pid\":{},\"run\":\"{}\"}}",
+            holder.pid, holder.run
+        )),
+        "{queued}"
+    );
+}
+
+#[test]
+fn the_shared_cap_holds_across_processes() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    scratch.mkdir("running");
+    // Each job enters `running/`, counts who is in, stays a moment, leaves.
+    let job = "mkdir \"$D/running/$LANES_KEY.$$\"; ls \"$D/running\" | wc -l >> \"$D/counts\"; \
+               sleep 0.1; rmdir \"$D/running/$LANES_KEY.$$\"";
+    let runs: Vec<Running> = (0..3)
+        .map(|p| {
+            let jobs: String = (0..6).map(|i| format!("p{p}k{i}\t{job}\n")).collect();
+            let input = scratch.write(&format!("jobs{p}.tsv"), jobs);
+            Run::new()
+                .scratch(&scratch)
+                .args(["-j", "3", "--shared-max-concurrent", "2", "--lock-dir"])
+                .arg(&dir)
+                .arg(input)
+                .spawn()
+        })
+        .collect();
+    for run in runs {
+        run.wait().code(0);
+    }
+    let counts: Vec<u32> = scratch
+        .lines("counts")
+        .iter()
+        .map(|line| line.trim().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 18);
+    assert!(counts.iter().all(|&n| n <= 2), "{counts:?}");
+    assert!(
+        counts.contains(&2),
+        "two jobs never ran at once: {counts:?}"
+    );
+    assert!(locks(&dir).ends_with("shared slots: 0 of 2 held\n"));
+}
+
+#[test]
+fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let first = scratch.write(
+        "first.tsv",
+        format!(
+            "k\t{}; echo $$ > \"$D/orphan.pid\"; {}; sleep 0.1; {}\n",
+            mark("start"),
+            await_file("go"),
+            mark("end")
+        ),
+    );
+    let second = scratch.write(
+        "second.tsv",
+        format!("k\t{}; {}\n", mark("start"), mark("end")),
+    );
+    let a = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "process-group", "--lock-dir"])
+        .arg(&dir)
+        .arg(&first)
+        .spawn();
+    scratch.wait_for("orphan.pid", Duration::from_secs(10));
+    let orphan = scratch.pid("orphan.pid");
+    let b = Run::new()
+        .scratch(&scratch)
+        .arg("--lock-dir")
+        .arg(&dir)
+        .arg(&second)
+        .spawn();
+    assert!(wait_until(Duration::from_secs(10), || locks(&dir).contains("1 ahead")));
+    a.signal(Signal::SIGKILL);
+    assert!(wait_until(Duration::from_secs(10), || !alive(a.pid())));
+    assert!(alive(orphan), "the job outlives its lanes");
+    // The orphan still holds the key: b's job does not start.
+    assert!(!wait_until(Duration::from_millis(500), || scratch
+        .lines("log.k")
+        .len()
+        > 1));
+    assert!(locks(&dir).contains("1 ahead"), "{}", locks(&dir));
+    scratch.write("go", "");
+    let b = b.wait();
+    b.code(0);
+    assert!(
+        wait_until(Duration::from_secs(5), || !alive(orphan)),
+        "the orphan ended"
+    );
+    let spans = intervals(&scratch, "k");
+    assert_eq!(spans.len(), 2);
+    assert_eq!(spans[0].2, orphan.to_string());
+    drop(a);
+    assert_eq!(locks(&dir), "no key is held\n");
+}
+
+#[test]
+fn an_unusable_lock_dir_is_refused_before_anything_runs() {
+    let scratch = Scratch::new();
+    let file = scratch.write("not-a-dir", "");
+    let jobs = scratch.write("jobs.tsv", "k\ttouch \"$D/ran\"\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--lock-dir")
+        .arg(&file)
+        .arg(&jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains(&format!("--lock-dir {}: not a directory", file.display())),
+        "{}",
+        out.stderr()
+    );
+    assert!(!scratch.exists("ran"));
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--shared-max-concurrent", "2"])
+        .arg(&jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("add --lock-dir DIR"),
+        "{}",
+        out.stderr()
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--backend", "slurm", "--lock-dir"])
+        .arg(scratch.join("locks"))
+        .arg(&jobs)
+        .run();
+    out.code(2);
+    assert!(out.stderr().contains("cluster-wide"), "{}", out.stderr());
+    assert!(!scratch.exists("ran"));
+}
+
+#[test]
+fn a_missing_lock_dir_is_created_from_the_environment_or_the_manifest() {
+    let scratch = Scratch::new();
+    let jobs = scratch.write(
+        "jobs.tsv",
+        "k\techo \"$LANES_LOCK_FD\" > \"$D/fd\"\nno tab here\n",
+    );
+    let from_env = scratch.join("a/b/locks");
+    let out = Run::new()
+        .scratch(&scratch)
+        .env("LANES_LOCK_DIR", &from_env)
+        .arg(&jobs)
+        .run();
+    out.code(1);
+    // Every record of the run has the lock fields, an invalid line's too.
+    let text = out.report_text.as_deref().expect("a report");
+    for line in text.lines().filter(|l| l.contains("\"type\":\"job\"")) {
+        assert!(line.contains("\"lock_wait_ms\":"), "{line}");
+        assert!(line.contains("\"lock_holder\":null"), "{line}");
+    }
+    assert!(from_env.join("keys").is_dir());
+    assert_eq!(scratch.read("fd").trim(), "3");
+    let manifest = scratch.write(
+        "m/run.toml",
+        "lock_dir = \"locks\"\nshared_max_concurrent = 1\n[[job]]\nkey = \"k\"\n\
+         cmd = \"echo $LANES_SLOT_LOCK_FD > \\\"$D/slot-fd\\\"\"\n",
+    );
+    let out = Run::new().scratch(&scratch).arg(&manifest).run();
+    out.code(0);
+    assert!(scratch.join("m/locks/slots/0.lock").is_file());
+    assert_eq!(scratch.read("slot-fd").trim(), "4");
+    assert_eq!(out.job(1).lock_wait_ms.map(|_| ()), Some(()));
+}
+
+#[test]
+fn a_lock_dir_the_user_cannot_write_is_refused() {
+    // Root writes anywhere: the run drops to user nobody (setpriv), where that is possible.
+    let root = nix::unistd::Uid::effective().is_root();
+    let setpriv = Path::new("/usr/bin/setpriv").exists();
+    if !root || !setpriv {
+        eprintln!("skipped: needs root and /usr/bin/setpriv to run lanes as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let dir = scratch.mkdir("locks");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let jobs = scratch.write("jobs.tsv", "k\ttouch \"$D/ran\"\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("exec setpriv --reuid=65534 --regid=65534 --clear-groups \"$0\" \"$@\"")
+        .args(["--containment", "process-group", "--lock-dir"])
+        .arg(&dir)
+        .arg(&jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains(&format!("--lock-dir {}: ", dir.display()))
+            && out.stderr().contains("Permission denied"),
+        "{}",
+        out.stderr()
+    );
+    assert!(!scratch.exists("ran"));
+}
