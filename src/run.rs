@@ -289,6 +289,7 @@ async fn interrupted_check(
             abort.abort();
         }
     }
+    let _ = until_stopped(ledger.written(), &mut forced, &mut signals).await;
     RunEnd {
         code,
         summary: format!(
