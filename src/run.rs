@@ -33,7 +33,13 @@ use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let config = RunConfig::from_cli(cli)?;
     let cgroups = containment(config.containment)?;
-    let feed = feed_for(&config)?;
+    // Under `--strict` the whole input is read before anything runs: a stop signal meanwhile
+    // ends lanes at once (its default action), as there is nothing to stop yet.
+    let feed = if config.strict {
+        crate::shell::signal::with_default_stop_signals(|| feed_for(&config))?
+    } else {
+        feed_for(&config)?
+    };
     let resume = match &config.resume {
         Some(path) => Some(crate::resume::Resume::load(path)?),
         None => None,
@@ -121,13 +127,19 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         }
         recorder = recorder.with_progress(progress);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the event loop")?;
+    // The event loop's descriptors (its poller, its waker, the signal pipe) are made sure of
+    // first: tokio cannot report a failure to make the signal pipe (it panics).
+    let runtime = crate::shell::unix::ensure_free_descriptors(EVENT_LOOP_DESCRIPTORS)
+        .and_then(|()| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        })
+        .context("cannot start the event loop (raise `ulimit -n`)")?;
     let input = {
         let _guard = runtime.enter();
         crate::shell::input::start(feed, config.max_queued)
+            .context("cannot start the thread that reads the input (raise `ulimit -u`)")?
     };
     let ledger = Ledger::new(origin, recorder, EventLog::new(events));
     let end = runtime.block_on(drive(Prepared {
@@ -156,6 +168,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     Ok(end.code)
 }
 
+/// The descriptors tokio's event loop opens when it is built: its poller, its waker, and the
+/// signal driver's socket pair and the duplicate of its reading end.
+const EVENT_LOOP_DESCRIPTORS: usize = 5;
+
 /// Sends `last` to `sink`, closes it and waits until its output is written ([`until_stopped`]).
 /// Returns whether everything was written.
 fn close_sink(
@@ -174,9 +190,8 @@ fn close_sink(
             if let Some(bytes) = last {
                 let _ = sink.sender().send(bytes).await;
             }
-            tokio::task::spawn_blocking(move || sink.close_within(None))
-                .await
-                .unwrap_or(false)
+            // Waited for without a thread of its own: none may be left (`ulimit -u`).
+            sink.closed().await
         };
         until_stopped(written, stopping, signals)
             .await

@@ -10,6 +10,7 @@
 //! - [`finish`]: a run's end classified, retried, or stopping the run (`--fail-fast`), and
 //!   [`account`] the final account every record is written from;
 //! - [`shutdown`]: stop signals, turn timeouts and the halt that drains the run;
+//! - [`status`]: what runs now, for a status report (SIGUSR1);
 //! - [`suspend`]: Ctrl-Z: stopped time counts toward no deadline;
 //! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window.
 
@@ -21,6 +22,7 @@ mod intake;
 mod outcome;
 mod shutdown;
 mod state;
+mod status;
 mod suspend;
 mod transition;
 
@@ -30,11 +32,12 @@ pub use escalation::{Action, Escalation, Event};
 pub use finish::{Finished, RunFacts};
 pub use intake::{admission_order, Offer};
 pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, StopReason};
-pub use shutdown::{Halt, SignalVerdict, StopOrder};
+pub use shutdown::{forwarded, Halt, SignalVerdict, StopOrder};
 pub use state::{
     JobRequest, Limits, OnFull, Policy, Scheduler, Seq, ShutdownLevel, Tick, Try, BACKOFF_FIRST,
     BACKOFF_MAX,
 };
+pub use status::RunningJob;
 pub use transition::{Admission, Drained, Expired, Released, Start};
 #[cfg(test)]
 mod tests;

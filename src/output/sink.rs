@@ -1,7 +1,9 @@
 //! Writer threads for lanes' stdout, stderr and the report: each takes whole buffers over a
 //! bounded channel and writes each with one `write_all`, so a slow reader applies backpressure
 //! to the jobs instead of growing memory, and a closed pipe (EPIPE) stops the writing, never
-//! the run. A writer thread starts with the first buffer sent to it.
+//! the run. A writer thread starts with the first buffer sent to it; when no thread can be
+//! started (EAGAIN: `ulimit -u`), the buffers are written directly instead, on the sender's
+//! thread.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -23,12 +25,16 @@ struct Pending {
     fd: Option<std::os::fd::RawFd>,
     display: Option<indicatif::MultiProgress>,
     rx: mpsc::Receiver<Vec<u8>>,
+    /// A write failed: the rest is dropped.
+    closed: bool,
 }
 
-/// A writer thread's state: not started yet (everything it needs), or started.
+/// A writer thread's state: not started yet (everything it needs), started, or written
+/// directly because no thread could be started.
 enum Writer {
     Pending(Pending),
     Started(JoinHandle<()>),
+    Direct(Pending),
     Closed,
 }
 
@@ -56,7 +62,13 @@ impl SinkTx {
         &self,
         buffer: Vec<u8>,
     ) -> Result<(), mpsc::error::SendError<Vec<u8>>> {
-        start(&self.writer);
+        {
+            let mut writer = start(&self.writer);
+            if let Writer::Direct(pending) = &mut *writer {
+                write_one(pending, &buffer);
+                return Ok(());
+            }
+        }
         self.tx.send(buffer).await
     }
 }
@@ -79,34 +91,57 @@ impl SinkTx {
     pub(crate) async fn reserve_owned(
         self,
     ) -> Result<mpsc::OwnedPermit<Vec<u8>>, mpsc::error::SendError<()>> {
-        start(&self.writer);
+        drop(start(&self.writer));
         self.tx.reserve_owned().await
     }
 }
 
-/// Starts the writer thread unless it runs already.
-fn start(writer: &Mutex<Writer>) {
+/// Starts the writer thread unless it runs already; when none can be started, the sink is
+/// written directly from then on, and what waits in the channel is written now. Returns the
+/// locked state.
+fn start(writer: &Mutex<Writer>) -> std::sync::MutexGuard<'_, Writer> {
     let mut writer = writer
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Writer::Direct(pending) = &mut *writer {
+        drain(pending);
+    }
     if !matches!(*writer, Writer::Pending(_)) {
-        return;
+        return writer;
     }
     let Writer::Pending(pending) = std::mem::replace(&mut *writer, Writer::Closed) else {
-        return;
+        return writer;
     };
-    let name = pending.name;
-    match std::thread::Builder::new()
-        .name(format!("lanes-{name}"))
-        .spawn(move || write_all(pending))
-    {
-        Ok(thread) => *writer = Writer::Started(thread),
-        // No thread: the buffers queue up to DEPTH and then senders would wait for ever, so
-        // the channel is closed instead (its receiver dropped with the failed closure) and
-        // output to this destination is dropped, as for a closed pipe.
-        Err(err) => {
-            eprintln!("lanes: cannot start the writer for {name}: {err}; its output is dropped")
+    // Handed to the thread through a slot, so that it is still here when no thread starts.
+    let slot = Arc::new(Mutex::new(Some(pending)));
+    let theirs = Arc::clone(&slot);
+    let name = format!("lanes-{}", lock(&slot).as_ref().map_or("", |p| p.name));
+    let spawned = std::thread::Builder::new().name(name).spawn(move || {
+        if let Some(pending) = lock(&theirs).take() {
+            write_all(pending);
         }
+    });
+    match spawned {
+        Ok(thread) => *writer = Writer::Started(thread),
+        Err(_) => {
+            if let Some(pending) = lock(&slot).take() {
+                *writer = Writer::Direct(pending);
+            }
+        }
+    }
+    writer
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Writes what waits in the channel of a sink written directly.
+fn drain(pending: &mut Pending) {
+    while let Ok(buffer) = pending.rx.try_recv() {
+        write_one(pending, &buffer);
     }
 }
 
@@ -136,38 +171,37 @@ fn write_to(
 }
 
 /// The writer thread: writes each buffer with one `write_all` until every sender is gone.
-fn write_all(pending: Pending) {
-    let Pending {
-        name,
-        lost,
-        mut destination,
-        display,
-        mut rx,
-        ..
-    } = pending;
-    let mut closed = false;
-    while let Some(buffer) = rx.blocking_recv() {
-        if closed {
-            continue;
-        }
-        let written = write_to(&mut destination, display.as_ref(), &buffer);
-        if let Err(err) = written {
-            closed = true;
-            lost.store(
-                err.kind() != std::io::ErrorKind::BrokenPipe,
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            if err.kind() == std::io::ErrorKind::BrokenPipe {
-                eprintln!(
-                    "lanes: {name} closed (broken pipe); output for it is dropped, the jobs go on"
-                );
-            } else {
-                eprintln!("lanes: cannot write to {name}: {err}; output for it is dropped, the jobs go on");
-            }
-        }
+fn write_all(mut pending: Pending) {
+    while let Some(buffer) = pending.rx.blocking_recv() {
+        write_one(&mut pending, &buffer);
     }
-    if !closed {
-        let _ = destination.flush();
+    if !pending.closed {
+        let _ = pending.destination.flush();
+    }
+}
+
+/// Writes one buffer whole, unless an earlier write failed; the first failure is reported.
+fn write_one(pending: &mut Pending, buffer: &[u8]) {
+    if pending.closed {
+        return;
+    }
+    let written = write_to(&mut pending.destination, pending.display.as_ref(), buffer);
+    if let Err(err) = written {
+        let name = pending.name;
+        pending.closed = true;
+        pending.lost.store(
+            err.kind() != std::io::ErrorKind::BrokenPipe,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            eprintln!(
+                "lanes: {name} closed (broken pipe); output for it is dropped, the jobs go on"
+            );
+        } else {
+            eprintln!(
+                "lanes: cannot write to {name}: {err}; output for it is dropped, the jobs go on"
+            );
+        }
     }
 }
 
@@ -194,6 +228,7 @@ impl Sink {
             fd: None,
             display,
             rx,
+            closed: false,
         });
         Sink {
             tx: Some(SinkTx {
@@ -247,17 +282,25 @@ impl Sink {
             .writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Writer::Pending(pending) = &mut *writer else {
-            return false;
-        };
-        if !pending.fd.is_none_or(|fd| writable_now(fd, buffer.len())) {
-            return false;
+        match &mut *writer {
+            Writer::Direct(pending) => {
+                // No thread to hand it to: written here, whether or not it blocks.
+                drain(pending);
+                write_one(pending, buffer);
+                true
+            }
+            Writer::Pending(pending) => {
+                if !pending.fd.is_none_or(|fd| writable_now(fd, buffer.len())) {
+                    return false;
+                }
+                let written = write_to(&mut pending.destination, pending.display.as_ref(), buffer);
+                if written.is_ok() {
+                    let _ = pending.destination.flush();
+                }
+                true
+            }
+            Writer::Started(_) | Writer::Closed => false,
         }
-        let written = write_to(&mut pending.destination, pending.display.as_ref(), buffer);
-        if written.is_ok() {
-            let _ = pending.destination.flush();
-        }
-        true
     }
 
     /// Closes the sink and waits until everything sent has been written, at most `patience`
@@ -277,8 +320,13 @@ impl Sink {
             Writer::Closed,
         );
         drop(tx);
-        let Writer::Started(thread) = writer else {
-            return true;
+        let thread = match writer {
+            Writer::Started(thread) => thread,
+            Writer::Direct(mut pending) => {
+                drain(&mut pending);
+                return true;
+            }
+            Writer::Pending(_) | Writer::Closed => return true,
         };
         if let Some(patience) = patience {
             let give_up = std::time::Instant::now() + patience;
@@ -290,6 +338,31 @@ impl Sink {
             }
         }
         thread.join().is_ok()
+    }
+}
+
+impl Sink {
+    /// Closes the sink and waits, without blocking the thread, until everything sent has been
+    /// written; returns whether the writer ended well. Other senders must be dropped first.
+    pub(crate) async fn closed(mut self) -> bool {
+        let Some(tx) = self.tx.take() else {
+            return true;
+        };
+        let writer = std::mem::replace(&mut *lock(&tx.writer), Writer::Closed);
+        drop(tx);
+        match writer {
+            Writer::Started(thread) => {
+                while !thread.is_finished() {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                thread.join().is_ok()
+            }
+            Writer::Direct(mut pending) => {
+                drain(&mut pending);
+                true
+            }
+            Writer::Pending(_) | Writer::Closed => true,
+        }
     }
 }
 
