@@ -2,8 +2,7 @@
 //! bounded channel and writes each with one `write_all`, so a slow reader applies backpressure
 //! to the jobs instead of growing memory, and a closed pipe (EPIPE) stops the writing, never
 //! the run. A writer thread starts with the first buffer sent to it; when no thread can be
-//! started (EAGAIN: `ulimit -u`), the buffers are written directly instead, on the sender's
-//! thread.
+//! started (EAGAIN: `ulimit -u`), a task of the event loop writes the buffers instead.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -29,12 +28,12 @@ struct Pending {
     closed: bool,
 }
 
-/// A writer thread's state: not started yet (everything it needs), started, or written
-/// directly because no thread could be started.
+/// A writer thread's state: not started yet (everything it needs), started, or a task of the
+/// event loop in its place because no thread could be started.
 enum Writer {
     Pending(Pending),
     Started(JoinHandle<()>),
-    Direct(Pending),
+    Task(tokio::task::JoinHandle<()>),
     Closed,
 }
 
@@ -62,13 +61,7 @@ impl SinkTx {
         &self,
         buffer: Vec<u8>,
     ) -> Result<(), mpsc::error::SendError<Vec<u8>>> {
-        {
-            let mut writer = start(&self.writer);
-            if let Writer::Direct(pending) = &mut *writer {
-                write_one(pending, &buffer);
-                return Ok(());
-            }
-        }
+        start(&self.writer);
         self.tx.send(buffer).await
     }
 }
@@ -91,58 +84,65 @@ impl SinkTx {
     pub(crate) async fn reserve_owned(
         self,
     ) -> Result<mpsc::OwnedPermit<Vec<u8>>, mpsc::error::SendError<()>> {
-        drop(start(&self.writer));
+        start(&self.writer);
         self.tx.reserve_owned().await
     }
 }
 
-/// Starts the writer thread unless it runs already; when none can be started, the sink is
-/// written directly from then on, and what waits in the channel is written now. Returns the
-/// locked state.
-fn start(writer: &Mutex<Writer>) -> std::sync::MutexGuard<'_, Writer> {
-    let mut writer = writer
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Writer::Direct(pending) = &mut *writer {
-        drain(pending);
-    }
+/// Starts the writer thread unless it runs already. When none can be started (EAGAIN:
+/// `ulimit -u`), a task of the event loop writes instead: each write then holds the event loop
+/// until it is done, but nothing is lost.
+fn start(writer: &Mutex<Writer>) {
+    let mut writer = lock(writer);
     if !matches!(*writer, Writer::Pending(_)) {
-        return writer;
+        return;
     }
     let Writer::Pending(pending) = std::mem::replace(&mut *writer, Writer::Closed) else {
-        return writer;
+        return;
     };
     // Handed to the thread through a slot, so that it is still here when no thread starts.
+    let name = format!("lanes-{}", pending.name);
     let slot = Arc::new(Mutex::new(Some(pending)));
     let theirs = Arc::clone(&slot);
-    let name = format!("lanes-{}", lock(&slot).as_ref().map_or("", |p| p.name));
     let spawned = std::thread::Builder::new().name(name).spawn(move || {
         if let Some(pending) = lock(&theirs).take() {
             write_all(pending);
         }
     });
-    match spawned {
-        Ok(thread) => *writer = Writer::Started(thread),
-        Err(_) => {
-            if let Some(pending) = lock(&slot).take() {
-                *writer = Writer::Direct(pending);
-            }
+    let err = match spawned {
+        Ok(thread) => {
+            *writer = Writer::Started(thread);
+            return;
         }
+        Err(err) => err,
+    };
+    let Some(mut pending) = lock(&slot).take() else {
+        return;
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            *writer = Writer::Task(runtime.spawn(async move {
+                while let Some(buffer) = pending.rx.recv().await {
+                    write_one(&mut pending, &buffer);
+                }
+                if !pending.closed {
+                    let _ = pending.destination.flush();
+                }
+            }));
+        }
+        // No event loop either: the channel closes with `pending`, and the output is dropped
+        // as for a closed pipe.
+        Err(_) => eprintln!(
+            "lanes: cannot start the writer for {}: {err}; its output is dropped",
+            pending.name
+        ),
     }
-    writer
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Writes what waits in the channel of a sink written directly.
-fn drain(pending: &mut Pending) {
-    while let Ok(buffer) = pending.rx.try_recv() {
-        write_one(pending, &buffer);
-    }
 }
 
 /// Whether `len` bytes can be written to `fd` at once without blocking.
@@ -246,7 +246,7 @@ impl Sink {
                 .writer
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            matches!(*writer, Writer::Started(_))
+            matches!(*writer, Writer::Started(_) | Writer::Task(_))
         })
     }
 
@@ -282,25 +282,17 @@ impl Sink {
             .writer
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match &mut *writer {
-            Writer::Direct(pending) => {
-                // No thread to hand it to: written here, whether or not it blocks.
-                drain(pending);
-                write_one(pending, buffer);
-                true
-            }
-            Writer::Pending(pending) => {
-                if !pending.fd.is_none_or(|fd| writable_now(fd, buffer.len())) {
-                    return false;
-                }
-                let written = write_to(&mut pending.destination, pending.display.as_ref(), buffer);
-                if written.is_ok() {
-                    let _ = pending.destination.flush();
-                }
-                true
-            }
-            Writer::Started(_) | Writer::Closed => false,
+        let Writer::Pending(pending) = &mut *writer else {
+            return false;
+        };
+        if !pending.fd.is_none_or(|fd| writable_now(fd, buffer.len())) {
+            return false;
         }
+        let written = write_to(&mut pending.destination, pending.display.as_ref(), buffer);
+        if written.is_ok() {
+            let _ = pending.destination.flush();
+        }
+        true
     }
 
     /// Closes the sink and waits until everything sent has been written, at most `patience`
@@ -322,10 +314,8 @@ impl Sink {
         drop(tx);
         let thread = match writer {
             Writer::Started(thread) => thread,
-            Writer::Direct(mut pending) => {
-                drain(&mut pending);
-                return true;
-            }
+            // Only the event loop can wait for its task ([`Sink::closed`]).
+            Writer::Task(task) => return task.is_finished(),
             Writer::Pending(_) | Writer::Closed => return true,
         };
         if let Some(patience) = patience {
@@ -357,10 +347,7 @@ impl Sink {
                 }
                 thread.join().is_ok()
             }
-            Writer::Direct(mut pending) => {
-                drain(&mut pending);
-                true
-            }
+            Writer::Task(task) => task.await.is_ok(),
             Writer::Pending(_) | Writer::Closed => true,
         }
     }

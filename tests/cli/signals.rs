@@ -235,6 +235,10 @@ fn sigint_at_once(tries: usize, wrapper: Option<&str>) {
                 ("interrupted", Some("shutdown")),
                 "try {attempt} ({early:?}): {job:?}"
             );
+            if let Early::InheritedBlocked = early {
+                // The signal came before lanes ran: nothing starts after it.
+                assert!(!job.started, "try {attempt}: {job:?}");
+            }
         }
         assert!(
             out.elapsed < Duration::from_secs(10),
