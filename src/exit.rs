@@ -10,6 +10,10 @@ pub const JOBS_FAILED: u8 = 1;
 /// status for a bad command line.
 pub const USAGE: u8 = 2;
 
+/// `lanes` itself failed (a panic: a bug); its message on stderr says where. Rust's own status
+/// for a panic in `main`.
+pub const INTERNAL_ERROR: u8 = 101;
+
 /// The status after `lanes` was stopped by signal number `signal`: 128 + N, the shell
 /// convention (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP).
 pub fn for_signal(signal: i32) -> u8 {

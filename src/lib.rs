@@ -22,12 +22,47 @@ pub(crate) mod template;
 
 pub use run::run;
 
+/// Blocks the signals `lanes` handles in the calling thread (see [`prepare_process`]): for the
+/// binary's first instruction.
+pub fn block_handled_signals() {
+    shell::signal::block_handled();
+}
+
 /// Process-wide set-up that must happen before any thread starts; returns whether SIGHUP was
-/// ignored at start (`nohup`). See [`shell::unix::reset_ignored_signals`].
+/// ignored at start (`nohup`). The signals `lanes` handles are blocked first, until their
+/// handlers stand, so that one that comes early waits ([`shell::signal`]); inherited ignored
+/// signals are reset ([`shell::unix::reset_ignored_signals`]), and the signals whose default
+/// action would end `lanes` without stopping its jobs are ignored.
 pub fn prepare_process() -> bool {
+    shell::signal::block_handled();
     shell::unix::use_one_malloc_arena();
     let hangup_ignored = shell::unix::reset_ignored_signals();
+    shell::signal::ignore_harmless();
     shell::unix::close_inherited_descriptors_on_exec();
     shell::unix::become_subreaper();
     hangup_ignored
+}
+
+/// Makes a panic (a bug in `lanes`) print one line naming where it happened, without a raw
+/// backtrace (unless `RUST_BACKTRACE` asks for one); the process then exits with status 101
+/// ([`exit::INTERNAL_ERROR`]).
+pub fn report_panics_briefly() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+            default(info);
+            return;
+        }
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let place = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("lanes: internal error{place}: {message} (a bug in lanes; please report it)");
+    }));
 }

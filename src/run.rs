@@ -39,10 +39,15 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     }
     let config = RunConfig::from_cli(cli)?;
     let cgroups = containment(config.containment)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the event loop")?;
+    // The event loop's descriptors (its poller, its waker, the signal pipe) are made sure of
+    // first: tokio cannot report a failure to make the signal pipe (it panics).
+    let runtime = crate::shell::unix::ensure_free_descriptors(EVENT_LOOP_DESCRIPTORS)
+        .and_then(|()| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        })
+        .context("cannot start the event loop (raise `ulimit -n`)")?;
     let lock_dir = match &config.lock_dir {
         Some(dir) => Some(LockDir::open(dir, config.shared_max_concurrent)?),
         None => None,
@@ -147,6 +152,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                     max_slot: config.max_concurrent,
                 };
                 crate::shell::input::start(feed, config.max_queued, commands)
+                    .context("cannot start the thread that reads the input (raise `ulimit -u`)")?
             };
             runtime.block_on(drive(Prepared {
                 config,
@@ -186,6 +192,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     Ok(end.code)
 }
 
+/// The descriptors tokio's event loop opens when it is built: its poller, its waker, and the
+/// signal driver's socket pair and the duplicate of its reading end.
+const EVENT_LOOP_DESCRIPTORS: usize = 5;
+
 /// Sends `last` to `sink`, closes it and waits until its output is written ([`until_stopped`]).
 /// Returns whether everything was written.
 fn close_sink(
@@ -204,9 +214,8 @@ fn close_sink(
             if let Some(bytes) = last {
                 let _ = sink.sender().send(bytes).await;
             }
-            tokio::task::spawn_blocking(move || sink.close_within(None))
-                .await
-                .unwrap_or(false)
+            // Waited for without a thread of its own: none may be left (`ulimit -u`).
+            sink.closed().await
         };
         until_stopped(written, stopping, signals)
             .await

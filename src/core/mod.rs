@@ -10,6 +10,7 @@
 //! - [`finish`]: a run's end classified, retried, or stopping the run (`--fail-fast`), and
 //!   [`account`] the final account every record is written from;
 //! - [`shutdown`]: stop signals, turn timeouts and the halt that drains the run;
+//! - [`status`]: what runs now, for a status report (SIGUSR1);
 //! - [`suspend`]: Ctrl-Z: stopped time counts toward no deadline;
 //! - [`hostwide`]: `--lock-dir`: when a key's host-wide lock is asked for and let go;
 //! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window.
@@ -23,6 +24,7 @@ mod intake;
 mod outcome;
 mod shutdown;
 mod state;
+mod status;
 mod suspend;
 mod transition;
 
@@ -33,11 +35,12 @@ pub use finish::{Finished, RunFacts};
 pub use hostwide::{HostKeyOrders, HOST_LOOKAHEAD};
 pub use intake::{admission_order, Offer};
 pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, StopReason};
-pub use shutdown::{Halt, SignalVerdict, StopOrder};
+pub use shutdown::{forwarded, Halt, SignalVerdict, StopOrder};
 pub use state::{
     JobRequest, Limits, OnFull, Policy, Scheduler, Seq, ShutdownLevel, Tick, Try, BACKOFF_FIRST,
     BACKOFF_MAX,
 };
+pub use status::RunningJob;
 pub use transition::{Admission, Drained, Expired, Released, Start};
 #[cfg(test)]
 mod tests;

@@ -48,6 +48,16 @@ pub enum SignalVerdict {
     Kill(Vec<Seq>),
 }
 
+/// The signal a stop signal to `lanes` is forwarded to its jobs as: the same one (SPEC §4),
+/// but SIGXCPU, which says that `lanes`' own CPU-time limit was reached and is no concern of
+/// the jobs: they get SIGTERM.
+pub fn forwarded(signal: Signal) -> Signal {
+    match signal {
+        Signal::SIGXCPU => Signal::SIGTERM,
+        other => other,
+    }
+}
+
 impl Scheduler {
     /// Tells the core whether the input ends by itself (a file or a manifest), which decides
     /// whether it is still read to its end after `--fail-fast`.
@@ -55,14 +65,14 @@ impl Scheduler {
         self.input_finite = finite;
     }
 
-    /// A stop signal (SIGINT, SIGTERM, SIGHUP) reached `lanes` at `now`. The first halts the
-    /// run (reason `shutdown`) and forwards `signal` to every running job; any later one
-    /// kills what still runs (SPEC §4).
+    /// A stop signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGXCPU) reached `lanes` at `now`.
+    /// The first halts the run (reason `shutdown`) and forwards `signal` to every running job
+    /// ([`forwarded`]); any later one kills what still runs (SPEC §4).
     pub fn signal_received(&mut self, signal: Signal, now: Tick) -> SignalVerdict {
         if self.shutdown == ShutdownLevel::Running {
             self.shutdown = ShutdownLevel::Graceful;
             self.stop_signal = Some(signal);
-            SignalVerdict::Halt(self.halt(StopReason::Shutdown, signal, now))
+            SignalVerdict::Halt(self.halt(StopReason::Shutdown, forwarded(signal), now))
         } else {
             self.shutdown = ShutdownLevel::Forced;
             let mut runs: Vec<Seq> = self.running.keys().copied().collect();
@@ -71,7 +81,10 @@ impl Scheduler {
         }
     }
 
-    /// The first stop signal received, if any: it decides the exit status (SPEC §6).
+    /// The first stop signal received while jobs ran or waited, if any: it decides the exit
+    /// status (SPEC §6). One that comes once every job has ended and has its record is not
+    /// told to the core: it only shortens `lanes`' last waits (escaped processes, output for
+    /// a slow reader), and the exit status stays the jobs' (the summary's).
     pub fn stop_signal(&self) -> Option<Signal> {
         self.stop_signal
     }
@@ -80,13 +93,6 @@ impl Scheduler {
     /// then dropped.
     pub fn is_forced(&self) -> bool {
         self.shutdown == ShutdownLevel::Forced
-    }
-
-    /// Records that a stop signal came while `lanes` was already winding down (its jobs are
-    /// done): only the exit status changes.
-    pub fn late_signal(&mut self, signal: Signal) {
-        self.stop_signal.get_or_insert(signal);
-        self.shutdown = self.shutdown.max(ShutdownLevel::Graceful);
     }
 
     /// Stops the run for `reason` at `now`: nothing more is admitted or started, every waiting

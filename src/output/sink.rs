@@ -1,7 +1,8 @@
 //! Writer threads for lanes' stdout, stderr and the report: each takes whole buffers over a
 //! bounded channel and writes each with one `write_all`, so a slow reader applies backpressure
 //! to the jobs instead of growing memory, and a closed pipe (EPIPE) stops the writing, never
-//! the run. A writer thread starts with the first buffer sent to it.
+//! the run. A writer thread starts with the first buffer sent to it; when no thread can be
+//! started (EAGAIN: `ulimit -u`), a task of the event loop writes the buffers instead.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -23,12 +24,16 @@ struct Pending {
     fd: Option<std::os::fd::RawFd>,
     display: Option<indicatif::MultiProgress>,
     rx: mpsc::Receiver<Vec<u8>>,
+    /// A write failed: the rest is dropped.
+    closed: bool,
 }
 
-/// A writer thread's state: not started yet (everything it needs), or started.
+/// A writer thread's state: not started yet (everything it needs), started, or a task of the
+/// event loop in its place because no thread could be started.
 enum Writer {
     Pending(Pending),
     Started(JoinHandle<()>),
+    Task(tokio::task::JoinHandle<()>),
     Closed,
 }
 
@@ -84,30 +89,60 @@ impl SinkTx {
     }
 }
 
-/// Starts the writer thread unless it runs already.
+/// Starts the writer thread unless it runs already. When none can be started (EAGAIN:
+/// `ulimit -u`), a task of the event loop writes instead: each write then holds the event loop
+/// until it is done, but nothing is lost.
 fn start(writer: &Mutex<Writer>) {
-    let mut writer = writer
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut writer = lock(writer);
     if !matches!(*writer, Writer::Pending(_)) {
         return;
     }
     let Writer::Pending(pending) = std::mem::replace(&mut *writer, Writer::Closed) else {
         return;
     };
-    let name = pending.name;
-    match std::thread::Builder::new()
-        .name(format!("lanes-{name}"))
-        .spawn(move || write_all(pending))
-    {
-        Ok(thread) => *writer = Writer::Started(thread),
-        // No thread: the buffers queue up to DEPTH and then senders would wait for ever, so
-        // the channel is closed instead (its receiver dropped with the failed closure) and
-        // output to this destination is dropped, as for a closed pipe.
-        Err(err) => {
-            eprintln!("lanes: cannot start the writer for {name}: {err}; its output is dropped")
+    // Handed to the thread through a slot, so that it is still here when no thread starts.
+    let name = format!("lanes-{}", pending.name);
+    let slot = Arc::new(Mutex::new(Some(pending)));
+    let theirs = Arc::clone(&slot);
+    let spawned = std::thread::Builder::new().name(name).spawn(move || {
+        if let Some(pending) = lock(&theirs).take() {
+            write_all(pending);
         }
+    });
+    let err = match spawned {
+        Ok(thread) => {
+            *writer = Writer::Started(thread);
+            return;
+        }
+        Err(err) => err,
+    };
+    let Some(mut pending) = lock(&slot).take() else {
+        return;
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            *writer = Writer::Task(runtime.spawn(async move {
+                while let Some(buffer) = pending.rx.recv().await {
+                    write_one(&mut pending, &buffer);
+                }
+                if !pending.closed {
+                    let _ = pending.destination.flush();
+                }
+            }));
+        }
+        // No event loop either: the channel closes with `pending`, and the output is dropped
+        // as for a closed pipe.
+        Err(_) => eprintln!(
+            "lanes: cannot start the writer for {}: {err}; its output is dropped",
+            pending.name
+        ),
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether `len` bytes can be written to `fd` at once without blocking.
@@ -136,38 +171,37 @@ fn write_to(
 }
 
 /// The writer thread: writes each buffer with one `write_all` until every sender is gone.
-fn write_all(pending: Pending) {
-    let Pending {
-        name,
-        lost,
-        mut destination,
-        display,
-        mut rx,
-        ..
-    } = pending;
-    let mut closed = false;
-    while let Some(buffer) = rx.blocking_recv() {
-        if closed {
-            continue;
-        }
-        let written = write_to(&mut destination, display.as_ref(), &buffer);
-        if let Err(err) = written {
-            closed = true;
-            lost.store(
-                err.kind() != std::io::ErrorKind::BrokenPipe,
-                std::sync::atomic::Ordering::Relaxed,
-            );
-            if err.kind() == std::io::ErrorKind::BrokenPipe {
-                eprintln!(
-                    "lanes: {name} closed (broken pipe); output for it is dropped, the jobs go on"
-                );
-            } else {
-                eprintln!("lanes: cannot write to {name}: {err}; output for it is dropped, the jobs go on");
-            }
-        }
+fn write_all(mut pending: Pending) {
+    while let Some(buffer) = pending.rx.blocking_recv() {
+        write_one(&mut pending, &buffer);
     }
-    if !closed {
-        let _ = destination.flush();
+    if !pending.closed {
+        let _ = pending.destination.flush();
+    }
+}
+
+/// Writes one buffer whole, unless an earlier write failed; the first failure is reported.
+fn write_one(pending: &mut Pending, buffer: &[u8]) {
+    if pending.closed {
+        return;
+    }
+    let written = write_to(&mut pending.destination, pending.display.as_ref(), buffer);
+    if let Err(err) = written {
+        let name = pending.name;
+        pending.closed = true;
+        pending.lost.store(
+            err.kind() != std::io::ErrorKind::BrokenPipe,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        if err.kind() == std::io::ErrorKind::BrokenPipe {
+            eprintln!(
+                "lanes: {name} closed (broken pipe); output for it is dropped, the jobs go on"
+            );
+        } else {
+            eprintln!(
+                "lanes: cannot write to {name}: {err}; output for it is dropped, the jobs go on"
+            );
+        }
     }
 }
 
@@ -194,6 +228,7 @@ impl Sink {
             fd: None,
             display,
             rx,
+            closed: false,
         });
         Sink {
             tx: Some(SinkTx {
@@ -211,7 +246,7 @@ impl Sink {
                 .writer
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            matches!(*writer, Writer::Started(_))
+            matches!(*writer, Writer::Started(_) | Writer::Task(_))
         })
     }
 
@@ -277,8 +312,11 @@ impl Sink {
             Writer::Closed,
         );
         drop(tx);
-        let Writer::Started(thread) = writer else {
-            return true;
+        let thread = match writer {
+            Writer::Started(thread) => thread,
+            // Only the event loop can wait for its task ([`Sink::closed`]).
+            Writer::Task(task) => return task.is_finished(),
+            Writer::Pending(_) | Writer::Closed => return true,
         };
         if let Some(patience) = patience {
             let give_up = std::time::Instant::now() + patience;
@@ -290,6 +328,28 @@ impl Sink {
             }
         }
         thread.join().is_ok()
+    }
+}
+
+impl Sink {
+    /// Closes the sink and waits, without blocking the thread, until everything sent has been
+    /// written; returns whether the writer ended well. Other senders must be dropped first.
+    pub(crate) async fn closed(mut self) -> bool {
+        let Some(tx) = self.tx.take() else {
+            return true;
+        };
+        let writer = std::mem::replace(&mut *lock(&tx.writer), Writer::Closed);
+        drop(tx);
+        match writer {
+            Writer::Started(thread) => {
+                while !thread.is_finished() {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                thread.join().is_ok()
+            }
+            Writer::Task(task) => task.await.is_ok(),
+            Writer::Pending(_) | Writer::Closed => true,
+        }
     }
 }
 

@@ -8,4 +8,5 @@ pub(crate) mod junit;
 pub(crate) mod ledger;
 pub(crate) mod progress;
 pub(crate) mod recorder;
+pub(crate) mod status;
 mod terminal;

@@ -102,6 +102,11 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     // SIGCHLD first, so that no child's exit can be missed.
     let mut sigchld = unix_signal(SignalKind::child()).ok();
     let mut signals = signals.or_else(|| StopSignals::install(!hangup_ignored).ok());
+    // A stop signal that came before the handlers stood was pending until now: the event loop
+    // takes it in before its first turn, so that nothing starts after it.
+    tokio::task::yield_now().await;
+    // SIGUSR1: a status of the running jobs.
+    let mut status_requests = signals.as_mut().and_then(StopSignals::take_status_requests);
     // Ctrl-Z: lanes stops with its jobs.
     let mut terminal_stop = unix_signal(SignalKind::from_raw(nix::libc::SIGTSTP)).ok();
     // The terminal was resized: the display is laid out again.
@@ -174,6 +179,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         tokio::select! {
             biased;
             Some(signal) = next_signal(&mut signals) => driver.on_signal(signal).await,
+            Some(()) = recv_optional(&mut status_requests) => driver.on_status_request().await,
             Some(()) = recv_optional(&mut sigchld) => driver.launcher.reaper().reap(),
             Some(()) = recv_optional(&mut terminal_stop) => driver.on_terminal_stop(),
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
@@ -665,6 +671,17 @@ impl Driver {
         }
     }
 
+    /// SIGUSR1: a status of the running jobs on stderr.
+    async fn on_status_request(&mut self) {
+        let text = crate::report::status::status_text(
+            &self.core.running_jobs(),
+            self.core.queued(),
+            self.tick(),
+            |seq| self.jobs.get(&seq).map(|job| job.command.as_str()),
+        );
+        let _ = self.launcher.stderr().send(text.into_bytes()).await;
+    }
+
     fn on_wake(&mut self) {
         let stops = self.core.expire_turns(self.tick());
         self.send_stops(stops);
@@ -719,12 +736,14 @@ impl Driver {
         } else {
             self.config.grace
         };
-        if let Some(signal) = sweep_escapees(self.launcher.reaper(), grace, signals).await {
-            self.core.late_signal(signal);
-        }
+        // A stop signal from now on changes no outcome and not the exit status: every job has
+        // its record. It only ends the waits (see `Scheduler::stop_signal`).
+        let late = sweep_escapees(self.launcher.reaper(), grace, signals)
+            .await
+            .is_some();
         // Slurm: nothing of this run may stay on the cluster.
         self.launcher.backend().cancel_run();
-        let mut forced = self.core.is_forced();
+        let mut forced = self.core.is_forced() || late;
         if let Some(writer) = self.grouped.close() {
             let abort = writer.abort_handle();
             if until_stopped(writer, &mut forced, signals).await.is_none() {

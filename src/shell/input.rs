@@ -26,18 +26,20 @@ const CHANNEL_DEPTH: usize = 64;
 /// Starts the input thread; its items arrive on the returned receiver, which ends at EOF.
 /// `max_queued` bounds the read-ahead: the channel holds at most an eighth of it (1 to 64
 /// items), so that reading pauses soon after `--max-queued` jobs wait.
+///
+/// # Errors
+/// When the thread cannot be started (EAGAIN: `ulimit -u`).
 pub(crate) fn start(
     feed: Feed,
     max_queued: usize,
     commands: Commands,
-) -> mpsc::Receiver<InputItem> {
+) -> std::io::Result<mpsc::Receiver<InputItem>> {
     let depth = (max_queued / 8).clamp(1, CHANNEL_DEPTH);
     let (tx, rx) = mpsc::channel(depth);
     std::thread::Builder::new()
         .name("lanes-input".into())
-        .spawn(move || run(feed, &tx, &commands))
-        .expect("the input thread can be started");
-    rx
+        .spawn(move || run(feed, &tx, &commands))?;
+    Ok(rx)
 }
 
 /// What a job's command becomes: itself, or (`--command`) a template rendered with it as the

@@ -1,33 +1,108 @@
-//! Stop signals to `lanes`: SIGINT, SIGTERM and SIGHUP as one stream. What each means (the
-//! first a graceful shutdown, any later one SIGKILL now) is the core's decision
-//! ([`crate::core::Scheduler::signal_received`]).
+//! Signals to `lanes` itself. The stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGXCPU)
+//! come as one stream; what each means (the first a graceful shutdown, any later one SIGKILL
+//! now) is the core's decision ([`crate::core::Scheduler::signal_received`]). SIGUSR1 asks for
+//! a status of the running jobs. Every other signal whose default action would end `lanes`
+//! without stopping its jobs is ignored from the start ([`ignore_harmless`]), except those
+//! that mean `lanes` itself is broken (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT) and
+//! SIGKILL, which nothing can catch.
 
-use nix::sys::signal::Signal;
+use nix::libc;
+use nix::sys::signal::{SigSet, Signal};
 use tokio::signal::unix::{signal, Signal as Stream, SignalKind};
 
-/// The three stop signals, merged.
+/// The signals that are handled (the stop signals and SIGUSR1): blocked from the first thing
+/// `main` does until their handlers stand ([`StopSignals::install`]), so that one that comes
+/// early waits, pending, instead of ending `lanes` with its default action or being lost.
+const HANDLED: [Signal; 6] = [
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGXCPU,
+    Signal::SIGUSR1,
+];
+
+/// Blocks [`HANDLED`] in the calling thread, and so in every thread it starts. Call it first
+/// thing in `main`, before any thread starts.
+pub(crate) fn block_handled() {
+    let _ = handled_set().thread_block();
+}
+
+fn handled_set() -> SigSet {
+    let mut set = SigSet::empty();
+    for signal in HANDLED {
+        set.add(signal);
+    }
+    set
+}
+
+/// Ignores (`SIG_IGN`) every signal whose default action ends the process and that `lanes`
+/// does not handle: a write past `ulimit -f` is then an EFBIG error (SIGXFSZ), a write to a
+/// closed pipe an EPIPE error (SIGPIPE), and SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
+/// SIGSYS, SIGPWR, SIGSTKFLT and the real-time signals sent to `lanes` do nothing. Jobs start
+/// with every signal at its default all the same ([`super::spawn`]). Call it before any thread
+/// starts, after [`super::unix::reset_ignored_signals`].
+pub(crate) fn ignore_harmless() {
+    let named = [
+        libc::SIGXFSZ,
+        libc::SIGPIPE,
+        libc::SIGUSR2,
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGIO,
+        libc::SIGSYS,
+        libc::SIGPWR,
+        libc::SIGSTKFLT,
+    ];
+    // The real-time signals are 32..=64 on Linux; glibc refuses its two internal ones (32 and
+    // 33), which stay as they are.
+    for signal in named.into_iter().chain(32..=64) {
+        // SAFETY: installs SIG_IGN, which runs no code of ours; no other thread exists yet.
+        unsafe {
+            libc::signal(signal, libc::SIG_IGN);
+        }
+    }
+}
+
+/// The stop signals, merged, and the status request (SIGUSR1).
 pub(crate) struct StopSignals {
     interrupt: Stream,
     terminate: Stream,
+    quit: Stream,
+    /// SIGXCPU: `lanes`' own CPU-time soft limit (`ulimit -t`) was reached.
+    cpu_limit: Stream,
     /// `None` when SIGHUP was ignored at start (`nohup`): it stays ignored.
     hangup: Option<Stream>,
+    status: Option<Stream>,
 }
 
 impl StopSignals {
-    /// Installs the handlers; SIGHUP's only when `with_hangup`. Must run inside the tokio
-    /// runtime.
+    /// Installs the handlers; SIGHUP's only when `with_hangup`; then unblocks the handled
+    /// signals ([`block_handled`]), so that one that came before is taken now. Must run inside
+    /// the tokio runtime.
     ///
     /// # Errors
-    /// When a handler cannot be installed.
+    /// When a handler cannot be installed; the signals are unblocked all the same, and keep
+    /// their default actions.
     pub(crate) fn install(with_hangup: bool) -> std::io::Result<Self> {
+        let installed = Self::handlers(with_hangup);
+        let _ = handled_set().thread_unblock();
+        installed
+    }
+
+    fn handlers(with_hangup: bool) -> std::io::Result<Self> {
         Ok(StopSignals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
+            quit: signal(SignalKind::quit())?,
+            cpu_limit: signal(SignalKind::from_raw(libc::SIGXCPU))?,
             hangup: if with_hangup {
                 Some(signal(SignalKind::hangup())?)
             } else {
                 None
             },
+            status: Some(signal(SignalKind::user_defined1())?),
         })
     }
 
@@ -36,8 +111,16 @@ impl StopSignals {
         tokio::select! {
             _ = self.interrupt.recv() => Signal::SIGINT,
             _ = self.terminate.recv() => Signal::SIGTERM,
+            _ = self.quit.recv() => Signal::SIGQUIT,
+            _ = self.cpu_limit.recv() => Signal::SIGXCPU,
             Some(_) = recv_optional(&mut self.hangup) => Signal::SIGHUP,
         }
+    }
+
+    /// The status requests (SIGUSR1), to be listened to apart. Once that stream is dropped
+    /// (every job has ended), SIGUSR1 does nothing.
+    pub(crate) fn take_status_requests(&mut self) -> Option<Stream> {
+        self.status.take()
     }
 }
 

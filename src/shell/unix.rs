@@ -206,3 +206,18 @@ pub(crate) fn signal_escapee(pid: i32, signal: Signal) {
         }
     }
 }
+
+/// Makes sure `count` more descriptors can be opened now: opens that many duplicates of
+/// /dev/null's, then closes them. For code that cannot report running out (tokio's event loop
+/// panics when it cannot make its signal pipe).
+///
+/// # Errors
+/// EMFILE (or ENFILE) when fewer are free: `ulimit -n` is too low.
+pub(crate) fn ensure_free_descriptors(count: usize) -> std::io::Result<()> {
+    let null = std::fs::File::open("/dev/null")?;
+    let mut held = Vec::with_capacity(count);
+    for _ in 1..count {
+        held.push(null.try_clone()?);
+    }
+    Ok(())
+}

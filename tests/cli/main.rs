@@ -10,6 +10,7 @@ mod execution;
 mod exit_status;
 mod input;
 mod lanes;
+mod limits;
 mod manifest;
 mod output;
 mod queue;

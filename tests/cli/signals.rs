@@ -1,5 +1,6 @@
-//! SPEC §4: the first SIGINT/SIGTERM/SIGHUP stops gracefully, a second one kills, and lanes
-//! exits 128+N after every job's group is empty.
+//! SPEC §4: the first SIGINT/SIGTERM/SIGHUP/SIGQUIT stops gracefully, a second one kills, and
+//! lanes exits 128+N after every job's group is empty; no other signal ends lanes without
+//! stopping its jobs, and a stop signal in lanes' first moments is not lost.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -11,9 +12,10 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// A job that logs each INT, TERM and HUP it gets to `$D/sig-KEY`, never exits by itself.
+/// A job that logs each INT, TERM, HUP and QUIT it gets to `$D/sig-KEY`, never exits by
+/// itself.
 fn stubborn_job() -> &'static str {
-    "for s in INT TERM HUP; do trap \"echo $s >> \\\"\\$D/sig-$LANES_KEY\\\"\" $s; done; \
+    "for s in INT TERM HUP QUIT; do trap \"echo $s >> \\\"\\$D/sig-$LANES_KEY\\\"\" $s; done; \
      touch \"$D/up-$LANES_KEY\"; while :; do sleep 0.05; done"
 }
 
@@ -72,6 +74,223 @@ fn sigterm_stops_gracefully_and_exits_143() {
 #[test]
 fn sighup_stops_gracefully_and_exits_129() {
     first_signal_stops_gracefully(Signal::SIGHUP, "HUP", 129);
+}
+
+#[test]
+fn sigquit_stops_gracefully_and_exits_131() {
+    // Ctrl-\ reaches only lanes (its jobs have groups of their own): it must not die of it.
+    first_signal_stops_gracefully(Signal::SIGQUIT, "QUIT", 131);
+}
+
+#[test]
+fn sigxcpu_stops_gracefully_the_jobs_get_sigterm_and_lanes_exits_152() {
+    // lanes' own CPU-time limit: no concern of the jobs, which are stopped with SIGTERM.
+    first_signal_stops_gracefully(Signal::SIGXCPU, "TERM", 152);
+}
+
+#[test]
+fn signals_that_would_end_lanes_by_default_change_nothing() {
+    let scratch = Scratch::new();
+    let running = Run::new()
+        .scratch(&scratch)
+        .stdin("k\t: > \"$D/up\"; while [ ! -e \"$D/go\" ]; do sleep 0.02; done; echo done\n")
+        .spawn();
+    scratch.wait_for("up", WAIT);
+    let pid = Pid::from_raw(running.pid());
+    for signal in [
+        Signal::SIGUSR2,
+        Signal::SIGALRM,
+        Signal::SIGVTALRM,
+        Signal::SIGPROF,
+        Signal::SIGIO,
+        Signal::SIGSYS,
+        Signal::SIGPIPE,
+        Signal::SIGXFSZ,
+        Signal::SIGPWR,
+        Signal::SIGSTKFLT,
+    ] {
+        nix::sys::signal::kill(pid, signal).unwrap();
+    }
+    for realtime in [34, 40, 64] {
+        // SAFETY: a plain kill(2) of lanes' pid.
+        assert_eq!(unsafe { nix::libc::kill(pid.as_raw(), realtime) }, 0);
+    }
+    scratch.write("go", "");
+    let out = running.wait();
+    out.code(0);
+    assert_eq!(out.job(1).result(), ("succeeded", None), "{}", out.dump());
+    assert!(out.stdout().contains("done"), "{}", out.dump());
+}
+
+#[test]
+fn sigusr1_writes_a_status_of_the_running_jobs_to_stderr() {
+    let scratch = Scratch::new();
+    let running = Run::new()
+        .scratch(&scratch)
+        .wrapper("exec 2>\"$D/stderr\"")
+        .args(["-j", "2"])
+        .stdin(
+            "build\t: > \"$D/up-1\"; while [ ! -e \"$D/go\" ]; do sleep 0.02; done\n\
+             test\t: > \"$D/up-2\"; while [ ! -e \"$D/go\" ]; do sleep 0.02; done\n\
+             later\ttrue\n",
+        )
+        .spawn();
+    scratch.wait_for("up-1", WAIT);
+    scratch.wait_for("up-2", WAIT);
+    running.signal(Signal::SIGUSR1);
+    assert!(
+        wait_until(WAIT, || scratch.read("stderr").contains("seq 2 [test]")),
+        "no status came: {}",
+        scratch.read("stderr")
+    );
+    // The run goes on as if nothing came.
+    scratch.write("go", "");
+    let out = running.wait();
+    out.code(0);
+    assert_eq!(out.report().summary.succeeded, 3, "{}", out.dump());
+    let stderr = scratch.read("stderr");
+    assert!(
+        stderr.contains("lanes: status after ") && stderr.contains(": 2 running, 1 queued"),
+        "{}",
+        out.dump()
+    );
+    for line in ["  seq 1 [build] running ", "  seq 2 [test] running "] {
+        assert!(stderr.contains(line), "no {line:?}\n{}", out.dump());
+    }
+}
+
+/// Whether `pid` blocks or catches SIGINT now (`SigBlk`, `SigCgt` in `/proc/PID/status`):
+/// lanes blocks it from its first instruction until its handler stands.
+fn blocks_or_catches_sigint(pid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let has_sigint = |field: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1 << (Signal::SIGINT as i32 - 1)) != 0)
+    };
+    has_sigint("SigBlk:") || has_sigint("SigCgt:")
+}
+
+/// Whether `pid` runs lanes now (its wrapper has exec'd it).
+fn runs_lanes(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "lanes")
+}
+
+/// How a try sends its early SIGINT.
+#[derive(Clone, Copy, Debug)]
+enum Early {
+    /// lanes inherits SIGINT blocked, and it is sent as soon as lanes' pid exists: it is
+    /// pending before lanes' first instruction, and must not stay pending for ever.
+    InheritedBlocked,
+    /// Sent the moment lanes' own code has run (SIGINT blocked or caught): in the window
+    /// between the first instruction and the handler.
+    FirstInstruction,
+}
+
+/// Starts lanes `tries` times and stops it with a SIGINT at its very start, each way in turn:
+/// every time it must stop its jobs and exit 130 with a whole report.
+fn sigint_at_once(tries: usize, wrapper: Option<&str>) {
+    for attempt in 0..tries {
+        let early = if attempt % 2 == 0 {
+            Early::InheritedBlocked
+        } else {
+            Early::FirstInstruction
+        };
+        let mut run = Run::new()
+            .args(["-j", "2", "--grace", "20"])
+            .stdin("a\texec sleep 30\nb\texec sleep 30\nc\ttrue\n");
+        if let Some(prefix) = wrapper {
+            run = run.wrapper(prefix);
+        }
+        if let Early::InheritedBlocked = early {
+            run = run.blocking(&[Signal::SIGINT]);
+        }
+        let running = run.spawn();
+        let started = Instant::now();
+        let ready = |pid| match early {
+            // A wrapper's own `trap` would discard a pending SIGINT: lanes must run first.
+            Early::InheritedBlocked => wrapper.is_none() || runs_lanes(pid),
+            Early::FirstInstruction => runs_lanes(pid) && blocks_or_catches_sigint(pid),
+        };
+        while !ready(running.pid()) {
+            assert!(
+                started.elapsed() < WAIT,
+                "try {attempt}: lanes never started"
+            );
+            std::hint::spin_loop();
+        }
+        running.signal(Signal::SIGINT);
+        let out = running.wait();
+        assert_eq!(out.code, 130, "try {attempt} ({early:?})\n{}", out.dump());
+        // Whole (the harness parsed it); input not read before the signal is never read.
+        let report = out.report();
+        assert!(report.jobs.len() <= 3, "try {attempt}\n{}", out.dump());
+        for job in &report.jobs {
+            assert_eq!(
+                job.result(),
+                ("interrupted", Some("shutdown")),
+                "try {attempt} ({early:?}): {job:?}"
+            );
+            if let Early::InheritedBlocked = early {
+                // The signal came before lanes ran: nothing starts after it.
+                assert!(!job.started, "try {attempt}: {job:?}");
+            }
+        }
+        assert!(
+            out.elapsed < Duration::from_secs(10),
+            "try {attempt} ({early:?}): a job waited out the grace\n{}",
+            out.dump()
+        );
+    }
+}
+
+#[test]
+fn a_sigint_in_lanes_first_moments_stops_the_run_with_a_whole_report() {
+    sigint_at_once(50, None);
+}
+
+#[test]
+fn an_early_sigint_is_not_lost_when_lanes_inherits_it_ignored() {
+    // A non-interactive shell starts background commands with SIGINT ignored; lanes resets
+    // it, and one that comes meanwhile waits, blocked, for the handler.
+    sigint_at_once(20, Some("trap '' INT"));
+}
+
+#[test]
+fn a_stop_signal_after_every_job_ended_leaves_the_exit_status_to_the_jobs() {
+    // The job succeeds but leaves a process that escaped it (no environment, a session of
+    // its own) and ignores SIGTERM: lanes waits the grace for it after the last record. A
+    // SIGTERM then kills it at once, and the status stays the jobs' (0), as when a stop
+    // signal ends the wait for a slow reader of the output.
+    let scratch = Scratch::new();
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "process-group", "--grace", "30"])
+        .stdin(
+            "a\tenv -i D=\"$D\" setsid sh -c 'trap \"\" TERM; echo $$ > \"$D/escaped\"; \
+             while :; do sleep 0.05; done' </dev/null >/dev/null 2>&1 & \
+             while [ ! -s \"$D/escaped\" ]; do sleep 0.01; done\n",
+        )
+        .spawn();
+    assert!(
+        wait_until(WAIT, || running
+            .report_so_far()
+            .contains("\"type\":\"job\"")),
+        "the job never ended"
+    );
+    let escaped = scratch.pid("escaped");
+    assert!(alive(escaped), "the escaped process is already gone");
+    let sent = Instant::now();
+    running.signal(Signal::SIGTERM);
+    let out = running.wait();
+    out.code(0);
+    assert!(sent.elapsed() < Duration::from_secs(10), "{}", out.dump());
+    assert_eq!(out.job(1).result(), ("succeeded", None), "{}", out.dump());
+    assert!(!alive(escaped), "the escaped process outlived lanes");
 }
 
 #[test]

@@ -784,6 +784,8 @@ pub struct Run {
     report: bool,
     wrapper: Option<String>,
     capture_stdout: bool,
+    /// Signals blocked in the mask lanes inherits.
+    blocked: Vec<Signal>,
     dir: TempDir,
 }
 
@@ -797,6 +799,7 @@ impl Run {
             report: true,
             wrapper: None,
             capture_stdout: true,
+            blocked: Vec::new(),
             dir: tempfile::Builder::new()
                 .prefix("lanes-it-run-")
                 .tempdir()
@@ -869,6 +872,12 @@ impl Run {
         self
     }
 
+    /// Starts lanes (or its wrapper) with `signals` blocked in the signal mask it inherits.
+    pub fn blocking(mut self, signals: &[Signal]) -> Run {
+        self.blocked.extend_from_slice(signals);
+        self
+    }
+
     /// Where the report goes.
     pub fn report_path(&self) -> PathBuf {
         self.dir.path().join("report.jsonl")
@@ -910,6 +919,16 @@ impl Run {
         }
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
+        }
+        if !self.blocked.is_empty() {
+            let mut set = nix::sys::signal::SigSet::empty();
+            for &signal in &self.blocked {
+                set.add(signal);
+            }
+            // SAFETY: sigprocmask is async-signal-safe; nothing else runs in the child.
+            unsafe {
+                command.pre_exec(move || set.thread_block().map_err(io::Error::from));
+            }
         }
         let mut bytes = None;
         match &self.stdin {

@@ -184,6 +184,54 @@ fn a_second_signal_kills_what_runs() {
 }
 
 #[test]
+fn a_stop_signal_is_forwarded_as_received_but_lanes_cpu_limit_as_sigterm() {
+    for (received, forwarded) in [
+        (Signal::SIGQUIT, Signal::SIGQUIT),
+        (Signal::SIGHUP, Signal::SIGHUP),
+        (Signal::SIGXCPU, Signal::SIGTERM),
+    ] {
+        let mut s = scheduler(2, 10, Policy::default());
+        let _ = s.offer(request(1, "a"), false, ms(0));
+        let _ = s.take(ms(0)).unwrap();
+        s.spawned(1, ms(0));
+        let SignalVerdict::Halt(halt) = s.signal_received(received, ms(1)) else {
+            panic!("the first signal halts");
+        };
+        assert_eq!(halt.stops[0].signal, forwarded, "{received}");
+        assert_eq!(
+            s.stop_signal(),
+            Some(received),
+            "the exit status says what came"
+        );
+    }
+}
+
+#[test]
+fn the_running_jobs_are_listed_in_seq_order_with_their_start_and_stop() {
+    let mut s = scheduler(3, 10, Policy::default());
+    for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
+        let _ = s.offer(request(seq, key), false, ms(0));
+    }
+    for at in [5, 7] {
+        let start = s.take(ms(at)).unwrap();
+        s.spawned(start.seq, ms(at));
+    }
+    let _ = s.signal_received(Signal::SIGINT, ms(9));
+    let running = s.running_jobs();
+    let seen: Vec<_> = running
+        .iter()
+        .map(|job| (job.seq, &*job.key, job.started_at, job.stopping))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, "a", ms(5), Some(StopReason::Shutdown)),
+            (2, "b", ms(7), Some(StopReason::Shutdown)),
+        ]
+    );
+}
+
+#[test]
 fn fail_fast_halts_once_and_keeps_reading_a_finite_input() {
     let policy = Policy {
         fail_fast: true,

@@ -1,0 +1,122 @@
+//! Resource limits on lanes itself (`ulimit -f`, `-n`, `-u`): never a death by signal, never a
+//! panic; a clear message and a documented status, and no job left behind.
+
+use crate::support::*;
+
+#[test]
+fn a_report_past_the_file_size_limit_is_a_write_error_not_a_death() {
+    // `ulimit -f 1`: 512 bytes. The report outgrows it with its second record: the write
+    // fails with EFBIG (lanes ignores SIGXFSZ), which is handled like a full disk. The jobs'
+    // output outgrows it in the result files too.
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("ulimit -f 1")
+        .arg("--report")
+        .arg(&report)
+        .arg("--results")
+        .arg(scratch.join("results"))
+        .args(["--output", "none"])
+        .stdin(
+            "a\tseq 1 20000; touch \"$D/a-ran\"\n\
+             b\tseq 1 20000; touch \"$D/b-ran\"\n\
+             c\ttouch \"$D/c-ran\"\n",
+        )
+        .run();
+    out.code(1);
+    assert!(
+        out.stderr().contains("cannot write the report") && out.stderr().contains("File too large"),
+        "{}",
+        out.dump()
+    );
+    assert!(out.stderr().contains("3 succeeded"), "{}", out.dump());
+    for job in ["a", "b", "c"] {
+        assert!(
+            scratch.exists(&format!("{job}-ran")),
+            "{job}\n{}",
+            out.dump()
+        );
+    }
+    let stored = std::fs::metadata(&report).unwrap().len();
+    assert!(stored <= 512, "{stored} bytes");
+}
+
+#[test]
+fn no_descriptor_limit_makes_lanes_panic() {
+    let scratch = Scratch::new();
+    for limit in 0..=40 {
+        let out = Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .wrapper(&format!("ulimit -n {limit}"))
+            .arg("--report")
+            .arg(scratch.join("report.jsonl"))
+            .arg("--events")
+            .arg(scratch.join("events.jsonl"))
+            .arg("--junit")
+            .arg(scratch.join("junit.xml"))
+            .stdin("a\ttrue\nb\ttrue\n")
+            .run();
+        let stderr = out.stderr();
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("internal error"),
+            "ulimit -n {limit}\n{}",
+            out.dump()
+        );
+        match out.code {
+            // Too few for the dynamic loader: lanes never started.
+            127 => assert!(stderr.contains("error while loading shared libraries")),
+            // Nothing could run: a usage error naming the limit; or jobs that could not start.
+            0..=2 => assert!(out.code == 0 || !stderr.is_empty(), "{}", out.dump()),
+            _ => panic!("ulimit -n {limit}: exit {}\n{}", out.code, out.dump()),
+        }
+    }
+}
+
+#[test]
+fn lanes_own_output_survives_when_no_thread_can_be_started() {
+    // RLIMIT_NPROC counts every process and thread of the user, and root is exempt from it:
+    // the run is made as `nobody`, with room for lanes and its one job but no writer thread.
+    // The job runs until lanes has written its stderr line (builtins only: it cannot fork
+    // either), so that no thread can start while lanes writes.
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: needs root, to run lanes as nobody under `ulimit -u`");
+        return;
+    }
+    let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|path| std::path::Path::new(path).exists())
+    else {
+        eprintln!("skipped: no setpriv");
+        return;
+    };
+    let scratch = Scratch::new();
+    // `nobody` reads lanes' stderr file through the scratch directory.
+    std::fs::set_permissions(
+        scratch.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper(&format!(
+            "exec >\"$D/out\" 2>\"$D/err\" {setpriv} --reuid=nobody --regid=nogroup \
+             --clear-groups prlimit --nproc=2 \"$0\" \"$@\""
+        ))
+        .stdin(
+            "a\techo out; echo err >&2; \
+             until read -r line < \"$D/err\" && [ \"$line\" = \"[a] err\" ]; do :; done; exit 3\n",
+        )
+        .run();
+    out.code(1);
+    let (stdout, stderr) = (scratch.read("out"), scratch.read("err"));
+    assert_eq!(stdout, "[a] out\n", "{}", out.dump());
+    assert!(stderr.starts_with("[a] err\n"), "{stderr}");
+    assert!(
+        stderr.contains("1 jobs") && stderr.contains("1 failed"),
+        "{stderr}"
+    );
+}
