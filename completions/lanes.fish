@@ -1,3 +1,6 @@
+complete -c lanes -s a -l arg-file -d 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin' -r -F
+complete -c lanes -l key -d 'Compute each job\'s key from its input record (then a whole record, no tab): `{}` the record, `{1}`, `{2}`... its columns (--colsep), `{/}` basename, `{//}` dirname, `{.}` without extension, `{/.}` basename without extension. Default with a trailing command, `:::` or -a: `{}`, every distinct record its own key' -r
+complete -c lanes -l colsep -d 'Split records into the columns `{1}`, `{2}`... at the string SEP (not a regex)' -r
 complete -c lanes -l manifest -d 'Read FILE as a TOML manifest whatever its name' -r -F
 complete -c lanes -s j -l max-concurrent -d 'At most N jobs in flight overall [default: the number of CPUs]' -r
 complete -c lanes -l timeout -d 'Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job\'s process group gets SIGTERM, then SIGKILL after the grace period' -r
@@ -40,11 +43,19 @@ always\t'Always, whatever the stream'
 never\t'Never'"
 complete -c lanes -l junit -d 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job' -r -F
 complete -c lanes -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`' -r -F
+complete -c lanes -s 0 -l null -d 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines'
+complete -c lanes -l no-null -d 'Records end with a newline (undoes -0)'
 complete -c lanes -l cancel-in-progress -d 'A newer job of a key also interrupts the key\'s running job (superseded), then starts. Implies --coalesce latest'
+complete -c lanes -l no-cancel-in-progress -d 'Undo --cancel-in-progress (and a manifest\'s `cancel_in_progress = true`)'
 complete -c lanes -l fail-fast -d 'After the first failed job, start nothing more and stop the running jobs'
+complete -c lanes -l no-fail-fast -d 'Undo --fail-fast (and a manifest\'s `fail_fast = true`)'
 complete -c lanes -l sticky-slots -d 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
+complete -c lanes -l no-sticky-slots -d 'Undo --sticky-slots (and a manifest\'s `sticky_slots = true`)'
 complete -c lanes -l strict -d 'Validate the whole input before anything starts; exit 2 on the first invalid line'
+complete -c lanes -l no-strict -d 'Undo --strict'
 complete -c lanes -l json -d 'Write the JSON Lines report to stdout; all job output then goes to stderr'
+complete -c lanes -l no-json -d 'Undo --json'
 complete -c lanes -l keep-order -d 'With --output grouped: print the blocks in input order (a block waits for the blocks of earlier jobs)'
+complete -c lanes -l no-keep-order -d 'Undo --keep-order'
 complete -c lanes -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lanes -s V -l version -d 'Print version'

@@ -11,13 +11,16 @@ pub mod exit;
 #[cfg(test)]
 mod generate;
 pub(crate) mod input;
+pub(crate) mod key_template;
 pub(crate) mod output;
+pub(crate) mod placeholder;
 pub(crate) mod report;
 pub(crate) mod resume;
 mod run;
 pub mod settings;
 pub(crate) mod shell;
 pub(crate) mod template;
+pub mod trailing_command;
 
 pub use run::run;
 

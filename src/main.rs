@@ -2,11 +2,9 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     let hangup_ignored = lanes::prepare_process();
-    let cli = lanes::cli::Cli::parse();
+    let cli = lanes::trailing_command::parse_args(std::env::args_os());
     match lanes::run(cli, hangup_ignored) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

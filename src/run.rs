@@ -3,14 +3,15 @@
 //! then the summary, the last thing a person reads).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, IsTerminal as _};
 use std::time::SystemTime;
 
 use anyhow::{bail, Context as _};
 
 use crate::cli::Cli;
 use crate::config::{use_color, use_progress, RunConfig, Source, Surroundings};
-use crate::input::lines::{LineItem, LineReader};
+use crate::input::arguments::{from_list, RecordReader};
+use crate::input::lines::{LineItem, LineReader, NumberedLine};
 use crate::output::sink::{stderr_file, stdout_file, Sink};
 use crate::report::events::EventLog;
 use crate::report::junit::JunitReport;
@@ -203,20 +204,51 @@ fn containment(mode: ContainmentMode) -> anyhow::Result<Option<CgroupRun>> {
 fn feed_for(config: &RunConfig) -> anyhow::Result<Feed> {
     let reader: Box<dyn BufRead + Send> = match &config.source {
         Source::Manifest { manifest, .. } => return Ok(Feed::Manifest(manifest.clone())),
-        Source::Stdin => Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin())),
+        Source::List(arguments) => {
+            let records = from_list(arguments, &config.records);
+            return checked(config, Box::new(records.into_iter().map(Ok)));
+        }
+        Source::Stdin => {
+            if std::io::stdin().is_terminal() {
+                let what = if config.records.key.is_some() {
+                    "arguments"
+                } else {
+                    "jobs"
+                };
+                eprintln!("lanes: reading {what} from the terminal (end with Ctrl-D)");
+            }
+            Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin()))
+        }
         Source::LinesFile(path) => Box::new(BufReader::with_capacity(
             64 * 1024,
             File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
         )),
     };
+    if config.records.is_tab_lines() {
+        if !config.strict {
+            return Ok(Feed::Lines(reader));
+        }
+        return checked(config, Box::new(LineReader::new(reader)));
+    }
+    checked(
+        config,
+        Box::new(RecordReader::new(reader, config.records.clone())),
+    )
+}
+
+/// The records as they come, or under `--strict` all of them read and validated first.
+fn checked(
+    config: &RunConfig,
+    records: Box<dyn Iterator<Item = std::io::Result<NumberedLine>> + Send>,
+) -> anyhow::Result<Feed> {
     if !config.strict {
-        return Ok(Feed::Lines(reader));
+        return Ok(Feed::Records(records));
     }
     // The whole input is read even past an invalid line, so that a producer writing into a
     // pipe is never cut off with EPIPE (SPEC §1.1); only the first invalid line is named.
     let mut lines = Vec::new();
     let mut first_invalid = None;
-    for numbered in LineReader::new(reader) {
+    for numbered in records {
         let numbered = numbered.context("cannot read the input")?;
         match &numbered.item {
             LineItem::Invalid { message, .. } => {

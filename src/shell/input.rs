@@ -15,6 +15,8 @@ use crate::input::{InputItem, JobSpec};
 pub(crate) enum Feed {
     /// Lines from a reader (stdin or a file).
     Lines(Box<dyn BufRead + Send>),
+    /// Records of any other form (`-0`, plain records): see `input::arguments`.
+    Records(Box<dyn Iterator<Item = std::io::Result<NumberedLine>> + Send>),
     /// Lines already read and validated (`--strict`).
     Preloaded(Vec<NumberedLine>),
     /// A validated manifest's jobs.
@@ -42,6 +44,20 @@ fn run(feed: Feed, tx: &mpsc::Sender<InputItem>) {
     match feed {
         Feed::Lines(reader) => {
             for numbered in LineReader::new(reader) {
+                let item = match numbered {
+                    Ok(numbered) => from_line(numbered),
+                    Err(err) => {
+                        let _ = send(InputItem::ReadError(format!("cannot read input: {err}")));
+                        return;
+                    }
+                };
+                if !send(item) {
+                    return;
+                }
+            }
+        }
+        Feed::Records(records) => {
+            for numbered in records {
                 let item = match numbered {
                     Ok(numbered) => from_line(numbered),
                     Err(err) => {

@@ -20,6 +20,7 @@ mod timeouts;
 // Reports with superseded_by, batch or skipped, and event files, for the modules below.
 mod records;
 
+mod arguments;
 mod backpressure;
 mod batching;
 mod containment;
