@@ -35,16 +35,18 @@ complete -c lanes -l output -d 'How job output is shown' -r -f -a "prefixed\t'Ea
 grouped\t'Each job\'s whole output in one block when it ends, after a header line'
 raw\t'Bytes as they come, no prefix'
 none\t'Discarded'"
-complete -c lanes -l color -d 'Colour the key prefixes: `auto` on a terminal unless NO_COLOR or CI is set' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
+complete -c lanes -l color -d 'Colour the key prefixes: `auto` on a terminal unless NO_COLOR is set or CI is true' -r -f -a "auto\t'When the stream is a terminal, NO_COLOR is not set and CI is not true'
 always\t'Always, whatever the stream'
 never\t'Never'"
-complete -c lanes -l progress -d 'The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR or CI is set or --color never' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
+complete -c lanes -l progress -d 'The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR is set, CI is true or --color never' -r -f -a "auto\t'When the stream is a terminal, NO_COLOR is not set and CI is not true'
 always\t'Always, whatever the stream'
 never\t'Never'"
 complete -c lanes -l junit -d 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job' -r -F
-complete -c lanes -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`' -r -F
+complete -c lanes -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`. A DIR that holds files is refused, so that two runs never mix, unless --results-clean' -r -F
 complete -c lanes -s 0 -l null -d 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines'
 complete -c lanes -l no-null -d 'Records end with a newline (undoes -0)'
+complete -c lanes -l dry-run -d 'Print what would run, per key in order, with its round, slot and batch (as if every job took the same time and succeeded), then exit 0: nothing runs, no report is written'
+complete -c lanes -l no-dry-run -d 'Undo --dry-run'
 complete -c lanes -l cancel-in-progress -d 'A newer job of a key also interrupts the key\'s running job (superseded), then starts. Implies --coalesce latest'
 complete -c lanes -l no-cancel-in-progress -d 'Undo --cancel-in-progress (and a manifest\'s `cancel_in_progress = true`)'
 complete -c lanes -l fail-fast -d 'After the first failed job, start nothing more and stop the running jobs'
@@ -57,5 +59,7 @@ complete -c lanes -l json -d 'Write the JSON Lines report to stdout; all job out
 complete -c lanes -l no-json -d 'Undo --json'
 complete -c lanes -l keep-order -d 'With --output grouped: print the blocks in input order (a block waits for the blocks of earlier jobs)'
 complete -c lanes -l no-keep-order -d 'Undo --keep-order'
+complete -c lanes -l results-clean -d 'With --results: first remove the files an earlier run wrote in DIR (anything else there is refused)'
+complete -c lanes -l no-results-clean -d 'Undo --results-clean'
 complete -c lanes -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lanes -s V -l version -d 'Print version'

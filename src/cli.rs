@@ -84,6 +84,15 @@ pub struct Cli {
     #[arg(long, value_name = "TEMPLATE")]
     pub key: Option<String>,
 
+    /// Print what would run, per key in order, with its round, slot and batch (as if every
+    /// job took the same time and succeeded), then exit 0: nothing runs, no report is written.
+    #[arg(long, overrides_with = "no_dry_run")]
+    pub dry_run: bool,
+
+    /// Undo --dry-run.
+    #[arg(long, overrides_with = "dry_run")]
+    pub no_dry_run: bool,
+
     /// Split records into the columns `{1}`, `{2}`... at the string SEP (not a regex).
     #[arg(long, value_name = "SEP")]
     pub colsep: Option<String>,
@@ -262,12 +271,12 @@ pub struct Cli {
     #[arg(long, overrides_with = "keep_order")]
     pub no_keep_order: bool,
 
-    /// Colour the key prefixes: `auto` on a terminal unless NO_COLOR or CI is set.
+    /// Colour the key prefixes: `auto` on a terminal unless NO_COLOR is set or CI is true.
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = When::Auto)]
     pub color: When,
 
-    /// The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR or CI is
-    /// set or --color never.
+    /// The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR is set,
+    /// CI is true or --color never.
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = When::Auto)]
     pub progress: When,
 
@@ -277,6 +286,16 @@ pub struct Cli {
 
     /// Also write each job's stdout and stderr to files of their own under DIR (created when
     /// missing), named from the seq and the escaped key: `000042-KEY.stdout`.
+    /// A DIR that holds files is refused, so that two runs never mix, unless --results-clean.
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
+
+    /// With --results: first remove the files an earlier run wrote in DIR (anything else
+    /// there is refused).
+    #[arg(long, requires = "results", overrides_with = "no_results_clean")]
+    pub results_clean: bool,
+
+    /// Undo --results-clean.
+    #[arg(long, overrides_with = "results_clean")]
+    pub no_results_clean: bool,
 }

@@ -74,10 +74,14 @@ pub(crate) struct RunConfig {
     /// Added to every job's environment (the manifest's `[env]`).
     pub env: Vec<(String, String)>,
     pub strict: bool,
+    /// `--dry-run`.
+    pub dry_run: bool,
     pub report: Option<PathBuf>,
     pub json: bool,
     pub output: OutputMode,
     pub results: Option<PathBuf>,
+    /// `--results-clean`: remove an earlier run's files from the results directory.
+    pub results_clean: bool,
     /// `--keep-order` (grouped blocks in input order).
     pub keep_order: bool,
     pub color: When,
@@ -149,10 +153,19 @@ impl Surroundings {
             stdout_is_terminal: std::io::stdout().is_terminal(),
             stderr_is_terminal: std::io::stderr().is_terminal(),
             no_color: set("NO_COLOR"),
-            ci: std::env::var_os("CI").is_some(),
+            ci: ci_is_true(std::env::var_os("CI").as_deref()),
             dumb_terminal: std::env::var_os("TERM").is_some_and(|t| t == "dumb"),
         }
     }
+}
+
+/// Whether `CI` says the run is in continuous integration: set to anything but an empty
+/// value, `0`, `false`, `no` or `off` (any case).
+pub(crate) fn ci_is_true(value: Option<&std::ffi::OsStr>) -> bool {
+    value.is_some_and(|value| {
+        let value = value.to_string_lossy().trim().to_ascii_lowercase();
+        !matches!(value.as_str(), "" | "0" | "false" | "no" | "off")
+    })
 }
 
 /// Whether escape codes may go to a stream (SPEC §5.4): always/never as asked; `auto` only on
@@ -389,9 +402,11 @@ impl RunConfig {
                 .unwrap_or_else(|| DEFAULT_SHELL.to_owned()),
             env: settings.env,
             strict: cli.strict,
+            dry_run: cli.dry_run,
             report: cli.report,
             json: cli.json,
             output: cli.output,
+            results_clean: cli.results_clean,
             results: cli.results,
             keep_order: cli.keep_order,
             color: cli.color,
@@ -491,6 +506,17 @@ mod tests {
             stderr_is_terminal: true,
             ..Surroundings::default()
         }
+    }
+
+    #[test]
+    fn ci_counts_only_when_true() {
+        for value in ["true", "1", "yes", "TRUE", "github"] {
+            assert!(ci_is_true(Some(std::ffi::OsStr::new(value))), "{value}");
+        }
+        for value in ["", "0", "false", "False", "no", "off"] {
+            assert!(!ci_is_true(Some(std::ffi::OsStr::new(value))), "{value}");
+        }
+        assert!(!ci_is_true(None));
     }
 
     #[test]

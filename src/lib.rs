@@ -6,6 +6,7 @@
 pub mod cli;
 pub(crate) mod config;
 pub mod core;
+pub(crate) mod dry_run;
 pub(crate) mod duration;
 pub mod exit;
 #[cfg(test)]
@@ -14,6 +15,7 @@ pub(crate) mod input;
 pub(crate) mod key_template;
 pub(crate) mod output;
 pub(crate) mod placeholder;
+pub(crate) mod plural;
 pub(crate) mod report;
 pub(crate) mod resume;
 mod run;

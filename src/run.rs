@@ -35,13 +35,16 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let config = RunConfig::from_cli(cli)?;
     let cgroups = containment(config.containment)?;
     let feed = feed_for(&config)?;
+    if config.dry_run {
+        return crate::dry_run::print(&config, feed);
+    }
     let resume = match &config.resume {
         Some(path) => Some(crate::resume::Resume::load(path)?),
         None => None,
     };
     if let Some(dir) = &config.results {
-        crate::output::results::prepare_dir(dir)
-            .with_context(|| format!("cannot create the results directory {}", dir.display()))?;
+        crate::output::results::prepare_dir(dir, config.results_clean)
+            .map_err(anyhow::Error::msg)?;
     }
     let report_file = match &config.report {
         Some(path) => Some(

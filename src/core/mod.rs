@@ -11,7 +11,8 @@
 //!   [`account`] the final account every record is written from;
 //! - [`shutdown`]: stop signals, turn timeouts and the halt that drains the run;
 //! - [`suspend`]: Ctrl-Z: stopped time counts toward no deadline;
-//! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window.
+//! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window;
+//! - [`plan`]: `--dry-run`, the same decisions on a virtual clock.
 
 mod account;
 mod dispatch;
@@ -19,6 +20,7 @@ mod escalation;
 mod finish;
 mod intake;
 mod outcome;
+mod plan;
 mod shutdown;
 mod state;
 mod suspend;
@@ -30,6 +32,7 @@ pub use escalation::{Action, Escalation, Event};
 pub use finish::{Finished, RunFacts};
 pub use intake::{admission_order, Offer};
 pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, StopReason};
+pub use plan::{plan, Plan, Planned};
 pub use shutdown::{Halt, SignalVerdict, StopOrder};
 pub use state::{
     JobRequest, Limits, OnFull, Policy, Scheduler, Seq, ShutdownLevel, Tick, Try, BACKOFF_FIRST,
