@@ -106,6 +106,8 @@ pub(crate) struct JobRecord {
     pub wait_ms: Option<u64>,
     /// Tries made, a start that failed (`spawn_error`) included; 0 when never tried.
     pub attempts: u32,
+    /// Whether the job is flaky: it `succeeded` after a failed try (`--retries`).
+    pub flaky: bool,
     /// The slot the job ran in, 1 to `max_concurrent`, when started; else `null`.
     #[schemars(range(min = 1))]
     pub slot: Option<u32>,
@@ -140,6 +142,8 @@ pub(crate) struct SummaryRecord {
     pub jobs: u64,
     /// Jobs that `succeeded`.
     pub succeeded: u64,
+    /// Of the jobs that succeeded, those that did after a failed try (`flaky` records).
+    pub flaky: u64,
     /// Jobs that `failed`.
     pub failed: u64,
     /// Jobs that were `interrupted`.

@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime};
 // report's times are `SystemTime`s, converted directly by `date_time`.
 use chrono::{DateTime, FixedOffset, Utc};
 use quick_junit::{
-    NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite, XmlString,
+    NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite, XmlString,
 };
 
 use super::entry::{millis, Entry};
@@ -91,7 +91,10 @@ struct Case {
 
 #[derive(Debug)]
 enum Verdict {
-    Success,
+    /// `failed_tries` > 0: flaky, each failed try a `<flakyFailure>`.
+    Success {
+        failed_tries: u32,
+    },
     Skipped {
         message: XmlString,
     },
@@ -129,7 +132,7 @@ impl JunitReport {
             Verdict::NonSuccess { .. } => {
                 Some(text_block(entry.stderr_tail)).filter(|s| !s.is_empty())
             }
-            Verdict::Success | Verdict::Skipped { .. } => None,
+            Verdict::Success { .. } | Verdict::Skipped { .. } => None,
         };
         let name = match entry.command {
             Some(command) => format!("seq {}: {}", entry.seq, one_line(command, COMMAND_CHARS)),
@@ -263,7 +266,21 @@ impl Texts {
 impl Case {
     fn test_case(&self, classname: &XmlString, texts: &mut Texts) -> TestCase {
         let status = match &self.verdict {
-            Verdict::Success => TestCaseStatus::success(),
+            Verdict::Success { failed_tries } => {
+                let mut status = TestCaseStatus::success();
+                for try_number in 1..=*failed_tries {
+                    let mut rerun = TestRerun::new(NonSuccessKind::Failure);
+                    rerun.message = Some(
+                        format!(
+                            "try {try_number} of {} failed; a later try succeeded",
+                            self.attempts
+                        )
+                        .into(),
+                    );
+                    status.add_rerun(rerun);
+                }
+                status
+            }
             Verdict::Skipped { message } => {
                 let mut status = TestCaseStatus::skipped();
                 status.set_message(message.clone());
@@ -315,7 +332,9 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
     // The `type` attribute's text (and the message of an interruption).
     let reason = entry.outcome.reason().unwrap_or(entry.outcome.name());
     match entry.outcome {
-        Outcome::Succeeded => Verdict::Success,
+        Outcome::Succeeded => Verdict::Success {
+            failed_tries: entry.attempts.saturating_sub(1),
+        },
         Outcome::Interrupted(StopReason::Superseded) => Verdict::Skipped {
             message: match entry.superseded_by {
                 Some(seq) => format!("superseded by seq {seq}").into(),

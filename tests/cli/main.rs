@@ -26,6 +26,7 @@ mod batching;
 mod containment;
 mod dry_run;
 mod examples;
+mod flaky;
 mod hints;
 mod hygiene;
 mod outputs;
