@@ -31,5 +31,6 @@ mod hints;
 mod hygiene;
 mod outputs;
 mod policies;
+mod readme_table;
 mod resume;
 mod slurm;
