@@ -1,8 +1,9 @@
 //! The generated files: shell completions and the man page from the command-line definition,
-//! and the report's JSON Schema from the record types. They are committed under
-//! `completions/`, `man/` and `schema/`; a test proves them current.
+//! and the JSON Schemas of the report and the events file from their types. They are committed
+//! under `completions/`, `man/` and `schema/`; a test proves them current.
 //!
-//! Regenerate after changing `cli.rs` or the records in `report/json.rs`:
+//! Regenerate after changing `cli.rs`, the records in `report/json.rs` or the events in
+//! `report/events.rs`:
 //! `LANES_REGENERATE=1 cargo test --lib generated_files_are_current`
 
 use clap::CommandFactory;
@@ -43,6 +44,14 @@ pub(crate) fn report_schema() -> Vec<u8> {
     out
 }
 
+/// The events file's JSON Schema, `schema/events.schema.json`.
+pub(crate) fn events_schema() -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(&crate::report::events::schema())
+        .expect("a schema always serialises");
+    out.push(b'\n');
+    out
+}
+
 /// Every generated file as (path relative to the repository, contents).
 pub(crate) fn all() -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = COMPLETIONS
@@ -51,6 +60,7 @@ pub(crate) fn all() -> Vec<(String, Vec<u8>)> {
         .collect();
     files.push(("man/lanes.1".to_owned(), man_page()));
     files.push(("schema/report.schema.json".to_owned(), report_schema()));
+    files.push(("schema/events.schema.json".to_owned(), events_schema()));
     files
 }
 

@@ -160,7 +160,7 @@ pub(crate) struct SummaryRecord {
 
 /// The schema of a timestamp field (the fields themselves are `String`s): RFC 3339 UTC with
 /// milliseconds, as [`timestamp`] writes it.
-struct Timestamp;
+pub(crate) struct Timestamp;
 
 impl JsonSchema for Timestamp {
     fn schema_name() -> Cow<'static, str> {
@@ -178,7 +178,7 @@ impl JsonSchema for Timestamp {
 }
 
 /// The `outcome` words, in the order of [`Outcome::ALL`].
-fn outcome_words() -> Vec<&'static str> {
+pub(crate) fn outcome_words() -> Vec<&'static str> {
     let mut words = Vec::new();
     for outcome in Outcome::ALL {
         if !words.contains(&outcome.name()) {
@@ -189,7 +189,7 @@ fn outcome_words() -> Vec<&'static str> {
 }
 
 /// The `reason` words (`null` for a success), in the order of [`Outcome::ALL`].
-fn reason_words() -> Vec<Option<&'static str>> {
+pub(crate) fn reason_words() -> Vec<Option<&'static str>> {
     Outcome::ALL
         .iter()
         .map(|outcome| outcome.reason())
@@ -217,7 +217,7 @@ fn reasons_by_outcome() -> Vec<Value> {
 /// Joins the lines of a schema's description (doc comments are wrapped at 100 columns),
 /// keeping paragraph breaks.
 #[cfg(test)]
-fn unwrap_description(schema: &mut Schema) {
+pub(crate) fn unwrap_description(schema: &mut Schema) {
     if let Some(Value::String(text)) = schema.get_mut("description") {
         *text = text
             .split("\n\n")

@@ -25,6 +25,7 @@ mod backpressure;
 mod batching;
 mod containment;
 mod dry_run;
+mod events_schema;
 mod examples;
 mod flaky;
 mod hints;
