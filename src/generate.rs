@@ -1,9 +1,10 @@
-//! The generated files: shell completions and the man page from the command-line definition,
+//! The generated files: shell completions and the man page from the command-line definition
+//! (and the man page's reference sections from the README),
 //! and the JSON Schemas of the report and the events file from their types. They are committed
 //! under `completions/`, `man/` and `schema/`; a test proves them current.
 //!
-//! Regenerate after changing `cli.rs`, the records in `report/json.rs` or the events in
-//! `report/events.rs`:
+//! Regenerate after changing `cli.rs`, the README's reference sections, the records in
+//! `report/json.rs` or the events in `report/events.rs`:
 //! `LANES_REGENERATE=1 cargo test --lib generated_files_are_current`
 
 use clap::CommandFactory;
@@ -27,12 +28,24 @@ pub(crate) fn completion(shell: Shell) -> Vec<u8> {
     out
 }
 
-/// The man page `lanes.1` (roff).
+/// The man page `lanes.1` (roff): clap's sections from the command-line definition, with the
+/// reference sections of the README ([`crate::man_sections`]) after the options.
 pub(crate) fn man_page() -> Vec<u8> {
+    let readme = include_str!("../README.md");
+    let reference = crate::man_sections::render(readme).expect("the README has every section");
+    let man = clap_mangen::Man::new(Cli::command());
     let mut out = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut out)
-        .expect("rendering to memory cannot fail");
+    let rendered: std::io::Result<()> = (|| {
+        man.render_title(&mut out)?;
+        man.render_name_section(&mut out)?;
+        man.render_synopsis_section(&mut out)?;
+        man.render_description_section(&mut out)?;
+        man.render_options_section(&mut out)?;
+        out.extend_from_slice(reference.as_bytes());
+        man.render_extra_section(&mut out)?;
+        man.render_version_section(&mut out)
+    })();
+    rendered.expect("rendering to memory cannot fail");
     out
 }
 

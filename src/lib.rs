@@ -13,6 +13,8 @@ pub mod exit;
 mod generate;
 pub(crate) mod input;
 pub(crate) mod key_template;
+#[cfg(test)]
+mod man_sections;
 pub(crate) mod output;
 pub(crate) mod placeholder;
 pub(crate) mod plural;
