@@ -10,20 +10,34 @@ use crate::config::RunConfig;
 use crate::core::{plan, Limits};
 use crate::input::{InputItem, JobSpec};
 use crate::plural::plural;
+use crate::resume::Resume;
 use crate::shell::input::Feed;
 
-/// Prints the plan of `feed` on stdout; returns the exit status (0).
+/// Prints the plan of `feed` on stdout, leaving out the jobs `resume` says succeeded before;
+/// returns the exit status (0).
 ///
 /// # Errors
 /// The input could not be read to its end.
-pub(crate) fn print(config: &RunConfig, feed: Feed) -> anyhow::Result<u8> {
+pub(crate) fn print(
+    config: &RunConfig,
+    feed: Feed,
+    mut resume: Option<Resume>,
+) -> anyhow::Result<u8> {
     let mut jobs: BTreeMap<u64, JobSpec> = BTreeMap::new();
     let mut invalid = Vec::new();
+    let mut skipped = Vec::new();
     let mut rx = crate::shell::input::start(feed, usize::MAX);
     while let Some(item) = rx.blocking_recv() {
         match item {
             InputItem::Job(job) => {
-                jobs.insert(job.seq, job);
+                if resume
+                    .as_mut()
+                    .is_some_and(|resume| resume.skip(&job.key, &job.command))
+                {
+                    skipped.push(job.seq);
+                } else {
+                    jobs.insert(job.seq, job);
+                }
             }
             InputItem::Invalid { line, message, .. } => {
                 invalid.push(format!("line {line}: {message}"));
@@ -79,6 +93,9 @@ pub(crate) fn print(config: &RunConfig, feed: Feed) -> anyhow::Result<u8> {
     }
     for seq in &planned.dropped {
         let _ = writeln!(out, "not run: seq {seq} (superseded or rejected)");
+    }
+    for seq in &skipped {
+        let _ = writeln!(out, "skipped: seq {seq} (succeeded in the --resume report)");
     }
     for line in &invalid {
         let _ = writeln!(out, "invalid: {line}");

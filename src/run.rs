@@ -33,15 +33,13 @@ use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let config = RunConfig::from_cli(cli)?;
+    if config.dry_run {
+        let resume = load_resume(&config)?;
+        return crate::dry_run::print(&config, feed_for(&config)?, resume);
+    }
     let cgroups = containment(config.containment)?;
     let feed = feed_for(&config)?;
-    if config.dry_run {
-        return crate::dry_run::print(&config, feed);
-    }
-    let resume = match &config.resume {
-        Some(path) => Some(crate::resume::Resume::load(path)?),
-        None => None,
-    };
+    let resume = load_resume(&config)?;
     if let Some(dir) = &config.results {
         crate::output::results::prepare_dir(dir, config.results_clean)
             .map_err(anyhow::Error::msg)?;
@@ -158,6 +156,14 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // A writer thread still blocked is not waited for.
     runtime.shutdown_background();
     Ok(end.code)
+}
+
+/// `--resume`: the successes of the earlier report.
+fn load_resume(config: &RunConfig) -> anyhow::Result<Option<crate::resume::Resume>> {
+    Ok(match &config.resume {
+        Some(path) => Some(crate::resume::Resume::load(path)?),
+        None => None,
+    })
 }
 
 /// Sends `last` to `sink`, closes it and waits until its output is written ([`until_stopped`]).

@@ -46,3 +46,30 @@ fn a_dry_run_shows_batches_and_rendered_commands() {
          [e]\n  seq 4  round 1  slot 2  echo 'e/x'\n"
     );
 }
+
+#[test]
+fn a_dry_run_leaves_out_what_resume_would_skip() {
+    let scratch = Scratch::new();
+    let report = scratch.join("first.jsonl");
+    let jobs = "a\ttrue\nb\tfalse\n";
+    Run::new()
+        .no_report()
+        .arg("--report")
+        .arg(&report)
+        .stdin(jobs)
+        .run()
+        .code(1);
+    let out = Run::new()
+        .no_report()
+        .args(["--dry-run", "-j", "1", "--resume"])
+        .arg(&report)
+        .stdin(jobs)
+        .run();
+    out.code(0);
+    assert_eq!(
+        out.stdout(),
+        "lanes: dry run of 1 job in 1 key, at most 1 at once: nothing runs\n\
+         [b]\n  seq 2  round 1  slot 1  false\n\
+         skipped: seq 1 (succeeded in the --resume report)\n"
+    );
+}
