@@ -320,6 +320,7 @@ impl RunConfig {
             } else {
                 None
             },
+            hint_no_tab: !plain && template.is_some(),
         };
         let batch_size = cli
             .batch_size

@@ -11,7 +11,7 @@ use anyhow::{bail, Context as _};
 use crate::cli::Cli;
 use crate::config::{use_color, use_progress, RunConfig, Source, Surroundings};
 use crate::input::arguments::{from_list, RecordReader};
-use crate::input::lines::{LineItem, LineReader, NumberedLine};
+use crate::input::lines::{LineItem, NumberedLine};
 use crate::output::sink::{stderr_file, stdout_file, Sink};
 use crate::report::events::EventLog;
 use crate::report::junit::JunitReport;
@@ -233,11 +233,8 @@ fn feed_for(config: &RunConfig) -> anyhow::Result<Feed> {
             File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
         )),
     };
-    if config.records.is_tab_lines() {
-        if !config.strict {
-            return Ok(Feed::Lines(reader));
-        }
-        return checked(config, Box::new(LineReader::new(reader)));
+    if config.records.is_tab_lines() && !config.records.hint_no_tab && !config.strict {
+        return Ok(Feed::Lines(reader));
     }
     checked(
         config,

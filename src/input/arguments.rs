@@ -16,7 +16,14 @@ pub(crate) struct RecordFormat {
     /// `None`: `KEY<TAB>TEXT` records. `Some`: the whole record is the text and the key is
     /// computed from it.
     pub key: Option<KeyTemplate>,
+    /// `KEY<TAB>ARGUMENT` records under `--command`: a record without a tab also says how to
+    /// give one argument per line instead.
+    pub hint_no_tab: bool,
 }
+
+/// Added to the reason of a `KEY<TAB>ARGUMENT` record without a tab.
+const NO_TAB_HINT: &str = "; for one argument per line, each its own key, put the command \
+after the options instead of --command (`lanes [OPTIONS] -- COMMAND`) or add --key '{}'";
 
 impl RecordFormat {
     /// Newline-separated `KEY<TAB>COMMAND` lines: the default.
@@ -24,11 +31,26 @@ impl RecordFormat {
         self.delimiter == b'\n' && self.key.is_none()
     }
 
-    /// What one record given on the command line (`::: ARG`) is; `None` when it is empty.
+    /// What one record is; `None` when it is no job (empty, blank or a comment).
     pub(crate) fn item(&self, record: &[u8]) -> Option<LineItem> {
         match &self.key {
-            None => parse_line(record),
+            None => parse_line(record).map(|item| self.hinted(item)),
             Some(key) => plain(record, key),
+        }
+    }
+
+    /// `item`, with [`NO_TAB_HINT`] after the reason of a record without a tab when asked.
+    fn hinted(&self, item: LineItem) -> LineItem {
+        match item {
+            LineItem::Invalid { key: None, message }
+                if self.hint_no_tab && message.starts_with("no tab") =>
+            {
+                LineItem::Invalid {
+                    key: None,
+                    message: message + NO_TAB_HINT,
+                }
+            }
+            item => item,
         }
     }
 }
@@ -66,8 +88,8 @@ fn plain(record: &[u8], key: &KeyTemplate) -> Option<LineItem> {
 /// Reads records one at a time (streaming), numbering jobs; `line` is the record's number
 /// (the physical line for newline-separated input).
 pub(crate) enum RecordReader<R> {
-    /// Newline-separated `KEY<TAB>COMMAND` lines.
-    Lines(LineReader<R>),
+    /// Newline-separated `KEY<TAB>COMMAND` lines (with the format, for its hint).
+    Lines(LineReader<R>, RecordFormat),
     /// Anything else.
     Records {
         input: R,
@@ -82,7 +104,7 @@ impl<R: BufRead> RecordReader<R> {
     /// Reads `input` as `format` says.
     pub(crate) fn new(input: R, format: RecordFormat) -> Self {
         if format.is_tab_lines() {
-            return RecordReader::Lines(LineReader::new(input));
+            return RecordReader::Lines(LineReader::new(input), format);
         }
         RecordReader::Records {
             input,
@@ -99,7 +121,14 @@ impl<R: BufRead> Iterator for RecordReader<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         let (input, format, buffer, record, seq) = match self {
-            RecordReader::Lines(lines) => return lines.next(),
+            RecordReader::Lines(lines, format) => {
+                return lines.next().map(|numbered| {
+                    numbered.map(|numbered| NumberedLine {
+                        item: format.hinted(numbered.item),
+                        ..numbered
+                    })
+                })
+            }
             RecordReader::Records {
                 input,
                 format,
@@ -163,6 +192,7 @@ mod tests {
         RecordFormat {
             delimiter,
             key: Some(KeyTemplate::parse("{}", None).unwrap()),
+            hint_no_tab: false,
         }
     }
 
@@ -193,6 +223,7 @@ mod tests {
         let format = RecordFormat {
             delimiter: b'\0',
             key: None,
+            hint_no_tab: false,
         };
         let got = read(b"k\techo a\necho b\0", format);
         assert_eq!(got[0].item, job("k", "echo a\necho b"));
@@ -203,6 +234,7 @@ mod tests {
         let format = RecordFormat {
             delimiter: b'\n',
             key: Some(KeyTemplate::parse("{2}", Some(",".into())).unwrap()),
+            hint_no_tab: false,
         };
         let got = read(b"a,b\r\n  \nonly\n\xff,x\n", format);
         assert_eq!(got.len(), 3);
@@ -214,6 +246,23 @@ mod tests {
         assert!(
             matches!(&got[2].item, LineItem::Invalid { message, .. } if message.contains("UTF-8"))
         );
+    }
+
+    #[test]
+    fn a_line_without_a_tab_under_a_template_says_what_to_do() {
+        let format = RecordFormat {
+            delimiter: b'\n',
+            key: None,
+            hint_no_tab: true,
+        };
+        let got = read(b"1\nk\tx\n", format);
+        assert!(
+            matches!(&got[0].item, LineItem::Invalid { message, .. }
+                if message.starts_with("no tab") && message.contains("-- COMMAND")),
+            "{:?}",
+            got[0].item
+        );
+        assert_eq!(got[1].item, job("k", "x"));
     }
 
     #[test]

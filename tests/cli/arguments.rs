@@ -346,3 +346,33 @@ fn contradictions_are_usage_errors_that_say_why() {
         assert!(out.stderr().contains(want), "{args:?}\n{}", out.dump());
     }
 }
+
+#[test]
+fn lines_without_a_tab_under_command_say_how_to_run_them() {
+    let out = Run::new()
+        .args(["--command", "echo {}"])
+        .stdin("1\n2\n")
+        .run();
+    out.code(1);
+    let error = out.job(1).error.clone().unwrap();
+    assert!(
+        error.contains("no tab") && error.contains("lanes [OPTIONS] -- COMMAND"),
+        "{error}"
+    );
+    // As it says: with --key, every line is an argument.
+    let out = Run::new()
+        .args([
+            "--command",
+            "echo {}",
+            "--key",
+            "{}",
+            "--output",
+            "raw",
+            "-j",
+            "1",
+        ])
+        .stdin("1\n2\n")
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "1\n2\n");
+}
