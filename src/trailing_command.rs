@@ -186,8 +186,10 @@ pub(crate) fn check_program(
         [one] if one.contains(|c: char| !(c.is_alphanumeric() || "_-./+".contains(c))) => {
             return Ok(())
         }
-        [first, ..] => first,
-        [] => return Ok(()),
+        words => match words.iter().find(|word| !is_assignment(word)) {
+            Some(program) => program,
+            None => return Ok(()),
+        },
     };
     const BUILTINS: &[&str] = &[
         ":", ".", "[", "alias", "break", "cd", "command", "continue", "echo", "eval", "exec",
@@ -210,6 +212,15 @@ pub(crate) fn check_program(
         "`{program}` is neither an existing file of jobs nor a command on PATH (a trailing \
          command runs for each input line: `lanes [OPTIONS] -- COMMAND [ARGS...]`)"
     ))
+}
+
+/// `NAME=VALUE` before the program: an environment assignment for it (POSIX 2.9.1).
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
 }
 
 fn long_takes_value(command: &clap::Command, name: &str) -> bool {
@@ -373,6 +384,8 @@ mod tests {
         let check = |words: &[&str]| check_program(&strings(words).unwrap(), Some(&path));
         assert!(check(&["sh", "-c", "true"]).is_ok());
         assert!(check(&["cd", "x"]).is_ok());
+        assert!(check(&["LC_ALL=C", "sort", "-c"]).is_ok());
+        assert!(check(&["LC_ALL=C", "no-such-program-x"]).is_err());
         assert!(check(&["echo {} > {.}"]).is_ok());
         let err = check(&["jobs.tsv"]).unwrap_err();
         assert!(err.contains("`jobs.tsv` is neither"), "{err}");
