@@ -102,6 +102,24 @@ mod tests {
     }
 
     #[test]
+    fn every_boolean_flag_has_its_no_form() {
+        use clap::CommandFactory;
+        let command = crate::cli::Cli::command();
+        let flags: Vec<String> = command
+            .get_arguments()
+            .filter(|arg| matches!(arg.get_action(), clap::ArgAction::SetTrue))
+            .map(|arg| arg.get_id().to_string())
+            .collect();
+        assert!(flags.len() >= 9, "{flags:?}");
+        for flag in flags.iter().filter(|flag| !flag.starts_with("no_")) {
+            assert!(
+                flags.contains(&format!("no_{flag}")),
+                "--{flag} has no --no- form"
+            );
+        }
+    }
+
+    #[test]
     fn the_cli_definition_is_consistent() {
         use clap::CommandFactory;
         crate::cli::Cli::command().debug_assert();
