@@ -36,7 +36,7 @@ const USAGE: &str = "lanes [OPTIONS] [FILE]
 ///
 /// COMMAND [ARGS]... after the options (after `--`, or without it when COMMAND is not an
 /// existing file) runs once per input line with the line as its argument, as xargs does: the
-/// input is then one argument per line, and every line its own key unless --key says
+/// input is then one argument per line, and every distinct line its own key unless --key says
 /// otherwise. `{}` and the other placeholders of --command work in ARGS; one word is shell
 /// text, several words a program and its arguments, each passed as it is. Words after `:::`
 /// are the input arguments instead of stdin.
