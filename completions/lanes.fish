@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_lanes_global_optspecs
-    string join \n manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress retries= retry-delay= fail-fast sticky-slots lock-dir= shared-max-concurrent= command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict report= json output= keep-order color= progress= junit= results= h/help V/version
+    string join \n a/arg-file= 0/null no-null key= dry-run no-dry-run colsep= manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress no-cancel-in-progress retries= retry-delay= fail-fast no-fail-fast sticky-slots lock-dir= shared-max-concurrent= no-sticky-slots command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict no-strict report= json no-json output= keep-order no-keep-order color= progress= junit= results= results-clean no-results-clean h/help V/version
 end
 
 function __fish_lanes_needs_command
@@ -24,6 +24,9 @@ function __fish_lanes_using_subcommand
     contains -- $cmd[1] $argv
 end
 
+complete -c lanes -n "__fish_lanes_needs_command" -s a -l arg-file -d 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l key -d 'Compute each job\'s key from its input record (then a whole record, no tab): `{}` the record, `{1}`, `{2}`... its columns (--colsep), `{/}` basename, `{//}` dirname, `{.}` without extension, `{/.}` basename without extension. Default with a trailing command, `:::` or -a: `{}`, every distinct record its own key' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l colsep -d 'Split records into the columns `{1}`, `{2}`... at the string SEP (not a regex)' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l manifest -d 'Read FILE as a TOML manifest whatever its name' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -s j -l max-concurrent -d 'At most N jobs in flight overall [default: the number of CPUs]' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l timeout -d 'Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job\'s process group gets SIGTERM, then SIGKILL after the grace period' -r
@@ -60,20 +63,32 @@ complete -c lanes -n "__fish_lanes_needs_command" -l output -d 'How job output i
 grouped\t'Each job\'s whole output in one block when it ends, after a header line'
 raw\t'Bytes as they come, no prefix'
 none\t'Discarded'"
-complete -c lanes -n "__fish_lanes_needs_command" -l color -d 'Colour the key prefixes: `auto` on a terminal unless NO_COLOR or CI is set' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
+complete -c lanes -n "__fish_lanes_needs_command" -l color -d 'Colour the key prefixes: `auto` on a terminal unless NO_COLOR is set or CI is true' -r -f -a "auto\t'When the stream is a terminal, NO_COLOR is not set and CI is not true'
 always\t'Always, whatever the stream'
 never\t'Never'"
-complete -c lanes -n "__fish_lanes_needs_command" -l progress -d 'The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR or CI is set or --color never' -r -f -a "auto\t'When the stream is a terminal and neither NO_COLOR nor CI is set'
+complete -c lanes -n "__fish_lanes_needs_command" -l progress -d 'The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR is set, CI is true or --color never' -r -f -a "auto\t'When the stream is a terminal, NO_COLOR is not set and CI is not true'
 always\t'Always, whatever the stream'
 never\t'Never'"
 complete -c lanes -n "__fish_lanes_needs_command" -l junit -d 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job' -r -F
-complete -c lanes -n "__fish_lanes_needs_command" -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`. A DIR that holds files is refused, so that two runs never mix, unless --results-clean' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -s 0 -l null -d 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-null -d 'Records end with a newline (undoes -0)'
+complete -c lanes -n "__fish_lanes_needs_command" -l dry-run -d 'Print what would run, per key in order, with its round, slot and batch (as if every job took the same time and succeeded), then exit 0: nothing runs, no report is written'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-dry-run -d 'Undo --dry-run'
 complete -c lanes -n "__fish_lanes_needs_command" -l cancel-in-progress -d 'A newer job of a key also interrupts the key\'s running job (superseded), then starts. Implies --coalesce latest'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-cancel-in-progress -d 'Undo --cancel-in-progress (and a manifest\'s `cancel_in_progress = true`)'
 complete -c lanes -n "__fish_lanes_needs_command" -l fail-fast -d 'After the first failed job, start nothing more and stop the running jobs'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-fail-fast -d 'Undo --fail-fast (and a manifest\'s `fail_fast = true`)'
 complete -c lanes -n "__fish_lanes_needs_command" -l sticky-slots -d 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-sticky-slots -d 'Undo --sticky-slots (and a manifest\'s `sticky_slots = true`)'
 complete -c lanes -n "__fish_lanes_needs_command" -l strict -d 'Validate the whole input before anything starts; exit 2 on the first invalid line'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-strict -d 'Undo --strict'
 complete -c lanes -n "__fish_lanes_needs_command" -l json -d 'Write the JSON Lines report to stdout; all job output then goes to stderr'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-json -d 'Undo --json'
 complete -c lanes -n "__fish_lanes_needs_command" -l keep-order -d 'With --output grouped: print the blocks in input order (a block waits for the blocks of earlier jobs)'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-keep-order -d 'Undo --keep-order'
+complete -c lanes -n "__fish_lanes_needs_command" -l results-clean -d 'With --results: first remove the files an earlier run wrote in DIR (anything else there is refused)'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-results-clean -d 'Undo --results-clean'
 complete -c lanes -n "__fish_lanes_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lanes -n "__fish_lanes_needs_command" -s V -l version -d 'Print version'
 complete -c lanes -n "__fish_lanes_needs_command" -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'

@@ -18,7 +18,18 @@ Examples:
   lanes --max-concurrent 8 --report report.jsonl examples/deploy/deploy.toml
 
   # The report on stdout (job output goes to stderr), failed jobs with jq
-  lanes --json jobs.tsv | jq -c 'select(.type == \"job\" and .outcome != \"succeeded\")'";
+  lanes --json jobs.tsv | jq -c 'select(.type == \"job\" and .outcome != \"succeeded\")'
+
+  # A trailing command, as with xargs: one argument per line, every line its own key
+  ls *.gz | lanes -j 4 gzip -t
+
+  # Files of one directory one at a time, NUL-separated names, arguments on the command line
+  find . -name '*.png' -print0 | lanes -0 --key '{//}' -- optipng {}
+  lanes echo ::: a b c";
+
+const USAGE: &str = "lanes [OPTIONS] [FILE]
+       lanes [OPTIONS] [--] COMMAND [ARGS]... [::: ARG...]
+       lanes [OPTIONS] ::: ARG...";
 
 /// Tasks besides running jobs (`lanes TASK …`); a file of jobs named like one is given as
 /// `./NAME`.
@@ -34,13 +45,22 @@ pub enum Task {
 
 /// Run keyed shell jobs through per-key lanes: at most one job of a key in flight, a key's jobs
 /// in order, all under a global cap, with turn timeouts, clean Ctrl-C and a JSON Lines report.
+///
+/// COMMAND [ARGS]... after the options (after `--`, or without it when COMMAND is not an
+/// existing file) runs once per input line with the line as its argument, as xargs does: the
+/// input is then one argument per line, and every distinct line its own key unless --key says
+/// otherwise. `{}` and the other placeholders of --command work in ARGS; one word is shell
+/// text, several words a program and its arguments, each passed as it is. Words after `:::`
+/// are the input arguments instead of stdin.
 #[derive(Debug, Parser)]
 #[command(
     name = "lanes",
     version,
     after_help = EXAMPLES,
     max_term_width = 100,
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    override_usage = USAGE,
+    args_override_self = true
 )]
 pub struct Cli {
     /// Another task than running jobs.
@@ -51,6 +71,48 @@ pub struct Cli {
     /// `.toml`. Without FILE, or with `-`, lines are read from stdin.
     #[arg(value_name = "FILE")]
     pub file: Option<PathBuf>,
+
+    /// The trailing command's words (`lanes [OPTIONS] -- COMMAND [ARGS]...`).
+    #[arg(skip)]
+    pub trailing_command: Option<Vec<String>>,
+
+    /// The words after `:::`: the input arguments, instead of stdin.
+    #[arg(skip)]
+    pub arguments: Option<Vec<String>>,
+
+    /// Read the input arguments from FILE, one per line (per NUL-terminated record with -0),
+    /// instead of stdin.
+    #[arg(short = 'a', long, value_name = "FILE", conflicts_with_all = ["file", "manifest"])]
+    pub arg_file: Option<PathBuf>,
+
+    /// Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that
+    /// arguments and commands may hold newlines.
+    #[arg(short = '0', long, overrides_with = "no_null")]
+    pub null: bool,
+
+    /// Records end with a newline (undoes -0).
+    #[arg(long, overrides_with = "null")]
+    pub no_null: bool,
+
+    /// Compute each job's key from its input record (then a whole record, no tab): `{}` the
+    /// record, `{1}`, `{2}`... its columns (--colsep), `{/}` basename, `{//}` dirname, `{.}`
+    /// without extension, `{/.}` basename without extension. Default with a trailing command,
+    /// `:::` or -a: `{}`, every distinct record its own key.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub key: Option<String>,
+
+    /// Print what would run, per key in order, with its round, slot and batch (as if every
+    /// job took the same time and succeeded), then exit 0: nothing runs, no report is written.
+    #[arg(long, overrides_with = "no_dry_run")]
+    pub dry_run: bool,
+
+    /// Undo --dry-run.
+    #[arg(long, overrides_with = "dry_run")]
+    pub no_dry_run: bool,
+
+    /// Split records into the columns `{1}`, `{2}`... at the string SEP (not a regex).
+    #[arg(long, value_name = "SEP")]
+    pub colsep: Option<String>,
 
     /// Read FILE as a TOML manifest whatever its name.
     #[arg(long, value_name = "FILE", conflicts_with = "file")]
@@ -101,8 +163,12 @@ pub struct Cli {
 
     /// A newer job of a key also interrupts the key's running job (superseded), then starts.
     /// Implies --coalesce latest.
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_cancel_in_progress")]
     pub cancel_in_progress: bool,
+
+    /// Undo --cancel-in-progress (and a manifest's `cancel_in_progress = true`).
+    #[arg(long, overrides_with = "cancel_in_progress")]
+    pub no_cancel_in_progress: bool,
 
     /// Re-run a failed job up to N more times, first in its own lane [default: 0].
     #[arg(long, value_name = "N")]
@@ -113,12 +179,16 @@ pub struct Cli {
     pub retry_delay: Option<Duration>,
 
     /// After the first failed job, start nothing more and stop the running jobs.
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_fail_fast")]
     pub fail_fast: bool,
+
+    /// Undo --fail-fast (and a manifest's `fail_fast = true`).
+    #[arg(long, overrides_with = "fail_fast")]
+    pub no_fail_fast: bool,
 
     /// Bind each key to the slot its first job ran in; later jobs of the key wait for that
     /// slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port.
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_sticky_slots")]
     pub sticky_slots: bool,
 
     /// Share key lanes with every lanes process given the same DIR (created when missing): at
@@ -131,6 +201,10 @@ pub struct Cli {
     /// each process's own -j. A job holds its shared slot on descriptor 4.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub shared_max_concurrent: Option<u32>,
+
+    /// Undo --sticky-slots (and a manifest's `sticky_slots = true`).
+    #[arg(long, overrides_with = "sticky_slots")]
+    pub no_sticky_slots: bool,
 
     /// Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the
     /// argument (a batch's arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every
@@ -195,16 +269,24 @@ pub struct Cli {
     pub events: Option<PathBuf>,
 
     /// Validate the whole input before anything starts; exit 2 on the first invalid line.
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_strict")]
     pub strict: bool,
+
+    /// Undo --strict.
+    #[arg(long, overrides_with = "strict")]
+    pub no_strict: bool,
 
     /// Write the JSON Lines report to FILE.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
 
     /// Write the JSON Lines report to stdout; all job output then goes to stderr.
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_json")]
     pub json: bool,
+
+    /// Undo --json.
+    #[arg(long, overrides_with = "json")]
+    pub no_json: bool,
 
     /// How job output is shown.
     #[arg(long, value_name = "MODE", value_enum, default_value_t = OutputMode::Prefixed)]
@@ -212,15 +294,19 @@ pub struct Cli {
 
     /// With --output grouped: print the blocks in input order (a block waits for the blocks of
     /// earlier jobs).
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_keep_order")]
     pub keep_order: bool,
 
-    /// Colour the key prefixes: `auto` on a terminal unless NO_COLOR or CI is set.
+    /// Undo --keep-order.
+    #[arg(long, overrides_with = "keep_order")]
+    pub no_keep_order: bool,
+
+    /// Colour the key prefixes: `auto` on a terminal unless NO_COLOR is set or CI is true.
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = When::Auto)]
     pub color: When,
 
-    /// The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR or CI is
-    /// set or --color never.
+    /// The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR is set,
+    /// CI is true or --color never.
     #[arg(long, value_name = "WHEN", value_enum, default_value_t = When::Auto)]
     pub progress: When,
 
@@ -230,6 +316,16 @@ pub struct Cli {
 
     /// Also write each job's stdout and stderr to files of their own under DIR (created when
     /// missing), named from the seq and the escaped key: `000042-KEY.stdout`.
+    /// A DIR that holds files is refused, so that two runs never mix, unless --results-clean.
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
+
+    /// With --results: first remove the files an earlier run wrote in DIR (anything else
+    /// there is refused).
+    #[arg(long, requires = "results", overrides_with = "no_results_clean")]
+    pub results_clean: bool,
+
+    /// Undo --results-clean.
+    #[arg(long, overrides_with = "results_clean")]
+    pub no_results_clean: bool,
 }

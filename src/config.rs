@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use crate::cli::Cli;
 use crate::core::Policy;
+use crate::input::arguments::RecordFormat;
 use crate::input::manifest::{self, Manifest, ManifestError};
+use crate::key_template::{KeyTemplate, KeyTemplateError};
 use crate::settings::{BackendKind, Coalesce, ContainmentMode, OnFull, OutputMode, When};
 use crate::template::{Template, TemplateError};
 
@@ -24,6 +26,8 @@ pub(crate) enum Source {
     Stdin,
     /// `KEY<TAB>COMMAND` lines in a file.
     LinesFile(PathBuf),
+    /// The arguments given after `:::`.
+    List(Vec<String>),
     /// A parsed, validated manifest.
     Manifest {
         path: PathBuf,
@@ -36,6 +40,7 @@ impl Source {
     pub(crate) fn describe(&self) -> String {
         match self {
             Source::Stdin => "-".to_owned(),
+            Source::List(_) => ":::".to_owned(),
             Source::LinesFile(path) | Source::Manifest { path, .. } => path.display().to_string(),
         }
     }
@@ -55,8 +60,10 @@ pub(crate) struct RunConfig {
     pub events: Option<PathBuf>,
     /// `--resume REPORT`.
     pub resume: Option<PathBuf>,
-    /// `--command`: the text after the tab is then an argument.
+    /// `--command` or the trailing command: the record's text is then an argument.
     pub template: Option<Template>,
+    /// How input records are separated and keyed (`-0`, `--key`).
+    pub records: RecordFormat,
     /// The run-wide turn timeout as given (0 for none); see [`RunConfig::turn_timeout`].
     timeout: Option<Duration>,
     pub grace: Duration,
@@ -67,10 +74,14 @@ pub(crate) struct RunConfig {
     /// Added to every job's environment (the manifest's `[env]`).
     pub env: Vec<(String, String)>,
     pub strict: bool,
+    /// `--dry-run`.
+    pub dry_run: bool,
     pub report: Option<PathBuf>,
     pub json: bool,
     pub output: OutputMode,
     pub results: Option<PathBuf>,
+    /// `--results-clean`: remove an earlier run's files from the results directory.
+    pub results_clean: bool,
     /// `--keep-order` (grouped blocks in input order).
     pub keep_order: bool,
     pub color: When,
@@ -150,10 +161,19 @@ impl Surroundings {
             stdout_is_pipe: is_pipe(&std::io::stdout()),
             stderr_is_terminal: std::io::stderr().is_terminal(),
             no_color: set("NO_COLOR"),
-            ci: std::env::var_os("CI").is_some(),
+            ci: ci_is_true(std::env::var_os("CI").as_deref()),
             dumb_terminal: std::env::var_os("TERM").is_some_and(|t| t == "dumb"),
         }
     }
+}
+
+/// Whether `CI` says the run is in continuous integration: set to anything but an empty
+/// value, `0`, `false`, `no` or `off` (any case).
+pub(crate) fn ci_is_true(value: Option<&std::ffi::OsStr>) -> bool {
+    value.is_some_and(|value| {
+        let value = value.to_string_lossy().trim().to_ascii_lowercase();
+        !matches!(value.as_str(), "" | "0" | "false" | "no" | "off")
+    })
 }
 
 /// Whether escape codes may go to a stream (SPEC §5.4): always/never as asked; `auto` only on
@@ -199,6 +219,8 @@ pub(crate) enum ConfigError {
     Manifest(#[from] ManifestError),
     #[error(transparent)]
     Template(#[from] TemplateError),
+    #[error(transparent)]
+    KeyTemplate(#[from] KeyTemplateError),
     /// Flags that make no sense together.
     #[error("{0}")]
     Usage(String),
@@ -214,7 +236,46 @@ impl RunConfig {
     /// # Errors
     /// An invalid manifest ([`ManifestError`], naming file, line and column).
     pub(crate) fn from_cli(cli: Cli) -> Result<Self, ConfigError> {
+        let plain = cli.trailing_command.is_some()
+            || cli.key.is_some()
+            || cli.arguments.is_some()
+            || cli.arg_file.is_some();
+        if let Some(arguments) = &cli.arguments {
+            if let Some(file) = cli
+                .file
+                .as_ref()
+                .or(cli.manifest.as_ref())
+                .or(cli.arg_file.as_ref())
+            {
+                return Err(ConfigError::Usage(format!(
+                    "`::: ARG...` gives the input, so {} cannot be read too",
+                    file.display()
+                )));
+            }
+            if arguments.is_empty() {
+                return Err(ConfigError::Usage(
+                    "nothing after `:::`: give the arguments to run the command for".into(),
+                ));
+            }
+        }
+        let is_manifest = cli.manifest.is_some()
+            || cli
+                .file
+                .as_ref()
+                .and_then(|p| p.extension())
+                .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        if is_manifest && (plain || cli.null) {
+            return Err(ConfigError::Usage(
+                "a manifest's jobs have their own keys and commands: a trailing command, --key, \
+                 -0, -a and `:::` apply to input records"
+                    .into(),
+            ));
+        }
         let source = match (cli.manifest, cli.file) {
+            _ if cli.arguments.is_some() => Source::List(cli.arguments.clone().unwrap_or_default()),
+            _ if cli.arg_file.is_some() => {
+                Source::LinesFile(cli.arg_file.clone().unwrap_or_default())
+            }
             (Some(path), _) => load_manifest(path)?,
             (None, Some(path)) if path == Path::new("-") => Source::Stdin,
             (None, Some(path))
@@ -247,9 +308,44 @@ impl RunConfig {
         if cli.shell.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Err(ConfigError::Usage("--shell must name a program".into()));
         }
-        let template = match cli.command.or(settings.command) {
-            Some(text) => Some(Template::parse(&text)?),
+        if cli.command.is_some() && cli.trailing_command.is_some() {
+            return Err(ConfigError::Usage(
+                "--command and a trailing command both give the command: use one".into(),
+            ));
+        }
+        let command = match &cli.trailing_command {
+            Some(words) => {
+                crate::trailing_command::check_program(words, std::env::var_os("PATH").as_deref())
+                    .map_err(ConfigError::Usage)?;
+                Some(crate::trailing_command::template_text(words))
+            }
+            None => cli.command.or(settings.command),
+        };
+        if command.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            return Err(ConfigError::Usage(
+                "the command is empty: give the command to run for each argument".into(),
+            ));
+        }
+        let template = match command {
+            Some(text) => Some(Template::parse(&text)?.with_colsep(cli.colsep.clone())),
             None => None,
+        };
+        if cli.colsep.as_deref() == Some("") {
+            return Err(ConfigError::Usage(
+                "--colsep is empty: give the string that separates columns".into(),
+            ));
+        }
+        let records = RecordFormat {
+            delimiter: if cli.null { b'\0' } else { b'\n' },
+            key: if plain {
+                Some(KeyTemplate::parse(
+                    cli.key.as_deref().unwrap_or("{}"),
+                    cli.colsep.clone(),
+                )?)
+            } else {
+                None
+            },
+            hint_no_tab: !plain && template.is_some(),
         };
         let batch_size = cli
             .batch_size
@@ -284,9 +380,20 @@ impl RunConfig {
         };
         let batch_delay = cli.batch_delay.or(settings.batch_delay).unwrap_or_default();
         let batching = batch_size > 1 || !batch_delay.is_zero();
-        let coalesce_latest = cli.coalesce.or(settings.coalesce) == Some(Coalesce::Latest);
-        let cancel_in_progress =
-            cli.cancel_in_progress || settings.cancel_in_progress.unwrap_or(false);
+        let coalesce = cli.coalesce.or(settings.coalesce);
+        let coalesce_latest = coalesce == Some(Coalesce::Latest);
+        let cancel_in_progress = flag(
+            cli.cancel_in_progress,
+            cli.no_cancel_in_progress,
+            settings.cancel_in_progress,
+        );
+        if cancel_in_progress && coalesce == Some(Coalesce::Off) {
+            return Err(ConfigError::Usage(
+                "--cancel-in-progress keeps one running and one pending job per key (it implies \
+                 --coalesce latest), while --coalesce off keeps every job: use one or the other"
+                    .into(),
+            ));
+        }
         if batching && template.is_none() {
             return Err(ConfigError::Usage(
                 "--batch-size and --batch-delay need --command: a batch runs one command for \
@@ -342,7 +449,7 @@ impl RunConfig {
                 .or(settings.max_queued)
                 .unwrap_or(DEFAULT_MAX_QUEUED),
             policy: Policy {
-                fail_fast: cli.fail_fast || settings.fail_fast.unwrap_or(false),
+                fail_fast: flag(cli.fail_fast, cli.no_fail_fast, settings.fail_fast),
                 on_full: match cli.on_full.or(settings.on_full).unwrap_or(OnFull::Wait) {
                     OnFull::Wait => crate::core::OnFull::Wait,
                     OnFull::Reject => crate::core::OnFull::Reject,
@@ -351,12 +458,13 @@ impl RunConfig {
                 cancel_in_progress,
                 retries: cli.retries.or(settings.retries).unwrap_or(0),
                 retry_delay: cli.retry_delay.or(settings.retry_delay).unwrap_or_default(),
-                sticky_slots: cli.sticky_slots || settings.sticky_slots.unwrap_or(false),
+                sticky_slots: flag(cli.sticky_slots, cli.no_sticky_slots, settings.sticky_slots),
                 batch_size,
                 batch_bytes,
                 batch_delay,
             },
             template,
+            records,
             events: cli.events,
             resume: cli.resume,
             timeout: cli.timeout.or(settings.timeout),
@@ -369,9 +477,11 @@ impl RunConfig {
                 .unwrap_or_else(|| DEFAULT_SHELL.to_owned()),
             env: settings.env,
             strict: cli.strict,
+            dry_run: cli.dry_run,
             report: cli.report,
             json: cli.json,
             output: cli.output,
+            results_clean: cli.results_clean,
             results: cli.results,
             keep_order: cli.keep_order,
             color: cli.color,
@@ -390,6 +500,12 @@ impl RunConfig {
             source,
         })
     }
+}
+
+/// A boolean setting: `--no-X` (given last, clap drops the other) turns it off, even over a
+/// manifest's `true`; `--X` turns it on; else the manifest decides, else off.
+fn flag(on: bool, off: bool, manifest: Option<bool>) -> bool {
+    !off && (on || manifest.unwrap_or(false))
 }
 
 impl RunConfig {
@@ -417,7 +533,7 @@ fn check_distinct_files(
     };
     let input = match source {
         Source::LinesFile(path) | Source::Manifest { path, .. } => Some(path.as_path()),
-        Source::Stdin => None,
+        Source::Stdin | Source::List(_) => None,
     };
     let outputs = [
         ("--report", report),
@@ -465,6 +581,17 @@ mod tests {
             stderr_is_terminal: true,
             ..Surroundings::default()
         }
+    }
+
+    #[test]
+    fn ci_counts_only_when_true() {
+        for value in ["true", "1", "yes", "TRUE", "github"] {
+            assert!(ci_is_true(Some(std::ffi::OsStr::new(value))), "{value}");
+        }
+        for value in ["", "0", "false", "False", "no", "off"] {
+            assert!(!ci_is_true(Some(std::ffi::OsStr::new(value))), "{value}");
+        }
+        assert!(!ci_is_true(None));
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! The generated files: shell completions and the man page from the command-line definition,
-//! and the report's JSON Schema from the record types. They are committed under
-//! `completions/`, `man/` and `schema/`; a test proves them current.
+//! The generated files: shell completions and the man page from the command-line definition
+//! (and the man page's reference sections from the README),
+//! and the JSON Schemas of the report and the events file from their types. They are committed
+//! under `completions/`, `man/` and `schema/`; a test proves them current.
 //!
-//! Regenerate after changing `cli.rs` or the records in `report/json.rs`:
+//! Regenerate after changing `cli.rs`, the README's reference sections, the records in
+//! `report/json.rs` or the events in `report/events.rs`:
 //! `LANES_REGENERATE=1 cargo test --lib generated_files_are_current`
 
 use clap::CommandFactory;
@@ -26,18 +28,38 @@ pub(crate) fn completion(shell: Shell) -> Vec<u8> {
     out
 }
 
-/// The man page `lanes.1` (roff).
+/// The man page `lanes.1` (roff): clap's sections from the command-line definition, with the
+/// reference sections of the README ([`crate::man_sections`]) after the options.
 pub(crate) fn man_page() -> Vec<u8> {
+    let readme = include_str!("../README.md");
+    let reference = crate::man_sections::render(readme).expect("the README has every section");
+    let man = clap_mangen::Man::new(Cli::command());
     let mut out = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut out)
-        .expect("rendering to memory cannot fail");
+    let rendered: std::io::Result<()> = (|| {
+        man.render_title(&mut out)?;
+        man.render_name_section(&mut out)?;
+        man.render_synopsis_section(&mut out)?;
+        man.render_description_section(&mut out)?;
+        man.render_options_section(&mut out)?;
+        out.extend_from_slice(reference.as_bytes());
+        man.render_extra_section(&mut out)?;
+        man.render_version_section(&mut out)
+    })();
+    rendered.expect("rendering to memory cannot fail");
     out
 }
 
 /// The report's JSON Schema, `schema/report.schema.json`: pretty JSON ending in a newline.
 pub(crate) fn report_schema() -> Vec<u8> {
     let mut out = serde_json::to_vec_pretty(&crate::report::json::schema())
+        .expect("a schema always serialises");
+    out.push(b'\n');
+    out
+}
+
+/// The events file's JSON Schema, `schema/events.schema.json`.
+pub(crate) fn events_schema() -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(&crate::report::events::schema())
         .expect("a schema always serialises");
     out.push(b'\n');
     out
@@ -51,6 +73,7 @@ pub(crate) fn all() -> Vec<(String, Vec<u8>)> {
         .collect();
     files.push(("man/lanes.1".to_owned(), man_page()));
     files.push(("schema/report.schema.json".to_owned(), report_schema()));
+    files.push(("schema/events.schema.json".to_owned(), events_schema()));
     files
 }
 
@@ -76,6 +99,24 @@ mod tests {
             stale.is_empty(),
             "out of date: {stale:?}; run `LANES_REGENERATE=1 cargo test --lib generated_files_are_current`"
         );
+    }
+
+    #[test]
+    fn every_boolean_flag_has_its_no_form() {
+        use clap::CommandFactory;
+        let command = crate::cli::Cli::command();
+        let flags: Vec<String> = command
+            .get_arguments()
+            .filter(|arg| matches!(arg.get_action(), clap::ArgAction::SetTrue))
+            .map(|arg| arg.get_id().to_string())
+            .collect();
+        assert!(flags.len() >= 9, "{flags:?}");
+        for flag in flags.iter().filter(|flag| !flag.starts_with("no_")) {
+            assert!(
+                flags.contains(&format!("no_{flag}")),
+                "--{flag} has no --no- form"
+            );
+        }
     }
 
     #[test]

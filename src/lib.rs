@@ -7,18 +7,25 @@ pub(crate) mod arg_limit;
 pub mod cli;
 pub(crate) mod config;
 pub mod core;
+pub(crate) mod dry_run;
 pub(crate) mod duration;
 pub mod exit;
 #[cfg(test)]
 mod generate;
 pub(crate) mod input;
+pub(crate) mod key_template;
+#[cfg(test)]
+mod man_sections;
 pub(crate) mod output;
+pub(crate) mod placeholder;
+pub(crate) mod plural;
 pub(crate) mod report;
 pub(crate) mod resume;
 mod run;
 pub mod settings;
 pub(crate) mod shell;
 pub(crate) mod template;
+pub mod trailing_command;
 
 pub use run::run;
 

@@ -3,13 +3,15 @@
 //! then the summary, the last thing a person reads).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, IsTerminal as _};
 use std::time::SystemTime;
 
-use anyhow::Context as _;
+use anyhow::{bail, Context as _};
 
 use crate::cli::Cli;
 use crate::config::{use_color, use_progress, RunConfig, Source, Surroundings};
+use crate::input::arguments::{from_list, RecordReader};
+use crate::input::lines::{LineItem, NumberedLine};
 use crate::output::sink::{stderr_file, stdout_file, Sink};
 use crate::output::spool::Spool;
 use crate::report::events::EventLog;
@@ -38,6 +40,19 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let config = RunConfig::from_cli(cli)?;
+    if config.dry_run {
+        let resume = load_resume(&config)?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the event loop (raise `ulimit -n`)")?;
+        return match feed_for(&config, &runtime, hangup_ignored)? {
+            (Checked::Valid(feed), _) => crate::dry_run::print(&config, feed, resume),
+            (Checked::Interrupted { signal, .. }, _) => {
+                Ok(crate::exit::for_run(Some(signal as i32), false))
+            }
+        };
+    }
     let cgroups = containment(config.containment)?;
     // The event loop's descriptors (its poller, its waker, the signal pipe) are made sure of
     // first: tokio cannot report a failure to make the signal pipe (it panics).
@@ -53,13 +68,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         None => None,
     };
     let (feed, check_signals) = feed_for(&config, &runtime, hangup_ignored)?;
-    let resume = match &config.resume {
-        Some(path) => Some(crate::resume::Resume::load(path)?),
-        None => None,
-    };
+    let resume = load_resume(&config)?;
     if let Some(dir) = &config.results {
-        crate::output::results::prepare_dir(dir)
-            .with_context(|| format!("cannot create the results directory {}", dir.display()))?;
+        crate::output::results::prepare_dir(dir, config.results_clean)
+            .map_err(anyhow::Error::msg)?;
     }
     let report_file = match &config.report {
         Some(path) => Some(
@@ -196,6 +208,14 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
 /// signal driver's socket pair and the duplicate of its reading end.
 const EVENT_LOOP_DESCRIPTORS: usize = 5;
 
+/// `--resume`: the successes of the earlier report.
+fn load_resume(config: &RunConfig) -> anyhow::Result<Option<crate::resume::Resume>> {
+    Ok(match &config.resume {
+        Some(path) => Some(crate::resume::Resume::load(path)?),
+        None => None,
+    })
+}
+
 /// Sends `last` to `sink`, closes it and waits until its output is written ([`until_stopped`]).
 /// Returns whether everything was written.
 fn close_sink(
@@ -249,21 +269,63 @@ fn feed_for(
         Source::Manifest { manifest, .. } => {
             return Ok((Checked::Valid(Feed::Manifest(manifest.clone())), None))
         }
-        Source::Stdin => Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin())),
+        Source::List(arguments) => {
+            let records = from_list(arguments, &config.records);
+            return Ok((Checked::Valid(checked_list(config, records)?), None));
+        }
+        Source::Stdin => {
+            if std::io::stdin().is_terminal() {
+                let what = if config.records.key.is_some() {
+                    "arguments"
+                } else {
+                    "jobs"
+                };
+                eprintln!("lanes: reading {what} from the terminal (end with Ctrl-D)");
+            }
+            Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin()))
+        }
         Source::LinesFile(path) => Box::new(BufReader::with_capacity(
             64 * 1024,
             File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
         )),
     };
     if !config.strict {
-        return Ok((Checked::Valid(Feed::Lines(reader)), None));
+        let feed = if config.records.is_tab_lines() && !config.records.hint_no_tab {
+            Feed::Lines(reader)
+        } else {
+            Feed::Records(Box::new(RecordReader::new(reader, config.records.clone())))
+        };
+        return Ok((Checked::Valid(feed), None));
     }
     runtime.block_on(async {
         let mut signals = StopSignals::install(!hangup_ignored).ok();
-        let checked =
-            crate::shell::strict::check(reader, config.source.describe(), &mut signals).await?;
+        let checked = crate::shell::strict::check(
+            reader,
+            config.source.describe(),
+            config.records.clone(),
+            &mut signals,
+        )
+        .await?;
         Ok((checked, signals))
     })
+}
+
+/// `::: ARG…`: the records as they are, or under `--strict` all of them validated first (they
+/// are in memory already: the command line holds them).
+fn checked_list(config: &RunConfig, records: Vec<NumberedLine>) -> anyhow::Result<Feed> {
+    if !config.strict {
+        return Ok(Feed::Records(Box::new(records.into_iter().map(Ok))));
+    }
+    if let Some((line, message)) = records.iter().find_map(|numbered| match &numbered.item {
+        LineItem::Invalid { message, .. } => Some((numbered.line, message.clone())),
+        LineItem::Job { .. } => None,
+    }) {
+        bail!(
+            "{}:{line}: {message} (--strict: nothing was run)",
+            config.source.describe()
+        );
+    }
+    Ok(Feed::Preloaded(records))
 }
 
 /// A stop signal came while `--strict` was still checking the input: nothing ran. The report

@@ -26,7 +26,7 @@ pub enum BackendKind {
 /// `--color`, `--progress`: when to use the terminal's features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum When {
-    /// When the stream is a terminal and neither NO_COLOR nor CI is set.
+    /// When the stream is a terminal, NO_COLOR is not set and CI is not true.
     Auto,
     /// Always, whatever the stream.
     Always,

@@ -1,17 +1,21 @@
 //! `--command TEMPLATE`: the command run for each job (or batch), with `{}` (the arguments),
-//! `{key}`, `{seq}` and `{slot}` replaced, every substitution shell-quoted (SPEC §3.5).
+//! `{key}`, `{seq}` and `{slot}` replaced, every substitution shell-quoted (SPEC §3.5); GNU
+//! parallel's replacement strings (`{.}`, `{/}`, `{//}`, `{/.}`, `{N}`, `{#}`, `{%}`) too.
+
+use crate::placeholder::Placeholder;
 
 /// One piece of a parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Piece {
     Text(String),
-    /// `{}`: the job's argument, or every argument of a batch, each quoted, space-separated.
-    Args,
+    /// `{}` (or `{.}`, `{/}`, `{N}`…): the job's argument, or every argument of a batch, each
+    /// transformed, quoted, space-separated.
+    Args(Placeholder),
     /// `{key}`
     Key,
-    /// `{seq}`: the job's number (the first job's, for a batch).
+    /// `{seq}` or `{#}`: the job's number (the first job's, for a batch).
     Seq,
-    /// `{slot}`
+    /// `{slot}` or `{%}`
     Slot,
 }
 
@@ -19,12 +23,14 @@ enum Piece {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Template {
     pieces: Vec<Piece>,
+    /// `--colsep`: where `{N}` splits an argument into columns.
+    colsep: Option<String>,
 }
 
 /// Why a template is not usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum TemplateError {
-    #[error("unknown placeholder `{{{0}}}` in --command (known: {{}}, {{key}}, {{seq}}, {{slot}}; write {{{{ and }}}} for literal braces)")]
+    #[error("unknown placeholder `{{{0}}}` in --command (known: {{}}, {{.}}, {{/}}, {{//}}, {{/.}}, {{1}}, {{key}}, {{seq}} or {{#}}, {{slot}} or {{%}}; write {{{{ and }}}} for literal braces)")]
     Unknown(String),
     #[error("unclosed `{{` in --command at byte {0} (write {{{{ for a literal brace)")]
     Unclosed(usize),
@@ -63,14 +69,16 @@ impl Template {
                     let close = rest.find('}').ok_or(TemplateError::Unclosed(at))?;
                     let name = &rest[..close];
                     let piece = match name {
-                        "" => Piece::Args,
                         "key" => Piece::Key,
-                        "seq" => Piece::Seq,
-                        "slot" => Piece::Slot,
-                        other => return Err(TemplateError::Unknown(other.to_owned())),
+                        "seq" | "#" => Piece::Seq,
+                        "slot" | "%" => Piece::Slot,
+                        other => match Placeholder::parse(other) {
+                            Some(placeholder) => Piece::Args(placeholder),
+                            None => return Err(TemplateError::Unknown(other.to_owned())),
+                        },
                     };
                     // Numbers are safe anywhere; text from the input is not.
-                    if quoted && matches!(piece, Piece::Args | Piece::Key) {
+                    if quoted && matches!(piece, Piece::Args(_) | Piece::Key) {
                         return Err(TemplateError::Quoted(format!("{{{name}}}"), at));
                     }
                     for _ in 0..=name.chars().count() {
@@ -87,11 +95,20 @@ impl Template {
         if !literal.is_empty() {
             pieces.push(Piece::Text(literal));
         }
-        if !pieces.contains(&Piece::Args) {
+        if !pieces.iter().any(|piece| matches!(piece, Piece::Args(_))) {
             pieces.push(Piece::Text(" ".to_owned()));
-            pieces.push(Piece::Args);
+            pieces.push(Piece::Args(Placeholder::WHOLE));
         }
-        Ok(Template { pieces })
+        Ok(Template {
+            pieces,
+            colsep: None,
+        })
+    }
+
+    /// The template with `{N}` splitting arguments at `colsep` (`--colsep`).
+    pub(crate) fn with_colsep(mut self, colsep: Option<String>) -> Self {
+        self.colsep = colsep;
+        self
     }
 
     /// The command for `args` (one job's argument, or a batch's in lane order).
@@ -100,12 +117,14 @@ impl Template {
         for piece in &self.pieces {
             match piece {
                 Piece::Text(text) => out.push_str(text),
-                Piece::Args => {
+                Piece::Args(placeholder) => {
                     for (i, arg) in args.iter().enumerate() {
                         if i > 0 {
                             out.push(' ');
                         }
-                        out.push_str(&shell_quote(arg));
+                        out.push_str(&shell_quote(
+                            &placeholder.apply(arg, self.colsep.as_deref()),
+                        ));
                     }
                 }
                 Piece::Key => out.push_str(&shell_quote(key)),
@@ -138,7 +157,8 @@ impl Template {
             .iter()
             .map(|piece| match piece {
                 Piece::Text(text) => text.len(),
-                Piece::Args => quoted_len(arg),
+                // A replacement string ({.}, {/}, a column) is never longer than the argument.
+                Piece::Args(_) => quoted_len(arg),
                 Piece::Key => quoted_len(key),
                 Piece::Seq => digits(seq),
                 Piece::Slot => digits(max_slot as u64),
@@ -214,6 +234,21 @@ mod tests {
             t.render(&["a b", "c"], "r/1", 7, 2),
             "printf '%s\\n' 'a b' 'c' >> out/'r/1'.7.2"
         );
+    }
+
+    #[test]
+    fn gnu_parallel_replacement_strings() {
+        let t = Template::parse("mv {} {//}/{/.}.old {#} {%} {2.}")
+            .unwrap()
+            .with_colsep(Some(",".into()));
+        assert_eq!(
+            t.render(&["d/a.txt,b.c"], "k", 3, 1),
+            "mv 'd/a.txt,b.c' 'd'/'a.txt,b'.old 3 1 'b'"
+        );
+        let appended = Template::parse("gzip -t").unwrap();
+        assert_eq!(appended.render(&["x"], "k", 1, 1), "gzip -t 'x'");
+        let no_append = Template::parse("convert {.}").unwrap();
+        assert_eq!(no_append.render(&["a.png"], "k", 1, 1), "convert 'a'");
     }
 
     #[test]

@@ -13,7 +13,8 @@
 //! - [`status`]: what runs now, for a status report (SIGUSR1);
 //! - [`suspend`]: Ctrl-Z: stopped time counts toward no deadline;
 //! - [`hostwide`]: `--lock-dir`: when a key's host-wide lock is asked for and let go;
-//! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window.
+//! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window;
+//! - [`plan`]: `--dry-run`, the same decisions on a virtual clock.
 
 mod account;
 mod dispatch;
@@ -22,6 +23,7 @@ mod finish;
 mod hostwide;
 mod intake;
 mod outcome;
+mod plan;
 mod shutdown;
 mod state;
 mod status;
@@ -35,6 +37,7 @@ pub use finish::{Finished, RunFacts};
 pub use hostwide::{HostKeyOrders, HOST_LOOKAHEAD};
 pub use intake::{admission_order, Offer};
 pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, StopReason};
+pub use plan::{plan, Plan, Planned};
 pub use shutdown::{forwarded, Halt, SignalVerdict, StopOrder};
 pub use state::{
     JobRequest, Limits, OnFull, Policy, Scheduler, Seq, ShutdownLevel, Tick, Try, BACKOFF_FIRST,

@@ -1,6 +1,7 @@
 //! The input: pure parsers of the two forms (`KEY<TAB>COMMAND` lines and the TOML manifest)
 //! and the items both become.
 
+pub(crate) mod arguments;
 pub(crate) mod lines;
 pub(crate) mod manifest;
 

@@ -2,7 +2,7 @@
 //! from the seq and an escaped key so that no key can name a path outside DIR (SPEC §5.1).
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The longest escaped key kept in a file name, in bytes; longer ones are cut (the seq keeps
@@ -117,12 +117,67 @@ impl<'a> IndexEntry<'a> {
 /// The name of the index file under DIR.
 pub(crate) const INDEX: &str = "index.jsonl";
 
-/// Creates DIR (and its parents) when missing.
+/// Creates DIR (and its parents) when missing. A DIR that holds files already is refused, so
+/// that two runs' files never mix, unless `clean` (`--results-clean`): then the files an
+/// earlier run wrote there (`NNNNNN-KEY.stdout`, `.stderr`, `index.jsonl`) are removed first,
+/// and anything else in DIR is refused.
 ///
 /// # Errors
-/// When DIR cannot be created or is not a directory.
-pub(crate) fn prepare_dir(dir: &Path) -> io::Result<()> {
+/// DIR cannot be created or read, is not empty, or (with `clean`) holds other files.
+pub(crate) fn prepare_dir(dir: &Path, clean: bool) -> Result<(), String> {
+    let shown = dir.display();
     std::fs::create_dir_all(dir)
+        .map_err(|err| format!("cannot create the results directory {shown}: {err}"))?;
+    let entries = std::fs::read_dir(dir)
+        .map_err(|err| format!("cannot read the results directory {shown}: {err}"))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|err| format!("cannot read {shown}: {err}"))?;
+        names.push(entry.file_name());
+    }
+    if names.is_empty() {
+        return Ok(());
+    }
+    if !clean {
+        return Err(format!(
+            "the results directory {shown} is not empty (an earlier run's?): this run's files \
+             would mix with them; empty it, name another directory, or add --results-clean"
+        ));
+    }
+    if let Some(other) = names.iter().find(|name| !written_by_lanes(name)) {
+        return Err(format!(
+            "--results-clean: {shown} holds {}, which lanes did not write: nothing removed",
+            other.to_string_lossy()
+        ));
+    }
+    for name in names {
+        std::fs::remove_file(dir.join(&name)).map_err(|err| {
+            format!(
+                "--results-clean: cannot remove {}: {err}",
+                name.to_string_lossy()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Whether a file name is one lanes writes under `--results`: the index, or
+/// `NNNNNN-KEY.stdout`/`.stderr` (see [`file_stem`]).
+fn written_by_lanes(name: &std::ffi::OsStr) -> bool {
+    let Some(name) = name.to_str() else {
+        return false;
+    };
+    if name == INDEX {
+        return true;
+    }
+    let Some(stem) = name
+        .strip_suffix(".stdout")
+        .or_else(|| name.strip_suffix(".stderr"))
+    else {
+        return false;
+    };
+    let digits = stem.bytes().take_while(u8::is_ascii_digit).count();
+    digits >= 6 && stem.as_bytes().get(digits) == Some(&b'-')
 }
 
 /// `--results DIR`: `DIR/index.jsonl`, one line per job that ran.

@@ -111,6 +111,11 @@ pub(crate) struct HostWait {
 }
 
 impl Entry<'_> {
+    /// Whether the job is flaky: it succeeded after a failed try.
+    pub(crate) fn flaky(&self) -> bool {
+        self.outcome == Outcome::Succeeded && self.attempts > 1
+    }
+
     /// Whether a process was started for the job.
     pub(crate) fn started(&self) -> bool {
         self.started_at.is_some()
@@ -150,6 +155,7 @@ impl Entry<'_> {
             duration_ms: self.duration.map(millis),
             wait_ms: self.waited.map(millis),
             attempts: self.attempts,
+            flaky: self.flaky(),
             slot: self.slot,
             leaked: self.leaked,
             superseded_by: self.superseded_by,

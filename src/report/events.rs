@@ -2,46 +2,75 @@
 //! per event, for live dashboards; written by a thread of its own, so that a dashboard that
 //! reads slowly never holds up the run ([`Spool`]).
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::json::{to_line, LockHolder};
+use super::json::{outcome_words, reason_words, to_line, LockHolder, Timestamp};
 use crate::output::spool::Spool;
 
-/// One lifecycle event.
-#[derive(Debug, Serialize)]
+/// One line of an events file (`--events`): a job's lifecycle event, written as it happens.
+#[derive(Debug, Serialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[schemars(rename = "event", deny_unknown_fields)]
 pub(crate) enum Event<'a> {
     /// Admitted into its lane; `ahead` jobs of the same key run before it.
     Queued {
+        /// The job's number, as in its record.
+        #[schemars(range(min = 1))]
         seq: u64,
+        /// The job's key.
         key: &'a str,
+        /// Jobs of the same key that run before it, the running one included.
         ahead: usize,
         /// `--lock-dir`: the process holding the key host-wide when the job was admitted.
         #[serde(skip_serializing_if = "Option::is_none")]
         held_by: Option<LockHolder>,
+        /// When it happened.
+        #[schemars(with = "Timestamp")]
         at: String,
     },
     /// A try started in `slot`.
     Started {
+        /// The job's number.
+        #[schemars(range(min = 1))]
         seq: u64,
+        /// The job's key.
         key: &'a str,
+        /// The slot it runs in (`LANES_SLOT`), 1 to `max_concurrent`.
+        #[schemars(range(min = 1))]
         slot: u32,
+        /// Which try: 1 for the first.
+        #[schemars(range(min = 1))]
         attempt: u32,
-        /// The seq of the batch's first job, when batching.
+        /// The seq of the batch's first job, when batching; absent otherwise.
         #[serde(skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1))]
         batch: Option<u64>,
+        /// When it happened.
+        #[schemars(with = "Timestamp")]
         at: String,
     },
     /// A try ended, or a job that never ran got its record; `retry` is true when the job goes
     /// again (`--retries`), and then no record is written yet. `key` is `null` for an input
     /// line without one, as in the record.
     Ended {
+        /// The job's number.
+        #[schemars(range(min = 1))]
         seq: u64,
+        /// The job's key; `null` where the record's is.
         key: Option<&'a str>,
+        /// The outcome of the try (the record's, when final).
+        #[schemars(extend("enum" = outcome_words()))]
         outcome: &'static str,
+        /// The reason, as in the record; `null` for a success.
+        #[schemars(extend("enum" = reason_words()))]
         reason: Option<&'static str>,
+        /// Which try ended (0 for a job that never ran).
         attempt: u32,
+        /// Whether the job goes again (`--retries`): no record yet.
         retry: bool,
+        /// When it happened.
+        #[schemars(with = "Timestamp")]
         at: String,
     },
     /// Every process of a running job was found stopped (checked once a second); `why` as the
@@ -54,6 +83,28 @@ pub(crate) enum Event<'a> {
     },
     /// A job found stopped runs again.
     Continued { seq: u64, key: &'a str, at: String },
+}
+
+/// The JSON Schema (draft 2020-12) of one line of an events file.
+#[cfg(test)]
+pub(crate) fn schema() -> schemars::Schema {
+    let mut generator = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .with_transform(schemars::transform::RecursiveTransform(
+            super::json::unwrap_description,
+        ))
+        .into_generator();
+    let event = generator.subschema_for::<Event<'_>>();
+    let mut schema = schemars::json_schema!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "lanes/events.schema.json",
+        "title": "lanes events file line (--events)",
+        "description": "Each line of an events file is one lifecycle event of a job, written as \
+            it happens: `queued`, `started` per try, `ended` per try (the last with `retry: false`).",
+        "allOf": [event],
+    });
+    schema.insert("$defs".to_owned(), generator.take_definitions(true).into());
+    schema
 }
 
 /// Writes events to a file; silent when no `--events` was given.

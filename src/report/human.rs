@@ -54,10 +54,15 @@ pub(crate) fn summary(
     has_report: bool,
 ) -> String {
     let mut text = format!(
-        "lanes: {} jobs in {}: {} succeeded, {} failed, {} interrupted, {} rejected",
-        summary.jobs,
+        "lanes: {} in {}: {} succeeded{}, {} failed, {} interrupted, {} rejected",
+        crate::plural::plural(summary.jobs, "job"),
         humantime::format_duration(Duration::from_millis(summary.duration_ms)),
         summary.succeeded,
+        if summary.flaky > 0 {
+            format!(" ({} flaky)", summary.flaky)
+        } else {
+            String::new()
+        },
         summary.failed,
         summary.interrupted,
         summary.rejected,

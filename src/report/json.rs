@@ -110,6 +110,8 @@ pub(crate) struct JobRecord {
     pub wait_ms: Option<u64>,
     /// Tries made, a start that failed (`spawn_error`) included; 0 when never tried.
     pub attempts: u32,
+    /// Whether the job is flaky: it `succeeded` after a failed try (`--retries`).
+    pub flaky: bool,
     /// The slot the job ran in, 1 to `max_concurrent`, when started; else `null`.
     #[schemars(range(min = 1))]
     pub slot: Option<u32>,
@@ -202,6 +204,8 @@ pub(crate) struct SummaryRecord {
     pub jobs: u64,
     /// Jobs that `succeeded`.
     pub succeeded: u64,
+    /// Of the jobs that succeeded, those that did after a failed try (`flaky` records).
+    pub flaky: u64,
     /// Jobs that `failed`.
     pub failed: u64,
     /// Jobs that were `interrupted`.
@@ -218,7 +222,7 @@ pub(crate) struct SummaryRecord {
 
 /// The schema of a timestamp field (the fields themselves are `String`s): RFC 3339 UTC with
 /// milliseconds, as [`timestamp`] writes it.
-struct Timestamp;
+pub(crate) struct Timestamp;
 
 impl JsonSchema for Timestamp {
     fn schema_name() -> Cow<'static, str> {
@@ -236,7 +240,7 @@ impl JsonSchema for Timestamp {
 }
 
 /// The `outcome` words, in the order of [`Outcome::ALL`].
-fn outcome_words() -> Vec<&'static str> {
+pub(crate) fn outcome_words() -> Vec<&'static str> {
     let mut words = Vec::new();
     for outcome in Outcome::ALL {
         if !words.contains(&outcome.name()) {
@@ -247,7 +251,7 @@ fn outcome_words() -> Vec<&'static str> {
 }
 
 /// The `reason` words (`null` for a success), in the order of [`Outcome::ALL`].
-fn reason_words() -> Vec<Option<&'static str>> {
+pub(crate) fn reason_words() -> Vec<Option<&'static str>> {
     Outcome::ALL
         .iter()
         .map(|outcome| outcome.reason())
@@ -275,7 +279,7 @@ fn reasons_by_outcome() -> Vec<Value> {
 /// Joins the lines of a schema's description (doc comments are wrapped at 100 columns),
 /// keeping paragraph breaks.
 #[cfg(test)]
-fn unwrap_description(schema: &mut Schema) {
+pub(crate) fn unwrap_description(schema: &mut Schema) {
     if let Some(Value::String(text)) = schema.get_mut("description") {
         *text = text
             .split("\n\n")

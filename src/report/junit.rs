@@ -111,6 +111,7 @@ struct Rerun {
 
 #[derive(Debug)]
 enum Verdict {
+    /// Its earlier tries, if any, are `<flakyFailure>`s (from the record's tries).
     Success,
     Skipped {
         message: XmlString,

@@ -85,7 +85,10 @@ impl Recorder {
         let outcome = entry.outcome;
         self.summary.jobs += 1;
         match outcome {
-            Outcome::Succeeded => self.summary.succeeded += 1,
+            Outcome::Succeeded => {
+                self.summary.succeeded += 1;
+                self.summary.flaky += u64::from(entry.flaky());
+            }
             Outcome::Failed(_) => self.summary.failed += 1,
             Outcome::Interrupted(_) => self.summary.interrupted += 1,
             Outcome::Rejected(_) => self.summary.rejected += 1,

@@ -16,6 +16,10 @@ use crate::template::Template;
 pub(crate) enum Feed {
     /// Lines from a reader (stdin, a file, or the copy `--strict` checked).
     Lines(Box<dyn BufRead + Send>),
+    /// Records of any other form (`-0`, plain records): see `input::arguments`.
+    Records(Box<dyn Iterator<Item = std::io::Result<NumberedLine>> + Send>),
+    /// Lines already read and validated (`--strict`).
+    Preloaded(Vec<NumberedLine>),
     /// A validated manifest's jobs.
     Manifest(Box<Manifest>),
 }
@@ -90,6 +94,27 @@ fn run(feed: Feed, tx: &mpsc::Sender<InputItem>, commands: &Commands) {
                     }
                 };
                 if !send(item) {
+                    return;
+                }
+            }
+        }
+        Feed::Records(records) => {
+            for numbered in records {
+                let item = match numbered {
+                    Ok(numbered) => from_line(numbered),
+                    Err(err) => {
+                        let _ = send(InputItem::ReadError(format!("cannot read input: {err}")));
+                        return;
+                    }
+                };
+                if !send(item) {
+                    return;
+                }
+            }
+        }
+        Feed::Preloaded(lines) => {
+            for numbered in lines {
+                if !send(from_line(numbered)) {
                     return;
                 }
             }

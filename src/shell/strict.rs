@@ -13,7 +13,8 @@ use nix::sys::signal::Signal;
 
 use super::input::Feed;
 use super::signal::{next_signal, StopSignals};
-use crate::input::lines::{LineItem, LineReader};
+use crate::input::arguments::{RecordFormat, RecordReader};
+use crate::input::lines::LineItem;
 
 /// What checking the input came to.
 pub(crate) enum Checked {
@@ -38,6 +39,7 @@ pub(crate) enum Checked {
 pub(crate) async fn check(
     reader: Box<dyn BufRead + Send>,
     source: String,
+    format: RecordFormat,
     signals: &mut Option<StopSignals>,
 ) -> anyhow::Result<Checked> {
     let checked = Arc::new(AtomicU64::new(0));
@@ -46,7 +48,7 @@ pub(crate) async fn check(
     std::thread::Builder::new()
         .name("lanes-strict".into())
         .spawn(move || {
-            let _ = tx.send(check_all(reader, &source, &counter));
+            let _ = tx.send(check_all(reader, &source, format, &counter));
         })
         .context("cannot start the thread that checks the input")?;
     tokio::select! {
@@ -69,6 +71,7 @@ pub(crate) async fn check(
 fn check_all(
     reader: Box<dyn BufRead + Send>,
     source: &str,
+    format: RecordFormat,
     checked: &AtomicU64,
 ) -> anyhow::Result<Feed> {
     let file = tempfile::tempfile()
@@ -79,7 +82,7 @@ fn check_all(
         error: None,
     };
     let mut first_invalid = None;
-    for numbered in LineReader::new(&mut spool) {
+    for numbered in RecordReader::new(&mut spool, format.clone()) {
         let numbered = numbered.context("cannot read the input")?;
         if let LineItem::Invalid { message, .. } = numbered.item {
             first_invalid = Some((numbered.line, message));
@@ -102,10 +105,12 @@ fn check_all(
         .context("cannot copy the input for --strict to a temporary file")?;
     file.rewind()
         .context("cannot read back the input copied for --strict")?;
-    Ok(Feed::Lines(Box::new(BufReader::with_capacity(
-        64 * 1024,
-        file,
-    ))))
+    let copy = Box::new(BufReader::with_capacity(64 * 1024, file));
+    Ok(if format.is_tab_lines() && !format.hint_no_tab {
+        Feed::Lines(copy)
+    } else {
+        Feed::Records(Box::new(RecordReader::new(copy, format)))
+    })
 }
 
 /// A reader that copies every byte consumed from `input` to `copy`; the first write error is
@@ -151,6 +156,16 @@ impl BufRead for Spool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::lines::LineReader;
+
+    /// The default input form: `KEY<TAB>COMMAND` lines.
+    fn tab_lines() -> RecordFormat {
+        RecordFormat {
+            delimiter: b'\n',
+            key: None,
+            hint_no_tab: false,
+        }
+    }
 
     fn lines_of(feed: Feed) -> Vec<(u64, u64, LineItem)> {
         let Feed::Lines(reader) = feed else {
@@ -169,7 +184,7 @@ mod tests {
         let input = "\u{feff}a\techo 1\n\n# c\nb\techo 2\r\nc\techo 3";
         let reader = Box::new(BufReader::with_capacity(3, input.as_bytes()));
         let checked = AtomicU64::new(0);
-        let feed = check_all(reader, "-", &checked).unwrap();
+        let feed = check_all(reader, "-", tab_lines(), &checked).unwrap();
         let want = lines_of(Feed::Lines(Box::new(input.as_bytes())));
         assert_eq!(lines_of(feed), want);
         assert_eq!(want.len(), 3);
@@ -193,9 +208,14 @@ mod tests {
         let (size, read) = (input.len() as u64, Arc::new(AtomicU64::new(0)));
         let reader = Counting(std::io::Cursor::new(input), Arc::clone(&read));
         let checked = AtomicU64::new(0);
-        let err = check_all(Box::new(BufReader::new(reader)), "jobs.tsv", &checked)
-            .err()
-            .unwrap();
+        let err = check_all(
+            Box::new(BufReader::new(reader)),
+            "jobs.tsv",
+            tab_lines(),
+            &checked,
+        )
+        .err()
+        .unwrap();
         assert!(err.to_string().starts_with("jobs.tsv:2: no tab"), "{err}");
         assert_eq!(read.load(Ordering::Relaxed), size);
     }

@@ -21,15 +21,21 @@ mod timeouts;
 // Reports with superseded_by, batch or skipped, and event files, for the modules below.
 mod records;
 
+mod arguments;
 mod backpressure;
 mod batching;
 mod containment;
+mod dry_run;
+mod events_schema;
 mod examples;
+mod flaky;
+mod hints;
 mod hygiene;
 mod job_control;
 mod lock_dir;
 mod outputs;
 mod policies;
+mod readme_table;
 mod resume;
 mod slurm;
 mod terminal;

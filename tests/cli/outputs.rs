@@ -757,7 +757,7 @@ fn the_schema_refuses_broken_records() {
     let good = json!({"type":"job","seq":2,"line":2,"key":"b","command":"exit 3","outcome":"failed",
         "reason":"exit_status","exit_code":3,"signal":null,"started":true,
         "started_at":"2026-11-29T11:45:26.051Z","ended_at":"2026-11-29T11:45:26.053Z",
-        "duration_ms":2,"wait_ms":0,"attempts":1,"slot":2,"leaked":false,"superseded_by":null,
+        "duration_ms":2,"wait_ms":0,"attempts":1,"flaky":false,"slot":2,"leaked":false,"superseded_by":null,
         "batch":null,"error":null,"cpu_ms":4,"memory_peak_bytes":null,
         "tries":[{"attempt":1,"outcome":"failed","reason":"exit_status","exit_code":3,
         "signal":null,"slot":2,"started_at":"2026-11-29T11:45:26.051Z",
@@ -841,7 +841,7 @@ fn the_schema_refuses_broken_records() {
             "run {field} = {bad} accepted"
         );
     }
-    let summary = json!({"type":"summary","jobs":1,"succeeded":1,"failed":0,"interrupted":0,
+    let summary = json!({"type":"summary","jobs":1,"succeeded":1,"flaky":0,"failed":0,"interrupted":0,
         "rejected":0,"skipped":0,"duration_ms":3,"exit_code":0});
     assert_eq!(schema_errors(&schema, &summary), Vec::<String>::new());
     for (field, bad) in [

@@ -69,6 +69,7 @@ pub struct JobRecord {
     pub duration_ms: Option<u64>,
     pub wait_ms: Option<u64>,
     pub attempts: u32,
+    pub flaky: bool,
     pub slot: Option<u32>,
     pub leaked: bool,
     pub superseded_by: Option<u64>,
@@ -119,6 +120,7 @@ pub struct SummaryRecord {
     pub kind: String,
     pub jobs: u64,
     pub succeeded: u64,
+    pub flaky: u64,
     pub failed: u64,
     pub interrupted: u64,
     pub rejected: u64,
@@ -153,6 +155,7 @@ pub const JOB_FIELDS: &[&str] = &[
     "duration_ms",
     "wait_ms",
     "attempts",
+    "flaky",
     "slot",
     "leaked",
     "superseded_by",
@@ -166,6 +169,7 @@ const SUMMARY_FIELDS: &[&str] = &[
     "type",
     "jobs",
     "succeeded",
+    "flaky",
     "failed",
     "interrupted",
     "rejected",
@@ -245,6 +249,10 @@ impl Report {
             return Err(format!(
                 "summary (jobs, succeeded, failed, interrupted, rejected) = {got:?}, records say {want:?}"
             ));
+        }
+        let flaky = self.jobs.iter().filter(|job| job.flaky).count() as u64;
+        if s.flaky != flaky {
+            return Err(format!("summary flaky = {}, records say {flaky}", s.flaky));
         }
         if s.skipped != 0 {
             return Err("skipped without --resume".into());
@@ -326,6 +334,9 @@ fn check_job(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(),
     }
     if job.line < job.seq {
         return Err("a job's line is never before its seq".into());
+    }
+    if job.flaky != (job.outcome == "succeeded" && job.attempts > 1) {
+        return Err("flaky means succeeded after a failed try".into());
     }
     let reason = job.reason.as_deref();
     match job.outcome.as_str() {
@@ -1197,8 +1208,8 @@ mod harness {
     use super::*;
 
     const RUN: &str = r#"{"type":"run","version":"VERSION","schema":2,"started_at":"2026-01-02T03:04:05.006Z","max_concurrent":2,"source":"-","containment":"cgroup"}"#;
-    const JOB: &str = r#"{"type":"job","seq":1,"line":1,"key":"k","command":"true","outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"started":true,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10,"wait_ms":0,"attempts":1,"slot":1,"leaked":false,"superseded_by":null,"batch":null,"error":null,"cpu_ms":null,"memory_peak_bytes":null,"tries":[{"attempt":1,"outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"slot":1,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10}]}"#;
-    const SUMMARY: &str = r#"{"type":"summary","jobs":1,"succeeded":1,"failed":0,"interrupted":0,"rejected":0,"skipped":0,"duration_ms":15,"exit_code":0}"#;
+    const JOB: &str = r#"{"type":"job","seq":1,"line":1,"key":"k","command":"true","outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"started":true,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10,"wait_ms":0,"attempts":1,"flaky":false,"slot":1,"leaked":false,"superseded_by":null,"batch":null,"error":null,"cpu_ms":null,"memory_peak_bytes":null,"tries":[{"attempt":1,"outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"slot":1,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10}]}"#;
+    const SUMMARY: &str = r#"{"type":"summary","jobs":1,"succeeded":1,"flaky":0,"failed":0,"interrupted":0,"rejected":0,"skipped":0,"duration_ms":15,"exit_code":0}"#;
 
     fn report(job: &str) -> String {
         format!(
@@ -1225,6 +1236,7 @@ mod harness {
             JOB.replace(r#","tries":[{"#, r#","tries":[],"x":[{"#),
             JOB.replace(r#""attempt":1"#, r#""attempt":2"#),
             JOB.replace(r#""duration_ms":10}"#, r#""duration_ms":50}"#),
+            JOB.replace(r#""flaky":false"#, r#""flaky":true"#),
             JOB.replace(r#""outcome":"succeeded""#, r#""outcome":"failed""#),
         ];
         for job in &broken {

@@ -1,0 +1,169 @@
+//! `--dry-run`: the order in which the scheduler would start a run's jobs, found by running the
+//! real decisions ([`Scheduler::offer`], [`Scheduler::take`], [`Scheduler::finish`]) on a
+//! virtual clock where every job succeeds and every run of a round ends at the same time.
+
+use std::time::Duration;
+
+use super::{ExitFacts, JobRequest, Limits, Offer, Policy, RunFacts, Scheduler, Seq, Tick};
+
+/// One run the scheduler would start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    /// 1-based: runs of one round would start together, each after the round before ended.
+    pub round: u64,
+    /// The slot it would take (`LANES_SLOT`).
+    pub slot: u32,
+    /// The jobs of the run, in lane order, its first job first (one job unless batching).
+    pub batch: Vec<Seq>,
+}
+
+/// What would become of each job offered, in start order; jobs that would never start (those
+/// superseded under `--coalesce latest`, rejected when the queue is full) are in `dropped`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The runs, in the order they would start.
+    pub runs: Vec<Planned>,
+    /// The jobs that would never start.
+    pub dropped: Vec<Seq>,
+}
+
+/// The duration of every job on the virtual clock.
+const ROUND: Duration = Duration::from_millis(1);
+
+/// Plans `jobs` (in input order) under `limits` and `policy`, reading input as the run would
+/// (jobs start between admissions; reading pauses when `max_queued` jobs wait).
+pub fn plan(limits: Limits, policy: Policy, jobs: Vec<JobRequest>) -> Plan {
+    let mut core = Scheduler::with_policy(limits, policy);
+    core.set_input_finite(true);
+    let mut jobs = jobs.into_iter().peekable();
+    let mut plan = Plan::default();
+    let mut now: Tick = Duration::ZERO;
+    let mut round = 0;
+    loop {
+        // Jobs start between admissions, as when input streams in, unless batching.
+        let mut started = Vec::new();
+        loop {
+            while let Some(start) = core
+                .starts_between_admissions()
+                .then(|| core.take(now))
+                .flatten()
+            {
+                core.spawned(start.seq, now);
+                started.push(start);
+            }
+            if !core.may_read_input() {
+                break;
+            }
+            let Some(job) = jobs.next() else { break };
+            let seq = job.seq;
+            match core.offer(job, false, now) {
+                Offer::Queued { replaced, .. } => {
+                    plan.dropped.extend(replaced.map(|account| account.seq));
+                }
+                Offer::Refused(_) | Offer::Skipped(_) => plan.dropped.push(seq),
+            }
+        }
+        while let Some(start) = core.take(now) {
+            core.spawned(start.seq, now);
+            started.push(start);
+        }
+        if started.is_empty() {
+            if jobs.peek().is_none() && core.is_idle() {
+                return plan;
+            }
+            // A partial batch waiting for --batch-delay.
+            match core.next_deadline() {
+                Some(at) if at > now => now = at,
+                _ => return plan,
+            }
+            continue;
+        }
+        round += 1;
+        now += ROUND;
+        for start in started {
+            plan.runs.push(Planned {
+                round,
+                slot: start.slot,
+                batch: start.batch.clone(),
+            });
+            let facts = RunFacts {
+                exit: Some(ExitFacts::Exited(0)),
+                stopped_while_running: false,
+                ended_at: now,
+            };
+            let _ = core.finish(start.seq, facts, now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    fn job(seq: Seq, key: &str) -> JobRequest {
+        JobRequest {
+            seq,
+            key: Arc::from(key),
+            rank: 0,
+            timeout: None,
+            weight: 1,
+        }
+    }
+
+    fn limits(max_concurrent: usize) -> Limits {
+        Limits {
+            max_concurrent,
+            max_queued: 2,
+        }
+    }
+
+    #[test]
+    fn lanes_run_in_order_under_the_cap() {
+        let jobs = vec![job(1, "a"), job(2, "a"), job(3, "b"), job(4, "c")];
+        let got = plan(limits(2), Policy::default(), jobs);
+        let rounds: Vec<_> = got
+            .runs
+            .iter()
+            .map(|run| (run.round, run.slot, run.batch.clone()))
+            .collect();
+        assert_eq!(
+            rounds,
+            [
+                (1, 1, vec![1]),
+                (1, 2, vec![3]),
+                // `c` got work while idle: it is ahead of `a`, whose job ended later.
+                (2, 1, vec![4]),
+                (2, 2, vec![2])
+            ]
+        );
+        assert!(got.dropped.is_empty());
+    }
+
+    #[test]
+    fn batches_and_superseded_jobs() {
+        let batched = Policy {
+            batch_size: 2,
+            batch_bytes: 100,
+            ..Policy::default()
+        };
+        let jobs = vec![job(1, "a"), job(2, "a"), job(3, "a")];
+        let got = plan(
+            Limits {
+                max_concurrent: 1,
+                max_queued: 100,
+            },
+            batched,
+            jobs.clone(),
+        );
+        let batches: Vec<_> = got.runs.iter().map(|run| run.batch.clone()).collect();
+        assert_eq!(batches, [vec![1, 2], vec![3]]);
+        let latest = Policy {
+            coalesce_latest: true,
+            ..Policy::default()
+        };
+        let got = plan(limits(1), latest, jobs);
+        assert_eq!(got.dropped, [2]);
+    }
+}

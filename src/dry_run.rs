@@ -1,0 +1,115 @@
+//! `--dry-run`: reads the whole input, plans it with the core's own decisions
+//! ([`crate::core::plan`]) and prints what would run, per key in order, with its round, slot and
+//! batch. Nothing runs and no report is written.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::config::RunConfig;
+use crate::core::{plan, Limits};
+use crate::input::{InputItem, JobSpec};
+use crate::plural::plural;
+use crate::resume::Resume;
+use crate::shell::input::Feed;
+
+/// Prints the plan of `feed` on stdout, leaving out the jobs `resume` says succeeded before;
+/// returns the exit status (0).
+///
+/// # Errors
+/// The input could not be read to its end.
+pub(crate) fn print(
+    config: &RunConfig,
+    feed: Feed,
+    mut resume: Option<Resume>,
+) -> anyhow::Result<u8> {
+    let mut jobs: BTreeMap<u64, JobSpec> = BTreeMap::new();
+    let mut invalid = Vec::new();
+    let mut skipped = Vec::new();
+    let commands = crate::shell::input::Commands {
+        template: config.template.clone(),
+        max_slot: config.max_concurrent,
+    };
+    let mut rx = crate::shell::input::start(feed, usize::MAX, commands)
+        .context("cannot start the thread that reads the input (raise `ulimit -u`)")?;
+    while let Some(item) = rx.blocking_recv() {
+        match item {
+            InputItem::Job(job) => {
+                if resume
+                    .as_mut()
+                    .is_some_and(|resume| resume.skip(&job.key, &job.command))
+                {
+                    skipped.push(job.seq);
+                } else {
+                    jobs.insert(job.seq, job);
+                }
+            }
+            InputItem::Invalid { line, message, .. } => {
+                invalid.push(format!("line {line}: {message}"));
+            }
+            InputItem::ReadError(message) => anyhow::bail!(message),
+        }
+    }
+    let batching = config.policy.batching();
+    let requests = jobs.values().map(|job| job.request(batching)).collect();
+    let limits = Limits {
+        max_concurrent: config.max_concurrent,
+        max_queued: config.max_queued,
+    };
+    let planned = plan(limits, config.policy, requests);
+    let mut by_key: Vec<(Arc<str>, Vec<String>)> = Vec::new();
+    let mut order: BTreeMap<Arc<str>, usize> = BTreeMap::new();
+    for job in jobs.values() {
+        order.entry(Arc::clone(&job.key)).or_insert_with(|| {
+            by_key.push((Arc::clone(&job.key), Vec::new()));
+            by_key.len() - 1
+        });
+    }
+    let mut runs = planned.runs.clone();
+    runs.sort_by_key(|run| (order[&jobs[&run.batch[0]].key], run.round));
+    for run in &runs {
+        let first = &jobs[&run.batch[0]];
+        let members = run.batch.iter().filter_map(|seq| jobs.get(seq));
+        let command = match &config.template {
+            Some(template) => {
+                let args: Vec<&str> = members.map(|job| job.command.as_str()).collect();
+                template.render(&args, &first.key, first.seq, run.slot)
+            }
+            None => first.command.clone(),
+        };
+        let mut row = format!("  seq {}", first.seq);
+        if run.batch.len() > 1 {
+            let _ = write!(row, " (batch of {}: {:?})", run.batch.len(), run.batch);
+        }
+        let _ = write!(row, "  round {}  slot {}  {command}", run.round, run.slot);
+        by_key[order[&first.key]].1.push(row);
+    }
+    let mut out = format!(
+        "lanes: dry run of {} in {}, at most {} at once: nothing runs\n",
+        plural(jobs.len() as u64, "job"),
+        plural(by_key.len() as u64, "key"),
+        config.max_concurrent
+    );
+    for (key, rows) in &by_key {
+        let _ = writeln!(out, "[{key}]");
+        for row in rows {
+            let _ = writeln!(out, "{row}");
+        }
+    }
+    for seq in &planned.dropped {
+        let _ = writeln!(out, "not run: seq {seq} (superseded or rejected)");
+    }
+    for seq in &skipped {
+        let _ = writeln!(out, "skipped: seq {seq} (succeeded in the --resume report)");
+    }
+    for line in &invalid {
+        let _ = writeln!(out, "invalid: {line}");
+    }
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
+    Ok(0)
+}

@@ -1,0 +1,302 @@
+//! Input records other than newline-separated `KEY<TAB>COMMAND` lines: records separated by
+//! NUL bytes (`-0`, as `find -print0` writes them), and plain records — one argument (or, with
+//! no command, one command) per record, its key computed by `--key` (by default the record
+//! itself) — from stdin, a file (`-a FILE`) or the command line (`::: ARG…`).
+
+use std::io::BufRead;
+
+use crate::input::lines::{parse_line, Limits, LineItem, LineReader, NumberedLine};
+use crate::key_template::KeyTemplate;
+
+/// How records are separated and what a record holds.
+#[derive(Debug, Clone)]
+pub(crate) struct RecordFormat {
+    /// `b'\n'`, or `b'\0'` with `-0`.
+    pub delimiter: u8,
+    /// `None`: `KEY<TAB>TEXT` records. `Some`: the whole record is the text and the key is
+    /// computed from it.
+    pub key: Option<KeyTemplate>,
+    /// `KEY<TAB>ARGUMENT` records under `--command`: a record without a tab also says how to
+    /// give one argument per line instead.
+    pub hint_no_tab: bool,
+}
+
+/// Added to the reason of a `KEY<TAB>ARGUMENT` record without a tab.
+const NO_TAB_HINT: &str = "; for one argument per line, each its own key, put the command \
+after the options instead of --command (`lanes [OPTIONS] -- COMMAND`) or add --key '{}'";
+
+impl RecordFormat {
+    /// Newline-separated `KEY<TAB>COMMAND` lines: the default.
+    pub(crate) fn is_tab_lines(&self) -> bool {
+        self.delimiter == b'\n' && self.key.is_none()
+    }
+
+    /// What one record is; `None` when it is no job (empty, blank or a comment).
+    pub(crate) fn item(&self, record: &[u8]) -> Option<LineItem> {
+        match &self.key {
+            None => parse_line(record, Limits::of_system()).map(|item| self.hinted(item)),
+            Some(key) => plain(record, key),
+        }
+    }
+
+    /// `item`, with [`NO_TAB_HINT`] after the reason of a record without a tab when asked.
+    fn hinted(&self, item: LineItem) -> LineItem {
+        match item {
+            LineItem::Invalid { key: None, message }
+                if self.hint_no_tab && message.starts_with("no tab") =>
+            {
+                LineItem::Invalid {
+                    key: None,
+                    message: message + NO_TAB_HINT,
+                }
+            }
+            item => item,
+        }
+    }
+}
+
+/// A plain record: the text is the record; the key is `key` rendered for it.
+fn plain(record: &[u8], key: &KeyTemplate) -> Option<LineItem> {
+    if record.is_empty() {
+        return None;
+    }
+    let text = match std::str::from_utf8(record) {
+        Ok(text) => text,
+        Err(err) => {
+            return Some(LineItem::Invalid {
+                key: None,
+                message: format!(
+                    "the record is not valid UTF-8 (bad byte at offset {})",
+                    err.valid_up_to()
+                ),
+            })
+        }
+    };
+    let limits = Limits::of_system();
+    if text.contains('\0') {
+        return Some(LineItem::Invalid {
+            key: None,
+            message: "the record holds a NUL byte, which no command can".to_owned(),
+        });
+    }
+    if text.len() > limits.command {
+        return Some(LineItem::Invalid {
+            key: None,
+            message: format!(
+                "the record is {} bytes, longer than one argument can be ({} bytes)",
+                text.len(),
+                limits.command
+            ),
+        });
+    }
+    let computed = key.render(text);
+    if computed.len() > limits.key {
+        return Some(LineItem::Invalid {
+            key: None,
+            message: format!(
+                "--key gives a key of {} bytes, longer than one can be ({} bytes)",
+                computed.len(),
+                limits.key
+            ),
+        });
+    }
+    if computed.is_empty() {
+        return Some(LineItem::Invalid {
+            key: None,
+            message: "--key gives an empty key for this record".to_owned(),
+        });
+    }
+    Some(LineItem::Job {
+        key: computed,
+        command: text.to_owned(),
+    })
+}
+
+/// Reads records one at a time (streaming), numbering jobs; `line` is the record's number
+/// (the physical line for newline-separated input).
+pub(crate) enum RecordReader<R> {
+    /// Newline-separated `KEY<TAB>COMMAND` lines (with the format, for its hint).
+    Lines(LineReader<R>, RecordFormat),
+    /// Anything else.
+    Records {
+        input: R,
+        format: RecordFormat,
+        buffer: Vec<u8>,
+        record: u64,
+        seq: u64,
+    },
+}
+
+impl<R: BufRead> RecordReader<R> {
+    /// Reads `input` as `format` says.
+    pub(crate) fn new(input: R, format: RecordFormat) -> Self {
+        if format.is_tab_lines() {
+            return RecordReader::Lines(LineReader::new(input), format);
+        }
+        RecordReader::Records {
+            input,
+            format,
+            buffer: Vec::with_capacity(256),
+            record: 0,
+            seq: 0,
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for RecordReader<R> {
+    type Item = std::io::Result<NumberedLine>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (input, format, buffer, record, seq) = match self {
+            RecordReader::Lines(lines, format) => {
+                return lines.next().map(|numbered| {
+                    numbered.map(|numbered| NumberedLine {
+                        item: format.hinted(numbered.item),
+                        ..numbered
+                    })
+                })
+            }
+            RecordReader::Records {
+                input,
+                format,
+                buffer,
+                record,
+                seq,
+            } => (input, format, buffer, record, seq),
+        };
+        loop {
+            buffer.clear();
+            match input.read_until(format.delimiter, buffer) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(err) => return Some(Err(err)),
+            }
+            *record += 1;
+            let mut raw = buffer.strip_suffix(&[format.delimiter]).unwrap_or(buffer);
+            if *record == 1 {
+                raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
+            }
+            if format.delimiter == b'\n' {
+                // CRLF input; a blank line is no argument (as for xargs).
+                raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+                if raw.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+            }
+            if let Some(item) = format.item(raw) {
+                *seq += 1;
+                return Some(Ok(NumberedLine {
+                    seq: *seq,
+                    line: *record,
+                    item,
+                }));
+            }
+        }
+    }
+}
+
+/// The jobs of `::: ARG…`, numbered from 1; `line` is the argument's position.
+pub(crate) fn from_list(arguments: &[String], format: &RecordFormat) -> Vec<NumberedLine> {
+    let mut numbered = Vec::with_capacity(arguments.len());
+    for (index, argument) in arguments.iter().enumerate() {
+        if let Some(item) = format.item(argument.as_bytes()) {
+            numbered.push(NumberedLine {
+                seq: numbered.len() as u64 + 1,
+                line: index as u64 + 1,
+                item,
+            });
+        }
+    }
+    numbered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain_format(delimiter: u8) -> RecordFormat {
+        RecordFormat {
+            delimiter,
+            key: Some(KeyTemplate::parse("{}", None).unwrap()),
+            hint_no_tab: false,
+        }
+    }
+
+    fn read(input: &[u8], format: RecordFormat) -> Vec<NumberedLine> {
+        RecordReader::new(input, format)
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    fn job(key: &str, command: &str) -> LineItem {
+        LineItem::Job {
+            key: key.into(),
+            command: command.into(),
+        }
+    }
+
+    #[test]
+    fn nul_records_keep_newlines_tabs_and_spaces() {
+        let got = read(b"a b\nc\0d\te\0\0", plain_format(b'\0'));
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].item, job("a b\nc", "a b\nc"));
+        assert_eq!((got[1].seq, got[1].line), (2, 2));
+        assert_eq!(got[1].item, job("d\te", "d\te"));
+    }
+
+    #[test]
+    fn nul_separated_tab_lines_split_at_the_tab() {
+        let format = RecordFormat {
+            delimiter: b'\0',
+            key: None,
+            hint_no_tab: false,
+        };
+        let got = read(b"k\techo a\necho b\0", format);
+        assert_eq!(got[0].item, job("k", "echo a\necho b"));
+    }
+
+    #[test]
+    fn plain_lines_skip_blank_ones_and_say_why_a_record_is_bad() {
+        let format = RecordFormat {
+            delimiter: b'\n',
+            key: Some(KeyTemplate::parse("{2}", Some(",".into())).unwrap()),
+            hint_no_tab: false,
+        };
+        let got = read(b"a,b\r\n  \nonly\n\xff,x\n", format);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].item, job("b", "a,b"));
+        assert_eq!(got[1].line, 3);
+        assert!(
+            matches!(&got[1].item, LineItem::Invalid { message, .. } if message.contains("empty key"))
+        );
+        assert!(
+            matches!(&got[2].item, LineItem::Invalid { message, .. } if message.contains("UTF-8"))
+        );
+    }
+
+    #[test]
+    fn a_line_without_a_tab_under_a_template_says_what_to_do() {
+        let format = RecordFormat {
+            delimiter: b'\n',
+            key: None,
+            hint_no_tab: true,
+        };
+        let got = read(b"1\nk\tx\n", format);
+        assert!(
+            matches!(&got[0].item, LineItem::Invalid { message, .. }
+                if message.starts_with("no tab") && message.contains("-- COMMAND")),
+            "{:?}",
+            got[0].item
+        );
+        assert_eq!(got[1].item, job("k", "x"));
+    }
+
+    #[test]
+    fn list_arguments_are_numbered() {
+        let list = ["x".to_owned(), "y z".to_owned()];
+        let got = from_list(&list, &plain_format(b'\n'));
+        assert_eq!(got[1].seq, 2);
+        assert_eq!(got[1].item, job("y z", "y z"));
+    }
+}

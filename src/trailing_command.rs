@@ -1,0 +1,414 @@
+//! The trailing command, xargs-style: `lanes [OPTIONS] [--] COMMAND [ARGS…] [::: ARG…]`.
+//!
+//! The command line is split before clap sees it: options (with their values) go to clap; the
+//! first word that is not an option starts the command, unless it is `-` or an existing file
+//! (or a name ending in `.toml`), which is the FILE of jobs. After `--` the first word always
+//! starts the command. `:::` ends the command; every word after it is an input argument
+//! (GNU parallel). Which options take a value is read from the clap definition itself.
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use clap::{CommandFactory, FromArgMatches, Parser as _};
+
+use crate::cli::Cli;
+use crate::template::shell_quote;
+
+/// The command line split into what clap parses and what it does not.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Invocation {
+    /// The program name, the options and their values, and FILE when one is given.
+    pub options: Vec<OsString>,
+    /// The trailing command's words.
+    pub command: Option<Vec<String>>,
+    /// The words after `:::`.
+    pub arguments: Option<Vec<String>>,
+}
+
+/// Parses the process's command line as [`Cli`], the trailing command and `:::` arguments
+/// included. Like clap's own `parse`, prints the error (with a hint) and exits with status 2
+/// on a usage error, and prints help or the version and exits 0 when asked.
+pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
+    let argv: Vec<OsString> = argv.into_iter().collect();
+    let mut command = Cli::command();
+    // A subcommand (`lanes locks DIR`) comes first, and is no trailing command.
+    if argv.get(1).is_some_and(|first| {
+        command
+            .get_subcommands()
+            .any(|task| first.to_str() == Some(task.get_name()))
+    }) {
+        return Cli::parse_from(argv);
+    }
+    let invocation = match split(argv, &command, |path| path.exists()) {
+        Ok(invocation) => invocation,
+        Err(message) => {
+            eprintln!("error: {message}");
+            std::process::exit(i32::from(crate::exit::USAGE));
+        }
+    };
+    let matches = match command.try_get_matches_from_mut(&invocation.options) {
+        Ok(matches) => matches,
+        Err(err) => {
+            let unknown = err.kind() == clap::error::ErrorKind::UnknownArgument;
+            if unknown {
+                let _ = err.print();
+                eprintln!("{UNKNOWN_ARGUMENT_HINT}");
+                std::process::exit(i32::from(crate::exit::USAGE));
+            }
+            err.exit();
+        }
+    };
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    cli.trailing_command = invocation.command;
+    cli.arguments = invocation.arguments;
+    cli
+}
+
+/// Printed after clap's "unexpected argument" error.
+const UNKNOWN_ARGUMENT_HINT: &str = "hint: to run a command for each input line, put it after \
+the options: `lanes [OPTIONS] -- COMMAND [ARGS...]`; its own options then belong to it";
+
+/// Splits `argv` (program name first). `exists` tells whether a path names a file.
+///
+/// # Errors
+/// `--` with nothing after it; a second word after a FILE that exists (is it the FILE or a
+/// command?); a command word that is not UTF-8.
+pub(crate) fn split(
+    argv: Vec<OsString>,
+    command: &clap::Command,
+    exists: impl Fn(&Path) -> bool,
+) -> Result<Invocation, String> {
+    let mut words = argv.into_iter();
+    let mut invocation = Invocation {
+        options: words.next().into_iter().collect(),
+        ..Invocation::default()
+    };
+    let mut file: Option<OsString> = None;
+    let mut forced = false;
+    let mut rest: Vec<OsString> = Vec::new();
+    while let Some(word) = words.next() {
+        let text = word.to_string_lossy();
+        if text == "--" {
+            forced = true;
+            rest.extend(words.by_ref());
+            break;
+        }
+        if text == ":::" {
+            rest.push(word);
+            rest.extend(words.by_ref());
+            break;
+        }
+        if let Some(long) = text.strip_prefix("--") {
+            let takes_value = !long.contains('=') && long_takes_value(command, long);
+            invocation.options.push(word);
+            if takes_value {
+                invocation.options.extend(words.next());
+            }
+            continue;
+        }
+        if text.len() > 1 && text.starts_with('-') {
+            let shorts: Vec<char> = text[1..].chars().collect();
+            let mut takes_next = false;
+            for (i, &short) in shorts.iter().enumerate() {
+                if short_takes_value(command, short) {
+                    takes_next = i + 1 == shorts.len();
+                    break;
+                }
+            }
+            invocation.options.push(word);
+            if takes_next {
+                invocation.options.extend(words.next());
+            }
+            continue;
+        }
+        // The first word that is not an option.
+        if let Some(file) = &file {
+            return Err(format!(
+                "`{}` is an existing file, read as jobs, so `{text}` is not expected after it; \
+                 to run `{}` as a command for each input line, write `lanes [OPTIONS] -- {} {text} ...`",
+                file.to_string_lossy(),
+                file.to_string_lossy(),
+                file.to_string_lossy(),
+            ));
+        }
+        let path = Path::new(&word);
+        let is_file = text == "-"
+            || exists(path)
+            || path
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        if is_file {
+            invocation.options.push(word.clone());
+            file = Some(word);
+            continue;
+        }
+        rest.push(word);
+        rest.extend(words.by_ref());
+        break;
+    }
+    let mut rest = rest.into_iter().map(|word| {
+        word.into_string()
+            .map_err(|word| format!("{word:?} is not valid UTF-8: a command must be text"))
+    });
+    let mut command_words = Vec::new();
+    let mut arguments = None;
+    for word in rest.by_ref() {
+        let word = word?;
+        if word == ":::" {
+            arguments = Some(rest.by_ref().collect::<Result<Vec<_>, _>>()?);
+            break;
+        }
+        command_words.push(word);
+    }
+    if forced && command_words.is_empty() {
+        return Err(
+            "nothing after `--`: give the command to run for each input line \
+                    (`lanes [OPTIONS] -- COMMAND [ARGS...]`)"
+                .to_owned(),
+        );
+    }
+    if let (Some(file), false) = (&file, command_words.is_empty()) {
+        return Err(format!(
+            "`{}` is an existing file, read as jobs, and `{}` a command for them: give one or \
+             the other (write `lanes [OPTIONS] -- COMMAND [ARGS...]` to run a command)",
+            file.to_string_lossy(),
+            command_words.join(" "),
+        ));
+    }
+    invocation.command = (!command_words.is_empty()).then_some(command_words);
+    invocation.arguments = arguments;
+    Ok(invocation)
+}
+
+/// Checks that the program a trailing command names can be found, so that a mistyped FILE of
+/// jobs is not run as a command for every input line. One word with shell syntax in it is
+/// shell text and is not checked; nor are shell builtins.
+///
+/// # Errors
+/// The program is not a path that exists and is not on `PATH`.
+pub(crate) fn check_program(
+    words: &[String],
+    path: Option<&std::ffi::OsStr>,
+) -> Result<(), String> {
+    let program = match words {
+        [one] if one.contains(|c: char| !(c.is_alphanumeric() || "_-./+".contains(c))) => {
+            return Ok(())
+        }
+        words => match words.iter().find(|word| !is_assignment(word)) {
+            Some(program) => program,
+            None => return Ok(()),
+        },
+    };
+    const BUILTINS: &[&str] = &[
+        ":", ".", "[", "alias", "break", "cd", "command", "continue", "echo", "eval", "exec",
+        "exit", "export", "false", "getopts", "kill", "local", "printf", "pwd", "read", "readonly",
+        "return", "set", "shift", "test", "times", "trap", "true", "type", "ulimit", "umask",
+        "unset", "wait",
+    ];
+    if BUILTINS.contains(&program.as_str()) || program.contains('{') {
+        return Ok(());
+    }
+    let found = if program.contains('/') {
+        Path::new(program).exists()
+    } else {
+        std::env::split_paths(path.unwrap_or_default()).any(|dir| dir.join(program).is_file())
+    };
+    if found {
+        return Ok(());
+    }
+    Err(format!(
+        "`{program}` is neither an existing file of jobs nor a command on PATH (a trailing \
+         command runs for each input line: `lanes [OPTIONS] -- COMMAND [ARGS...]`)"
+    ))
+}
+
+/// `NAME=VALUE` before the program: an environment assignment for it (POSIX 2.9.1).
+fn is_assignment(word: &str) -> bool {
+    word.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty()
+            && !name.starts_with(|c: char| c.is_ascii_digit())
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+fn long_takes_value(command: &clap::Command, name: &str) -> bool {
+    command
+        .get_arguments()
+        .any(|arg| arg.get_long() == Some(name) && arg.get_action().takes_values())
+}
+
+fn short_takes_value(command: &clap::Command, name: char) -> bool {
+    command
+        .get_arguments()
+        .any(|arg| arg.get_short() == Some(name) && arg.get_action().takes_values())
+}
+
+/// The `--command` template text for a trailing command. One word is shell text, as a
+/// `--command` template (`lanes 'gunzip -c {} > {.}'`). Several words are a program and its
+/// arguments, each passed as it is (as xargs passes them): every word is quoted for the shell
+/// except the placeholders in it (`{}`, `{.}`, `{/}`, `{//}`, `{/.}`, `{N}`, `{key}`, `{seq}`,
+/// `{#}`, `{slot}`, `{%}`), which are substituted, quoted, in place.
+pub(crate) fn template_text(words: &[String]) -> String {
+    if let [one] = words {
+        return one.clone();
+    }
+    let mut text = String::new();
+    for (i, word) in words.iter().enumerate() {
+        if i > 0 {
+            text.push(' ');
+        }
+        text.push_str(&word_template(word));
+    }
+    text
+}
+
+/// One argument word as template text: literal runs quoted (braces doubled), placeholders as
+/// they are.
+fn word_template(word: &str) -> String {
+    if word.is_empty() {
+        return "''".to_owned();
+    }
+    let mut out = String::new();
+    let mut literal = String::new();
+    let mut rest = word;
+    while !rest.is_empty() {
+        if rest.starts_with('{') {
+            if let Some(close) = rest.find('}') {
+                let name = &rest[1..close];
+                if is_placeholder(name) {
+                    push_literal(&mut out, &std::mem::take(&mut literal));
+                    out.push_str(&rest[..=close]);
+                    rest = &rest[close + 1..];
+                    continue;
+                }
+            }
+        }
+        let c = rest.chars().next().expect("rest is not empty");
+        literal.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    push_literal(&mut out, &literal);
+    out
+}
+
+fn is_placeholder(name: &str) -> bool {
+    matches!(name, "key" | "seq" | "#" | "slot" | "%")
+        || crate::placeholder::Placeholder::parse(name).is_some()
+}
+
+/// Appends `literal`, quoted when it holds anything a shell treats specially, braces doubled.
+fn push_literal(out: &mut String, literal: &str) {
+    if literal.is_empty() {
+        return;
+    }
+    let plain = literal
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_-./:=@%+,".contains(c));
+    let quoted = if plain {
+        literal.to_owned()
+    } else {
+        shell_quote(literal)
+    };
+    out.push_str(&quoted.replace('{', "{{").replace('}', "}}"));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split_words(words: &[&str], files: &[&str]) -> Result<Invocation, String> {
+        let argv = std::iter::once("lanes")
+            .chain(words.iter().copied())
+            .map(OsString::from)
+            .collect();
+        split(argv, &Cli::command(), |path| {
+            files.iter().any(|f| Path::new(f) == path)
+        })
+    }
+
+    fn os(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    fn strings(words: &[&str]) -> Option<Vec<String>> {
+        Some(words.iter().map(|w| (*w).to_owned()).collect())
+    }
+
+    #[test]
+    fn options_then_a_command_that_is_not_a_file() {
+        let got = split_words(&["-j4", "--timeout", "5", "gzip", "-t", "--x"], &[]).unwrap();
+        assert_eq!(got.options, os(&["lanes", "-j4", "--timeout", "5"]));
+        assert_eq!(got.command, strings(&["gzip", "-t", "--x"]));
+        assert_eq!(got.arguments, None);
+    }
+
+    #[test]
+    fn an_existing_file_is_the_file_and_options_may_follow_it() {
+        let got = split_words(&["jobs.tsv", "-j", "2"], &["jobs.tsv"]).unwrap();
+        assert_eq!(got.options, os(&["lanes", "jobs.tsv", "-j", "2"]));
+        assert_eq!(got.command, None);
+        let got = split_words(&["missing.toml"], &[]).unwrap();
+        assert_eq!(got.options, os(&["lanes", "missing.toml"]));
+    }
+
+    #[test]
+    fn after_a_double_dash_even_a_file_is_the_command() {
+        let got = split_words(
+            &["-0", "--", "./run.sh", "{}", ":::", "a", "b"],
+            &["./run.sh"],
+        )
+        .unwrap();
+        assert_eq!(got.options, os(&["lanes", "-0"]));
+        assert_eq!(got.command, strings(&["./run.sh", "{}"]));
+        assert_eq!(got.arguments, strings(&["a", "b"]));
+    }
+
+    #[test]
+    fn arguments_without_a_command() {
+        let got = split_words(&["-j", "2", ":::", "echo a", "-j"], &[]).unwrap();
+        assert_eq!(got.options, os(&["lanes", "-j", "2"]));
+        assert_eq!(got.command, None);
+        assert_eq!(got.arguments, strings(&["echo a", "-j"]));
+    }
+
+    #[test]
+    fn option_values_are_not_commands() {
+        let got = split_words(&["--command", "echo", "--key={//}", "-a", "list"], &[]).unwrap();
+        assert_eq!(got.command, None);
+        assert_eq!(got.options.len(), 6);
+    }
+
+    #[test]
+    fn ambiguous_and_empty_forms_are_explained() {
+        let err = split_words(&["run.sh", "arg"], &["run.sh"]).unwrap_err();
+        assert!(err.contains("-- run.sh arg"), "{err}");
+        let err = split_words(&["-j", "2", "--"], &[]).unwrap_err();
+        assert!(err.contains("nothing after `--`"), "{err}");
+    }
+
+    #[test]
+    fn a_program_that_cannot_be_found_is_named() {
+        let path = std::ffi::OsString::from("/bin:/usr/bin");
+        let check = |words: &[&str]| check_program(&strings(words).unwrap(), Some(&path));
+        assert!(check(&["sh", "-c", "true"]).is_ok());
+        assert!(check(&["cd", "x"]).is_ok());
+        assert!(check(&["LC_ALL=C", "sort", "-c"]).is_ok());
+        assert!(check(&["LC_ALL=C", "no-such-program-x"]).is_err());
+        assert!(check(&["echo {} > {.}"]).is_ok());
+        let err = check(&["jobs.tsv"]).unwrap_err();
+        assert!(err.contains("`jobs.tsv` is neither"), "{err}");
+        assert!(check(&["./missing/prog", "x"]).is_err());
+    }
+
+    #[test]
+    fn words_become_a_template_of_literal_arguments() {
+        let words = |w: &[&str]| template_text(&strings(w).unwrap());
+        assert_eq!(words(&["gzip", "-t"]), "gzip -t");
+        assert_eq!(words(&["grep", "-l", "a b", "{}"]), "grep -l 'a b' {}");
+        assert_eq!(
+            words(&["awk", "{print $1}", "{/}.out", ""]),
+            "awk '{{print $1}}' {/}.out ''"
+        );
+        assert_eq!(words(&["echo {} > {.}"]), "echo {} > {.}");
+    }
+}

@@ -1,0 +1,378 @@
+//! The forms xargs and GNU parallel users type: a trailing command, `--key` templates with
+//! `--colsep`, `-0`, `::: ARG…`, `-a FILE`; flags that compose (the last `-j` wins, `--no-…`)
+//! and contradictions refused with the reason.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+
+use crate::support::*;
+
+/// The key and command of every job record, by seq.
+fn keys_and_commands(out: &Output) -> Vec<(String, String)> {
+    out.report()
+        .jobs
+        .iter()
+        .map(|job| {
+            (
+                job.key.clone().unwrap_or_default(),
+                job.command.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .map(|(k, c)| ((*k).to_owned(), (*c).to_owned()))
+        .collect()
+}
+
+#[test]
+fn a_trailing_command_runs_once_per_line_and_every_line_is_its_own_key() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args([
+            "-j",
+            "2",
+            "sh",
+            "-c",
+            "printf '%s' \"$1\" > \"$D/out-$LANES_SEQ\"",
+            "_",
+        ])
+        .stdin("a\nb c\n\n$(touch pwned)\n")
+        .run();
+    out.code(0);
+    assert_eq!(
+        keys_and_commands(&out),
+        pairs(&[
+            ("a", "a"),
+            ("b c", "b c"),
+            ("$(touch pwned)", "$(touch pwned)")
+        ])
+    );
+    assert_eq!(scratch.read("out-1"), "a");
+    assert_eq!(scratch.read("out-2"), "b c");
+    assert_eq!(scratch.read("out-3"), "$(touch pwned)");
+    assert!(!scratch.exists("pwned"));
+}
+
+#[test]
+fn the_commands_own_options_belong_to_it() {
+    let scratch = Scratch::new();
+    let dir = scratch.mkdir("some dir");
+    // Without `--`: `-d` is ls's, not lanes'.
+    let out = Run::new()
+        .args(["--output", "raw", "ls", "-d"])
+        .stdin(format!("{}\n", dir.display()))
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), format!("{}\n", dir.display()));
+}
+
+#[test]
+fn after_a_double_dash_an_existing_file_is_the_command() {
+    let scratch = Scratch::new();
+    let script = scratch.write(
+        "run.sh",
+        "#!/bin/sh\nprintf '%s\\n' \"ran $1\" > \"$D/out\"\n",
+    );
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["--", "./run.sh"])
+        .stdin("x y\n")
+        .run();
+    out.code(0);
+    assert_eq!(scratch.read("out"), "ran x y\n");
+    // Without `--` the file is a file of jobs, and a word after it is explained.
+    let out = Run::new()
+        .cwd(scratch.path())
+        .no_report()
+        .args(["run.sh", "arg"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("lanes [OPTIONS] -- run.sh arg"),
+        "{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn placeholders_work_in_the_trailing_words_and_each_word_stays_one_argument() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args([
+            "--output",
+            "raw",
+            "-j",
+            "1",
+            "printf",
+            "%s|%s|%s|%s|{literal}\\n",
+            "{/.}",
+            "{//}",
+            "a b",
+            "{#}",
+        ])
+        .stdin("dir/file.tar.gz\n")
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "file.tar|dir|a b|1|{literal}\n");
+}
+
+#[test]
+fn one_word_is_shell_text() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["cd \"$D\" && echo {} > {.}.out"])
+        .stdin("one.txt\n")
+        .run();
+    out.code(0);
+    assert_eq!(scratch.read("one.out"), "one.txt\n");
+}
+
+#[test]
+fn mistakes_are_usage_errors_with_a_hint() {
+    let out = Run::new().no_report().args(["-j", "2", "--bogus"]).run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("lanes [OPTIONS] -- COMMAND"),
+        "{}",
+        out.dump()
+    );
+    let out = Run::new().no_report().arg("jobs-typo.tsv").run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("`jobs-typo.tsv` is neither an existing file of jobs nor a command"),
+        "{}",
+        out.dump()
+    );
+    let out = Run::new().no_report().args(["-j", "2", "--"]).run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("nothing after `--`"),
+        "{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn nul_separated_names_with_spaces_and_newlines_run_one_at_a_time_per_directory() {
+    let scratch = Scratch::new();
+    let files = ["d1/a b", "d1/new\nline", "d1/plain", "d2/x", "d2/y z"];
+    scratch.mkdir("d1");
+    scratch.mkdir("d2");
+    for name in files {
+        scratch.write(name, name);
+    }
+    let found = std::process::Command::new("find")
+        .args(["d1", "d2", "-type", "f", "-print0"])
+        .current_dir(scratch.path())
+        .output()
+        .unwrap();
+    assert!(found.status.success());
+    // A job holds its directory's lock (mkdir fails when it exists) while it runs: two jobs
+    // of one directory at once would fail one of them.
+    let job = "set -e; lock=\"$D/lock-$(dirname \"$1\")\"; mkdir \"$lock\"; \
+               cat \"$1\" > \"$D/copy-$LANES_SEQ\"; sleep 0.1; rmdir \"$lock\"";
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["-0", "-j", "4", "--key", "{//}", "--", "sh", "-c", job, "_"])
+        .stdin(found.stdout)
+        .run();
+    out.code(0);
+    let mut by_key: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for job in &out.report().jobs {
+        let name = job.command.clone().unwrap();
+        assert_eq!(scratch.read(&format!("copy-{}", job.seq)), name);
+        by_key
+            .entry(job.key.clone().unwrap())
+            .or_default()
+            .push(name);
+    }
+    assert_eq!(by_key.len(), 2, "{by_key:?}");
+    let mut d1 = by_key["d1"].clone();
+    d1.sort();
+    assert_eq!(d1, ["d1/a b", "d1/new\nline", "d1/plain"]);
+    assert_eq!(by_key["d2"].len(), 2);
+}
+
+#[test]
+fn nul_separated_tab_lines_may_hold_newlines_in_commands() {
+    let out = Run::new()
+        .args(["-0", "--output", "raw"])
+        .stdin("k\techo one\necho two\0")
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "one\ntwo\n");
+    assert_eq!(out.job(1).command.as_deref(), Some("echo one\necho two"));
+}
+
+#[test]
+fn arguments_after_three_colons_are_the_input() {
+    let out = Run::new()
+        .args([
+            "--output", "raw", "-j", "1", "printf", "%s\\n", ":::", "a", "b c", "-n",
+        ])
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "a\nb c\n-n\n");
+    assert_eq!(out.report().run.source, ":::");
+    assert_eq!(out.job(3).line, 3);
+    // Without a command every argument is a command.
+    let out = Run::new()
+        .args(["--output", "raw", "-j", "1", ":::", "echo x", "echo y"])
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "x\ny\n");
+    assert_eq!(
+        keys_and_commands(&out),
+        pairs(&[("echo x", "echo x"), ("echo y", "echo y")])
+    );
+}
+
+#[test]
+fn arguments_from_a_file() {
+    let scratch = Scratch::new();
+    let list = scratch.write("list.toml", "one\ntwo\n");
+    let out = Run::new()
+        .args(["--output", "raw", "-j", "1", "-a"])
+        .arg(&list)
+        .args(["echo", "got"])
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "got one\ngot two\n");
+    assert_eq!(out.report().run.source, list.display().to_string());
+}
+
+#[test]
+fn keys_from_columns() {
+    let out = Run::new()
+        .args([
+            "--key", "{1}", "--colsep", ",", "--output", "raw", "-j", "1",
+        ])
+        .args(["echo", "{2}"])
+        .stdin("db,migrate\nweb,build\ndb,seed\n")
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "migrate\nbuild\nseed\n");
+    let keys: Vec<_> = keys_and_commands(&out)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(keys, ["db", "web", "db"]);
+    // With --key and no command, the records are commands.
+    let out = Run::new()
+        .args(["--key", "{2}", "--colsep", " ", "--output", "raw"])
+        .stdin("echo first\necho second\n")
+        .run();
+    out.code(0);
+    assert_eq!(
+        keys_and_commands(&out),
+        pairs(&[("first", "echo first"), ("second", "echo second")])
+    );
+}
+
+#[test]
+fn a_record_with_an_empty_key_is_rejected_with_the_reason() {
+    let out = Run::new()
+        .args(["--key", "{2}", "--colsep", ",", "echo"])
+        .stdin("a,b\nlonely\n")
+        .run();
+    out.code(1);
+    let job = out.job(2);
+    assert_eq!(job.outcome, "rejected");
+    assert!(
+        job.error.as_deref().unwrap().contains("empty key"),
+        "{job:?}"
+    );
+    assert_eq!(out.job(1).outcome, "succeeded");
+}
+
+#[test]
+fn the_last_max_concurrent_wins() {
+    for args in [["-j4", "-j", "2"], ["-j", "7", "-j2"]] {
+        let out = Run::new().args(args).stdin("k\ttrue\n").run();
+        out.code(0);
+        assert_eq!(out.report().run.max_concurrent, 2, "{args:?}");
+    }
+}
+
+#[test]
+fn no_fail_fast_turns_a_manifests_fail_fast_off() {
+    let scratch = Scratch::new();
+    let manifest = scratch.write(
+        "jobs.toml",
+        "fail_fast = true\nmax_concurrent = 1\n\
+         [[job]]\nkey = \"a\"\ncmd = \"exit 1\"\n\
+         [[job]]\nkey = \"b\"\ncmd = \"true\"\n",
+    );
+    let out = Run::new().arg(&manifest).run();
+    out.code(1);
+    assert_eq!(out.job(2).outcome, "interrupted");
+    let out = Run::new().arg(&manifest).arg("--no-fail-fast").run();
+    out.code(1);
+    assert_eq!(out.job(2).outcome, "succeeded");
+    // The last of the pair wins.
+    let out = Run::new()
+        .arg(&manifest)
+        .args(["--no-fail-fast", "--fail-fast"])
+        .run();
+    assert_eq!(out.job(2).outcome, "interrupted");
+}
+
+#[test]
+fn contradictions_are_usage_errors_that_say_why() {
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--cancel-in-progress", "--coalesce", "off"],
+            "--coalesce off keeps every job",
+        ),
+        (&["--command", ""], "the command is empty"),
+        (&["--command", "echo", "--", "echo"], "use one"),
+        (&["--key", "same"], "no placeholder"),
+        (&["echo", ":::"], "nothing after `:::`"),
+    ];
+    for (args, want) in cases {
+        let out = Run::new().no_report().args(args.iter().copied()).run();
+        out.code(2);
+        assert!(out.stderr().contains(want), "{args:?}\n{}", out.dump());
+    }
+}
+
+#[test]
+fn lines_without_a_tab_under_command_say_how_to_run_them() {
+    let out = Run::new()
+        .args(["--command", "echo {}"])
+        .stdin("1\n2\n")
+        .run();
+    out.code(1);
+    let error = out.job(1).error.clone().unwrap();
+    assert!(
+        error.contains("no tab") && error.contains("lanes [OPTIONS] -- COMMAND"),
+        "{error}"
+    );
+    // As it says: with --key, every line is an argument.
+    let out = Run::new()
+        .args([
+            "--command",
+            "echo {}",
+            "--key",
+            "{}",
+            "--output",
+            "raw",
+            "-j",
+            "1",
+        ])
+        .stdin("1\n2\n")
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "1\n2\n");
+}

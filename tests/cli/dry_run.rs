@@ -1,0 +1,75 @@
+//! `--dry-run`: what would run, per key in order, with round, slot and batch; nothing runs.
+
+use crate::support::*;
+
+#[test]
+fn a_dry_run_prints_the_plan_and_runs_nothing() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--dry-run", "-j", "2", "--report"])
+        .arg(scratch.join("report.jsonl"))
+        .stdin(
+            "a\ttouch \"$D/ran-1\"\na\ttouch \"$D/ran-2\"\nb\ttouch \"$D/ran-3\"\n\
+             c\ttouch \"$D/ran-4\"\nbad\n",
+        )
+        .run();
+    out.code(0);
+    assert_eq!(
+        out.stdout(),
+        "lanes: dry run of 4 jobs in 3 keys, at most 2 at once: nothing runs\n\
+         [a]\n  seq 1  round 1  slot 1  touch \"$D/ran-1\"\n  seq 2  round 2  slot 2  touch \"$D/ran-2\"\n\
+         [b]\n  seq 3  round 1  slot 2  touch \"$D/ran-3\"\n\
+         [c]\n  seq 4  round 2  slot 1  touch \"$D/ran-4\"\n\
+         invalid: line 5: no tab between key and command (expected KEY<TAB>COMMAND)\n"
+    );
+    for seq in 1..=4 {
+        assert!(!scratch.exists(&format!("ran-{seq}")));
+    }
+    assert!(!scratch.exists("report.jsonl"));
+}
+
+#[test]
+fn a_dry_run_shows_batches_and_rendered_commands() {
+    let out = Run::new()
+        .no_report()
+        .args(["--dry-run", "-j", "3", "--key", "{//}", "--batch-size", "2"])
+        .args(["echo", ":::", "d/a", "d/b c", "d/c", "e/x"])
+        .run();
+    out.code(0);
+    assert_eq!(
+        out.stdout(),
+        "lanes: dry run of 4 jobs in 2 keys, at most 3 at once: nothing runs\n\
+         [d]\n  seq 1 (batch of 2: [1, 2])  round 1  slot 1  echo 'd/a' 'd/b c'\n\
+         \x20 seq 3  round 2  slot 1  echo 'd/c'\n\
+         [e]\n  seq 4  round 1  slot 2  echo 'e/x'\n"
+    );
+}
+
+#[test]
+fn a_dry_run_leaves_out_what_resume_would_skip() {
+    let scratch = Scratch::new();
+    let report = scratch.join("first.jsonl");
+    let jobs = "a\ttrue\nb\tfalse\n";
+    Run::new()
+        .no_report()
+        .arg("--report")
+        .arg(&report)
+        .stdin(jobs)
+        .run()
+        .code(1);
+    let out = Run::new()
+        .no_report()
+        .args(["--dry-run", "-j", "1", "--resume"])
+        .arg(&report)
+        .stdin(jobs)
+        .run();
+    out.code(0);
+    assert_eq!(
+        out.stdout(),
+        "lanes: dry run of 1 job in 1 key, at most 1 at once: nothing runs\n\
+         [b]\n  seq 2  round 1  slot 1  false\n\
+         skipped: seq 1 (succeeded in the --resume report)\n"
+    );
+}
