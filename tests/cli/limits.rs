@@ -116,7 +116,7 @@ fn lanes_own_output_survives_when_no_thread_can_be_started() {
     assert_eq!(stdout, "[a] out\n", "{}", out.dump());
     assert!(stderr.starts_with("[a] err\n"), "{stderr}");
     assert!(
-        stderr.contains("1 jobs") && stderr.contains("1 failed"),
+        stderr.contains("1 job in") && stderr.contains("1 failed"),
         "{stderr}"
     );
 }

@@ -823,7 +823,7 @@ fn the_schema_refuses_broken_records() {
         "started":false,"started_at":null,"ended_at":"2026-11-29T11:45:26.053Z",
         "duration_ms":null,"wait_ms":null,"attempts":0,"slot":null,"leaked":false,
         "superseded_by":null,"batch":null,"error":null,"cpu_ms":null,"memory_peak_bytes":null,
-        "tries":[]});
+        "tries":[],"flaky":false});
     assert_eq!(schema_errors(&schema, &skipped), Vec::<String>::new());
     let run = json!({"type":"run","version":"0.1.0","schema":2,
         "started_at":"2026-11-29T11:45:26.050Z","max_concurrent":2,"source":"-","containment":"cgroup"});
@@ -1015,29 +1015,32 @@ fn every_record_of_runs_with_mixed_outcomes_fits_the_schema() {
 
 #[test]
 fn results_files_that_cannot_be_stored_are_said_and_make_the_run_exit_1() {
-    // Job 1's stdout file and the index are links to /dev/full: every write to them fails with
-    // ENOSPC, as on a full disk.
+    // Under a file-size limit of 64 KiB (`ulimit -f`: lanes ignores SIGXFSZ, so a write past it
+    // fails with EFBIG), job 1's stdout file cannot be stored whole; the report, the index and
+    // job 2's files stay far below it.
     let scratch = Scratch::new();
-    let dir = scratch.mkdir("res");
-    std::os::unix::fs::symlink("/dev/full", dir.join("000001-a.stdout")).unwrap();
-    std::os::unix::fs::symlink("/dev/full", dir.join("index.jsonl")).unwrap();
+    let dir = scratch.join("res");
     let out = Run::new()
         .scratch(&scratch)
+        .wrapper("ulimit -f 128; exec \"$0\" \"$@\"")
         .arg("--results")
         .arg(&dir)
-        .stdin("a\techo out; echo err >&2; touch \"$D/a-ran\"\nb\techo fine\n")
+        .stdin(
+            "a\thead -c 200000 /dev/zero | tr '\\0' x; echo err >&2; touch \"$D/a-ran\"\n\
+             b\techo fine\n",
+        )
         .run();
     out.code(1);
     assert!(scratch.exists("a-ran"));
     let stderr = out.stderr();
-    for file in ["000001-a.stdout", "index.jsonl"] {
-        assert!(
-            stderr.contains(&format!("cannot write {}", dir.join(file).display()))
-                && stderr.contains("No space left on device"),
-            "{file}: {}",
-            out.dump()
-        );
-    }
+    let file = dir.join("000001-a.stdout");
+    assert!(
+        stderr.contains(&format!("cannot write {}", file.display()))
+            && stderr.contains("File too large"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(fs::metadata(&file).unwrap().len(), 128 * 512);
     // The jobs still succeeded, and the files that could be stored are whole.
     assert_eq!(out.job(1).result(), ("succeeded", None));
     assert_eq!(out.job(2).result(), ("succeeded", None));
@@ -1049,6 +1052,8 @@ fn results_files_that_cannot_be_stored_are_said_and_make_the_run_exit_1() {
         fs::read_to_string(dir.join("000002-b.stdout")).unwrap(),
         "fine\n"
     );
+    let index = fs::read_to_string(dir.join("index.jsonl")).unwrap();
+    assert_eq!(index.lines().count(), 2, "{index}");
 }
 
 #[test]
