@@ -149,6 +149,9 @@ pub(crate) struct Surroundings {
     pub ci: bool,
     /// `TERM=dumb`.
     pub dumb_terminal: bool,
+    /// The jobs are typed on the terminal (stdin is one, and the input): a display redrawn
+    /// there would draw over what is being typed.
+    pub jobs_typed: bool,
 }
 
 impl Surroundings {
@@ -163,6 +166,7 @@ impl Surroundings {
             no_color: set("NO_COLOR"),
             ci: ci_is_true(std::env::var_os("CI").as_deref()),
             dumb_terminal: std::env::var_os("TERM").is_some_and(|t| t == "dumb"),
+            jobs_typed: false,
         }
     }
 }
@@ -196,6 +200,7 @@ pub(crate) fn use_progress(progress: When, color: When, env: &Surroundings) -> b
         When::Auto => {
             color != When::Never
                 && !env.stdout_is_pipe
+                && !env.jobs_typed
                 && use_color(When::Auto, env.stderr_is_terminal, env)
         }
     }
@@ -273,6 +278,8 @@ impl RunConfig {
         }
         let source = match (cli.manifest, cli.file) {
             _ if cli.arguments.is_some() => Source::List(cli.arguments.clone().unwrap_or_default()),
+            // `-a -`: stdin, as for FILE (and GNU parallel's `-a -`).
+            _ if cli.arg_file.as_deref() == Some(Path::new("-")) => Source::Stdin,
             _ if cli.arg_file.is_some() => {
                 Source::LinesFile(cli.arg_file.clone().unwrap_or_default())
             }
@@ -650,6 +657,13 @@ mod tests {
             ..terminal()
         };
         assert!(use_progress(When::Auto, When::Auto, &to_file));
+        // Jobs typed on the terminal: the display would draw over the typing.
+        let typed = Surroundings {
+            jobs_typed: true,
+            ..terminal()
+        };
+        assert!(!use_progress(When::Auto, When::Auto, &typed));
+        assert!(use_progress(When::Always, When::Auto, &typed));
     }
 
     #[test]

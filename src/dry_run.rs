@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use crate::config::RunConfig;
 use crate::core::{plan, Limits};
 use crate::input::{InputItem, JobSpec};
+use crate::output::framing::escape_controls;
 use crate::plural::plural;
 use crate::resume::Resume;
 use crate::shell::input::Feed;
@@ -83,7 +84,15 @@ pub(crate) fn print(
         if run.batch.len() > 1 {
             let _ = write!(row, " (batch of {}: {:?})", run.batch.len(), run.batch);
         }
-        let _ = write!(row, "  round {}  slot {}  {command}", run.round, run.slot);
+        // Keys and commands shown with their control characters escaped, as in prefixes: a
+        // line of the plan is one line, and nothing in it moves the cursor.
+        let _ = write!(
+            row,
+            "  round {}  slot {}  {}",
+            run.round,
+            run.slot,
+            escape_controls(&command)
+        );
         by_key[order[&first.key]].1.push(row);
     }
     let mut out = format!(
@@ -93,7 +102,7 @@ pub(crate) fn print(
         config.max_concurrent
     );
     for (key, rows) in &by_key {
-        let _ = writeln!(out, "[{key}]");
+        let _ = writeln!(out, "[{}]", escape_controls(key));
         for row in rows {
             let _ = writeln!(out, "{row}");
         }
@@ -105,7 +114,7 @@ pub(crate) fn print(
         let _ = writeln!(out, "skipped: seq {seq} (succeeded in the --resume report)");
     }
     for line in &invalid {
-        let _ = writeln!(out, "invalid: {line}");
+        let _ = writeln!(out, "invalid: {}", escape_controls(line));
     }
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();

@@ -96,11 +96,20 @@ fn basename(path: &str) -> &str {
     }
 }
 
+/// The directory of `path` as POSIX dirname(1) gives it: trailing slashes are no component
+/// (`a/b/` → `a`), and the slashes between the directory and the last component go with it
+/// (`d//a.log` → `d`), so that every spelling of a directory is one key.
 fn dirname(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) => "/",
-        Some(slash) => &path[..slash],
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return if path.is_empty() { "." } else { "/" };
+    }
+    match trimmed.rfind('/') {
         None => ".",
+        Some(slash) => match trimmed[..slash].trim_end_matches('/') {
+            "" => "/",
+            directory => directory,
+        },
     }
 }
 
@@ -134,6 +143,13 @@ mod tests {
         assert_eq!(apply("/.", path, None), "file.tar");
         assert_eq!(apply("//", "file", None), ".");
         assert_eq!(apply("//", "/file", None), "/");
+        // As dirname(1): doubled and trailing slashes.
+        assert_eq!(apply("//", "d//a.log", None), "d");
+        assert_eq!(apply("//", "d/a.log", None), "d");
+        assert_eq!(apply("//", "a/b/", None), "a");
+        assert_eq!(apply("//", "//x", None), "/");
+        assert_eq!(apply("//", "///", None), "/");
+        assert_eq!(apply("//", "", None), ".");
         assert_eq!(apply(".", "dir.d/.bashrc", None), "dir.d/.bashrc");
     }
 

@@ -88,7 +88,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         )),
         None => None,
     };
-    let env = Surroundings::detect();
+    let env = Surroundings {
+        jobs_typed: typed_input(&config),
+        ..Surroundings::detect()
+    };
     let progress = use_progress(config.progress, config.color, &env)
         .then(|| Progress::new(typed_input(&config)));
     let display = progress.as_ref().map(Progress::handle);

@@ -39,7 +39,8 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
     }) {
         return Cli::parse_from(argv);
     }
-    let invocation = match split(argv, &command, |path| path.exists()) {
+    // A directory is no FILE of jobs (`lanes test -x` in a tree with a `test/` directory).
+    let invocation = match split(argv, &command, |path| path.exists() && !path.is_dir()) {
         Ok(invocation) => invocation,
         Err(message) => {
             eprintln!("error: {message}");
@@ -137,6 +138,13 @@ pub(crate) fn split(
             || path
                 .extension()
                 .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        if is_file && text != "-" && !text.contains('/') && is_program_on_path(&text) {
+            return Err(format!(
+                "`{text}` is both a file here and a command on PATH: write `./{text}` to read \
+                 the file as jobs, or `lanes [OPTIONS] -- {text} ...` to run the command for \
+                 each input line"
+            ));
+        }
         if is_file {
             invocation.options.push(word.clone());
             file = Some(word);
@@ -155,8 +163,22 @@ pub(crate) fn split(
     for word in rest.by_ref() {
         let word = word?;
         if word == ":::" {
-            arguments = Some(rest.by_ref().collect::<Result<Vec<_>, _>>()?);
+            let list = rest.by_ref().collect::<Result<Vec<_>, _>>()?;
+            if list.iter().any(|word| word == ":::" || word == "::::") {
+                return Err(
+                    "one `:::` list only: GNU parallel runs every combination of several lists, \
+                     lanes one job per argument of one list"
+                        .to_owned(),
+                );
+            }
+            arguments = Some(list);
             break;
+        }
+        if word == "::::" {
+            return Err(
+                "`::::` (arguments from a file) is written `-a FILE` (`--arg-file`) here"
+                    .to_owned(),
+            );
         }
         command_words.push(word);
     }
@@ -178,6 +200,17 @@ pub(crate) fn split(
     invocation.command = (!command_words.is_empty()).then_some(command_words);
     invocation.arguments = arguments;
     Ok(invocation)
+}
+
+/// Whether `name` (no `/` in it) is an executable file in a directory of `PATH`.
+fn is_program_on_path(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(name))
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+    })
 }
 
 /// Checks that the program a trailing command names can be found, so that a mistyped FILE of

@@ -376,3 +376,87 @@ fn lines_without_a_tab_under_command_say_how_to_run_them() {
     out.code(0);
     assert_eq!(out.stdout(), "1\n2\n");
 }
+
+#[test]
+fn a_name_that_is_both_a_file_here_and_a_command_is_a_usage_error_and_a_directory_no_file() {
+    let scratch = Scratch::new();
+    scratch.write("echo", "");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .cwd(scratch.path())
+        .arg("echo")
+        .stdin("1\n2\n")
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("`echo` is both a file here and a command on PATH"),
+        "{}",
+        out.dump()
+    );
+    // A directory named like the command is no FILE of jobs: `test -e` runs for each line.
+    scratch.mkdir("test");
+    scratch.write("present", "");
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["test", "-e"])
+        .stdin("present\nabsent\n")
+        .run();
+    out.code(1);
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+    assert_eq!(out.job(2).result(), ("failed", Some("exit_status")));
+}
+
+#[test]
+fn several_lists_and_four_colons_are_refused_with_the_form_to_use() {
+    let out = Run::new()
+        .no_report()
+        .args(["echo", ":::", "a", ":::", "b"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("one `:::` list only"),
+        "{}",
+        out.dump()
+    );
+    let out = Run::new()
+        .no_report()
+        .args(["echo", "::::", "list.txt"])
+        .run();
+    out.code(2);
+    assert!(out.stderr().contains("`-a FILE`"), "{}", out.dump());
+}
+
+#[test]
+fn arg_file_dash_reads_stdin() {
+    let out = Run::new().args(["-a", "-", "echo"]).stdin("x\n").run();
+    out.code(0);
+    assert_eq!(keys_and_commands(&out), pairs(&[("x", "x")]));
+}
+
+#[test]
+fn every_spelling_of_a_directory_is_one_key() {
+    let out = Run::new()
+        .args(["--key", "{//}", "true"])
+        .stdin("d//a.log\nd/b.log\nd/sub/\n")
+        .run();
+    out.code(0);
+    let keys: Vec<_> = keys_and_commands(&out)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(keys, ["d", "d", "d"]);
+}
+
+#[test]
+fn a_dry_run_escapes_control_characters() {
+    let out = Run::new()
+        .no_report()
+        .args(["--dry-run", "echo", ":::", "k\u{1b}[31mRED"])
+        .run();
+    out.code(0);
+    assert!(!out.stdout().contains('\u{1b}'), "{}", out.dump());
+    assert!(out.stdout().contains("[k\\u{1b}[31mRED]"), "{}", out.dump());
+}
