@@ -257,12 +257,28 @@ fn prepare(dir: &Path) -> Result<(), LockDirError> {
         }
         Err(err) => return Err(unusable(dir, err)),
     }
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = fs::metadata(dir).map_or(0o755, |meta| meta.permissions().mode() & 0o7777);
+        let _ = SHARED_MODE.set(mode);
+    }
     for sub in ["keys", "slots"] {
-        match fs::create_dir(dir.join(sub)) {
-            Ok(()) => {}
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(err) => return Err(unusable(dir, format!("cannot create {sub}/: {err}"))),
-        }
+        create_shared_dir(&dir.join(sub))
+            .map_err(|err| unusable(dir, format!("cannot create {sub}/: {err}")))?;
+        // Made by another user with a narrower mode: refused now, not met at the first key.
+        nix::unistd::access(
+            &dir.join(sub),
+            nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+        )
+        .map_err(|err| {
+            unusable(
+                dir,
+                format!(
+                    "{sub}/ is not writable by this user ({err}): give DIR and what is in it \
+                     the same permissions for every user of it"
+                ),
+            )
+        })?;
     }
     // Two open file descriptions of one file: while the first holds an exclusive lock, the
     // second must be refused (EWOULDBLOCK). A filesystem without working `flock` (NFS mounted
@@ -313,17 +329,71 @@ fn flock(file: &impl AsRawFd, operation: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// DIR's permission bits (set once DIR is prepared): the subdirectories and files lanes
+/// creates in DIR get them (files without the execute bits), whatever the creator's umask, so
+/// that every user who may write DIR may use the keys, slots and tickets another user created
+/// (a cron job as one user, a terminal as another).
+static SHARED_MODE: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+
+/// The mode of the directories lanes creates in DIR.
+fn shared_dir_mode() -> u32 {
+    SHARED_MODE.get().copied().unwrap_or(0o755)
+}
+
+/// The mode of the files lanes creates in DIR; always readable by their owner.
+fn shared_file_mode() -> u32 {
+    (shared_dir_mode() & 0o666) | 0o600
+}
+
+/// Gives `file` (open) the shared mode when this user owns it and it has another; errors are
+/// left to the users of the file to meet.
+fn share_file(file: &File) {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let mode = shared_file_mode();
+    if let Ok(meta) = file.metadata() {
+        if meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o7777 != mode {
+            let _ = file.set_permissions(fs::Permissions::from_mode(mode));
+        }
+    }
+}
+
+/// Creates the directory `path` with the shared mode; one that exists is fine.
+fn create_shared_dir(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    match fs::create_dir(path) {
+        Ok(()) => {
+            let _ = fs::set_permissions(path, fs::Permissions::from_mode(shared_dir_mode()));
+            Ok(())
+        }
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
 /// Opens (creating) a lock file, close-on-exec: a job gets it only as descriptor 3 or 4
-/// (`spawn`), never by accident.
+/// (`spawn`), never by accident. A lock file another user created without write permission
+/// for this one is opened for reading: `flock` needs no more (its holder line is then not
+/// written).
 fn open_lock_file(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
+    let opened = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o666)
         .custom_flags(libc::O_CLOEXEC)
-        .open(path)
+        .open(path);
+    match opened {
+        Ok(file) => {
+            share_file(&file);
+            Ok(file)
+        }
+        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path),
+        Err(err) => Err(err),
+    }
 }
 
 /// The files of one key.
@@ -396,18 +466,15 @@ fn acquire_key(
     }
     let lock = open_lock_file(&paths.lock)?;
     let mut holder = read_holder(&lock);
-    match fs::create_dir(&paths.queue) {
-        Ok(()) => {}
-        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(err) => return Err(err),
-    }
+    create_shared_dir(&paths.queue)?;
     let (ticket, name) = take_ticket(&paths.queue, key, identity)?;
     let result = wait_in_line(paths, &lock, &name, &mut holder);
     // Our ticket goes, whatever happened: the next waiter moves up.
     let _ = fs::remove_file(paths.queue.join(&name));
     drop(ticket);
     result?;
-    write_holder(&lock, key, identity)?;
+    // Best effort: a lock file opened for reading only holds the key all the same.
+    let _ = write_holder(&lock, key, identity);
     Ok((lock.into(), holder))
 }
 
@@ -425,7 +492,8 @@ fn try_key_now(paths: &KeyPaths, key: &str, identity: &Identity) -> io::Result<O
     if flock(&lock, libc::LOCK_EX | libc::LOCK_NB).is_err() {
         return Ok(None);
     }
-    write_holder(&lock, key, identity)?;
+    // Best effort: a lock file opened for reading only holds the key all the same.
+    let _ = write_holder(&lock, key, identity);
     Ok(Some(lock))
 }
 
@@ -441,6 +509,8 @@ fn take_ticket(queue: &Path, key: &str, identity: &Identity) -> io::Result<(File
         .prefix(".new-")
         .tempfile_in(queue)?;
     flock(file.as_file(), libc::LOCK_EX | libc::LOCK_NB)?;
+    // Readable by the waiters behind it (they wait on it with `flock`) and `lanes locks`.
+    share_file(file.as_file());
     let text = serde_json::json!({ "pid": identity.pid, "run": identity.run, "key": key });
     file.write_all(text.to_string().as_bytes())?;
     let file = file.persist(queue.join(&name)).map_err(|err| err.error)?;

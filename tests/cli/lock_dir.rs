@@ -411,3 +411,48 @@ fn a_lock_dir_the_user_cannot_write_is_refused() {
     );
     assert!(!scratch.exists("ran"));
 }
+
+#[test]
+fn users_sharing_a_lock_dir_use_each_others_keys() {
+    // Root runs first and creates the key's files; then user nobody runs a job of the same key
+    // (and a new key) in the same world-writable DIR: it must run, not retry for ever.
+    let root = nix::unistd::Uid::effective().is_root();
+    let setpriv = Path::new("/usr/bin/setpriv").exists();
+    if !root || !setpriv {
+        eprintln!("skipped: needs root and /usr/bin/setpriv to run lanes as another user");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let dir = scratch.mkdir("locks");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let first = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "process-group", "--lock-dir"])
+        .arg(&dir)
+        .stdin("k\ttrue\n")
+        .run();
+    first.code(0);
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("exec setpriv --reuid=65534 --regid=65534 --clear-groups \"$0\" \"$@\"")
+        .args([
+            "--containment",
+            "process-group",
+            "--timeout",
+            "10",
+            "--lock-dir",
+        ])
+        .arg(&dir)
+        .stdin("k\ttouch \"$D/k-ran\"\nnew\ttouch \"$D/new-ran\"\n")
+        .run();
+    out.code(0);
+    assert!(
+        scratch.exists("k-ran") && scratch.exists("new-ran"),
+        "{}",
+        out.dump()
+    );
+    assert!(!out.stderr().contains("trying again"), "{}", out.dump());
+}
