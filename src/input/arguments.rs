@@ -164,15 +164,30 @@ impl<R: BufRead> Iterator for RecordReader<R> {
                 seq,
             } => (input, format, buffer, record, seq),
         };
+        // The longest record that can be a job: a key, a tab and a command (and a `\r`).
+        let limits = Limits::of_system();
+        let longest = limits.key + 1 + limits.command + 1;
         loop {
-            buffer.clear();
-            match input.read_until(format.delimiter, buffer) {
-                Ok(0) => return None,
-                Ok(_) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            let cut = match read_record(input, format.delimiter, buffer, longest) {
+                Ok(None) => return None,
+                Ok(Some(cut)) => cut,
                 Err(err) => return Some(Err(err)),
-            }
+            };
             *record += 1;
+            if cut {
+                *seq += 1;
+                return Some(Ok(NumberedLine {
+                    seq: *seq,
+                    line: *record,
+                    item: LineItem::Invalid {
+                        key: None,
+                        message: format!(
+                            "the record is longer than any job can be ({longest} bytes); the \
+                             rest of it was skipped"
+                        ),
+                    },
+                }));
+            }
             let mut raw = buffer.strip_suffix(&[format.delimiter]).unwrap_or(buffer);
             if *record == 1 {
                 raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
@@ -192,6 +207,45 @@ impl<R: BufRead> Iterator for RecordReader<R> {
                     item,
                 }));
             }
+        }
+    }
+}
+
+/// Reads the next record, up to `delimiter` (dropped), into `buffer`, keeping at most
+/// `longest` bytes of it: `None` at the end of the input, else whether the record was longer
+/// (its beginning is in `buffer`; the rest is read and dropped, in bounded memory).
+fn read_record(
+    input: &mut impl BufRead,
+    delimiter: u8,
+    buffer: &mut Vec<u8>,
+    longest: usize,
+) -> std::io::Result<Option<bool>> {
+    buffer.clear();
+    let (mut any, mut cut) = (false, false);
+    loop {
+        let available = match input.fill_buf() {
+            Ok(available) => available,
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if available.is_empty() {
+            return Ok(any.then_some(cut));
+        }
+        any = true;
+        let (chunk, used, done) = match memchr::memchr(delimiter, available) {
+            Some(at) => (&available[..at], at + 1, true),
+            None => (available, available.len(), false),
+        };
+        let room = longest.saturating_sub(buffer.len());
+        if chunk.len() > room {
+            cut = true;
+        }
+        if !cut {
+            buffer.extend_from_slice(chunk);
+        }
+        input.consume(used);
+        if done {
+            return Ok(Some(cut));
         }
     }
 }

@@ -460,3 +460,21 @@ fn a_dry_run_escapes_control_characters() {
     assert!(!out.stdout().contains('\u{1b}'), "{}", out.dump());
     assert!(out.stdout().contains("[k\\u{1b}[31mRED]"), "{}", out.dump());
 }
+
+#[test]
+fn a_nul_separated_record_longer_than_any_job_is_refused_and_the_next_runs() {
+    let mut input = vec![b'x'; 2_000_000];
+    input.extend_from_slice(b"\0short\0");
+    let out = Run::new().args(["-0", "echo"]).stdin(input).run();
+    out.code(1);
+    assert_eq!(out.job(1).result(), ("rejected", Some("invalid_input")));
+    assert!(
+        out.job(1)
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("longer than any job can be")),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(out.job(2).result(), ("succeeded", None));
+}
