@@ -97,9 +97,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let display = progress.as_ref().map(Progress::handle);
     let stdout = Sink::spawn(
         "stdout",
+        // No descriptor left to duplicate it (`ulimit -n`): written through the process's own.
         match stdout_file() {
             Ok(file) => Box::new(file),
-            Err(_) => Box::new(std::io::sink()),
+            Err(_) => Box::new(std::io::stdout()),
         },
         display.clone().filter(|_| env.stdout_is_terminal),
     );
@@ -107,7 +108,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         "stderr",
         match stderr_file() {
             Ok(file) => Box::new(file),
-            Err(_) => Box::new(std::io::sink()),
+            Err(_) => Box::new(std::io::stderr()),
         },
         display,
     )

@@ -777,10 +777,23 @@ impl Driver {
                 abort.abort();
             }
         }
-        let _ = until_stopped(self.ledger.written(), &mut forced, signals).await;
+        let summary_written = until_stopped(self.ledger.written(), &mut forced, signals).await;
+        // Files given up on (a reader that did not read them after the second stop signal):
+        // said, as a file that could not be stored is.
+        let mut given_up = String::new();
+        if junit.is_none() {
+            given_up
+                .push_str("lanes: the JUnit file was given up on unwritten: it is incomplete\n");
+        }
+        if written.is_none() || summary_written.is_none() {
+            given_up.push_str(
+                "lanes: the report or events file was given up on (its reader did not read it): \
+                 it is incomplete\n",
+            );
+        }
         RunEnd {
             code,
-            summary: text,
+            summary: given_up + &text,
             forced,
             signals: None,
         }

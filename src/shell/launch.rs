@@ -142,9 +142,15 @@ impl Launcher {
                 } else {
                     SpawnFailure::Failed
                 };
+                let hint = match err.raw_os_error() {
+                    Some(nix::libc::EMFILE | nix::libc::ENFILE) => {
+                        ", and no running job will free a descriptor (raise `ulimit -n`)"
+                    }
+                    _ => "",
+                };
                 NotStarted {
                     failure,
-                    message: format!("cannot create the job's cgroup: {err}"),
+                    message: format!("cannot create the job's cgroup: {err}{hint}"),
                 }
             })?),
             None => None,

@@ -315,3 +315,36 @@ fn an_events_reader_that_stalls_delays_no_stop_signal() {
         .count();
     assert_eq!(ended, 41, "{events}");
 }
+
+#[test]
+fn a_report_given_up_on_after_a_second_stop_signal_is_said() {
+    let scratch = Scratch::new();
+    let fifo = scratch.join("report.fifo");
+    let reader = StalledReader::new(&fifo);
+    let running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--report")
+        .arg(&fifo)
+        .args(["-j", "2"])
+        .stdin(slow_job_then_fillers(
+            "trap 'touch \"$D/got-term\"; exit 0' TERM; while :; do sleep 0.05; done",
+        ))
+        .spawn();
+    let filled = wait_until(Duration::from_secs(10), || scratch.exists("filled"));
+    running.signal(Signal::SIGTERM);
+    // The first stop reached the job (lanes now waits for the reader); the second gives up.
+    let heard = wait_until(Duration::from_secs(5), || scratch.exists("got-term"));
+    running.signal(Signal::SIGTERM);
+    let out = running.wait();
+    drop(reader);
+    assert!(filled, "the quick jobs did not all run\n{}", out.dump());
+    assert!(heard, "SIGTERM did not reach the job\n{}", out.dump());
+    out.code(143);
+    assert!(
+        out.stderr()
+            .contains("the report or events file was given up on"),
+        "{}",
+        out.dump()
+    );
+}
