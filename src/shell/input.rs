@@ -84,34 +84,8 @@ impl Commands {
 fn run(feed: Feed, tx: &mpsc::Sender<InputItem>, commands: &Commands) {
     let send = |item| tx.blocking_send(commands.check(item)).is_ok();
     match feed {
-        Feed::Lines(reader) => {
-            for numbered in LineReader::new(reader) {
-                let item = match numbered {
-                    Ok(numbered) => from_line(numbered),
-                    Err(err) => {
-                        let _ = send(InputItem::ReadError(format!("cannot read input: {err}")));
-                        return;
-                    }
-                };
-                if !send(item) {
-                    return;
-                }
-            }
-        }
-        Feed::Records(records) => {
-            for numbered in records {
-                let item = match numbered {
-                    Ok(numbered) => from_line(numbered),
-                    Err(err) => {
-                        let _ = send(InputItem::ReadError(format!("cannot read input: {err}")));
-                        return;
-                    }
-                };
-                if !send(item) {
-                    return;
-                }
-            }
-        }
+        Feed::Lines(reader) => forward(LineReader::new(reader), &send),
+        Feed::Records(records) => forward(records, &send),
         Feed::Preloaded(lines) => {
             for numbered in lines {
                 if !send(from_line(numbered)) {
@@ -221,5 +195,24 @@ impl Input {
             }
         }
         pending
+    }
+}
+
+/// Hands each record of `records` on as an input item; a read error ends the input with it.
+fn forward(
+    records: impl Iterator<Item = std::io::Result<NumberedLine>>,
+    send: &impl Fn(InputItem) -> bool,
+) {
+    for numbered in records {
+        let item = match numbered {
+            Ok(numbered) => from_line(numbered),
+            Err(err) => {
+                let _ = send(InputItem::ReadError(format!("cannot read input: {err}")));
+                return;
+            }
+        };
+        if !send(item) {
+            return;
+        }
     }
 }

@@ -7,11 +7,11 @@ use std::os::unix::fs::PermissionsExt;
 
 use crate::support::*;
 
-/// The key and command of every job record, by seq.
+/// The key and command of every job record, by seq (records come in the order jobs end).
 fn keys_and_commands(out: &Output) -> Vec<(String, String)> {
-    out.report()
-        .jobs
-        .iter()
+    let mut jobs: Vec<_> = out.report().jobs.iter().collect();
+    jobs.sort_by_key(|job| job.seq);
+    jobs.into_iter()
         .map(|job| {
             (
                 job.key.clone().unwrap_or_default(),

@@ -8,7 +8,13 @@ use crate::support::*;
 /// Runs `lanes ARGS` on a pseudo-terminal (util-linux `script`) with `input` typed into it,
 /// `CI` set to `ci` (or unset); returns what the terminal showed.
 fn on_terminal(args: &str, input: &[u8], ci: Option<&str>) -> String {
-    use std::io::Write as _;
+    on_terminal_after(args, None, input, ci)
+}
+
+/// As [`on_terminal`], with `input` typed only once the terminal shows `prompt`.
+fn on_terminal_after(args: &str, prompt: Option<&str>, input: &[u8], ci: Option<&str>) -> String {
+    use std::io::{Read as _, Write as _};
+    use std::sync::{Arc, Mutex};
     let mut command = Command::new("script");
     command
         .args(["-qec", &format!("{BIN} {args}"), "/dev/null"])
@@ -22,16 +28,40 @@ fn on_terminal(args: &str, input: &[u8], ci: Option<&str>) -> String {
         None => command.env_remove("CI"),
     };
     let mut child = command.spawn().expect("util-linux script(1) runs");
+    let shown = Arc::new(Mutex::new(Vec::new()));
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = {
+        let shown = Arc::clone(&shown);
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 4096];
+            while let Ok(n @ 1..) = stdout.read(&mut buffer) {
+                shown.lock().unwrap().extend_from_slice(&buffer[..n]);
+            }
+        })
+    };
+    if let Some(prompt) = prompt {
+        let seen = wait_until(std::time::Duration::from_secs(20), || {
+            String::from_utf8_lossy(&shown.lock().unwrap()).contains(prompt)
+        });
+        assert!(seen, "{prompt:?} never shown");
+    }
     child.stdin.take().unwrap().write_all(input).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let status = child.wait().unwrap();
+    reader.join().unwrap();
+    let shown = String::from_utf8_lossy(&shown.lock().unwrap()).into_owned();
+    assert!(status.success(), "{status:?}: {shown}");
+    shown
 }
 
 #[test]
 fn reading_from_a_terminal_says_so() {
     // Ctrl-D (0x04) ends the terminal's input.
-    let shown = on_terminal("--progress never", b"k\techo hi\n\x04", None);
+    let shown = on_terminal_after(
+        "--progress never",
+        Some("end with Ctrl-D"),
+        b"k\techo hi\n\x04",
+        None,
+    );
     assert!(
         shown.contains("lanes: reading jobs from the terminal (end with Ctrl-D)"),
         "{shown}"
