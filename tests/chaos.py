@@ -1247,9 +1247,9 @@ def lock_dir_iteration(rng, binary, scratch, bound, containment):
             process.kill()
             process.wait()
     # Orphans of a SIGKILLed lanes run on; they end by themselves within their sleep.
-    while time.time() < deadline and tagged_processes(tag):
+    while time.time() < deadline and tagged_processes(tag.encode()):
         time.sleep(0.05)
-    for pid in tagged_processes(tag):
+    for pid in tagged_processes(tag.encode()):
         problems.append(f"job process {pid} still alive")
         try:
             os.kill(pid, signal.SIGKILL)
