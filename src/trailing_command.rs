@@ -138,7 +138,11 @@ pub(crate) fn split(
             || path
                 .extension()
                 .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
-        if is_file && text != "-" && !text.contains('/') && is_program_on_path(&text) {
+        if is_file
+            && text != "-"
+            && !text.contains('/')
+            && is_program_on_path(&text, std::env::var_os("PATH").as_deref())
+        {
             return Err(format!(
                 "`{text}` is both a file here and a command on PATH: write `./{text}` to read \
                  the file as jobs, or `lanes [OPTIONS] -- {text} ...` to run the command for \
@@ -202,14 +206,13 @@ pub(crate) fn split(
     Ok(invocation)
 }
 
-/// Whether `name` (no `/` in it) is an executable file in a directory of `PATH`.
-fn is_program_on_path(name: &str) -> bool {
+/// Whether `name` (no `/` in it) is an executable file in a directory of `path` (`PATH`):
+/// what the shell would run for it (a file without an execute bit it skips).
+fn is_program_on_path(name: &str, path: Option<&std::ffi::OsStr>) -> bool {
     use std::os::unix::fs::PermissionsExt as _;
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| {
-            std::fs::metadata(dir.join(name))
-                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-        })
+    std::env::split_paths(path.unwrap_or_default()).any(|dir| {
+        std::fs::metadata(dir.join(name))
+            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
     })
 }
 
@@ -244,7 +247,7 @@ pub(crate) fn check_program(
     let found = if program.contains('/') {
         Path::new(program).exists()
     } else {
-        std::env::split_paths(path.unwrap_or_default()).any(|dir| dir.join(program).is_file())
+        is_program_on_path(program, path)
     };
     if found {
         return Ok(());

@@ -5,7 +5,7 @@
 
 use std::io::BufRead;
 
-use crate::input::lines::{parse_line, Limits, LineItem, LineReader, NumberedLine};
+use crate::input::lines::{parse_line, unpassable, Limits, LineItem, LineReader, NumberedLine};
 use crate::key_template::KeyTemplate;
 
 /// How records are separated and what a record holds.
@@ -73,31 +73,17 @@ fn plain(record: &[u8], key: &KeyTemplate) -> Option<LineItem> {
         }
     };
     let limits = Limits::of_system();
-    if text.contains('\0') {
+    if let Some(problem) = unpassable("argument", record, limits.command) {
         return Some(LineItem::Invalid {
             key: None,
-            message: "the record holds a NUL byte, which no command can".to_owned(),
-        });
-    }
-    if text.len() > limits.command {
-        return Some(LineItem::Invalid {
-            key: None,
-            message: format!(
-                "the record is {} bytes, longer than one argument can be ({} bytes)",
-                text.len(),
-                limits.command
-            ),
+            message: problem,
         });
     }
     let computed = key.render(text);
-    if computed.len() > limits.key {
+    if let Some(problem) = unpassable("key", computed.as_bytes(), limits.key) {
         return Some(LineItem::Invalid {
             key: None,
-            message: format!(
-                "--key gives a key of {} bytes, longer than one can be ({} bytes)",
-                computed.len(),
-                limits.key
-            ),
+            message: format!("--key gives a key that cannot be passed on: {problem}"),
         });
     }
     if computed.is_empty() {
