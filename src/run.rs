@@ -42,10 +42,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let config = RunConfig::from_cli(cli)?;
     if config.dry_run {
         let resume = load_resume(&config)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .context("cannot start the event loop (raise `ulimit -n`)")?;
+        let runtime = event_loop()?;
         return match feed_for(&config, &runtime, hangup_ignored)? {
             (Checked::Valid(feed), _) => crate::dry_run::print(&config, feed, resume),
             (Checked::Interrupted { signal, .. }, _) => {
@@ -54,15 +51,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         };
     }
     let cgroups = containment(config.containment)?;
-    // The event loop's descriptors (its poller, its waker, the signal pipe) are made sure of
-    // first: tokio cannot report a failure to make the signal pipe (it panics).
-    let runtime = crate::shell::unix::ensure_free_descriptors(EVENT_LOOP_DESCRIPTORS)
-        .and_then(|()| {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-        })
-        .context("cannot start the event loop (raise `ulimit -n`)")?;
+    let runtime = event_loop()?;
     let lock_dir = match &config.lock_dir {
         Some(dir) => Some(LockDir::open(dir, config.shared_max_concurrent)?),
         None => None,
@@ -206,6 +195,18 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // A writer thread still blocked is not waited for.
     runtime.shutdown_background();
     Ok(end.code)
+}
+
+/// Builds the event loop. Its descriptors (its poller, its waker, the signal pipe) are made
+/// sure of first: tokio cannot report a failure to make the signal pipe (it panics).
+fn event_loop() -> anyhow::Result<tokio::runtime::Runtime> {
+    crate::shell::unix::ensure_free_descriptors(EVENT_LOOP_DESCRIPTORS)
+        .and_then(|()| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        })
+        .context("cannot start the event loop (raise `ulimit -n`)")
 }
 
 /// The descriptors tokio's event loop opens when it is built: its poller, its waker, and the
