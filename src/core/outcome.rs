@@ -25,6 +25,8 @@ pub enum StopReason {
     FailFast,
     /// A newer job of the same key replaced it (`--coalesce`, `--cancel-in-progress`).
     Superseded,
+    /// `lanes cancel KEY` asked for its key's jobs to be dropped and stopped (`lanes serve`).
+    Cancelled,
 }
 
 /// Why a job counts as failed.
@@ -68,7 +70,7 @@ pub enum Outcome {
 impl Outcome {
     /// Every outcome with every reason, in declaration order: the `outcome` and `reason` words
     /// the report schema allows, and which reasons go with which outcome.
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Succeeded,
         Outcome::Failed(FailReason::ExitStatus),
         Outcome::Failed(FailReason::Killed),
@@ -77,6 +79,7 @@ impl Outcome {
         Outcome::Interrupted(StopReason::Shutdown),
         Outcome::Interrupted(StopReason::FailFast),
         Outcome::Interrupted(StopReason::Superseded),
+        Outcome::Interrupted(StopReason::Cancelled),
         Outcome::Rejected(RejectReason::InvalidInput),
         Outcome::Rejected(RejectReason::QueueFull),
         Outcome::Skipped,
@@ -104,6 +107,7 @@ impl Outcome {
             Outcome::Interrupted(StopReason::Shutdown) => "shutdown",
             Outcome::Interrupted(StopReason::FailFast) => "fail_fast",
             Outcome::Interrupted(StopReason::Superseded) => "superseded",
+            Outcome::Interrupted(StopReason::Cancelled) => "cancelled",
             Outcome::Rejected(RejectReason::InvalidInput) => "invalid_input",
             Outcome::Rejected(RejectReason::QueueFull) => "queue_full",
             Outcome::Skipped => "succeeded_before",
@@ -111,11 +115,14 @@ impl Outcome {
     }
 
     /// Whether this outcome makes the run's exit status 1 (SPEC §6): everything but a success,
-    /// a job superseded under `--coalesce`/`--cancel-in-progress` and a job `--resume` skipped.
+    /// a job superseded under `--coalesce`/`--cancel-in-progress`, a job `lanes cancel`
+    /// cancelled (asked for, as a superseded one is) and a job `--resume` skipped.
     pub fn is_bad(self) -> bool {
         !matches!(
             self,
-            Outcome::Succeeded | Outcome::Interrupted(StopReason::Superseded) | Outcome::Skipped
+            Outcome::Succeeded
+                | Outcome::Interrupted(StopReason::Superseded | StopReason::Cancelled)
+                | Outcome::Skipped
         )
     }
 }
@@ -177,9 +184,10 @@ mod tests {
             Outcome::Interrupted(StopReason::Shutdown) => 5,
             Outcome::Interrupted(StopReason::FailFast) => 6,
             Outcome::Interrupted(StopReason::Superseded) => 7,
-            Outcome::Rejected(RejectReason::InvalidInput) => 8,
-            Outcome::Rejected(RejectReason::QueueFull) => 9,
-            Outcome::Skipped => 10,
+            Outcome::Interrupted(StopReason::Cancelled) => 8,
+            Outcome::Rejected(RejectReason::InvalidInput) => 9,
+            Outcome::Rejected(RejectReason::QueueFull) => 10,
+            Outcome::Skipped => 11,
         };
         for (i, &outcome) in Outcome::ALL.iter().enumerate() {
             assert_eq!(position(outcome), i, "{outcome:?}");

@@ -359,6 +359,9 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
         Outcome::Skipped => Verdict::Skipped {
             message: "succeeded before (--resume)".into(),
         },
+        Outcome::Interrupted(StopReason::Cancelled) => Verdict::Skipped {
+            message: "cancelled (lanes cancel)".into(),
+        },
         Outcome::Failed(why) => Verdict::NonSuccess {
             failure: true,
             ty: reason,
