@@ -37,9 +37,14 @@ impl Connection {
     }
 
     fn send(&mut self, request: &Request) -> anyhow::Result<()> {
-        self.writer
-            .write_all(&request_line(request))
-            .with_context(|| format!("cannot send to the server at {}", self.path.display()))
+        let Err(err) = self.writer.write_all(&request_line(request)) else {
+            return Ok(());
+        };
+        // A server that refused the connection (another uid) said why before closing it.
+        if let Ok(Some((_, Answer::Error { error }))) = self.answer() {
+            bail!("the server refused the connection: {error}");
+        }
+        Err(err).with_context(|| format!("cannot send to the server at {}", self.path.display()))
     }
 
     /// The next answer, as its line and as read; `None` when the server closed the connection.
