@@ -161,6 +161,18 @@ pub struct Cli {
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
 
+    /// With `lanes serve`: the journal of admitted jobs (default: beside the socket, named
+    /// after it, `lanes.journal`). A server started on a journal an earlier one left re-admits
+    /// the jobs that have no record yet, in their order.
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<PathBuf>,
+
+    /// With `lanes serve`: run again the jobs the journal says were running when the earlier
+    /// server ended without recording them, instead of recording them interrupted, reason
+    /// `server_lost`.
+    #[arg(long)]
+    pub requeue_lost: bool,
+
     /// The words after `:::`: the input arguments, instead of stdin.
     #[arg(skip)]
     pub arguments: Option<Vec<String>>,

@@ -56,6 +56,10 @@ impl Source {
 #[derive(Debug)]
 pub(crate) struct RunConfig {
     pub source: Source,
+    /// `lanes serve --journal`.
+    pub journal: Option<PathBuf>,
+    /// `lanes serve --requeue-lost`.
+    pub requeue_lost: bool,
     /// ≥ 1.
     pub max_concurrent: usize,
     /// ≥ 1.
@@ -450,6 +454,8 @@ impl RunConfig {
             ));
         }
         Ok(RunConfig {
+            journal: cli.journal,
+            requeue_lost: cli.requeue_lost,
             lock_dir,
             shared_max_concurrent,
             max_concurrent: cli
@@ -538,10 +544,15 @@ impl RunConfig {
 /// `lanes serve` takes its jobs from the socket only, and `--socket` belongs to it.
 fn check_serve(cli: &Cli) -> Result<(), ConfigError> {
     if !cli.serve {
-        if cli.socket.is_some() {
-            return Err(ConfigError::Usage(
-                "--socket goes with `lanes serve` (and its client commands)".into(),
-            ));
+        let given = [
+            (cli.socket.is_some(), "--socket"),
+            (cli.journal.is_some(), "--journal"),
+            (cli.requeue_lost, "--requeue-lost"),
+        ];
+        if let Some((_, what)) = given.iter().find(|(given, _)| *given) {
+            return Err(ConfigError::Usage(format!(
+                "{what} goes with `lanes serve`"
+            )));
         }
         return Ok(());
     }

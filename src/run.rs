@@ -158,15 +158,25 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let ledger = Ledger::new(origin, recorder, EventLog::new(events));
     let service = match socket {
         Some((listener, path)) => {
+            let journal_path = config
+                .journal
+                .clone()
+                .unwrap_or_else(|| crate::serve::journal::default_path(&path));
+            let (journal, recovered) = crate::serve::journal::Journal::open(&journal_path)?;
             let _guard = runtime.enter();
-            Some(
-                crate::serve::server::start(listener, path)
+            Some(crate::serve::ServiceStart {
+                listening: crate::serve::server::start(listener, path)
                     .context("cannot listen on the socket")?,
-            )
+                journal,
+                recovered,
+                requeue_lost: config.requeue_lost,
+            })
         }
         None => None,
     };
-    let socket_path = service.as_ref().map(|service| service.path.clone());
+    let socket_path = service
+        .as_ref()
+        .map(|service| service.listening.path.clone());
     let end = match feed {
         Checked::Valid(feed) => {
             let input = {
@@ -241,7 +251,9 @@ fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
         Task::Cancel { socket, json, key } => {
             client::request(socket.as_deref(), json, Request::Cancel { key })
         }
-        Task::Status { socket, json } => client::request(socket.as_deref(), json, Request::Status),
+        Task::Status { socket, json } => {
+            client::request(socket.as_deref(), json, Request::Status {})
+        }
         Task::Set {
             socket,
             json,
@@ -253,8 +265,8 @@ fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
                 max_concurrent: max_concurrent as usize,
             },
         ),
-        Task::Drain { socket, json } => client::request(socket.as_deref(), json, Request::Drain),
-        Task::Close { socket, json } => client::request(socket.as_deref(), json, Request::Close),
+        Task::Drain { socket, json } => client::request(socket.as_deref(), json, Request::Drain {}),
+        Task::Close { socket, json } => client::request(socket.as_deref(), json, Request::Close {}),
     }
 }
 

@@ -27,6 +27,9 @@ pub enum StopReason {
     Superseded,
     /// `lanes cancel KEY` asked for its key's jobs to be dropped and stopped (`lanes serve`).
     Cancelled,
+    /// It was running when its `lanes serve` ended without recording it (killed, crashed);
+    /// the next server on the same journal records it so (`lanes serve`).
+    ServerLost,
 }
 
 /// Why a job counts as failed.
@@ -70,7 +73,7 @@ pub enum Outcome {
 impl Outcome {
     /// Every outcome with every reason, in declaration order: the `outcome` and `reason` words
     /// the report schema allows, and which reasons go with which outcome.
-    pub const ALL: [Outcome; 12] = [
+    pub const ALL: [Outcome; 13] = [
         Outcome::Succeeded,
         Outcome::Failed(FailReason::ExitStatus),
         Outcome::Failed(FailReason::Killed),
@@ -80,6 +83,7 @@ impl Outcome {
         Outcome::Interrupted(StopReason::FailFast),
         Outcome::Interrupted(StopReason::Superseded),
         Outcome::Interrupted(StopReason::Cancelled),
+        Outcome::Interrupted(StopReason::ServerLost),
         Outcome::Rejected(RejectReason::InvalidInput),
         Outcome::Rejected(RejectReason::QueueFull),
         Outcome::Skipped,
@@ -108,6 +112,7 @@ impl Outcome {
             Outcome::Interrupted(StopReason::FailFast) => "fail_fast",
             Outcome::Interrupted(StopReason::Superseded) => "superseded",
             Outcome::Interrupted(StopReason::Cancelled) => "cancelled",
+            Outcome::Interrupted(StopReason::ServerLost) => "server_lost",
             Outcome::Rejected(RejectReason::InvalidInput) => "invalid_input",
             Outcome::Rejected(RejectReason::QueueFull) => "queue_full",
             Outcome::Skipped => "succeeded_before",
@@ -185,9 +190,10 @@ mod tests {
             Outcome::Interrupted(StopReason::FailFast) => 6,
             Outcome::Interrupted(StopReason::Superseded) => 7,
             Outcome::Interrupted(StopReason::Cancelled) => 8,
-            Outcome::Rejected(RejectReason::InvalidInput) => 9,
-            Outcome::Rejected(RejectReason::QueueFull) => 10,
-            Outcome::Skipped => 11,
+            Outcome::Interrupted(StopReason::ServerLost) => 9,
+            Outcome::Rejected(RejectReason::InvalidInput) => 10,
+            Outcome::Rejected(RejectReason::QueueFull) => 11,
+            Outcome::Skipped => 12,
         };
         for (i, &outcome) in Outcome::ALL.iter().enumerate() {
             assert_eq!(position(outcome), i, "{outcome:?}");

@@ -372,13 +372,16 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
             ty: reason,
             message: error.unwrap_or_else(|| reason.to_owned()).into(),
         },
-        Outcome::Interrupted(StopReason::Timeout | StopReason::Shutdown | StopReason::FailFast) => {
-            Verdict::NonSuccess {
-                failure: false,
-                ty: reason,
-                message: reason.into(),
-            }
-        }
+        Outcome::Interrupted(
+            StopReason::Timeout
+            | StopReason::Shutdown
+            | StopReason::FailFast
+            | StopReason::ServerLost,
+        ) => Verdict::NonSuccess {
+            failure: false,
+            ty: reason,
+            message: reason.into(),
+        },
     }
 }
 

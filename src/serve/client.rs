@@ -393,7 +393,7 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
 /// # Errors
 /// No server, or a broken connection.
 pub(crate) fn request(socket: Option<&Path>, json: bool, request: Request) -> anyhow::Result<u8> {
-    let waits_for_end = matches!(request, Request::Drain | Request::Close);
+    let waits_for_end = matches!(request, Request::Drain {} | Request::Close {});
     let mut connection = Connection::open(socket)?;
     connection.send(&request)?;
     let (line, answer) = connection.expect_answer()?;

@@ -34,7 +34,7 @@ pub(crate) enum Request {
         key: String,
     },
     /// What runs and waits, the counters and the cap.
-    Status,
+    Status {},
     /// Change the cap on running jobs.
     Set {
         /// The new cap, ≥ 1.
@@ -42,10 +42,10 @@ pub(crate) enum Request {
     },
     /// Admit nothing more, finish what was admitted, then end. The connection stays open
     /// until the server has written its report, then closes.
-    Drain,
+    Drain {},
     /// Admit nothing more, stop every job (reason `shutdown`), then end. The connection stays
     /// open until the server has written its report, then closes.
-    Close,
+    Close {},
 }
 
 /// The server's answer to one request.
@@ -292,10 +292,10 @@ mod tests {
                 wait: true,
             },
             Request::Cancel { key: "k".into() },
-            Request::Status,
+            Request::Status {},
             Request::Set { max_concurrent: 3 },
-            Request::Drain,
-            Request::Close,
+            Request::Drain {},
+            Request::Close {},
         ] {
             let line = request_line(&request);
             assert_eq!(line.last(), Some(&b'\n'));

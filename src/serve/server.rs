@@ -67,9 +67,19 @@ pub(crate) fn start(
     Ok(Listening { path, calls })
 }
 
-/// One client: its peer checked, then request after request until it hangs up. A malformed
-/// request gets an `error` answer and the next line is read; an oversized one gets an `error`
-/// answer and the connection is closed.
+/// How many requests of one connection may be on their way to the event loop before its
+/// reading waits for their answers: a client may send many before reading (pipelining).
+const PIPELINE_DEPTH: usize = 256;
+
+/// An answer on its way to a connection: ready, or still to come from the event loop.
+enum Pending {
+    Now(Reply),
+    Later(oneshot::Receiver<Reply>),
+}
+
+/// One client: its peer checked, then request after request until it hangs up, each answered
+/// in order. A malformed request gets an `error` answer and the next line is read; an
+/// oversized one gets an `error` answer and the connection is closed.
 async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
     let (read, write) = stream.into_split();
     let mut writer = BufWriter::new(write);
@@ -80,16 +90,15 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
         let _ = writer.flush().await;
         return;
     }
+    let (pending_tx, pending_rx) = mpsc::channel(PIPELINE_DEPTH);
+    let writing = tokio::spawn(write_answers(writer, pending_rx));
     let mut reader = BufReader::new(read);
     let mut line = Vec::new();
     loop {
         line.clear();
         let limit = (MAX_REQUEST_BYTES + 1) as u64;
         match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => {
-                let _ = writer.flush().await;
-                return;
-            }
+            Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
         if line.last() == Some(&b'\n') {
@@ -98,26 +107,45 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
             let error = format!(
                 "the request is longer than {MAX_REQUEST_BYTES} bytes; the connection is closed"
             );
-            let _ = writer
-                .write_all(&answer_line(&Answer::Error { error }))
+            let _ = pending_tx
+                .send(Pending::Now(Reply {
+                    answer: Answer::Error { error },
+                    then: None,
+                }))
                 .await;
-            let _ = writer.flush().await;
-            return;
+            break;
         }
-        let reply = match parse_request(&line) {
-            Err(error) => Reply {
+        let pending = match parse_request(&line) {
+            Err(error) => Pending::Now(Reply {
                 answer: Answer::Error { error },
                 then: None,
-            },
+            }),
             Ok(request) => {
                 let (tx, rx) = oneshot::channel();
-                let call = Call { request, reply: tx };
-                if calls.send(call).await.is_err() {
-                    ended()
-                } else {
-                    rx.await.unwrap_or_else(|_| ended())
+                match calls.send(Call { request, reply: tx }).await {
+                    Ok(()) => Pending::Later(rx),
+                    Err(_) => Pending::Now(ended()),
                 }
             }
+        };
+        if pending_tx.send(pending).await.is_err() {
+            break;
+        }
+    }
+    drop(pending_tx);
+    let _ = writing.await;
+}
+
+/// Writes the answers of one connection in the order of its requests; a batch of answers
+/// ready together goes out in one write.
+async fn write_answers(
+    mut writer: BufWriter<tokio::net::unix::OwnedWriteHalf>,
+    mut pending: mpsc::Receiver<Pending>,
+) {
+    while let Some(next) = pending.recv().await {
+        let reply = match next {
+            Pending::Now(reply) => reply,
+            Pending::Later(rx) => rx.await.unwrap_or_else(|_| ended()),
         };
         if writer.write_all(&answer_line(&reply.answer)).await.is_err() {
             return;
@@ -132,17 +160,18 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                         return;
                     }
                 }
+                // Held until the server ends (`drain`, `close`): the connection closes.
                 Err(_) => {
                     let _ = writer.flush().await;
                     return;
                 }
             }
         }
-        // Answers of requests already read go out together (a pipelining client).
-        if reader.buffer().is_empty() && writer.flush().await.is_err() {
+        if pending.is_empty() && writer.flush().await.is_err() {
             return;
         }
     }
+    let _ = writer.flush().await;
 }
 
 /// The answer when the event loop is gone: the server is ending.

@@ -85,7 +85,7 @@ pub(crate) struct Prepared {
     /// `--lock-dir`: the directory whose key lanes this run shares.
     pub(crate) lock_dir: Option<CheckedLockDir>,
     /// `lanes serve`: the socket's requests, instead of input.
-    pub(crate) service: Option<crate::serve::server::Listening>,
+    pub(crate) service: Option<crate::serve::ServiceStart>,
 }
 
 /// Runs the whole job stream to its end.
@@ -103,9 +103,13 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         lock_dir,
         service,
     } = prepared;
-    let (service, mut calls) = match service {
-        Some(listening) => (Some(service::Service::default()), Some(listening.calls)),
-        None => (None, None),
+    let (service, mut calls, recovered) = match service {
+        Some(start) => (
+            Some(service::Service::new(start.journal, start.requeue_lost)),
+            Some(start.listening.calls),
+            Some(start.recovered),
+        ),
+        None => (None, None, None),
     };
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
@@ -176,10 +180,14 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             driver.launcher.containment(),
         )
         .await;
+    if let Some(recovered) = recovered {
+        driver.recover(recovered).await;
+    }
     let mut redraw = tokio::time::interval(Duration::from_secs(1));
     redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         driver.start_ready().await;
+        driver.journal_ends().await;
         if driver.is_done() {
             break;
         }
@@ -199,7 +207,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             () = sleep_until_opt(wake) => driver.on_wake(),
             () = driver.grouped.written(), if backlogged => {},
             item = driver.input.recv(), if accept_input => driver.on_input(item).await,
-            Some(call) = service::next_call(&mut calls) => driver.on_call(call).await,
+            Some(call) = service::next_call(&mut calls) => driver.on_calls(call, &mut calls).await,
             _ = redraw.tick(), if driver.ledger.watches_stops() => driver.redraw(),
             Some(()) = recv_optional(&mut resized), if driver.ledger.progress().is_some() => {
                 if let Some(progress) = driver.ledger.progress() {
@@ -330,6 +338,9 @@ impl Driver {
         match launched {
             Ok((control, pid)) => {
                 self.controls.insert(start.seq, (control, pid));
+                if let Some(service) = &mut self.service {
+                    service.started(&start.batch);
+                }
                 self.core.spawned(start.seq, now);
                 let batch = self.config.policy.batching().then_some(start.seq);
                 let queued = self.core.queued();
@@ -807,6 +818,10 @@ impl Driver {
         // incomplete.
         let junit = until_stopped(self.ledger.write_junit(), &mut forced, signals).await;
         let written = until_stopped(self.ledger.written(), &mut forced, signals).await;
+        if written.is_some() && !self.ledger.lost() {
+            // Every job's record is in the report: nothing is left for a later server.
+            self.journal_finished();
+        }
         let code = exit::for_run(
             self.core.stop_signal().map(|s| s as i32),
             self.ledger.any_bad()

@@ -36,15 +36,20 @@ fn serve(scratch: &Scratch, args: &[&str]) -> Server {
         .arg(&report)
         .args(args)
         .spawn();
-    assert!(
-        wait_until(Duration::from_secs(20), || socket.exists()),
-        "the socket did not appear"
-    );
+    assert!(listening(&socket), "the socket did not appear");
     Server {
         running,
         socket,
         report,
     }
+}
+
+/// Waits until a server accepts connections on `socket` (the file exists from the `bind`, a
+/// moment before the `listen`).
+fn listening(socket: &Path) -> bool {
+    wait_until(Duration::from_secs(20), || {
+        UnixStream::connect(socket).is_ok()
+    })
 }
 
 impl Server {
@@ -533,7 +538,7 @@ fn the_socket_is_0600_in_a_private_directory_and_another_uid_is_refused() {
         .arg("serve")
         .spawn();
     let socket = runtime.join("lanes/lanes.sock");
-    assert!(wait_until(Duration::from_secs(20), || socket.exists()));
+    assert!(listening(&socket));
     let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&socket), 0o600);
     assert_eq!(mode(&runtime.join("lanes")), 0o700);
@@ -626,4 +631,93 @@ fn other_uid_client(socket: &Path, runtime: &Path) -> Option<(i32, String)> {
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
+}
+
+#[test]
+fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let first_report = scratch.join("first.jsonl");
+    // The first server: started directly (it is to die of SIGKILL), its output in files.
+    let mut first = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--report")
+        .arg(&first_report)
+        .args(["-j", "1"])
+        .env("D", scratch.path())
+        .stdout(std::fs::File::create(scratch.join("first.out")).unwrap())
+        .stderr(std::fs::File::create(scratch.join("first.err")).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    let submit =
+        |key: &str, command: &str| client_at(&socket, "submit", &[key, "--", command], None);
+    let run = "echo \"$LANES_SEQ\" >> \"$D/order\"";
+    assert_eq!(submit("z", run).code, 0);
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::read_to_string(
+            &first_report
+        )
+        .is_ok_and(|text| text.contains("\"seq\":1,"))),
+        "seq 1's record is in the first report"
+    );
+    let stuck = format!("echo $$ > \"$D/pid\"; {}", blocked_on("never"));
+    assert_eq!(submit("a", &stuck).code, 0);
+    for key in ["a", "b", "a", "b"] {
+        assert_eq!(submit(key, run).code, 10);
+    }
+    let pid = scratch.pid("pid");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The job that ran under the dead server: its group is killed here, by its pid.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    std::fs::remove_file(scratch.join("order")).unwrap();
+    // The second server, on the same socket and (default) journal.
+    let server = serve(&scratch, &["-j", "1"]);
+    let later = server.client("submit", &["--json", "c", "--", "true"]);
+    assert_eq!(
+        later.answer().seq,
+        Some(7),
+        "new jobs are numbered after the old ones"
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, second) = server.end();
+    out.code(1);
+    assert_eq!(
+        second.job(2).result(),
+        ("interrupted", Some("server_lost")),
+        "{:#?}",
+        second.jobs
+    );
+    assert!(!second.job(2).started);
+    assert_eq!(
+        scratch.lines("order"),
+        ["3", "4", "5", "6"],
+        "the waiting ones ran in order"
+    );
+    let first_text = std::fs::read_to_string(&first_report).unwrap();
+    let first_seqs: Vec<u64> = first_text
+        .lines()
+        .filter(|line| line.contains("\"type\":\"job\""))
+        .map(|line| serde_json::from_str::<JobRecord>(line).unwrap().seq)
+        .collect();
+    let mut all: Vec<u64> = first_seqs
+        .iter()
+        .copied()
+        .chain(second.jobs.iter().map(|job| job.seq))
+        .collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (1..=7).collect::<Vec<_>>(),
+        "one record per job across the two reports"
+    );
+    // A clean end leaves an empty journal: a third server has nothing to recover.
+    let journal = std::fs::read_to_string(scratch.join("lanes.journal")).unwrap();
+    assert_eq!(journal.lines().count(), 1, "{journal}");
 }

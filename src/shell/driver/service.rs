@@ -2,7 +2,7 @@
 //! what the core decides (admission, cancel, the cap, close); answers that wait for a job's
 //! end (`submit --wait`, `cancel`) are kept here until its record is written.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
@@ -10,12 +10,26 @@ use tokio::sync::{mpsc, oneshot};
 use super::{Admitted, Driver};
 use crate::core::{Outcome, Seq};
 use crate::input::JobSpec;
+use crate::serve::journal::{Journal, Recovered};
 use crate::serve::protocol::{Answer, Request, RunningEntry, Status, WaitingEntry, WaitingJob};
 use crate::serve::server::{Call, Reply};
 
+/// Most requests answered in one turn of the loop (one `fdatasync` of the journal for all).
+const CALL_BURST: usize = 256;
+
 /// What the service keeps between requests.
-#[derive(Default)]
 pub(super) struct Service {
+    /// Admissions, starts and records, for a server started after this one dies.
+    journal: Journal,
+    /// `--requeue-lost`.
+    requeue_lost: bool,
+    /// Jobs whose record was handed to the report, not yet journaled as ended (that waits
+    /// until the record is in the file).
+    pending_ends: Vec<Seq>,
+    /// Jobs whose process runs (journaled as started), for compaction.
+    running: HashSet<Seq>,
+    /// Answers to submissions, sent once the journal holds them on disk.
+    deferred: Vec<(oneshot::Sender<Reply>, Reply)>,
     /// The last seq handed out.
     last_seq: Seq,
     /// Set by `drain` or `close`: nothing more is admitted.
@@ -34,6 +48,32 @@ pub(super) struct Service {
 }
 
 impl Service {
+    /// A service journaling to `journal`.
+    pub(super) fn new(journal: Journal, requeue_lost: bool) -> Self {
+        Service {
+            journal,
+            requeue_lost,
+            pending_ends: Vec::new(),
+            running: HashSet::new(),
+            deferred: Vec::new(),
+            last_seq: 0,
+            ending: None,
+            held: Vec::new(),
+            records: HashMap::new(),
+            cancels: HashMap::new(),
+            submitted: 0,
+            ended: 0,
+        }
+    }
+
+    /// The processes of a run started: its jobs are journaled as started.
+    pub(super) fn started(&mut self, batch: &[Seq]) {
+        for &seq in batch {
+            self.journal.started(seq);
+            self.running.insert(seq);
+        }
+    }
+
     /// Whether the record of `seq` is waited for (encoded for `submit --wait`).
     pub(super) fn wants_record(&self, seq: Seq) -> bool {
         self.records.contains_key(&seq)
@@ -43,6 +83,8 @@ impl Service {
     /// for it are answered.
     pub(super) fn recorded(&mut self, seq: Seq, record: Option<Vec<u8>>) {
         self.ended += 1;
+        self.running.remove(&seq);
+        self.pending_ends.push(seq);
         if let Some(waiters) = self.records.remove(&seq) {
             let record = record
                 .and_then(|line| serde_json::from_slice(&line).ok())
@@ -92,6 +134,115 @@ impl Driver {
         }
     }
 
+    /// Answers a request and whatever others are ready (up to a bound), then flushes the
+    /// journal once and sends the submissions' answers: an answer promises what it says.
+    pub(super) async fn on_calls(&mut self, call: Call, calls: &mut Option<mpsc::Receiver<Call>>) {
+        self.on_call(call).await;
+        for _ in 0..CALL_BURST {
+            let Some(Ok(call)) = calls.as_mut().map(mpsc::Receiver::try_recv) else {
+                break;
+            };
+            self.on_call(call).await;
+        }
+        let Some(service) = &mut self.service else {
+            return;
+        };
+        if let Err(err) = service.journal.sync() {
+            let message = format!(
+                "lanes: cannot flush the journal ({err}): the jobs admitted now would not outlive \
+                 a crash\n"
+            );
+            let _ = self.launcher.stderr().send(message.into_bytes()).await;
+        }
+        let Some(service) = &mut self.service else {
+            return;
+        };
+        for (reply, answer) in service.deferred.drain(..) {
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// The jobs an earlier server left without a record: those that were running are
+    /// recorded `interrupted`/`server_lost` (or, `--requeue-lost`, admitted again), the
+    /// others admitted again, all in their order, with their seqs.
+    pub(super) async fn recover(&mut self, recovered: Recovered) {
+        let requeue_lost = self.service.as_ref().is_some_and(|s| s.requeue_lost);
+        if let Some(service) = &mut self.service {
+            service.last_seq = recovered.last_seq;
+        }
+        let now = self.tick();
+        for job in recovered.jobs {
+            let spec = JobSpec {
+                seq: job.seq,
+                line: job.seq,
+                key: Arc::from(job.key),
+                command: job.command,
+                rank: 0,
+                timeout: None,
+                cwd: None,
+                env: Vec::new(),
+            };
+            self.received += 1;
+            if job.started && !requeue_lost {
+                let account = self.core.lost_with_server(job.seq, now);
+                let output = super::RunOutput {
+                    error: Some(
+                        "it was running when the earlier lanes serve ended without recording \
+                         it (killed or crashed); what it did is unknown"
+                            .into(),
+                    ),
+                    ..super::RunOutput::default()
+                };
+                self.close(&account, &spec, output).await;
+                continue;
+            }
+            if matches!(self.admit_job(spec, now).await, Admitted::Queued { .. }) {
+                if let Some(service) = &mut self.service {
+                    service.submitted += 1;
+                }
+            }
+        }
+    }
+
+    /// Journals the ends of the jobs whose records are now in the report file (waiting for
+    /// the report's writer first), and rewrites the journal when it has grown far beyond the
+    /// live jobs.
+    pub(super) async fn journal_ends(&mut self) {
+        if self
+            .service
+            .as_ref()
+            .is_none_or(|service| service.pending_ends.is_empty())
+        {
+            return;
+        }
+        self.ledger.written().await;
+        let Some(service) = &mut self.service else {
+            return;
+        };
+        for seq in std::mem::take(&mut service.pending_ends) {
+            service.journal.ended(seq);
+        }
+        if service.journal.wants_compaction(self.jobs.len()) {
+            let mut live: Vec<(&Seq, &Box<JobSpec>)> = self.jobs.iter().collect();
+            live.sort_unstable_by_key(|(seq, _)| **seq);
+            let running = &service.running;
+            let jobs = live
+                .into_iter()
+                .map(|(seq, job)| (*seq, &*job.key, job.command.as_str(), running.contains(seq)));
+            if let Err(err) = service.journal.compact(jobs) {
+                let message = format!("lanes: cannot rewrite the journal ({err}); it grows on\n");
+                let _ = self.launcher.stderr().send(message.into_bytes()).await;
+            }
+        }
+    }
+
+    /// The server ends with every job recorded: its journal is emptied.
+    pub(super) fn journal_finished(&mut self) {
+        if let Some(service) = &mut self.service {
+            service.journal.finish();
+        }
+    }
+
     /// Answers one request.
     pub(super) async fn on_call(&mut self, call: Call) {
         if self.service.is_none() {
@@ -100,7 +251,7 @@ impl Driver {
         match call.request.clone() {
             Request::Submit { key, command, wait } => self.submit(call, key, command, wait).await,
             Request::Cancel { key } => self.cancel(call, key).await,
-            Request::Status => {
+            Request::Status {} => {
                 let status = self.status();
                 reply(call, Answer::Status(Box::new(status)));
             }
@@ -120,8 +271,8 @@ impl Driver {
                 };
                 reply(call, answer);
             }
-            Request::Drain => self.end_service(call, "draining").await,
-            Request::Close => self.end_service(call, "closing").await,
+            Request::Drain {} => self.end_service(call, "draining").await,
+            Request::Close {} => self.end_service(call, "closing").await,
         }
     }
 
@@ -156,8 +307,9 @@ impl Driver {
         let now = self.tick();
         let admitted = self.admit_job(spec, now).await;
         if matches!(admitted, Admitted::Queued { .. }) {
-            if let Some(service) = self.service.as_mut() {
+            if let (Some(service), Some(job)) = (self.service.as_mut(), self.jobs.get(&seq)) {
                 service.submitted += 1;
+                service.journal.admitted(seq, &job.key, &job.command);
             }
             self.start_ready().await;
         }
@@ -200,7 +352,9 @@ impl Driver {
         // With `wait`, the record follows: at once when it is written already (refused, or
         // its process could not start).
         let then = wait.then_some(record_rx);
-        let _ = call.reply.send(Reply { answer, then });
+        if let Some(service) = self.service.as_mut() {
+            service.deferred.push((call.reply, Reply { answer, then }));
+        }
     }
 
     async fn cancel(&mut self, call: Call, key: String) {
