@@ -721,3 +721,69 @@ fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
     let journal = std::fs::read_to_string(scratch.join("lanes.journal")).unwrap();
     assert_eq!(journal.lines().count(), 1, "{journal}");
 }
+
+#[test]
+fn the_webhook_example_submits_one_lane_per_service() {
+    // README "Service mode": examples/serve/deploy-hook.cgi, run as a web server runs a CGI
+    // script, against a server on the default socket.
+    let scratch = Scratch::new();
+    let runtime = scratch.mkdir("run");
+    let server = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args(["serve", "-j", "4", "--report"])
+        .arg(scratch.join("report.jsonl"))
+        .spawn();
+    assert!(listening(&runtime.join("lanes/lanes.sock")));
+    let deploy = scratch.write(
+        "deploy.sh",
+        format!(
+            "#!/bin/sh\n{}\necho \"$1 $LANES_SEQ\" >> \"$D/deployed\"\n",
+            blocked_on("go")
+        ),
+    );
+    std::fs::set_permissions(&deploy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hook = |query: &str| {
+        let out = Command::new(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/serve/deploy-hook.cgi"),
+        )
+        .env("QUERY_STRING", query)
+        .env("LANES", BIN)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("DEPLOY", &deploy)
+        .output()
+        .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = hook("service=api");
+    assert!(first.starts_with("Status: 202 Accepted\r\n"), "{first}");
+    assert!(first.contains("\"answer\":\"started\""), "{first}");
+    let second = hook("ref=main&service=api");
+    assert!(
+        second.contains("\"answer\":\"queued\"") && second.contains("\"ahead\":1"),
+        "{second}"
+    );
+    let other = hook("service=web");
+    assert!(other.contains("\"answer\":\"started\""), "{other}");
+    let bad = hook("service=x;rm");
+    assert!(bad.starts_with("Status: 400"), "{bad}");
+    scratch.write("go", "");
+    let drain = Command::new(BIN)
+        .arg("drain")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .unwrap();
+    assert!(drain.status.success());
+    server.wait().code(0);
+    let mut deployed = scratch.lines("deployed");
+    deployed.sort();
+    assert_eq!(deployed, ["api 1", "api 2", "web 3"]);
+    let report = Report::must_parse(&scratch.read("report.jsonl"));
+    let api = report.by_key("deploy-api");
+    assert!(
+        api[1].start_ms() >= api[0].end_ms(),
+        "one deploy of a service at a time"
+    );
+}
