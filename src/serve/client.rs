@@ -302,8 +302,7 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     let sender = std::thread::Builder::new()
         .name("lanes-submit".into())
         .spawn(move || -> (u64, u8, Option<String>) {
-            let stdin = std::io::stdin();
-            let mut input = stdin.lock();
+            let mut input = BufReader::with_capacity(64 * 1024, std::io::stdin());
             let (mut sent, mut status, mut failure) = (0u64, exit::SUCCESS, None);
             let mut line = Vec::new();
             let mut number = 0u64;
@@ -346,6 +345,11 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                     break;
                 }
                 sent += 1;
+                // Lines that come one by one (a watcher) go at once; a burst goes together.
+                if input.buffer().is_empty() && writer.flush().is_err() {
+                    failure = Some("the server closed the connection".into());
+                    break;
+                }
             }
             let _ = writer.flush();
             let _ = writer.get_ref().shutdown(std::net::Shutdown::Write);
@@ -367,6 +371,9 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
             writeln!(out, "{}", human(&answer))?;
         }
         status = status.max(status_of(&answer));
+        if connection.reader.buffer().is_empty() {
+            out.flush()?;
+        }
     }
     out.flush()?;
     let (sent, read_status, failure) = sender
