@@ -21,7 +21,7 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
 
     $completions = @(switch ($command) {
         'lanes' {
-            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'With `lanes serve`: the socket to listen on (default: $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only this user can enter)')
+            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'With `lanes serve`: the socket to listen on (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only this user can enter)')
             [CompletionResult]::new('--journal', '--journal', [CompletionResultType]::ParameterName, 'With `lanes serve`: the journal of admitted jobs (default: beside the socket, named after it, `lanes.journal`). A server started on a journal an earlier one left re-admits the jobs that have no record yet, in their order')
             [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin')
             [CompletionResult]::new('--arg-file', '--arg-file', [CompletionResultType]::ParameterName, 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin')
@@ -100,7 +100,7 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             break
         }
         'lanes;submit' {
-            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'The server''s socket (default: $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock)')
+            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'The server''s socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answers (and with --wait the record) as JSON lines')
             [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait for the job''s record and exit as the job did (0, its exit status, 128 + the signal, or 1)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')

@@ -18,7 +18,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
     }
     var completions = [
         &'lanes'= {
-            cand --socket 'With `lanes serve`: the socket to listen on (default: $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only this user can enter)'
+            cand --socket 'With `lanes serve`: the socket to listen on (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only this user can enter)'
             cand --journal 'With `lanes serve`: the journal of admitted jobs (default: beside the socket, named after it, `lanes.journal`). A server started on a journal an earlier one left re-admits the jobs that have no record yet, in their order'
             cand -a 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin'
             cand --arg-file 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin'
@@ -95,7 +95,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --help 'Print help'
         }
         &'lanes;submit'= {
-            cand --socket 'The server''s socket (default: $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock)'
+            cand --socket 'The server''s socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock)'
             cand --json 'Print the answers (and with --wait the record) as JSON lines'
             cand --wait 'Wait for the job''s record and exit as the job did (0, its exit status, 128 + the signal, or 1)'
             cand -h 'Print help'

@@ -24,7 +24,7 @@ function __fish_lanes_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c lanes -n "__fish_lanes_needs_command" -l socket -d 'With `lanes serve`: the socket to listen on (default: $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only this user can enter)' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l socket -d 'With `lanes serve`: the socket to listen on (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only this user can enter)' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -l journal -d 'With `lanes serve`: the journal of admitted jobs (default: beside the socket, named after it, `lanes.journal`). A server started on a journal an earlier one left re-admits the jobs that have no record yet, in their order' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -s a -l arg-file -d 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -l key -d 'Compute each job\'s key from its input record (then a whole record, no tab): `{}` the record, `{1}`, `{2}`... its columns (--colsep), `{/}` basename, `{//}` dirname, `{.}` without extension, `{/.}` basename without extension. Default with a trailing command, `:::` or -a: `{}`, every distinct record its own key' -r
@@ -103,7 +103,7 @@ complete -c lanes -n "__fish_lanes_needs_command" -a "drain" -d 'Make a `lanes s
 complete -c lanes -n "__fish_lanes_needs_command" -a "close" -d 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report'
 complete -c lanes -n "__fish_lanes_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c lanes -n "__fish_lanes_using_subcommand locks" -s h -l help -d 'Print help'
-complete -c lanes -n "__fish_lanes_using_subcommand submit" -l socket -d 'The server\'s socket (default: $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock)' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand submit" -l socket -d 'The server\'s socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock)' -r -F
 complete -c lanes -n "__fish_lanes_using_subcommand submit" -l json -d 'Print the answers (and with --wait the record) as JSON lines'
 complete -c lanes -n "__fish_lanes_using_subcommand submit" -l wait -d 'Wait for the job\'s record and exit as the job did (0, its exit status, 128 + the signal, or 1)'
 complete -c lanes -n "__fish_lanes_using_subcommand submit" -s h -l help -d 'Print help'

@@ -45,8 +45,8 @@ pub enum Task {
     /// line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected,
     /// 13 closed, 2 error; with --wait, the job's own.
     Submit {
-        /// The server's socket (default: $XDG_RUNTIME_DIR/lanes/lanes.sock, else
-        /// /tmp/lanes-UID/lanes.sock).
+        /// The server's socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock,
+        /// else /tmp/lanes-UID/lanes.sock).
         #[arg(long, value_name = "PATH")]
         socket: Option<PathBuf>,
         /// Print the answers (and with --wait the record) as JSON lines.
@@ -156,8 +156,9 @@ pub struct Cli {
     #[arg(skip)]
     pub serve: bool,
 
-    /// With `lanes serve`: the socket to listen on (default: $XDG_RUNTIME_DIR/lanes/lanes.sock,
-    /// else /tmp/lanes-UID/lanes.sock, in a directory only this user can enter).
+    /// With `lanes serve`: the socket to listen on (default: LANES_SOCKET, else
+    /// $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only
+    /// this user can enter).
     #[arg(long, value_name = "PATH")]
     pub socket: Option<PathBuf>,
 

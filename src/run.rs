@@ -162,7 +162,8 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 .journal
                 .clone()
                 .unwrap_or_else(|| crate::serve::journal::default_path(&path));
-            let (journal, recovered) = crate::serve::journal::Journal::open(&journal_path)?;
+            let (journal, recovered) =
+                crate::serve::journal::Journal::open(&journal_path, config.requeue_lost)?;
             let _guard = runtime.enter();
             Some(crate::serve::ServiceStart {
                 listening: crate::serve::server::start(listener, path)

@@ -5,8 +5,12 @@
 # the server's cap. The HTTP answer carries lanes' own answer (started, queued with how many
 # ahead, coalesced, rejected or closed) as JSON.
 #
+# The web server runs as the user of `lanes serve` (another uid is refused), and LANES_SOCKET
+# names the socket (a CGI environment has no XDG_RUNTIME_DIR):
+#
+#   export LANES_SOCKET=$HOME/.lanes.sock DEPLOY=/srv/deploy.sh
 #   lanes serve -j 4 --report deploys.jsonl &
-#   DEPLOY=/srv/deploy.sh busybox httpd -f -p 127.0.0.1:8080 -h /srv/www   # this file in cgi-bin/
+#   busybox httpd -f -p 127.0.0.1:8080 -h /srv/www    # this file in /srv/www/cgi-bin/
 #   curl -X POST 'http://127.0.0.1:8080/cgi-bin/deploy-hook.cgi?service=api'
 set -u
 LANES=${LANES:-lanes}

@@ -145,21 +145,27 @@ const COMPACTION_SLACK: u64 = 4096;
 
 impl Journal {
     /// Opens the journal at `path`, creating it (mode 0600) when missing, and returns what an
-    /// earlier server left in it. The file is then rewritten with just that.
+    /// earlier server left in it. The file is then rewritten with just that; with
+    /// `requeue_lost`, the jobs that had started are written as not started, since they are
+    /// admitted again.
     ///
     /// # Errors
     /// It cannot be read, created or written; it is no journal.
-    pub(crate) fn open(path: &Path) -> anyhow::Result<(Journal, Recovered)> {
+    pub(crate) fn open(path: &Path, requeue_lost: bool) -> anyhow::Result<(Journal, Recovered)> {
         let recovered = match File::open(path) {
             Ok(file) => replay(BufReader::new(file))
                 .map_err(|err| anyhow::anyhow!("the journal {}: {err}", path.display()))?,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Recovered::default(),
             Err(err) => anyhow::bail!("cannot read the journal {}: {err}", path.display()),
         };
-        let jobs = recovered
-            .jobs
-            .iter()
-            .map(|job| (job.seq, job.key.as_str(), job.command.as_str(), job.started));
+        let jobs = recovered.jobs.iter().map(|job| {
+            (
+                job.seq,
+                job.key.as_str(),
+                job.command.as_str(),
+                job.started && !requeue_lost,
+            )
+        });
         let file = rewrite(path, recovered.last_seq, jobs)
             .map_err(|err| anyhow::anyhow!("cannot write the journal {}: {err}", path.display()))?;
         Ok((
@@ -339,7 +345,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.journal");
         {
-            let (mut journal, recovered) = Journal::open(&path).unwrap();
+            let (mut journal, recovered) = Journal::open(&path, false).unwrap();
             assert_eq!(recovered, Recovered::default());
             journal.admitted(1, "a", "x");
             journal.admitted(2, "b", "y");
@@ -348,7 +354,7 @@ mod tests {
             journal.ended(2);
             journal.sync().unwrap();
         }
-        let (mut journal, recovered) = Journal::open(&path).unwrap();
+        let (mut journal, recovered) = Journal::open(&path, false).unwrap();
         let seqs: Vec<Seq> = recovered.jobs.iter().map(|j| j.seq).collect();
         assert_eq!((seqs, recovered.last_seq), (vec![1, 3], 3));
         let text = std::fs::read_to_string(&path).unwrap();
@@ -357,7 +363,7 @@ mod tests {
         journal.ended(4);
         journal.compact([(3, "a", "z", false)].into_iter()).unwrap();
         journal.ended(3);
-        let (_, recovered) = Journal::open(&path).unwrap();
+        let (_, recovered) = Journal::open(&path, false).unwrap();
         assert!(recovered.jobs.is_empty());
         assert_eq!(recovered.last_seq, 4, "seqs are never handed out twice");
         // Mode 0600: it holds the commands.

@@ -14,11 +14,19 @@ use nix::unistd::Uid;
 /// The socket's file name inside the default directory.
 const SOCKET_NAME: &str = "lanes.sock";
 
-/// The default socket path: `$XDG_RUNTIME_DIR/lanes/lanes.sock` when `XDG_RUNTIME_DIR` is an
-/// absolute path, else `/tmp/lanes-UID/lanes.sock` (the directory's uid being the effective
-/// uid). Nothing is created here.
+/// The socket path when no `--socket` is given: `LANES_SOCKET` when set and not empty, else
+/// `$XDG_RUNTIME_DIR/lanes/lanes.sock` when `XDG_RUNTIME_DIR` is an absolute path, else
+/// `/tmp/lanes-UID/lanes.sock` (the directory's uid being the effective uid). Nothing is
+/// created here.
 pub(crate) fn default_path() -> PathBuf {
-    default_dir().join(SOCKET_NAME)
+    from_environment().unwrap_or_else(|| default_dir().join(SOCKET_NAME))
+}
+
+/// `LANES_SOCKET`, when set and not empty.
+fn from_environment() -> Option<PathBuf> {
+    std::env::var_os("LANES_SOCKET")
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from)
 }
 
 fn default_dir() -> PathBuf {
@@ -35,8 +43,8 @@ fn default_dir() -> PathBuf {
 /// The default directory cannot be created, or exists and is not a directory owned by this
 /// user with no access for others (someone else could have made it to listen in).
 pub(crate) fn serve_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
-    if let Some(path) = given {
-        return Ok(path.to_owned());
+    if let Some(path) = given.map(Path::to_owned).or_else(from_environment) {
+        return Ok(path);
     }
     let dir = default_dir();
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {

@@ -398,6 +398,10 @@ impl Driver {
 
     /// The input is at its end: the display learns the total.
     fn input_ended(&mut self) {
+        if self.service.is_some() {
+            // `lanes serve` has no input: its jobs come from the socket, with no total.
+            return;
+        }
         self.ledger.input_ended(self.received);
     }
 

@@ -265,6 +265,7 @@ fn cancel_stops_a_job_that_ignores_sigterm_and_drops_the_keys_waiting_jobs() {
     }
     let other = server.client("submit", &["--json", "b", "--", &blocked_on("go")]);
     assert_eq!(other.answer().answer, "started");
+    scratch.wait_for("pid", Duration::from_secs(20));
     let pid = scratch.pid("pid");
     let asked = Instant::now();
     let cancel = server.client("cancel", &["--json", "a"]);
@@ -667,6 +668,7 @@ fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
     for key in ["a", "b", "a", "b"] {
         assert_eq!(submit(key, run).code, 10);
     }
+    scratch.wait_for("pid", Duration::from_secs(20));
     let pid = scratch.pid("pid");
     first.kill().unwrap();
     first.wait().unwrap();
@@ -750,7 +752,7 @@ fn the_webhook_example_submits_one_lane_per_service() {
         )
         .env("QUERY_STRING", query)
         .env("LANES", BIN)
-        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("LANES_SOCKET", runtime.join("lanes/lanes.sock"))
         .env("DEPLOY", &deploy)
         .output()
         .unwrap();
@@ -786,4 +788,54 @@ fn the_webhook_example_submits_one_lane_per_service() {
         api[1].start_ms() >= api[0].end_ms(),
         "one deploy of a service at a time"
     );
+}
+
+#[test]
+fn requeue_lost_runs_again_the_job_that_was_running_when_the_server_died() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let mut first = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--journal")
+        .arg(scratch.join("j.journal"))
+        .env("D", scratch.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    // The first try waits for `go`, which the second server's try does not need.
+    let job = format!(
+        "if [ -e \"$D/tried\" ]; then echo again > \"$D/again\"; exit 0; fi; \
+         touch \"$D/tried\"; echo $$ > \"$D/pid\"; {}",
+        blocked_on("never")
+    );
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", &job], None).code,
+        0
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    let pid = scratch.pid("pid");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    let server = serve(
+        &scratch,
+        &[
+            "--journal",
+            scratch.join("j.journal").to_str().unwrap(),
+            "--requeue-lost",
+        ],
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 1);
+    assert_eq!(report.job(1).result(), ("succeeded", None));
+    assert_eq!(scratch.read("again"), "again\n");
 }
