@@ -5,7 +5,9 @@ submissions per second, and the server's RSS over 1,000,000 submitted jobs.
     cargo build --release && python3 bench/serve.py
 
 Environment: LANES_BIN (default target/release/lanes), SERVE_ROUND_TRIPS (300),
-SERVE_BATCH (100000 lines per batch), SERVE_TOTAL (1000000 jobs for the RSS figure).
+SERVE_BATCH (100000 lines per batch), SERVE_TOTAL (1000000 jobs for the RSS figure),
+SERVE_JOURNAL_DIR (where the journal goes; default beside the socket under /tmp; the default
+socket's directory, $XDG_RUNTIME_DIR, is usually a tmpfs: /dev/shm shows that case).
 
 Every job is submitted to one key of a server started with --coalesce latest while that key's
 running job waits: each submission is admitted (journaled, flushed, answered) and supersedes
@@ -27,6 +29,9 @@ LANES = os.environ.get("LANES_BIN", "target/release/lanes")
 ROUND_TRIPS = int(os.environ.get("SERVE_ROUND_TRIPS", "300"))
 BATCH = int(os.environ.get("SERVE_BATCH", "100000"))
 TOTAL = int(os.environ.get("SERVE_TOTAL", "1000000"))
+# Where the journal goes (its fdatasync is most of a lone submission's round trip on a disk):
+# by default beside the socket, in a temporary directory under /tmp.
+JOURNAL_DIR = os.environ.get("SERVE_JOURNAL_DIR")
 
 
 def rss_kib(pid):
@@ -40,8 +45,10 @@ def rss_kib(pid):
 class Server:
     def __init__(self, directory, *options):
         self.socket = os.path.join(directory, "lanes.sock")
+        self.journal = os.path.join(JOURNAL_DIR or directory, "lanes.journal")
         self.process = subprocess.Popen(
-            [LANES, "serve", "--socket", self.socket, "--report", "/dev/null",
+            [LANES, "serve", "--socket", self.socket, "--journal", self.journal,
+             "--report", "/dev/null",
              "--output", "none", *options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 20
@@ -84,7 +91,10 @@ def main():
     if not os.access(LANES, os.X_OK):
         sys.exit(f"{LANES} not found: cargo build --release first (or set LANES_BIN)")
     directory = tempfile.mkdtemp(prefix="lanes-bench-serve-")
-    fs = subprocess.run(["stat", "-f", "-c", "%T", directory],
+    global JOURNAL_DIR
+    if JOURNAL_DIR:
+        JOURNAL_DIR = tempfile.mkdtemp(prefix="lanes-bench-serve-", dir=JOURNAL_DIR)
+    fs = subprocess.run(["stat", "-f", "-c", "%T", JOURNAL_DIR or directory],
                         capture_output=True, text=True).stdout.strip()
     print(f"lanes serve benchmark ({LANES}; journal on {fs}, {os.cpu_count()} CPUs)")
     try:
@@ -98,6 +108,13 @@ def main():
             server.submit("hot", "--", "true")
             times.append(time.perf_counter() - start)
         times.sort()
+        starts = []
+        for _ in range(ROUND_TRIPS):
+            start = time.perf_counter()
+            subprocess.run([LANES, "--version"], stdout=subprocess.DEVNULL)
+            starts.append(time.perf_counter() - start)
+        print(f"process start alone (lanes --version, same harness): median "
+              f"{statistics.median(starts) * 1000:.2f} ms")
         print(f"submit round trip, process start included: median "
               f"{statistics.median(times) * 1000:.2f} ms, p90 "
               f"{times[int(len(times) * 0.9)] * 1000:.2f} ms ({ROUND_TRIPS} submissions)")
@@ -113,7 +130,7 @@ def main():
             timed_batch(server, hot)
             figures.append(rss_kib(server.process.pid))
         submitted = ROUND_TRIPS + 1 + batches * BATCH
-        journal = os.path.getsize(os.path.join(directory, "lanes.journal"))
+        journal = os.path.getsize(server.journal)
         print(f"server RSS after each {BATCH:,} submissions (KiB): "
               + " ".join(str(f) for f in figures))
         print(f"  {submitted:,} jobs submitted; journal {journal:,} bytes at the end")
@@ -130,6 +147,8 @@ def main():
         queued.close()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+        if JOURNAL_DIR:
+            shutil.rmtree(JOURNAL_DIR, ignore_errors=True)
 
 
 if __name__ == "__main__":
