@@ -58,6 +58,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --junit 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job'
             cand --results 'Also write each job''s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`. A DIR that holds files is refused, so that two runs never mix, unless --results-clean'
             cand --requeue-lost 'With `lanes serve`: run again the jobs the journal says were running when the earlier server ended without recording them, instead of recording them interrupted, reason `server_lost`'
+            cand --no-requeue-lost 'Undo --requeue-lost'
             cand -0 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines'
             cand --null 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines'
             cand --no-null 'Records end with a newline (undoes -0)'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_lanes_global_optspecs
-    string join \n socket= journal= requeue-lost a/arg-file= 0/null no-null key= dry-run no-dry-run colsep= manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress no-cancel-in-progress retries= retry-delay= fail-fast no-fail-fast sticky-slots lock-dir= shared-max-concurrent= no-sticky-slots command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict no-strict report= json no-json output= keep-order no-keep-order color= progress= junit= results= results-clean no-results-clean h/help V/version
+    string join \n socket= journal= requeue-lost no-requeue-lost a/arg-file= 0/null no-null key= dry-run no-dry-run colsep= manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress no-cancel-in-progress retries= retry-delay= fail-fast no-fail-fast sticky-slots lock-dir= shared-max-concurrent= no-sticky-slots command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict no-strict report= json no-json output= keep-order no-keep-order color= progress= junit= results= results-clean no-results-clean h/help V/version
 end
 
 function __fish_lanes_needs_command
@@ -74,6 +74,7 @@ never\t'Never'"
 complete -c lanes -n "__fish_lanes_needs_command" -l junit -d 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`. A DIR that holds files is refused, so that two runs never mix, unless --results-clean' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -l requeue-lost -d 'With `lanes serve`: run again the jobs the journal says were running when the earlier server ended without recording them, instead of recording them interrupted, reason `server_lost`'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-requeue-lost -d 'Undo --requeue-lost'
 complete -c lanes -n "__fish_lanes_needs_command" -s 0 -l null -d 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines'
 complete -c lanes -n "__fish_lanes_needs_command" -l no-null -d 'Records end with a newline (undoes -0)'
 complete -c lanes -n "__fish_lanes_needs_command" -l dry-run -d 'Print what would run, per key in order, with its round, slot and batch (as if every job took the same time and succeeded), then exit 0: nothing runs, no report is written'

@@ -171,8 +171,12 @@ pub struct Cli {
     /// With `lanes serve`: run again the jobs the journal says were running when the earlier
     /// server ended without recording them, instead of recording them interrupted, reason
     /// `server_lost`.
-    #[arg(long)]
+    #[arg(long, overrides_with = "no_requeue_lost")]
     pub requeue_lost: bool,
+
+    /// Undo --requeue-lost.
+    #[arg(long, overrides_with = "requeue_lost")]
+    pub no_requeue_lost: bool,
 
     /// The words after `:::`: the input arguments, instead of stdin.
     #[arg(skip)]
