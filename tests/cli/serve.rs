@@ -839,3 +839,43 @@ fn requeue_lost_runs_again_the_job_that_was_running_when_the_server_died() {
     assert_eq!(report.job(1).result(), ("succeeded", None));
     assert_eq!(scratch.read("again"), "again\n");
 }
+
+#[test]
+fn raising_the_cap_starts_a_waiting_job_and_a_stop_signal_ends_the_server() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2"]);
+    let lowered = server.client("set", &["--json", "-j", "1"]).answer();
+    assert_eq!(
+        (lowered.max_concurrent, lowered.previous),
+        (Some(1), Some(2))
+    );
+    let hold = format!("touch \"$D/started.$LANES_KEY\"; {}", blocked_on("never"));
+    assert_eq!(server.client("submit", &["a", "--", &hold]).code, 0);
+    let waiting = server.client("submit", &["--json", "b", "--", &hold]);
+    assert_eq!(waiting.code, 10);
+    assert_eq!(
+        waiting.answer().ahead,
+        Some(0),
+        "only the cap holds it back"
+    );
+    assert!(!scratch.exists("started.b"));
+    let raised = server.client("set", &["--json", "-j", "2"]).answer();
+    assert_eq!((raised.max_concurrent, raised.previous), (Some(2), Some(1)));
+    scratch.wait_for("started.b", Duration::from_secs(20));
+    let status = server.client("status", &["--json"]).answer();
+    assert_eq!(status.running.unwrap().as_array().unwrap().len(), 2);
+    // SIGTERM ends a server as it ends a run: every job stopped, exit 143.
+    server.running.signal(nix::sys::signal::Signal::SIGTERM);
+    let (out, report) = server.end();
+    out.code(143);
+    for seq in [1, 2] {
+        assert_eq!(report.job(seq).result(), ("interrupted", Some("shutdown")));
+    }
+    assert_eq!(report.job(2).slot, Some(2));
+    let journal = scratch.read("lanes.journal");
+    assert_eq!(
+        journal.lines().count(),
+        1,
+        "every job recorded: nothing to recover"
+    );
+}
