@@ -130,6 +130,9 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
 
 /// The journal file, open for appending.
 pub(crate) struct Journal {
+    /// An exclusive `flock` on `PATH.lock`, held while the server runs: two servers on one
+    /// journal would each re-admit the other's jobs.
+    _lock: nix::fcntl::Flock<File>,
     path: PathBuf,
     file: File,
     /// Lines written since the file was last rewritten.
@@ -152,6 +155,7 @@ impl Journal {
     /// # Errors
     /// It cannot be read, created or written; it is no journal.
     pub(crate) fn open(path: &Path, requeue_lost: bool) -> anyhow::Result<(Journal, Recovered)> {
+        let lock = lock(path)?;
         let recovered = match File::open(path) {
             Ok(file) => replay(BufReader::new(file))
                 .map_err(|err| anyhow::anyhow!("the journal {}: {err}", path.display()))?,
@@ -170,6 +174,7 @@ impl Journal {
             .map_err(|err| anyhow::anyhow!("cannot write the journal {}: {err}", path.display()))?;
         Ok((
             Journal {
+                _lock: lock,
                 path: path.to_owned(),
                 file,
                 lines: 0,
@@ -250,6 +255,32 @@ impl Journal {
     pub(crate) fn finish(&mut self) {
         let _ = self.compact(std::iter::empty());
     }
+}
+
+/// Takes the journal's lock, `PATH.lock` (created mode 0600).
+///
+/// # Errors
+/// Another server holds it, or it cannot be made.
+fn lock(path: &Path) -> anyhow::Result<nix::fcntl::Flock<File>> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(|err| anyhow::anyhow!("cannot create {}: {err}", lock_path.display()))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
+        |(_, errno)| match errno {
+            nix::errno::Errno::EWOULDBLOCK => anyhow::anyhow!(
+                "another lanes serve uses the journal {} (give each server its own --journal)",
+                path.display()
+            ),
+            other => anyhow::anyhow!("cannot lock {}: {other}", lock_path.display()),
+        },
+    )
 }
 
 /// Writes a journal holding `jobs` beside `path`, flushes it and renames it over `path`;
@@ -355,6 +386,11 @@ mod tests {
             journal.sync().unwrap();
         }
         let (mut journal, recovered) = Journal::open(&path, false).unwrap();
+        let second = Journal::open(&path, false).map(|_| ()).unwrap_err();
+        assert!(
+            second.to_string().contains("another lanes serve"),
+            "{second}"
+        );
         let seqs: Vec<Seq> = recovered.jobs.iter().map(|j| j.seq).collect();
         assert_eq!((seqs, recovered.last_seq), (vec![1, 3], 3));
         let text = std::fs::read_to_string(&path).unwrap();
@@ -363,6 +399,7 @@ mod tests {
         journal.ended(4);
         journal.compact([(3, "a", "z", false)].into_iter()).unwrap();
         journal.ended(3);
+        drop(journal);
         let (_, recovered) = Journal::open(&path, false).unwrap();
         assert!(recovered.jobs.is_empty());
         assert_eq!(recovered.last_seq, 4, "seqs are never handed out twice");
