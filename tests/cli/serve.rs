@@ -590,6 +590,25 @@ fn the_socket_is_0600_in_a_private_directory_and_another_uid_is_refused() {
         "{}",
         refused.stderr()
     );
+    // A directory another user made is refused, whatever its mode.
+    if nix::unistd::Uid::effective().is_root() {
+        let theirs = scratch.mkdir("theirs/lanes");
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let refused = Run::new()
+            .no_report()
+            .env("XDG_RUNTIME_DIR", scratch.join("theirs"))
+            .arg("serve")
+            .run();
+        refused.code(2);
+        assert!(
+            refused.stderr().contains("belongs to uid 65534"),
+            "{}",
+            refused.stderr()
+        );
+    } else {
+        eprintln!("skipped: a directory of another user needs root to make");
+    }
 }
 
 /// As root: loosens the socket and its directories for everyone, then submits as `nobody`
