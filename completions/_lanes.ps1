@@ -21,6 +21,8 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
 
     $completions = @(switch ($command) {
         'lanes' {
+            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'With `lanes serve`: the socket to listen on (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only this user can enter)')
+            [CompletionResult]::new('--journal', '--journal', [CompletionResultType]::ParameterName, 'With `lanes serve`: the journal of admitted jobs (default: beside the socket, named after it, `lanes.journal`). A server started on a journal an earlier one left re-admits the jobs that have no record yet, in their order')
             [CompletionResult]::new('-a', '-a', [CompletionResultType]::ParameterName, 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin')
             [CompletionResult]::new('--arg-file', '--arg-file', [CompletionResultType]::ParameterName, 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin')
             [CompletionResult]::new('--key', '--key', [CompletionResultType]::ParameterName, 'Compute each job''s key from its input record (then a whole record, no tab): `{}` the record, `{1}`, `{2}`... its columns (--colsep), `{/}` basename, `{//}` dirname, `{.}` without extension, `{/.}` basename without extension. Default with a trailing command, `:::` or -a: `{}`, every distinct record its own key')
@@ -58,6 +60,8 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('--progress', '--progress', [CompletionResultType]::ParameterName, 'The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR is set, CI is true or --color never')
             [CompletionResult]::new('--junit', '--junit', [CompletionResultType]::ParameterName, 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job')
             [CompletionResult]::new('--results', '--results', [CompletionResultType]::ParameterName, 'Also write each job''s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`. A DIR that holds files is refused, so that two runs never mix, unless --results-clean')
+            [CompletionResult]::new('--requeue-lost', '--requeue-lost', [CompletionResultType]::ParameterName, 'With `lanes serve`: run again the jobs the journal says were running when the earlier server ended without recording them, instead of recording them interrupted, reason `server_lost`')
+            [CompletionResult]::new('--no-requeue-lost', '--no-requeue-lost', [CompletionResultType]::ParameterName, 'Undo --requeue-lost')
             [CompletionResult]::new('-0', '-0', [CompletionResultType]::ParameterName, 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines')
             [CompletionResult]::new('--null', '--null', [CompletionResultType]::ParameterName, 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines')
             [CompletionResult]::new('--no-null', '--no-null', [CompletionResultType]::ParameterName, 'Records end with a newline (undoes -0)')
@@ -82,6 +86,12 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir), their holders and their waiters')
+            [CompletionResult]::new('submit', 'submit', [CompletionResultType]::ParameterValue, 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own')
+            [CompletionResult]::new('cancel', 'cancel', [CompletionResultType]::ParameterValue, 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'What a `lanes serve` runs and what waits, its counters and its cap')
+            [CompletionResult]::new('set', 'set', [CompletionResultType]::ParameterValue, 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing')
+            [CompletionResult]::new('drain', 'drain', [CompletionResultType]::ParameterValue, 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report')
+            [CompletionResult]::new('close', 'close', [CompletionResultType]::ParameterValue, 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -90,12 +100,81 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'lanes;submit' {
+            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'The server''s socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answers (and with --wait the record) as JSON lines')
+            [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait for the job''s record and exit as the job did (0, its exit status, 128 + the signal, or 1)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'lanes;cancel' {
+            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'The server''s socket')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answer as JSON')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'lanes;status' {
+            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'The server''s socket')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answer as JSON')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'lanes;set' {
+            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'The server''s socket')
+            [CompletionResult]::new('-j', '-j', [CompletionResultType]::ParameterName, 'The new cap')
+            [CompletionResult]::new('--max-concurrent', '--max-concurrent', [CompletionResultType]::ParameterName, 'The new cap')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answer as JSON')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'lanes;drain' {
+            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'The server''s socket')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answer as JSON')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
+        'lanes;close' {
+            [CompletionResult]::new('--socket', '--socket', [CompletionResultType]::ParameterName, 'The server''s socket')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the answer as JSON')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'lanes;help' {
             [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir), their holders and their waiters')
+            [CompletionResult]::new('submit', 'submit', [CompletionResultType]::ParameterValue, 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own')
+            [CompletionResult]::new('cancel', 'cancel', [CompletionResultType]::ParameterValue, 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'What a `lanes serve` runs and what waits, its counters and its cap')
+            [CompletionResult]::new('set', 'set', [CompletionResultType]::ParameterValue, 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing')
+            [CompletionResult]::new('drain', 'drain', [CompletionResultType]::ParameterValue, 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report')
+            [CompletionResult]::new('close', 'close', [CompletionResultType]::ParameterValue, 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'lanes;help;locks' {
+            break
+        }
+        'lanes;help;submit' {
+            break
+        }
+        'lanes;help;cancel' {
+            break
+        }
+        'lanes;help;status' {
+            break
+        }
+        'lanes;help;set' {
+            break
+        }
+        'lanes;help;drain' {
+            break
+        }
+        'lanes;help;close' {
             break
         }
         'lanes;help;help' {

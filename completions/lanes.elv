@@ -18,6 +18,8 @@ set edit:completion:arg-completer[lanes] = {|@words|
     }
     var completions = [
         &'lanes'= {
+            cand --socket 'With `lanes serve`: the socket to listen on (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only this user can enter)'
+            cand --journal 'With `lanes serve`: the journal of admitted jobs (default: beside the socket, named after it, `lanes.journal`). A server started on a journal an earlier one left re-admits the jobs that have no record yet, in their order'
             cand -a 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin'
             cand --arg-file 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin'
             cand --key 'Compute each job''s key from its input record (then a whole record, no tab): `{}` the record, `{1}`, `{2}`... its columns (--colsep), `{/}` basename, `{//}` dirname, `{.}` without extension, `{/.}` basename without extension. Default with a trailing command, `:::` or -a: `{}`, every distinct record its own key'
@@ -55,6 +57,8 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --progress 'The live display on stderr: `auto` when stderr is a terminal, unless NO_COLOR is set, CI is true or --color never'
             cand --junit 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job'
             cand --results 'Also write each job''s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`. A DIR that holds files is refused, so that two runs never mix, unless --results-clean'
+            cand --requeue-lost 'With `lanes serve`: run again the jobs the journal says were running when the earlier server ended without recording them, instead of recording them interrupted, reason `server_lost`'
+            cand --no-requeue-lost 'Undo --requeue-lost'
             cand -0 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines'
             cand --null 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines'
             cand --no-null 'Records end with a newline (undoes -0)'
@@ -79,17 +83,80 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand locks 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+            cand submit 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own'
+            cand cancel 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone'
+            cand status 'What a `lanes serve` runs and what waits, its counters and its cap'
+            cand set 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing'
+            cand drain 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report'
+            cand close 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lanes;locks'= {
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'lanes;submit'= {
+            cand --socket 'The server''s socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock)'
+            cand --json 'Print the answers (and with --wait the record) as JSON lines'
+            cand --wait 'Wait for the job''s record and exit as the job did (0, its exit status, 128 + the signal, or 1)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'lanes;cancel'= {
+            cand --socket 'The server''s socket'
+            cand --json 'Print the answer as JSON'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'lanes;status'= {
+            cand --socket 'The server''s socket'
+            cand --json 'Print the answer as JSON'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'lanes;set'= {
+            cand --socket 'The server''s socket'
+            cand -j 'The new cap'
+            cand --max-concurrent 'The new cap'
+            cand --json 'Print the answer as JSON'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'lanes;drain'= {
+            cand --socket 'The server''s socket'
+            cand --json 'Print the answer as JSON'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
+        &'lanes;close'= {
+            cand --socket 'The server''s socket'
+            cand --json 'Print the answer as JSON'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'lanes;help'= {
             cand locks 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+            cand submit 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own'
+            cand cancel 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone'
+            cand status 'What a `lanes serve` runs and what waits, its counters and its cap'
+            cand set 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing'
+            cand drain 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report'
+            cand close 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lanes;help;locks'= {
+        }
+        &'lanes;help;submit'= {
+        }
+        &'lanes;help;cancel'= {
+        }
+        &'lanes;help;status'= {
+        }
+        &'lanes;help;set'= {
+        }
+        &'lanes;help;drain'= {
+        }
+        &'lanes;help;close'= {
         }
         &'lanes;help;help'= {
         }

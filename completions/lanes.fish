@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_lanes_global_optspecs
-    string join \n a/arg-file= 0/null no-null key= dry-run no-dry-run colsep= manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress no-cancel-in-progress retries= retry-delay= fail-fast no-fail-fast sticky-slots lock-dir= shared-max-concurrent= no-sticky-slots command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict no-strict report= json no-json output= keep-order no-keep-order color= progress= junit= results= results-clean no-results-clean h/help V/version
+    string join \n socket= journal= requeue-lost no-requeue-lost a/arg-file= 0/null no-null key= dry-run no-dry-run colsep= manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress no-cancel-in-progress retries= retry-delay= fail-fast no-fail-fast sticky-slots lock-dir= shared-max-concurrent= no-sticky-slots command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict no-strict report= json no-json output= keep-order no-keep-order color= progress= junit= results= results-clean no-results-clean h/help V/version
 end
 
 function __fish_lanes_needs_command
@@ -24,6 +24,8 @@ function __fish_lanes_using_subcommand
     contains -- $cmd[1] $argv
 end
 
+complete -c lanes -n "__fish_lanes_needs_command" -l socket -d 'With `lanes serve`: the socket to listen on (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only this user can enter)' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l journal -d 'With `lanes serve`: the journal of admitted jobs (default: beside the socket, named after it, `lanes.journal`). A server started on a journal an earlier one left re-admits the jobs that have no record yet, in their order' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -s a -l arg-file -d 'Read the input arguments from FILE, one per line (per NUL-terminated record with -0), instead of stdin' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -l key -d 'Compute each job\'s key from its input record (then a whole record, no tab): `{}` the record, `{1}`, `{2}`... its columns (--colsep), `{/}` basename, `{//}` dirname, `{.}` without extension, `{/.}` basename without extension. Default with a trailing command, `:::` or -a: `{}`, every distinct record its own key' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l colsep -d 'Split records into the columns `{1}`, `{2}`... at the string SEP (not a regex)' -r
@@ -71,6 +73,8 @@ always\t'Always, whatever the stream'
 never\t'Never'"
 complete -c lanes -n "__fish_lanes_needs_command" -l junit -d 'Write JUnit XML to FILE when the run ends: a test suite per key, a test case per job' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -l results -d 'Also write each job\'s stdout and stderr to files of their own under DIR (created when missing), named from the seq and the escaped key: `000042-KEY.stdout`. A DIR that holds files is refused, so that two runs never mix, unless --results-clean' -r -F
+complete -c lanes -n "__fish_lanes_needs_command" -l requeue-lost -d 'With `lanes serve`: run again the jobs the journal says were running when the earlier server ended without recording them, instead of recording them interrupted, reason `server_lost`'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-requeue-lost -d 'Undo --requeue-lost'
 complete -c lanes -n "__fish_lanes_needs_command" -s 0 -l null -d 'Records end with a NUL byte instead of a newline (`find -print0`, `xargs -0`), so that arguments and commands may hold newlines'
 complete -c lanes -n "__fish_lanes_needs_command" -l no-null -d 'Records end with a newline (undoes -0)'
 complete -c lanes -n "__fish_lanes_needs_command" -l dry-run -d 'Print what would run, per key in order, with its round, slot and batch (as if every job took the same time and succeeded), then exit 0: nothing runs, no report is written'
@@ -92,7 +96,39 @@ complete -c lanes -n "__fish_lanes_needs_command" -l no-results-clean -d 'Undo -
 complete -c lanes -n "__fish_lanes_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lanes -n "__fish_lanes_needs_command" -s V -l version -d 'Print version'
 complete -c lanes -n "__fish_lanes_needs_command" -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+complete -c lanes -n "__fish_lanes_needs_command" -a "submit" -d 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job\'s own'
+complete -c lanes -n "__fish_lanes_needs_command" -a "cancel" -d 'Drop a key\'s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job\'s processes are gone'
+complete -c lanes -n "__fish_lanes_needs_command" -a "status" -d 'What a `lanes serve` runs and what waits, its counters and its cap'
+complete -c lanes -n "__fish_lanes_needs_command" -a "set" -d 'Change a `lanes serve`\'s cap on running jobs; lowering it stops nothing'
+complete -c lanes -n "__fish_lanes_needs_command" -a "drain" -d 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report'
+complete -c lanes -n "__fish_lanes_needs_command" -a "close" -d 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report'
 complete -c lanes -n "__fish_lanes_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c lanes -n "__fish_lanes_using_subcommand locks" -s h -l help -d 'Print help'
-complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks help" -f -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
-complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lanes -n "__fish_lanes_using_subcommand submit" -l socket -d 'The server\'s socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock)' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand submit" -l json -d 'Print the answers (and with --wait the record) as JSON lines'
+complete -c lanes -n "__fish_lanes_using_subcommand submit" -l wait -d 'Wait for the job\'s record and exit as the job did (0, its exit status, 128 + the signal, or 1)'
+complete -c lanes -n "__fish_lanes_using_subcommand submit" -s h -l help -d 'Print help'
+complete -c lanes -n "__fish_lanes_using_subcommand cancel" -l socket -d 'The server\'s socket' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand cancel" -l json -d 'Print the answer as JSON'
+complete -c lanes -n "__fish_lanes_using_subcommand cancel" -s h -l help -d 'Print help'
+complete -c lanes -n "__fish_lanes_using_subcommand status" -l socket -d 'The server\'s socket' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand status" -l json -d 'Print the answer as JSON'
+complete -c lanes -n "__fish_lanes_using_subcommand status" -s h -l help -d 'Print help'
+complete -c lanes -n "__fish_lanes_using_subcommand set" -l socket -d 'The server\'s socket' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand set" -s j -l max-concurrent -d 'The new cap' -r
+complete -c lanes -n "__fish_lanes_using_subcommand set" -l json -d 'Print the answer as JSON'
+complete -c lanes -n "__fish_lanes_using_subcommand set" -s h -l help -d 'Print help'
+complete -c lanes -n "__fish_lanes_using_subcommand drain" -l socket -d 'The server\'s socket' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand drain" -l json -d 'Print the answer as JSON'
+complete -c lanes -n "__fish_lanes_using_subcommand drain" -s h -l help -d 'Print help'
+complete -c lanes -n "__fish_lanes_using_subcommand close" -l socket -d 'The server\'s socket' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand close" -l json -d 'Print the answer as JSON'
+complete -c lanes -n "__fish_lanes_using_subcommand close" -s h -l help -d 'Print help'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "submit" -d 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job\'s own'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "cancel" -d 'Drop a key\'s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job\'s processes are gone'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "status" -d 'What a `lanes serve` runs and what waits, its counters and its cap'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "set" -d 'Change a `lanes serve`\'s cap on running jobs; lowering it stops nothing'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "drain" -d 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "close" -d 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

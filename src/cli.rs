@@ -41,6 +41,82 @@ pub enum Task {
         #[arg(value_name = "DIR")]
         dir: PathBuf,
     },
+    /// Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin
+    /// line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected,
+    /// 13 closed, 2 error; with --wait, the job's own.
+    Submit {
+        /// The server's socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock,
+        /// else /tmp/lanes-UID/lanes.sock).
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Print the answers (and with --wait the record) as JSON lines.
+        #[arg(long)]
+        json: bool,
+        /// Wait for the job's record and exit as the job did (0, its exit status, 128 + the
+        /// signal, or 1).
+        #[arg(long)]
+        wait: bool,
+        /// The job's key.
+        #[arg(value_name = "KEY")]
+        key: Option<String>,
+        /// The command: one word is shell text, several a program and its arguments.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Drop a key's waiting jobs and stop its running job (reason `cancelled`) on a `lanes
+    /// serve`; returns once that job's processes are gone.
+    Cancel {
+        /// The server's socket.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The key.
+        #[arg(value_name = "KEY")]
+        key: String,
+    },
+    /// What a `lanes serve` runs and what waits, its counters and its cap.
+    Status {
+        /// The server's socket.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a `lanes serve`'s cap on running jobs; lowering it stops nothing.
+    Set {
+        /// The server's socket.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The new cap.
+        #[arg(short = 'j', long = "max-concurrent", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_concurrent: u32,
+    },
+    /// Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once
+    /// it has written its report.
+    Drain {
+        /// The server's socket.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end;
+    /// returns once it has written its report.
+    Close {
+        /// The server's socket.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Print the answer as JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Run keyed shell jobs through per-key lanes: at most one job of a key in flight, a key's jobs
@@ -75,6 +151,32 @@ pub struct Cli {
     /// The trailing command's words (`lanes [OPTIONS] -- COMMAND [ARGS]...`).
     #[arg(skip)]
     pub trailing_command: Option<Vec<String>>,
+
+    /// `lanes serve [OPTIONS]`: jobs come from the socket, not from stdin.
+    #[arg(skip)]
+    pub serve: bool,
+
+    /// With `lanes serve`: the socket to listen on (default: LANES_SOCKET, else
+    /// $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock, in a directory only
+    /// this user can enter).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+
+    /// With `lanes serve`: the journal of admitted jobs (default: beside the socket, named
+    /// after it, `lanes.journal`). A server started on a journal an earlier one left re-admits
+    /// the jobs that have no record yet, in their order.
+    #[arg(long, value_name = "PATH")]
+    pub journal: Option<PathBuf>,
+
+    /// With `lanes serve`: run again the jobs the journal says were running when the earlier
+    /// server ended without recording them, instead of recording them interrupted, reason
+    /// `server_lost`.
+    #[arg(long, overrides_with = "no_requeue_lost")]
+    pub requeue_lost: bool,
+
+    /// Undo --requeue-lost.
+    #[arg(long, overrides_with = "requeue_lost")]
+    pub no_requeue_lost: bool,
 
     /// The words after `:::`: the input arguments, instead of stdin.
     #[arg(skip)]

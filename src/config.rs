@@ -33,6 +33,8 @@ pub(crate) enum Source {
         path: PathBuf,
         manifest: Box<Manifest>,
     },
+    /// `lanes serve`: submissions on a Unix socket (`--socket`, or the default path).
+    Socket(Option<PathBuf>),
 }
 
 impl Source {
@@ -42,6 +44,10 @@ impl Source {
             Source::Stdin => "-".to_owned(),
             Source::List(_) => ":::".to_owned(),
             Source::LinesFile(path) | Source::Manifest { path, .. } => path.display().to_string(),
+            Source::Socket(path) => path.as_ref().map_or_else(
+                || crate::serve::socket::default_path().display().to_string(),
+                |path| path.display().to_string(),
+            ),
         }
     }
 }
@@ -50,6 +56,10 @@ impl Source {
 #[derive(Debug)]
 pub(crate) struct RunConfig {
     pub source: Source,
+    /// `lanes serve --journal`.
+    pub journal: Option<PathBuf>,
+    /// `lanes serve --requeue-lost`.
+    pub requeue_lost: bool,
     /// ≥ 1.
     pub max_concurrent: usize,
     /// ≥ 1.
@@ -241,6 +251,7 @@ impl RunConfig {
     /// # Errors
     /// An invalid manifest ([`ManifestError`], naming file, line and column).
     pub(crate) fn from_cli(cli: Cli) -> Result<Self, ConfigError> {
+        check_serve(&cli)?;
         let plain = cli.trailing_command.is_some()
             || cli.key.is_some()
             || cli.arguments.is_some()
@@ -277,6 +288,7 @@ impl RunConfig {
             ));
         }
         let source = match (cli.manifest, cli.file) {
+            _ if cli.serve => Source::Socket(cli.socket.clone()),
             _ if cli.arguments.is_some() => Source::List(cli.arguments.clone().unwrap_or_default()),
             // `-a -`: stdin, as for FILE (and GNU parallel's `-a -`).
             _ if cli.arg_file.as_deref() == Some(Path::new("-")) => Source::Stdin,
@@ -442,6 +454,8 @@ impl RunConfig {
             ));
         }
         Ok(RunConfig {
+            journal: cli.journal,
+            requeue_lost: cli.requeue_lost,
             lock_dir,
             shared_max_concurrent,
             max_concurrent: cli
@@ -527,6 +541,49 @@ impl RunConfig {
 /// The files lanes writes must differ from each other and from the input: `--report
 /// jobs.tsv jobs.tsv` would destroy the jobs before reading them. (`--resume` may name the
 /// `--report` file: it is read before the report is written.)
+/// `lanes serve` takes its jobs from the socket only, and `--socket` belongs to it.
+fn check_serve(cli: &Cli) -> Result<(), ConfigError> {
+    if !cli.serve {
+        let given = [
+            (cli.socket.is_some(), "--socket"),
+            (cli.journal.is_some(), "--journal"),
+            (cli.requeue_lost, "--requeue-lost"),
+        ];
+        if let Some((_, what)) = given.iter().find(|(given, _)| *given) {
+            return Err(ConfigError::Usage(format!(
+                "{what} goes with `lanes serve`"
+            )));
+        }
+        return Ok(());
+    }
+    let input = [
+        (cli.file.is_some(), "a FILE of jobs"),
+        (cli.manifest.is_some(), "--manifest"),
+        (cli.arguments.is_some(), "`::: ARG...`"),
+        (cli.arg_file.is_some(), "-a"),
+        (cli.trailing_command.is_some(), "a trailing command"),
+        (cli.key.is_some(), "--key"),
+        (cli.null, "-0"),
+    ];
+    if let Some((_, what)) = input.iter().find(|(given, _)| *given) {
+        return Err(ConfigError::Usage(format!(
+            "`lanes serve` takes its jobs from `lanes submit`, not from {what}"
+        )));
+    }
+    let other = [
+        (cli.dry_run, "--dry-run"),
+        (cli.strict, "--strict"),
+        (cli.resume.is_some(), "--resume"),
+        (cli.lock_dir.is_some(), "--lock-dir"),
+    ];
+    if let Some((_, what)) = other.iter().find(|(given, _)| *given) {
+        return Err(ConfigError::Usage(format!(
+            "{what} does not go with `lanes serve`"
+        )));
+    }
+    Ok(())
+}
+
 fn check_distinct_files(
     source: &Source,
     report: &Option<PathBuf>,
@@ -540,7 +597,7 @@ fn check_distinct_files(
     };
     let input = match source {
         Source::LinesFile(path) | Source::Manifest { path, .. } => Some(path.as_path()),
-        Source::Stdin | Source::List(_) => None,
+        Source::Stdin | Source::List(_) | Source::Socket(_) => None,
     };
     let outputs = [
         ("--report", report),

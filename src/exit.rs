@@ -10,6 +10,16 @@ pub const JOBS_FAILED: u8 = 1;
 /// status for a bad command line.
 pub const USAGE: u8 = 2;
 
+/// `lanes submit`: the job was admitted and waits (`queued`). `started` is [`SUCCESS`].
+pub const QUEUED: u8 = 10;
+/// `lanes submit`: the job was admitted in the place of a waiting one (`coalesced`).
+pub const COALESCED: u8 = 11;
+/// `lanes submit`: the job was not admitted (`rejected`, `queue_full`); it has its record.
+pub const REJECTED: u8 = 12;
+/// `lanes submit` (and the other client commands): the server admits nothing more (`closed`:
+/// draining, closing or ending); nothing was recorded.
+pub const CLOSED: u8 = 13;
+
 /// `lanes` itself failed (a panic: a bug); its message on stderr says where. Rust's own status
 /// for a panic in `main`.
 pub const INTERNAL_ERROR: u8 = 101;

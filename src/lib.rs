@@ -22,6 +22,7 @@ pub(crate) mod plural;
 pub(crate) mod report;
 pub(crate) mod resume;
 mod run;
+pub(crate) mod serve;
 pub mod settings;
 pub(crate) mod shell;
 pub(crate) mod template;

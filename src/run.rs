@@ -35,9 +35,8 @@ use crate::shell::strict::Checked;
 /// `--strict` input error, an unreadable input file, a report file that cannot be created. The
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
-    if let Some(crate::cli::Task::Locks { dir }) = &cli.task {
-        print!("{}", crate::shell::lock_dir::describe(dir)?);
-        return Ok(0);
+    if let Some(task) = cli.task {
+        return run_task(task);
     }
     let config = RunConfig::from_cli(cli)?;
     if config.dry_run {
@@ -52,6 +51,15 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     }
     let cgroups = containment(config.containment)?;
     let runtime = event_loop()?;
+    // `lanes serve`: the socket is bound before anything else is made, so that a second
+    // server on the same socket fails first.
+    let socket = match &config.source {
+        Source::Socket(given) => {
+            let path = crate::serve::socket::serve_path(given.as_deref())?;
+            Some((crate::serve::socket::bind(&path)?, path))
+        }
+        _ => None,
+    };
     let lock_dir = match &config.lock_dir {
         Some(dir) => Some(LockDir::open(dir, config.shared_max_concurrent)?),
         None => None,
@@ -148,6 +156,28 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         recorder = recorder.with_progress(progress);
     }
     let ledger = Ledger::new(origin, recorder, EventLog::new(events));
+    let service = match socket {
+        Some((listener, path)) => {
+            let journal_path = config
+                .journal
+                .clone()
+                .unwrap_or_else(|| crate::serve::journal::default_path(&path));
+            let (journal, recovered) =
+                crate::serve::journal::Journal::open(&journal_path, config.requeue_lost)?;
+            let _guard = runtime.enter();
+            Some(crate::serve::ServiceStart {
+                listening: crate::serve::server::start(listener, path)
+                    .context("cannot listen on the socket")?,
+                journal,
+                recovered,
+                requeue_lost: config.requeue_lost,
+            })
+        }
+        None => None,
+    };
+    let socket_path = service
+        .as_ref()
+        .map(|service| service.listening.path.clone());
     let end = match feed {
         Checked::Valid(feed) => {
             let input = {
@@ -170,6 +200,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 cgroups,
                 signals: check_signals,
                 lock_dir,
+                service,
             }))
         }
         Checked::Interrupted { signal, lines } => runtime.block_on(interrupted_check(
@@ -181,6 +212,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             check_signals,
         )),
     };
+    if let Some(path) = socket_path {
+        // Nothing answers on it any more.
+        let _ = std::fs::remove_file(path);
+    }
     // Job output first, then the summary: it is the last thing a person reads. A reader that
     // stopped reading is waited for until a stop signal comes, then for a moment only; what
     // is left unwritten then ends with the process.
@@ -195,6 +230,45 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // A writer thread still blocked is not waited for.
     runtime.shutdown_background();
     Ok(end.code)
+}
+
+/// A task besides running jobs: `lanes locks`, and the client commands of `lanes serve`.
+fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
+    use crate::cli::Task;
+    use crate::serve::client;
+    use crate::serve::protocol::Request;
+    match task {
+        Task::Locks { dir } => {
+            print!("{}", crate::shell::lock_dir::describe(&dir)?);
+            Ok(0)
+        }
+        Task::Submit {
+            socket,
+            json,
+            wait,
+            key,
+            command,
+        } => client::submit(socket.as_deref(), json, wait, key, &command),
+        Task::Cancel { socket, json, key } => {
+            client::request(socket.as_deref(), json, Request::Cancel { key })
+        }
+        Task::Status { socket, json } => {
+            client::request(socket.as_deref(), json, Request::Status {})
+        }
+        Task::Set {
+            socket,
+            json,
+            max_concurrent,
+        } => client::request(
+            socket.as_deref(),
+            json,
+            Request::Set {
+                max_concurrent: max_concurrent as usize,
+            },
+        ),
+        Task::Drain { socket, json } => client::request(socket.as_deref(), json, Request::Drain {}),
+        Task::Close { socket, json } => client::request(socket.as_deref(), json, Request::Close {}),
+    }
 }
 
 /// Builds the event loop. Its descriptors (its poller, its waker, the signal pipe) are made
@@ -274,6 +348,8 @@ fn feed_for(
         Source::Manifest { manifest, .. } => {
             return Ok((Checked::Valid(Feed::Manifest(manifest.clone())), None))
         }
+        // `lanes serve`: no input but the socket's.
+        Source::Socket(_) => return Ok((Checked::Valid(Feed::Preloaded(Vec::new())), None)),
         Source::List(arguments) => {
             let records = from_list(arguments, &config.records);
             return Ok((Checked::Valid(checked_list(config, records)?), None));

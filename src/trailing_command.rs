@@ -29,14 +29,21 @@ pub(crate) struct Invocation {
 /// included. Like clap's own `parse`, prints the error (with a hint) and exits with status 2
 /// on a usage error, and prints help or the version and exits 0 when asked.
 pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
-    let argv: Vec<OsString> = argv.into_iter().collect();
+    let mut argv: Vec<OsString> = argv.into_iter().collect();
+    // `lanes serve [OPTIONS]`: a run's options, its jobs from the socket.
+    let serve = argv.get(1).is_some_and(|first| first == "serve");
+    if serve {
+        argv.remove(1);
+    }
     let mut command = Cli::command();
     // A subcommand (`lanes locks DIR`) comes first, and is no trailing command.
-    if argv.get(1).is_some_and(|first| {
-        command
-            .get_subcommands()
-            .any(|task| first.to_str() == Some(task.get_name()))
-    }) {
+    if !serve
+        && argv.get(1).is_some_and(|first| {
+            command
+                .get_subcommands()
+                .any(|task| first.to_str() == Some(task.get_name()))
+        })
+    {
         return Cli::parse_from(argv);
     }
     // A directory is no FILE of jobs (`lanes test -x` in a tree with a `test/` directory).
@@ -62,6 +69,7 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     cli.trailing_command = invocation.command;
     cli.arguments = invocation.arguments;
+    cli.serve = serve;
     cli
 }
 

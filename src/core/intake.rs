@@ -97,6 +97,13 @@ impl Scheduler {
         Account::unstarted(seq, Outcome::Rejected(RejectReason::InvalidInput), now)
     }
 
+    /// The account of a job that was running when an earlier `lanes serve` ended without
+    /// recording it (its journal says so), when it is not run again: `interrupted`,
+    /// `server_lost`, with no start of this run's (what its try did was lost with the server).
+    pub fn lost_with_server(&self, seq: Seq, now: Tick) -> Account {
+        Account::unstarted(seq, Outcome::Interrupted(StopReason::ServerLost), now)
+    }
+
     /// `--cancel-in-progress`: the running job `seq` is asked to stop (SIGTERM, reason
     /// `superseded`), unless it already stops for another reason.
     fn supersede(&mut self, seq: Seq) -> Option<StopOrder> {

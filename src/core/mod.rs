@@ -10,13 +10,17 @@
 //! - [`finish`]: a run's end classified, retried, or stopping the run (`--fail-fast`), and
 //!   [`account`] the final account every record is written from;
 //! - [`shutdown`]: stop signals, turn timeouts and the halt that drains the run;
-//! - [`status`]: what runs now, for a status report (SIGUSR1);
+//! - [`status`]: what runs and waits now, for a status report (SIGUSR1, `lanes status`);
+//! - [`cancel`]: `lanes cancel KEY`: a key's waiting jobs dropped, its running job stopped;
+//! - [`cap`]: `lanes set -j N`: the cap changed while jobs run;
 //! - [`suspend`]: Ctrl-Z: stopped time counts toward no deadline;
 //! - [`hostwide`]: `--lock-dir`: when a key's host-wide lock is asked for and let go;
 //! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window;
 //! - [`plan`]: `--dry-run`, the same decisions on a virtual clock.
 
 mod account;
+mod cancel;
+mod cap;
 mod dispatch;
 mod escalation;
 mod finish;
@@ -31,6 +35,7 @@ mod suspend;
 mod transition;
 
 pub use account::Account;
+pub use cancel::Cancel;
 pub use dispatch::{SpawnFailure, SpawnVerdict};
 pub use escalation::{Action, Escalation, Event};
 pub use finish::{Finished, RunFacts};
@@ -43,7 +48,7 @@ pub use state::{
     JobRequest, Limits, OnFull, Policy, Scheduler, Seq, ShutdownLevel, Tick, Try, BACKOFF_FIRST,
     BACKOFF_MAX,
 };
-pub use status::RunningJob;
+pub use status::{RunningJob, WaitingLane};
 pub use transition::{Admission, Drained, Expired, Released, Start};
 #[cfg(test)]
 mod tests;

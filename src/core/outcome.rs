@@ -25,6 +25,11 @@ pub enum StopReason {
     FailFast,
     /// A newer job of the same key replaced it (`--coalesce`, `--cancel-in-progress`).
     Superseded,
+    /// `lanes cancel KEY` asked for its key's jobs to be dropped and stopped (`lanes serve`).
+    Cancelled,
+    /// It was running when its `lanes serve` ended without recording it (killed, crashed);
+    /// the next server on the same journal records it so (`lanes serve`).
+    ServerLost,
 }
 
 /// Why a job counts as failed.
@@ -68,7 +73,7 @@ pub enum Outcome {
 impl Outcome {
     /// Every outcome with every reason, in declaration order: the `outcome` and `reason` words
     /// the report schema allows, and which reasons go with which outcome.
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 13] = [
         Outcome::Succeeded,
         Outcome::Failed(FailReason::ExitStatus),
         Outcome::Failed(FailReason::Killed),
@@ -77,6 +82,8 @@ impl Outcome {
         Outcome::Interrupted(StopReason::Shutdown),
         Outcome::Interrupted(StopReason::FailFast),
         Outcome::Interrupted(StopReason::Superseded),
+        Outcome::Interrupted(StopReason::Cancelled),
+        Outcome::Interrupted(StopReason::ServerLost),
         Outcome::Rejected(RejectReason::InvalidInput),
         Outcome::Rejected(RejectReason::QueueFull),
         Outcome::Skipped,
@@ -104,6 +111,8 @@ impl Outcome {
             Outcome::Interrupted(StopReason::Shutdown) => "shutdown",
             Outcome::Interrupted(StopReason::FailFast) => "fail_fast",
             Outcome::Interrupted(StopReason::Superseded) => "superseded",
+            Outcome::Interrupted(StopReason::Cancelled) => "cancelled",
+            Outcome::Interrupted(StopReason::ServerLost) => "server_lost",
             Outcome::Rejected(RejectReason::InvalidInput) => "invalid_input",
             Outcome::Rejected(RejectReason::QueueFull) => "queue_full",
             Outcome::Skipped => "succeeded_before",
@@ -111,11 +120,14 @@ impl Outcome {
     }
 
     /// Whether this outcome makes the run's exit status 1 (SPEC §6): everything but a success,
-    /// a job superseded under `--coalesce`/`--cancel-in-progress` and a job `--resume` skipped.
+    /// a job superseded under `--coalesce`/`--cancel-in-progress`, a job `lanes cancel`
+    /// cancelled (asked for, as a superseded one is) and a job `--resume` skipped.
     pub fn is_bad(self) -> bool {
         !matches!(
             self,
-            Outcome::Succeeded | Outcome::Interrupted(StopReason::Superseded) | Outcome::Skipped
+            Outcome::Succeeded
+                | Outcome::Interrupted(StopReason::Superseded | StopReason::Cancelled)
+                | Outcome::Skipped
         )
     }
 }
@@ -177,9 +189,11 @@ mod tests {
             Outcome::Interrupted(StopReason::Shutdown) => 5,
             Outcome::Interrupted(StopReason::FailFast) => 6,
             Outcome::Interrupted(StopReason::Superseded) => 7,
-            Outcome::Rejected(RejectReason::InvalidInput) => 8,
-            Outcome::Rejected(RejectReason::QueueFull) => 9,
-            Outcome::Skipped => 10,
+            Outcome::Interrupted(StopReason::Cancelled) => 8,
+            Outcome::Interrupted(StopReason::ServerLost) => 9,
+            Outcome::Rejected(RejectReason::InvalidInput) => 10,
+            Outcome::Rejected(RejectReason::QueueFull) => 11,
+            Outcome::Skipped => 12,
         };
         for (i, &outcome) in Outcome::ALL.iter().enumerate() {
             assert_eq!(position(outcome), i, "{outcome:?}");

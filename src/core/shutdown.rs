@@ -81,6 +81,13 @@ impl Scheduler {
         }
     }
 
+    /// `lanes close` (service mode) at `now`: the run halts as on a stop signal, reason
+    /// `shutdown`: every waiting job is drained and every running one gets SIGTERM, then the
+    /// grace and SIGKILL. No stop signal is recorded: the exit status stays the jobs'.
+    pub fn close(&mut self, now: Tick) -> Halt {
+        self.halt(StopReason::Shutdown, Signal::SIGTERM, now)
+    }
+
     /// The first stop signal received while jobs ran or waited, if any: it decides the exit
     /// status (SPEC §6). One that comes once every job has ended and has its record is not
     /// told to the core: it only shortens `lanes`' last waits (escaped processes, output for

@@ -13,6 +13,8 @@ pub struct RunningJob {
     pub seq: Seq,
     /// Its lane.
     pub key: Arc<str>,
+    /// Its slot, 1..=max_concurrent (above a cap lowered since it started).
+    pub slot: u32,
     /// Its try: 1 on the first.
     pub attempt: u32,
     /// How many jobs it runs (a batch), 1 without batching.
@@ -32,6 +34,7 @@ impl Scheduler {
             .map(|(&seq, run)| RunningJob {
                 seq,
                 key: Arc::clone(&run.key),
+                slot: run.slot,
                 attempt: run.attempts,
                 jobs: run.batch.len().max(1),
                 started_at: run.started_at,
@@ -40,5 +43,39 @@ impl Scheduler {
             .collect();
         jobs.sort_unstable_by_key(|job| job.seq);
         jobs
+    }
+}
+
+/// One key's waiting jobs, as a status report lists them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitingLane {
+    /// The key.
+    pub key: Arc<str>,
+    /// Whether a job of the key is in flight (it is ahead of every waiting one).
+    pub busy: bool,
+    /// Its waiting jobs in the order they will run: the i-th has `i + busy` jobs ahead.
+    pub waiting: Vec<Seq>,
+}
+
+impl Scheduler {
+    /// Every key with jobs waiting, by its first waiting job's seq.
+    pub fn waiting_lanes(&self) -> Vec<WaitingLane> {
+        let mut lanes: Vec<WaitingLane> = self
+            .lanes
+            .iter()
+            .filter(|(_, lane)| !lane.waiting.is_empty())
+            .map(|(key, lane)| WaitingLane {
+                key: Arc::clone(key),
+                busy: lane.busy,
+                waiting: lane.waiting.iter().map(|w| w.seq).collect(),
+            })
+            .collect();
+        lanes.sort_unstable_by_key(|lane| lane.waiting[0]);
+        lanes
+    }
+
+    /// The slot of run `seq` (by its first job) while it is in flight.
+    pub fn slot_of(&self, seq: Seq) -> Option<u32> {
+        self.running.get(&seq).map(|run| run.slot)
     }
 }

@@ -639,6 +639,7 @@ mod decision_model;
 mod decisions;
 
 mod hostwide;
+mod service;
 
 #[test]
 fn the_turn_clock_restarts_when_the_process_really_starts() {

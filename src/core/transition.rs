@@ -422,7 +422,10 @@ impl Scheduler {
         if let Some(at) = run.deadline {
             self.deadlines.remove(&(at, seq));
         }
-        self.free_slots.insert(run.slot);
+        // A slot above a lowered cap (`set_max_concurrent`) is not handed out again.
+        if run.slot <= self.last_slot {
+            self.free_slots.insert(run.slot);
+        }
         let lane = self
             .lanes
             .get_mut(&run.key)

@@ -359,6 +359,9 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
         Outcome::Skipped => Verdict::Skipped {
             message: "succeeded before (--resume)".into(),
         },
+        Outcome::Interrupted(StopReason::Cancelled) => Verdict::Skipped {
+            message: "cancelled (lanes cancel)".into(),
+        },
         Outcome::Failed(why) => Verdict::NonSuccess {
             failure: true,
             ty: reason,
@@ -369,13 +372,16 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
             ty: reason,
             message: error.unwrap_or_else(|| reason.to_owned()).into(),
         },
-        Outcome::Interrupted(StopReason::Timeout | StopReason::Shutdown | StopReason::FailFast) => {
-            Verdict::NonSuccess {
-                failure: false,
-                ty: reason,
-                message: reason.into(),
-            }
-        }
+        Outcome::Interrupted(
+            StopReason::Timeout
+            | StopReason::Shutdown
+            | StopReason::FailFast
+            | StopReason::ServerLost,
+        ) => Verdict::NonSuccess {
+            failure: false,
+            ty: reason,
+            message: reason.into(),
+        },
     }
 }
 

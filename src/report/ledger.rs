@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use super::entry::{Entry, HostWait, TryEntry};
 use super::events::{Event, EventLog};
-use super::json::{timestamp, LockHolder, RunRecord, SCHEMA_VERSION};
+use super::json::{timestamp, to_line, LockHolder, RunRecord, SCHEMA_VERSION};
 use super::progress::Progress;
 use super::recorder::Recorder;
 use crate::core::{Account, Outcome, Seq, Tick};
@@ -183,6 +183,17 @@ impl Ledger {
     /// in flight when it ended (never started, or waiting for a retry) gets its `ended` event
     /// here. Returns whether the job started (it then has result files to index).
     pub(crate) async fn close(&mut self, account: &Account, facts: JobFacts<'_>) -> bool {
+        self.close_encoded(account, facts, false).await.0
+    }
+
+    /// [`Ledger::close`], also returning the record's line (newline included) when `encode`
+    /// asks for it (`lanes submit --wait`).
+    pub(crate) async fn close_encoded(
+        &mut self,
+        account: &Account,
+        facts: JobFacts<'_>,
+        encode: bool,
+    ) -> (bool, Option<Vec<u8>>) {
         let tried = account.tried().copied();
         let ended_at = match tried {
             // A retry that never got its turn: the record tells of its last try.
@@ -236,8 +247,9 @@ impl Ledger {
             );
         }
         let started = entry.started();
+        let encoded = encode.then(|| to_line(&entry.to_record()));
         self.recorder.job(&entry).await;
-        started
+        (started, encoded)
     }
 
     /// Whether anything is told of stopped jobs (the display or the events file).

@@ -61,6 +61,7 @@ mod tests {
         let job = |seq, key: &str, attempt, started_ms, stopping| RunningJob {
             seq,
             key: key.into(),
+            slot: 1,
             attempt,
             jobs: 1,
             started_at: Duration::from_millis(started_ms),

@@ -33,6 +33,8 @@ use crate::report::json::timestamp;
 use crate::report::ledger::{JobFacts, Ledger};
 use crate::resume::Resume;
 
+mod service;
+
 /// Most input items admitted in one turn of the loop.
 const INPUT_BURST: usize = 256;
 
@@ -82,6 +84,8 @@ pub(crate) struct Prepared {
     pub(crate) signals: Option<StopSignals>,
     /// `--lock-dir`: the directory whose key lanes this run shares.
     pub(crate) lock_dir: Option<CheckedLockDir>,
+    /// `lanes serve`: the socket's requests, instead of input.
+    pub(crate) service: Option<crate::serve::ServiceStart>,
 }
 
 /// Runs the whole job stream to its end.
@@ -97,7 +101,16 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         cgroups,
         signals,
         lock_dir,
+        service,
     } = prepared;
+    let (service, mut calls, recovered) = match service {
+        Some(start) => (
+            Some(service::Service::new(start.journal, start.requeue_lost)),
+            Some(start.listening.calls),
+            Some(start.recovered),
+        ),
+        None => (None, None, None),
+    };
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
     let mut sigchld = unix_signal(SignalKind::child()).ok();
@@ -119,7 +132,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         },
         config.policy,
     );
-    core.set_input_finite(!matches!(config.source, Source::Stdin));
+    core.set_input_finite(!matches!(config.source, Source::Stdin | Source::Socket(_)));
     let (acquired_tx, mut acquired_rx) = mpsc::unbounded_channel();
     let lock_dir = lock_dir.map(|dir| dir.start(timestamp(ledger.at(Tick::ZERO)), acquired_tx));
     if lock_dir.is_some() {
@@ -154,6 +167,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         lock_dir,
         grants: HashMap::new(),
         host_waits: HashMap::new(),
+        service,
     };
     if let Some(message) = driver.results_index.take_error() {
         driver.lose_output(message);
@@ -166,10 +180,14 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             driver.launcher.containment(),
         )
         .await;
+    if let Some(recovered) = recovered {
+        driver.recover(recovered).await;
+    }
     let mut redraw = tokio::time::interval(Duration::from_secs(1));
     redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         driver.start_ready().await;
+        driver.journal_ends().await;
         if driver.is_done() {
             break;
         }
@@ -189,6 +207,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             () = sleep_until_opt(wake) => driver.on_wake(),
             () = driver.grouped.written(), if backlogged => {},
             item = driver.input.recv(), if accept_input => driver.on_input(item).await,
+            Some(call) = service::next_call(&mut calls) => driver.on_calls(call, &mut calls).await,
             _ = redraw.tick(), if driver.ledger.watches_stops() => driver.redraw(),
             Some(()) = recv_optional(&mut resized), if driver.ledger.progress().is_some() => {
                 if let Some(progress) = driver.ledger.progress() {
@@ -200,6 +219,16 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     let mut end = driver.finish(&mut signals).await;
     end.signals = signals;
     end
+}
+
+/// What became of a job offered ([`Driver::admit_job`]).
+enum Admitted {
+    /// `--resume` skipped it; it has its record.
+    Skipped,
+    /// Not admitted; it has its record, with this outcome.
+    Refused(Outcome),
+    /// Queued, `ahead` jobs of its key before it, maybe in the place of `replaced`.
+    Queued { ahead: usize, replaced: Option<Seq> },
 }
 
 struct Driver {
@@ -240,6 +269,8 @@ struct Driver {
     grants: HashMap<Arc<str>, Grant>,
     /// What the records of jobs started under a fresh grant tell of its wait.
     host_waits: HashMap<Seq, HostWait>,
+    /// `lanes serve`: what the service keeps between requests.
+    service: Option<service::Service>,
 }
 
 impl Driver {
@@ -248,7 +279,12 @@ impl Driver {
     }
 
     fn is_done(&self) -> bool {
-        !self.input.is_open() && self.core.is_idle()
+        !self.input.is_open()
+            && self.core.is_idle()
+            && self
+                .service
+                .as_ref()
+                .is_none_or(|service| !self.admits(service))
     }
 
     /// Starts every job the core says may start now.
@@ -302,6 +338,9 @@ impl Driver {
         match launched {
             Ok((control, pid)) => {
                 self.controls.insert(start.seq, (control, pid));
+                if let Some(service) = &mut self.service {
+                    service.started(&start.batch);
+                }
                 self.core.spawned(start.seq, now);
                 let batch = self.config.policy.batching().then_some(start.seq);
                 let queued = self.core.queued();
@@ -359,6 +398,10 @@ impl Driver {
 
     /// The input is at its end: the display learns the total.
     fn input_ended(&mut self) {
+        if self.service.is_some() {
+            // `lanes serve` has no input: its jobs come from the socket, with no total.
+            return;
+        }
         self.ledger.input_ended(self.received);
     }
 
@@ -366,56 +409,8 @@ impl Driver {
         self.received += 1;
         let now = self.tick();
         match item {
-            InputItem::Job(mut spec) => {
-                spec.timeout = self.config.turn_timeout(spec.timeout);
-                let succeeded_before = self
-                    .resume
-                    .as_mut()
-                    .is_some_and(|resume| resume.skip(&spec.key, &spec.command));
-                let request = spec.request(self.config.policy.batching());
-                match self.core.offer(request, succeeded_before, now) {
-                    Offer::Skipped(account) => {
-                        self.received -= 1;
-                        self.close(&account, &spec, RunOutput::default()).await;
-                    }
-                    Offer::Refused(account) => {
-                        let error = (account.outcome == Outcome::Rejected(RejectReason::QueueFull))
-                            .then(|| {
-                                format!(
-                                    "{} jobs were already waiting (--max-queued)",
-                                    self.config.max_queued
-                                )
-                            });
-                        self.close(
-                            &account,
-                            &spec,
-                            RunOutput {
-                                error,
-                                ..RunOutput::default()
-                            },
-                        )
-                        .await;
-                    }
-                    Offer::Queued {
-                        ahead,
-                        replaced,
-                        cancel,
-                    } => {
-                        let queued = self.core.queued();
-                        let held_by = self
-                            .lock_dir
-                            .as_ref()
-                            .and_then(|dir| dir.holder(&spec.key))
-                            .map(super::lock_dir::Holder::named);
-                        self.ledger
-                            .queued(spec.seq, &spec.key, ahead, queued, held_by, now);
-                        self.jobs.insert(spec.seq, Box::new(spec));
-                        if let Some(account) = replaced {
-                            self.close_waiting(&account).await;
-                        }
-                        self.send_stops(cancel);
-                    }
-                }
+            InputItem::Job(spec) => {
+                let _ = self.admit_job(spec, now).await;
             }
             InputItem::Invalid {
                 seq,
@@ -442,6 +437,69 @@ impl Driver {
                     .send(format!("lanes: {message}; no more jobs are read\n").into_bytes())
                     .await;
                 let _ = self.input.close();
+            }
+        }
+    }
+
+    /// Offers a job to the core and carries out what it decided: its record when it is
+    /// skipped or refused, else its `queued` event, the record of the job it replaced and the
+    /// stop of the running job it supersedes.
+    async fn admit_job(&mut self, mut spec: JobSpec, now: Tick) -> Admitted {
+        spec.timeout = self.config.turn_timeout(spec.timeout);
+        let succeeded_before = self
+            .resume
+            .as_mut()
+            .is_some_and(|resume| resume.skip(&spec.key, &spec.command));
+        let request = spec.request(self.config.policy.batching());
+        match self.core.offer(request, succeeded_before, now) {
+            Offer::Skipped(account) => {
+                self.received -= 1;
+                self.close(&account, &spec, RunOutput::default()).await;
+                Admitted::Skipped
+            }
+            Offer::Refused(account) => {
+                let error =
+                    (account.outcome == Outcome::Rejected(RejectReason::QueueFull)).then(|| {
+                        format!(
+                            "{} jobs were already waiting (--max-queued)",
+                            self.config.max_queued
+                        )
+                    });
+                let outcome = account.outcome;
+                self.close(
+                    &account,
+                    &spec,
+                    RunOutput {
+                        error,
+                        ..RunOutput::default()
+                    },
+                )
+                .await;
+                Admitted::Refused(outcome)
+            }
+            Offer::Queued {
+                ahead,
+                replaced,
+                cancel,
+            } => {
+                let queued = self.core.queued();
+                let held_by = self
+                    .lock_dir
+                    .as_ref()
+                    .and_then(|dir| dir.holder(&spec.key))
+                    .map(super::lock_dir::Holder::named);
+                self.ledger
+                    .queued(spec.seq, &spec.key, ahead, queued, held_by, now);
+                self.jobs.insert(spec.seq, Box::new(spec));
+                let replaced_seq = replaced.as_ref().map(|account| account.seq);
+                if let Some(account) = replaced {
+                    self.close_waiting(&account).await;
+                }
+                self.send_stops(cancel);
+                Admitted::Queued {
+                    ahead,
+                    replaced: replaced_seq,
+                }
             }
         }
     }
@@ -569,7 +627,14 @@ impl Driver {
                 .is_some()
                 .then(|| self.host_waits.remove(&account.seq)),
         };
-        let started = self.ledger.close(account, facts).await;
+        let encode = self
+            .service
+            .as_ref()
+            .is_some_and(|service| service.wants_record(account.seq));
+        let (started, record) = self.ledger.close_encoded(account, facts, encode).await;
+        if let Some(service) = &mut self.service {
+            service.recorded(account.seq, record);
+        }
         if started {
             self.results_index
                 .add(account.seq, &spec.key, account.batch.unwrap_or(account.seq));
@@ -757,6 +822,10 @@ impl Driver {
         // incomplete.
         let junit = until_stopped(self.ledger.write_junit(), &mut forced, signals).await;
         let written = until_stopped(self.ledger.written(), &mut forced, signals).await;
+        if written.is_some() && !self.ledger.lost() {
+            // Every job's record is in the report: nothing is left for a later server.
+            self.journal_finished();
+        }
         let code = exit::for_run(
             self.core.stop_signal().map(|s| s as i32),
             self.ledger.any_bad()

@@ -37,5 +37,6 @@ mod outputs;
 mod policies;
 mod readme_table;
 mod resume;
+mod serve;
 mod slurm;
 mod terminal;

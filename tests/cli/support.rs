@@ -367,7 +367,14 @@ fn check_job(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(),
         "interrupted" => {
             if !matches!(
                 reason,
-                Some("timeout" | "shutdown" | "fail_fast" | "superseded")
+                Some(
+                    "timeout"
+                        | "shutdown"
+                        | "fail_fast"
+                        | "superseded"
+                        | "cancelled"
+                        | "server_lost"
+                )
             ) {
                 return Err(format!("interrupted with reason {reason:?}"));
             }

@@ -1,0 +1,417 @@
+//! The client commands of `lanes serve`: `submit`, `cancel`, `status`, `set`, `drain` and
+//! `close`. Each connects to the socket, sends its requests and prints the answers (human
+//! lines, or the answers' JSON with `--json`); the exit status says what the answer was.
+
+use std::io::{BufRead, BufReader, Write as _};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+
+use super::protocol::{parse_answer, request_line, Answer, Request, Status, MAX_REQUEST_BYTES};
+use crate::exit;
+
+/// A client command's connection to the server.
+struct Connection {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    path: PathBuf,
+}
+
+impl Connection {
+    fn open(socket: Option<&Path>) -> anyhow::Result<Self> {
+        let path = socket.map_or_else(super::socket::default_path, Path::to_owned);
+        let stream = UnixStream::connect(&path).with_context(|| {
+            format!(
+                "cannot reach a lanes server at {} (is `lanes serve` running? --socket names \
+                 another)",
+                path.display()
+            )
+        })?;
+        let writer = stream.try_clone().context("cannot use the socket")?;
+        Ok(Connection {
+            reader: BufReader::new(stream),
+            writer,
+            path,
+        })
+    }
+
+    fn send(&mut self, request: &Request) -> anyhow::Result<()> {
+        let Err(err) = self.writer.write_all(&request_line(request)) else {
+            return Ok(());
+        };
+        // A server that refused the connection (another uid) said why before closing it.
+        if let Ok(Some((_, Answer::Error { error }))) = self.answer() {
+            bail!("the server refused the connection: {error}");
+        }
+        Err(err).with_context(|| format!("cannot send to the server at {}", self.path.display()))
+    }
+
+    /// The next answer, as its line and as read; `None` when the server closed the connection.
+    fn answer(&mut self) -> anyhow::Result<Option<(String, Answer)>> {
+        let mut line = String::new();
+        let n = self
+            .reader
+            .read_line(&mut line)
+            .with_context(|| format!("cannot read from the server at {}", self.path.display()))?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let text = line.trim_end_matches('\n').to_owned();
+        let answer = parse_answer(text.as_bytes())
+            .map_err(|err| anyhow::anyhow!("the server's answer is not understood: {err}"))?;
+        Ok(Some((text, answer)))
+    }
+
+    fn expect_answer(&mut self) -> anyhow::Result<(String, Answer)> {
+        self.answer()?
+            .ok_or_else(|| anyhow::anyhow!("the server closed the connection without an answer"))
+    }
+}
+
+/// The exit status for an answer to a submission (see [`crate::exit`]).
+fn status_of(answer: &Answer) -> u8 {
+    match answer {
+        Answer::Started { .. } => exit::SUCCESS,
+        Answer::Queued { .. } => exit::QUEUED,
+        Answer::Coalesced { .. } => exit::COALESCED,
+        Answer::Rejected { .. } => exit::REJECTED,
+        Answer::Closed { .. } => exit::CLOSED,
+        _ => exit::USAGE,
+    }
+}
+
+/// An answer as a line for a person.
+fn human(answer: &Answer) -> String {
+    match answer {
+        Answer::Started { seq, key, slot } => match slot {
+            Some(slot) => format!("started seq {seq} (key {key}) in slot {slot}"),
+            None => format!("started seq {seq} (key {key}); it could not start: see its record"),
+        },
+        Answer::Queued { seq, key, ahead } => {
+            format!("queued seq {seq} (key {key}), {ahead} ahead")
+        }
+        Answer::Coalesced {
+            seq,
+            key,
+            ahead,
+            replaced,
+        } => format!("coalesced seq {seq} (key {key}), replacing seq {replaced}, {ahead} ahead"),
+        Answer::Rejected { seq, key, reason } => {
+            format!("rejected seq {seq} (key {key}): {reason}")
+        }
+        Answer::Closed { why } => format!("closed: the server admits no more jobs ({why})"),
+        Answer::Cancelled {
+            key,
+            dropped,
+            stopped,
+        } => {
+            let dropped = if dropped.is_empty() {
+                "no waiting job dropped".to_owned()
+            } else {
+                let seqs: Vec<String> = dropped.iter().map(u64::to_string).collect();
+                format!("dropped seq {}", seqs.join(", "))
+            };
+            match stopped {
+                Some(seq) => format!("cancelled key {key}: {dropped}; stopped seq {seq}"),
+                None => format!("cancelled key {key}: {dropped}; nothing was running"),
+            }
+        }
+        Answer::Set {
+            max_concurrent,
+            previous,
+        } => format!("max concurrent {max_concurrent} (was {previous})"),
+        Answer::Ending {
+            why,
+            running,
+            waiting,
+        } => format!("{why}: {running} running, {waiting} waiting"),
+        Answer::Status(status) => human_status(status),
+        Answer::Record { record } => record.to_string(),
+        Answer::Error { error } => format!("error: {error}"),
+    }
+}
+
+fn human_status(status: &Status) -> String {
+    let waiting: usize = status.waiting.iter().map(|lane| lane.jobs.len()).sum();
+    let mut text = format!(
+        "max concurrent {}, {} running, {waiting} waiting, {} submitted, {} ended{}",
+        status.max_concurrent,
+        status.running.len(),
+        status.submitted,
+        status.ended,
+        if status.admitting {
+            ""
+        } else {
+            ", admitting no more"
+        }
+    );
+    for run in &status.running {
+        let stopping = run
+            .stopping
+            .as_ref()
+            .map(|why| format!(" (stopping: {why})"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "\nrunning seq {} (key {}) in slot {}, {:.1}s{stopping}: {}",
+            run.seq, run.key, run.slot, run.elapsed, run.command
+        ));
+    }
+    for lane in &status.waiting {
+        let jobs: Vec<String> = lane
+            .jobs
+            .iter()
+            .map(|job| format!("seq {} ({} ahead)", job.seq, job.ahead))
+            .collect();
+        text.push_str(&format!(
+            "\nwaiting (key {}): {}",
+            lane.key,
+            jobs.join(", ")
+        ));
+    }
+    text
+}
+
+/// Prints one answer: its JSON line, or its human line; an error answer goes to stderr.
+fn print(line: &str, answer: &Answer, json: bool) {
+    if let Answer::Error { error } = answer {
+        eprintln!("lanes: the server refused the request: {error}");
+        if json {
+            println!("{line}");
+        }
+        return;
+    }
+    if json {
+        println!("{line}");
+    } else {
+        println!("{}", human(answer));
+    }
+}
+
+/// The shell text of a submitted command: one word as it is, several quoted word by word.
+fn command_text(words: &[String]) -> String {
+    if let [one] = words {
+        return one.clone();
+    }
+    words
+        .iter()
+        .map(|word| crate::template::shell_quote(word))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `lanes submit [--socket S] [--json] [--wait] KEY -- COMMAND…`, or without KEY, lines of
+/// `KEY<TAB>COMMAND` from stdin, one answer line each.
+///
+/// # Errors
+/// No server, a broken connection, or a bad command line.
+pub(crate) fn submit(
+    socket: Option<&Path>,
+    json: bool,
+    wait: bool,
+    key: Option<String>,
+    command: &[String],
+) -> anyhow::Result<u8> {
+    let Some(key) = key else {
+        if !command.is_empty() {
+            bail!("a COMMAND needs its KEY: `lanes submit KEY -- COMMAND...`");
+        }
+        if wait {
+            bail!("--wait needs one job: `lanes submit --wait KEY -- COMMAND...`");
+        }
+        return submit_lines(socket, json);
+    };
+    if command.is_empty() {
+        bail!("nothing to run: `lanes submit KEY -- COMMAND...` (or lines of KEY<TAB>COMMAND on stdin without KEY)");
+    }
+    let mut connection = Connection::open(socket)?;
+    connection.send(&Request::Submit {
+        key,
+        command: command_text(command),
+        wait,
+    })?;
+    let (line, answer) = connection.expect_answer()?;
+    print(&line, &answer, json);
+    let status = status_of(&answer);
+    if !wait
+        || !matches!(
+            answer,
+            Answer::Started { .. } | Answer::Queued { .. } | Answer::Coalesced { .. }
+        )
+    {
+        return Ok(status);
+    }
+    let (line, record) = connection.expect_answer()?;
+    let Answer::Record { record } = record else {
+        print(&line, &record, json);
+        return Ok(exit::USAGE);
+    };
+    if json {
+        println!("{record}");
+    } else {
+        eprintln!("{}", record_summary(&record));
+    }
+    Ok(job_status(&record))
+}
+
+/// A record in one line for a person: `seq 3 (key k) succeeded` or `… interrupted (cancelled)`.
+fn record_summary(record: &serde_json::Value) -> String {
+    let field = |name: &str| record.get(name).and_then(serde_json::Value::as_str);
+    let mut text = format!(
+        "seq {} (key {}) {}",
+        record
+            .get("seq")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0),
+        field("key").unwrap_or(""),
+        field("outcome").unwrap_or("?")
+    );
+    if let Some(reason) = field("reason") {
+        text.push_str(&format!(" ({reason})"));
+    }
+    text
+}
+
+/// `--wait`: exit as the job did: 0 for a success, its exit status, 128 + the signal that
+/// ended it, or 1 for a job that did not end by itself with a status (never started,
+/// interrupted after exiting 0 to SIGTERM).
+fn job_status(record: &serde_json::Value) -> u8 {
+    if record.get("outcome").and_then(serde_json::Value::as_str) == Some("succeeded") {
+        return exit::SUCCESS;
+    }
+    if let Some(code) = record.get("exit_code").and_then(serde_json::Value::as_i64) {
+        if code != 0 {
+            return u8::try_from(code).unwrap_or(exit::JOBS_FAILED);
+        }
+    }
+    if let Some(name) = record.get("signal").and_then(serde_json::Value::as_str) {
+        if let Ok(signal) = name.parse::<nix::sys::signal::Signal>() {
+            return exit::for_signal(signal as i32);
+        }
+    }
+    exit::JOBS_FAILED
+}
+
+/// Submissions read from stdin, sent by a thread of their own while the answers are read
+/// (the server answers in order): one answer line each. The exit status is the highest of the
+/// answers' statuses; a line that is no job (no tab, empty key or command) is said on stderr,
+/// not sent, and makes it 2.
+fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
+    let mut connection = Connection::open(socket)?;
+    let mut writer = std::io::BufWriter::with_capacity(64 * 1024, connection.writer.try_clone()?);
+    let sender = std::thread::Builder::new()
+        .name("lanes-submit".into())
+        .spawn(move || -> (u64, u8, Option<String>) {
+            let mut input = BufReader::with_capacity(64 * 1024, std::io::stdin());
+            let (mut sent, mut status, mut failure) = (0u64, exit::SUCCESS, None);
+            let mut line = Vec::new();
+            let mut number = 0u64;
+            loop {
+                line.clear();
+                match input.read_until(b'\n', &mut line) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(err) => {
+                        failure = Some(format!("cannot read stdin: {err}"));
+                        break;
+                    }
+                }
+                number += 1;
+                let text = String::from_utf8_lossy(&line);
+                let text = text.trim_end_matches('\n').trim_end_matches('\r');
+                if text.trim().is_empty() || text.starts_with('#') {
+                    continue;
+                }
+                let job = text
+                    .split_once('\t')
+                    .filter(|(key, command)| !key.is_empty() && !command.trim().is_empty());
+                let Some((key, command)) = job else {
+                    eprintln!("lanes: stdin line {number}: not KEY<TAB>COMMAND; not sent");
+                    status = status.max(exit::USAGE);
+                    continue;
+                };
+                if line.len() > MAX_REQUEST_BYTES / 2 {
+                    eprintln!("lanes: stdin line {number}: longer than a request may be; not sent");
+                    status = status.max(exit::USAGE);
+                    continue;
+                }
+                let request = Request::Submit {
+                    key: key.to_owned(),
+                    command: command.to_owned(),
+                    wait: false,
+                };
+                if writer.write_all(&request_line(&request)).is_err() {
+                    failure = Some("the server closed the connection".into());
+                    break;
+                }
+                sent += 1;
+                // Lines that come one by one (a watcher) go at once; a burst goes together.
+                if input.buffer().is_empty() && writer.flush().is_err() {
+                    failure = Some("the server closed the connection".into());
+                    break;
+                }
+            }
+            let _ = writer.flush();
+            let _ = writer.get_ref().shutdown(std::net::Shutdown::Write);
+            (sent, status, failure)
+        })
+        .context("cannot start a thread (raise `ulimit -u`)")?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut status = exit::SUCCESS;
+    let mut answered = 0u64;
+    while let Some((line, answer)) = connection.answer()? {
+        answered += 1;
+        if let Answer::Error { error } = &answer {
+            eprintln!("lanes: the server refused a request: {error}");
+        }
+        if json {
+            writeln!(out, "{line}")?;
+        } else if !matches!(answer, Answer::Error { .. }) {
+            writeln!(out, "{}", human(&answer))?;
+        }
+        status = status.max(status_of(&answer));
+        if connection.reader.buffer().is_empty() {
+            out.flush()?;
+        }
+    }
+    out.flush()?;
+    let (sent, read_status, failure) = sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("the sending thread failed"))?;
+    if let Some(failure) = failure {
+        bail!("{failure}");
+    }
+    if answered < sent {
+        bail!("the server ended after answering {answered} of {sent} submissions");
+    }
+    // A line not sent is an error whatever the others' answers.
+    Ok(if read_status == exit::USAGE {
+        exit::USAGE
+    } else {
+        status
+    })
+}
+
+/// `lanes cancel KEY`, `lanes status`, `lanes set -j N`: one request, one answer. `drain` and
+/// `close`: their answer, then the wait until the server has ended (it closes the connection
+/// once its report is written).
+///
+/// # Errors
+/// No server, or a broken connection.
+pub(crate) fn request(socket: Option<&Path>, json: bool, request: Request) -> anyhow::Result<u8> {
+    let waits_for_end = matches!(request, Request::Drain {} | Request::Close {});
+    let mut connection = Connection::open(socket)?;
+    connection.send(&request)?;
+    let (line, answer) = connection.expect_answer()?;
+    print(&line, &answer, json);
+    let status = match answer {
+        Answer::Error { .. } => exit::USAGE,
+        Answer::Closed { .. } => exit::CLOSED,
+        _ => exit::SUCCESS,
+    };
+    if waits_for_end && status == exit::SUCCESS {
+        while connection.answer()?.is_some() {}
+    }
+    Ok(status)
+}

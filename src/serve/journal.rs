@@ -1,0 +1,411 @@
+//! The service's journal: every admitted submission is appended (and flushed with
+//! `fdatasync` before its answer is sent), every start and every final record too, so that a
+//! server killed outright (`kill -9`, a crash) loses nothing: `lanes serve` on the same journal
+//! re-admits every job that had no final record, in its original order, and records the ones
+//! that were running as `interrupted`/`server_lost` (or re-admits them, `--requeue-lost`).
+//!
+//! Format: JSON Lines, first `{"journal":1,"last":SEQ}` (the highest seq handed out when the
+//! file was written), then `{"a":SEQ,"k":KEY,"c":COMMAND}` (admitted),
+//! `{"s":SEQ}` (started), `{"e":SEQ}` (its record is in the report). The file is rewritten
+//! with only the jobs still live when it holds many more lines than live jobs (compaction),
+//! so that it does not grow with the jobs a long-running server has seen.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::Seq;
+
+/// The format's version, in its first line.
+const VERSION: u32 = 1;
+
+/// One line of the journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+enum Line {
+    Header {
+        journal: u32,
+        /// The highest seq handed out before the file was rewritten.
+        #[serde(default)]
+        last: Seq,
+    },
+    Admitted {
+        a: Seq,
+        k: String,
+        c: String,
+    },
+    Started {
+        s: Seq,
+    },
+    Ended {
+        e: Seq,
+    },
+}
+
+/// A job the journal knows to be live (admitted, without its final record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LiveJob {
+    /// Its seq, kept across restarts.
+    pub seq: Seq,
+    /// Its key.
+    pub key: String,
+    /// Its command.
+    pub command: String,
+    /// Whether it had started (it was running when the server ended).
+    pub started: bool,
+}
+
+/// What an earlier server left to do.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    /// The live jobs, in seq order (their admission order).
+    pub jobs: Vec<LiveJob>,
+    /// The highest seq ever handed out: new jobs are numbered after it.
+    pub last_seq: Seq,
+}
+
+/// Replays journal lines.
+///
+/// # Errors
+/// A line that is no journal line, other than a last one cut short (a write the crash
+/// interrupted): which line and why.
+fn replay(text: impl BufRead) -> Result<Recovered, String> {
+    let mut live: BTreeMap<Seq, LiveJob> = BTreeMap::new();
+    let mut last_seq = 0;
+    let mut torn: Option<usize> = None;
+    for (index, line) in text.split(b'\n').enumerate() {
+        let number = index + 1;
+        let line = line.map_err(|err| format!("cannot read it: {err}"))?;
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(previous) = torn {
+            return Err(format!("line {previous} is not a journal line"));
+        }
+        let Ok(parsed) = serde_json::from_slice::<Line>(&line) else {
+            // Only the last line may be cut short.
+            torn = Some(number);
+            continue;
+        };
+        match parsed {
+            Line::Header { journal, last } if journal == VERSION => {
+                last_seq = last_seq.max(last);
+            }
+            Line::Header { journal, .. } => {
+                return Err(format!(
+                    "line {number}: journal version {journal}, this lanes reads version {VERSION}"
+                ))
+            }
+            Line::Admitted { a, k, c } => {
+                last_seq = last_seq.max(a);
+                live.insert(
+                    a,
+                    LiveJob {
+                        seq: a,
+                        key: k,
+                        command: c,
+                        started: false,
+                    },
+                );
+            }
+            Line::Started { s } => {
+                if let Some(job) = live.get_mut(&s) {
+                    job.started = true;
+                }
+            }
+            Line::Ended { e } => {
+                live.remove(&e);
+            }
+        }
+    }
+    Ok(Recovered {
+        jobs: live.into_values().collect(),
+        last_seq,
+    })
+}
+
+/// The journal file, open for appending.
+pub(crate) struct Journal {
+    /// An exclusive `flock` on `PATH.lock`, held while the server runs: two servers on one
+    /// journal would each re-admit the other's jobs.
+    _lock: nix::fcntl::Flock<File>,
+    path: PathBuf,
+    file: File,
+    /// Lines written since the file was last rewritten.
+    lines: u64,
+    /// The highest seq admitted.
+    last_seq: Seq,
+    /// Written and not yet flushed to the disk.
+    unsynced: bool,
+}
+
+/// Lines beyond twice the live jobs that the journal may hold before it is rewritten.
+const COMPACTION_SLACK: u64 = 4096;
+
+impl Journal {
+    /// Opens the journal at `path`, creating it (mode 0600) when missing, and returns what an
+    /// earlier server left in it. The file is then rewritten with just that; with
+    /// `requeue_lost`, the jobs that had started are written as not started, since they are
+    /// admitted again.
+    ///
+    /// # Errors
+    /// It cannot be read, created or written; it is no journal.
+    pub(crate) fn open(path: &Path, requeue_lost: bool) -> anyhow::Result<(Journal, Recovered)> {
+        let lock = lock(path)?;
+        let recovered = match File::open(path) {
+            Ok(file) => replay(BufReader::new(file))
+                .map_err(|err| anyhow::anyhow!("the journal {}: {err}", path.display()))?,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Recovered::default(),
+            Err(err) => anyhow::bail!("cannot read the journal {}: {err}", path.display()),
+        };
+        let jobs = recovered.jobs.iter().map(|job| {
+            (
+                job.seq,
+                job.key.as_str(),
+                job.command.as_str(),
+                job.started && !requeue_lost,
+            )
+        });
+        let file = rewrite(path, recovered.last_seq, jobs)
+            .map_err(|err| anyhow::anyhow!("cannot write the journal {}: {err}", path.display()))?;
+        Ok((
+            Journal {
+                _lock: lock,
+                path: path.to_owned(),
+                file,
+                lines: 0,
+                last_seq: recovered.last_seq,
+                unsynced: false,
+            },
+            recovered,
+        ))
+    }
+
+    fn append(&mut self, line: &Line) {
+        let mut bytes = serde_json::to_vec(line).expect("journal lines always serialise");
+        bytes.push(b'\n');
+        // One write per line: a kill leaves the lines written whole (the page cache outlives
+        // the process); `sync` makes them outlive the machine too. A failure is found by the
+        // `sync` that must precede the answer.
+        if self.file.write_all(&bytes).is_err() {
+            self.unsynced = true;
+        }
+        self.lines += 1;
+        self.unsynced = true;
+    }
+
+    /// A job was admitted.
+    pub(crate) fn admitted(&mut self, seq: Seq, key: &str, command: &str) {
+        self.last_seq = self.last_seq.max(seq);
+        self.append(&Line::Admitted {
+            a: seq,
+            k: key.to_owned(),
+            c: command.to_owned(),
+        });
+    }
+
+    /// A job's process started.
+    pub(crate) fn started(&mut self, seq: Seq) {
+        self.append(&Line::Started { s: seq });
+    }
+
+    /// A job's final record is in the report.
+    pub(crate) fn ended(&mut self, seq: Seq) {
+        self.append(&Line::Ended { e: seq });
+    }
+
+    /// Flushes what was appended to the disk (`fdatasync`).
+    ///
+    /// # Errors
+    /// The disk refused it: admissions cannot be promised durable.
+    pub(crate) fn sync(&mut self) -> std::io::Result<()> {
+        if self.unsynced {
+            self.file.sync_data()?;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Whether the file holds so many more lines than `live` jobs that it should be
+    /// rewritten ([`Journal::compact`]).
+    pub(crate) fn wants_compaction(&self, live: usize) -> bool {
+        self.lines > 2 * live as u64 + COMPACTION_SLACK
+    }
+
+    /// Rewrites the file with only `jobs` (seq order), atomically (a new file renamed over the
+    /// old one, both flushed).
+    ///
+    /// # Errors
+    /// The new file cannot be written; the old one is then kept and appended to.
+    pub(crate) fn compact<'a>(
+        &mut self,
+        jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
+    ) -> std::io::Result<()> {
+        self.file = rewrite(&self.path, self.last_seq, jobs)?;
+        self.lines = 0;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Every job has its final record (the server ended cleanly): the journal is emptied.
+    pub(crate) fn finish(&mut self) {
+        let _ = self.compact(std::iter::empty());
+    }
+}
+
+/// Takes the journal's lock, `PATH.lock` (created mode 0600).
+///
+/// # Errors
+/// Another server holds it, or it cannot be made.
+fn lock(path: &Path) -> anyhow::Result<nix::fcntl::Flock<File>> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(|err| anyhow::anyhow!("cannot create {}: {err}", lock_path.display()))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
+        |(_, errno)| match errno {
+            nix::errno::Errno::EWOULDBLOCK => anyhow::anyhow!(
+                "another lanes serve uses the journal {} (give each server its own --journal)",
+                path.display()
+            ),
+            other => anyhow::anyhow!("cannot lock {}: {other}", lock_path.display()),
+        },
+    )
+}
+
+/// Writes a journal holding `jobs` beside `path`, flushes it and renames it over `path`;
+/// returns it open for appending.
+fn rewrite<'a>(
+    path: &Path,
+    last: Seq,
+    jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
+) -> std::io::Result<File> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".new");
+    let new = PathBuf::from(name);
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&new)?;
+    let mut out = std::io::BufWriter::new(&mut file);
+    let mut line = |entry: &Line| -> std::io::Result<()> {
+        serde_json::to_writer(&mut out, entry)?;
+        out.write_all(b"\n")
+    };
+    line(&Line::Header {
+        journal: VERSION,
+        last,
+    })?;
+    for (seq, key, command, started) in jobs {
+        line(&Line::Admitted {
+            a: seq,
+            k: key.to_owned(),
+            c: command.to_owned(),
+        })?;
+        if started {
+            line(&Line::Started { s: seq })?;
+        }
+    }
+    out.flush()?;
+    drop(out);
+    file.sync_data()?;
+    std::fs::rename(&new, path)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(dir) = File::open(dir) {
+            let _ = dir.sync_all();
+        }
+    }
+    OpenOptions::new().append(true).open(path)
+}
+
+/// The default journal: beside the socket, named after it (`lanes.sock` → `lanes.journal`).
+pub(crate) fn default_path(socket: &Path) -> PathBuf {
+    socket.with_extension("journal")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replayed(text: &str) -> Result<Recovered, String> {
+        replay(text.as_bytes())
+    }
+
+    #[test]
+    fn live_jobs_come_back_in_seq_order_with_their_starts() {
+        let recovered = replayed(
+            "{\"journal\":1}\n\
+             {\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n\
+             {\"a\":2,\"k\":\"a\",\"c\":\"y\"}\n\
+             {\"a\":3,\"k\":\"b\",\"c\":\"z\"}\n\
+             {\"s\":1}\n{\"s\":3}\n{\"e\":3}\n",
+        )
+        .unwrap();
+        assert_eq!(recovered.last_seq, 3);
+        let jobs: Vec<(Seq, bool)> = recovered.jobs.iter().map(|j| (j.seq, j.started)).collect();
+        assert_eq!(jobs, vec![(1, true), (2, false)]);
+        assert_eq!(recovered.jobs[1].command, "y");
+    }
+
+    #[test]
+    fn a_last_line_cut_short_is_dropped_and_one_in_the_middle_is_refused() {
+        let recovered =
+            replayed("{\"journal\":1}\n{\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n{\"a\":2,\"k\"").unwrap();
+        assert_eq!(recovered.jobs.len(), 1);
+        let err =
+            replayed("{\"journal\":1}\ngarbage\n{\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n").unwrap_err();
+        assert!(err.contains("line 2"), "{err}");
+        let err = replayed("{\"journal\":7}\n").unwrap_err();
+        assert!(err.contains("version 7"), "{err}");
+    }
+
+    #[test]
+    fn open_rewrites_the_file_with_the_live_jobs_only_and_compaction_keeps_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        {
+            let (mut journal, recovered) = Journal::open(&path, false).unwrap();
+            assert_eq!(recovered, Recovered::default());
+            journal.admitted(1, "a", "x");
+            journal.admitted(2, "b", "y");
+            journal.started(1);
+            journal.admitted(3, "a", "z");
+            journal.ended(2);
+            journal.sync().unwrap();
+        }
+        let (mut journal, recovered) = Journal::open(&path, false).unwrap();
+        let second = Journal::open(&path, false).map(|_| ()).unwrap_err();
+        assert!(
+            second.to_string().contains("another lanes serve"),
+            "{second}"
+        );
+        let seqs: Vec<Seq> = recovered.jobs.iter().map(|j| j.seq).collect();
+        assert_eq!((seqs, recovered.last_seq), (vec![1, 3], 3));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        journal.admitted(4, "c", "w");
+        journal.ended(4);
+        journal.compact([(3, "a", "z", false)].into_iter()).unwrap();
+        journal.ended(3);
+        drop(journal);
+        let (_, recovered) = Journal::open(&path, false).unwrap();
+        assert!(recovered.jobs.is_empty());
+        assert_eq!(recovered.last_seq, 4, "seqs are never handed out twice");
+        // Mode 0600: it holds the commands.
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+}

@@ -1,0 +1,336 @@
+//! The service protocol (`lanes serve`): JSON Lines over a Unix socket, one request per line,
+//! one answer line per request, in order. Any language can speak it; the README documents it.
+//! Parsing is pure: a line becomes a [`Request`] or an error message, never a panic.
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol's version: every request says `"v": 1`, every answer carries it.
+pub(crate) const VERSION: u32 = 1;
+
+/// The longest request line accepted, newline excluded: a command as long as one argument
+/// can be (`MAX_ARG_STRLEN`, 128 KiB) and its key fit, with room for JSON escapes. A longer
+/// line gets an `error` answer and the connection is closed (its rest is never read).
+pub(crate) const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// What a client asks of the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum Request {
+    /// Admit one job. With `wait`, a second answer line (`record`) follows when its record is
+    /// written.
+    Submit {
+        /// The lane.
+        key: String,
+        /// Shell text, run as `SHELL -c COMMAND`.
+        command: String,
+        /// Answer again with the job's record when it has one.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        wait: bool,
+    },
+    /// Drop the key's waiting jobs and stop its running job (reason `cancelled`); answered once
+    /// that job's processes are gone.
+    Cancel {
+        /// The lane.
+        key: String,
+    },
+    /// What runs and waits, the counters and the cap.
+    Status {},
+    /// Change the cap on running jobs.
+    Set {
+        /// The new cap, ≥ 1.
+        max_concurrent: usize,
+    },
+    /// Admit nothing more, finish what was admitted, then end. The connection stays open
+    /// until the server has written its report, then closes.
+    Drain {},
+    /// Admit nothing more, stop every job (reason `shutdown`), then end. The connection stays
+    /// open until the server has written its report, then closes.
+    Close {},
+}
+
+/// The server's answer to one request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "answer", rename_all = "snake_case")]
+pub(crate) enum Answer {
+    /// The job started at once, in `slot`.
+    Started {
+        /// The job's number in the report.
+        seq: u64,
+        /// Its key.
+        key: String,
+        /// Its slot (`LANES_SLOT`); `null` when its process could not even be started (its
+        /// record says `spawn_error`).
+        slot: Option<u32>,
+    },
+    /// The job waits: `ahead` jobs of its key (waiting or running) come before it, or none
+    /// but every slot is taken.
+    Queued {
+        /// The job's number in the report.
+        seq: u64,
+        /// Its key.
+        key: String,
+        /// Jobs of its key before it.
+        ahead: usize,
+    },
+    /// `--coalesce latest`: the job took the place of the key's waiting job `replaced`, whose
+    /// record says `superseded`.
+    Coalesced {
+        /// The job's number in the report.
+        seq: u64,
+        /// Its key.
+        key: String,
+        /// Jobs of its key before it.
+        ahead: usize,
+        /// The seq of the job it replaced.
+        replaced: u64,
+    },
+    /// Not admitted; its record says why (`queue_full`).
+    Rejected {
+        /// The job's number in the report.
+        seq: u64,
+        /// Its key.
+        key: String,
+        /// The record's `reason`.
+        reason: String,
+    },
+    /// The server admits nothing more (draining, closing, or stopped by a signal); nothing was
+    /// recorded.
+    Closed {
+        /// Why: `draining` or `closing`.
+        why: String,
+    },
+    /// `cancel`: what was dropped and stopped. Sent once the stopped job has ended.
+    Cancelled {
+        /// The key.
+        key: String,
+        /// Seqs of the waiting jobs dropped, in lane order.
+        dropped: Vec<u64>,
+        /// The run that was stopped (by its first seq), if one ran.
+        stopped: Option<u64>,
+    },
+    /// `status`.
+    Status(Box<Status>),
+    /// `set`: the cap now and before.
+    Set {
+        /// The cap in force now.
+        max_concurrent: usize,
+        /// The cap before.
+        previous: usize,
+    },
+    /// `drain` or `close` accepted: the server ends once nothing runs.
+    Ending {
+        /// `draining` or `closing`.
+        why: String,
+        /// Jobs running now.
+        running: usize,
+        /// Jobs waiting now (`drain`: still to run; `close`: dropped).
+        waiting: usize,
+    },
+    /// The record of a job submitted with `wait`: the report's own line, as an object.
+    Record {
+        /// The record.
+        record: serde_json::Value,
+    },
+    /// The request was not understood or not allowed; nothing changed.
+    Error {
+        /// Why, for a person.
+        error: String,
+    },
+}
+
+/// `lanes status`: the server's state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Status {
+    /// The cap on running jobs.
+    pub max_concurrent: usize,
+    /// Whether submissions are admitted (false once draining or closing).
+    pub admitting: bool,
+    /// Runs in flight, by seq.
+    pub running: Vec<RunningEntry>,
+    /// Keys with jobs waiting, by their first waiting job.
+    pub waiting: Vec<WaitingEntry>,
+    /// Jobs submitted and admitted since the server started.
+    pub submitted: u64,
+    /// Jobs with their record written.
+    pub ended: u64,
+}
+
+/// One run in flight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RunningEntry {
+    /// Its first job.
+    pub seq: u64,
+    /// Its key.
+    pub key: String,
+    /// Its slot.
+    pub slot: u32,
+    /// Its try, 1 on the first.
+    pub attempt: u32,
+    /// Seconds since its process started.
+    pub elapsed: f64,
+    /// Its command.
+    pub command: String,
+    /// Why it is being stopped, when it is (`cancelled`, `timeout`, ...).
+    pub stopping: Option<String>,
+}
+
+/// One key's waiting jobs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WaitingEntry {
+    /// The key.
+    pub key: String,
+    /// Its waiting jobs in run order, each with the number of jobs of the key ahead of it.
+    pub jobs: Vec<WaitingJob>,
+}
+
+/// A waiting job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WaitingJob {
+    /// The job.
+    pub seq: u64,
+    /// Jobs of its key before it.
+    pub ahead: usize,
+}
+
+/// Reads one request line (without its newline).
+///
+/// # Errors
+/// A message for the `error` answer: not JSON, no or another version, an unknown operation,
+/// a missing or unknown field, an empty key or command.
+pub(crate) fn parse_request(line: &[u8]) -> Result<Request, String> {
+    let mut value: serde_json::Value = serde_json::from_slice(line)
+        .map_err(|err| format!("the request is not a JSON object: {err}"))?;
+    let object = value
+        .as_object_mut()
+        .ok_or("the request is not a JSON object")?;
+    match object.remove("v") {
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(VERSION)) => {}
+        Some(other) => {
+            return Err(format!(
+                "protocol version {other} is not spoken here (this server speaks \"v\": {VERSION})"
+            ))
+        }
+        None => {
+            return Err(format!(
+                "the request has no \"v\" (the protocol version, {VERSION})"
+            ))
+        }
+    }
+    let request: Request =
+        serde_json::from_value(value).map_err(|err| format!("bad request: {err}"))?;
+    match &request {
+        Request::Submit { key, command, .. } => {
+            if key.is_empty() {
+                return Err("bad request: the key is empty".into());
+            }
+            if command.trim().is_empty() {
+                return Err("bad request: the command is empty".into());
+            }
+            if command.contains('\0') || key.contains('\0') {
+                return Err("bad request: a key or command cannot hold a NUL byte".into());
+            }
+        }
+        Request::Cancel { key } if key.is_empty() => {
+            return Err("bad request: the key is empty".into())
+        }
+        Request::Set { max_concurrent: 0 } => {
+            return Err("bad request: max_concurrent must be at least 1".into())
+        }
+        _ => {}
+    }
+    Ok(request)
+}
+
+/// One answer as its line, newline included.
+pub(crate) fn answer_line(answer: &Answer) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        v: u32,
+        #[serde(flatten)]
+        answer: &'a Answer,
+    }
+    let mut line =
+        serde_json::to_vec(&Line { v: VERSION, answer }).expect("answers always serialise");
+    line.push(b'\n');
+    line
+}
+
+/// One request as its line, newline included.
+pub(crate) fn request_line(request: &Request) -> Vec<u8> {
+    let mut value = serde_json::to_value(request).expect("requests always serialise");
+    if let Some(object) = value.as_object_mut() {
+        object.insert("v".into(), VERSION.into());
+    }
+    let mut line = serde_json::to_vec(&value).expect("requests always serialise");
+    line.push(b'\n');
+    line
+}
+
+/// Reads one answer line (without its newline).
+///
+/// # Errors
+/// When the line is no answer of this protocol version.
+pub(crate) fn parse_answer(line: &[u8]) -> Result<Answer, String> {
+    let mut value: serde_json::Value =
+        serde_json::from_slice(line).map_err(|err| format!("not JSON: {err}"))?;
+    if let Some(object) = value.as_object_mut() {
+        object.remove("v");
+    }
+    serde_json::from_value(value).map_err(|err| format!("not an answer: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_round_trips_through_its_line() {
+        for request in [
+            Request::Submit {
+                key: "a b/☃".into(),
+                command: "echo \"hi\"\n".into(),
+                wait: true,
+            },
+            Request::Cancel { key: "k".into() },
+            Request::Status {},
+            Request::Set { max_concurrent: 3 },
+            Request::Drain {},
+            Request::Close {},
+        ] {
+            let line = request_line(&request);
+            assert_eq!(line.last(), Some(&b'\n'));
+            assert_eq!(parse_request(&line[..line.len() - 1]), Ok(request));
+        }
+    }
+
+    #[test]
+    fn a_bad_request_says_why() {
+        let error = |line: &str| parse_request(line.as_bytes()).unwrap_err();
+        assert!(error("nonsense").contains("not a JSON object"));
+        assert!(error("[1]").contains("not a JSON object"));
+        assert!(error(r#"{"op":"status"}"#).contains("no \"v\""));
+        assert!(error(r#"{"v":2,"op":"status"}"#).contains("version 2"));
+        assert!(error(r#"{"v":1,"op":"launch"}"#).contains("unknown variant"));
+        assert!(error(r#"{"v":1,"op":"submit","key":"k"}"#).contains("command"));
+        assert!(error(r#"{"v":1,"op":"submit","key":"","command":"x"}"#).contains("key"));
+        assert!(error(r#"{"v":1,"op":"submit","key":"k","command":" "}"#).contains("empty"));
+        assert!(error(r#"{"v":1,"op":"status","extra":1}"#).contains("unknown field"));
+        assert!(error(r#"{"v":1,"op":"set","max_concurrent":0}"#).contains("at least 1"));
+    }
+
+    #[test]
+    fn answers_carry_the_version_and_read_back() {
+        let answer = Answer::Queued {
+            seq: 4,
+            key: "k".into(),
+            ahead: 2,
+        };
+        let line = answer_line(&answer);
+        let text = std::str::from_utf8(&line).unwrap();
+        assert_eq!(
+            text,
+            "{\"v\":1,\"answer\":\"queued\",\"seq\":4,\"key\":\"k\",\"ahead\":2}\n"
+        );
+        assert_eq!(parse_answer(&line[..line.len() - 1]), Ok(answer));
+    }
+}

@@ -1,0 +1,185 @@
+//! The listening side of `lanes serve`: accepts connections on the socket, checks each peer's
+//! uid, reads request lines in bounded memory and hands each request to the event loop as a
+//! [`Call`], writing back the answers in order. It decides nothing: the driver answers.
+
+use std::path::PathBuf;
+
+use tokio::io::{
+    AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, BufWriter,
+};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, oneshot};
+
+use super::protocol::{answer_line, parse_request, Answer, Request, MAX_REQUEST_BYTES};
+
+/// One request on its way to the event loop, with where its answer goes.
+pub(crate) struct Call {
+    /// What was asked.
+    pub request: Request,
+    /// The answer.
+    pub reply: oneshot::Sender<Reply>,
+}
+
+/// The event loop's answer to a [`Call`].
+pub(crate) struct Reply {
+    /// The answer, written at once.
+    pub answer: Answer,
+    /// A later answer on the same connection (`submit` with `wait`: the record), written when
+    /// it comes. Its sender dropped unsent: nothing more is written, and the connection stays
+    /// open until then (`drain`, `close`: until the server ends).
+    pub then: Option<oneshot::Receiver<Answer>>,
+}
+
+/// How many calls may wait for the event loop before connections wait to hand theirs over.
+const CALL_DEPTH: usize = 1024;
+
+/// The socket being served, and the calls coming from it.
+pub(crate) struct Listening {
+    /// The socket's path, removed when the server ends.
+    pub path: PathBuf,
+    /// The calls, in the order their requests were read per connection.
+    pub calls: mpsc::Receiver<Call>,
+}
+
+/// Starts accepting on `listener` (inside the runtime): every connection gets a task of its
+/// own.
+///
+/// # Errors
+/// The listener cannot be registered with the event loop.
+pub(crate) fn start(
+    listener: std::os::unix::net::UnixListener,
+    path: PathBuf,
+) -> std::io::Result<Listening> {
+    listener.set_nonblocking(true)?;
+    let listener = UnixListener::from_std(listener)?;
+    let (tx, calls) = mpsc::channel(CALL_DEPTH);
+    tokio::spawn(async move {
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_connection(stream, tx.clone()));
+                }
+                // Out of descriptors and the like: the next connection may fare better.
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+            }
+        }
+    });
+    Ok(Listening { path, calls })
+}
+
+/// How many requests of one connection may be on their way to the event loop before its
+/// reading waits for their answers: a client may send many before reading (pipelining).
+const PIPELINE_DEPTH: usize = 256;
+
+/// An answer on its way to a connection: ready, or still to come from the event loop.
+enum Pending {
+    Now(Reply),
+    Later(oneshot::Receiver<Reply>),
+}
+
+/// One client: its peer checked, then request after request until it hangs up, each answered
+/// in order. A malformed request gets an `error` answer and the next line is read; an
+/// oversized one gets an `error` answer and the connection is closed.
+async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
+    let (read, write) = stream.into_split();
+    let mut writer = BufWriter::new(write);
+    if let Err(error) = super::socket::check_peer(&read.as_ref()) {
+        let _ = writer
+            .write_all(&answer_line(&Answer::Error { error }))
+            .await;
+        let _ = writer.flush().await;
+        return;
+    }
+    let (pending_tx, pending_rx) = mpsc::channel(PIPELINE_DEPTH);
+    let writing = tokio::spawn(write_answers(writer, pending_rx));
+    let mut reader = BufReader::new(read);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let limit = (MAX_REQUEST_BYTES + 1) as u64;
+        match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        } else if line.len() > MAX_REQUEST_BYTES {
+            let error = format!(
+                "the request is longer than {MAX_REQUEST_BYTES} bytes; the connection is closed"
+            );
+            let _ = pending_tx
+                .send(Pending::Now(Reply {
+                    answer: Answer::Error { error },
+                    then: None,
+                }))
+                .await;
+            break;
+        }
+        let pending = match parse_request(&line) {
+            Err(error) => Pending::Now(Reply {
+                answer: Answer::Error { error },
+                then: None,
+            }),
+            Ok(request) => {
+                let (tx, rx) = oneshot::channel();
+                match calls.send(Call { request, reply: tx }).await {
+                    Ok(()) => Pending::Later(rx),
+                    Err(_) => Pending::Now(ended()),
+                }
+            }
+        };
+        if pending_tx.send(pending).await.is_err() {
+            break;
+        }
+    }
+    drop(pending_tx);
+    let _ = writing.await;
+}
+
+/// Writes the answers of one connection in the order of its requests; a batch of answers
+/// ready together goes out in one write.
+async fn write_answers(
+    mut writer: BufWriter<tokio::net::unix::OwnedWriteHalf>,
+    mut pending: mpsc::Receiver<Pending>,
+) {
+    while let Some(next) = pending.recv().await {
+        let reply = match next {
+            Pending::Now(reply) => reply,
+            Pending::Later(rx) => rx.await.unwrap_or_else(|_| ended()),
+        };
+        if writer.write_all(&answer_line(&reply.answer)).await.is_err() {
+            return;
+        }
+        if let Some(then) = reply.then {
+            if writer.flush().await.is_err() {
+                return;
+            }
+            match then.await {
+                Ok(answer) => {
+                    if writer.write_all(&answer_line(&answer)).await.is_err() {
+                        return;
+                    }
+                }
+                // Held until the server ends (`drain`, `close`): the connection closes.
+                Err(_) => {
+                    let _ = writer.flush().await;
+                    return;
+                }
+            }
+        }
+        if pending.is_empty() && writer.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = writer.flush().await;
+}
+
+/// The answer when the event loop is gone: the server is ending.
+fn ended() -> Reply {
+    Reply {
+        answer: Answer::Closed {
+            why: "ending".into(),
+        },
+        then: None,
+    }
+}

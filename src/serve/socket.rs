@@ -1,0 +1,143 @@
+//! Where the service's socket lives and who may use it: a per-user directory only its owner
+//! can enter (`$XDG_RUNTIME_DIR/lanes`, else `/tmp/lanes-UID`), the socket itself mode 0600,
+//! and each connection's peer credentials (`SO_PEERCRED`) checked against the server's uid.
+//! There is no TCP listener.
+
+use std::io;
+use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, MetadataExt as _, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+
+use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::unistd::Uid;
+
+/// The socket's file name inside the default directory.
+const SOCKET_NAME: &str = "lanes.sock";
+
+/// The socket path when no `--socket` is given: `LANES_SOCKET` when set and not empty, else
+/// `$XDG_RUNTIME_DIR/lanes/lanes.sock` when `XDG_RUNTIME_DIR` is an absolute path, else
+/// `/tmp/lanes-UID/lanes.sock` (the directory's uid being the effective uid). Nothing is
+/// created here.
+pub(crate) fn default_path() -> PathBuf {
+    from_environment().unwrap_or_else(|| default_dir().join(SOCKET_NAME))
+}
+
+/// `LANES_SOCKET`, when set and not empty.
+fn from_environment() -> Option<PathBuf> {
+    std::env::var_os("LANES_SOCKET")
+        .filter(|path| !path.is_empty())
+        .map(PathBuf::from)
+}
+
+fn default_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => dir.join("lanes"),
+        _ => PathBuf::from(format!("/tmp/lanes-{}", Uid::effective())),
+    }
+}
+
+/// The socket path to serve on: `given`, or the default one, whose directory is created mode
+/// 0700 if missing.
+///
+/// # Errors
+/// The default directory cannot be created, or exists and is not a directory owned by this
+/// user with no access for others (someone else could have made it to listen in).
+pub(crate) fn serve_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(path) = given.map(Path::to_owned).or_else(from_environment) {
+        return Ok(path);
+    }
+    let dir = default_dir();
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(err) => anyhow::bail!(
+            "cannot create the socket directory {}: {err}",
+            dir.display()
+        ),
+    }
+    check_private_dir(&dir)?;
+    Ok(dir.join(SOCKET_NAME))
+}
+
+/// Refuses a directory that is a symbolic link, not a directory, owned by another user, or
+/// open to group or others.
+fn check_private_dir(dir: &Path) -> anyhow::Result<()> {
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|err| anyhow::anyhow!("cannot examine {}: {err}", dir.display()))?;
+    if !meta.file_type().is_dir() {
+        anyhow::bail!(
+            "{} is not a directory: refusing to put the socket there (remove it, or give \
+             --socket)",
+            dir.display()
+        );
+    }
+    let me = Uid::effective().as_raw();
+    if meta.uid() != me {
+        anyhow::bail!(
+            "{} belongs to uid {}, not to this user (uid {me}): refusing to put the socket \
+             there (remove it, or give --socket)",
+            dir.display(),
+            meta.uid()
+        );
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        anyhow::bail!(
+            "{} has mode {mode:03o}: others could reach the socket; refusing (chmod 700 it, or \
+             give --socket)",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Binds the socket at `path`, mode 0600 from the start (the umask is narrowed around the
+/// bind). A socket file left by a server that is gone (nothing accepts on it) is replaced.
+///
+/// # Errors
+/// A server already listens there; the path exists and is no socket; the bind fails.
+pub(crate) fn bind(path: &Path) -> anyhow::Result<UnixListener> {
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            anyhow::bail!(
+                "{} exists and is not a socket: refusing to replace it",
+                path.display()
+            );
+        }
+        if UnixStream::connect(path).is_ok() {
+            anyhow::bail!(
+                "a lanes server already listens on {} (stop it with `lanes close`)",
+                path.display()
+            );
+        }
+        std::fs::remove_file(path).map_err(|err| {
+            anyhow::anyhow!("cannot remove the stale socket {}: {err}", path.display())
+        })?;
+    }
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let bound = UnixListener::bind(path);
+    nix::sys::stat::umask(old);
+    let listener =
+        bound.map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|err| anyhow::anyhow!("cannot make {} mode 0600: {err}", path.display()))?;
+    Ok(listener)
+}
+
+/// Whether the peer of `stream` runs as this process's effective uid; the message for the
+/// refusal when not.
+///
+/// # Errors
+/// The peer's uid, when another, as the `error` answer's text; or why it cannot be known.
+pub(crate) fn check_peer(stream: &impl std::os::fd::AsFd) -> Result<(), String> {
+    let credentials = getsockopt(stream, PeerCredentials)
+        .map_err(|err| format!("cannot read the peer's credentials (SO_PEERCRED): {err}"))?;
+    let me = Uid::effective().as_raw();
+    if credentials.uid() != me {
+        return Err(format!(
+            "permission denied: this lanes server belongs to uid {me}; uid {} may not use it",
+            credentials.uid()
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,461 @@
+//! `lanes serve` in the event loop: each request from the socket ([`Call`]) is answered from
+//! what the core decides (admission, cancel, the cap, close); answers that wait for a job's
+//! end (`submit --wait`, `cancel`) are kept here until its record is written.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Admitted, Driver};
+use crate::core::{Outcome, Seq};
+use crate::input::JobSpec;
+use crate::serve::journal::{Journal, Recovered};
+use crate::serve::protocol::{Answer, Request, RunningEntry, Status, WaitingEntry, WaitingJob};
+use crate::serve::server::{Call, Reply};
+
+/// Most requests answered in one turn of the loop (one `fdatasync` of the journal for all).
+const CALL_BURST: usize = 256;
+
+/// What the service keeps between requests.
+pub(super) struct Service {
+    /// Admissions, starts and records, for a server started after this one dies.
+    journal: Journal,
+    /// `--requeue-lost`.
+    requeue_lost: bool,
+    /// Jobs whose record was handed to the report, not yet journaled as ended (that waits
+    /// until the record is in the file).
+    pending_ends: Vec<Seq>,
+    /// Jobs whose process runs (journaled as started), for compaction.
+    running: HashSet<Seq>,
+    /// Answers to submissions, sent once the journal holds them on disk.
+    deferred: Vec<(oneshot::Sender<Reply>, Reply)>,
+    /// The last seq handed out.
+    last_seq: Seq,
+    /// Set by `drain` or `close`: nothing more is admitted.
+    ending: Option<&'static str>,
+    /// The connections of `drain` and `close`, held open until the server ends (their
+    /// senders are dropped with the driver).
+    held: Vec<oneshot::Sender<Answer>>,
+    /// `submit --wait`: who waits for each job's record.
+    records: HashMap<Seq, Vec<oneshot::Sender<Answer>>>,
+    /// `cancel`: the answers sent once the stopped run (by its first seq) has its record.
+    cancels: HashMap<Seq, Vec<(oneshot::Sender<Reply>, Answer)>>,
+    /// Jobs admitted since the start.
+    submitted: u64,
+    /// Records written since the start.
+    ended: u64,
+}
+
+impl Service {
+    /// A service journaling to `journal`.
+    pub(super) fn new(journal: Journal, requeue_lost: bool) -> Self {
+        Service {
+            journal,
+            requeue_lost,
+            pending_ends: Vec::new(),
+            running: HashSet::new(),
+            deferred: Vec::new(),
+            last_seq: 0,
+            ending: None,
+            held: Vec::new(),
+            records: HashMap::new(),
+            cancels: HashMap::new(),
+            submitted: 0,
+            ended: 0,
+        }
+    }
+
+    /// The processes of a run started: its jobs are journaled as started.
+    pub(super) fn started(&mut self, batch: &[Seq]) {
+        for &seq in batch {
+            self.journal.started(seq);
+            self.running.insert(seq);
+        }
+    }
+
+    /// Whether the record of `seq` is waited for (encoded for `submit --wait`).
+    pub(super) fn wants_record(&self, seq: Seq) -> bool {
+        self.records.contains_key(&seq)
+    }
+
+    /// The record of `seq` is written (`record`: its line, when it was wanted): the waiters
+    /// for it are answered.
+    pub(super) fn recorded(&mut self, seq: Seq, record: Option<Vec<u8>>) {
+        self.ended += 1;
+        self.running.remove(&seq);
+        self.pending_ends.push(seq);
+        if let Some(waiters) = self.records.remove(&seq) {
+            let record = record
+                .and_then(|line| serde_json::from_slice(&line).ok())
+                .unwrap_or(serde_json::Value::Null);
+            for waiter in waiters {
+                let _ = waiter.send(Answer::Record {
+                    record: record.clone(),
+                });
+            }
+        }
+        if let Some(cancels) = self.cancels.remove(&seq) {
+            for (reply, answer) in cancels {
+                let _ = reply.send(Reply { answer, then: None });
+            }
+        }
+    }
+}
+
+/// The next request from the socket; never, without a service.
+pub(super) async fn next_call(calls: &mut Option<mpsc::Receiver<Call>>) -> Option<Call> {
+    match calls {
+        Some(calls) => calls.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn reply(call: Call, answer: Answer) {
+    let _ = call.reply.send(Reply { answer, then: None });
+}
+
+impl Driver {
+    /// Whether the service still admits jobs: neither drained, closed nor stopping (a stop
+    /// signal).
+    pub(super) fn admits(&self, service: &Service) -> bool {
+        service.ending.is_none() && self.core.stopping().is_none()
+    }
+
+    fn closed_answer(&self) -> Answer {
+        let why = match &self.service {
+            Some(Service {
+                ending: Some(why), ..
+            }) => why,
+            _ => "stopping",
+        };
+        Answer::Closed {
+            why: why.to_string(),
+        }
+    }
+
+    /// Answers a request and whatever others are ready (up to a bound), then flushes the
+    /// journal once and sends the submissions' answers: an answer promises what it says.
+    pub(super) async fn on_calls(&mut self, call: Call, calls: &mut Option<mpsc::Receiver<Call>>) {
+        self.on_call(call).await;
+        for _ in 0..CALL_BURST {
+            let Some(Ok(call)) = calls.as_mut().map(mpsc::Receiver::try_recv) else {
+                break;
+            };
+            self.on_call(call).await;
+        }
+        let Some(service) = &mut self.service else {
+            return;
+        };
+        if let Err(err) = service.journal.sync() {
+            let message = format!(
+                "lanes: cannot flush the journal ({err}): the jobs admitted now would not outlive \
+                 a crash\n"
+            );
+            let _ = self.launcher.stderr().send(message.into_bytes()).await;
+        }
+        let Some(service) = &mut self.service else {
+            return;
+        };
+        for (reply, answer) in service.deferred.drain(..) {
+            let _ = reply.send(answer);
+        }
+    }
+
+    /// The jobs an earlier server left without a record: those that were running are
+    /// recorded `interrupted`/`server_lost` (or, `--requeue-lost`, admitted again), the
+    /// others admitted again, all in their order, with their seqs.
+    pub(super) async fn recover(&mut self, recovered: Recovered) {
+        let requeue_lost = self.service.as_ref().is_some_and(|s| s.requeue_lost);
+        if let Some(service) = &mut self.service {
+            service.last_seq = recovered.last_seq;
+        }
+        let now = self.tick();
+        for job in recovered.jobs {
+            let spec = JobSpec {
+                seq: job.seq,
+                line: job.seq,
+                key: Arc::from(job.key),
+                command: job.command,
+                rank: 0,
+                timeout: None,
+                cwd: None,
+                env: Vec::new(),
+            };
+            self.received += 1;
+            if job.started && !requeue_lost {
+                let account = self.core.lost_with_server(job.seq, now);
+                let output = super::RunOutput {
+                    error: Some(
+                        "it was running when the earlier lanes serve ended without recording \
+                         it (killed or crashed); what it did is unknown"
+                            .into(),
+                    ),
+                    ..super::RunOutput::default()
+                };
+                self.close(&account, &spec, output).await;
+                continue;
+            }
+            if matches!(self.admit_job(spec, now).await, Admitted::Queued { .. }) {
+                if let Some(service) = &mut self.service {
+                    service.submitted += 1;
+                }
+            }
+        }
+    }
+
+    /// Journals the ends of the jobs whose records are now in the report file (waiting for
+    /// the report's writer first), and rewrites the journal when it has grown far beyond the
+    /// live jobs.
+    pub(super) async fn journal_ends(&mut self) {
+        if self
+            .service
+            .as_ref()
+            .is_none_or(|service| service.pending_ends.is_empty())
+        {
+            return;
+        }
+        self.ledger.written().await;
+        let Some(service) = &mut self.service else {
+            return;
+        };
+        for seq in std::mem::take(&mut service.pending_ends) {
+            service.journal.ended(seq);
+        }
+        if service.journal.wants_compaction(self.jobs.len()) {
+            let mut live: Vec<(&Seq, &Box<JobSpec>)> = self.jobs.iter().collect();
+            live.sort_unstable_by_key(|(seq, _)| **seq);
+            let running = &service.running;
+            let jobs = live
+                .into_iter()
+                .map(|(seq, job)| (*seq, &*job.key, job.command.as_str(), running.contains(seq)));
+            if let Err(err) = service.journal.compact(jobs) {
+                let message = format!("lanes: cannot rewrite the journal ({err}); it grows on\n");
+                let _ = self.launcher.stderr().send(message.into_bytes()).await;
+            }
+        }
+    }
+
+    /// The server ends with every job recorded: its journal is emptied.
+    pub(super) fn journal_finished(&mut self) {
+        if let Some(service) = &mut self.service {
+            service.journal.finish();
+        }
+    }
+
+    /// Answers one request.
+    pub(super) async fn on_call(&mut self, call: Call) {
+        if self.service.is_none() {
+            return;
+        }
+        match call.request.clone() {
+            Request::Submit { key, command, wait } => self.submit(call, key, command, wait).await,
+            Request::Cancel { key } => self.cancel(call, key).await,
+            Request::Status {} => {
+                let status = self.status();
+                reply(call, Answer::Status(Box::new(status)));
+            }
+            Request::Set { max_concurrent } => {
+                let answer = if self.config.policy.sticky_slots {
+                    Answer::Error {
+                        error: "the cap cannot change under --sticky-slots (a key bound to a slot \
+                                above it could never run again)"
+                            .into(),
+                    }
+                } else {
+                    let previous = self.core.set_max_concurrent(max_concurrent);
+                    Answer::Set {
+                        max_concurrent: self.core.limits().max_concurrent,
+                        previous,
+                    }
+                };
+                reply(call, answer);
+            }
+            Request::Drain {} => self.end_service(call, "draining").await,
+            Request::Close {} => self.end_service(call, "closing").await,
+        }
+    }
+
+    async fn submit(&mut self, call: Call, key: String, command: String, wait: bool) {
+        let admits = self.service.as_ref().is_some_and(|s| self.admits(s));
+        if !admits {
+            let answer = self.closed_answer();
+            reply(call, answer);
+            return;
+        }
+        let Some(service) = self.service.as_mut() else {
+            return;
+        };
+        service.last_seq += 1;
+        let seq = service.last_seq;
+        let (record_tx, record_rx) = oneshot::channel();
+        if wait {
+            service.records.entry(seq).or_default().push(record_tx);
+        }
+        let key: Arc<str> = Arc::from(key);
+        let spec = JobSpec {
+            seq,
+            line: seq,
+            key: Arc::clone(&key),
+            command,
+            rank: 0,
+            timeout: None,
+            cwd: None,
+            env: Vec::new(),
+        };
+        self.received += 1;
+        let now = self.tick();
+        let admitted = self.admit_job(spec, now).await;
+        if matches!(admitted, Admitted::Queued { .. }) {
+            if let (Some(service), Some(job)) = (self.service.as_mut(), self.jobs.get(&seq)) {
+                service.submitted += 1;
+                service.journal.admitted(seq, &job.key, &job.command);
+            }
+            self.start_ready().await;
+        }
+        let key = key.to_string();
+        let answer = match admitted {
+            // No `--resume` in service mode: nothing is skipped.
+            Admitted::Skipped => Answer::Error {
+                error: "skipped".into(),
+            },
+            Admitted::Refused(Outcome::Rejected(reason)) => Answer::Rejected {
+                seq,
+                key,
+                reason: Outcome::Rejected(reason)
+                    .reason()
+                    .unwrap_or_default()
+                    .to_owned(),
+            },
+            Admitted::Refused(_) => self.closed_answer(),
+            Admitted::Queued { ahead, replaced } => match (self.core.slot_of(seq), replaced) {
+                (Some(slot), _) => Answer::Started {
+                    seq,
+                    key,
+                    slot: Some(slot),
+                },
+                // Its process could not be started: its record is written already.
+                (None, _) if !self.jobs.contains_key(&seq) => Answer::Started {
+                    seq,
+                    key,
+                    slot: None,
+                },
+                (None, Some(replaced)) => Answer::Coalesced {
+                    seq,
+                    key,
+                    ahead,
+                    replaced,
+                },
+                (None, None) => Answer::Queued { seq, key, ahead },
+            },
+        };
+        // With `wait`, the record follows: at once when it is written already (refused, or
+        // its process could not start).
+        let then = wait.then_some(record_rx);
+        if let Some(service) = self.service.as_mut() {
+            service.deferred.push((call.reply, Reply { answer, then }));
+        }
+    }
+
+    async fn cancel(&mut self, call: Call, key: String) {
+        let now = self.tick();
+        let cancel = self.core.cancel_key(&key, now);
+        let dropped: Vec<Seq> = cancel.dropped.iter().map(|account| account.seq).collect();
+        for account in &cancel.dropped {
+            self.close_waiting(account).await;
+        }
+        self.send_stops(cancel.stop);
+        let answer = Answer::Cancelled {
+            key,
+            dropped,
+            stopped: cancel.running,
+        };
+        match (cancel.running, self.service.as_mut()) {
+            (Some(seq), Some(service)) => {
+                service
+                    .cancels
+                    .entry(seq)
+                    .or_default()
+                    .push((call.reply, answer));
+            }
+            _ => reply(call, answer),
+        }
+    }
+
+    fn status(&self) -> Status {
+        let now = self.tick();
+        let running = self
+            .core
+            .running_jobs()
+            .into_iter()
+            .map(|run| RunningEntry {
+                seq: run.seq,
+                key: run.key.to_string(),
+                slot: run.slot,
+                attempt: run.attempt,
+                elapsed: now.saturating_sub(run.started_at).as_secs_f64(),
+                command: self
+                    .jobs
+                    .get(&run.seq)
+                    .map(|job| job.command.clone())
+                    .unwrap_or_default(),
+                stopping: run
+                    .stopping
+                    .and_then(|reason| Outcome::Interrupted(reason).reason())
+                    .map(str::to_owned),
+            })
+            .collect();
+        let waiting = self
+            .core
+            .waiting_lanes()
+            .into_iter()
+            .map(|lane| WaitingEntry {
+                key: lane.key.to_string(),
+                jobs: lane
+                    .waiting
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &seq)| WaitingJob {
+                        seq,
+                        ahead: i + usize::from(lane.busy),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let service = self.service.as_ref();
+        Status {
+            max_concurrent: self.core.limits().max_concurrent,
+            admitting: service.is_some_and(|s| self.admits(s)),
+            running,
+            waiting,
+            submitted: service.map_or(0, |s| s.submitted),
+            ended: service.map_or(0, |s| s.ended),
+        }
+    }
+
+    /// `drain` (`why` is `draining`): nothing more is admitted, what was admitted runs. `close`
+    /// (`closing`): the run halts as on a stop signal, without one. Either way the server
+    /// ends once nothing runs, and the connection is held open until then.
+    async fn end_service(&mut self, call: Call, why: &'static str) {
+        let (running, waiting) = (self.core.running(), self.core.queued());
+        if let Some(service) = self.service.as_mut() {
+            service.ending.get_or_insert(why);
+        }
+        if why == "closing" && self.core.stopping().is_none() {
+            let halt = self.core.close(self.tick());
+            self.apply_halt(halt).await;
+        }
+        let (held, then) = oneshot::channel();
+        if let Some(service) = self.service.as_mut() {
+            service.held.push(held);
+        }
+        let _ = call.reply.send(Reply {
+            answer: Answer::Ending {
+                why: why.into(),
+                running,
+                waiting,
+            },
+            then: Some(then),
+        });
+    }
+}

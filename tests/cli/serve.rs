@@ -1,0 +1,900 @@
+//! `lanes serve` and its clients (`submit`, `cancel`, `status`, `set`, `drain`, `close`): the
+//! answers and their exit statuses, per-key order under concurrent clients, cancel of a job
+//! that ignores SIGTERM, the socket's protection (mode 0600, another uid refused), malformed
+//! and oversized requests.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::support::*;
+
+/// A running `lanes serve` on a socket in a scratch directory, its report beside it.
+struct Server {
+    running: Running,
+    socket: PathBuf,
+    report: PathBuf,
+}
+
+fn serve(scratch: &Scratch, args: &[&str]) -> Server {
+    let socket = scratch.join("lanes.sock");
+    let report = scratch.join("report.jsonl");
+    let running = Run::new()
+        .no_report()
+        .scratch(scratch)
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--report")
+        .arg(&report)
+        .args(args)
+        .spawn();
+    assert!(listening(&socket), "the socket did not appear");
+    Server {
+        running,
+        socket,
+        report,
+    }
+}
+
+/// Waits until a server accepts connections on `socket` (the file exists from the `bind`, a
+/// moment before the `listen`).
+fn listening(socket: &Path) -> bool {
+    wait_until(Duration::from_secs(20), || {
+        UnixStream::connect(socket).is_ok()
+    })
+}
+
+impl Server {
+    /// Runs a client command (`submit`, `cancel`, ...) against this server.
+    fn client(&self, task: &str, args: &[&str]) -> Client {
+        client_at(&self.socket, task, args, None)
+    }
+
+    /// Waits for the server to end; returns its exit status and report.
+    fn end(self) -> (Output, Report) {
+        let out = self.running.wait();
+        let text = std::fs::read_to_string(&self.report).expect("the report");
+        (out, Report::must_parse(&text))
+    }
+}
+
+/// What a client command left.
+struct Client {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Client {
+    /// Its stdout's lines, each decoded as an answer.
+    fn answers(&self) -> Vec<Answer> {
+        self.stdout
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+            .collect()
+    }
+
+    fn answer(&self) -> Answer {
+        let answers = self.answers();
+        assert_eq!(answers.len(), 1, "{}\n{}", self.stdout, self.stderr);
+        answers.into_iter().next().unwrap()
+    }
+}
+
+fn client_at(socket: &Path, task: &str, args: &[&str], stdin: Option<&str>) -> Client {
+    let mut child = Command::new(BIN)
+        .arg(task)
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lanes client");
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    Client {
+        code: out.status.code().expect("the client exited"),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// One answer line, decoded strictly (protocol version 1).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Answer {
+    v: u32,
+    answer: String,
+    seq: Option<u64>,
+    key: Option<String>,
+    slot: Option<u32>,
+    ahead: Option<usize>,
+    replaced: Option<u64>,
+    reason: Option<String>,
+    why: Option<String>,
+    dropped: Option<Vec<u64>>,
+    stopped: Option<u64>,
+    max_concurrent: Option<usize>,
+    previous: Option<usize>,
+    admitting: Option<bool>,
+    running: Option<Value>,
+    waiting: Option<Value>,
+    submitted: Option<u64>,
+    ended: Option<u64>,
+    record: Option<Value>,
+    error: Option<String>,
+}
+
+/// A job that waits for `$D/NAME`, then succeeds.
+fn blocked_on(name: &str) -> String {
+    await_file(name)
+}
+
+#[test]
+fn concurrent_clients_get_correct_answers_and_every_key_keeps_its_order() {
+    let scratch = Scratch::new();
+    // Ten keys, twenty jobs each, submitted by twenty clients at once. Every job waits for
+    // `go`, so that each answer is exactly predictable: the first job of a key starts (ten
+    // slots for ten keys), every later one waits behind the jobs of its key before it.
+    scratch.write(
+        "job.sh",
+        format!(
+            "{}\necho \"$LANES_SEQ\" >> \"$D/order.$LANES_KEY\"\n",
+            blocked_on("go")
+        ),
+    );
+    let server = serve(&scratch, &["-j", "10"]);
+    scratch.write(
+        "submit.sh",
+        "out=$(\"$L\" submit --socket \"$S\" --json \"$1\" -- 'sh \"$D/job.sh\"')\n\
+         echo \"$? $out\" >> \"$D/answers\"\n",
+    );
+    let keys: String = (0..200).map(|i| format!("k{}\n", i % 10)).collect();
+    let mut xargs = Command::new("xargs")
+        .args(["-P", "20", "-n", "1", "sh"])
+        .arg(scratch.join("submit.sh"))
+        .env("L", BIN)
+        .env("S", &server.socket)
+        .env("D", scratch.path())
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    xargs
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(keys.as_bytes())
+        .unwrap();
+    assert!(xargs.wait().unwrap().success());
+    let mut by_key: BTreeMap<String, Vec<(u64, i32, Answer)>> = BTreeMap::new();
+    let lines = scratch.lines("answers");
+    assert_eq!(lines.len(), 200);
+    for line in &lines {
+        let (code, json) = line.split_once(' ').unwrap();
+        let answer: Answer = serde_json::from_str(json).unwrap();
+        assert_eq!(answer.v, 1);
+        let key = answer.key.clone().unwrap();
+        by_key
+            .entry(key)
+            .or_default()
+            .push((answer.seq.unwrap(), code.parse().unwrap(), answer));
+    }
+    let mut seqs: Vec<u64> = by_key.values().flatten().map(|(seq, _, _)| *seq).collect();
+    seqs.sort_unstable();
+    assert_eq!(
+        seqs,
+        (1..=200).collect::<Vec<_>>(),
+        "one seq per submission"
+    );
+    for (key, answers) in &mut by_key {
+        answers.sort_by_key(|(seq, _, _)| *seq);
+        assert_eq!(answers.len(), 20, "{key}");
+        for (i, (seq, code, answer)) in answers.iter().enumerate() {
+            if i == 0 {
+                assert_eq!(
+                    (answer.answer.as_str(), *code),
+                    ("started", 0),
+                    "{answer:?}"
+                );
+                assert!(answer.slot.is_some_and(|s| (1..=10).contains(&s)));
+            } else {
+                assert_eq!(
+                    (answer.answer.as_str(), *code),
+                    ("queued", 10),
+                    "{answer:?}"
+                );
+                assert_eq!(answer.ahead, Some(i), "seq {seq} of {key}");
+            }
+        }
+    }
+    scratch.write("go", "");
+    let drain = server.client("drain", &[]);
+    assert_eq!(drain.code, 0, "{}", drain.stderr);
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 200, "one record each");
+    for (key, answers) in &by_key {
+        let expected: Vec<String> = answers.iter().map(|(seq, _, _)| seq.to_string()).collect();
+        assert_eq!(
+            scratch.lines(&format!("order.{key}")),
+            expected,
+            "{key} ran in order"
+        );
+        let records = report.by_key(key);
+        for pair in records.windows(2) {
+            assert!(
+                pair[1].start_ms() >= pair[0].end_ms(),
+                "{key}: one at a time"
+            );
+        }
+        assert!(records.iter().all(|r| r.outcome == "succeeded"));
+    }
+}
+
+#[test]
+fn cancel_stops_a_job_that_ignores_sigterm_and_drops_the_keys_waiting_jobs() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2", "--grace", "300ms"]);
+    let stubborn = "trap '' TERM; echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
+    let first = server.client("submit", &["--json", "a", "--", stubborn]);
+    assert_eq!((first.code, first.answer().answer.as_str()), (0, "started"));
+    for _ in 0..2 {
+        let queued = server.client("submit", &["a", "--", "echo never"]);
+        assert_eq!(queued.code, 10, "{}", queued.stdout);
+    }
+    let other = server.client("submit", &["--json", "b", "--", &blocked_on("go")]);
+    assert_eq!(other.answer().answer, "started");
+    scratch.wait_for("pid", Duration::from_secs(20));
+    let pid = scratch.pid("pid");
+    let asked = Instant::now();
+    let cancel = server.client("cancel", &["--json", "a"]);
+    let took = asked.elapsed();
+    assert_eq!(cancel.code, 0, "{}", cancel.stderr);
+    let answer = cancel.answer();
+    assert_eq!(answer.answer, "cancelled");
+    assert_eq!(answer.dropped, Some(vec![2, 3]));
+    assert_eq!(answer.stopped, Some(1));
+    assert!(
+        took >= Duration::from_millis(300),
+        "returned after the grace: {took:?}"
+    );
+    assert!(!alive(pid), "the job's process is gone when cancel returns");
+    // The key takes new jobs at once.
+    let next = server.client("submit", &["--json", "a", "--", "echo next"]);
+    assert_eq!((next.code, next.answer().answer.as_str()), (0, "started"));
+    scratch.write("go", "");
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    // A cancelled job does not make the exit status 1 (it was asked for).
+    out.code(0);
+    assert_eq!(report.job(1).result(), ("interrupted", Some("cancelled")));
+    assert_eq!(report.job(1).signal.as_deref(), Some("SIGKILL"));
+    for seq in [2, 3] {
+        assert_eq!(report.job(seq).result(), ("interrupted", Some("cancelled")));
+        assert!(!report.job(seq).started);
+    }
+    assert_eq!(report.job(4).result(), ("succeeded", None));
+    assert_eq!(report.job(5).result(), ("succeeded", None));
+}
+
+#[test]
+fn status_set_and_close() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2"]);
+    for key in ["a", "a", "b", "c"] {
+        let _ = server.client("submit", &[key, "--", &blocked_on("never")]);
+    }
+    let status = server.client("status", &["--json"]).answer();
+    assert_eq!(status.answer, "status");
+    assert_eq!(status.max_concurrent, Some(2));
+    assert_eq!(status.admitting, Some(true));
+    assert_eq!((status.submitted, status.ended), (Some(4), Some(0)));
+    let running: Vec<(u64, String, u64)> = status
+        .running
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["seq"].as_u64().unwrap(),
+                r["key"].as_str().unwrap().to_owned(),
+                r["slot"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        running,
+        vec![(1, "a".to_owned(), 1), (3, "b".to_owned(), 2)]
+    );
+    assert_eq!(
+        status.waiting.unwrap(),
+        serde_json::json!([
+            {"key": "a", "jobs": [{"seq": 2, "ahead": 1}]},
+            {"key": "c", "jobs": [{"seq": 4, "ahead": 0}]},
+        ])
+    );
+    let human = server.client("status", &[]);
+    assert!(
+        human.stdout.contains("waiting (key a): seq 2 (1 ahead)"),
+        "{}",
+        human.stdout
+    );
+    // Lowering the cap stops nothing.
+    let set = server.client("set", &["--json", "-j", "1"]).answer();
+    assert_eq!((set.max_concurrent, set.previous), (Some(1), Some(2)));
+    let status = server.client("status", &["--json"]).answer();
+    assert_eq!(status.running.unwrap().as_array().unwrap().len(), 2);
+    // close: every job stopped, the connection held until the report is written.
+    let close = server.client("close", &["--json"]);
+    assert_eq!(close.code, 0, "{}", close.stderr);
+    assert_eq!(close.answer().answer, "ending");
+    let text = std::fs::read_to_string(&server.report).unwrap();
+    assert!(
+        text.contains("\"type\":\"summary\""),
+        "the report is whole when close returns"
+    );
+    let (out, report) = server.end();
+    out.code(1);
+    for seq in 1..=4 {
+        assert_eq!(report.job(seq).result(), ("interrupted", Some("shutdown")));
+    }
+    assert!(!server_socket_exists(&scratch));
+}
+
+fn server_socket_exists(scratch: &Scratch) -> bool {
+    scratch.join("lanes.sock").exists()
+}
+
+#[test]
+fn drain_runs_what_was_admitted_and_refuses_the_rest() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1"]);
+    assert_eq!(
+        server
+            .client("submit", &["a", "--", &blocked_on("go")])
+            .code,
+        0
+    );
+    assert_eq!(server.client("submit", &["b", "--", "echo b"]).code, 10);
+    let mut drain = Command::new(BIN)
+        .args(["drain", "--json", "--socket"])
+        .arg(&server.socket)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(drain.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("\"answer\":\"ending\""), "{first}");
+    let refused = server.client("submit", &["--json", "c", "--", "echo c"]);
+    assert_eq!(refused.code, 13);
+    assert_eq!(refused.answer().why.as_deref(), Some("draining"));
+    scratch.write("go", "");
+    assert!(drain.wait().unwrap().success());
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 2);
+    assert!(report.jobs.iter().all(|job| job.outcome == "succeeded"));
+}
+
+#[test]
+fn submit_wait_exits_as_the_job_did_and_lines_on_stdin_are_answered_in_order() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "4"]);
+    let waited = server.client(
+        "submit",
+        &["--wait", "--json", "w", "--", "echo out; exit 3"],
+    );
+    assert_eq!(waited.code, 3, "{}", waited.stderr);
+    let lines: Vec<&str> = waited.stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "the answer, then the record: {}",
+        waited.stdout
+    );
+    let answer: Answer = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(answer.answer, "started");
+    let record: JobRecord = serde_json::from_str(lines[1]).unwrap();
+    assert_eq!(record.exit_code, Some(3));
+    assert_eq!(record.result(), ("failed", Some("exit_status")));
+    // Human: the record's summary on stderr, the exit status the job's.
+    let plain = server.client("submit", &["--wait", "w", "--", "exit 0"]);
+    assert_eq!(plain.code, 0);
+    assert!(plain.stderr.contains("succeeded"), "{}", plain.stderr);
+    let batch = client_at(
+        &server.socket,
+        "submit",
+        &["--json"],
+        Some("x\techo 1\nx\techo 2\n\n# comment\ny\techo 3\n"),
+    );
+    let answers: Vec<(String, u64)> = batch
+        .answers()
+        .into_iter()
+        .map(|a| (a.answer, a.seq.unwrap()))
+        .collect();
+    assert_eq!(answers[0].1 + 1, answers[1].1);
+    assert_eq!(answers.len(), 3);
+    assert_eq!(answers[0].0, "started");
+    let bad = client_at(&server.socket, "submit", &[], Some("no tab here\n"));
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("stdin line 1"), "{}", bad.stderr);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, report) = server.end();
+    assert_eq!(report.jobs.len(), 5);
+}
+
+#[test]
+fn coalesced_answers_name_the_job_replaced() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1", "--coalesce", "latest"]);
+    assert_eq!(
+        server
+            .client("submit", &["a", "--", &blocked_on("go")])
+            .code,
+        0
+    );
+    assert_eq!(server.client("submit", &["a", "--", "echo 2"]).code, 10);
+    let coalesced = server.client("submit", &["--json", "a", "--", "echo 3"]);
+    assert_eq!(coalesced.code, 11);
+    let answer = coalesced.answer();
+    assert_eq!(
+        (answer.answer.as_str(), answer.replaced, answer.ahead),
+        ("coalesced", Some(2), Some(1))
+    );
+    scratch.write("go", "");
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let out = server.running.wait();
+    out.code(0);
+    let text = std::fs::read_to_string(&server.report).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["type"] == "job")
+        .collect();
+    let second = records.iter().find(|r| r["seq"] == 2).unwrap();
+    assert_eq!(second["reason"], "superseded");
+    assert_eq!(second["superseded_by"], 3);
+}
+
+#[test]
+fn a_malformed_request_gets_an_error_and_the_connection_goes_on() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &[]);
+    let mut stream = UnixStream::connect(&server.socket).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut ask = |line: &[u8]| -> Answer {
+        stream.write_all(line).unwrap();
+        let mut answer = String::new();
+        reader.read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{e}: {answer}"))
+    };
+    let bad = ask(b"not json\n");
+    assert_eq!(bad.answer, "error");
+    assert!(bad.error.unwrap().contains("not a JSON object"));
+    let old = ask(b"{\"v\":9,\"op\":\"status\"}\n");
+    assert!(old.error.unwrap().contains("version 9"));
+    let good = ask(b"{\"v\":1,\"op\":\"status\"}\n");
+    assert_eq!(good.answer, "status");
+    let submitted = server.client("submit", &["k", "--", "true"]);
+    assert_eq!(submitted.code, 0, "{}", submitted.stderr);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 1);
+}
+
+#[test]
+fn an_oversized_request_is_answered_with_an_error() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &[]);
+    let mut stream = UnixStream::connect(&server.socket).unwrap();
+    let writer = {
+        let mut stream = stream.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let _ = stream.write_all(&vec![b'x'; (1 << 20) + 10]);
+        })
+    };
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    writer.join().unwrap();
+    assert!(answer.contains("\"answer\":\"error\""), "{answer}");
+    assert!(answer.contains("longer than"), "{answer}");
+    assert_eq!(answer.lines().count(), 1);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server.end().0.code(0);
+}
+
+#[test]
+fn the_socket_is_0600_in_a_private_directory_and_another_uid_is_refused() {
+    let scratch = Scratch::new();
+    // The default socket: under $XDG_RUNTIME_DIR, in a directory made 0700.
+    let runtime = scratch.mkdir("run");
+    let running = Run::new()
+        .no_report()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .arg("serve")
+        .spawn();
+    let socket = runtime.join("lanes/lanes.sock");
+    assert!(listening(&socket));
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&socket), 0o600);
+    assert_eq!(mode(&runtime.join("lanes")), 0o700);
+    let status = Command::new(BIN)
+        .args(["status", "--json"])
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&status.stdout).contains("\"answer\":\"status\""));
+    // A second server on the same socket is refused.
+    let second = Run::new()
+        .no_report()
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .arg("serve")
+        .run();
+    second.code(2);
+    assert!(
+        second.stderr().contains("already listens"),
+        "{}",
+        second.stderr()
+    );
+    let other_uid = other_uid_client(&socket, &runtime);
+    let close = Command::new(BIN)
+        .args(["close"])
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .unwrap();
+    assert!(close.status.success());
+    running.wait().code(0);
+    if let Some((code, stderr)) = other_uid {
+        assert_eq!(code, 2, "{stderr}");
+        assert!(
+            stderr.contains("permission denied") && stderr.contains("uid 65534"),
+            "{stderr}"
+        );
+    }
+    // A directory open to others is refused.
+    let loose = scratch.mkdir("loose/lanes");
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let refused = Run::new()
+        .no_report()
+        .env("XDG_RUNTIME_DIR", scratch.join("loose"))
+        .arg("serve")
+        .run();
+    refused.code(2);
+    assert!(
+        refused.stderr().contains("mode 755"),
+        "{}",
+        refused.stderr()
+    );
+    // A directory another user made is refused, whatever its mode.
+    if nix::unistd::Uid::effective().is_root() {
+        let theirs = scratch.mkdir("theirs/lanes");
+        std::fs::set_permissions(&theirs, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let refused = Run::new()
+            .no_report()
+            .env("XDG_RUNTIME_DIR", scratch.join("theirs"))
+            .arg("serve")
+            .run();
+        refused.code(2);
+        assert!(
+            refused.stderr().contains("belongs to uid 65534"),
+            "{}",
+            refused.stderr()
+        );
+    } else {
+        eprintln!("skipped: a directory of another user needs root to make");
+    }
+}
+
+/// As root: loosens the socket and its directories for everyone, then submits as `nobody`
+/// (`setpriv`); returns the client's exit status and stderr. `None` (said) when not root or
+/// without `setpriv`.
+fn other_uid_client(socket: &Path, runtime: &Path) -> Option<(i32, String)> {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: the other-uid check needs root (setpriv --reuid nobody)");
+        return None;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipped: the other-uid check needs setpriv (util-linux)");
+        return None;
+    }
+    // The binary where nobody can run it, the path to the socket open to everyone.
+    let dir = tempfile::Builder::new()
+        .prefix("lanes-it-bin-")
+        .tempdir()
+        .unwrap();
+    let bin = dir.path().join("lanes");
+    std::fs::copy(BIN, &bin).unwrap();
+    for path in [
+        dir.path(),
+        runtime,
+        &runtime.join("lanes"),
+        runtime.parent().unwrap(),
+    ] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = Command::new("setpriv")
+        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
+        .arg(&bin)
+        .args(["submit", "--socket"])
+        .arg(socket)
+        .args(["k", "--", "touch /tmp/lanes-it-should-not-run"])
+        .output()
+        .unwrap();
+    Some((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+#[test]
+fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let first_report = scratch.join("first.jsonl");
+    // The first server: started directly (it is to die of SIGKILL), its output in files.
+    let mut first = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--report")
+        .arg(&first_report)
+        .args(["-j", "1"])
+        .env("D", scratch.path())
+        .stdout(std::fs::File::create(scratch.join("first.out")).unwrap())
+        .stderr(std::fs::File::create(scratch.join("first.err")).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    let submit =
+        |key: &str, command: &str| client_at(&socket, "submit", &[key, "--", command], None);
+    let run = "echo \"$LANES_SEQ\" >> \"$D/order\"";
+    assert_eq!(submit("z", run).code, 0);
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::read_to_string(
+            &first_report
+        )
+        .is_ok_and(|text| text.contains("\"seq\":1,"))),
+        "seq 1's record is in the first report"
+    );
+    let stuck = format!("echo $$ > \"$D/pid\"; {}", blocked_on("never"));
+    assert_eq!(submit("a", &stuck).code, 0);
+    for key in ["a", "b", "a", "b"] {
+        assert_eq!(submit(key, run).code, 10);
+    }
+    scratch.wait_for("pid", Duration::from_secs(20));
+    let pid = scratch.pid("pid");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The job that ran under the dead server: its group is killed here, by its pid.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    std::fs::remove_file(scratch.join("order")).unwrap();
+    // The second server, on the same socket and (default) journal.
+    let server = serve(&scratch, &["-j", "1"]);
+    let later = server.client("submit", &["--json", "c", "--", "true"]);
+    assert_eq!(
+        later.answer().seq,
+        Some(7),
+        "new jobs are numbered after the old ones"
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, second) = server.end();
+    out.code(1);
+    assert_eq!(
+        second.job(2).result(),
+        ("interrupted", Some("server_lost")),
+        "{:#?}",
+        second.jobs
+    );
+    assert!(!second.job(2).started);
+    assert_eq!(
+        scratch.lines("order"),
+        ["3", "4", "5", "6"],
+        "the waiting ones ran in order"
+    );
+    let first_text = std::fs::read_to_string(&first_report).unwrap();
+    let first_seqs: Vec<u64> = first_text
+        .lines()
+        .filter(|line| line.contains("\"type\":\"job\""))
+        .map(|line| serde_json::from_str::<JobRecord>(line).unwrap().seq)
+        .collect();
+    let mut all: Vec<u64> = first_seqs
+        .iter()
+        .copied()
+        .chain(second.jobs.iter().map(|job| job.seq))
+        .collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (1..=7).collect::<Vec<_>>(),
+        "one record per job across the two reports"
+    );
+    // A clean end leaves an empty journal: a third server has nothing to recover.
+    let journal = std::fs::read_to_string(scratch.join("lanes.journal")).unwrap();
+    assert_eq!(journal.lines().count(), 1, "{journal}");
+}
+
+#[test]
+fn the_webhook_example_submits_one_lane_per_service() {
+    // README "Service mode": examples/serve/deploy-hook.cgi, run as a web server runs a CGI
+    // script, against a server on the default socket.
+    let scratch = Scratch::new();
+    let runtime = scratch.mkdir("run");
+    let server = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .args(["serve", "-j", "4", "--report"])
+        .arg(scratch.join("report.jsonl"))
+        .spawn();
+    assert!(listening(&runtime.join("lanes/lanes.sock")));
+    let deploy = scratch.write(
+        "deploy.sh",
+        format!(
+            "#!/bin/sh\n{}\necho \"$1 $LANES_SEQ\" >> \"$D/deployed\"\n",
+            blocked_on("go")
+        ),
+    );
+    std::fs::set_permissions(&deploy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hook = |query: &str| {
+        let out = Command::new(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/serve/deploy-hook.cgi"),
+        )
+        .env("QUERY_STRING", query)
+        .env("LANES", BIN)
+        .env("LANES_SOCKET", runtime.join("lanes/lanes.sock"))
+        .env("DEPLOY", &deploy)
+        .output()
+        .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = hook("service=api");
+    assert!(first.starts_with("Status: 202 Accepted\r\n"), "{first}");
+    assert!(first.contains("\"answer\":\"started\""), "{first}");
+    let second = hook("ref=main&service=api");
+    assert!(
+        second.contains("\"answer\":\"queued\"") && second.contains("\"ahead\":1"),
+        "{second}"
+    );
+    let other = hook("service=web");
+    assert!(other.contains("\"answer\":\"started\""), "{other}");
+    let bad = hook("service=x;rm");
+    assert!(bad.starts_with("Status: 400"), "{bad}");
+    scratch.write("go", "");
+    let drain = Command::new(BIN)
+        .arg("drain")
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .output()
+        .unwrap();
+    assert!(drain.status.success());
+    server.wait().code(0);
+    let mut deployed = scratch.lines("deployed");
+    deployed.sort();
+    assert_eq!(deployed, ["api 1", "api 2", "web 3"]);
+    let report = Report::must_parse(&scratch.read("report.jsonl"));
+    let api = report.by_key("deploy-api");
+    assert!(
+        api[1].start_ms() >= api[0].end_ms(),
+        "one deploy of a service at a time"
+    );
+}
+
+#[test]
+fn requeue_lost_runs_again_the_job_that_was_running_when_the_server_died() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let mut first = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--journal")
+        .arg(scratch.join("j.journal"))
+        .env("D", scratch.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    // The first try waits for `go`, which the second server's try does not need.
+    let job = format!(
+        "if [ -e \"$D/tried\" ]; then echo again > \"$D/again\"; exit 0; fi; \
+         touch \"$D/tried\"; echo $$ > \"$D/pid\"; {}",
+        blocked_on("never")
+    );
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", &job], None).code,
+        0
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    let pid = scratch.pid("pid");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    let server = serve(
+        &scratch,
+        &[
+            "--journal",
+            scratch.join("j.journal").to_str().unwrap(),
+            "--requeue-lost",
+        ],
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 1);
+    assert_eq!(report.job(1).result(), ("succeeded", None));
+    assert_eq!(scratch.read("again"), "again\n");
+}
+
+#[test]
+fn raising_the_cap_starts_a_waiting_job_and_a_stop_signal_ends_the_server() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2"]);
+    let lowered = server.client("set", &["--json", "-j", "1"]).answer();
+    assert_eq!(
+        (lowered.max_concurrent, lowered.previous),
+        (Some(1), Some(2))
+    );
+    let hold = format!("touch \"$D/started.$LANES_KEY\"; {}", blocked_on("never"));
+    assert_eq!(server.client("submit", &["a", "--", &hold]).code, 0);
+    let waiting = server.client("submit", &["--json", "b", "--", &hold]);
+    assert_eq!(waiting.code, 10);
+    assert_eq!(
+        waiting.answer().ahead,
+        Some(0),
+        "only the cap holds it back"
+    );
+    assert!(!scratch.exists("started.b"));
+    let raised = server.client("set", &["--json", "-j", "2"]).answer();
+    assert_eq!((raised.max_concurrent, raised.previous), (Some(2), Some(1)));
+    scratch.wait_for("started.b", Duration::from_secs(20));
+    let status = server.client("status", &["--json"]).answer();
+    assert_eq!(status.running.unwrap().as_array().unwrap().len(), 2);
+    // SIGTERM ends a server as it ends a run: every job stopped, exit 143.
+    server.running.signal(nix::sys::signal::Signal::SIGTERM);
+    let (out, report) = server.end();
+    out.code(143);
+    for seq in [1, 2] {
+        assert_eq!(report.job(seq).result(), ("interrupted", Some("shutdown")));
+    }
+    assert_eq!(report.job(2).slot, Some(2));
+    let journal = scratch.read("lanes.journal");
+    assert_eq!(
+        journal.lines().count(),
+        1,
+        "every job recorded: nothing to recover"
+    );
+}
