@@ -25,6 +25,10 @@ pub enum StopReason {
     FailFast,
     /// A newer job of the same key replaced it (`--coalesce`, `--cancel-in-progress`).
     Superseded,
+    /// Its key's fleet-wide lock (`--coordinate`) was lost while it ran: the database session
+    /// that held it ended (server restart, `pg_terminate_backend`, network) or stopped
+    /// answering, so another host may take the key.
+    LockLost,
 }
 
 /// Why a job counts as failed.
@@ -68,7 +72,7 @@ pub enum Outcome {
 impl Outcome {
     /// Every outcome with every reason, in declaration order: the `outcome` and `reason` words
     /// the report schema allows, and which reasons go with which outcome.
-    pub const ALL: [Outcome; 11] = [
+    pub const ALL: [Outcome; 12] = [
         Outcome::Succeeded,
         Outcome::Failed(FailReason::ExitStatus),
         Outcome::Failed(FailReason::Killed),
@@ -77,6 +81,7 @@ impl Outcome {
         Outcome::Interrupted(StopReason::Shutdown),
         Outcome::Interrupted(StopReason::FailFast),
         Outcome::Interrupted(StopReason::Superseded),
+        Outcome::Interrupted(StopReason::LockLost),
         Outcome::Rejected(RejectReason::InvalidInput),
         Outcome::Rejected(RejectReason::QueueFull),
         Outcome::Skipped,
@@ -104,6 +109,7 @@ impl Outcome {
             Outcome::Interrupted(StopReason::Shutdown) => "shutdown",
             Outcome::Interrupted(StopReason::FailFast) => "fail_fast",
             Outcome::Interrupted(StopReason::Superseded) => "superseded",
+            Outcome::Interrupted(StopReason::LockLost) => "lock_lost",
             Outcome::Rejected(RejectReason::InvalidInput) => "invalid_input",
             Outcome::Rejected(RejectReason::QueueFull) => "queue_full",
             Outcome::Skipped => "succeeded_before",
@@ -177,9 +183,10 @@ mod tests {
             Outcome::Interrupted(StopReason::Shutdown) => 5,
             Outcome::Interrupted(StopReason::FailFast) => 6,
             Outcome::Interrupted(StopReason::Superseded) => 7,
-            Outcome::Rejected(RejectReason::InvalidInput) => 8,
-            Outcome::Rejected(RejectReason::QueueFull) => 9,
-            Outcome::Skipped => 10,
+            Outcome::Interrupted(StopReason::LockLost) => 8,
+            Outcome::Rejected(RejectReason::InvalidInput) => 9,
+            Outcome::Rejected(RejectReason::QueueFull) => 10,
+            Outcome::Skipped => 11,
         };
         for (i, &outcome) in Outcome::ALL.iter().enumerate() {
             assert_eq!(position(outcome), i, "{outcome:?}");

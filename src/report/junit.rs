@@ -369,7 +369,9 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
             ty: reason,
             message: error.unwrap_or_else(|| reason.to_owned()).into(),
         },
-        Outcome::Interrupted(StopReason::Timeout | StopReason::Shutdown | StopReason::FailFast) => {
+        Outcome::Interrupted(
+            StopReason::Timeout | StopReason::Shutdown | StopReason::FailFast | StopReason::LockLost,
+        ) => {
             Verdict::NonSuccess {
                 failure: false,
                 ty: reason,
