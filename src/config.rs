@@ -94,6 +94,13 @@ pub(crate) struct RunConfig {
     pub lock_dir: Option<PathBuf>,
     /// `--shared-max-concurrent`: most jobs in flight across the processes sharing `lock_dir`.
     pub shared_max_concurrent: Option<usize>,
+    /// `--coordinate`/`LANES_COORDINATE`/`coordinate`: key lanes shared by a fleet of hosts
+    /// through this PostgreSQL URL (it may hold a password: never shown).
+    pub coordinate: Option<String>,
+    /// `--namespace`/`namespace`: the fleet's name in the database.
+    pub namespace: String,
+    /// `--host-id`: this host's name to the fleet.
+    pub host_id: String,
 }
 
 /// Slurm options (`--backend slurm`).
@@ -427,6 +434,49 @@ impl RunConfig {
             .shared_max_concurrent
             .map(|n| n as usize)
             .or(settings.shared_max_concurrent);
+        let coordinate = cli
+            .coordinate
+            .or_else(|| {
+                std::env::var("LANES_COORDINATE")
+                    .ok()
+                    .filter(|url| !url.is_empty())
+            })
+            .or(settings.coordinate);
+        if coordinate.is_some() && lock_dir.is_some() {
+            return Err(ConfigError::Usage(
+                "--coordinate shares keys across hosts and --lock-dir within one host: use one \
+                 or the other"
+                    .into(),
+            ));
+        }
+        if coordinate.is_some() && shared_max_concurrent.is_some() {
+            return Err(ConfigError::Usage(
+                "--shared-max-concurrent is not available with --coordinate yet: it needs \
+                 --lock-dir"
+                    .into(),
+            ));
+        }
+        if coordinate.is_some() && cli.backend == BackendKind::Slurm {
+            return Err(ConfigError::Usage(
+                "--coordinate shares keys between hosts running their own jobs; with --backend \
+                 slurm, jobs already share their keys cluster-wide (--slurm-name-prefix)"
+                    .into(),
+            ));
+        }
+        let namespace = cli
+            .namespace
+            .or(settings.namespace)
+            .unwrap_or_else(|| "lanes".to_owned());
+        if coordinate.is_none() && (cli.host_id.is_some() || namespace != "lanes") {
+            return Err(ConfigError::Usage(
+                "--namespace and --host-id name a fleet and a host in its database: add \
+                 --coordinate URL"
+                    .into(),
+            ));
+        }
+        let host_id = cli
+            .host_id
+            .unwrap_or_else(crate::shell::coordinate::host_name);
         if shared_max_concurrent.is_some() && lock_dir.is_none() {
             return Err(ConfigError::Usage(
                 "--shared-max-concurrent caps the jobs of every process sharing a lock \
@@ -444,6 +494,9 @@ impl RunConfig {
         Ok(RunConfig {
             lock_dir,
             shared_max_concurrent,
+            coordinate,
+            namespace,
+            host_id,
             max_concurrent: cli
                 .max_concurrent
                 .map(|n| n as usize)

@@ -21,8 +21,10 @@ use crate::report::progress::Progress;
 use crate::report::recorder::Recorder;
 use crate::settings::ContainmentMode;
 use crate::shell::cgroup::CgroupRun;
+use crate::shell::coordinate::{CheckedCoordinator, FleetSettings};
 use crate::shell::driver::{drive, Prepared, RunEnd};
 use crate::shell::input::Feed;
+use crate::shell::key_locks::CheckedKeyLocks;
 use crate::shell::launch::Streams;
 use crate::shell::lock_dir::LockDir;
 use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
@@ -35,8 +37,26 @@ use crate::shell::strict::Checked;
 /// `--strict` input error, an unreadable input file, a report file that cannot be created. The
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
-    if let Some(crate::cli::Task::Locks { dir }) = &cli.task {
-        print!("{}", crate::shell::lock_dir::describe(dir)?);
+    if let Some(crate::cli::Task::Locks {
+        dir,
+        coordinate,
+        namespace,
+    }) = &cli.task
+    {
+        let coordinate = coordinate.clone().or_else(|| {
+            std::env::var("LANES_COORDINATE")
+                .ok()
+                .filter(|url| !url.is_empty())
+        });
+        match (dir, coordinate) {
+            (Some(dir), _) => print!("{}", crate::shell::lock_dir::describe(dir)?),
+            (None, Some(url)) => {
+                let runtime = event_loop()?;
+                let text = runtime.block_on(crate::shell::coordinate::describe(&url, namespace))?;
+                print!("{text}");
+            }
+            (None, None) => bail!("lanes locks: name a lock directory or --coordinate URL"),
+        }
         return Ok(0);
     }
     let config = RunConfig::from_cli(cli)?;
@@ -52,9 +72,22 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     }
     let cgroups = containment(config.containment)?;
     let runtime = event_loop()?;
-    let lock_dir = match &config.lock_dir {
-        Some(dir) => Some(LockDir::open(dir, config.shared_max_concurrent)?),
-        None => None,
+    let lock_dir = match (&config.lock_dir, &config.coordinate) {
+        (Some(dir), _) => Some(CheckedKeyLocks::Dir(LockDir::open(
+            dir,
+            config.shared_max_concurrent,
+        )?)),
+        (None, Some(url)) => {
+            let settings = FleetSettings {
+                namespace: config.namespace.clone(),
+                host_id: config.host_id.clone(),
+                grace: config.grace,
+            };
+            Some(CheckedKeyLocks::Fleet(
+                runtime.block_on(CheckedCoordinator::open(url, settings))?,
+            ))
+        }
+        (None, None) => None,
     };
     let (feed, check_signals) = feed_for(&config, &runtime, hangup_ignored)?;
     let resume = load_resume(&config)?;

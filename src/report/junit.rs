@@ -370,14 +370,15 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
             message: error.unwrap_or_else(|| reason.to_owned()).into(),
         },
         Outcome::Interrupted(
-            StopReason::Timeout | StopReason::Shutdown | StopReason::FailFast | StopReason::LockLost,
-        ) => {
-            Verdict::NonSuccess {
-                failure: false,
-                ty: reason,
-                message: reason.into(),
-            }
-        }
+            StopReason::Timeout
+            | StopReason::Shutdown
+            | StopReason::FailFast
+            | StopReason::LockLost,
+        ) => Verdict::NonSuccess {
+            failure: false,
+            ty: reason,
+            message: reason.into(),
+        },
     }
 }
 
