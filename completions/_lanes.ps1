@@ -40,6 +40,9 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('--retry-delay', '--retry-delay', [CompletionResultType]::ParameterName, 'Pause before each retry; the key''s later jobs wait behind it [default: 0s]')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'Share key lanes with every lanes process given the same DIR (created when missing): at most one job per key in flight across all of them, first come first served. Also `LANES_LOCK_DIR`. A job holds its key (descriptor 3) for as long as it lives')
             [CompletionResult]::new('--shared-max-concurrent', '--shared-max-concurrent', [CompletionResultType]::ParameterName, 'With --lock-dir: at most N jobs in flight across every process sharing DIR, on top of each process''s own -j. A job holds its shared slot on descriptor 4')
+            [CompletionResult]::new('--coordinate', '--coordinate', [CompletionResultType]::ParameterName, 'Share key lanes with every lanes process on every host given the same PostgreSQL URL (`postgres://USER@HOST:PORT/DB`; also `LANES_COORDINATE`, and the `PG*` environment variables and ~/.pgpass for what the URL leaves out): at most one job per key in flight across the fleet, first come first served. A job holds its key''s database session (descriptor 3) for as long as it lives')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'With --coordinate: the fleet''s name in the database, so that several fleets may share one [default: lanes]')
+            [CompletionResult]::new('--host-id', '--host-id', [CompletionResultType]::ParameterName, 'With --coordinate: how this host is named to the others (`lanes locks`, `lock_holder`) [default: the host name]')
             [CompletionResult]::new('--command', '--command', [CompletionResultType]::ParameterName, 'Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the argument (a batch''s arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every substitution is shell-quoted. Without `{}`, the argument is appended. `{{`/`}}` are literal braces')
             [CompletionResult]::new('--batch-size', '--batch-size', [CompletionResultType]::ParameterName, 'With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to all their arguments, in lane order [default: 1]')
             [CompletionResult]::new('--batch-bytes', '--batch-bytes', [CompletionResultType]::ParameterName, 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux''s 128 KiB limit on one argument; more than that limit, less the template''s own text, is refused]')
@@ -81,17 +84,19 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
-            [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir), their holders and their waiters')
+            [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'lanes;locks' {
+            [CompletionResult]::new('--coordinate', '--coordinate', [CompletionResultType]::ParameterName, 'The fleet''s database (also `LANES_COORDINATE`)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'The fleet''s namespace in the database')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
         'lanes;help' {
-            [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir), their holders and their waiters')
+            [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }

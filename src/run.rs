@@ -83,9 +83,9 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 host_id: config.host_id.clone(),
                 grace: config.grace,
             };
-            Some(CheckedKeyLocks::Fleet(
+            Some(CheckedKeyLocks::Fleet(Box::new(
                 runtime.block_on(CheckedCoordinator::open(url, settings))?,
-            ))
+            )))
         }
         (None, None) => None,
     };

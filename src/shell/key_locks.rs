@@ -15,7 +15,7 @@ pub(crate) enum CheckedKeyLocks {
     /// `--lock-dir`.
     Dir(CheckedLockDir),
     /// `--coordinate`.
-    Fleet(CheckedCoordinator),
+    Fleet(Box<CheckedCoordinator>),
 }
 
 impl CheckedKeyLocks {

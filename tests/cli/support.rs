@@ -107,6 +107,9 @@ pub struct TryRecord {
 pub struct LockHolder {
     pub pid: u32,
     pub run: String,
+    /// `--coordinate` only: the holder's `--host-id`.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// The fields a `job` record has with `--lock-dir` only, both or neither.
@@ -367,7 +370,7 @@ fn check_job(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(),
         "interrupted" => {
             if !matches!(
                 reason,
-                Some("timeout" | "shutdown" | "fail_fast" | "superseded")
+                Some("timeout" | "shutdown" | "fail_fast" | "superseded" | "lock_lost")
             ) {
                 return Err(format!("interrupted with reason {reason:?}"));
             }
