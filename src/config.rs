@@ -449,13 +449,6 @@ impl RunConfig {
                     .into(),
             ));
         }
-        if coordinate.is_some() && shared_max_concurrent.is_some() {
-            return Err(ConfigError::Usage(
-                "--shared-max-concurrent is not available with --coordinate yet: it needs \
-                 --lock-dir"
-                    .into(),
-            ));
-        }
         if coordinate.is_some() && cli.backend == BackendKind::Slurm {
             return Err(ConfigError::Usage(
                 "--coordinate shares keys between hosts running their own jobs; with --backend \
@@ -477,10 +470,10 @@ impl RunConfig {
         let host_id = cli
             .host_id
             .unwrap_or_else(crate::shell::coordinate::host_name);
-        if shared_max_concurrent.is_some() && lock_dir.is_none() {
+        if shared_max_concurrent.is_some() && lock_dir.is_none() && coordinate.is_none() {
             return Err(ConfigError::Usage(
                 "--shared-max-concurrent caps the jobs of every process sharing a lock \
-                 directory: add --lock-dir DIR"
+                 directory or a fleet's database: add --lock-dir DIR or --coordinate URL"
                     .into(),
             ));
         }

@@ -82,6 +82,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 namespace: config.namespace.clone(),
                 host_id: config.host_id.clone(),
                 grace: config.grace,
+                shared_slots: config.shared_max_concurrent,
             };
             Some(CheckedKeyLocks::Fleet(Box::new(
                 runtime.block_on(CheckedCoordinator::open(url, settings))?,

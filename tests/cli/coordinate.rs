@@ -496,3 +496,42 @@ fn an_unreachable_database_is_refused_and_no_password_is_shown() {
         out.stderr()
     );
 }
+
+#[test]
+fn the_shared_cap_holds_across_hosts() {
+    let Some(pg) = Postgres::start("the_shared_cap_holds_across_hosts") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    scratch.mkdir("running");
+    // Each job enters `running/`, counts who is in, stays a moment, leaves.
+    let job = "mkdir \"$D/running/$LANES_KEY.$$\"; ls \"$D/running\" | wc -l >> \"$D/counts\"; \
+               sleep 0.1; rmdir \"$D/running/$LANES_KEY.$$\"";
+    let runs: Vec<Running> = (0..3)
+        .map(|p| {
+            let jobs: String = (0..6).map(|i| format!("p{p}k{i}\t{job}\n")).collect();
+            let input = scratch.write(&format!("jobs{p}.tsv"), jobs);
+            Run::new()
+                .scratch(&scratch)
+                .args(["-j", "3", "--shared-max-concurrent", "2"])
+                .args(["--host-id", &format!("h{p}"), "--coordinate", &pg.url()])
+                .arg(input)
+                .spawn()
+        })
+        .collect();
+    for run in runs {
+        run.wait().code(0);
+    }
+    let counts: Vec<u32> = scratch
+        .lines("counts")
+        .iter()
+        .map(|line| line.trim().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 18);
+    assert!(counts.iter().all(|&n| n <= 2), "{counts:?}");
+    assert!(
+        counts.contains(&2),
+        "two jobs never ran at once: {counts:?}"
+    );
+    assert_eq!(pg.locks(), "no key is held\n");
+}

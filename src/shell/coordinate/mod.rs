@@ -59,6 +59,8 @@ pub(crate) struct FleetSettings {
     pub(crate) host_id: String,
     /// `--grace`: told to the next holder of a key this process loses.
     pub(crate) grace: Duration,
+    /// `--shared-max-concurrent`: the fleet's shared slots.
+    pub(crate) shared_slots: Option<usize>,
 }
 
 /// Why the database cannot be used; never carries a password.
@@ -107,6 +109,52 @@ pub(crate) fn lock_id(namespace: &str, key: &str) -> i64 {
     hash.update(key.as_bytes());
     let digest = hash.finalize();
     i64::from_be_bytes(digest[..8].try_into().expect("eight bytes"))
+}
+
+/// How often a process waiting for a shared slot looks again without being told that one was
+/// let go: a slot whose session ended without letting it go (its lanes and job gone) sends no
+/// notification.
+pub(crate) const SLOT_RECHECK: Duration = Duration::from_secs(1);
+
+/// The advisory lock of shared slot `slot` in `namespace`, as [`lock_id`] is a key's.
+pub(crate) fn slot_id(namespace: &str, slot: usize) -> i64 {
+    let mut hash = Sha256::new();
+    hash.update(b"lanes-slot\0");
+    hash.update(namespace.as_bytes());
+    hash.update(b"\0");
+    hash.update(slot.to_string().as_bytes());
+    let digest = hash.finalize();
+    i64::from_be_bytes(digest[..8].try_into().expect("eight bytes"))
+}
+
+/// Takes one of the shared slots `slots` on `session` (which holds its key already): the
+/// first free one, else waits until one is let go (a notification on `lanes_slots`, or
+/// [`SLOT_RECHECK`]).
+async fn take_slot(session: &mut Session, slots: &[i64]) -> Result<i64, String> {
+    if !session.listening {
+        session
+            .client
+            .batch_execute("LISTEN lanes_slots")
+            .await
+            .map_err(|err| error_text(&err))?;
+        session.listening = true;
+    }
+    loop {
+        while session.notified.try_recv().is_ok() {}
+        let free = session
+            .client
+            .query_opt(
+                "SELECT id FROM unnest($1::bigint[]) AS t(id) \
+                 WHERE pg_try_advisory_lock(id) LIMIT 1",
+                &[&slots],
+            )
+            .await
+            .map_err(|err| error_text(&err))?;
+        if let Some(row) = free {
+            return Ok(row.get(0));
+        }
+        let _ = tokio::time::timeout(SLOT_RECHECK, session.notified.recv()).await;
+    }
 }
 
 /// The database checked (reachable, tables current) before the run starts.
@@ -281,9 +329,9 @@ SELECT pg_backend_pid(), (SELECT max(grace_ms) FROM lost)";
 
 /// Waits for `key`'s lock on a session of its own, first come first served.
 async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result<Grant, String> {
-    let session = session(shared).await?;
+    let mut session = session(shared).await?;
     let id = lock_id(&shared.settings.namespace, key);
-    let client = &session.client;
+    let client = Arc::clone(&session.client);
     let key_text: &str = key;
     let ask_params: [&(dyn ToSql + Sync); 2] = [&key_text, &id];
     let id_param: [&(dyn ToSql + Sync); 1] = [&id];
@@ -345,6 +393,15 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
         let grace = Duration::from_millis(u64::try_from(grace_ms).unwrap_or(0));
         tokio::time::sleep(grace + NOTICE_BOUND).await;
     }
+    let slot = match shared.settings.shared_slots {
+        Some(count) => {
+            let slots: Vec<i64> = (0..count)
+                .map(|i| slot_id(&shared.settings.namespace, i))
+                .collect();
+            Some(take_slot(&mut session, &slots).await?)
+        }
+        None => None,
+    };
     let grant = shared.grants.fetch_add(1, Ordering::Relaxed);
     *session.holding.lock().unwrap_or_else(|e| e.into_inner()) = Some((Arc::clone(key), grant));
     heartbeat(&session, grant, shared.report.clone());
@@ -363,6 +420,7 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
         fleet: Some(FleetHold {
             session: Some(session),
             lock_id: id,
+            slot,
             grant,
             shared: Arc::clone(shared),
         }),
@@ -411,6 +469,8 @@ fn heartbeat(session: &Session, grant: u64, report: mpsc::UnboundedSender<Acquir
 pub(crate) struct FleetHold {
     session: Option<Session>,
     lock_id: i64,
+    /// The shared slot held with the key (`--shared-max-concurrent`).
+    slot: Option<i64>,
     /// This grant's number, as [`Acquired::Lost`] names it.
     pub(crate) grant: u64,
     shared: Arc<Shared>,
@@ -465,12 +525,23 @@ impl Drop for FleetHold {
             return;
         };
         let id = self.lock_id;
+        let slot = self.slot;
         let shared = Arc::clone(&self.shared);
         let releases = Arc::clone(&self.shared);
         let release = runtime.spawn(async move {
             let client = &session.client;
             let id_param: [&(dyn ToSql + Sync); 1] = [&id];
-            let unlock = client.query_one("SELECT pg_advisory_unlock($1)", &id_param);
+            let slot_id = slot.unwrap_or_default();
+            let unlock_params: [&(dyn ToSql + Sync); 2] = [&id, &slot_id];
+            // The key, then the slot with a word to the processes waiting for one.
+            let unlock = match slot {
+                None => client.execute("SELECT pg_advisory_unlock($1)", &id_param),
+                Some(_) => client.execute(
+                    "SELECT pg_advisory_unlock($1), pg_advisory_unlock($2), \
+                     pg_notify('lanes_slots', '')",
+                    &unlock_params,
+                ),
+            };
             let forget = client.execute(
                 "DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()",
                 &id_param,

@@ -25,6 +25,11 @@ pub(crate) struct Session {
     pub(crate) backend_pid: i32,
     /// The key it holds, if any: reported as lost when the connection ends.
     pub(crate) holding: Holding,
+    /// A message for each notification the session receives (`--shared-max-concurrent`: a
+    /// shared slot was let go).
+    pub(crate) notified: mpsc::UnboundedReceiver<()>,
+    /// Whether the session listens for them yet.
+    pub(crate) listening: bool,
 }
 
 /// Why a connection could not be made; never carries a password.
@@ -40,6 +45,7 @@ pub(crate) async fn connect(
     report: mpsc::UnboundedSender<Acquired>,
 ) -> Result<Session, ConnectError> {
     let holding: Holding = Arc::new(Mutex::new(None));
+    let (notify, notified) = mpsc::unbounded_channel();
     let (client, socket) = match &params.target {
         Target::Unix(path) => {
             let stream = tokio::net::UnixStream::connect(path)
@@ -51,7 +57,7 @@ pub(crate) async fn connect(
                 .connect_raw(stream, NoTls)
                 .await
                 .map_err(|err| format!("cannot log in to {params}: {}", error_text(&err)))?;
-            drive(connection, Arc::clone(&holding), report);
+            drive(connection, Arc::clone(&holding), report, notify);
             (client, socket)
         }
         Target::Tcp(host, port) => {
@@ -65,7 +71,7 @@ pub(crate) async fn connect(
                 .connect_raw(stream, NoTls)
                 .await
                 .map_err(|err| format!("cannot log in to {params}: {}", error_text(&err)))?;
-            drive(connection, Arc::clone(&holding), report);
+            drive(connection, Arc::clone(&holding), report, notify);
             (client, socket)
         }
     };
@@ -78,6 +84,8 @@ pub(crate) async fn connect(
         socket,
         backend_pid: row.get(0),
         holding,
+        notified,
+        listening: false,
     })
 }
 
@@ -87,19 +95,27 @@ fn dup(fd: std::os::fd::BorrowedFd<'_>) -> Result<OwnedFd, ConnectError> {
         .map_err(|err| format!("cannot duplicate the connection's socket: {err}"))
 }
 
-/// Drives the connection until it ends; then, when the session held a key, says so.
+/// Drives the connection until it ends, passing on notifications; then, when the session held
+/// a key, says so.
 fn drive<S, T>(
-    connection: tokio_postgres::Connection<S, T>,
+    mut connection: tokio_postgres::Connection<S, T>,
     holding: Holding,
     report: mpsc::UnboundedSender<Acquired>,
+    notify: mpsc::UnboundedSender<()>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
-        let why = match connection.await {
-            Ok(()) => "the server closed the connection".to_owned(),
-            Err(err) => format!("connection lost: {}", error_text(&err)),
+        let why = loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(tokio_postgres::AsyncMessage::Notification(_))) => {
+                    let _ = notify.send(());
+                }
+                Some(Ok(_)) => {}
+                Some(Err(err)) => break format!("connection lost: {}", error_text(&err)),
+                None => break "the server closed the connection".to_owned(),
+            }
         };
         let held = holding.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some((key, grant)) = held {
