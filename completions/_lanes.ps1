@@ -71,6 +71,8 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('--fail-fast', '--fail-fast', [CompletionResultType]::ParameterName, 'After the first failed job, start nothing more and stop the running jobs')
             [CompletionResult]::new('--no-fail-fast', '--no-fail-fast', [CompletionResultType]::ParameterName, 'Undo --fail-fast (and a manifest''s `fail_fast = true`)')
             [CompletionResult]::new('--sticky-slots', '--sticky-slots', [CompletionResultType]::ParameterName, 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port')
+            [CompletionResult]::new('--coordinate-records', '--coordinate-records', [CompletionResultType]::ParameterName, 'With --coordinate: write every job record into the database''s `lanes_records` table as well (the report is unchanged), so that the fleet has one history to query')
+            [CompletionResult]::new('--no-coordinate-records', '--no-coordinate-records', [CompletionResultType]::ParameterName, 'Undo --coordinate-records')
             [CompletionResult]::new('--no-sticky-slots', '--no-sticky-slots', [CompletionResultType]::ParameterName, 'Undo --sticky-slots (and a manifest''s `sticky_slots = true`)')
             [CompletionResult]::new('--strict', '--strict', [CompletionResultType]::ParameterName, 'Validate the whole input before anything starts; exit 2 on the first invalid line')
             [CompletionResult]::new('--no-strict', '--no-strict', [CompletionResultType]::ParameterName, 'Undo --strict')

@@ -68,6 +68,8 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --fail-fast 'After the first failed job, start nothing more and stop the running jobs'
             cand --no-fail-fast 'Undo --fail-fast (and a manifest''s `fail_fast = true`)'
             cand --sticky-slots 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
+            cand --coordinate-records 'With --coordinate: write every job record into the database''s `lanes_records` table as well (the report is unchanged), so that the fleet has one history to query'
+            cand --no-coordinate-records 'Undo --coordinate-records'
             cand --no-sticky-slots 'Undo --sticky-slots (and a manifest''s `sticky_slots = true`)'
             cand --strict 'Validate the whole input before anything starts; exit 2 on the first invalid line'
             cand --no-strict 'Undo --strict'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_lanes_global_optspecs
-    string join \n a/arg-file= 0/null no-null key= dry-run no-dry-run colsep= manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress no-cancel-in-progress retries= retry-delay= fail-fast no-fail-fast sticky-slots lock-dir= shared-max-concurrent= coordinate= namespace= host-id= no-sticky-slots command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict no-strict report= json no-json output= keep-order no-keep-order color= progress= junit= results= results-clean no-results-clean h/help V/version
+    string join \n a/arg-file= 0/null no-null key= dry-run no-dry-run colsep= manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress no-cancel-in-progress retries= retry-delay= fail-fast no-fail-fast sticky-slots lock-dir= shared-max-concurrent= coordinate= namespace= coordinate-records no-coordinate-records host-id= no-sticky-slots command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict no-strict report= json no-json output= keep-order no-keep-order color= progress= junit= results= results-clean no-results-clean h/help V/version
 end
 
 function __fish_lanes_needs_command
@@ -83,6 +83,8 @@ complete -c lanes -n "__fish_lanes_needs_command" -l no-cancel-in-progress -d 'U
 complete -c lanes -n "__fish_lanes_needs_command" -l fail-fast -d 'After the first failed job, start nothing more and stop the running jobs'
 complete -c lanes -n "__fish_lanes_needs_command" -l no-fail-fast -d 'Undo --fail-fast (and a manifest\'s `fail_fast = true`)'
 complete -c lanes -n "__fish_lanes_needs_command" -l sticky-slots -d 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
+complete -c lanes -n "__fish_lanes_needs_command" -l coordinate-records -d 'With --coordinate: write every job record into the database\'s `lanes_records` table as well (the report is unchanged), so that the fleet has one history to query'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-coordinate-records -d 'Undo --coordinate-records'
 complete -c lanes -n "__fish_lanes_needs_command" -l no-sticky-slots -d 'Undo --sticky-slots (and a manifest\'s `sticky_slots = true`)'
 complete -c lanes -n "__fish_lanes_needs_command" -l strict -d 'Validate the whole input before anything starts; exit 2 on the first invalid line'
 complete -c lanes -n "__fish_lanes_needs_command" -l no-strict -d 'Undo --strict'

@@ -222,6 +222,15 @@ pub struct Cli {
     #[arg(long, value_name = "NAME")]
     pub namespace: Option<String>,
 
+    /// With --coordinate: write every job record into the database's `lanes_records` table
+    /// as well (the report is unchanged), so that the fleet has one history to query.
+    #[arg(long, overrides_with = "no_coordinate_records")]
+    pub coordinate_records: bool,
+
+    /// Undo --coordinate-records.
+    #[arg(long, overrides_with = "coordinate_records")]
+    pub no_coordinate_records: bool,
+
     /// With --coordinate: how this host is named to the others (`lanes locks`, `lock_holder`)
     /// [default: the host name].
     #[arg(long, value_name = "NAME")]

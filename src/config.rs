@@ -101,6 +101,8 @@ pub(crate) struct RunConfig {
     pub namespace: String,
     /// `--host-id`: this host's name to the fleet.
     pub host_id: String,
+    /// `--coordinate-records`: job records also go into the fleet's database.
+    pub coordinate_records: bool,
 }
 
 /// Slurm options (`--backend slurm`).
@@ -460,10 +462,13 @@ impl RunConfig {
             .namespace
             .or(settings.namespace)
             .unwrap_or_else(|| "lanes".to_owned());
-        if coordinate.is_none() && (cli.host_id.is_some() || namespace != "lanes") {
+        let coordinate_records = cli.coordinate_records && !cli.no_coordinate_records;
+        if coordinate.is_none()
+            && (cli.host_id.is_some() || namespace != "lanes" || coordinate_records)
+        {
             return Err(ConfigError::Usage(
-                "--namespace and --host-id name a fleet and a host in its database: add \
-                 --coordinate URL"
+                "--namespace, --host-id and --coordinate-records are about a fleet's \
+                 database: add --coordinate URL"
                     .into(),
             ));
         }
@@ -490,6 +495,7 @@ impl RunConfig {
             coordinate,
             namespace,
             host_id,
+            coordinate_records,
             max_concurrent: cli
                 .max_concurrent
                 .map(|n| n as usize)

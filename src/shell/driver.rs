@@ -160,6 +160,11 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     if let Some(message) = driver.results_index.take_error() {
         driver.lose_output(message);
     }
+    if driver.config.coordinate_records {
+        if let Some(records) = driver.lock_dir.as_ref().and_then(KeyLocks::records) {
+            driver.ledger.record_to_fleet(records);
+        }
+    }
     driver
         .ledger
         .run_started(

@@ -57,6 +57,14 @@ impl KeyLocks {
         }
     }
 
+    /// `--coordinate-records`: the writer of job records into the fleet's database.
+    pub(crate) fn records(&self) -> Option<crate::shell::coordinate::FleetRecords> {
+        match self {
+            KeyLocks::Dir(_) => None,
+            KeyLocks::Fleet(db) => Some(db.records()),
+        }
+    }
+
     /// Who holds `key` now, when that can be known without waiting (a lock directory).
     pub(crate) fn holder(&self, key: &str) -> Option<LockHolder> {
         match self {

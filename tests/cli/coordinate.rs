@@ -187,6 +187,7 @@ fn three_hosts_never_run_a_key_twice_at_once_and_migrate_once() {
         Run::new()
             .scratch(&scratch)
             .args(["-j", "4", "--host-id", "h0", "--coordinate", &pg.url()])
+            .arg("--coordinate-records")
             .arg(&input)
             .spawn(),
         Run::new()
@@ -221,9 +222,31 @@ fn three_hosts_never_run_a_key_twice_at_once_and_migrate_once() {
             assert!(pair[0].1 <= pair[1].0, "{key}: {spans:?}");
         }
     }
+    // Each version applied once, though three hosts started at once.
     assert_eq!(
         pg.psql("SELECT count(*), max(version) FROM lanes_schema"),
-        "1|1\n"
+        "2|2\n"
+    );
+    // h0's records are in the fleet's table too, as in its report.
+    assert_eq!(
+        pg.psql(
+            "SELECT host, count(*), count(*) FILTER (WHERE outcome = 'succeeded'), \
+             count(DISTINCT seq) FROM lanes_records GROUP BY host"
+        ),
+        "h0|20|20|20\n"
+    );
+    let run = &outputs[0].report().run.started_at;
+    let first = outputs[0].job(1);
+    assert_eq!(
+        pg.psql(&format!(
+            "SELECT record->>'command', record->>'started_at' FROM lanes_records \
+             WHERE run = '{run}' AND seq = 1"
+        )),
+        format!(
+            "{}|{}\n",
+            first.command.as_deref().unwrap(),
+            first.started_at.as_deref().unwrap()
+        )
     );
     assert_eq!(pg.locks(), "no key is held\n");
     assert_eq!(
@@ -534,4 +557,29 @@ fn the_shared_cap_holds_across_hosts() {
         "two jobs never ran at once: {counts:?}"
     );
     assert_eq!(pg.locks(), "no key is held\n");
+}
+
+#[test]
+fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
+    let Some(pg) = Postgres::start("tables_of_a_newer_lanes_are_refused") else {
+        return;
+    };
+    pg.psql("CREATE TABLE lanes_schema (version integer NOT NULL); INSERT INTO lanes_schema VALUES (99)");
+    let scratch = Scratch::new();
+    let jobs = scratch.write("jobs.tsv", "k\ttouch \"$D/ran\"\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--coordinate", &pg.url()])
+        .arg(&jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains(
+            "the database's lanes tables are version 99, newer than this lanes knows (2)"
+        ),
+        "{}",
+        out.stderr()
+    );
+    assert!(!scratch.exists("ran"));
 }

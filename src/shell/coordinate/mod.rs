@@ -20,8 +20,11 @@
 //!   (`lanes locks --coordinate`).
 
 mod params;
+mod records;
 mod schema;
 mod session;
+
+pub(crate) use self::records::FleetRecords;
 
 use std::fmt::Write as _;
 use std::os::fd::OwnedFd;
@@ -220,6 +223,11 @@ struct Shared {
 }
 
 impl Coordinator {
+    /// `--coordinate-records`: starts the writer of this run's job records into the database.
+    pub(crate) fn records(&self) -> FleetRecords {
+        FleetRecords::start(Arc::clone(&self.shared))
+    }
+
     /// Waits until every key let go so far is let go in the database, so that a run that ends
     /// leaves no row saying it holds a key (the next holder would take it for a lost one).
     pub(crate) async fn settle(&self) {

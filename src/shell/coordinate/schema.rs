@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 pub(crate) const MIGRATION_LOCK: i64 = 0x6c61_6e65_735f_6d69;
 
 /// The newest version this lanes knows.
-pub(crate) const VERSION: i32 = 1;
+pub(crate) const VERSION: i32 = 2;
 
 /// Each version's statements, in order; version N is `STEPS[N - 1]`.
 const STEPS: [&str; VERSION as usize] = [
@@ -38,6 +38,20 @@ const STEPS: [&str; VERSION as usize] = [
         grace_ms bigint NOT NULL,
         granted_at timestamptz NOT NULL
     );",
+    // 2: the fleet's job records (`--coordinate-records`).
+    "CREATE TABLE lanes_records (
+        id bigserial PRIMARY KEY,
+        namespace text NOT NULL,
+        host text NOT NULL,
+        run text NOT NULL,
+        seq bigint,
+        key text,
+        outcome text,
+        reason text,
+        record jsonb NOT NULL,
+        recorded_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX lanes_records_outcome ON lanes_records (namespace, outcome);",
 ];
 
 /// Brings the tables to [`VERSION`].
