@@ -407,6 +407,10 @@ fn a_terminated_session_stops_its_job_as_lock_lost_before_another_host_starts_th
         a.job(1).end_ms(),
         b.job(1).start_ms()
     );
+    // The key went to b at once, but b's job waited a's --grace and the 6 s a's lanes takes at
+    // most to notice: a's job was gone first even had it ignored SIGTERM.
+    let waited = b.job(1).lock_wait_ms.expect("b waited");
+    assert!(waited >= 7000, "{waited}");
     let lines = scratch.lines("log.k");
     assert_eq!(lines.len(), 3, "a started, b started and ended: {lines:#?}");
     assert!(lines[0].starts_with("start") && lines[1].starts_with("start"));

@@ -311,17 +311,14 @@ async fn session(shared: &Shared) -> Result<Session, String> {
 }
 
 /// Records this session as the key's holder; returns the session's backend (to check that no
-/// pooler switched it) and, when the last holder's session was lost without letting the key
-/// go, that holder's `--grace` in ms.
+/// pooler switched it) and, when the last holder's session ended without letting the key go
+/// (its row is still there), that holder's `--grace` in ms.
 const CLAIM: &str = "
 WITH lost AS (
+    -- A clean release deletes its row before it lets the key go: a row of another session
+    -- found by the key's new holder is that of a holder whose session ended holding it.
     SELECT h.grace_ms FROM lanes_holds h
     WHERE h.lock_id = $1 AND h.backend_pid <> pg_backend_pid()
-      AND NOT EXISTS (
-          SELECT 1 FROM pg_stat_activity a
-          WHERE a.pid = h.backend_pid
-            AND (a.backend_start IS NULL OR h.backend_start IS NULL
-                 OR a.backend_start = h.backend_start))
 ), claimed AS (
     INSERT INTO lanes_holds (lock_id, namespace, key, host, pid, run, seq, backend_pid,
                              backend_start, grace_ms, granted_at)
@@ -541,7 +538,12 @@ impl Drop for FleetHold {
             let id_param: [&(dyn ToSql + Sync); 1] = [&id];
             let slot_id = slot.unwrap_or_default();
             let unlock_params: [&(dyn ToSql + Sync); 2] = [&id, &slot_id];
-            // The key, then the slot with a word to the processes waiting for one.
+            // The row first: a new holder that finds one takes it for a lost holder's.
+            let forget = client.execute(
+                "DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()",
+                &id_param,
+            );
+            // Then the key, and the slot with a word to the processes waiting for one.
             let unlock = match slot {
                 None => client.execute("SELECT pg_advisory_unlock($1)", &id_param),
                 Some(_) => client.execute(
@@ -550,16 +552,12 @@ impl Drop for FleetHold {
                     &unlock_params,
                 ),
             };
-            let forget = client.execute(
-                "DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()",
-                &id_param,
-            );
             let idle = client.execute(
                 "UPDATE lanes_sessions SET key = NULL, lock_id = NULL, asked_at = NULL \
                  WHERE backend_pid = pg_backend_pid()",
                 &[],
             );
-            if tokio::try_join!(unlock, forget, idle).is_ok() {
+            if tokio::try_join!(forget, unlock, idle).is_ok() {
                 shared
                     .pool
                     .lock()
