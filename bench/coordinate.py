@@ -118,6 +118,7 @@ def handovers(log):
 
 def main():
     work = tempfile.mkdtemp(prefix="lanes-bench-coordinate.")
+    os.chmod(work, 0o755)  # the server user reaches its directory inside
     subprocess.run(["cc", "-O2", "-o", os.path.join(work, "rusage"),
                     os.path.join(BENCH, "rusage.c")], check=True)
     rusage = os.path.join(work, "rusage")

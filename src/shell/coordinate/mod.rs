@@ -23,6 +23,7 @@ mod params;
 mod records;
 mod schema;
 mod session;
+mod statements;
 
 pub(crate) use self::records::FleetRecords;
 
@@ -306,82 +307,61 @@ async fn session(shared: &Shared) -> Result<Session, String> {
              lock_id = NULL, asked_at = NULL",
         &register_params,
     );
-    tokio::try_join!(sweep, register).map_err(|err| error_text(&err))?;
+    let prepare = statements::Statements::prepare(&session.client);
+    let (_, _, prepared) =
+        tokio::try_join!(sweep, register, prepare).map_err(|err| error_text(&err))?;
+    let mut session = session;
+    session.prepared = Some(prepared);
     Ok(session)
 }
-
-/// Records this session as the key's holder; returns the session's backend (to check that no
-/// pooler switched it) and, when the last holder's session ended without letting the key go
-/// (its row is still there), that holder's `--grace` in ms.
-const CLAIM: &str = "
-WITH lost AS (
-    -- A clean release deletes its row before it lets the key go: a row of another session
-    -- found by the key's new holder is that of a holder whose session ended holding it.
-    SELECT h.grace_ms FROM lanes_holds h
-    WHERE h.lock_id = $1 AND h.backend_pid <> pg_backend_pid()
-), claimed AS (
-    INSERT INTO lanes_holds (lock_id, namespace, key, host, pid, run, seq, backend_pid,
-                             backend_start, grace_ms, granted_at)
-    SELECT $1, $2, $3, $4, $5, $6, NULL, pg_backend_pid(),
-           (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()),
-           $7, clock_timestamp()
-    ON CONFLICT (lock_id) DO UPDATE SET namespace = excluded.namespace, key = excluded.key,
-        host = excluded.host, pid = excluded.pid, run = excluded.run, seq = NULL,
-        backend_pid = excluded.backend_pid, backend_start = excluded.backend_start,
-        grace_ms = excluded.grace_ms, granted_at = excluded.granted_at
-)
-SELECT pg_backend_pid(), (SELECT max(grace_ms) FROM lost)";
 
 /// Waits for `key`'s lock on a session of its own, first come first served.
 async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result<Grant, String> {
     let mut session = session(shared).await?;
     let id = lock_id(&shared.settings.namespace, key);
     let client = Arc::clone(&session.client);
+    let prepared = session
+        .prepared
+        .clone()
+        .ok_or_else(|| "the session has no prepared statements".to_owned())?;
     let key_text: &str = key;
     let ask_params: [&(dyn ToSql + Sync); 2] = [&key_text, &id];
     let id_param: [&(dyn ToSql + Sync); 1] = [&id];
-    let ask = client.execute(
-        "UPDATE lanes_sessions SET key = $1, lock_id = $2, asked_at = clock_timestamp() \
-         WHERE backend_pid = pg_backend_pid()",
-        &ask_params,
-    );
-    let attempt = client.query_one("SELECT pg_try_advisory_lock($1)", &id_param);
+    let ask = client.execute(&prepared.ask, &ask_params);
+    let attempt = client.query_one(&prepared.attempt, &id_param);
     let (_, got) = tokio::try_join!(ask, attempt).map_err(|err| error_text(&err))?;
+    let grace_ms = i64::try_from(shared.settings.grace.as_millis()).unwrap_or(i64::MAX);
+    let pid = shared.pid as i32;
+    let claim_params: [&(dyn ToSql + Sync); 7] = [
+        &id,
+        &shared.settings.namespace,
+        &key_text,
+        &shared.settings.host_id,
+        &pid,
+        &shared.run,
+        &grace_ms,
+    ];
     let mut holder = None;
-    if !got.get::<_, bool>(0) {
-        holder = client
-            .query_opt(
-                "SELECT host, pid, run FROM lanes_holds WHERE lock_id = $1",
-                &[&id],
-            )
+    let claimed = if got.get::<_, bool>(0) {
+        client
+            .query_one(&prepared.claim, &claim_params)
             .await
             .map_err(|err| error_text(&err))?
-            .map(|row| LockHolder {
-                pid: row.get::<_, i32>(1) as u32,
-                run: row.get(2),
-                host: Some(row.get(0)),
-            });
-        client
-            .query_one("SELECT pg_advisory_lock($1)", &[&id])
-            .await
-            .map_err(|err| error_text(&err))?;
-    }
-    let grace_ms = i64::try_from(shared.settings.grace.as_millis()).unwrap_or(i64::MAX);
-    let claimed = client
-        .query_one(
-            CLAIM,
-            &[
-                &id,
-                &shared.settings.namespace,
-                &&**key,
-                &shared.settings.host_id,
-                &(shared.pid as i32),
-                &shared.run,
-                &grace_ms,
-            ],
-        )
-        .await
-        .map_err(|err| error_text(&err))?;
+    } else {
+        // One pipeline: who holds it, the wait in the server's queue, and the claim, which
+        // the server runs as soon as the lock is granted.
+        let who = client.query_opt(&prepared.holder, &id_param);
+        let wait = client.query_one(&prepared.lock, &id_param);
+        let claim = client.query_one(&prepared.claim, &claim_params);
+        let (who, _, claimed) =
+            tokio::try_join!(who, wait, claim).map_err(|err| error_text(&err))?;
+        holder = who.map(|row| LockHolder {
+            pid: row.get::<_, i32>(1) as u32,
+            run: row.get(2),
+            host: Some(row.get(0)),
+        });
+        claimed
+    };
     let backend: i32 = claimed.get(0);
     if backend != session.backend_pid {
         return Err(format!(
@@ -496,15 +476,14 @@ impl FleetHold {
         let Some(session) = &self.session else {
             return;
         };
+        let Some(prepared) = session.prepared.clone() else {
+            return;
+        };
         let client = Arc::clone(&session.client);
         let id = self.lock_id;
         tokio::spawn(async move {
             let _ = client
-                .execute(
-                    "UPDATE lanes_holds SET seq = $1 \
-                     WHERE lock_id = $2 AND backend_pid = pg_backend_pid()",
-                    &[&(seq as i64), &id],
-                )
+                .execute(&prepared.started, &[&(seq as i64), &id])
                 .await;
         });
     }
@@ -535,28 +514,20 @@ impl Drop for FleetHold {
         let releases = Arc::clone(&self.shared);
         let release = runtime.spawn(async move {
             let client = &session.client;
-            let id_param: [&(dyn ToSql + Sync); 1] = [&id];
+            let Some(prepared) = session.prepared.clone() else {
+                return;
+            };
             let slot_id = slot.unwrap_or_default();
-            let unlock_params: [&(dyn ToSql + Sync); 2] = [&id, &slot_id];
+            let id_param: [&(dyn ToSql + Sync); 1] = [&id];
+            let both: [&(dyn ToSql + Sync); 2] = [&id, &slot_id];
             // The row first: a new holder that finds one takes it for a lost holder's.
-            let forget = client.execute(
-                "DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()",
-                &id_param,
-            );
+            let forget = client.execute(&prepared.forget, &id_param);
             // Then the key, and the slot with a word to the processes waiting for one.
             let unlock = match slot {
-                None => client.execute("SELECT pg_advisory_unlock($1)", &id_param),
-                Some(_) => client.execute(
-                    "SELECT pg_advisory_unlock($1), pg_advisory_unlock($2), \
-                     pg_notify('lanes_slots', '')",
-                    &unlock_params,
-                ),
+                None => client.execute(&prepared.unlock, &id_param),
+                Some(_) => client.execute(&prepared.unlock_slot, &both),
             };
-            let idle = client.execute(
-                "UPDATE lanes_sessions SET key = NULL, lock_id = NULL, asked_at = NULL \
-                 WHERE backend_pid = pg_backend_pid()",
-                &[],
-            );
+            let idle = client.execute(&prepared.idle, &[]);
             if tokio::try_join!(forget, unlock, idle).is_ok() {
                 shared
                     .pool

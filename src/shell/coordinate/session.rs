@@ -30,6 +30,8 @@ pub(crate) struct Session {
     pub(crate) notified: mpsc::UnboundedReceiver<()>,
     /// Whether the session listens for them yet.
     pub(crate) listening: bool,
+    /// Its prepared statements, once it is registered.
+    pub(crate) prepared: Option<super::statements::Statements>,
 }
 
 /// Why a connection could not be made; never carries a password.
@@ -86,6 +88,7 @@ pub(crate) async fn connect(
         holding,
         notified,
         listening: false,
+        prepared: None,
     })
 }
 
