@@ -79,7 +79,7 @@ pub(crate) struct Grant {
     pub(crate) wait: Option<HostWait>,
     /// `--coordinate`: the database session that holds the key (`key` is a duplicate of its
     /// socket); dropping it lets the key go.
-    pub(crate) fleet: Option<crate::shell::coordinate::FleetHold>,
+    pub(crate) fleet: Option<Box<crate::shell::coordinate::FleetHold>>,
 }
 
 impl Holder {

@@ -402,13 +402,13 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
             waited: asked.elapsed(),
             holder,
         }),
-        fleet: Some(FleetHold {
+        fleet: Some(Box::new(FleetHold {
             session: Some(session),
             lock_id: id,
             slot,
             grant,
             shared: Arc::clone(shared),
-        }),
+        })),
     })
 }
 
