@@ -39,7 +39,7 @@ pub enum Task {
     /// (--coordinate), their holders and their waiters.
     Locks {
         /// The lock directory.
-        #[arg(value_name = "DIR", required_unless_present = "coordinate")]
+        #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
         /// The fleet's database (also `LANES_COORDINATE`).
         #[arg(long, value_name = "URL", conflicts_with = "dir")]

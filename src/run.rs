@@ -55,7 +55,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 let text = runtime.block_on(crate::shell::coordinate::describe(&url, namespace))?;
                 print!("{text}");
             }
-            (None, None) => bail!("lanes locks: name a lock directory or --coordinate URL"),
+            (None, None) => bail!(
+                "lanes locks: name a lock directory (DIR) or a database (--coordinate URL, or \
+                 LANES_COORDINATE)"
+            ),
         }
         return Ok(0);
     }

@@ -249,6 +249,13 @@ fn three_hosts_never_run_a_key_twice_at_once_and_migrate_once() {
         )
     );
     assert_eq!(pg.locks(), "no key is held\n");
+    // The database named by the environment.
+    let listing = Command::new(BIN)
+        .arg("locks")
+        .env("LANES_COORDINATE", pg.url())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&listing.stdout), "no key is held\n");
     assert_eq!(
         pg.psql("SELECT count(*) FROM lanes_holds"),
         "0\n",
@@ -509,6 +516,17 @@ fn an_unreachable_database_is_refused_and_no_password_is_shown() {
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(help.contains("--coordinate <URL>"), "{help}");
     assert!(!help.contains("s3cretpw"));
+    // `lanes locks` needs a directory or a database.
+    let out = Command::new(BIN)
+        .arg("locks")
+        .env_remove("LANES_COORDINATE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("name a lock directory (DIR) or a database"),
+        "{out:?}"
+    );
     // --namespace and --host-id need --coordinate.
     let out = Run::new()
         .scratch(&scratch)
