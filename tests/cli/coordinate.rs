@@ -605,3 +605,77 @@ fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
     );
     assert!(!scratch.exists("ran"));
 }
+
+/// Continues a stopped process when dropped, whatever the test's end.
+struct Continue(i32);
+
+impl Drop for Continue {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.0), Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn a_database_that_stops_answering_loses_the_key_within_the_heartbeat_bound() {
+    let Some(pg) = Postgres::start("a_database_that_stops_answering") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let jobs = scratch.write(
+        "jobs.tsv",
+        format!(
+            "k\t{}; {}; {}\n",
+            mark("start"),
+            await_file("go"),
+            mark("end")
+        ),
+    );
+    let a = Run::new()
+        .scratch(&scratch)
+        .args([
+            "--grace",
+            "1s",
+            "--host-id",
+            "ha",
+            "--coordinate",
+            &pg.url(),
+        ])
+        .arg(&jobs)
+        .spawn();
+    scratch.wait_for("log.k", Duration::from_secs(10));
+    // The holding session's server process stops: the connection stays open, nothing answers
+    // (as over a network that drops everything).
+    let backend: i32 = pg
+        .psql("SELECT backend_pid FROM lanes_holds WHERE key = 'k'")
+        .trim()
+        .parse()
+        .unwrap();
+    let stopped_at = std::time::Instant::now();
+    kill(Pid::from_raw(backend), Signal::SIGSTOP).unwrap();
+    let _continue = Continue(backend);
+    let a = a.wait();
+    let noticed = stopped_at.elapsed();
+    a.code(1);
+    assert_eq!(
+        (a.job(1).outcome.as_str(), a.job(1).reason.as_deref()),
+        ("interrupted", Some("lock_lost")),
+        "{}",
+        a.dump()
+    );
+    assert!(
+        a.job(1)
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("did not answer for 3 s")),
+        "{:?}",
+        a.job(1).error
+    );
+    // A heartbeat every 2 s, 3 s to answer, then the stop and --grace: within 5 s + 1 s and
+    // lanes' exit.
+    assert!(noticed < Duration::from_secs(9), "{noticed:?}");
+    assert_eq!(
+        scratch.lines("log.k").len(),
+        1,
+        "the job never ended by itself"
+    );
+}
