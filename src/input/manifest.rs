@@ -798,6 +798,22 @@ X = "y"
     }
 
     #[test]
+    fn coordinate_and_namespace_are_read_and_must_not_be_empty() {
+        let m = ok(
+            "coordinate = \"postgres://u@db/lanes\"\nnamespace = \"ci\"\n\
+                    [[job]]\nkey = \"a\"\ncmd = \"true\"\n",
+        );
+        assert_eq!(
+            m.settings.coordinate.as_deref(),
+            Some("postgres://u@db/lanes")
+        );
+        assert_eq!(m.settings.namespace.as_deref(), Some("ci"));
+        let (line, column, message) = err("namespace = \"  \"\n");
+        assert_eq!((line, column), (1, 13));
+        assert_eq!(message, "`namespace` must not be empty or only whitespace");
+    }
+
+    #[test]
     fn error_unknown_job_field() {
         let (line, column, message) = err("[[job]]\nkey = \"a\"\n  cmdd = \"x\"\n");
         assert_eq!((line, column), (3, 3));
