@@ -362,16 +362,7 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
         });
         claimed
     };
-    let backend: i32 = claimed.get(0);
-    if backend != session.backend_pid {
-        return Err(format!(
-            "the session's server process changed (pid {} then {backend}): a connection \
-             pooler in transaction or statement mode is between lanes and the database; \
-             session-level advisory locks need a direct connection (or a pooler in session \
-             mode)",
-            session.backend_pid
-        ));
-    }
+    same_backend(session.backend_pid, claimed.get(0))?;
     let lost: Option<i64> = claimed.get(1);
     if let Some(grace_ms) = lost {
         // The last holder lost the key without letting it go: its job may still be stopping.
@@ -410,6 +401,20 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
             shared: Arc::clone(shared),
         })),
     })
+}
+
+/// Checks that a session's server process is the one it opened with: a connection pooler in
+/// transaction or statement mode hands each transaction to any of its server connections, and
+/// a session-level advisory lock then stays with a connection other clients use.
+fn same_backend(opened: i32, now: i32) -> Result<(), String> {
+    if opened == now {
+        return Ok(());
+    }
+    Err(format!(
+        "the session's server process changed (pid {opened} then {now}): a connection pooler \
+         in transaction or statement mode is between lanes and the database; session-level \
+         advisory locks need a direct connection (or a pooler in session mode)"
+    ))
 }
 
 /// Asks the session every [`HEARTBEAT`] whether it is alive while it holds grant `grant`; no
@@ -637,6 +642,19 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_whose_server_process_changed_is_refused_as_behind_a_pooler() {
+        assert_eq!(same_backend(41, 41), Ok(()));
+        let err = same_backend(41, 42).unwrap_err();
+        assert!(
+            err.starts_with(
+                "the session's server process changed (pid 41 then 42): a connection pooler \
+                 in transaction or statement mode is between lanes and the database"
+            ),
+            "{err}"
+        );
+    }
 
     #[test]
     fn a_key_s_lock_depends_on_its_namespace_and_nothing_else() {
