@@ -42,6 +42,9 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('--retry-delay', '--retry-delay', [CompletionResultType]::ParameterName, 'Pause before each retry; the key''s later jobs wait behind it [default: 0s]')
             [CompletionResult]::new('--lock-dir', '--lock-dir', [CompletionResultType]::ParameterName, 'Share key lanes with every lanes process given the same DIR (created when missing): at most one job per key in flight across all of them, first come first served. Also `LANES_LOCK_DIR`. A job holds its key (descriptor 3) for as long as it lives')
             [CompletionResult]::new('--shared-max-concurrent', '--shared-max-concurrent', [CompletionResultType]::ParameterName, 'With --lock-dir: at most N jobs in flight across every process sharing DIR, on top of each process''s own -j. A job holds its shared slot on descriptor 4')
+            [CompletionResult]::new('--coordinate', '--coordinate', [CompletionResultType]::ParameterName, 'Share key lanes with every lanes process on every host given the same PostgreSQL URL (`postgres://USER@HOST:PORT/DB`; also `LANES_COORDINATE`, and the `PG*` environment variables and ~/.pgpass for what the URL leaves out): at most one job per key in flight across the fleet, first come first served. A job holds its key''s database session (descriptor 3) for as long as it lives')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'With --coordinate: the fleet''s name in the database, so that several fleets may share one [default: lanes]')
+            [CompletionResult]::new('--host-id', '--host-id', [CompletionResultType]::ParameterName, 'With --coordinate: how this host is named to the others (`lanes locks`, `lock_holder`) [default: the host name]')
             [CompletionResult]::new('--command', '--command', [CompletionResultType]::ParameterName, 'Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the argument (a batch''s arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every substitution is shell-quoted. Without `{}`, the argument is appended. `{{`/`}}` are literal braces')
             [CompletionResult]::new('--batch-size', '--batch-size', [CompletionResultType]::ParameterName, 'With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to all their arguments, in lane order [default: 1]')
             [CompletionResult]::new('--batch-bytes', '--batch-bytes', [CompletionResultType]::ParameterName, 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux''s 128 KiB limit on one argument; more than that limit, less the template''s own text, is refused]')
@@ -72,6 +75,8 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('--fail-fast', '--fail-fast', [CompletionResultType]::ParameterName, 'After the first failed job, start nothing more and stop the running jobs')
             [CompletionResult]::new('--no-fail-fast', '--no-fail-fast', [CompletionResultType]::ParameterName, 'Undo --fail-fast (and a manifest''s `fail_fast = true`)')
             [CompletionResult]::new('--sticky-slots', '--sticky-slots', [CompletionResultType]::ParameterName, 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port')
+            [CompletionResult]::new('--coordinate-records', '--coordinate-records', [CompletionResultType]::ParameterName, 'With --coordinate: write every job record into the database''s `lanes_records` table as well (the report is unchanged), so that the fleet has one history to query')
+            [CompletionResult]::new('--no-coordinate-records', '--no-coordinate-records', [CompletionResultType]::ParameterName, 'Undo --coordinate-records')
             [CompletionResult]::new('--no-sticky-slots', '--no-sticky-slots', [CompletionResultType]::ParameterName, 'Undo --sticky-slots (and a manifest''s `sticky_slots = true`)')
             [CompletionResult]::new('--strict', '--strict', [CompletionResultType]::ParameterName, 'Validate the whole input before anything starts; exit 2 on the first invalid line')
             [CompletionResult]::new('--no-strict', '--no-strict', [CompletionResultType]::ParameterName, 'Undo --strict')
@@ -85,7 +90,7 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
-            [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir), their holders and their waiters')
+            [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters')
             [CompletionResult]::new('submit', 'submit', [CompletionResultType]::ParameterValue, 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own')
             [CompletionResult]::new('cancel', 'cancel', [CompletionResultType]::ParameterValue, 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'What a `lanes serve` runs and what waits, its counters and its cap')
@@ -96,6 +101,8 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             break
         }
         'lanes;locks' {
+            [CompletionResult]::new('--coordinate', '--coordinate', [CompletionResultType]::ParameterName, 'The fleet''s database (also `LANES_COORDINATE`)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'The fleet''s namespace in the database')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
@@ -146,7 +153,7 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             break
         }
         'lanes;help' {
-            [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir), their holders and their waiters')
+            [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters')
             [CompletionResult]::new('submit', 'submit', [CompletionResultType]::ParameterValue, 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own')
             [CompletionResult]::new('cancel', 'cancel', [CompletionResultType]::ParameterValue, 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'What a `lanes serve` runs and what waits, its counters and its cap')

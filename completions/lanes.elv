@@ -39,6 +39,9 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --retry-delay 'Pause before each retry; the key''s later jobs wait behind it [default: 0s]'
             cand --lock-dir 'Share key lanes with every lanes process given the same DIR (created when missing): at most one job per key in flight across all of them, first come first served. Also `LANES_LOCK_DIR`. A job holds its key (descriptor 3) for as long as it lives'
             cand --shared-max-concurrent 'With --lock-dir: at most N jobs in flight across every process sharing DIR, on top of each process''s own -j. A job holds its shared slot on descriptor 4'
+            cand --coordinate 'Share key lanes with every lanes process on every host given the same PostgreSQL URL (`postgres://USER@HOST:PORT/DB`; also `LANES_COORDINATE`, and the `PG*` environment variables and ~/.pgpass for what the URL leaves out): at most one job per key in flight across the fleet, first come first served. A job holds its key''s database session (descriptor 3) for as long as it lives'
+            cand --namespace 'With --coordinate: the fleet''s name in the database, so that several fleets may share one [default: lanes]'
+            cand --host-id 'With --coordinate: how this host is named to the others (`lanes locks`, `lock_holder`) [default: the host name]'
             cand --command 'Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the argument (a batch''s arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every substitution is shell-quoted. Without `{}`, the argument is appended. `{{`/`}}` are literal braces'
             cand --batch-size 'With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to all their arguments, in lane order [default: 1]'
             cand --batch-bytes 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux''s 128 KiB limit on one argument; more than that limit, less the template''s own text, is refused]'
@@ -69,6 +72,8 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --fail-fast 'After the first failed job, start nothing more and stop the running jobs'
             cand --no-fail-fast 'Undo --fail-fast (and a manifest''s `fail_fast = true`)'
             cand --sticky-slots 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
+            cand --coordinate-records 'With --coordinate: write every job record into the database''s `lanes_records` table as well (the report is unchanged), so that the fleet has one history to query'
+            cand --no-coordinate-records 'Undo --coordinate-records'
             cand --no-sticky-slots 'Undo --sticky-slots (and a manifest''s `sticky_slots = true`)'
             cand --strict 'Validate the whole input before anything starts; exit 2 on the first invalid line'
             cand --no-strict 'Undo --strict'
@@ -82,7 +87,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
             cand --version 'Print version'
-            cand locks 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+            cand locks 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters'
             cand submit 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own'
             cand cancel 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone'
             cand status 'What a `lanes serve` runs and what waits, its counters and its cap'
@@ -92,6 +97,8 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lanes;locks'= {
+            cand --coordinate 'The fleet''s database (also `LANES_COORDINATE`)'
+            cand --namespace 'The fleet''s namespace in the database'
             cand -h 'Print help'
             cand --help 'Print help'
         }
@@ -135,7 +142,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --help 'Print help'
         }
         &'lanes;help'= {
-            cand locks 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+            cand locks 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters'
             cand submit 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own'
             cand cancel 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone'
             cand status 'What a `lanes serve` runs and what waits, its counters and its cap'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_lanes_global_optspecs
-    string join \n socket= journal= requeue-lost no-requeue-lost a/arg-file= 0/null no-null key= dry-run no-dry-run colsep= manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress no-cancel-in-progress retries= retry-delay= fail-fast no-fail-fast sticky-slots lock-dir= shared-max-concurrent= no-sticky-slots command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict no-strict report= json no-json output= keep-order no-keep-order color= progress= junit= results= results-clean no-results-clean h/help V/version
+    string join \n socket= journal= requeue-lost no-requeue-lost a/arg-file= 0/null no-null key= dry-run no-dry-run colsep= manifest= j/max-concurrent= timeout= grace= leak-window= containment= shell= max-queued= on-full= coalesce= cancel-in-progress no-cancel-in-progress retries= retry-delay= fail-fast no-fail-fast sticky-slots lock-dir= shared-max-concurrent= coordinate= namespace= coordinate-records no-coordinate-records host-id= no-sticky-slots command= batch-size= batch-bytes= batch-delay= resume= backend= slurm-name-prefix= slurm-license= slurm-partition= slurm-account= slurm-qos= events= strict no-strict report= json no-json output= keep-order no-keep-order color= progress= junit= results= results-clean no-results-clean h/help V/version
 end
 
 function __fish_lanes_needs_command
@@ -47,6 +47,9 @@ complete -c lanes -n "__fish_lanes_needs_command" -l retries -d 'Re-run a failed
 complete -c lanes -n "__fish_lanes_needs_command" -l retry-delay -d 'Pause before each retry; the key\'s later jobs wait behind it [default: 0s]' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l lock-dir -d 'Share key lanes with every lanes process given the same DIR (created when missing): at most one job per key in flight across all of them, first come first served. Also `LANES_LOCK_DIR`. A job holds its key (descriptor 3) for as long as it lives' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -l shared-max-concurrent -d 'With --lock-dir: at most N jobs in flight across every process sharing DIR, on top of each process\'s own -j. A job holds its shared slot on descriptor 4' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l coordinate -d 'Share key lanes with every lanes process on every host given the same PostgreSQL URL (`postgres://USER@HOST:PORT/DB`; also `LANES_COORDINATE`, and the `PG*` environment variables and ~/.pgpass for what the URL leaves out): at most one job per key in flight across the fleet, first come first served. A job holds its key\'s database session (descriptor 3) for as long as it lives' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l namespace -d 'With --coordinate: the fleet\'s name in the database, so that several fleets may share one [default: lanes]' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l host-id -d 'With --coordinate: how this host is named to the others (`lanes locks`, `lock_holder`) [default: the host name]' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l command -d 'Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the argument (a batch\'s arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every substitution is shell-quoted. Without `{}`, the argument is appended. `{{`/`}}` are literal braces' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l batch-size -d 'With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to all their arguments, in lane order [default: 1]' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l batch-bytes -d 'With --command: at most B bytes of quoted arguments in one batch (a batch always holds at least one job) [default: 100000, under Linux\'s 128 KiB limit on one argument; more than that limit, less the template\'s own text, is refused]' -r
@@ -84,6 +87,8 @@ complete -c lanes -n "__fish_lanes_needs_command" -l no-cancel-in-progress -d 'U
 complete -c lanes -n "__fish_lanes_needs_command" -l fail-fast -d 'After the first failed job, start nothing more and stop the running jobs'
 complete -c lanes -n "__fish_lanes_needs_command" -l no-fail-fast -d 'Undo --fail-fast (and a manifest\'s `fail_fast = true`)'
 complete -c lanes -n "__fish_lanes_needs_command" -l sticky-slots -d 'Bind each key to the slot its first job ran in; later jobs of the key wait for that slot (`LANES_SLOT`), for per-slot resources such as a GPU or a port'
+complete -c lanes -n "__fish_lanes_needs_command" -l coordinate-records -d 'With --coordinate: write every job record into the database\'s `lanes_records` table as well (the report is unchanged), so that the fleet has one history to query'
+complete -c lanes -n "__fish_lanes_needs_command" -l no-coordinate-records -d 'Undo --coordinate-records'
 complete -c lanes -n "__fish_lanes_needs_command" -l no-sticky-slots -d 'Undo --sticky-slots (and a manifest\'s `sticky_slots = true`)'
 complete -c lanes -n "__fish_lanes_needs_command" -l strict -d 'Validate the whole input before anything starts; exit 2 on the first invalid line'
 complete -c lanes -n "__fish_lanes_needs_command" -l no-strict -d 'Undo --strict'
@@ -95,7 +100,7 @@ complete -c lanes -n "__fish_lanes_needs_command" -l results-clean -d 'With --re
 complete -c lanes -n "__fish_lanes_needs_command" -l no-results-clean -d 'Undo --results-clean'
 complete -c lanes -n "__fish_lanes_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lanes -n "__fish_lanes_needs_command" -s V -l version -d 'Print version'
-complete -c lanes -n "__fish_lanes_needs_command" -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+complete -c lanes -n "__fish_lanes_needs_command" -a "locks" -d 'List the keys held in a lock directory (--lock-dir) or a fleet\'s database (--coordinate), their holders and their waiters'
 complete -c lanes -n "__fish_lanes_needs_command" -a "submit" -d 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job\'s own'
 complete -c lanes -n "__fish_lanes_needs_command" -a "cancel" -d 'Drop a key\'s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job\'s processes are gone'
 complete -c lanes -n "__fish_lanes_needs_command" -a "status" -d 'What a `lanes serve` runs and what waits, its counters and its cap'
@@ -103,6 +108,8 @@ complete -c lanes -n "__fish_lanes_needs_command" -a "set" -d 'Change a `lanes s
 complete -c lanes -n "__fish_lanes_needs_command" -a "drain" -d 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report'
 complete -c lanes -n "__fish_lanes_needs_command" -a "close" -d 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report'
 complete -c lanes -n "__fish_lanes_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lanes -n "__fish_lanes_using_subcommand locks" -l coordinate -d 'The fleet\'s database (also `LANES_COORDINATE`)' -r
+complete -c lanes -n "__fish_lanes_using_subcommand locks" -l namespace -d 'The fleet\'s namespace in the database' -r
 complete -c lanes -n "__fish_lanes_using_subcommand locks" -s h -l help -d 'Print help'
 complete -c lanes -n "__fish_lanes_using_subcommand submit" -l socket -d 'The server\'s socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock, else /tmp/lanes-UID/lanes.sock)' -r -F
 complete -c lanes -n "__fish_lanes_using_subcommand submit" -l json -d 'Print the answers (and with --wait the record) as JSON lines'
@@ -124,7 +131,7 @@ complete -c lanes -n "__fish_lanes_using_subcommand drain" -s h -l help -d 'Prin
 complete -c lanes -n "__fish_lanes_using_subcommand close" -l socket -d 'The server\'s socket' -r -F
 complete -c lanes -n "__fish_lanes_using_subcommand close" -l json -d 'Print the answer as JSON'
 complete -c lanes -n "__fish_lanes_using_subcommand close" -s h -l help -d 'Print help'
-complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "locks" -d 'List the keys held in a lock directory (--lock-dir) or a fleet\'s database (--coordinate), their holders and their waiters'
 complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "submit" -d 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job\'s own'
 complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "cancel" -d 'Drop a key\'s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job\'s processes are gone'
 complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks submit cancel status set drain close help" -f -a "status" -d 'What a `lanes serve` runs and what waits, its counters and its cap'

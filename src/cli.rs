@@ -35,11 +35,18 @@ const USAGE: &str = "lanes [OPTIONS] [FILE]
 /// `./NAME`.
 #[derive(Debug, clap::Subcommand)]
 pub enum Task {
-    /// List the keys held in a lock directory (--lock-dir), their holders and their waiters.
+    /// List the keys held in a lock directory (--lock-dir) or a fleet's database
+    /// (--coordinate), their holders and their waiters.
     Locks {
         /// The lock directory.
         #[arg(value_name = "DIR")]
-        dir: PathBuf,
+        dir: Option<PathBuf>,
+        /// The fleet's database (also `LANES_COORDINATE`).
+        #[arg(long, value_name = "URL", conflicts_with = "dir")]
+        coordinate: Option<String>,
+        /// The fleet's namespace in the database.
+        #[arg(long, value_name = "NAME", default_value = "lanes")]
+        namespace: String,
     },
     /// Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin
     /// line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected,
@@ -303,6 +310,33 @@ pub struct Cli {
     /// each process's own -j. A job holds its shared slot on descriptor 4.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub shared_max_concurrent: Option<u32>,
+
+    /// Share key lanes with every lanes process on every host given the same PostgreSQL URL
+    /// (`postgres://USER@HOST:PORT/DB`; also `LANES_COORDINATE`, and the `PG*` environment
+    /// variables and ~/.pgpass for what the URL leaves out): at most one job per key in flight
+    /// across the fleet, first come first served. A job holds its key's database session
+    /// (descriptor 3) for as long as it lives.
+    #[arg(long, value_name = "URL", conflicts_with = "lock_dir")]
+    pub coordinate: Option<String>,
+
+    /// With --coordinate: the fleet's name in the database, so that several fleets may share
+    /// one [default: lanes].
+    #[arg(long, value_name = "NAME")]
+    pub namespace: Option<String>,
+
+    /// With --coordinate: write every job record into the database's `lanes_records` table
+    /// as well (the report is unchanged), so that the fleet has one history to query.
+    #[arg(long, overrides_with = "no_coordinate_records")]
+    pub coordinate_records: bool,
+
+    /// Undo --coordinate-records.
+    #[arg(long, overrides_with = "coordinate_records")]
+    pub no_coordinate_records: bool,
+
+    /// With --coordinate: how this host is named to the others (`lanes locks`, `lock_holder`)
+    /// [default: the host name].
+    #[arg(long, value_name = "NAME")]
+    pub host_id: Option<String>,
 
     /// Undo --sticky-slots (and a manifest's `sticky_slots = true`).
     #[arg(long, overrides_with = "sticky_slots")]

@@ -104,6 +104,15 @@ pub(crate) struct RunConfig {
     pub lock_dir: Option<PathBuf>,
     /// `--shared-max-concurrent`: most jobs in flight across the processes sharing `lock_dir`.
     pub shared_max_concurrent: Option<usize>,
+    /// `--coordinate`/`LANES_COORDINATE`/`coordinate`: key lanes shared by a fleet of hosts
+    /// through this PostgreSQL URL (it may hold a password: never shown).
+    pub coordinate: Option<String>,
+    /// `--namespace`/`namespace`: the fleet's name in the database.
+    pub namespace: String,
+    /// `--host-id`: this host's name to the fleet.
+    pub host_id: String,
+    /// `--coordinate-records`: job records also go into the fleet's database.
+    pub coordinate_records: bool,
 }
 
 /// Slurm options (`--backend slurm`).
@@ -439,10 +448,49 @@ impl RunConfig {
             .shared_max_concurrent
             .map(|n| n as usize)
             .or(settings.shared_max_concurrent);
-        if shared_max_concurrent.is_some() && lock_dir.is_none() {
+        let coordinate = cli
+            .coordinate
+            .or_else(|| {
+                std::env::var("LANES_COORDINATE")
+                    .ok()
+                    .filter(|url| !url.is_empty())
+            })
+            .or(settings.coordinate);
+        if coordinate.is_some() && lock_dir.is_some() {
+            return Err(ConfigError::Usage(
+                "--coordinate shares keys across hosts and --lock-dir within one host: use one \
+                 or the other"
+                    .into(),
+            ));
+        }
+        if coordinate.is_some() && cli.backend == BackendKind::Slurm {
+            return Err(ConfigError::Usage(
+                "--coordinate shares keys between hosts running their own jobs; with --backend \
+                 slurm, jobs already share their keys cluster-wide (--slurm-name-prefix)"
+                    .into(),
+            ));
+        }
+        let namespace = cli
+            .namespace
+            .or(settings.namespace)
+            .unwrap_or_else(|| "lanes".to_owned());
+        let coordinate_records = cli.coordinate_records && !cli.no_coordinate_records;
+        if coordinate.is_none()
+            && (cli.host_id.is_some() || namespace != "lanes" || coordinate_records)
+        {
+            return Err(ConfigError::Usage(
+                "--namespace, --host-id and --coordinate-records are about a fleet's \
+                 database: add --coordinate URL"
+                    .into(),
+            ));
+        }
+        let host_id = cli
+            .host_id
+            .unwrap_or_else(crate::shell::coordinate::host_name);
+        if shared_max_concurrent.is_some() && lock_dir.is_none() && coordinate.is_none() {
             return Err(ConfigError::Usage(
                 "--shared-max-concurrent caps the jobs of every process sharing a lock \
-                 directory: add --lock-dir DIR"
+                 directory or a fleet's database: add --lock-dir DIR or --coordinate URL"
                     .into(),
             ));
         }
@@ -458,6 +506,10 @@ impl RunConfig {
             requeue_lost: cli.requeue_lost,
             lock_dir,
             shared_max_concurrent,
+            coordinate,
+            namespace,
+            host_id,
+            coordinate_records,
             max_concurrent: cli
                 .max_concurrent
                 .map(|n| n as usize)
@@ -538,9 +590,6 @@ impl RunConfig {
     }
 }
 
-/// The files lanes writes must differ from each other and from the input: `--report
-/// jobs.tsv jobs.tsv` would destroy the jobs before reading them. (`--resume` may name the
-/// `--report` file: it is read before the report is written.)
 /// `lanes serve` takes its jobs from the socket only, and `--socket` belongs to it.
 fn check_serve(cli: &Cli) -> Result<(), ConfigError> {
     if !cli.serve {
@@ -575,6 +624,10 @@ fn check_serve(cli: &Cli) -> Result<(), ConfigError> {
         (cli.strict, "--strict"),
         (cli.resume.is_some(), "--resume"),
         (cli.lock_dir.is_some(), "--lock-dir"),
+        (
+            cli.coordinate.is_some(),
+            "--coordinate (or LANES_COORDINATE)",
+        ),
     ];
     if let Some((_, what)) = other.iter().find(|(given, _)| *given) {
         return Err(ConfigError::Usage(format!(
@@ -584,6 +637,9 @@ fn check_serve(cli: &Cli) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The files lanes writes must differ from each other and from the input: `--report
+/// jobs.tsv jobs.tsv` would destroy the jobs before reading them. (`--resume` may name the
+/// `--report` file: it is read before the report is written.)
 fn check_distinct_files(
     source: &Source,
     report: &Option<PathBuf>,

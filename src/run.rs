@@ -21,8 +21,10 @@ use crate::report::progress::Progress;
 use crate::report::recorder::Recorder;
 use crate::settings::ContainmentMode;
 use crate::shell::cgroup::CgroupRun;
+use crate::shell::coordinate::{CheckedCoordinator, FleetSettings};
 use crate::shell::driver::{drive, Prepared, RunEnd};
 use crate::shell::input::Feed;
+use crate::shell::key_locks::CheckedKeyLocks;
 use crate::shell::launch::Streams;
 use crate::shell::lock_dir::LockDir;
 use crate::shell::signal::{until_stopped, StopSignals, FORCED_WRITE_WAIT};
@@ -60,9 +62,23 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         }
         _ => None,
     };
-    let lock_dir = match &config.lock_dir {
-        Some(dir) => Some(LockDir::open(dir, config.shared_max_concurrent)?),
-        None => None,
+    let lock_dir = match (&config.lock_dir, &config.coordinate) {
+        (Some(dir), _) => Some(CheckedKeyLocks::Dir(LockDir::open(
+            dir,
+            config.shared_max_concurrent,
+        )?)),
+        (None, Some(url)) => {
+            let settings = FleetSettings {
+                namespace: config.namespace.clone(),
+                host_id: config.host_id.clone(),
+                grace: config.grace,
+                shared_slots: config.shared_max_concurrent,
+            };
+            Some(CheckedKeyLocks::Fleet(Box::new(
+                runtime.block_on(CheckedCoordinator::open(url, settings))?,
+            )))
+        }
+        (None, None) => None,
     };
     let (feed, check_signals) = feed_for(&config, &runtime, hangup_ignored)?;
     let resume = load_resume(&config)?;
@@ -238,8 +254,29 @@ fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
     use crate::serve::client;
     use crate::serve::protocol::Request;
     match task {
-        Task::Locks { dir } => {
-            print!("{}", crate::shell::lock_dir::describe(&dir)?);
+        Task::Locks {
+            dir,
+            coordinate,
+            namespace,
+        } => {
+            let coordinate = coordinate.or_else(|| {
+                std::env::var("LANES_COORDINATE")
+                    .ok()
+                    .filter(|url| !url.is_empty())
+            });
+            match (dir, coordinate) {
+                (Some(dir), _) => print!("{}", crate::shell::lock_dir::describe(&dir)?),
+                (None, Some(url)) => {
+                    let runtime = event_loop()?;
+                    let text =
+                        runtime.block_on(crate::shell::coordinate::describe(&url, &namespace))?;
+                    print!("{text}");
+                }
+                (None, None) => bail!(
+                    "lanes locks: name a lock directory (DIR) or a database (--coordinate URL, or \
+                     LANES_COORDINATE)"
+                ),
+            }
             Ok(0)
         }
         Task::Submit {

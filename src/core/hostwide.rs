@@ -17,6 +17,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use nix::sys::signal::Signal;
+
+use super::outcome::StopReason;
+use super::shutdown::StopOrder;
 use super::state::Scheduler;
 
 /// How many keys beyond `max_concurrent` may be asked for (or held, waiting for a slot of
@@ -144,6 +148,35 @@ impl Scheduler {
         if let Some(host) = self.host.as_mut() {
             host.asked.remove(key);
         }
+    }
+
+    /// The shell lost `key`'s lock while holding it (`--coordinate`: the database session that
+    /// held it ended or stopped answering). The lock counts as let go; the key's running job,
+    /// if any, is asked to stop with SIGTERM, reason `lock_lost` (unless it is already stopping
+    /// for another reason: the first reason wins). A job of the key still waiting asks for the
+    /// lock again, behind the waiters of other processes.
+    pub fn host_key_lost(&mut self, key: &str) -> Vec<StopOrder> {
+        let Some(host) = self.host.as_mut() else {
+            return Vec::new();
+        };
+        if host.held.remove(key).is_none() {
+            return Vec::new();
+        }
+        let mut stops: Vec<StopOrder> = self
+            .running
+            .iter_mut()
+            .filter(|(_, run)| &*run.key == key && run.stop.is_none())
+            .map(|(&seq, run)| {
+                run.stop = Some(StopReason::LockLost);
+                StopOrder {
+                    seq,
+                    signal: Signal::SIGTERM,
+                    reason: StopReason::LockLost,
+                }
+            })
+            .collect();
+        stops.sort_unstable_by_key(|stop| stop.seq);
+        stops
     }
 
     /// Whether [`Scheduler::take`] may take `key`'s first job as far as host-wide locks go.

@@ -30,6 +30,10 @@ pub enum StopReason {
     /// It was running when its `lanes serve` ended without recording it (killed, crashed);
     /// the next server on the same journal records it so (`lanes serve`).
     ServerLost,
+    /// Its key's fleet-wide lock (`--coordinate`) was lost while it ran: the database session
+    /// that held it ended (server restart, `pg_terminate_backend`, network) or stopped
+    /// answering, so another host may take the key.
+    LockLost,
 }
 
 /// Why a job counts as failed.
@@ -73,7 +77,7 @@ pub enum Outcome {
 impl Outcome {
     /// Every outcome with every reason, in declaration order: the `outcome` and `reason` words
     /// the report schema allows, and which reasons go with which outcome.
-    pub const ALL: [Outcome; 13] = [
+    pub const ALL: [Outcome; 14] = [
         Outcome::Succeeded,
         Outcome::Failed(FailReason::ExitStatus),
         Outcome::Failed(FailReason::Killed),
@@ -84,6 +88,7 @@ impl Outcome {
         Outcome::Interrupted(StopReason::Superseded),
         Outcome::Interrupted(StopReason::Cancelled),
         Outcome::Interrupted(StopReason::ServerLost),
+        Outcome::Interrupted(StopReason::LockLost),
         Outcome::Rejected(RejectReason::InvalidInput),
         Outcome::Rejected(RejectReason::QueueFull),
         Outcome::Skipped,
@@ -113,6 +118,7 @@ impl Outcome {
             Outcome::Interrupted(StopReason::Superseded) => "superseded",
             Outcome::Interrupted(StopReason::Cancelled) => "cancelled",
             Outcome::Interrupted(StopReason::ServerLost) => "server_lost",
+            Outcome::Interrupted(StopReason::LockLost) => "lock_lost",
             Outcome::Rejected(RejectReason::InvalidInput) => "invalid_input",
             Outcome::Rejected(RejectReason::QueueFull) => "queue_full",
             Outcome::Skipped => "succeeded_before",
@@ -191,9 +197,10 @@ mod tests {
             Outcome::Interrupted(StopReason::Superseded) => 7,
             Outcome::Interrupted(StopReason::Cancelled) => 8,
             Outcome::Interrupted(StopReason::ServerLost) => 9,
-            Outcome::Rejected(RejectReason::InvalidInput) => 10,
-            Outcome::Rejected(RejectReason::QueueFull) => 11,
-            Outcome::Skipped => 12,
+            Outcome::Interrupted(StopReason::LockLost) => 10,
+            Outcome::Rejected(RejectReason::InvalidInput) => 11,
+            Outcome::Rejected(RejectReason::QueueFull) => 12,
+            Outcome::Skipped => 13,
         };
         for (i, &outcome) in Outcome::ALL.iter().enumerate() {
             assert_eq!(position(outcome), i, "{outcome:?}");

@@ -52,6 +52,10 @@ pub(crate) struct ManifestSettings {
     pub lock_dir: Option<PathBuf>,
     /// Most jobs in flight across every process sharing `lock_dir`; 1 to 1024.
     pub shared_max_concurrent: Option<usize>,
+    /// The PostgreSQL URL whose key lanes are shared by a fleet of hosts (`--coordinate`).
+    pub coordinate: Option<String>,
+    /// The fleet's namespace in that database (`--namespace`).
+    pub namespace: Option<String>,
     /// The `--command` template: each job's `cmd` is then its argument.
     pub command: Option<String>,
     /// Most jobs per batch; at least 1.
@@ -219,6 +223,8 @@ struct RawManifest {
     sticky_slots: Option<bool>,
     lock_dir: Option<Spanned<String>>,
     shared_max_concurrent: Option<Spanned<WholeNumber>>,
+    coordinate: Option<Spanned<String>>,
+    namespace: Option<Spanned<String>>,
     command: Option<Spanned<String>>,
     batch_size: Option<Spanned<WholeNumber>>,
     batch_bytes: Option<Spanned<WholeNumber>>,
@@ -321,6 +327,20 @@ impl RawManifest {
                 1024,
             )?
             .and_then(|n| usize::try_from(n).ok()),
+            coordinate: match self.coordinate {
+                None => None,
+                Some(url) => {
+                    check_text(&url, "coordinate")?;
+                    Some(url.into_inner())
+                }
+            },
+            namespace: match self.namespace {
+                None => None,
+                Some(namespace) => {
+                    check_text(&namespace, "namespace")?;
+                    Some(namespace.into_inner())
+                }
+            },
             command: match self.command {
                 None => None,
                 Some(command) => {
@@ -773,8 +793,24 @@ X = "y"
         assert_eq!((line, column), (2, 1));
         assert_eq!(
             message,
-            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `max_queued`, `on_full`, `coalesce`, `cancel_in_progress`, `retries`, `retry_delay`, `fail_fast`, `sticky_slots`, `lock_dir`, `shared_max_concurrent`, `command`, `batch_size`, `batch_bytes`, `batch_delay`, `job`"
+            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `max_queued`, `on_full`, `coalesce`, `cancel_in_progress`, `retries`, `retry_delay`, `fail_fast`, `sticky_slots`, `lock_dir`, `shared_max_concurrent`, `coordinate`, `namespace`, `command`, `batch_size`, `batch_bytes`, `batch_delay`, `job`"
         );
+    }
+
+    #[test]
+    fn coordinate_and_namespace_are_read_and_must_not_be_empty() {
+        let m = ok(
+            "coordinate = \"postgres://u@db/lanes\"\nnamespace = \"ci\"\n\
+                    [[job]]\nkey = \"a\"\ncmd = \"true\"\n",
+        );
+        assert_eq!(
+            m.settings.coordinate.as_deref(),
+            Some("postgres://u@db/lanes")
+        );
+        assert_eq!(m.settings.namespace.as_deref(), Some("ci"));
+        let (line, column, message) = err("namespace = \"  \"\n");
+        assert_eq!((line, column), (1, 13));
+        assert_eq!(message, "`namespace` must not be empty or only whitespace");
     }
 
     #[test]

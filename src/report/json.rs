@@ -190,6 +190,9 @@ pub(crate) struct LockHolder {
     /// That process's run: the `started_at` of its `run` record.
     #[schemars(with = "Timestamp")]
     pub run: String,
+    /// `--coordinate`: the holder's `--host-id`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// The last line of a report: counts by outcome, the run's wall time and its exit status.

@@ -376,7 +376,8 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
             StopReason::Timeout
             | StopReason::Shutdown
             | StopReason::FailFast
-            | StopReason::ServerLost,
+            | StopReason::ServerLost
+            | StopReason::LockLost,
         ) => Verdict::NonSuccess {
             failure: false,
             ty: reason,

@@ -283,6 +283,12 @@ impl Ledger {
     }
 
     /// The live display, when there is one.
+    /// Also writes job records into the fleet's database (`--coordinate-records`).
+    pub(crate) fn record_to_fleet(&mut self, fleet: crate::shell::coordinate::FleetRecords) {
+        self.recorder.record_to_fleet(fleet);
+    }
+
+    /// The live display, when there is one.
     pub(crate) fn progress(&mut self) -> Option<&mut Progress> {
         self.recorder.progress()
     }

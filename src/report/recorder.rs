@@ -34,6 +34,8 @@ pub(crate) struct Recorder {
     report_lost: bool,
     junit: Option<(PathBuf, JunitReport)>,
     progress: Option<Progress>,
+    /// `--coordinate-records`: job records also go to the fleet's database.
+    fleet: Option<crate::shell::coordinate::FleetRecords>,
 }
 
 impl Recorder {
@@ -55,6 +57,7 @@ impl Recorder {
             report_lost: false,
             junit: None,
             progress: None,
+            fleet: None,
         }
     }
 
@@ -68,6 +71,11 @@ impl Recorder {
     pub(crate) fn with_progress(mut self, progress: Progress) -> Self {
         self.progress = Some(progress);
         self
+    }
+
+    /// Also writes job records into the fleet's database (`--coordinate-records`).
+    pub(crate) fn record_to_fleet(&mut self, fleet: crate::shell::coordinate::FleetRecords) {
+        self.fleet = Some(fleet);
     }
 
     /// The live display, when there is one.
@@ -111,8 +119,14 @@ impl Recorder {
                 progress.recorded(outcome);
             }
         }
-        if self.writes() {
-            self.write_line(to_line(&entry.to_record())).await;
+        if self.writes() || self.fleet.is_some() {
+            let line = to_line(&entry.to_record());
+            if let Some(fleet) = &self.fleet {
+                fleet.record(&line);
+            }
+            if self.writes() {
+                self.write_line(line).await;
+            }
         }
     }
 
@@ -131,6 +145,7 @@ impl Recorder {
     /// report for a whole one, so the exit status is then 1 too.
     pub(crate) fn report_lost(&self) -> bool {
         self.report_lost
+            || self.fleet.as_ref().is_some_and(|fleet| fleet.lost())
             || self.file.as_ref().is_some_and(Spool::lost)
             || self.stdout.as_ref().is_some_and(SinkTx::lost)
     }
@@ -138,9 +153,13 @@ impl Recorder {
     /// Resolves once every record queued so far is in the report file.
     pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
         let written = self.file.as_ref().map(Spool::written);
+        let fleet = self.fleet.as_ref().map(|fleet| fleet.written());
         async move {
             if let Some(written) = written {
                 written.await;
+            }
+            if let Some(fleet) = fleet {
+                fleet.await;
             }
         }
     }

@@ -13,8 +13,9 @@ use tokio::time::Instant;
 
 use super::cgroup::{CgroupRun, Usage};
 use super::input::Input;
+use super::key_locks::{CheckedKeyLocks, KeyLocks};
 use super::launch::{Launcher, Streams};
-use super::lock_dir::{Acquired, CheckedLockDir, Grant, LockDir};
+use super::lock_dir::{Acquired, Grant};
 use super::reap::{sweep_escapees, Reaper};
 use super::signal::{next_signal, recv_optional, until_stopped, StopSignals};
 use super::sleep_until_opt;
@@ -82,8 +83,8 @@ pub(crate) struct Prepared {
     /// The stop signals, when already listened to (while `--strict` checked the input), so
     /// that none is missed in between; else they are listened to from the start of [`drive`].
     pub(crate) signals: Option<StopSignals>,
-    /// `--lock-dir`: the directory whose key lanes this run shares.
-    pub(crate) lock_dir: Option<CheckedLockDir>,
+    /// `--lock-dir`, `--coordinate`: where the key lanes this run shares live.
+    pub(crate) lock_dir: Option<CheckedKeyLocks>,
     /// `lanes serve`: the socket's requests, instead of input.
     pub(crate) service: Option<crate::serve::ServiceStart>,
 }
@@ -168,9 +169,15 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         grants: HashMap::new(),
         host_waits: HashMap::new(),
         service,
+        lock_lost: HashMap::new(),
     };
     if let Some(message) = driver.results_index.take_error() {
         driver.lose_output(message);
+    }
+    if driver.config.coordinate_records {
+        if let Some(records) = driver.lock_dir.as_ref().and_then(KeyLocks::records) {
+            driver.ledger.record_to_fleet(records);
+        }
     }
     driver
         .ledger
@@ -263,14 +270,16 @@ struct Driver {
     retry_tails: HashMap<Seq, Vec<u8>>,
     /// The runs in flight last found stopped, and why.
     stopped: HashMap<Seq, &'static str>,
-    /// `--lock-dir`: where keys' host-wide locks are acquired.
-    lock_dir: Option<LockDir>,
+    /// `--lock-dir`, `--coordinate`: where keys' shared locks are acquired.
+    lock_dir: Option<KeyLocks>,
     /// The host-wide locks this process holds, by key.
     grants: HashMap<Arc<str>, Grant>,
     /// What the records of jobs started under a fresh grant tell of its wait.
     host_waits: HashMap<Seq, HostWait>,
     /// `lanes serve`: what the service keeps between requests.
     service: Option<service::Service>,
+    /// Runs stopped because their key's lock was lost, and why: told in their records.
+    lock_lost: HashMap<Seq, String>,
 }
 
 impl Driver {
@@ -327,6 +336,9 @@ impl Driver {
         });
         let launched = self.launcher.launch(job, &start, &command, locks);
         if let (Ok(_), Some(grant)) = (&launched, grant) {
+            if let Some(fleet) = &grant.fleet {
+                fleet.started(start.seq);
+            }
             if let Some(wait) = grant.wait.take() {
                 for &seq in &start.batch {
                     self.host_waits.insert(seq, wait.clone());
@@ -483,11 +495,7 @@ impl Driver {
                 cancel,
             } => {
                 let queued = self.core.queued();
-                let held_by = self
-                    .lock_dir
-                    .as_ref()
-                    .and_then(|dir| dir.holder(&spec.key))
-                    .map(super::lock_dir::Holder::named);
+                let held_by = self.lock_dir.as_ref().and_then(|dir| dir.holder(&spec.key));
                 self.ledger
                     .queued(spec.seq, &spec.key, ahead, queued, held_by, now);
                 self.jobs.insert(spec.seq, Box::new(spec));
@@ -538,9 +546,14 @@ impl Driver {
         for message in ended.lost {
             self.lose_output(message);
         }
+        let lost = self
+            .lock_lost
+            .remove(&ended.seq)
+            .filter(|_| finished.outcome == Outcome::Interrupted(crate::core::StopReason::LockLost))
+            .map(|why| format!("the lock of key {key:?} was lost: {why}"));
         let output = RunOutput {
             leaked: ended.leaked,
-            error: ended.output_error,
+            error: ended.output_error.or(lost),
             stderr_tail: ended.stderr_tail,
             block,
             usage: ended.usage,
@@ -671,6 +684,34 @@ impl Driver {
                     .stderr()
                     .send(format!("lanes: {message}\n").into_bytes())
                     .await;
+            }
+            Acquired::Lost { key, grant, why } => {
+                let current = self
+                    .grants
+                    .get(&key)
+                    .and_then(|held| held.fleet.as_ref())
+                    .is_some_and(|fleet| fleet.grant == grant);
+                if !current {
+                    return;
+                }
+                self.grants.remove(&key);
+                let stops = self.core.host_key_lost(&key);
+                let what = if stops.is_empty() {
+                    String::new()
+                } else {
+                    "; its job is stopped (lock_lost)".to_owned()
+                };
+                let _ = self
+                    .launcher
+                    .stderr()
+                    .send(
+                        format!("lanes: lost the lock of key {key:?} ({why}){what}\n").into_bytes(),
+                    )
+                    .await;
+                for stop in &stops {
+                    self.lock_lost.insert(stop.seq, why.clone());
+                }
+                self.send_stops(stops);
             }
         }
     }
@@ -806,6 +847,13 @@ impl Driver {
         let late = sweep_escapees(self.launcher.reaper(), grace, signals)
             .await
             .is_some();
+        // Every shared key is let go before lanes exits.
+        self.grants.clear();
+        if let Some(locks) = &self.lock_dir {
+            // A database that does not answer lets the keys go when lanes' sessions close.
+            let settle = tokio::time::timeout(Duration::from_secs(3), locks.settle());
+            let _ = until_stopped(settle, &mut false, signals).await;
+        }
         // Slurm: nothing of this run may stay on the cluster.
         self.launcher.backend().cancel_run();
         let mut forced = self.core.is_forced() || late;

@@ -77,6 +77,9 @@ pub(crate) struct Grant {
     /// How long the key was waited for, and who held it when the wait began: told once, in
     /// the records of the first run that starts under the grant.
     pub(crate) wait: Option<HostWait>,
+    /// `--coordinate`: the database session that holds the key (`key` is a duplicate of its
+    /// socket); dropping it lets the key go.
+    pub(crate) fleet: Option<Box<crate::shell::coordinate::FleetHold>>,
 }
 
 impl Holder {
@@ -85,6 +88,7 @@ impl Holder {
         LockHolder {
             pid: self.pid,
             run: self.run,
+            host: None,
         }
     }
 }
@@ -96,6 +100,15 @@ pub(crate) enum Acquired {
     Granted(Arc<str>, Grant),
     /// A message for people (a file that could not be used for a while); the wait goes on.
     Notice(String),
+    /// `--coordinate`: the key held under grant number `grant` was lost (`why`, for people).
+    Lost {
+        /// The key.
+        key: Arc<str>,
+        /// The grant's number ([`crate::shell::coordinate::FleetHold::grant`]).
+        grant: u64,
+        /// What happened.
+        why: String,
+    },
 }
 
 /// A lock directory checked and prepared, before the run starts ([`LockDir::open`]).
@@ -187,6 +200,7 @@ impl LockDir {
                         waited: asked.elapsed(),
                         holder: None,
                     }),
+                    fleet: None,
                 })
             }
             // The key without a slot: the thread waits for the slot.
@@ -224,6 +238,7 @@ impl LockDir {
                         waited: asked.elapsed(),
                         holder: holder.map(Holder::named),
                     }),
+                    fleet: None,
                 };
                 let _ = report.send(Acquired::Granted(key, grant));
             });
@@ -304,7 +319,7 @@ fn prepare(dir: &Path) -> Result<(), LockDirError> {
 
 /// `fd` as a descriptor numbered 10 or more (close-on-exec), so that placing a job's locks on
 /// 3 and 4 never overwrites one before it is placed; `fd` itself when it cannot be moved.
-fn above_placements(fd: OwnedFd) -> OwnedFd {
+pub(crate) fn above_placements(fd: OwnedFd) -> OwnedFd {
     if fd.as_raw_fd() >= 10 {
         return fd;
     }

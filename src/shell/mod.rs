@@ -3,8 +3,10 @@
 
 pub(crate) mod backend;
 pub(crate) mod cgroup;
+pub(crate) mod coordinate;
 pub(crate) mod driver;
 pub(crate) mod input;
+pub(crate) mod key_locks;
 pub(crate) mod launch;
 pub(crate) mod lineage;
 pub(crate) mod lock_dir;

@@ -25,6 +25,7 @@ mod arguments;
 mod backpressure;
 mod batching;
 mod containment;
+mod coordinate;
 mod dry_run;
 mod events_schema;
 mod examples;

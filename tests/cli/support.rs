@@ -107,6 +107,9 @@ pub struct TryRecord {
 pub struct LockHolder {
     pub pid: u32,
     pub run: String,
+    /// `--coordinate` only: the holder's `--host-id`.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// The fields a `job` record has with `--lock-dir` only, both or neither.
@@ -374,6 +377,7 @@ fn check_job(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(),
                         | "superseded"
                         | "cancelled"
                         | "server_lost"
+                        | "lock_lost"
                 )
             ) {
                 return Err(format!("interrupted with reason {reason:?}"));

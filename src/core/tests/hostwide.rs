@@ -373,3 +373,47 @@ proptest! {
         world.settle();
     }
 }
+
+#[test]
+fn a_lost_lock_stops_its_job_as_lock_lost_and_the_next_job_asks_again() {
+    let mut s = shared(2);
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "a", 0), ms(0));
+    let _ = s.admit(job(3, "b", 0), ms(0));
+    let _ = s.host_keys();
+    assert!(s.host_key_acquired("a"));
+    assert!(s.host_key_acquired("b"));
+    let first = s.take(ms(0)).expect("a is held");
+    let other = s.take(ms(0)).expect("b is held");
+    assert_eq!((first.seq, other.seq), (1, 3));
+    let stops = s.host_key_lost("a");
+    assert_eq!(
+        stops,
+        [StopOrder {
+            seq: 1,
+            signal: nix::sys::signal::Signal::SIGTERM,
+            reason: StopReason::LockLost,
+        }],
+        "only the job of the key lost"
+    );
+    assert!(s.host_key_lost("a").is_empty(), "told once");
+    let finished = s
+        .finish(
+            1,
+            RunFacts {
+                exit: Some(ExitFacts::Signaled(15)),
+                stopped_while_running: true,
+                ended_at: ms(3),
+            },
+            ms(3),
+        )
+        .expect("ran");
+    assert_eq!(finished.outcome, Outcome::Interrupted(StopReason::LockLost));
+    assert_eq!(s.take(ms(3)), None, "job 2 waits for a new grant");
+    let orders = s.host_keys();
+    assert!(orders.release.is_empty(), "a lost lock is not let go again");
+    assert_eq!(keys(&orders.acquire), ["a"]);
+    assert!(s.host_key_acquired("a"));
+    assert_eq!(s.take(ms(4)).map(|st| st.seq), Some(2));
+    assert!(s.host_key_lost("c").is_empty(), "a key never held");
+}

@@ -1,0 +1,668 @@
+//! `--coordinate postgres://…`: key lanes (and nothing else yet) shared by every lanes process
+//! on every host that names the same database and `--namespace`, through PostgreSQL's own
+//! primitives. The core's decisions are those of `--lock-dir` (`core::hostwide`); this is the
+//! second backend that carries them out.
+//!
+//! - A key is a session-level advisory lock, `pg_advisory_lock(id)`, `id` the first eight bytes
+//!   of SHA-256("lanes", namespace, key) ([`lock_id`]). A waiter blocks in the server, whose
+//!   lock queue grants a lock to its waiters in the order they asked: first come, first served
+//!   across hosts, and no polling. Each key waited for or held has a session of its own (a
+//!   blocked session can do nothing else); sessions are reused.
+//! - lanes opens each session's socket itself and hands a duplicate to the job as descriptor 3:
+//!   the session (and the key) lives for as long as the job's processes hold it, even when
+//!   lanes is killed with SIGKILL.
+//! - A session lost while it holds a key (its connection ended, or no answer to a heartbeat
+//!   within [`HEARTBEAT_TIMEOUT`]) is reported as [`Acquired::Lost`]; the key's job is stopped
+//!   with reason `lock_lost`. The holder's row in `lanes_holds` stays; the next holder of the
+//!   key finds it, sees that its session is gone, and waits the lost holder's `--grace` plus
+//!   [`NOTICE_BOUND`] before its job may start, so that the lost holder's job is gone first.
+//! - `lanes_sessions` says which key each session asks for; `lanes_holds` who holds which key
+//!   (`lanes locks --coordinate`).
+
+mod params;
+mod records;
+mod schema;
+mod session;
+mod statements;
+
+pub(crate) use self::records::FleetRecords;
+
+use std::fmt::Write as _;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
+use tokio_postgres::types::ToSql;
+
+use self::params::Params;
+use self::session::{error_text, Session};
+use crate::report::entry::HostWait;
+use crate::report::json::LockHolder;
+use crate::shell::lock_dir::{Acquired, Grant};
+
+/// How often a session that holds a key is asked whether it is alive.
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// How long a heartbeat may go unanswered before the key counts as lost.
+pub(crate) const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The longest a lanes process that is alive takes to notice that it lost a key: a heartbeat's
+/// period and timeout, and a second for the stop to be sent. The next holder of a key whose
+/// holder was lost waits this plus the lost holder's `--grace`.
+pub(crate) const NOTICE_BOUND: Duration = Duration::from_secs(6);
+
+/// What `--coordinate` needs to know besides the URL.
+#[derive(Debug, Clone)]
+pub(crate) struct FleetSettings {
+    /// `--namespace`: fleets sharing one database stay apart.
+    pub(crate) namespace: String,
+    /// `--host-id`: how this host is named to others (default: the host name).
+    pub(crate) host_id: String,
+    /// `--grace`: told to the next holder of a key this process loses.
+    pub(crate) grace: Duration,
+    /// `--shared-max-concurrent`: the fleet's shared slots.
+    pub(crate) shared_slots: Option<usize>,
+}
+
+/// Why the database cannot be used; never carries a password.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CoordinateError {
+    /// The URL is not valid.
+    #[error(transparent)]
+    Params(#[from] params::ParamsError),
+    /// Connecting, logging in or the migration failed.
+    #[error("--coordinate: {0}")]
+    Unusable(String),
+}
+
+/// Resolves `url` with this process's environment and user.
+fn resolve(url: &str) -> Result<Params, CoordinateError> {
+    let os_user = nix::unistd::User::from_uid(nix::unistd::geteuid())
+        .ok()
+        .flatten()
+        .map_or_else(|| "postgres".to_owned(), |user| user.name);
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    Ok(params::resolve(
+        url,
+        &|name| std::env::var(name).ok(),
+        &os_user,
+        home.as_deref(),
+    )?)
+}
+
+/// The host's name, for `--host-id`'s default.
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// The advisory lock of `key` in `namespace`: the first eight bytes of
+/// SHA-256("lanes\0" namespace "\0" key), big-endian. Two distinct keys share a lock with a
+/// probability of 2⁻⁶⁴; they would then only wait for each other.
+pub(crate) fn lock_id(namespace: &str, key: &str) -> i64 {
+    let mut hash = Sha256::new();
+    hash.update(b"lanes\0");
+    hash.update(namespace.as_bytes());
+    hash.update(b"\0");
+    hash.update(key.as_bytes());
+    let digest = hash.finalize();
+    i64::from_be_bytes(digest[..8].try_into().expect("eight bytes"))
+}
+
+/// How often a process waiting for a shared slot looks again without being told that one was
+/// let go: a slot whose session ended without letting it go (its lanes and job gone) sends no
+/// notification.
+pub(crate) const SLOT_RECHECK: Duration = Duration::from_secs(1);
+
+/// The advisory lock of shared slot `slot` in `namespace`, as [`lock_id`] is a key's.
+pub(crate) fn slot_id(namespace: &str, slot: usize) -> i64 {
+    let mut hash = Sha256::new();
+    hash.update(b"lanes-slot\0");
+    hash.update(namespace.as_bytes());
+    hash.update(b"\0");
+    hash.update(slot.to_string().as_bytes());
+    let digest = hash.finalize();
+    i64::from_be_bytes(digest[..8].try_into().expect("eight bytes"))
+}
+
+/// Takes one of the shared slots `slots` on `session` (which holds its key already): the
+/// first free one, else waits until one is let go (a notification on `lanes_slots`, or
+/// [`SLOT_RECHECK`]).
+async fn take_slot(session: &mut Session, slots: &[i64]) -> Result<i64, String> {
+    if !session.listening {
+        session
+            .client
+            .batch_execute("LISTEN lanes_slots")
+            .await
+            .map_err(|err| error_text(&err))?;
+        session.listening = true;
+    }
+    loop {
+        while session.notified.try_recv().is_ok() {}
+        let free = session
+            .client
+            .query_opt(
+                "SELECT id FROM unnest($1::bigint[]) AS t(id) \
+                 WHERE pg_try_advisory_lock(id) LIMIT 1",
+                &[&slots],
+            )
+            .await
+            .map_err(|err| error_text(&err))?;
+        if let Some(row) = free {
+            return Ok(row.get(0));
+        }
+        let _ = tokio::time::timeout(SLOT_RECHECK, session.notified.recv()).await;
+    }
+}
+
+/// The database checked (reachable, tables current) before the run starts.
+pub(crate) struct CheckedCoordinator {
+    params: Params,
+    settings: FleetSettings,
+}
+
+impl CheckedCoordinator {
+    /// Connects once to `url`, and creates or upgrades the tables.
+    ///
+    /// # Errors
+    /// The URL is not valid, the server cannot be reached or refuses the login, or the tables
+    /// cannot be created.
+    pub(crate) async fn open(url: &str, settings: FleetSettings) -> Result<Self, CoordinateError> {
+        let params = resolve(url)?;
+        let (report, _) = mpsc::unbounded_channel();
+        let session = session::connect(&params, report)
+            .await
+            .map_err(CoordinateError::Unusable)?;
+        let mut client = Arc::into_inner(session.client).expect("one client");
+        schema::migrate(&mut client)
+            .await
+            .map_err(|err| CoordinateError::Unusable(format!("{params}: {err}")))?;
+        Ok(CheckedCoordinator { params, settings })
+    }
+
+    /// The database in use by run `run` (the `started_at` of this process's run record);
+    /// grants and losses are reported on `report`.
+    pub(crate) fn start(self, run: String, report: mpsc::UnboundedSender<Acquired>) -> Coordinator {
+        Coordinator {
+            shared: Arc::new(Shared {
+                params: self.params,
+                settings: self.settings,
+                pid: std::process::id(),
+                run,
+                pool: Mutex::new(Vec::new()),
+                report,
+                grants: AtomicU64::new(1),
+                releases: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+}
+
+/// The database in use.
+pub(crate) struct Coordinator {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    params: Params,
+    settings: FleetSettings,
+    pid: u32,
+    run: String,
+    /// Idle sessions, for the next keys.
+    pool: Mutex<Vec<Session>>,
+    report: mpsc::UnboundedSender<Acquired>,
+    /// The next grant's number.
+    grants: AtomicU64,
+    /// The keys being let go.
+    releases: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Coordinator {
+    /// `--coordinate-records`: starts the writer of this run's job records into the database.
+    pub(crate) fn records(&self) -> FleetRecords {
+        FleetRecords::start(Arc::clone(&self.shared))
+    }
+
+    /// Waits until every key let go so far is let go in the database, so that a run that ends
+    /// leaves no row saying it holds a key (the next holder would take it for a lost one).
+    pub(crate) async fn settle(&self) {
+        loop {
+            let pending: Vec<_> = std::mem::take(
+                &mut *self
+                    .shared
+                    .releases
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()),
+            );
+            if pending.is_empty() {
+                return;
+            }
+            for release in pending {
+                let _ = release.await;
+            }
+        }
+    }
+
+    /// Starts acquiring `key`'s lock on a task of its own, which reports the grant as
+    /// [`Acquired::Granted`] (an error, as a notice, is retried with a growing delay).
+    pub(crate) fn acquire(&self, key: Arc<str>) {
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            let asked = Instant::now();
+            let mut delay = Duration::from_millis(10);
+            loop {
+                match acquire(&shared, &key, asked).await {
+                    Ok(grant) => {
+                        let _ = shared.report.send(Acquired::Granted(key, grant));
+                        return;
+                    }
+                    Err(err) => {
+                        let _ = shared.report.send(Acquired::Notice(format!(
+                            "cannot lock key {key:?} in {}: {err}; trying again",
+                            shared.params
+                        )));
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(Duration::from_secs(1));
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// An idle session from the pool, or a new one.
+async fn session(shared: &Shared) -> Result<Session, String> {
+    loop {
+        let idle = shared.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match idle {
+            Some(session) if !session.client.is_closed() => return Ok(session),
+            Some(_) => continue,
+            None => break,
+        }
+    }
+    let session = session::connect(&shared.params, shared.report.clone()).await?;
+    // Rows of sessions that are gone go, so that the table stays as small as the fleet.
+    let sweep = session.client.execute(
+        "DELETE FROM lanes_sessions WHERE backend_pid NOT IN (SELECT pid FROM pg_stat_activity)",
+        &[],
+    );
+    let pid = shared.pid as i32;
+    let register_params: [&(dyn ToSql + Sync); 4] = [
+        &shared.settings.namespace,
+        &shared.settings.host_id,
+        &pid,
+        &shared.run,
+    ];
+    let register = session.client.execute(
+        "INSERT INTO lanes_sessions (backend_pid, namespace, host, pid, run) \
+             VALUES (pg_backend_pid(), $1, $2, $3, $4) \
+             ON CONFLICT (backend_pid) DO UPDATE SET namespace = excluded.namespace, \
+             host = excluded.host, pid = excluded.pid, run = excluded.run, key = NULL, \
+             lock_id = NULL, asked_at = NULL",
+        &register_params,
+    );
+    let prepare = statements::Statements::prepare(&session.client);
+    let (_, _, prepared) =
+        tokio::try_join!(sweep, register, prepare).map_err(|err| error_text(&err))?;
+    let mut session = session;
+    session.prepared = Some(prepared);
+    Ok(session)
+}
+
+/// Waits for `key`'s lock on a session of its own, first come first served.
+async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result<Grant, String> {
+    let mut session = session(shared).await?;
+    let id = lock_id(&shared.settings.namespace, key);
+    let client = Arc::clone(&session.client);
+    let prepared = session
+        .prepared
+        .clone()
+        .ok_or_else(|| "the session has no prepared statements".to_owned())?;
+    let key_text: &str = key;
+    let ask_params: [&(dyn ToSql + Sync); 2] = [&key_text, &id];
+    let id_param: [&(dyn ToSql + Sync); 1] = [&id];
+    let ask = client.execute(&prepared.ask, &ask_params);
+    let attempt = client.query_one(&prepared.attempt, &id_param);
+    let (_, got) = tokio::try_join!(ask, attempt).map_err(|err| error_text(&err))?;
+    let grace_ms = i64::try_from(shared.settings.grace.as_millis()).unwrap_or(i64::MAX);
+    let pid = shared.pid as i32;
+    let claim_params: [&(dyn ToSql + Sync); 7] = [
+        &id,
+        &shared.settings.namespace,
+        &key_text,
+        &shared.settings.host_id,
+        &pid,
+        &shared.run,
+        &grace_ms,
+    ];
+    let mut holder = None;
+    let claimed = if got.get::<_, bool>(0) {
+        client
+            .query_one(&prepared.claim, &claim_params)
+            .await
+            .map_err(|err| error_text(&err))?
+    } else {
+        // One pipeline: who holds it, the wait in the server's queue, and the claim, which
+        // the server runs as soon as the lock is granted.
+        let who = client.query_opt(&prepared.holder, &id_param);
+        let wait = client.query_one(&prepared.lock, &id_param);
+        let claim = client.query_one(&prepared.claim, &claim_params);
+        let (who, _, claimed) =
+            tokio::try_join!(who, wait, claim).map_err(|err| error_text(&err))?;
+        holder = who.map(|row| LockHolder {
+            pid: row.get::<_, i32>(1) as u32,
+            run: row.get(2),
+            host: Some(row.get(0)),
+        });
+        claimed
+    };
+    same_backend(session.backend_pid, claimed.get(0))?;
+    let lost: Option<i64> = claimed.get(1);
+    if let Some(grace_ms) = lost {
+        // The last holder lost the key without letting it go: its job may still be stopping.
+        let grace = Duration::from_millis(u64::try_from(grace_ms).unwrap_or(0));
+        tokio::time::sleep(grace + NOTICE_BOUND).await;
+    }
+    let slot = match shared.settings.shared_slots {
+        Some(count) => {
+            let slots: Vec<i64> = (0..count)
+                .map(|i| slot_id(&shared.settings.namespace, i))
+                .collect();
+            Some(take_slot(&mut session, &slots).await?)
+        }
+        None => None,
+    };
+    let grant = shared.grants.fetch_add(1, Ordering::Relaxed);
+    *session.holding.lock().unwrap_or_else(|e| e.into_inner()) = Some((Arc::clone(key), grant));
+    heartbeat(&session, grant, shared.report.clone());
+    let socket: OwnedFd = session
+        .socket
+        .try_clone()
+        .map(crate::shell::lock_dir::above_placements)
+        .map_err(|err| format!("cannot duplicate the session's socket: {err}"))?;
+    Ok(Grant {
+        key: socket,
+        slot: None,
+        wait: Some(HostWait {
+            waited: asked.elapsed(),
+            holder,
+        }),
+        fleet: Some(Box::new(FleetHold {
+            session: Some(session),
+            lock_id: id,
+            slot,
+            grant,
+            shared: Arc::clone(shared),
+        })),
+    })
+}
+
+/// Checks that a session's server process is the one it opened with: a connection pooler in
+/// transaction or statement mode hands each transaction to any of its server connections, and
+/// a session-level advisory lock then stays with a connection other clients use.
+fn same_backend(opened: i32, now: i32) -> Result<(), String> {
+    if opened == now {
+        return Ok(());
+    }
+    Err(format!(
+        "the session's server process changed (pid {opened} then {now}): a connection pooler \
+         in transaction or statement mode is between lanes and the database; session-level \
+         advisory locks need a direct connection (or a pooler in session mode)"
+    ))
+}
+
+/// Asks the session every [`HEARTBEAT`] whether it is alive while it holds grant `grant`; no
+/// answer within [`HEARTBEAT_TIMEOUT`], or an error, loses the key.
+fn heartbeat(session: &Session, grant: u64, report: mpsc::UnboundedSender<Acquired>) {
+    let client = Arc::clone(&session.client);
+    let holding = Arc::clone(&session.holding);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(HEARTBEAT).await;
+            let current = || {
+                holding
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_ref()
+                    .is_some_and(|(_, g)| *g == grant)
+            };
+            if !current() {
+                return;
+            }
+            let why = match tokio::time::timeout(HEARTBEAT_TIMEOUT, client.simple_query("")).await {
+                Ok(Ok(_)) => continue,
+                Ok(Err(err)) => format!("connection lost: {}", error_text(&err)),
+                Err(_) => format!(
+                    "the database did not answer for {} s",
+                    HEARTBEAT_TIMEOUT.as_secs()
+                ),
+            };
+            let mut holding = holding.lock().unwrap_or_else(|e| e.into_inner());
+            if holding.as_ref().is_some_and(|(_, g)| *g == grant) {
+                if let Some((key, grant)) = holding.take() {
+                    let _ = report.send(Acquired::Lost { key, grant, why });
+                }
+            }
+            return;
+        }
+    });
+}
+
+/// A key held in the database, until dropped: dropping it lets the key go (on a task) and puts
+/// the session back in the pool; a session lost meanwhile is closed instead.
+pub(crate) struct FleetHold {
+    session: Option<Session>,
+    lock_id: i64,
+    /// The shared slot held with the key (`--shared-max-concurrent`).
+    slot: Option<i64>,
+    /// This grant's number, as [`Acquired::Lost`] names it.
+    pub(crate) grant: u64,
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for FleetHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetHold")
+            .field("lock_id", &self.lock_id)
+            .field("grant", &self.grant)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FleetHold {
+    /// A job `seq` started under the key: the holder's row says so (`lanes locks`).
+    pub(crate) fn started(&self, seq: u64) {
+        let Some(session) = &self.session else {
+            return;
+        };
+        let Some(prepared) = session.prepared.clone() else {
+            return;
+        };
+        let client = Arc::clone(&session.client);
+        let id = self.lock_id;
+        tokio::spawn(async move {
+            let _ = client
+                .execute(&prepared.started, &[&(seq as i64), &id])
+                .await;
+        });
+    }
+}
+
+impl Drop for FleetHold {
+    fn drop(&mut self) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        let still_held = session
+            .holding
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .is_some_and(|(_, g)| g == self.grant);
+        // Lost (or no runtime to let it go on): the session closes as it drops, and the
+        // server lets the key go once no process holds its socket.
+        if !still_held || session.client.is_closed() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let id = self.lock_id;
+        let slot = self.slot;
+        let shared = Arc::clone(&self.shared);
+        let releases = Arc::clone(&self.shared);
+        let release = runtime.spawn(async move {
+            let client = &session.client;
+            let Some(prepared) = session.prepared.clone() else {
+                return;
+            };
+            let slot_id = slot.unwrap_or_default();
+            let id_param: [&(dyn ToSql + Sync); 1] = [&id];
+            let both: [&(dyn ToSql + Sync); 2] = [&id, &slot_id];
+            // The row first: a new holder that finds one takes it for a lost holder's.
+            let forget = client.execute(&prepared.forget, &id_param);
+            // Then the key, and the slot with a word to the processes waiting for one.
+            let unlock = match slot {
+                None => client.execute(&prepared.unlock, &id_param),
+                Some(_) => client.execute(&prepared.unlock_slot, &both),
+            };
+            let idle = client.execute(&prepared.idle, &[]);
+            if tokio::try_join!(forget, unlock, idle).is_ok() {
+                shared
+                    .pool
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(session);
+            }
+        });
+        let mut pending = releases.releases.lock().unwrap_or_else(|e| e.into_inner());
+        pending.retain(|release| !release.is_finished());
+        pending.push(release);
+    }
+}
+
+/// `lanes locks --coordinate URL`: the keys held in `namespace`, their holders and their
+/// waiters in the order the server will grant them (the order they asked).
+///
+/// # Errors
+/// The database cannot be reached, or has no lanes tables.
+pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, CoordinateError> {
+    let params = resolve(url)?;
+    let (report, _) = mpsc::unbounded_channel();
+    let session = session::connect(&params, report)
+        .await
+        .map_err(CoordinateError::Unusable)?;
+    let unusable = |err: tokio_postgres::Error| {
+        CoordinateError::Unusable(format!("{params}: {}", error_text(&err)))
+    };
+    let lock_of = "l.locktype = 'advisory' AND l.objsubid = 1 \
+                   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+                   AND ((l.classid::bigint << 32) | l.objid::bigint)";
+    let holders = session
+        .client
+        .query(
+            &format!(
+                "SELECT h.key, h.host, h.pid, h.run, h.seq FROM lanes_holds h \
+                 JOIN pg_locks l ON l.pid = h.backend_pid AND l.granted AND {lock_of} = h.lock_id \
+                 WHERE h.namespace = $1 ORDER BY h.key"
+            ),
+            &[&namespace],
+        )
+        .await
+        .map_err(unusable)?;
+    let waiters = session
+        .client
+        .query(
+            &format!(
+                "SELECT s.key, s.host, s.pid, s.run FROM lanes_sessions s \
+                 JOIN pg_locks l ON l.pid = s.backend_pid AND NOT l.granted AND {lock_of} = s.lock_id \
+                 WHERE s.namespace = $1 ORDER BY s.key, s.asked_at"
+            ),
+            &[&namespace],
+        )
+        .await
+        .map_err(unusable)?;
+    let mut keys: Vec<String> = holders
+        .iter()
+        .chain(&waiters)
+        .map(|row| row.get::<_, String>(0))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let mut text = String::new();
+    for key in &keys {
+        let holder = holders.iter().find(|row| row.get::<_, String>(0) == *key);
+        match holder {
+            Some(row) => {
+                let seq: Option<i64> = row.get(4);
+                let _ = write!(
+                    text,
+                    "{key:?}: held by host {} pid {} (run {}",
+                    row.get::<_, String>(1),
+                    row.get::<_, i32>(2),
+                    row.get::<_, String>(3)
+                );
+                if let Some(seq) = seq {
+                    let _ = write!(text, ", seq {seq}");
+                }
+                text.push_str(")\n");
+            }
+            None => {
+                let _ = writeln!(text, "{key:?}: being handed over");
+            }
+        }
+        let before = usize::from(holder.is_some());
+        for (i, row) in waiters
+            .iter()
+            .filter(|row| row.get::<_, String>(0) == *key)
+            .enumerate()
+        {
+            let _ = writeln!(
+                text,
+                "  waiting: host {} pid {} (run {}), {} ahead",
+                row.get::<_, String>(1),
+                row.get::<_, i32>(2),
+                row.get::<_, String>(3),
+                before + i
+            );
+        }
+    }
+    if keys.is_empty() {
+        text.push_str("no key is held\n");
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_whose_server_process_changed_is_refused_as_behind_a_pooler() {
+        assert_eq!(same_backend(41, 41), Ok(()));
+        let err = same_backend(41, 42).unwrap_err();
+        assert!(
+            err.starts_with(
+                "the session's server process changed (pid 41 then 42): a connection pooler \
+                 in transaction or statement mode is between lanes and the database"
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_key_s_lock_depends_on_its_namespace_and_nothing_else() {
+        assert_eq!(lock_id("lanes", "a"), lock_id("lanes", "a"));
+        assert_ne!(lock_id("lanes", "a"), lock_id("lanes", "b"));
+        assert_ne!(lock_id("lanes", "a"), lock_id("other", "a"));
+        // The separator keeps ("ab", "c") and ("a", "bc") apart.
+        assert_ne!(lock_id("ab", "c"), lock_id("a", "bc"));
+        assert_ne!(lock_id("lanes", "a"), schema::MIGRATION_LOCK);
+    }
+}

@@ -1,0 +1,301 @@
+//! Where and as whom to connect for `--coordinate`: the URL first, then the standard `PG*`
+//! environment variables (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`,
+//! `PGPASSFILE`), then the password file (`~/.pgpass`), as libpq resolves them
+//! (<https://www.postgresql.org/docs/current/libpq-envars.html>,
+//! <https://www.postgresql.org/docs/current/libpq-pgpass.html>). A password is kept in the
+//! client's configuration only: [`Params`]'s `Display` never shows it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use tokio_postgres::config::Host;
+use tokio_postgres::Config;
+
+/// Where the server listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// A Unix socket: the socket file `DIR/.s.PGSQL.PORT`.
+    Unix(PathBuf),
+    /// A TCP host and port.
+    Tcp(String, u16),
+}
+
+/// A connection's parameters, resolved.
+#[derive(Clone)]
+pub(crate) struct Params {
+    /// The client configuration (user, password, database) for `connect_raw`.
+    pub(crate) config: Config,
+    /// Where to connect.
+    pub(crate) target: Target,
+    /// The user name.
+    pub(crate) user: String,
+    /// The database name.
+    pub(crate) dbname: String,
+}
+
+impl fmt::Display for Params {
+    /// `postgres://USER@HOST:PORT/DB` (a socket directory as the host): never the password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.target {
+            Target::Unix(socket) => write!(
+                f,
+                "postgres://{}@[{}]/{}",
+                self.user,
+                socket.display(),
+                self.dbname
+            ),
+            Target::Tcp(host, port) => {
+                write!(f, "postgres://{}@{host}:{port}/{}", self.user, self.dbname)
+            }
+        }
+    }
+}
+
+/// Why the URL cannot be used; never quotes the URL (it may hold a password).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ParamsError {
+    /// Not a `postgres://` URL or `key=value` string tokio-postgres accepts.
+    #[error("--coordinate: not a valid PostgreSQL URL ({0})")]
+    Invalid(String),
+}
+
+/// The environment as a lookup, so that tests give their own.
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Resolves `url` with the environment `env` and the OS user `os_user` (libpq's last default
+/// for the user name); `home` locates `~/.pgpass`.
+///
+/// # Errors
+/// The URL does not parse (the message says why, without quoting it).
+pub(crate) fn resolve(
+    url: &str,
+    env: Env<'_>,
+    os_user: &str,
+    home: Option<&Path>,
+) -> Result<Params, ParamsError> {
+    let mut config = Config::from_str(url).map_err(|err| {
+        // tokio-postgres's messages name the part that is wrong, not the text of the URL.
+        ParamsError::Invalid(err.to_string())
+    })?;
+    let nonempty = |name: &str| env(name).filter(|v| !v.is_empty());
+    let host = match config.get_hosts().first() {
+        Some(Host::Unix(dir)) => HostName::Dir(dir.clone()),
+        Some(Host::Tcp(name)) => HostName::Name(name.clone()),
+        None => match nonempty("PGHOST") {
+            Some(host) => {
+                let first = host.split(',').next().unwrap_or_default().to_owned();
+                if first.starts_with('/') {
+                    HostName::Dir(PathBuf::from(first))
+                } else {
+                    HostName::Name(first)
+                }
+            }
+            None => HostName::Dir(PathBuf::from("/var/run/postgresql")),
+        },
+    };
+    let port = match config.get_ports().first() {
+        Some(&port) => port,
+        None => nonempty("PGPORT")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(5432),
+    };
+    let user = config
+        .get_user()
+        .map(str::to_owned)
+        .or_else(|| nonempty("PGUSER"))
+        .unwrap_or_else(|| os_user.to_owned());
+    let dbname = config
+        .get_dbname()
+        .map(str::to_owned)
+        .or_else(|| nonempty("PGDATABASE"))
+        .unwrap_or_else(|| user.clone());
+    if config.get_password().is_none() {
+        let password = nonempty("PGPASSWORD").or_else(|| {
+            let file = nonempty("PGPASSFILE")
+                .map(PathBuf::from)
+                .or_else(|| home.map(|home| home.join(".pgpass")))?;
+            // libpq's name for a socket connection in the password file.
+            let host_name = match &host {
+                HostName::Dir(_) => "localhost",
+                HostName::Name(name) => name,
+            };
+            password_from_file(&file, host_name, port, &dbname, &user)
+        });
+        if let Some(password) = password {
+            config.password(password);
+        }
+    }
+    config.user(&user).dbname(&dbname);
+    let target = match host {
+        HostName::Dir(dir) => Target::Unix(dir.join(format!(".s.PGSQL.{port}"))),
+        HostName::Name(name) => Target::Tcp(name, port),
+    };
+    Ok(Params {
+        config,
+        target,
+        user,
+        dbname,
+    })
+}
+
+enum HostName {
+    Dir(PathBuf),
+    Name(String),
+}
+
+/// The password of the first line of the password file `file` that matches (`*` matches
+/// anything; `\:` and `\\` are a colon and a backslash). As libpq does, a file readable by
+/// group or others is ignored.
+fn password_from_file(
+    file: &Path,
+    host: &str,
+    port: u16,
+    dbname: &str,
+    user: &str,
+) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let meta = std::fs::metadata(file).ok()?;
+    if !meta.is_file() || meta.permissions().mode() & 0o077 != 0 {
+        return None;
+    }
+    let text = std::fs::read_to_string(file).ok()?;
+    password_from_text(&text, host, port, dbname, user)
+}
+
+fn password_from_text(
+    text: &str,
+    host: &str,
+    port: u16,
+    dbname: &str,
+    user: &str,
+) -> Option<String> {
+    let port = port.to_string();
+    text.lines()
+        .filter(|line| !line.trim_start().starts_with('#'))
+        .find_map(|line| {
+            let fields = split_fields(line);
+            let [h, p, d, u, password] = <[String; 5]>::try_from(fields).ok()?;
+            let matches = |field: &str, value: &str| field == "*" || field == value;
+            (matches(&h, host) && matches(&p, &port) && matches(&d, dbname) && matches(&u, user))
+                .then_some(password)
+        })
+}
+
+/// A password file line's fields, split at unescaped colons, escapes undone.
+fn split_fields(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    fields.last_mut().expect("one field").push(next);
+                }
+            }
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => fields.last_mut().expect("one field").push(c),
+        }
+    }
+    fields
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn resolve_with(url: &str, vars: &HashMap<String, String>, home: Option<&Path>) -> Params {
+        resolve(url, &|name| vars.get(name).cloned(), "osuser", home).unwrap()
+    }
+
+    #[test]
+    fn the_url_wins_then_the_environment_then_the_defaults() {
+        let vars = env(&[
+            ("PGHOST", "db.example"),
+            ("PGPORT", "6000"),
+            ("PGUSER", "envuser"),
+            ("PGDATABASE", "envdb"),
+        ]);
+        let p = resolve_with("postgres://u@h:7000/d", &vars, None);
+        assert_eq!(p.target, Target::Tcp("h".into(), 7000));
+        assert_eq!((p.user.as_str(), p.dbname.as_str()), ("u", "d"));
+        let p = resolve_with("postgres://", &vars, None);
+        assert_eq!(p.target, Target::Tcp("db.example".into(), 6000));
+        assert_eq!((p.user.as_str(), p.dbname.as_str()), ("envuser", "envdb"));
+        let p = resolve_with("postgres://", &env(&[]), None);
+        assert_eq!(
+            p.target,
+            Target::Unix("/var/run/postgresql/.s.PGSQL.5432".into())
+        );
+        assert_eq!((p.user.as_str(), p.dbname.as_str()), ("osuser", "osuser"));
+        let p = resolve_with("postgres:///d?host=/tmp/s&port=5499", &env(&[]), None);
+        assert_eq!(p.target, Target::Unix("/tmp/s/.s.PGSQL.5499".into()));
+    }
+
+    #[test]
+    fn a_password_never_shows_and_comes_from_url_env_or_pgpass_in_that_order() {
+        let p = resolve_with(
+            "postgres://u:s3cret@h/d",
+            &env(&[("PGPASSWORD", "x")]),
+            None,
+        );
+        assert_eq!(p.config.get_password(), Some(&b"s3cret"[..]));
+        assert_eq!(p.to_string(), "postgres://u@h:5432/d");
+        assert!(!format!("{}", p).contains("s3cret"));
+        let p = resolve_with("postgres://u@h/d", &env(&[("PGPASSWORD", "fromenv")]), None);
+        assert_eq!(p.config.get_password(), Some(&b"fromenv"[..]));
+
+        let home = tempfile::tempdir().unwrap();
+        let file = home.path().join(".pgpass");
+        std::fs::write(
+            &file,
+            "# comment\nother:*:*:*:no\nlocalhost:5432:d:u:sock\\:pw\nh:*:*:u:tcp\\\\pw\n",
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let p = resolve_with("postgres://u@h/d", &env(&[]), Some(home.path()));
+        assert_eq!(p.config.get_password(), Some(&b"tcp\\pw"[..]));
+        let p = resolve_with("postgres://u@/d?host=/run/x", &env(&[]), Some(home.path()));
+        assert_eq!(
+            p.config.get_password(),
+            Some(&b"sock:pw"[..]),
+            "a socket is localhost"
+        );
+        let p = resolve_with("postgres://v@h/d", &env(&[]), Some(home.path()));
+        assert_eq!(p.config.get_password(), None, "no line matches");
+        // Readable by others: ignored, as libpq does.
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let p = resolve_with("postgres://u@h/d", &env(&[]), Some(home.path()));
+        assert_eq!(p.config.get_password(), None);
+        // PGPASSFILE names another file.
+        let other = home.path().join("pw");
+        std::fs::write(&other, "*:*:*:*:any\n").unwrap();
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let vars = env(&[("PGPASSFILE", other.to_str().unwrap())]);
+        let p = resolve_with("postgres://u@h/d", &vars, Some(home.path()));
+        assert_eq!(p.config.get_password(), Some(&b"any"[..]));
+    }
+
+    #[test]
+    fn a_bad_url_is_refused_without_quoting_it() {
+        let err = resolve("postgres://u:pw@h:notaport/d", &|_| None, "o", None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.starts_with("--coordinate: not a valid PostgreSQL URL"),
+            "{err}"
+        );
+        assert!(!err.contains("pw"), "{err}");
+    }
+}

@@ -1,0 +1,129 @@
+//! The tables `--coordinate` keeps in the database, created on first use and versioned. The
+//! migration runs in one transaction under a transaction-level advisory lock
+//! ([`MIGRATION_LOCK`]), so that two hosts starting at once apply it once: the second waits,
+//! then finds the version current.
+
+use tokio_postgres::Client;
+
+/// The advisory lock (one `bigint`) the migration holds for its transaction: the first eight
+/// bytes of SHA-256("lanes schema migration").
+pub(crate) const MIGRATION_LOCK: i64 = 0x6c61_6e65_735f_6d69;
+
+/// The newest version this lanes knows.
+pub(crate) const VERSION: i32 = 2;
+
+/// Each version's statements, in order; version N is `STEPS[N - 1]`.
+const STEPS: [&str; VERSION as usize] = [
+    // 1: sessions (who asks for which key) and holds (who holds which key).
+    "CREATE TABLE lanes_sessions (
+        backend_pid integer PRIMARY KEY,
+        namespace text NOT NULL,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        run text NOT NULL,
+        key text,
+        lock_id bigint,
+        asked_at timestamptz
+    );
+    CREATE TABLE lanes_holds (
+        lock_id bigint PRIMARY KEY,
+        namespace text NOT NULL,
+        key text NOT NULL,
+        host text NOT NULL,
+        pid integer NOT NULL,
+        run text NOT NULL,
+        seq bigint,
+        backend_pid integer NOT NULL,
+        backend_start timestamptz,
+        grace_ms bigint NOT NULL,
+        granted_at timestamptz NOT NULL
+    );",
+    // 2: the fleet's job records (`--coordinate-records`).
+    "CREATE TABLE lanes_records (
+        id bigserial PRIMARY KEY,
+        namespace text NOT NULL,
+        host text NOT NULL,
+        run text NOT NULL,
+        seq bigint,
+        key text,
+        outcome text,
+        reason text,
+        record jsonb NOT NULL,
+        recorded_at timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX lanes_records_outcome ON lanes_records (namespace, outcome);",
+];
+
+/// Brings the tables to [`VERSION`].
+///
+/// # Errors
+/// A statement fails (no right to create tables, say), or the database's tables are of a
+/// newer version than this lanes knows.
+pub(crate) async fn migrate(client: &mut Client) -> Result<(), String> {
+    let tx = client.transaction().await.map_err(|err| {
+        format!(
+            "cannot start the migration: {}",
+            super::session::error_text(&err)
+        )
+    })?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(|err| {
+            format!(
+                "cannot lock the migration: {}",
+                super::session::error_text(&err)
+            )
+        })?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS lanes_schema (version integer NOT NULL)")
+        .await
+        .map_err(|err| {
+            format!(
+                "cannot create table lanes_schema: {}",
+                super::session::error_text(&err)
+            )
+        })?;
+    let found: Option<i32> = tx
+        .query_opt("SELECT max(version) FROM lanes_schema", &[])
+        .await
+        .map_err(|err| {
+            format!(
+                "cannot read lanes_schema: {}",
+                super::session::error_text(&err)
+            )
+        })?
+        .and_then(|row| row.get(0));
+    let found = found.unwrap_or(0);
+    if found > VERSION {
+        return Err(format!(
+            "the database's lanes tables are version {found}, newer than this lanes knows \
+             ({VERSION}): use a newer lanes"
+        ));
+    }
+    for version in found + 1..=VERSION {
+        tx.batch_execute(STEPS[(version - 1) as usize])
+            .await
+            .map_err(|err| {
+                format!(
+                    "cannot create the version {version} tables: {}",
+                    super::session::error_text(&err)
+                )
+            })?;
+        tx.execute(
+            "INSERT INTO lanes_schema (version) VALUES ($1)",
+            &[&version],
+        )
+        .await
+        .map_err(|err| {
+            format!(
+                "cannot record version {version}: {}",
+                super::session::error_text(&err)
+            )
+        })?;
+    }
+    tx.commit().await.map_err(|err| {
+        format!(
+            "cannot commit the migration: {}",
+            super::session::error_text(&err)
+        )
+    })
+}

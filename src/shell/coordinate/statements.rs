@@ -1,0 +1,106 @@
+//! The statements a session of `--coordinate` runs, prepared once per session: each then takes
+//! one round trip (an unprepared one takes two), and the server plans it once.
+
+use tokio_postgres::{Client, Error, Statement};
+
+/// Says which key the session asks for: `$1` the key, `$2` its lock.
+const ASK: &str = "UPDATE lanes_sessions SET key = $1, lock_id = $2, asked_at = clock_timestamp() \
+                   WHERE backend_pid = pg_backend_pid()";
+
+/// Takes the lock `$1` when it is free.
+const ATTEMPT: &str = "SELECT pg_try_advisory_lock($1)";
+
+/// Who holds the lock `$1`, as its row says.
+const HOLDER: &str = "SELECT host, pid, run FROM lanes_holds WHERE lock_id = $1";
+
+/// Waits for the lock `$1`, in the server's queue.
+const LOCK: &str = "SELECT pg_advisory_lock($1)";
+
+/// Records this session as the holder of lock `$1` (namespace `$2`, key `$3`, host `$4`, pid
+/// `$5`, run `$6`, `--grace` in ms `$7`); returns the session's server process (to check that
+/// no pooler switched it) and, when the last holder's session ended without letting the key go
+/// (its row is still there: a clean release deletes it before it lets the key go), that
+/// holder's `--grace` in ms.
+const CLAIM: &str = "
+WITH lost AS (
+    SELECT h.grace_ms FROM lanes_holds h
+    WHERE h.lock_id = $1 AND h.backend_pid <> pg_backend_pid()
+), claimed AS (
+    INSERT INTO lanes_holds (lock_id, namespace, key, host, pid, run, seq, backend_pid,
+                             backend_start, grace_ms, granted_at)
+    VALUES ($1, $2, $3, $4, $5, $6, NULL, pg_backend_pid(), NULL, $7, clock_timestamp())
+    ON CONFLICT (lock_id) DO UPDATE SET namespace = excluded.namespace, key = excluded.key,
+        host = excluded.host, pid = excluded.pid, run = excluded.run, seq = NULL,
+        backend_pid = excluded.backend_pid, backend_start = excluded.backend_start,
+        grace_ms = excluded.grace_ms, granted_at = excluded.granted_at
+)
+SELECT pg_backend_pid(), (SELECT max(grace_ms) FROM lost)";
+
+/// The job `$1` started under lock `$2`.
+const STARTED: &str = "UPDATE lanes_holds SET seq = $1 \
+                       WHERE lock_id = $2 AND backend_pid = pg_backend_pid()";
+
+/// Deletes this session's row of lock `$1` (before letting it go).
+const FORGET: &str =
+    "DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()";
+
+/// Lets lock `$1` go.
+const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
+
+/// Lets lock `$1` and shared slot `$2` go, with a word to the processes waiting for a slot.
+const UNLOCK_SLOT: &str =
+    "SELECT pg_advisory_unlock($1), pg_advisory_unlock($2), pg_notify('lanes_slots', '')";
+
+/// Says that the session asks for nothing.
+const IDLE: &str = "UPDATE lanes_sessions SET key = NULL, lock_id = NULL, asked_at = NULL \
+                    WHERE backend_pid = pg_backend_pid()";
+
+/// A session's prepared statements.
+#[derive(Clone)]
+pub(crate) struct Statements {
+    pub(crate) ask: Statement,
+    pub(crate) attempt: Statement,
+    pub(crate) holder: Statement,
+    pub(crate) lock: Statement,
+    pub(crate) claim: Statement,
+    pub(crate) started: Statement,
+    pub(crate) forget: Statement,
+    pub(crate) unlock: Statement,
+    pub(crate) unlock_slot: Statement,
+    pub(crate) idle: Statement,
+}
+
+impl Statements {
+    /// Prepares them all on `client`, in one pipeline.
+    ///
+    /// # Errors
+    /// A statement does not prepare (the tables are missing, say).
+    pub(crate) async fn prepare(client: &Client) -> Result<Statements, Error> {
+        let (ask, attempt, holder, lock, claim) = tokio::try_join!(
+            client.prepare(ASK),
+            client.prepare(ATTEMPT),
+            client.prepare(HOLDER),
+            client.prepare(LOCK),
+            client.prepare(CLAIM),
+        )?;
+        let (started, forget, unlock, unlock_slot, idle) = tokio::try_join!(
+            client.prepare(STARTED),
+            client.prepare(FORGET),
+            client.prepare(UNLOCK),
+            client.prepare(UNLOCK_SLOT),
+            client.prepare(IDLE),
+        )?;
+        Ok(Statements {
+            ask,
+            attempt,
+            holder,
+            lock,
+            claim,
+            started,
+            forget,
+            unlock,
+            unlock_slot,
+            idle,
+        })
+    }
+}

@@ -1,0 +1,681 @@
+//! `--coordinate`: lanes processes acting as the hosts of a fleet share their key lanes
+//! through a real PostgreSQL server, which each test starts itself (`initdb`, `pg_ctl`) on a
+//! Unix socket in a temporary directory, without TCP, and stops by the pid in
+//! `postmaster.pid`. Without PostgreSQL the tests say that they skipped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::support::*;
+
+/// A PostgreSQL server of one test, stopped when dropped.
+struct Postgres {
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    pid: i32,
+}
+
+/// Where `initdb` and `pg_ctl` are: on `PATH`, else Debian's `/usr/lib/postgresql/*/bin`.
+fn postgres_bin() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .find(|dir| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file())
+    });
+    on_path.or_else(|| {
+        let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .flatten()
+            .map(|entry| entry.path().join("bin"))
+            .filter(|bin| bin.join("initdb").is_file())
+            .collect();
+        versions.sort();
+        versions.pop()
+    })
+}
+
+/// `command` as the `postgres` user when running as root (the server refuses root).
+fn as_server_user(program: &Path) -> Command {
+    if nix::unistd::geteuid().is_root() {
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    } else {
+        Command::new(program)
+    }
+}
+
+impl Postgres {
+    /// A new server, or `None` (said on stderr) when PostgreSQL is not installed.
+    fn start(test: &str) -> Option<Postgres> {
+        let Some(bin) = postgres_bin() else {
+            eprintln!("{test}: skipped: PostgreSQL (initdb, pg_ctl) is not installed");
+            return None;
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("lanes-pg-")
+            .tempdir()
+            .expect("temporary directory");
+        if nix::unistd::geteuid().is_root() {
+            let user = nix::unistd::User::from_name("postgres")
+                .unwrap()
+                .expect("a postgres user");
+            nix::unistd::chown(dir.path(), Some(user.uid), Some(user.gid)).unwrap();
+        }
+        let data = dir.path().join("data");
+        let init = as_server_user(&bin.join("initdb"))
+            .args(["-A", "trust", "-U", "postgres", "-D"])
+            .arg(&data)
+            .output()
+            .expect("initdb");
+        assert!(init.status.success(), "initdb: {init:?}");
+        let options = format!(
+            "-k {} -c listen_addresses='' -c max_connections=200 -c fsync=off",
+            dir.path().display()
+        );
+        let started = as_server_user(&bin.join("pg_ctl"))
+            .args(["-w", "-D"])
+            .arg(&data)
+            .args(["-o", &options, "-l"])
+            .arg(dir.path().join("log"))
+            .arg("start")
+            .output()
+            .expect("pg_ctl");
+        assert!(started.status.success(), "pg_ctl start: {started:?}");
+        let pid_file = std::fs::read_to_string(data.join("postmaster.pid")).unwrap();
+        let pid = pid_file.lines().next().unwrap().trim().parse().unwrap();
+        Some(Postgres { dir, bin, pid })
+    }
+
+    /// The URL lanes is given: the superuser over the socket, trusted.
+    fn url(&self) -> String {
+        format!(
+            "postgres://postgres@/postgres?host={}",
+            self.dir.path().display()
+        )
+    }
+
+    /// Runs `sql` with `psql`; returns its unaligned output.
+    fn psql(&self, sql: &str) -> String {
+        let psql = [self.bin.join("psql"), PathBuf::from("psql")]
+            .into_iter()
+            .find(|p| p.is_file())
+            .unwrap_or_else(|| PathBuf::from("psql"));
+        let out = Command::new(psql)
+            .args(["-X", "-q", "-A", "-t", "-d"])
+            .arg(self.url())
+            .args(["-c", sql])
+            .output()
+            .expect("psql");
+        assert!(out.status.success(), "psql {sql}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// `lanes locks --coordinate`'s output.
+    fn locks(&self) -> String {
+        let out = Command::new(BIN)
+            .args(["locks", "--coordinate", &self.url()])
+            .output()
+            .expect("lanes locks");
+        assert!(out.status.success(), "lanes locks failed: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // SIGINT: the server's fast shutdown.
+        let _ = kill(Pid::from_raw(self.pid), Signal::SIGINT);
+        if !wait_until(Duration::from_secs(30), || !alive(self.pid)) {
+            let _ = kill(Pid::from_raw(self.pid), Signal::SIGKILL);
+        }
+    }
+}
+
+/// Shell code that appends `WORD KEY PID NANOSECONDS` to `$D/log.KEY`.
+fn mark(word: &str) -> String {
+    format!("echo \"{word} $LANES_KEY $$ $(date +%s%N)\" >> \"$D/log.$LANES_KEY\"")
+}
+
+/// The (start, end, pid) of the jobs written to `$D/log.KEY`; checks that no two jobs of the
+/// key overlapped, whichever host ran them.
+fn intervals(scratch: &Scratch, key: &str) -> Vec<(u128, u128, String)> {
+    let lines = scratch.lines(&format!("log.{key}"));
+    assert_eq!(lines.len() % 2, 0, "unfinished job of {key}: {lines:#?}");
+    let mut out: Vec<(u128, u128, String)> = Vec::new();
+    for pair in lines.chunks(2) {
+        let start: Vec<&str> = pair[0].split(' ').collect();
+        let end: Vec<&str> = pair[1].split(' ').collect();
+        assert_eq!(
+            (start[0], end[0], start[2]),
+            ("start", "end", end[2]),
+            "jobs of {key} overlapped: {lines:#?}"
+        );
+        let (s, e) = (start[3].parse().unwrap(), end[3].parse().unwrap());
+        if let Some(&(_, previous_end, _)) = out.last() {
+            assert!(previous_end <= s, "jobs of {key} overlapped: {lines:#?}");
+        }
+        out.push((s, e, start[2].to_owned()));
+    }
+    out
+}
+
+#[test]
+fn three_hosts_never_run_a_key_twice_at_once_and_migrate_once() {
+    let Some(pg) = Postgres::start("three_hosts_never_run_a_key_twice_at_once") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let keys = ["k0", "k1", "k2", "k3"];
+    let mut jobs = String::new();
+    let mut manifest = format!("coordinate = {:?}\n", pg.url());
+    for round in 0..5 {
+        for key in keys {
+            let command = format!("{}; sleep 0.0{round}; {}", mark("start"), mark("end"));
+            jobs.push_str(&format!("{key}\t{command}\n"));
+            manifest.push_str(&format!("[[job]]\nkey = {key:?}\ncmd = {command:?}\n"));
+        }
+    }
+    let input = scratch.write("jobs.tsv", &jobs);
+    let manifest = scratch.write("jobs.toml", &manifest);
+    // Three hosts, started at once on a database without tables: one by the flag, one by the
+    // environment, one by its manifest.
+    let runs = vec![
+        Run::new()
+            .scratch(&scratch)
+            .args(["-j", "4", "--host-id", "h0", "--coordinate", &pg.url()])
+            .arg("--coordinate-records")
+            .arg(&input)
+            .spawn(),
+        Run::new()
+            .scratch(&scratch)
+            .env("LANES_COORDINATE", pg.url())
+            .args(["-j", "4", "--host-id", "h1"])
+            .arg(&input)
+            .spawn(),
+        Run::new()
+            .scratch(&scratch)
+            .args(["-j", "4", "--host-id", "h2"])
+            .arg(&manifest)
+            .spawn(),
+    ];
+    let outputs: Vec<Output> = runs.into_iter().map(Running::wait).collect();
+    for output in &outputs {
+        output.code(0);
+        assert_eq!(output.report().jobs.len(), 20);
+        for job in &output.report().jobs {
+            assert!(job.lock_wait_ms.is_some(), "{job:?}");
+        }
+    }
+    for key in keys {
+        assert_eq!(intervals(&scratch, key).len(), 15, "{key}");
+        let mut spans: Vec<(i64, i64)> = outputs
+            .iter()
+            .flat_map(|o| o.report().by_key(key))
+            .map(|job| (job.start_ms(), job.end_ms()))
+            .collect();
+        spans.sort_unstable();
+        for pair in spans.windows(2) {
+            assert!(pair[0].1 <= pair[1].0, "{key}: {spans:?}");
+        }
+    }
+    // Each version applied once, though three hosts started at once.
+    assert_eq!(
+        pg.psql("SELECT count(*), max(version) FROM lanes_schema"),
+        "2|2\n"
+    );
+    // h0's records are in the fleet's table too, as in its report.
+    assert_eq!(
+        pg.psql(
+            "SELECT host, count(*), count(*) FILTER (WHERE outcome = 'succeeded'), \
+             count(DISTINCT seq) FROM lanes_records GROUP BY host"
+        ),
+        "h0|20|20|20\n"
+    );
+    let run = &outputs[0].report().run.started_at;
+    let first = outputs[0].job(1);
+    assert_eq!(
+        pg.psql(&format!(
+            "SELECT record->>'command', record->>'started_at' FROM lanes_records \
+             WHERE run = '{run}' AND seq = 1"
+        )),
+        format!(
+            "{}|{}\n",
+            first.command.as_deref().unwrap(),
+            first.started_at.as_deref().unwrap()
+        )
+    );
+    assert_eq!(pg.locks(), "no key is held\n");
+    // The database named by the environment.
+    let listing = Command::new(BIN)
+        .arg("locks")
+        .env("LANES_COORDINATE", pg.url())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&listing.stdout), "no key is held\n");
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM lanes_holds"),
+        "0\n",
+        "every key let go"
+    );
+}
+
+#[test]
+fn jobs_ready_first_start_first_across_hosts_and_locks_lists_the_line() {
+    let Some(pg) = Postgres::start("jobs_ready_first_start_first_across_hosts") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let first = scratch.write(
+        "first.tsv",
+        format!(
+            "k\t{}; {}; {}\n",
+            mark("start"),
+            await_file("go"),
+            mark("end")
+        ),
+    );
+    let rest = scratch.write(
+        "rest.tsv",
+        format!("k\t{}; {}\n", mark("start"), mark("end")),
+    );
+    let host = |name: &str, input: &Path| {
+        Run::new()
+            .scratch(&scratch)
+            .args(["--host-id", name, "--coordinate", &pg.url()])
+            .arg(input)
+            .spawn()
+    };
+    let a = host("ha", &first);
+    scratch.wait_for("log.k", Duration::from_secs(10));
+    let b = host("hb", &rest);
+    assert!(
+        wait_until(Duration::from_secs(10), || pg.locks().contains("1 ahead")),
+        "{}",
+        pg.locks()
+    );
+    let c = host("hc", &rest);
+    assert!(
+        wait_until(Duration::from_secs(10), || pg.locks().contains("2 ahead")),
+        "{}",
+        pg.locks()
+    );
+    let listing = pg.locks();
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 3, "{listing}");
+    assert!(
+        lines[0].starts_with(&format!("\"k\": held by host ha pid {} (run ", a.pid())),
+        "{listing}"
+    );
+    assert!(lines[0].ends_with(", seq 1)"), "{listing}");
+    assert!(
+        lines[1].starts_with(&format!("  waiting: host hb pid {} (run ", b.pid())),
+        "{listing}"
+    );
+    assert!(lines[1].ends_with(", 1 ahead"), "{listing}");
+    assert!(
+        lines[2].starts_with(&format!("  waiting: host hc pid {} (run ", c.pid())),
+        "{listing}"
+    );
+    let a_pid = u32::try_from(a.pid()).unwrap();
+    scratch.write("go", "");
+    let (a, b, c) = (a.wait(), b.wait(), c.wait());
+    for output in [&a, &b, &c] {
+        output.code(0);
+    }
+    assert_eq!(intervals(&scratch, "k").len(), 3);
+    let (b_start, c_start) = (b.job(1).start_ms(), c.job(1).start_ms());
+    assert!(a.job(1).end_ms() <= b_start, "b after a");
+    assert!(
+        b.job(1).end_ms() <= c_start,
+        "c after b: first come, first served"
+    );
+    let holder = b.job(1).lock_holder.clone().expect("b waited for a");
+    assert_eq!(
+        (holder.pid, holder.run.as_str(), holder.host.as_deref()),
+        (a_pid, a.report().run.started_at.as_str(), Some("ha"))
+    );
+    assert!(b.job(1).lock_wait_ms.is_some_and(|ms| ms > 0));
+}
+
+#[test]
+fn a_terminated_session_stops_its_job_as_lock_lost_before_another_host_starts_the_key() {
+    let Some(pg) = Postgres::start("a_terminated_session_stops_its_job") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let first = scratch.write(
+        "first.tsv",
+        format!(
+            "k\t{}; {}; {}\n",
+            mark("start"),
+            await_file("go"),
+            mark("end")
+        ),
+    );
+    let second = scratch.write(
+        "second.tsv",
+        format!("k\t{}; {}\n", mark("start"), mark("end")),
+    );
+    let a = Run::new()
+        .scratch(&scratch)
+        .args([
+            "--grace",
+            "1s",
+            "--host-id",
+            "ha",
+            "--coordinate",
+            &pg.url(),
+        ])
+        .arg(&first)
+        .spawn();
+    scratch.wait_for("log.k", Duration::from_secs(10));
+    let b = Run::new()
+        .scratch(&scratch)
+        .args(["--host-id", "hb", "--coordinate", &pg.url()])
+        .arg(&second)
+        .spawn();
+    assert!(wait_until(Duration::from_secs(10), || pg
+        .locks()
+        .contains("1 ahead")));
+    assert_eq!(
+        pg.psql("SELECT pg_terminate_backend(backend_pid) FROM lanes_holds WHERE key = 'k'"),
+        "t\n"
+    );
+    let a = a.wait();
+    a.code(1);
+    let job = a.job(1);
+    assert_eq!(
+        (job.outcome.as_str(), job.reason.as_deref()),
+        ("interrupted", Some("lock_lost")),
+        "{}",
+        a.dump()
+    );
+    assert!(
+        job.error
+            .as_deref()
+            .is_some_and(|e| e.contains("the lock of key \"k\" was lost")),
+        "{job:?}"
+    );
+    assert!(
+        a.stderr().contains("lost the lock of key \"k\""),
+        "{}",
+        a.stderr()
+    );
+    let b = b.wait();
+    b.code(0);
+    // b's job started once a's was over, though a's session went at once.
+    assert!(
+        a.job(1).end_ms() <= b.job(1).start_ms(),
+        "{} {}",
+        a.job(1).end_ms(),
+        b.job(1).start_ms()
+    );
+    // The key went to b at once, but b's job waited a's --grace and the 6 s a's lanes takes at
+    // most to notice: a's job was gone first even had it ignored SIGTERM.
+    let waited = b.job(1).lock_wait_ms.expect("b waited");
+    assert!(waited >= 7000, "{waited}");
+    let lines = scratch.lines("log.k");
+    assert_eq!(lines.len(), 3, "a started, b started and ended: {lines:#?}");
+    assert!(lines[0].starts_with("start") && lines[1].starts_with("start"));
+    assert_eq!(pg.locks(), "no key is held\n");
+}
+
+#[test]
+fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
+    let Some(pg) = Postgres::start("a_key_stays_held_by_the_orphaned_job") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let first = scratch.write(
+        "first.tsv",
+        format!(
+            "k\t{}; echo $$ > \"$D/orphan.pid\"; {}; sleep 0.1; {}\n",
+            mark("start"),
+            await_file("go"),
+            mark("end")
+        ),
+    );
+    let second = scratch.write(
+        "second.tsv",
+        format!("k\t{}; {}\n", mark("start"), mark("end")),
+    );
+    let a = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "process-group", "--grace", "1s"])
+        .args(["--host-id", "ha", "--coordinate", &pg.url()])
+        .arg(&first)
+        .spawn();
+    scratch.wait_for("orphan.pid", Duration::from_secs(10));
+    let orphan = scratch.pid("orphan.pid");
+    let b = Run::new()
+        .scratch(&scratch)
+        .args(["--host-id", "hb", "--coordinate", &pg.url()])
+        .arg(&second)
+        .spawn();
+    assert!(wait_until(Duration::from_secs(10), || pg
+        .locks()
+        .contains("1 ahead")));
+    a.signal(Signal::SIGKILL);
+    assert!(wait_until(Duration::from_secs(10), || !alive(a.pid())));
+    assert!(alive(orphan), "the job outlives its lanes");
+    // The orphan holds the session, and so the key: b's job does not start.
+    assert!(!wait_until(Duration::from_millis(500), || scratch
+        .lines("log.k")
+        .len()
+        > 1));
+    let listing = pg.locks();
+    assert!(
+        listing.starts_with("\"k\": held by host ha") && listing.contains("1 ahead"),
+        "{listing}"
+    );
+    scratch.write("go", "");
+    let b = b.wait();
+    b.code(0);
+    assert!(wait_until(Duration::from_secs(5), || !alive(orphan)));
+    let spans = intervals(&scratch, "k");
+    assert_eq!(spans.len(), 2);
+    assert_eq!(spans[0].2, orphan.to_string());
+    drop(a);
+    assert_eq!(pg.locks(), "no key is held\n");
+}
+
+#[test]
+fn an_unreachable_database_is_refused_and_no_password_is_shown() {
+    let scratch = Scratch::new();
+    let jobs = scratch.write("jobs.tsv", "k\ttouch \"$D/ran\"\n");
+    let url = format!(
+        "postgres://someone:s3cretpw@/db?host={}",
+        scratch.join("nowhere").display()
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--coordinate", &url])
+        .arg(&jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("--coordinate: cannot connect to postgres://someone@["),
+        "{}",
+        out.stderr()
+    );
+    assert!(!out.stderr().contains("s3cretpw"), "{}", out.stderr());
+    assert!(!scratch.exists("ran"));
+    // Nor in --help, with the URL in the environment.
+    let help = Command::new(BIN)
+        .arg("--help")
+        .env("LANES_COORDINATE", &url)
+        .env("PGPASSWORD", "s3cretpw")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--coordinate <URL>"), "{help}");
+    assert!(!help.contains("s3cretpw"));
+    // `lanes locks` needs a directory or a database.
+    let out = Command::new(BIN)
+        .arg("locks")
+        .env_remove("LANES_COORDINATE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("name a lock directory (DIR) or a database"),
+        "{out:?}"
+    );
+    // --namespace and --host-id need --coordinate.
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--host-id", "h"])
+        .arg(&jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("add --coordinate URL"),
+        "{}",
+        out.stderr()
+    );
+}
+
+#[test]
+fn the_shared_cap_holds_across_hosts() {
+    let Some(pg) = Postgres::start("the_shared_cap_holds_across_hosts") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    scratch.mkdir("running");
+    // Each job enters `running/`, counts who is in, stays a moment, leaves.
+    let job = "mkdir \"$D/running/$LANES_KEY.$$\"; ls \"$D/running\" | wc -l >> \"$D/counts\"; \
+               sleep 0.1; rmdir \"$D/running/$LANES_KEY.$$\"";
+    let runs: Vec<Running> = (0..3)
+        .map(|p| {
+            let jobs: String = (0..6).map(|i| format!("p{p}k{i}\t{job}\n")).collect();
+            let input = scratch.write(&format!("jobs{p}.tsv"), jobs);
+            Run::new()
+                .scratch(&scratch)
+                .args(["-j", "3", "--shared-max-concurrent", "2"])
+                .args(["--host-id", &format!("h{p}"), "--coordinate", &pg.url()])
+                .arg(input)
+                .spawn()
+        })
+        .collect();
+    for run in runs {
+        run.wait().code(0);
+    }
+    let counts: Vec<u32> = scratch
+        .lines("counts")
+        .iter()
+        .map(|line| line.trim().parse().unwrap())
+        .collect();
+    assert_eq!(counts.len(), 18);
+    assert!(counts.iter().all(|&n| n <= 2), "{counts:?}");
+    assert!(
+        counts.contains(&2),
+        "two jobs never ran at once: {counts:?}"
+    );
+    assert_eq!(pg.locks(), "no key is held\n");
+}
+
+#[test]
+fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
+    let Some(pg) = Postgres::start("tables_of_a_newer_lanes_are_refused") else {
+        return;
+    };
+    pg.psql("CREATE TABLE lanes_schema (version integer NOT NULL); INSERT INTO lanes_schema VALUES (99)");
+    let scratch = Scratch::new();
+    let jobs = scratch.write("jobs.tsv", "k\ttouch \"$D/ran\"\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--coordinate", &pg.url()])
+        .arg(&jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains(
+            "the database's lanes tables are version 99, newer than this lanes knows (2)"
+        ),
+        "{}",
+        out.stderr()
+    );
+    assert!(!scratch.exists("ran"));
+}
+
+/// Continues a stopped process when dropped, whatever the test's end.
+struct Continue(i32);
+
+impl Drop for Continue {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.0), Signal::SIGCONT);
+    }
+}
+
+#[test]
+fn a_database_that_stops_answering_loses_the_key_within_the_heartbeat_bound() {
+    let Some(pg) = Postgres::start("a_database_that_stops_answering") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let jobs = scratch.write(
+        "jobs.tsv",
+        format!(
+            "k\t{}; {}; {}\n",
+            mark("start"),
+            await_file("go"),
+            mark("end")
+        ),
+    );
+    let a = Run::new()
+        .scratch(&scratch)
+        .args([
+            "--grace",
+            "1s",
+            "--host-id",
+            "ha",
+            "--coordinate",
+            &pg.url(),
+        ])
+        .arg(&jobs)
+        .spawn();
+    scratch.wait_for("log.k", Duration::from_secs(10));
+    // The holding session's server process stops: the connection stays open, nothing answers
+    // (as over a network that drops everything).
+    let backend: i32 = pg
+        .psql("SELECT backend_pid FROM lanes_holds WHERE key = 'k'")
+        .trim()
+        .parse()
+        .unwrap();
+    let stopped_at = std::time::Instant::now();
+    kill(Pid::from_raw(backend), Signal::SIGSTOP).unwrap();
+    let _continue = Continue(backend);
+    let a = a.wait();
+    let noticed = stopped_at.elapsed();
+    a.code(1);
+    assert_eq!(
+        (a.job(1).outcome.as_str(), a.job(1).reason.as_deref()),
+        ("interrupted", Some("lock_lost")),
+        "{}",
+        a.dump()
+    );
+    assert!(
+        a.job(1)
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("did not answer for 3 s")),
+        "{:?}",
+        a.job(1).error
+    );
+    // A heartbeat every 2 s, 3 s to answer, then the stop and --grace: within 5 s + 1 s and
+    // lanes' exit.
+    assert!(noticed < Duration::from_secs(9), "{noticed:?}");
+    assert_eq!(
+        scratch.lines("log.k").len(),
+        1,
+        "the job never ended by itself"
+    );
+}
