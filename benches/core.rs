@@ -54,6 +54,7 @@ impl Cycle {
             rank: 0,
             timeout: None,
             weight: 0,
+            needs: None,
         };
         self.next_seq += 1;
         let admission = self.scheduler.admit(black_box(job), self.now);

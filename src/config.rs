@@ -469,6 +469,7 @@ impl RunConfig {
                 batch_size,
                 batch_bytes,
                 batch_delay,
+                reserve_after: std::time::Duration::ZERO,
             },
             template,
             records,

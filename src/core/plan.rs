@@ -109,6 +109,7 @@ mod tests {
             rank: 0,
             timeout: None,
             weight: 1,
+            needs: None,
         }
     }
 

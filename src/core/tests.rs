@@ -34,6 +34,7 @@ fn sched(max_concurrent: usize, max_queued: usize) -> Scheduler {
 fn job(seq: Seq, key: &str, rank: i64) -> JobRequest {
     JobRequest {
         weight: 0,
+        needs: None,
         seq,
         key: Arc::from(key),
         rank,
@@ -639,6 +640,8 @@ mod decision_model;
 mod decisions;
 
 mod hostwide;
+
+mod resource_model;
 
 #[test]
 fn the_turn_clock_restarts_when_the_process_really_starts() {

@@ -58,6 +58,7 @@ impl JobSpec {
             } else {
                 0
             },
+            needs: None,
         }
     }
 }
