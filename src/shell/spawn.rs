@@ -629,6 +629,8 @@ pub(crate) struct Launch<'a> {
     pub seq: u64,
     pub slot: u32,
     pub attempt: u32,
+    /// The weight and named resources the run holds (`LANES_RESOURCE_<NAME>`).
+    pub grant: Option<&'a crate::core::Grant>,
     /// Whether stdout is captured (through a pipe) or discarded (`/dev/null`). stderr always
     /// is: the tail of a failed job's stderr goes to the summary and JUnit whatever the
     /// output mode.
@@ -664,7 +666,8 @@ pub(crate) enum SpawnError {
 }
 
 /// Starts `SHELL -c COMMAND` with stdin from /dev/null, in a process group of its own, with
-/// `LANES_KEY`, `LANES_SEQ`, `LANES_SLOT`, `LANES_ATTEMPT` and `PWD` set; the spawned process
+/// `LANES_KEY`, `LANES_SEQ`, `LANES_SLOT`, `LANES_ATTEMPT`, `PWD` and a
+/// `LANES_RESOURCE_<NAME>` for each named resource it was granted set; the spawned process
 /// starts with default signal dispositions and an empty signal mask (Rust's `Command` resets
 /// both) and with no descriptor but 0, 1 and 2 — and under `--lock-dir` its key's lock as 3
 /// (`LANES_LOCK_FD`) and its shared slot's as 4 (`LANES_SLOT_LOCK_FD`), the one exception, so
@@ -722,6 +725,21 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
         ("LANES_ATTEMPT", OsStr::new(&attempt)),
         ("PWD", pwd.as_os_str()),
     ]);
+    let granted: Vec<(String, String)> = launch.grant.map_or(Vec::new(), |grant| {
+        grant
+            .parts
+            .iter()
+            .filter_map(|part| {
+                let value = crate::resources::granted_value(grant, &part.name)?;
+                Some((crate::resources::env_name(&part.name), value))
+            })
+            .collect()
+    });
+    env.extend(
+        granted
+            .iter()
+            .map(|(name, value)| (name.as_str(), OsStr::new(value))),
+    );
     if launch.locks[0].is_some() {
         env.push(("LANES_LOCK_FD", OsStr::new("3")));
     }
