@@ -36,6 +36,7 @@ mod lock_dir;
 mod outputs;
 mod policies;
 mod readme_table;
+mod resources;
 mod resume;
 mod slurm;
 mod terminal;
