@@ -215,10 +215,10 @@ pub(crate) fn env_name(name: &str) -> String {
 /// amount for a count.
 pub(crate) fn granted_value(grant: &Grant, name: &str) -> Option<String> {
     let part = grant.parts.iter().find(|p| &*p.name == name)?;
-    Some(if part.units.is_empty() {
-        part.amount.to_string()
+    Some(if part.is_units() {
+        part.units().collect::<Vec<_>>().join(",")
     } else {
-        part.units.join(",")
+        part.amount.to_string()
     })
 }
 

@@ -64,12 +64,24 @@ pub struct GrantPart {
     pub name: Arc<str>,
     /// The amount (for named units: how many).
     pub amount: u64,
-    /// The named units granted, in the resource's order; empty for a count.
-    pub units: Vec<Arc<str>>,
     /// The resource's index in the run's list.
     pub(crate) index: usize,
-    /// The granted units' indexes in the resource's list.
+    /// The resource's unit ids (shared, not copied); empty for a count.
+    ids: Arc<[Arc<str>]>,
+    /// The granted units' indexes in `ids`, ascending.
     pub(crate) unit_indexes: Vec<u32>,
+}
+
+impl GrantPart {
+    /// The named units granted, in the resource's order; none for a count.
+    pub fn units(&self) -> impl Iterator<Item = &str> {
+        self.unit_indexes.iter().map(|&u| &*self.ids[u as usize])
+    }
+
+    /// Whether the resource is named units (else an amount).
+    pub fn is_units(&self) -> bool {
+        !self.ids.is_empty()
+    }
 }
 
 /// Everything a run holds beyond its key and slot, from its start to its release.
@@ -139,6 +151,8 @@ pub(crate) fn short_of(
 #[derive(Debug)]
 pub(crate) struct Pool {
     pub(crate) resources: Vec<Resource>,
+    /// Each resource's unit ids, shared with the grants; empty for a count.
+    ids: Vec<Arc<[Arc<str>]>>,
     /// Free amount of each resource (named units: how many are free).
     pub(crate) free: Vec<u64>,
     /// Free named units of each resource, by index; empty for a count.
@@ -157,8 +171,16 @@ impl Pool {
                 Stock::Units(ids) => (0..ids.len() as u32).collect(),
             })
             .collect();
+        let ids = resources
+            .iter()
+            .map(|r| match &r.stock {
+                Stock::Count(_) => Arc::from(Vec::new()),
+                Stock::Units(ids) => Arc::from(ids.as_slice()),
+            })
+            .collect();
         Pool {
             resources,
+            ids,
             free,
             free_units,
             last_units: HashMap::new(),
@@ -175,11 +197,11 @@ impl Pool {
             let mut part = GrantPart {
                 name: Arc::clone(&resource.name),
                 amount,
-                units: Vec::new(),
                 index,
+                ids: Arc::clone(&self.ids[index]),
                 unit_indexes: Vec::new(),
             };
-            if let Stock::Units(ids) = &resource.stock {
+            if let Stock::Units(_) = &resource.stock {
                 let free = &mut self.free_units[index];
                 let mut chosen: Vec<u32> = Vec::with_capacity(amount as usize);
                 if sticky {
@@ -201,10 +223,6 @@ impl Pool {
                     chosen.push(unit);
                 }
                 chosen.sort_unstable();
-                part.units = chosen
-                    .iter()
-                    .map(|&u| Arc::clone(&ids[u as usize]))
-                    .collect();
                 if sticky {
                     let last = self.last_units.entry(Arc::clone(key)).or_default();
                     match last.iter_mut().find(|(i, _)| *i == index) {
@@ -299,17 +317,18 @@ mod tests {
         let two = needs(1, &[(0, 2)]);
         let first = pool.grant(&b, &needs(1, &[(0, 1)]), true);
         let second = pool.grant(&a, &two, true);
-        assert_eq!(first[0].units, vec![Arc::from("0")]);
-        assert_eq!(second[0].units, vec![Arc::from("1"), Arc::from("2")]);
+        let units = |part: &GrantPart| part.units().collect::<Vec<_>>().join(",");
+        assert_eq!(units(&first[0]), "0");
+        assert_eq!(units(&second[0]), "1,2");
         assert_eq!(pool.free, vec![1]);
         pool.give_back(&first);
         pool.give_back(&second);
         assert_eq!(pool.free, vec![4]);
         // Key a gets units 1 and 2 again although 0 is free; without stickiness, 0 and 1.
         let again = pool.grant(&a, &two, true);
-        assert_eq!(again[0].units, vec![Arc::from("1"), Arc::from("2")]);
+        assert_eq!(units(&again[0]), "1,2");
         pool.give_back(&again);
         let plain = pool.grant(&a, &two, false);
-        assert_eq!(plain[0].units, vec![Arc::from("0"), Arc::from("1")]);
+        assert_eq!(units(&plain[0]), "0,1");
     }
 }

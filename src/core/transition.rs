@@ -235,21 +235,6 @@ impl Scheduler {
         let (index, slot) = self.next_to_take(now)?;
         let key = self.ready.remove(index)?;
         self.take_slot(slot);
-        let needs = self.lanes[&key]
-            .waiting
-            .front()
-            .and_then(|w| w.needs.clone());
-        let grant = needs.map(|needs| {
-            let parts = match self.pool.as_mut() {
-                Some(pool) => pool.grant(&key, &needs, self.policy.sticky_slots),
-                None => Vec::new(),
-            };
-            Arc::new(Grant {
-                weight: needs.weight,
-                parts,
-            })
-        });
-        self.used_weight += grant.as_ref().map_or(1, |g| g.weight as usize);
         self.host_taken(&key);
         if self.policy.sticky_slots {
             self.bound_slots.entry(Arc::clone(&key)).or_insert(slot);
@@ -270,6 +255,18 @@ impl Scheduler {
         let first = &batch[0];
         let (seq, attempts) = (first.seq, first.attempts + 1);
         let waited = now.saturating_sub(first.queued_at);
+        // A batch runs on its first job's needs.
+        let grant = first.needs.as_deref().map(|needs| {
+            let parts = match self.pool.as_mut() {
+                Some(pool) => pool.grant(&key, needs, self.policy.sticky_slots),
+                None => Vec::new(),
+            };
+            Arc::new(Grant {
+                weight: needs.weight,
+                parts,
+            })
+        });
+        self.used_weight += grant.as_ref().map_or(1, |g| g.weight as usize);
         // The batch runs under the shortest turn timeout among its jobs.
         let deadline = batch
             .iter()

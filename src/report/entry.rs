@@ -181,8 +181,9 @@ impl Entry<'_> {
                             part.name.to_string(),
                             GrantRecord {
                                 amount: part.amount,
-                                units: (!part.units.is_empty())
-                                    .then(|| part.units.iter().map(|u| u.to_string()).collect()),
+                                units: part
+                                    .is_units()
+                                    .then(|| part.units().map(str::to_owned).collect()),
                             },
                         )
                     })

@@ -238,7 +238,8 @@ impl Harness {
                 let part =
                     |name: &str| grant.and_then(|g| g.parts.iter().find(|p| &*p.name == name));
                 assert_eq!(part("mem").map_or(0, |p| p.amount), job.mem);
-                let gpus = part("gpu").map_or(Vec::new(), |p| p.units.clone());
+                let gpus: Vec<Arc<str>> =
+                    part("gpu").map_or(Vec::new(), |p| p.units().map(Arc::from).collect());
                 assert_eq!(gpus.len() as u64, job.gpus);
                 let lane = self.pending.get_mut(&job.key).unwrap();
                 assert_eq!(
