@@ -206,6 +206,12 @@ pub struct Cli {
     #[arg(long, overrides_with = "sticky_slots")]
     pub no_sticky_slots: bool,
 
+    /// At most W of weight admitted but not yet started, across all keys (each job counts its
+    /// weight, 1 when it declares none), on top of --max-queued; --on-full applies to both
+    /// [default: no bound].
+    #[arg(long, value_name = "W", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_queued_weight: Option<u64>,
+
     /// Every job's share of -j unless the manifest gives its own `weight`: a job of weight W
     /// starts only when W units of -j are free [default: 1].
     #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..))]

@@ -472,12 +472,27 @@ impl RunConfig {
                     .into(),
             ));
         }
-        if !resources.is_empty() && cli.backend == BackendKind::Slurm {
-            return Err(ConfigError::Usage(
-                "named resources (--resource, [resources]) are not mapped to Slurm yet: with \
-                 --backend slurm, ask Slurm for them in the command (srun --gres, --mem)"
-                    .into(),
-            ));
+        let heaviest = match &source {
+            Source::Manifest { manifest, .. } => manifest
+                .jobs
+                .iter()
+                .map(|j| j.resolved_needs.as_ref().map_or(1, |n| n.weight))
+                .max()
+                .unwrap_or(1),
+            _ => default_needs.as_ref().map_or(1, |n| n.weight),
+        } as usize;
+        let max_queued_weight = cli
+            .max_queued_weight
+            .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        if heaviest > max_queued_weight {
+            return Err(ConfigError::Usage(format!(
+                "--max-queued-weight {max_queued_weight} is less than the weight {heaviest} of a \
+                 job: it could never be queued"
+            )));
+        }
+        if cli.backend == BackendKind::Slurm {
+            crate::shell::backend::check_slurm_resources(&resources)
+                .map_err(|m| ConfigError::Usage(format!("--backend slurm: {m}")))?;
         }
         if let Some(name) = template.as_ref().and_then(|t| {
             t.resource_names()
@@ -514,6 +529,8 @@ impl RunConfig {
                 batch_bytes,
                 batch_delay,
                 reserve_after: cli.reserve_after.unwrap_or_default(),
+                max_queued_weight,
+                heaviest,
             },
             template,
             records,

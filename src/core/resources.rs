@@ -57,6 +57,11 @@ pub(crate) static ONE: Needs = Needs {
     resources: Vec::new(),
 };
 
+/// A waiting job's weight: its own, or 1 when it declares none.
+pub(crate) fn weight_of(needs: Option<&Needs>) -> usize {
+    needs.map_or(1, |n| n.weight as usize)
+}
+
 /// What a run was granted of one named resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantPart {

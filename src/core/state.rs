@@ -71,6 +71,14 @@ pub struct Policy {
     /// or a resource it needs is short) has waited this long, what it needs is set aside for
     /// it ([`super::resources::reserves`]); zero sets aside at once.
     pub reserve_after: Duration,
+    /// `--max-queued-weight`: at most this much weight (each job's `Needs::weight`, 1 when it
+    /// declares none) admitted and not yet started; `usize::MAX` for no bound. On top of
+    /// `Limits::max_queued`, and under the same `on_full` policy.
+    pub max_queued_weight: usize,
+    /// The largest weight any job of the run may have (≤ `max_queued_weight`): under
+    /// `--on-full wait` input is read only while a job that heavy would be admitted, so that
+    /// no job is ever refused for want of weight room.
+    pub heaviest: usize,
 }
 
 /// What happens to a job that arrives while `max_queued` jobs wait (`--on-full`, SPEC §3.3).
@@ -104,6 +112,8 @@ impl Default for Policy {
             fail_fast: false,
             on_full: OnFull::Wait,
             reserve_after: Duration::ZERO,
+            max_queued_weight: usize::MAX,
+            heaviest: 1,
         }
     }
 }
@@ -231,6 +241,8 @@ pub struct Scheduler {
     pub(crate) bound_slots: HashMap<Arc<str>, u32>,
     /// Jobs admitted and not yet started.
     pub(crate) queued: usize,
+    /// The weight of the jobs admitted and not yet started.
+    pub(crate) queued_weight: usize,
     /// Units of the cap held by running jobs: their weights (each job 1 unless it says).
     pub(crate) used_weight: usize,
     /// The run's named resources and what of them is free; `None` when it has none.
@@ -299,6 +311,7 @@ impl Scheduler {
             last_slot: slots,
             bound_slots: HashMap::new(),
             queued: 0,
+            queued_weight: 0,
             used_weight: 0,
             pool: None,
             draining: false,
@@ -366,9 +379,18 @@ impl Scheduler {
         self.running.len()
     }
 
-    /// Whether another job can be admitted without exceeding `max_queued`.
+    /// Whether another job can be admitted without exceeding `max_queued`, nor (however heavy
+    /// it is, up to `Policy::heaviest`) `Policy::max_queued_weight`.
     pub fn has_room(&self) -> bool {
-        !self.draining && self.queued < self.limits.max_queued
+        !self.draining
+            && self.queued < self.limits.max_queued
+            && self.queued_weight.saturating_add(self.policy.heaviest)
+                <= self.policy.max_queued_weight
+    }
+
+    /// The weight admitted and not yet started (`--max-queued-weight`).
+    pub fn queued_weight(&self) -> usize {
+        self.queued_weight
     }
 
     /// Whether nothing waits and nothing runs.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::outcome::{ExitFacts, FailReason, Outcome};
-use super::resources::{reserves, short_of, Grant, Needs, Short, Shortage, ONE};
+use super::resources::{reserves, short_of, weight_of, Grant, Needs, Short, Shortage, ONE};
 use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Try, Waiting};
 
 /// The answer to [`Scheduler::admit`].
@@ -148,6 +148,16 @@ impl Scheduler {
         if self.queued >= self.limits.max_queued && !replaceable {
             return Admission::Full;
         }
+        let weight = weight_of(job.needs.as_deref());
+        let replaced_weight = pending
+            .and_then(|i| self.lanes.get(&job.key)?.waiting.get(i))
+            .map_or(0, |w| weight_of(w.needs.as_deref()));
+        if (self.queued_weight - replaced_weight).saturating_add(weight)
+            > self.policy.max_queued_weight
+        {
+            return Admission::Full;
+        }
+        self.queued_weight = self.queued_weight - replaced_weight + weight;
         // A new lane's queue starts with room for one job, not the four `VecDeque` would
         // reserve on its first push: with distinct keys, most lanes never hold more.
         let lane = self.lanes.entry(Arc::clone(&job.key)).or_insert_with(|| {
@@ -252,6 +262,10 @@ impl Scheduler {
         lane.busy = true;
         lane.cancelling = false;
         self.queued -= batch.len();
+        self.queued_weight -= batch
+            .iter()
+            .map(|w| weight_of(w.needs.as_deref()))
+            .sum::<usize>();
         let first = &batch[0];
         let (seq, attempts) = (first.seq, first.attempts + 1);
         let waited = now.saturating_sub(first.queued_at);
@@ -473,6 +487,11 @@ impl Scheduler {
             .expect("a running job's key has a lane");
         if let (Some(now), Some((_, reason, exit))) = (retry_at, failed) {
             self.queued += run.batch.len();
+            self.queued_weight += run
+                .batch
+                .iter()
+                .map(|w| weight_of(w.needs.as_deref()))
+                .sum::<usize>();
             let tried = Try {
                 slot: run.slot,
                 waited: run.waited,
@@ -560,6 +579,7 @@ impl Scheduler {
             lane.busy
         });
         self.queued = 0;
+        self.queued_weight = 0;
         drained.sort_by_key(|d| d.seq);
         drained
     }

@@ -696,13 +696,17 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
         },
         None => launch.own_cwd.to_path_buf(),
     };
+    let job = super::backend::JobIdentity {
+        key: launch.key,
+        seq: launch.seq,
+        attempt: launch.attempt,
+    };
     let (program, args) = launch.backend.argv(
         launch.shell,
         launch.command,
-        launch.key,
-        launch.seq,
-        launch.attempt,
+        job,
         launch.timeout,
+        launch.grant,
     );
     // stderr is always read, for its tail; stdout only when it goes somewhere.
     let out_pipe = match launch.capture.then(pipe).transpose() {

@@ -307,3 +307,72 @@ fn the_command_line_overrides_the_manifest_and_gives_jobs_without_needs_theirs()
     assert!(lines.contains("[own] own=7"), "{}", out.dump());
     assert!(lines.contains("[default] default=7,8"), "{}", out.dump());
 }
+
+#[test]
+fn the_queue_is_bounded_by_weight() {
+    // -j 2 and weight 2: one job runs, and 4 of weight wait: two jobs; the rest are rejected
+    // while the first job holds the cap (it waits for a file written after lanes ends).
+    let scratch = Scratch::new();
+    let mut lines = format!(
+        "k1\twhile [ ! -e {} ]; do sleep 0.02; done\n",
+        sh_quote(&scratch.join("go").to_string_lossy())
+    );
+    for i in 2..=6 {
+        lines.push_str(&format!("k{i}\ttrue\n"));
+    }
+    lines.push_str("k7\ttrue\n");
+    let running = Run::new()
+        .cwd(scratch.path())
+        .args([
+            "-j",
+            "2",
+            "--weight",
+            "2",
+            "--max-queued-weight",
+            "4",
+            "--on-full",
+            "reject",
+        ])
+        .stdin(lines)
+        .spawn();
+    // The first job goes once four jobs are rejected.
+    assert!(
+        wait_until(std::time::Duration::from_secs(20), || {
+            running.report_so_far().matches("\"queue_full\"").count() >= 4
+        }),
+        "jobs were not rejected"
+    );
+    scratch.write("go", "");
+    let out = running.wait();
+    out.code(1);
+    let report = out.report();
+    let rejected: Vec<u64> = report
+        .jobs
+        .iter()
+        .filter(|j| j.result() == ("rejected", Some("queue_full")))
+        .map(|j| j.seq)
+        .collect();
+    assert_eq!(rejected, [4, 5, 6, 7], "{}", out.dump());
+    assert_eq!(report.summary.succeeded, 3);
+}
+
+#[test]
+fn a_job_heavier_than_the_queue_bound_is_refused() {
+    let scratch = Scratch::new();
+    refused(
+        &scratch,
+        &["-j", "4", "--weight", "3", "--max-queued-weight", "2"],
+        "--max-queued-weight 2 is less than the weight 3 of a job",
+    );
+}
+
+#[test]
+fn under_on_full_wait_a_weight_bound_refuses_nothing() {
+    let lines: String = (1..=12).map(|i| format!("k{i}\tsleep 0.01\n")).collect();
+    let out = Run::new()
+        .args(["-j", "4", "--weight", "2", "--max-queued-weight", "2"])
+        .stdin(lines)
+        .run();
+    out.code(0);
+    assert_eq!(out.report().summary.succeeded, 12, "{}", out.dump());
+}

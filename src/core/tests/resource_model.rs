@@ -138,6 +138,8 @@ struct Harness {
     running: Vec<(MJob, Vec<Arc<str>>)>,
     /// Per key, the seqs admitted and not yet started, in admission order.
     pending: HashMap<Arc<str>, VecDeque<Seq>>,
+    /// Each job's weight.
+    weights: HashMap<Seq, u64>,
 }
 
 impl Harness {
@@ -174,6 +176,7 @@ impl Harness {
             next_seq: 1,
             running: Vec::new(),
             pending: HashMap::new(),
+            weights: HashMap::new(),
         }
     }
 
@@ -211,6 +214,8 @@ impl Harness {
             queued_at: self.now,
         });
         self.pending.entry(key).or_default().push_back(seq);
+        self.weights.insert(seq, u64::from(weight));
+        self.check();
     }
 
     /// One take, checked against the model. Whether a job started.
@@ -278,6 +283,13 @@ impl Harness {
                 assert!(units.insert(Arc::clone(unit)), "gpu {unit} held twice");
             }
         }
+        let waiting: u64 = self
+            .pending
+            .values()
+            .flatten()
+            .map(|s| self.weights[s])
+            .sum();
+        assert_eq!(self.s.queued_weight() as u64, waiting, "queued weight");
         let keys: BTreeSet<&Arc<str>> = self.running.iter().map(|(j, _)| &j.key).collect();
         assert_eq!(keys.len(), self.running.len(), "two jobs of one key run");
     }
@@ -329,4 +341,88 @@ proptest! {
             rounds += 1;
         }
     }
+}
+
+fn heavy(seq: Seq, key: &str, weight: u32) -> JobRequest {
+    JobRequest {
+        seq,
+        key: Arc::from(key),
+        rank: 0,
+        timeout: None,
+        weight: 0,
+        needs: Some(Arc::new(Needs {
+            weight,
+            resources: Vec::new(),
+        })),
+    }
+}
+
+#[test]
+fn the_queue_is_bounded_by_weight_too() {
+    let mut s = Scheduler::with_policy(
+        Limits {
+            max_concurrent: 3,
+            max_queued: 100,
+        },
+        Policy {
+            max_queued_weight: 5,
+            heaviest: 3,
+            on_full: OnFull::Reject,
+            ..Policy::default()
+        },
+    );
+    assert!(s.has_room());
+    assert!(matches!(
+        s.admit(heavy(1, "a", 3), ms(0)),
+        Admission::Queued { .. }
+    ));
+    // 3 + 3 would pass 5: input waits under --on-full wait, though a lighter job still fits.
+    assert!(!s.has_room());
+    assert!(matches!(
+        s.admit(heavy(2, "a", 2), ms(0)),
+        Admission::Queued { .. }
+    ));
+    assert_eq!(s.queued_weight(), 5);
+    assert_eq!(s.admit(heavy(3, "b", 1), ms(0)), Admission::Full);
+    let start = s.take(ms(0)).expect("job 1 starts");
+    assert_eq!((start.seq, s.queued_weight()), (1, 2));
+    assert!(s.has_room());
+    assert!(matches!(
+        s.admit(heavy(3, "b", 3), ms(0)),
+        Admission::Queued { .. }
+    ));
+    assert_eq!(s.queued_weight(), 5);
+    assert_eq!(s.drain(ms(1)).len(), 2);
+    assert_eq!(s.queued_weight(), 0);
+}
+
+#[test]
+fn a_coalesced_job_gives_back_the_weight_of_the_one_it_replaces() {
+    let mut s = Scheduler::with_policy(
+        Limits {
+            max_concurrent: 4,
+            max_queued: 100,
+        },
+        Policy {
+            coalesce_latest: true,
+            max_queued_weight: 4,
+            heaviest: 4,
+            ..Policy::default()
+        },
+    );
+    assert!(matches!(
+        s.admit(heavy(1, "a", 4), ms(0)),
+        Admission::Superseding { .. }
+    ));
+    let _ = s.take(ms(0)).expect("job 1 starts");
+    assert!(matches!(
+        s.admit(heavy(2, "a", 3), ms(0)),
+        Admission::Superseding { .. }
+    ));
+    // Job 3 replaces job 2: 3 - 3 + 4 fits in 4.
+    match s.admit(heavy(3, "a", 4), ms(0)) {
+        Admission::Superseding { replaced, .. } => assert_eq!(replaced, Some(2)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.queued_weight(), 4);
 }
