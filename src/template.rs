@@ -197,8 +197,8 @@ impl Template {
                 Piece::Key => quoted_len(key),
                 Piece::Seq => digits(seq),
                 Piece::Slot => digits(max_slot as u64),
-                // Unit ids are short; a job holding all of a resource's units is bounded by
-                // the resource list itself, which passed the limit on the command line.
+                // Not known before the job starts, and not counted: unit ids are short, and a
+                // command they push past the limit fails to start (E2BIG, `spawn_error`).
                 Piece::Resource(_) => 0,
             })
             .sum()

@@ -221,9 +221,12 @@ impl Scheduler {
 
     /// Takes the next job to start at `now`, if a slot is free: the first key in the ready line
     /// that can run now (under `--sticky-slots`, whose slot is free; when batching, whose batch
-    /// is full or whose oldest job has waited `--batch-delay`), with its first waiting job, or
-    /// the longest prefix of its lane that fits the batch bounds. `None` when the cap is
-    /// reached, nothing is ready, or the scheduler is draining.
+    /// is full or whose oldest job has waited `--batch-delay`; whose first job's weight and
+    /// named resources fit, after what is set aside for an earlier key that does not fit:
+    /// [`Scheduler::short_of`]), with its first waiting job, or the longest prefix of its lane
+    /// that fits the batch bounds. The run holds its weight and resources ([`Start::grant`])
+    /// until it is released. `None` when the cap is reached, nothing is ready or fits, or the
+    /// scheduler is draining.
     pub fn take(&mut self, now: Tick) -> Option<Start> {
         self.clock = self.clock.max(now);
         if self.draining || self.used_weight >= self.limits.max_concurrent {
