@@ -214,7 +214,7 @@ pub(crate) fn env_name(name: &str) -> String {
 /// What a job is handed of one granted resource: its named units joined by commas, or the
 /// amount for a count.
 pub(crate) fn granted_value(grant: &Grant, name: &str) -> Option<String> {
-    let part = grant.parts.iter().find(|p| &*p.name == name)?;
+    let part = grant.part(name)?;
     Some(if part.is_units() {
         part.units().collect::<Vec<_>>().join(",")
     } else {

@@ -7,7 +7,7 @@
 //! to the total) or a set of named units (`gpu=0,1,2,3`: each unit held by one job at a time).
 //! A job holds its weight and its resources from its start until its run is released.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,31 +62,15 @@ pub(crate) fn weight_of(needs: Option<&Needs>) -> usize {
     needs.map_or(1, |n| n.weight as usize)
 }
 
-/// What a run was granted of one named resource.
+/// What a run holds of one named resource, by index into the run's resources.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GrantPart {
-    /// The resource's name.
-    pub name: Arc<str>,
-    /// The amount (for named units: how many).
-    pub amount: u64,
+pub(crate) struct Held {
     /// The resource's index in the run's list.
     pub(crate) index: usize,
-    /// The resource's unit ids (shared, not copied); empty for a count.
-    ids: Arc<[Arc<str>]>,
-    /// The granted units' indexes in `ids`, ascending.
-    pub(crate) unit_indexes: Vec<u32>,
-}
-
-impl GrantPart {
-    /// The named units granted, in the resource's order; none for a count.
-    pub fn units(&self) -> impl Iterator<Item = &str> {
-        self.unit_indexes.iter().map(|&u| &*self.ids[u as usize])
-    }
-
-    /// Whether the resource is named units (else an amount).
-    pub fn is_units(&self) -> bool {
-        !self.ids.is_empty()
-    }
+    /// The amount (for named units: how many).
+    pub(crate) amount: u64,
+    /// The granted units' indexes in the resource's list, ascending; empty for a count.
+    pub(crate) units: Vec<u32>,
 }
 
 /// Everything a run holds beyond its key and slot, from its start to its release.
@@ -94,8 +78,59 @@ impl GrantPart {
 pub struct Grant {
     /// Units of the cap it holds.
     pub weight: u32,
+    /// The run's resources, shared by every grant (names and unit ids are not copied).
+    pub(crate) catalog: Option<Arc<[Resource]>>,
     /// The named resources it holds, in the order of its needs.
-    pub parts: Vec<GrantPart>,
+    pub(crate) held: Vec<Held>,
+}
+
+impl Grant {
+    /// The named resources it holds, in the order of its needs.
+    pub fn parts(&self) -> impl Iterator<Item = GrantPart<'_>> {
+        self.held.iter().filter_map(|held| {
+            let resource = &self.catalog.as_deref()?[held.index];
+            Some(GrantPart {
+                name: &resource.name,
+                amount: held.amount,
+                ids: match &resource.stock {
+                    Stock::Count(_) => &[],
+                    Stock::Units(ids) => ids,
+                },
+                units: &held.units,
+            })
+        })
+    }
+
+    /// What it holds of resource `name`.
+    pub fn part(&self, name: &str) -> Option<GrantPart<'_>> {
+        self.parts().find(|part| part.name == name)
+    }
+}
+
+/// What a run holds of one named resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantPart<'a> {
+    /// The resource's name.
+    pub name: &'a str,
+    /// The amount (for named units: how many).
+    pub amount: u64,
+    /// The resource's unit ids; empty for a count.
+    ids: &'a [Arc<str>],
+    /// The granted units' indexes in `ids`.
+    units: &'a [u32],
+}
+
+impl<'a> GrantPart<'a> {
+    /// The named units granted, in the resource's order; none for a count.
+    pub fn units(&self) -> impl Iterator<Item = &'a str> + 'a {
+        let ids = self.ids;
+        self.units.iter().map(move |&u| &*ids[u as usize])
+    }
+
+    /// Whether the resource is named units (else an amount).
+    pub fn is_units(&self) -> bool {
+        !self.ids.is_empty()
+    }
 }
 
 /// What a job whose key is free is short of, so that it cannot start now (the `cap` and
@@ -155,13 +190,13 @@ pub(crate) fn short_of(
 /// The run's named resources and what of them is free.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    pub(crate) resources: Vec<Resource>,
-    /// Each resource's unit ids, shared with the grants; empty for a count.
-    ids: Vec<Arc<[Arc<str>]>>,
+    /// The run's resources, shared with every grant.
+    pub(crate) resources: Arc<[Resource]>,
     /// Free amount of each resource (named units: how many are free).
     pub(crate) free: Vec<u64>,
-    /// Free named units of each resource, by index; empty for a count.
-    free_units: Vec<BTreeSet<u32>>,
+    /// Free named units of each resource, a bit per unit (bit `u % 64` of word `u / 64`);
+    /// empty for a count.
+    free_units: Vec<Vec<u64>>,
     /// `--sticky-slots`: the named units each key was last granted, per resource index.
     last_units: HashMap<Arc<str>, Vec<(usize, Vec<u32>)>>,
 }
@@ -172,20 +207,18 @@ impl Pool {
         let free_units = resources
             .iter()
             .map(|r| match &r.stock {
-                Stock::Count(_) => BTreeSet::new(),
-                Stock::Units(ids) => (0..ids.len() as u32).collect(),
-            })
-            .collect();
-        let ids = resources
-            .iter()
-            .map(|r| match &r.stock {
-                Stock::Count(_) => Arc::from(Vec::new()),
-                Stock::Units(ids) => Arc::from(ids.as_slice()),
+                Stock::Count(_) => Vec::new(),
+                Stock::Units(ids) => {
+                    let mut words = vec![0u64; ids.len().div_ceil(64)];
+                    for unit in 0..ids.len() {
+                        words[unit / 64] |= 1 << (unit % 64);
+                    }
+                    words
+                }
             })
             .collect();
         Pool {
-            resources,
-            ids,
+            resources: Arc::from(resources),
             free,
             free_units,
             last_units: HashMap::new(),
@@ -194,59 +227,72 @@ impl Pool {
 
     /// Takes what `needs` asks for (it fits: [`short_of`] said so). Named units go smallest
     /// first; under `sticky` the units `key` was last granted come first where free.
-    pub(crate) fn grant(&mut self, key: &Arc<str>, needs: &Needs, sticky: bool) -> Vec<GrantPart> {
-        let mut parts = Vec::with_capacity(needs.resources.len());
+    pub(crate) fn grant(&mut self, key: &Arc<str>, needs: &Needs, sticky: bool) -> Grant {
+        let mut held = Vec::with_capacity(needs.resources.len());
         for &(index, amount) in &needs.resources {
             self.free[index] -= amount;
-            let resource = &self.resources[index];
-            let mut part = GrantPart {
-                name: Arc::clone(&resource.name),
-                amount,
-                index,
-                ids: Arc::clone(&self.ids[index]),
-                unit_indexes: Vec::new(),
-            };
-            if let Stock::Units(_) = &resource.stock {
-                let free = &mut self.free_units[index];
-                let mut chosen: Vec<u32> = Vec::with_capacity(amount as usize);
+            let mut units: Vec<u32> = Vec::new();
+            let words = &mut self.free_units[index];
+            if !words.is_empty() {
+                units.reserve_exact(amount as usize);
                 if sticky {
                     let last = self
                         .last_units
                         .get(key)
                         .and_then(|l| l.iter().find(|(i, _)| *i == index));
                     for &unit in last.map_or(&[][..], |(_, u)| u.as_slice()) {
-                        if chosen.len() as u64 == amount {
+                        if units.len() as u64 == amount {
                             break;
                         }
-                        if free.remove(&unit) {
-                            chosen.push(unit);
+                        let (word, bit) = (unit as usize / 64, 1u64 << (unit % 64));
+                        if words[word] & bit != 0 {
+                            words[word] &= !bit;
+                            units.push(unit);
                         }
                     }
                 }
-                while (chosen.len() as u64) < amount {
-                    let unit = free.pop_first().expect("the need fits in the free units");
-                    chosen.push(unit);
+                for (w, word) in words.iter_mut().enumerate() {
+                    while (units.len() as u64) < amount && *word != 0 {
+                        let bit = word.trailing_zeros();
+                        *word &= *word - 1;
+                        units.push(w as u32 * 64 + bit);
+                    }
                 }
-                chosen.sort_unstable();
+                debug_assert_eq!(
+                    units.len() as u64,
+                    amount,
+                    "the need fits in the free units"
+                );
+                units.sort_unstable();
                 if sticky {
                     let last = self.last_units.entry(Arc::clone(key)).or_default();
                     match last.iter_mut().find(|(i, _)| *i == index) {
-                        Some((_, units)) => units.clone_from(&chosen),
-                        None => last.push((index, chosen.clone())),
+                        Some((_, kept)) => kept.clone_from(&units),
+                        None => last.push((index, units.clone())),
                     }
                 }
-                part.unit_indexes = chosen;
             }
-            parts.push(part);
+            held.push(Held {
+                index,
+                amount,
+                units,
+            });
         }
-        parts
+        Grant {
+            weight: needs.weight,
+            catalog: Some(Arc::clone(&self.resources)),
+            held,
+        }
     }
 
     /// Gives back what a run held.
-    pub(crate) fn give_back(&mut self, parts: &[GrantPart]) {
-        for part in parts {
-            self.free[part.index] += part.amount;
-            self.free_units[part.index].extend(part.unit_indexes.iter().copied());
+    pub(crate) fn give_back(&mut self, grant: &Grant) {
+        for held in &grant.held {
+            self.free[held.index] += held.amount;
+            let words = &mut self.free_units[held.index];
+            for &unit in &held.units {
+                words[unit as usize / 64] |= 1 << (unit % 64);
+            }
         }
     }
 
@@ -322,18 +368,59 @@ mod tests {
         let two = needs(1, &[(0, 2)]);
         let first = pool.grant(&b, &needs(1, &[(0, 1)]), true);
         let second = pool.grant(&a, &two, true);
-        let units = |part: &GrantPart| part.units().collect::<Vec<_>>().join(",");
-        assert_eq!(units(&first[0]), "0");
-        assert_eq!(units(&second[0]), "1,2");
+        let units = |grant: &Grant| {
+            grant
+                .part("gpu")
+                .unwrap()
+                .units()
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert_eq!(units(&first), "0");
+        assert_eq!(units(&second), "1,2");
         assert_eq!(pool.free, vec![1]);
         pool.give_back(&first);
         pool.give_back(&second);
         assert_eq!(pool.free, vec![4]);
         // Key a gets units 1 and 2 again although 0 is free; without stickiness, 0 and 1.
         let again = pool.grant(&a, &two, true);
-        assert_eq!(units(&again[0]), "1,2");
+        assert_eq!(units(&again), "1,2");
         pool.give_back(&again);
         let plain = pool.grant(&a, &two, false);
-        assert_eq!(units(&plain[0]), "0,1");
+        assert_eq!(units(&plain), "0,1");
+    }
+}
+
+#[cfg(test)]
+mod bitset_tests {
+    use super::*;
+
+    #[test]
+    fn more_than_64_units_are_handed_out_and_given_back() {
+        let ids: Vec<Arc<str>> = (0..130).map(|i| Arc::from(i.to_string())).collect();
+        let mut pool = Pool::new(vec![Resource {
+            name: Arc::from("port"),
+            stock: Stock::Units(ids),
+        }]);
+        let key: Arc<str> = Arc::from("k");
+        let many = Needs {
+            weight: 1,
+            resources: vec![(0, 100)],
+        };
+        let first = pool.grant(&key, &many, false);
+        let units: Vec<&str> = first.part("port").unwrap().units().collect();
+        assert_eq!(units.len(), 100);
+        assert_eq!((units[0], units[64], units[99]), ("0", "64", "99"));
+        let rest = Needs {
+            weight: 1,
+            resources: vec![(0, 30)],
+        };
+        let second = pool.grant(&key, &rest, false);
+        let units: Vec<&str> = second.part("port").unwrap().units().collect();
+        assert_eq!((units[0], units[29]), ("100", "129"));
+        assert_eq!(pool.free, vec![0]);
+        pool.give_back(&first);
+        let third = pool.grant(&key, &rest, false);
+        assert_eq!(third.part("port").unwrap().units().next(), Some("0"));
     }
 }

@@ -274,13 +274,13 @@ impl Scheduler {
         let waited = now.saturating_sub(first.queued_at);
         // A batch runs on its first job's needs.
         let grant = first.needs.as_deref().map(|needs| {
-            let parts = match self.pool.as_mut() {
+            Arc::new(match self.pool.as_mut() {
                 Some(pool) => pool.grant(&key, needs, self.policy.sticky_slots),
-                None => Vec::new(),
-            };
-            Arc::new(Grant {
-                weight: needs.weight,
-                parts,
+                None => Grant {
+                    weight: needs.weight,
+                    catalog: None,
+                    held: Vec::new(),
+                },
             })
         });
         self.used_weight += grant.as_ref().map_or(1, |g| g.weight as usize);
@@ -547,7 +547,7 @@ impl Scheduler {
             Some(grant) => {
                 self.used_weight -= grant.weight as usize;
                 if let Some(pool) = self.pool.as_mut() {
-                    pool.give_back(&grant.parts);
+                    pool.give_back(grant);
                 }
             }
             None => self.used_weight -= 1,

@@ -173,9 +173,8 @@ impl Entry<'_> {
             lock_wait_ms: self.lock.map(|wait| wait.map(|w| millis(w.waited))),
             lock_holder: self.lock.map(|wait| wait.and_then(|w| w.holder.clone())),
             weight: self.grant.map(|g| g.weight),
-            resources: self.grant.filter(|g| !g.parts.is_empty()).map(|g| {
-                g.parts
-                    .iter()
+            resources: self.grant.filter(|g| g.parts().next().is_some()).map(|g| {
+                g.parts()
                     .map(|part| {
                         (
                             part.name.to_string(),

@@ -159,9 +159,8 @@ pub(crate) fn check_slurm_resources(resources: &[Resource]) -> Result<(), String
 /// ([`check_slurm_resources`] allowed only `gpu` and `mem`).
 pub(crate) fn slurm_resource_args(grant: &Grant) -> Vec<String> {
     grant
-        .parts
-        .iter()
-        .filter_map(|part| match &*part.name {
+        .parts()
+        .filter_map(|part| match part.name {
             "gpu" => Some(format!("--gres=gpu:{}", part.amount)),
             "mem" => Some(format!("--mem={}M", part.amount.div_ceil(1 << 20))),
             _ => None,
@@ -345,10 +344,26 @@ mod tests {
         assert_eq!(tail, ["--gres=gpu:2", "--mem=1500M", "sh", "-c", "x"]);
         // Bytes round up to whole mebibytes.
         let odd = |bytes: u64| {
-            let mut g = (*grant).clone();
-            g.parts.retain(|p| &*p.name == "mem");
-            g.parts[0].amount = bytes;
-            slurm_resource_args(&g)
+            let resources = vec![parse_resource("mem=1G").unwrap()];
+            let needs = Some(std::sync::Arc::new(crate::core::Needs {
+                weight: 1,
+                resources: vec![(0, bytes)],
+            }));
+            let mut core = crate::core::Scheduler::new(crate::core::Limits {
+                max_concurrent: 1,
+                max_queued: 1,
+            });
+            core.set_resources(resources);
+            let request = crate::core::JobRequest {
+                seq: 1,
+                key: "k".into(),
+                rank: 0,
+                timeout: None,
+                weight: 0,
+                needs,
+            };
+            let _ = core.admit(request, Duration::ZERO);
+            slurm_resource_args(&core.take(Duration::ZERO).unwrap().grant.unwrap())
         };
         assert_eq!(odd(1), ["--mem=1M"]);
         assert_eq!(odd((1 << 20) + 1), ["--mem=2M"]);

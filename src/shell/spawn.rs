@@ -731,11 +731,10 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
     ]);
     let granted: Vec<(String, String)> = launch.grant.map_or(Vec::new(), |grant| {
         grant
-            .parts
-            .iter()
+            .parts()
             .filter_map(|part| {
-                let value = crate::resources::granted_value(grant, &part.name)?;
-                Some((crate::resources::env_name(&part.name), value))
+                let value = crate::resources::granted_value(grant, part.name)?;
+                Some((crate::resources::env_name(part.name), value))
             })
             .collect()
     });

@@ -240,8 +240,7 @@ impl Harness {
                 );
                 let grant = start.grant.as_deref();
                 assert_eq!(grant.map_or(1, |g| u64::from(g.weight)), job.weight);
-                let part =
-                    |name: &str| grant.and_then(|g| g.parts.iter().find(|p| &*p.name == name));
+                let part = |name: &str| grant.and_then(|g| g.part(name));
                 assert_eq!(part("mem").map_or(0, |p| p.amount), job.mem);
                 let gpus: Vec<Arc<str>> =
                     part("gpu").map_or(Vec::new(), |p| p.units().map(Arc::from).collect());
