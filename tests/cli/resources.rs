@@ -376,3 +376,28 @@ fn under_on_full_wait_a_weight_bound_refuses_nothing() {
     out.code(0);
     assert_eq!(out.report().summary.succeeded, 12, "{}", out.dump());
 }
+
+#[test]
+fn the_dry_run_plans_with_the_resources() {
+    // Two GPUs, three one-GPU jobs on -j 3: two in the first round, the third in the second.
+    let out = Run::new()
+        .args([
+            "-j",
+            "3",
+            "--resource",
+            "gpu=0,1",
+            "--needs",
+            "gpu=1",
+            "--dry-run",
+        ])
+        .stdin("a\ttrue\nb\ttrue\nc\ttrue\n")
+        .no_report()
+        .run();
+    out.code(0);
+    let stdout = out.stdout();
+    let rounds: Vec<&str> = stdout
+        .lines()
+        .filter_map(|line| line.split("round ").nth(1)?.split(' ').next())
+        .collect();
+    assert_eq!(rounds, ["1", "1", "2"], "{}", out.dump());
+}
