@@ -358,12 +358,15 @@ fn slurm_asks_the_cluster_for_the_memory_a_job_needs() {
     let prefix = prefix();
     let out = slurm_run(&prefix)
         .args(["--resource", "mem=64M", "--needs", "mem=32M"])
-        .stdin("a\techo \"mem=$SLURM_MEM_PER_NODE lanes=$LANES_RESOURCE_MEM\"\n")
+        .stdin(
+            "a\techo \"lanes=$LANES_RESOURCE_MEM $(scontrol show job \"$SLURM_JOB_ID\" | \
+             grep -o 'MinMemoryNode=[^ ]*')\"\n",
+        )
         .run();
     out.code(0);
     assert!(
         out.stdout()
-            .contains(&format!("[a] mem=32 lanes={}\n", 32 << 20)),
+            .contains(&format!("[a] lanes={} MinMemoryNode=32M\n", 32 << 20)),
         "{}",
         out.dump()
     );
