@@ -5,6 +5,10 @@
 //! admit a new job (keys in round robin), take what can start. `max_concurrent` is 8 and
 //! `max_queued` unbounded; before measuring, every key gets one waiting job (1 key: 1,000
 //! waiting jobs), so the lanes map and the ready line hold all the keys while it runs.
+//!
+//! `admit_take_release_3_resources` is the same cycle on a run with three named resources
+//! (8 named `gpu` units, 64 GiB of `mem`, 16 `cpu`), every job of weight 2 needing one GPU,
+//! 4 GiB and 2 CPUs, on a cap of 16, so that 8 jobs are in flight as in the plain cycle.
 
 use std::collections::VecDeque;
 use std::hint::black_box;
@@ -12,7 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use lanes::core::{Admission, JobRequest, Limits, Released, Scheduler, Seq};
+use lanes::core::{
+    Admission, JobRequest, Limits, Needs, Policy, Released, Resource, Scheduler, Seq, Stock,
+};
 
 const MAX_CONCURRENT: usize = 8;
 
@@ -23,15 +29,46 @@ struct Cycle {
     next_seq: Seq,
     next_key: usize,
     now: Duration,
+    needs: Option<Arc<Needs>>,
 }
 
 impl Cycle {
-    fn new(key_count: usize) -> Self {
-        let mut cycle = Cycle {
-            scheduler: Scheduler::new(Limits {
-                max_concurrent: MAX_CONCURRENT,
+    fn new(key_count: usize, resources: bool) -> Self {
+        let cap = if resources {
+            2 * MAX_CONCURRENT
+        } else {
+            MAX_CONCURRENT
+        };
+        let mut scheduler = Scheduler::with_policy(
+            Limits {
+                max_concurrent: cap,
                 max_queued: usize::MAX,
-            }),
+            },
+            Policy::default(),
+        );
+        let needs = resources.then(|| {
+            scheduler.set_resources(vec![
+                Resource {
+                    name: Arc::from("gpu"),
+                    stock: Stock::Units((0..8).map(|i| Arc::from(i.to_string())).collect()),
+                },
+                Resource {
+                    name: Arc::from("mem"),
+                    stock: Stock::Count(64 << 30),
+                },
+                Resource {
+                    name: Arc::from("cpu"),
+                    stock: Stock::Count(16),
+                },
+            ]);
+            Arc::new(Needs {
+                weight: 2,
+                resources: vec![(0, 1), (1, 4 << 30), (2, 2)],
+            })
+        });
+        let mut cycle = Cycle {
+            scheduler,
+            needs,
             keys: (0..key_count).map(|i| Arc::from(format!("k{i}"))).collect(),
             running: VecDeque::with_capacity(MAX_CONCURRENT),
             next_seq: 1,
@@ -54,6 +91,7 @@ impl Cycle {
             rank: 0,
             timeout: None,
             weight: 0,
+            needs: self.needs.clone(),
         };
         self.next_seq += 1;
         let admission = self.scheduler.admit(black_box(job), self.now);
@@ -79,10 +117,15 @@ impl Cycle {
 }
 
 fn cycles(c: &mut Criterion) {
-    let mut group = c.benchmark_group("admit_take_release");
+    measure(c, "admit_take_release", false, &[1, 1_000, 1_000_000]);
+    measure(c, "admit_take_release_3_resources", true, &[1, 1_000]);
+}
+
+fn measure(c: &mut Criterion, name: &str, resources: bool, key_counts: &[usize]) {
+    let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(1));
-    for key_count in [1usize, 1_000, 1_000_000] {
-        let mut cycle = Cycle::new(key_count);
+    for &key_count in key_counts {
+        let mut cycle = Cycle::new(key_count, resources);
         group.bench_function(
             BenchmarkId::from_parameter(format!("{key_count}_keys")),
             |b| {

@@ -71,7 +71,7 @@ _lanes() {
 
     case "${cmd}" in
         lanes)
-            opts="-a -0 -j -h -V --socket --journal --requeue-lost --no-requeue-lost --arg-file --null --no-null --key --dry-run --no-dry-run --colsep --manifest --max-concurrent --timeout --grace --leak-window --containment --shell --max-queued --on-full --coalesce --cancel-in-progress --no-cancel-in-progress --retries --retry-delay --fail-fast --no-fail-fast --sticky-slots --lock-dir --shared-max-concurrent --coordinate --namespace --coordinate-records --no-coordinate-records --host-id --no-sticky-slots --command --batch-size --batch-bytes --batch-delay --resume --backend --slurm-name-prefix --slurm-license --slurm-partition --slurm-account --slurm-qos --events --strict --no-strict --report --json --no-json --output --keep-order --no-keep-order --color --progress --junit --results --results-clean --no-results-clean --help --version locks submit cancel status set drain close help"
+            opts="-a -0 -j -h -V --socket --journal --requeue-lost --no-requeue-lost --arg-file --null --no-null --key --dry-run --no-dry-run --colsep --manifest --max-concurrent --timeout --grace --leak-window --containment --shell --max-queued --on-full --coalesce --cancel-in-progress --no-cancel-in-progress --retries --retry-delay --fail-fast --no-fail-fast --sticky-slots --lock-dir --shared-max-concurrent --coordinate --namespace --coordinate-records --no-coordinate-records --host-id --no-sticky-slots --max-queued-weight --weight --resource --needs --reserve-after --command --batch-size --batch-bytes --batch-delay --resume --backend --slurm-name-prefix --slurm-license --slurm-partition --slurm-account --slurm-qos --events --strict --no-strict --report --json --no-json --output --keep-order --no-keep-order --color --progress --junit --results --results-clean --no-results-clean --help --version locks submit cancel status set drain close help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -170,6 +170,26 @@ _lanes() {
                     return 0
                     ;;
                 --host-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-queued-weight)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --weight)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --resource)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --needs)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reserve-after)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -342,6 +342,37 @@ pub struct Cli {
     #[arg(long, overrides_with = "sticky_slots")]
     pub no_sticky_slots: bool,
 
+    /// At most W of weight admitted but not yet started, across all keys (each job counts its
+    /// weight, 1 when it declares none), on top of --max-queued; --on-full applies to both
+    /// [default: no bound].
+    #[arg(long, value_name = "W", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_queued_weight: Option<u64>,
+
+    /// Every job's share of -j unless the manifest gives its own `weight`: a job of weight W
+    /// starts only when W units of -j are free [default: 1].
+    #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..))]
+    pub weight: Option<u32>,
+
+    /// A named resource of the run (repeatable; overrides the manifest's `[resources]` entry
+    /// of that name): `NAME=N` an amount (`cpu=8`, `mem=32G`: K, M, G, T are powers of 1024)
+    /// or `NAME=ID,ID,…` named units (`gpu=0,1,2,3`; one unit: `port=8001,`).
+    #[arg(long, value_name = "NAME=SPEC")]
+    pub resource: Vec<String>,
+
+    /// What every job needs of the run's resources unless the manifest gives its own `needs`:
+    /// `NAME=N,…` (`gpu=1,mem=8G`). A job starts only when all of it is free, and holds it
+    /// until its process group is empty; named units are handed over as
+    /// `LANES_RESOURCE_<NAME>` and `{res.NAME}`.
+    #[arg(long, value_name = "NAME=N,…")]
+    pub needs: Option<String>,
+
+    /// Once the first waiting key whose job does not fit (its weight or a resource is short)
+    /// has waited D, what it needs is set aside for it: later keys start only in what is free
+    /// beyond it, so it is not starved. 0s sets aside at once (strict order between keys)
+    /// [default: 0s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub reserve_after: Option<Duration>,
+
     /// Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the
     /// argument (a batch's arguments), `{key}` the key, `{seq}` and `{slot}` numbers; every
     /// substitution is shell-quoted. Without `{}`, the argument is appended. `{{`/`}}` are

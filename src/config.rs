@@ -2,6 +2,7 @@
 //! validated [`RunConfig`] (flags override the manifest, the manifest overrides defaults).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cli::Cli;
@@ -62,6 +63,11 @@ pub(crate) struct RunConfig {
     pub requeue_lost: bool,
     /// ≥ 1.
     pub max_concurrent: usize,
+    /// The run's named resources (`[resources]`, then `--resource`), in that order.
+    pub resources: Vec<crate::core::Resource>,
+    /// What a job needs that does not say (`--weight`, `--needs`); `None` for weight 1 and
+    /// no resource. A manifest job's own is resolved into it.
+    pub default_needs: Option<Arc<crate::core::Needs>>,
     /// ≥ 1.
     pub max_queued: usize,
     /// Per-key policies for the core.
@@ -296,7 +302,7 @@ impl RunConfig {
                     .into(),
             ));
         }
-        let source = match (cli.manifest, cli.file) {
+        let mut source = match (cli.manifest, cli.file) {
             _ if cli.serve => Source::Socket(cli.socket.clone()),
             _ if cli.arguments.is_some() => Source::List(cli.arguments.clone().unwrap_or_default()),
             // `-a -`: stdin, as for FILE (and GNU parallel's `-a -`).
@@ -501,6 +507,62 @@ impl RunConfig {
                     .into(),
             ));
         }
+        let max_concurrent = cli
+            .max_concurrent
+            .map(|n| n as usize)
+            .or(settings.max_concurrent)
+            .unwrap_or(cpus)
+            .max(1);
+        let resources = run_resources(&cli.resource, settings.resources)?;
+        let default_needs =
+            default_needs(cli.weight, cli.needs.as_deref(), &resources, max_concurrent)?;
+        if let Source::Manifest { path, manifest } = &mut source {
+            for job in &mut manifest.jobs {
+                job.resolved_needs =
+                    job_needs(path, job, &default_needs, &resources, max_concurrent)?;
+            }
+        }
+        let weighed = default_needs.is_some()
+            || matches!(&source, Source::Manifest { manifest, .. }
+                if manifest.jobs.iter().any(|j| j.resolved_needs.is_some()));
+        if weighed && batching {
+            return Err(ConfigError::Usage(
+                "weights and resource needs are per job, while a batch runs several jobs as \
+                 one: use one or the other"
+                    .into(),
+            ));
+        }
+        let heaviest = match &source {
+            Source::Manifest { manifest, .. } => manifest
+                .jobs
+                .iter()
+                .map(|j| j.resolved_needs.as_ref().map_or(1, |n| n.weight))
+                .max()
+                .unwrap_or(1),
+            _ => default_needs.as_ref().map_or(1, |n| n.weight),
+        } as usize;
+        let max_queued_weight = cli
+            .max_queued_weight
+            .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        if heaviest > max_queued_weight {
+            return Err(ConfigError::Usage(format!(
+                "--max-queued-weight {max_queued_weight} is less than the weight {heaviest} of a \
+                 job: it could never be queued"
+            )));
+        }
+        if cli.backend == BackendKind::Slurm {
+            crate::shell::backend::check_slurm_resources(&resources)
+                .map_err(|m| ConfigError::Usage(format!("--backend slurm: {m}")))?;
+        }
+        if let Some(name) = template.as_ref().and_then(|t| {
+            t.resource_names()
+                .find(|name| !resources.iter().any(|r| *r.name == **name))
+        }) {
+            return Err(ConfigError::Usage(format!(
+                "--command uses {{res.{name}}}, but the run has no resource {name:?} (declare \
+                 it with --resource or [resources])"
+            )));
+        }
         Ok(RunConfig {
             journal: cli.journal,
             requeue_lost: cli.requeue_lost,
@@ -510,12 +572,9 @@ impl RunConfig {
             namespace,
             host_id,
             coordinate_records,
-            max_concurrent: cli
-                .max_concurrent
-                .map(|n| n as usize)
-                .or(settings.max_concurrent)
-                .unwrap_or(cpus)
-                .max(1),
+            max_concurrent,
+            resources,
+            default_needs,
             max_queued: cli
                 .max_queued
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
@@ -535,6 +594,9 @@ impl RunConfig {
                 batch_size,
                 batch_bytes,
                 batch_delay,
+                reserve_after: cli.reserve_after.unwrap_or_default(),
+                max_queued_weight,
+                heaviest,
             },
             template,
             records,
@@ -575,6 +637,98 @@ impl RunConfig {
     }
 }
 
+/// The run's resources: the manifest's, then each `--resource` (one of the same name replaces
+/// the manifest's).
+fn run_resources(
+    flags: &[String],
+    manifest: Vec<crate::input::manifest::Located<crate::core::Resource>>,
+) -> Result<Vec<crate::core::Resource>, ConfigError> {
+    let mut resources: Vec<crate::core::Resource> = manifest.into_iter().map(|r| r.value).collect();
+    let mut given: Vec<Arc<str>> = Vec::new();
+    for flag in flags {
+        let resource = crate::resources::parse_resource(flag)
+            .map_err(|m| ConfigError::Usage(format!("--resource {flag}: {m}")))?;
+        if given.contains(&resource.name) {
+            return Err(ConfigError::Usage(format!(
+                "--resource {flag}: {:?} is given twice",
+                resource.name
+            )));
+        }
+        given.push(Arc::clone(&resource.name));
+        match resources.iter_mut().find(|r| r.name == resource.name) {
+            Some(old) => *old = resource,
+            None => resources.push(resource),
+        }
+    }
+    Ok(resources)
+}
+
+/// What a job needs that says nothing: `--weight` and `--needs`, checked against the run.
+fn default_needs(
+    weight: Option<u32>,
+    needs: Option<&str>,
+    resources: &[crate::core::Resource],
+    cap: usize,
+) -> Result<Option<Arc<crate::core::Needs>>, ConfigError> {
+    let parsed = match needs {
+        Some(text) => crate::resources::parse_needs(text)
+            .map_err(|m| ConfigError::Usage(format!("--needs {text}: {m}")))?,
+        None => Vec::new(),
+    };
+    crate::resources::resolve(weight.unwrap_or(1), &parsed, resources, cap).map_err(|(i, m)| {
+        let flag = if i == parsed.len() {
+            format!("--weight {}", weight.unwrap_or(1))
+        } else {
+            format!("--needs {}", needs.unwrap_or_default())
+        };
+        ConfigError::Usage(format!("{flag}: {m}"))
+    })
+}
+
+/// A manifest job's needs: its own `weight` and `needs` where given, else the run's
+/// (`--weight`, `--needs`); errors point at the job's value.
+fn job_needs(
+    path: &Path,
+    job: &crate::input::manifest::ManifestJob,
+    default: &Option<Arc<crate::core::Needs>>,
+    resources: &[crate::core::Resource],
+    cap: usize,
+) -> Result<Option<Arc<crate::core::Needs>>, ConfigError> {
+    if job.weight.is_none() && job.needs.is_none() {
+        return Ok(default.clone());
+    }
+    let weight = match &job.weight {
+        Some(w) => w.value,
+        None => default.as_ref().map_or(1, |d| d.weight),
+    };
+    let needs: Vec<crate::resources::Need> = match &job.needs {
+        Some(needs) => needs.value.iter().map(|n| n.value.clone()).collect(),
+        // The run's needs, by name again.
+        None => default.as_ref().map_or(Vec::new(), |d| {
+            d.resources
+                .iter()
+                .map(|&(index, amount)| crate::resources::Need {
+                    name: resources[index].name.to_string(),
+                    amount,
+                })
+                .collect()
+        }),
+    };
+    crate::resources::resolve(weight, &needs, resources, cap).map_err(|(i, message)| {
+        let (line, column) = match (&job.needs, &job.weight) {
+            (Some(n), _) if i < n.value.len() => (n.value[i].line, n.value[i].column),
+            (_, Some(w)) => (w.line, w.column),
+            _ => (job.line, 1),
+        };
+        ConfigError::Manifest(ManifestError::Invalid {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message,
+        })
+    })
+}
+
 /// A boolean setting: `--no-X` (given last, clap drops the other) turns it off, even over a
 /// manifest's `true`; `--X` turns it on; else the manifest decides, else off.
 fn flag(on: bool, off: bool, manifest: Option<bool>) -> bool {
@@ -582,6 +736,15 @@ fn flag(on: bool, off: bool, manifest: Option<bool>) -> bool {
 }
 
 impl RunConfig {
+    /// What a job of input records needs: the run's default; `None` for a manifest, whose
+    /// jobs' needs are resolved one by one.
+    pub(crate) fn run_default_needs(&self) -> Option<Arc<crate::core::Needs>> {
+        match self.source {
+            Source::Manifest { .. } => None,
+            _ => self.default_needs.clone(),
+        }
+    }
+
     /// A job's turn timeout, decided once for every source: the job's own (a manifest's
     /// `timeout`) overrides the run's (`--timeout`, the manifest's top-level `timeout`), and 0
     /// from any of them means no timeout, as for timeout(1).

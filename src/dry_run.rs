@@ -32,6 +32,7 @@ pub(crate) fn print(
     let commands = crate::shell::input::Commands {
         template: config.template.clone(),
         max_slot: config.max_concurrent,
+        default_needs: config.run_default_needs(),
     };
     let mut rx = crate::shell::input::start(feed, usize::MAX, commands)
         .context("cannot start the thread that reads the input (raise `ulimit -u`)")?;
@@ -59,7 +60,7 @@ pub(crate) fn print(
         max_concurrent: config.max_concurrent,
         max_queued: config.max_queued,
     };
-    let planned = plan(limits, config.policy, requests);
+    let planned = plan(limits, config.policy, config.resources.clone(), requests);
     let mut by_key: Vec<(Arc<str>, Vec<String>)> = Vec::new();
     let mut order: BTreeMap<Arc<str>, usize> = BTreeMap::new();
     for job in jobs.values() {

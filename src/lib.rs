@@ -20,6 +20,7 @@ pub(crate) mod output;
 pub(crate) mod placeholder;
 pub(crate) mod plural;
 pub(crate) mod report;
+pub(crate) mod resources;
 pub(crate) mod resume;
 mod run;
 pub(crate) mod serve;

@@ -201,6 +201,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 let commands = crate::shell::input::Commands {
                     template: config.template.clone(),
                     max_slot: config.max_concurrent,
+                    default_needs: config.run_default_needs(),
                 };
                 crate::shell::input::start(feed, config.max_queued, commands)
                     .context("cannot start the thread that reads the input (raise `ulimit -u`)")?

@@ -17,6 +17,9 @@ enum Piece {
     Seq,
     /// `{slot}` or `{%}`
     Slot,
+    /// `{res.NAME}`: the named units (or the amount) of resource NAME granted to the run,
+    /// comma-separated.
+    Resource(String),
 }
 
 /// A parsed `--command` template.
@@ -72,13 +75,19 @@ impl Template {
                         "key" => Piece::Key,
                         "seq" | "#" => Piece::Seq,
                         "slot" | "%" => Piece::Slot,
+                        other if other.starts_with("res.") => {
+                            let name = &other["res.".len()..];
+                            crate::resources::check_name(name)
+                                .map_err(|_| TemplateError::Unknown(other.to_owned()))?;
+                            Piece::Resource(name.to_owned())
+                        }
                         other => match Placeholder::parse(other) {
                             Some(placeholder) => Piece::Args(placeholder),
                             None => return Err(TemplateError::Unknown(other.to_owned())),
                         },
                     };
                     // Numbers are safe anywhere; text from the input is not.
-                    if quoted && matches!(piece, Piece::Args(_) | Piece::Key) {
+                    if quoted && matches!(piece, Piece::Args(_) | Piece::Key | Piece::Resource(_)) {
                         return Err(TemplateError::Quoted(format!("{{{name}}}"), at));
                     }
                     for _ in 0..=name.chars().count() {
@@ -113,6 +122,19 @@ impl Template {
 
     /// The command for `args` (one job's argument, or a batch's in lane order).
     pub(crate) fn render(&self, args: &[&str], key: &str, seq: u64, slot: u32) -> String {
+        self.render_granted(args, key, seq, slot, None)
+    }
+
+    /// [`Template::render`] for a run holding `grant` (`{res.NAME}`; empty for a resource it
+    /// does not hold).
+    pub(crate) fn render_granted(
+        &self,
+        args: &[&str],
+        key: &str,
+        seq: u64,
+        slot: u32,
+        grant: Option<&crate::core::Grant>,
+    ) -> String {
         let mut out = String::new();
         for piece in &self.pieces {
             match piece {
@@ -130,9 +152,22 @@ impl Template {
                 Piece::Key => out.push_str(&shell_quote(key)),
                 Piece::Seq => out.push_str(&seq.to_string()),
                 Piece::Slot => out.push_str(&slot.to_string()),
+                Piece::Resource(name) => out.push_str(&shell_quote(
+                    &grant
+                        .and_then(|g| crate::resources::granted_value(g, name))
+                        .unwrap_or_default(),
+                )),
             }
         }
         out
+    }
+
+    /// The resource names `{res.NAME}` placeholders use.
+    pub(crate) fn resource_names(&self) -> impl Iterator<Item = &String> {
+        self.pieces.iter().filter_map(|piece| match piece {
+            Piece::Resource(name) => Some(name),
+            _ => None,
+        })
     }
 }
 
@@ -162,6 +197,9 @@ impl Template {
                 Piece::Key => quoted_len(key),
                 Piece::Seq => digits(seq),
                 Piece::Slot => digits(max_slot as u64),
+                // Not known before the job starts, and not counted: unit ids are short, and a
+                // command they push past the limit fails to start (E2BIG, `spawn_error`).
+                Piece::Resource(_) => 0,
             })
             .sum()
     }

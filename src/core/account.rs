@@ -1,8 +1,10 @@
 //! A job's final account: everything the core knows of it when its one record is written.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::outcome::Outcome;
+use super::resources::Grant;
 use super::state::{Seq, Tick, Try};
 
 /// A job's final account, from which its one record is written: everything the core knows.
@@ -28,6 +30,9 @@ pub struct Account {
     /// Whether it ended as a run in flight: the end of its try was already told (the `ended`
     /// event); otherwise the record is the first word of its end.
     pub in_flight: bool,
+    /// The weight and named units its last try held; `None` for weight 1 and no resource,
+    /// or when it never started.
+    pub grant: Option<Arc<Grant>>,
 }
 
 impl Account {
@@ -50,6 +55,7 @@ impl Account {
             batch: None,
             ended_at: now,
             in_flight: false,
+            grant: None,
         }
     }
 }

@@ -36,6 +36,11 @@ impl Scheduler {
                 stop: None,
             };
         };
+        let dropped_weight: usize = lane
+            .waiting
+            .iter()
+            .map(|job| super::resources::weight_of(job.needs.as_deref()))
+            .sum();
         let dropped: Vec<Account> = lane
             .waiting
             .drain(..)
@@ -49,6 +54,7 @@ impl Scheduler {
                 batch: None,
                 ended_at: now,
                 in_flight: false,
+                grant: None,
             })
             .collect();
         let busy = lane.busy;
@@ -57,6 +63,7 @@ impl Scheduler {
                 .retain(|(at, held)| !(*at == until && &**held == key));
         }
         self.queued -= dropped.len();
+        self.queued_weight -= dropped_weight;
         self.ready.retain(|ready| &**ready != key);
         if !busy {
             self.lanes.remove(key);

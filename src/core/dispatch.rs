@@ -80,6 +80,11 @@ impl Scheduler {
             .get_mut(&run.key)
             .expect("a running job's key has a lane");
         self.queued += run.batch.len();
+        self.queued_weight += run
+            .batch
+            .iter()
+            .map(|w| super::resources::weight_of(w.needs.as_deref()))
+            .sum::<usize>();
         for job in run.batch.into_iter().rev() {
             lane.waiting.push_front(job);
         }

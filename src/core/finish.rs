@@ -64,6 +64,7 @@ impl Scheduler {
         // Every member of a batch made the same tries; a job's history is its own otherwise.
         let earlier: Vec<Vec<Try>> = run.batch.iter().map(|w| w.tries.clone()).collect();
         let (attempt, waited) = (run.attempts, run.waited);
+        let grant = run.grant.clone();
         let superseded_by = run
             .superseded_by
             .filter(|_| outcome == Outcome::Interrupted(StopReason::Superseded));
@@ -94,6 +95,7 @@ impl Scheduler {
                     batch,
                     ended_at: facts.ended_at,
                     in_flight: true,
+                    grant: grant.clone(),
                 })
                 .collect()
         };

@@ -16,6 +16,7 @@
 //! - [`suspend`]: Ctrl-Z: stopped time counts toward no deadline;
 //! - [`hostwide`]: `--lock-dir`: when a key's host-wide lock is asked for and let go;
 //! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window;
+//! - [`resources`]: weights and named resources: fitting, granting, the no-starvation rule;
 //! - [`plan`]: `--dry-run`, the same decisions on a virtual clock.
 
 mod account;
@@ -28,6 +29,7 @@ mod hostwide;
 mod intake;
 mod outcome;
 mod plan;
+mod resources;
 mod shutdown;
 mod state;
 mod status;
@@ -43,6 +45,7 @@ pub use hostwide::{HostKeyOrders, HOST_LOOKAHEAD};
 pub use intake::{admission_order, Offer};
 pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, StopReason};
 pub use plan::{plan, Plan, Planned};
+pub use resources::{reserves, Grant, GrantPart, Needs, Resource, Shortage, Stock};
 pub use shutdown::{forwarded, Halt, SignalVerdict, StopOrder};
 pub use state::{
     JobRequest, Limits, OnFull, Policy, Scheduler, Seq, ShutdownLevel, Tick, Try, BACKOFF_FIRST,

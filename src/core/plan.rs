@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use super::{ExitFacts, JobRequest, Limits, Offer, Policy, RunFacts, Scheduler, Seq, Tick};
+use super::{
+    ExitFacts, JobRequest, Limits, Offer, Policy, Resource, RunFacts, Scheduler, Seq, Tick,
+};
 
 /// One run the scheduler would start.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,8 +34,15 @@ const ROUND: Duration = Duration::from_millis(1);
 
 /// Plans `jobs` (in input order) under `limits` and `policy`, reading input as the run would
 /// (jobs start between admissions; reading pauses when `max_queued` jobs wait).
-pub fn plan(limits: Limits, policy: Policy, jobs: Vec<JobRequest>) -> Plan {
+/// `resources` are the run's named resources ([`Scheduler::set_resources`]).
+pub fn plan(
+    limits: Limits,
+    policy: Policy,
+    resources: Vec<Resource>,
+    jobs: Vec<JobRequest>,
+) -> Plan {
     let mut core = Scheduler::with_policy(limits, policy);
+    core.set_resources(resources);
     core.set_input_finite(true);
     let mut jobs = jobs.into_iter().peekable();
     let mut plan = Plan::default();
@@ -109,6 +118,7 @@ mod tests {
             rank: 0,
             timeout: None,
             weight: 1,
+            needs: None,
         }
     }
 
@@ -122,7 +132,7 @@ mod tests {
     #[test]
     fn lanes_run_in_order_under_the_cap() {
         let jobs = vec![job(1, "a"), job(2, "a"), job(3, "b"), job(4, "c")];
-        let got = plan(limits(2), Policy::default(), jobs);
+        let got = plan(limits(2), Policy::default(), Vec::new(), jobs);
         let rounds: Vec<_> = got
             .runs
             .iter()
@@ -155,6 +165,7 @@ mod tests {
                 max_queued: 100,
             },
             batched,
+            Vec::new(),
             jobs.clone(),
         );
         let batches: Vec<_> = got.runs.iter().map(|run| run.batch.clone()).collect();
@@ -163,7 +174,7 @@ mod tests {
             coalesce_latest: true,
             ..Policy::default()
         };
-        let got = plan(limits(1), latest, jobs);
+        let got = plan(limits(1), latest, Vec::new(), jobs);
         assert_eq!(got.dropped, [2]);
     }
 }

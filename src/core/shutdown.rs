@@ -127,6 +127,7 @@ impl Scheduler {
                 batch: None,
                 ended_at: now,
                 in_flight: false,
+                grant: None,
             })
             .collect();
         let mut stops: Vec<StopOrder> = self

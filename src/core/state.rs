@@ -8,6 +8,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use super::outcome::{ExitFacts, Outcome, StopReason};
+use super::resources::{Grant, Needs, Pool, Resource};
 
 /// How hard stop signals have asked `lanes` to stop. Ordered: a later, more severe level wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -66,6 +67,18 @@ pub struct Policy {
     pub fail_fast: bool,
     /// `--on-full`: what a job meets when `max_queued` jobs already wait.
     pub on_full: OnFull,
+    /// `--reserve-after`: once the first key of the ready line that does not fit (its weight
+    /// or a resource it needs is short) has waited this long, what it needs is set aside for
+    /// it ([`super::resources::reserves`]); zero sets aside at once.
+    pub reserve_after: Duration,
+    /// `--max-queued-weight`: at most this much weight (each job's `Needs::weight`, 1 when it
+    /// declares none) admitted and not yet started; `usize::MAX` for no bound. On top of
+    /// `Limits::max_queued`, and under the same `on_full` policy.
+    pub max_queued_weight: usize,
+    /// The largest weight any job of the run may have (≤ `max_queued_weight`): under
+    /// `--on-full wait` input is read only while a job that heavy would be admitted, so that
+    /// no job is ever refused for want of weight room.
+    pub heaviest: usize,
 }
 
 /// What happens to a job that arrives while `max_queued` jobs wait (`--on-full`, SPEC §3.3).
@@ -98,6 +111,9 @@ impl Default for Policy {
             batch_delay: Duration::ZERO,
             fail_fast: false,
             on_full: OnFull::Wait,
+            reserve_after: Duration::ZERO,
+            max_queued_weight: usize::MAX,
+            heaviest: 1,
         }
     }
 }
@@ -116,6 +132,9 @@ pub struct JobRequest {
     /// The job's share of a batch's byte bound (its argument's length in bytes); 0 when not
     /// batching.
     pub weight: usize,
+    /// Its weight and named resources; `None` for weight 1 and no resource. A batch runs on
+    /// its first job's needs.
+    pub needs: Option<Arc<Needs>>,
 }
 
 /// A job waiting in its lane.
@@ -128,6 +147,7 @@ pub(crate) struct Waiting {
     /// Tries already made (0 for a new job, ≥ 1 for a retry).
     pub(crate) attempts: u32,
     pub(crate) weight: usize,
+    pub(crate) needs: Option<Arc<Needs>>,
     /// The tries it made, oldest first (a job waiting for its retry): its record tells of
     /// them, also should the run stop before the retry starts. Empty, and so no allocation,
     /// for most waiting jobs.
@@ -188,6 +208,8 @@ pub(crate) struct Running {
     pub(crate) stop: Option<StopReason>,
     /// The newer job that superseded it (`--cancel-in-progress`).
     pub(crate) superseded_by: Option<Seq>,
+    /// Its weight and resources; `None` for weight 1 and no resource.
+    pub(crate) grant: Option<Arc<Grant>>,
 }
 
 /// The whole scheduling state. Memory is proportional to the jobs waiting and running: a lane
@@ -219,6 +241,12 @@ pub struct Scheduler {
     pub(crate) bound_slots: HashMap<Arc<str>, u32>,
     /// Jobs admitted and not yet started.
     pub(crate) queued: usize,
+    /// The weight of the jobs admitted and not yet started.
+    pub(crate) queued_weight: usize,
+    /// Units of the cap held by running jobs: their weights (each job 1 unless it says).
+    pub(crate) used_weight: usize,
+    /// The run's named resources and what of them is free; `None` when it has none.
+    pub(crate) pool: Option<Box<Pool>>,
     /// Set by `drain`: nothing is admitted or started any more.
     pub(crate) draining: bool,
     /// Why the run is stopping (set with `draining` by a halt); the first reason wins.
@@ -283,6 +311,9 @@ impl Scheduler {
             last_slot: slots,
             bound_slots: HashMap::new(),
             queued: 0,
+            queued_weight: 0,
+            used_weight: 0,
+            pool: None,
             draining: false,
             stopping: None,
             intake_closed: None,
@@ -295,6 +326,12 @@ impl Scheduler {
             clock: Tick::ZERO,
             host: None,
         }
+    }
+
+    /// Gives the run its named resources (`--resource`, the manifest's `[resources]`), before
+    /// any job is admitted. Jobs' needs refer to them by index in this list.
+    pub fn set_resources(&mut self, resources: Vec<Resource>) {
+        self.pool = (!resources.is_empty()).then(|| Box::new(Pool::new(resources)));
     }
 
     /// The bounds this scheduler enforces.
@@ -342,9 +379,18 @@ impl Scheduler {
         self.running.len()
     }
 
-    /// Whether another job can be admitted without exceeding `max_queued`.
+    /// Whether another job can be admitted without exceeding `max_queued`, nor (however heavy
+    /// it is, up to `Policy::heaviest`) `Policy::max_queued_weight`.
     pub fn has_room(&self) -> bool {
-        !self.draining && self.queued < self.limits.max_queued
+        !self.draining
+            && self.queued < self.limits.max_queued
+            && self.queued_weight.saturating_add(self.policy.heaviest)
+                <= self.policy.max_queued_weight
+    }
+
+    /// The weight admitted and not yet started (`--max-queued-weight`).
+    pub fn queued_weight(&self) -> usize {
+        self.queued_weight
     }
 
     /// Whether nothing waits and nothing runs.

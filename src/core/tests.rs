@@ -34,6 +34,7 @@ fn sched(max_concurrent: usize, max_queued: usize) -> Scheduler {
 fn job(seq: Seq, key: &str, rank: i64) -> JobRequest {
     JobRequest {
         weight: 0,
+        needs: None,
         seq,
         key: Arc::from(key),
         rank,
@@ -640,6 +641,8 @@ mod decisions;
 
 mod hostwide;
 mod service;
+
+mod resource_model;
 
 #[test]
 fn the_turn_clock_restarts_when_the_process_really_starts() {

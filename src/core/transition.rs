@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::outcome::{ExitFacts, FailReason, Outcome};
+use super::resources::{reserves, short_of, weight_of, Grant, Needs, Short, Shortage, ONE};
 use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Try, Waiting};
 
 /// The answer to [`Scheduler::admit`].
@@ -52,6 +53,9 @@ pub struct Start {
     pub attempt: u32,
     /// Every job of this run in lane order, `seq` first; just `[seq]` when not batching.
     pub batch: Vec<Seq>,
+    /// The weight and named units it holds until released; `None` for weight 1 and no
+    /// resource.
+    pub grant: Option<Arc<Grant>>,
 }
 
 /// The answer to [`Scheduler::release`] and [`Scheduler::release_failed`].
@@ -144,6 +148,16 @@ impl Scheduler {
         if self.queued >= self.limits.max_queued && !replaceable {
             return Admission::Full;
         }
+        let weight = weight_of(job.needs.as_deref());
+        let replaced_weight = pending
+            .and_then(|i| self.lanes.get(&job.key)?.waiting.get(i))
+            .map_or(0, |w| weight_of(w.needs.as_deref()));
+        if (self.queued_weight - replaced_weight).saturating_add(weight)
+            > self.policy.max_queued_weight
+        {
+            return Admission::Full;
+        }
+        self.queued_weight = self.queued_weight - replaced_weight + weight;
         // A new lane's queue starts with room for one job, not the four `VecDeque` would
         // reserve on its first push: with distinct keys, most lanes never hold more.
         let lane = self.lanes.entry(Arc::clone(&job.key)).or_insert_with(|| {
@@ -171,6 +185,7 @@ impl Scheduler {
                 queued_at: now,
                 attempts: 0,
                 weight: job.weight,
+                needs: job.needs,
                 tries: Vec::new(),
             },
         );
@@ -206,12 +221,15 @@ impl Scheduler {
 
     /// Takes the next job to start at `now`, if a slot is free: the first key in the ready line
     /// that can run now (under `--sticky-slots`, whose slot is free; when batching, whose batch
-    /// is full or whose oldest job has waited `--batch-delay`), with its first waiting job, or
-    /// the longest prefix of its lane that fits the batch bounds. `None` when the cap is
-    /// reached, nothing is ready, or the scheduler is draining.
+    /// is full or whose oldest job has waited `--batch-delay`; whose first job's weight and
+    /// named resources fit, after what is set aside for an earlier key that does not fit:
+    /// [`Scheduler::short_of`]), with its first waiting job, or the longest prefix of its lane
+    /// that fits the batch bounds. The run holds its weight and resources ([`Start::grant`])
+    /// until it is released. `None` when the cap is reached, nothing is ready or fits, or the
+    /// scheduler is draining.
     pub fn take(&mut self, now: Tick) -> Option<Start> {
         self.clock = self.clock.max(now);
-        if self.draining || self.running.len() >= self.limits.max_concurrent {
+        if self.draining || self.used_weight >= self.limits.max_concurrent {
             return None;
         }
         if self.output_backlog >= self.limits.max_concurrent {
@@ -227,19 +245,7 @@ impl Scheduler {
             Some(_) => self.spawn_hold = None,
             None => {}
         }
-        let (index, slot) = self.ready.iter().enumerate().find_map(|(i, key)| {
-            if !self.host_allows(key) {
-                return None;
-            }
-            let slot = match self.bound_slots.get(key) {
-                Some(&slot) => self.slot_is_free(slot).then_some(slot)?,
-                None => self.smallest_free_slot()?,
-            };
-            let lane = self.lanes.get(key)?;
-            self.batch_ready_at(&lane.waiting)
-                .is_none_or(|at| at <= now)
-                .then_some((i, slot))
-        })?;
+        let (index, slot) = self.next_to_take(now)?;
         let key = self.ready.remove(index)?;
         self.take_slot(slot);
         self.host_taken(&key);
@@ -259,9 +265,25 @@ impl Scheduler {
         lane.busy = true;
         lane.cancelling = false;
         self.queued -= batch.len();
+        self.queued_weight -= batch
+            .iter()
+            .map(|w| weight_of(w.needs.as_deref()))
+            .sum::<usize>();
         let first = &batch[0];
         let (seq, attempts) = (first.seq, first.attempts + 1);
         let waited = now.saturating_sub(first.queued_at);
+        // A batch runs on its first job's needs.
+        let grant = first.needs.as_deref().map(|needs| {
+            Arc::new(match self.pool.as_mut() {
+                Some(pool) => pool.grant(&key, needs, self.policy.sticky_slots),
+                None => Grant {
+                    weight: needs.weight,
+                    catalog: None,
+                    held: Vec::new(),
+                },
+            })
+        });
+        self.used_weight += grant.as_ref().map_or(1, |g| g.weight as usize);
         // The batch runs under the shortest turn timeout among its jobs.
         let deadline = batch
             .iter()
@@ -284,6 +306,7 @@ impl Scheduler {
                 started_at: now,
                 stop: None,
                 superseded_by: None,
+                grant: grant.clone(),
             },
         );
         Some(Start {
@@ -293,7 +316,99 @@ impl Scheduler {
             waited,
             attempt: attempts,
             batch: seqs,
+            grant,
         })
+    }
+
+    /// The ready key to take at `now` and its slot: the first in the ready line whose lock
+    /// is held (`--lock-dir`), whose slot is free (`--sticky-slots`), whose batch may go, and
+    /// whose first job fits: its weight in the free part of the cap, each resource it needs
+    /// in what is free. The first key that does not fit only for want of the cap or of a
+    /// resource, once it has waited `--reserve-after`, has its needs set aside: the keys
+    /// after it start only in what is free beyond them ([`reserves`]).
+    fn next_to_take(&self, now: Tick) -> Option<(usize, u32)> {
+        let free_weight = self.limits.max_concurrent.saturating_sub(self.used_weight);
+        let free: &[u64] = self.pool.as_ref().map_or(&[], |p| &p.free);
+        let mut reserved: Option<&Needs> = None;
+        for (i, key) in self.ready.iter().enumerate() {
+            let Some((slot, first)) = self.candidate(key, now) else {
+                continue;
+            };
+            let needs = first.needs.as_deref().unwrap_or(&ONE);
+            if short_of(needs, free_weight, free, reserved).is_none() {
+                // Each running job holds at least 1 of the cap: with room in it, a slot is free.
+                return Some((i, slot.expect("a free slot within the cap")));
+            }
+            if reserved.is_none()
+                && reserves(
+                    now.saturating_sub(first.queued_at),
+                    self.policy.reserve_after,
+                )
+            {
+                reserved = Some(needs);
+            }
+        }
+        None
+    }
+
+    /// A ready key that may start at `now` but for its needs: its lock is held
+    /// (`--lock-dir`), its slot is free (`--sticky-slots`), its batch may go. Its slot and its
+    /// first waiting job. Its slot is `None` when every slot is taken: the cap is full, so
+    /// it does not fit.
+    fn candidate(&self, key: &str, now: Tick) -> Option<(Option<u32>, &Waiting)> {
+        if !self.host_allows(key) {
+            return None;
+        }
+        let slot = match self.bound_slots.get(key) {
+            Some(&slot) => Some(self.slot_is_free(slot).then_some(slot)?),
+            None => self.smallest_free_slot(),
+        };
+        let lane = self.lanes.get(key)?;
+        if self
+            .batch_ready_at(&lane.waiting)
+            .is_some_and(|at| at > now)
+        {
+            return None;
+        }
+        Some((slot, lane.waiting.front()?))
+    }
+
+    /// What the first job of `key` is short of at `now`, when its key is free (in the ready
+    /// line) but it cannot start for want of the cap or of a named resource: measured against
+    /// what is free beyond the needs set aside for an earlier key ([`reserves`]). `None` when
+    /// it fits, or its key is not ready.
+    pub fn short_of(&self, key: &str, now: Tick) -> Option<Shortage> {
+        let free_weight = self.limits.max_concurrent.saturating_sub(self.used_weight);
+        let free: &[u64] = self.pool.as_ref().map_or(&[], |p| &p.free);
+        let mut reserved: Option<&Needs> = None;
+        for ready in &self.ready {
+            let Some((_, first)) = self.candidate(ready, now) else {
+                if **ready == *key {
+                    return None;
+                }
+                continue;
+            };
+            let needs = first.needs.as_deref().unwrap_or(&ONE);
+            let short = short_of(needs, free_weight, free, reserved);
+            if **ready == *key {
+                return short.map(|short| match short {
+                    Short::Cap => Shortage::Cap,
+                    Short::Resource(index) => Shortage::Resource(Arc::clone(
+                        self.pool.as_ref().expect("a resource is short").name(index),
+                    )),
+                });
+            }
+            if short.is_some()
+                && reserved.is_none()
+                && reserves(
+                    now.saturating_sub(first.queued_at),
+                    self.policy.reserve_after,
+                )
+            {
+                reserved = Some(needs);
+            }
+        }
+        None
     }
 
     /// When a lane with these waiting jobs may be taken: `None` when at once (not batching
@@ -375,6 +490,11 @@ impl Scheduler {
             .expect("a running job's key has a lane");
         if let (Some(now), Some((_, reason, exit))) = (retry_at, failed) {
             self.queued += run.batch.len();
+            self.queued_weight += run
+                .batch
+                .iter()
+                .map(|w| weight_of(w.needs.as_deref()))
+                .sum::<usize>();
             let tried = Try {
                 slot: run.slot,
                 waited: run.waited,
@@ -426,6 +546,15 @@ impl Scheduler {
         if run.slot <= self.last_slot {
             self.free_slots.insert(run.slot);
         }
+        match &run.grant {
+            Some(grant) => {
+                self.used_weight -= grant.weight as usize;
+                if let Some(pool) = self.pool.as_mut() {
+                    pool.give_back(grant);
+                }
+            }
+            None => self.used_weight -= 1,
+        }
         let lane = self
             .lanes
             .get_mut(&run.key)
@@ -456,6 +585,7 @@ impl Scheduler {
             lane.busy
         });
         self.queued = 0;
+        self.queued_weight = 0;
         drained.sort_by_key(|d| d.seq);
         drained
     }

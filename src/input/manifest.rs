@@ -15,7 +15,9 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::core::Resource;
 use crate::duration::{parse_duration, seconds_to_duration};
+use crate::resources::{check_name, parse_amount, parse_units, Need};
 use crate::settings::{Coalesce, OnFull};
 
 /// Run-level settings from the manifest; `None` where the manifest does not set them.
@@ -64,6 +66,20 @@ pub(crate) struct ManifestSettings {
     pub batch_bytes: Option<usize>,
     /// Debounce before a partial batch runs.
     pub batch_delay: Option<Duration>,
+    /// `[resources]`, in name order, each with where it is written.
+    pub resources: Vec<Located<Resource>>,
+}
+
+/// A value and where the manifest writes it (1-based line and column), for errors found
+/// once the command line is merged in.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Located<T> {
+    /// The value.
+    pub value: T,
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based column, in characters.
+    pub column: u64,
 }
 
 /// One `[[job]]` table.
@@ -83,6 +99,14 @@ pub(crate) struct ManifestJob {
     pub env: Vec<(String, String)>,
     /// Order within the lane: lower runs first, ties keep file order; 0 when not set.
     pub rank: i64,
+    /// Its share of the cap (`weight`, ≥ 1), when set.
+    pub weight: Option<Located<u32>>,
+    /// Its `needs`, in name order, when set (names not yet checked against the run's
+    /// resources).
+    pub needs: Option<Located<Vec<Located<Need>>>>,
+    /// Its weight and needs resolved against the run's resources and cap (or the run's
+    /// default); set when the command line is merged in.
+    pub resolved_needs: Option<std::sync::Arc<crate::core::Needs>>,
 }
 
 /// A parsed and validated manifest.
@@ -230,6 +254,8 @@ struct RawManifest {
     batch_bytes: Option<Spanned<WholeNumber>>,
     batch_delay: Option<Spanned<RawDuration>>,
     #[serde(default)]
+    resources: BTreeMap<Spanned<String>, Spanned<RawStock>>,
+    #[serde(default)]
     job: Vec<Spanned<RawJob>>,
 }
 
@@ -266,6 +292,8 @@ struct RawJob {
     env: RawEnv,
     #[serde(default)]
     rank: WholeNumber,
+    weight: Option<Spanned<WholeNumber>>,
+    needs: Option<Spanned<BTreeMap<Spanned<String>, Spanned<RawAmount>>>>,
 }
 
 /// An `env` table; `Spanned<String>` keys order by their text alone.
@@ -353,13 +381,14 @@ impl RawManifest {
             batch_bytes: bounded(self.batch_bytes, "batch_bytes", 1, i64::MAX)?
                 .and_then(|n| usize::try_from(n).ok()),
             batch_delay: resolve_duration(self.batch_delay, "batch_delay")?,
+            resources: resolve_resources(self.resources, text)?,
         };
         let jobs = self
             .job
             .into_iter()
             .map(|job| {
                 let (line, _) = line_column(text, job.span().start);
-                job.into_inner().validate(line, base)
+                job.into_inner().validate(line, base, text)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Manifest { settings, jobs })
@@ -368,7 +397,7 @@ impl RawManifest {
 
 impl RawJob {
     /// `line` is where the job's table (its `[[job]]` header) starts.
-    fn validate(self, line: u64, base: &Path) -> Result<ManifestJob, Problem> {
+    fn validate(self, line: u64, base: &Path, text: &str) -> Result<ManifestJob, Problem> {
         if self.key.get_ref().is_empty() {
             return Err((self.key.span().start, "`key` must not be empty".to_string()));
         }
@@ -404,8 +433,90 @@ impl RawJob {
             cwd,
             env: resolve_env(self.env)?,
             rank: self.rank.0,
+            weight: match self.weight {
+                None => None,
+                Some(weight) => {
+                    let start = weight.span().start;
+                    let n = weight.into_inner().0;
+                    let value = u32::try_from(n).ok().filter(|&w| w >= 1).ok_or_else(|| {
+                        (
+                            start,
+                            format!("`weight` must be a whole number of at least 1, not {n}"),
+                        )
+                    })?;
+                    Some(located(text, start, value))
+                }
+            },
+            needs: match self.needs {
+                None => None,
+                Some(needs) => {
+                    let start = needs.span().start;
+                    let list = needs
+                        .into_inner()
+                        .into_iter()
+                        .map(|(name, amount)| {
+                            check_name(name.get_ref()).map_err(|m| (name.span().start, m))?;
+                            let at = amount.span().start;
+                            let amount = amount
+                                .into_inner()
+                                .resolve()
+                                .map_err(|m| (at, format!("`needs.{}`: {m}", name.get_ref())))?;
+                            Ok(located(
+                                text,
+                                name.span().start,
+                                Need {
+                                    name: name.into_inner(),
+                                    amount,
+                                },
+                            ))
+                        })
+                        .collect::<Result<Vec<_>, Problem>>()?;
+                    Some(located(text, start, list))
+                }
+            },
+            resolved_needs: None,
         })
     }
+}
+
+fn located<T>(text: &str, offset: usize, value: T) -> Located<T> {
+    let (line, column) = line_column(text, offset);
+    Located {
+        value,
+        line,
+        column,
+    }
+}
+
+/// `[resources]`: `NAME = N` or `"32G"` (an amount), `NAME = ["0", "1"]` (named units).
+fn resolve_resources(
+    table: BTreeMap<Spanned<String>, Spanned<RawStock>>,
+    text: &str,
+) -> Result<Vec<Located<Resource>>, Problem> {
+    table
+        .into_iter()
+        .map(|(name, stock)| {
+            check_name(name.get_ref()).map_err(|m| (name.span().start, m))?;
+            let at = stock.span().start;
+            let what = |m: String| (at, format!("`resources.{}`: {m}", name.get_ref()));
+            let stock = match stock.into_inner() {
+                RawStock::Amount(amount) => {
+                    crate::core::Stock::Count(amount.resolve().map_err(what)?)
+                }
+                RawStock::Units(ids) => {
+                    parse_units(ids.iter().map(String::as_str)).map_err(what)?
+                }
+            };
+            Ok(located(
+                text,
+                name.span().start,
+                Resource {
+                    name: std::sync::Arc::from(name.into_inner()),
+                    stock,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// Rejects a value that is empty or only whitespace, or contains NUL.
@@ -532,6 +643,88 @@ impl<'de> Deserialize<'de> for RawDuration {
         }
 
         deserializer.deserialize_any(DurationVisitor)
+    }
+}
+
+/// An amount as written: a whole number or a string such as `"8G"` ([`parse_amount`]).
+enum RawAmount {
+    Text(String),
+    Int(i64),
+}
+
+impl RawAmount {
+    fn resolve(self) -> Result<u64, String> {
+        match self {
+            RawAmount::Text(text) => parse_amount(&text),
+            RawAmount::Int(n) => u64::try_from(n)
+                .ok()
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| format!("an amount must be at least 1, not {n}")),
+        }
+    }
+}
+
+/// A `[resources]` value: an amount, or an array of named units (strings or integers).
+enum RawStock {
+    Amount(RawAmount),
+    Units(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for RawAmount {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        match RawStock::deserialize(deserializer)? {
+            RawStock::Amount(amount) => Ok(amount),
+            RawStock::Units(_) => Err(de::Error::custom(
+                "expected an amount such as 2 or \"8G\", not an array",
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawStock {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct StockVisitor;
+
+        impl<'de> Visitor<'de> for StockVisitor {
+            type Value = RawStock;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an amount such as 8 or \"32G\", or an array of unit ids")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<RawStock, E> {
+                Ok(RawStock::Amount(RawAmount::Text(text.to_string())))
+            }
+
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<RawStock, E> {
+                Ok(RawStock::Amount(RawAmount::Int(n)))
+            }
+
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<RawStock, E> {
+                i64::try_from(n)
+                    .map(|n| RawStock::Amount(RawAmount::Int(n)))
+                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(n), &self))
+            }
+
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawStock, A::Error> {
+                let mut ids = Vec::new();
+                while let Some(id) = seq.next_element::<toml::Value>()? {
+                    match id {
+                        toml::Value::String(s) => ids.push(s),
+                        toml::Value::Integer(n) => ids.push(n.to_string()),
+                        other => {
+                            return Err(de::Error::custom(format!(
+                                "a unit id is a string or an integer, not {}",
+                                other.type_str()
+                            )))
+                        }
+                    }
+                }
+                Ok(RawStock::Units(ids))
+            }
+        }
+
+        deserializer.deserialize_any(StockVisitor)
     }
 }
 
@@ -668,6 +861,9 @@ X = "y"
                     cwd: Some(PathBuf::from("conf/services/api")),
                     env: env(&[("DEBUG", "0"), ("STAGE", "prod")]),
                     rank: -3,
+                    weight: None,
+                    needs: None,
+                    resolved_needs: None,
                 },
                 ManifestJob {
                     line: 19,
@@ -677,6 +873,9 @@ X = "y"
                     cwd: Some(PathBuf::from("/srv/web")),
                     env: vec![],
                     rank: 0,
+                    weight: None,
+                    needs: None,
+                    resolved_needs: None,
                 },
                 ManifestJob {
                     line: 25,
@@ -686,9 +885,81 @@ X = "y"
                     cwd: None,
                     env: env(&[("X", "y")]),
                     rank: 7,
+                    weight: None,
+                    needs: None,
+                    resolved_needs: None,
                 },
             ]
         );
+    }
+
+    #[test]
+    fn resources_weights_and_needs() {
+        let manifest = ok(r#"
+[resources]
+gpu = ["0", 1, "2"]
+mem = "32G"
+cpu = 8
+
+[[job]]
+key = "a"
+cmd = "true"
+weight = 2
+needs = { gpu = 1, mem = "8G" }
+"#);
+        let names: Vec<(&str, u64)> = manifest
+            .settings
+            .resources
+            .iter()
+            .map(|r| (&*r.value.name, r.value.stock.total()))
+            .collect();
+        assert_eq!(names, [("cpu", 8), ("gpu", 3), ("mem", 32 << 30)]);
+        let job = &manifest.jobs[0];
+        assert_eq!(
+            job.weight.as_ref().map(|w| (w.value, w.line, w.column)),
+            Some((2, 10, 10))
+        );
+        let needs: Vec<(&str, u64, u64, u64)> = job
+            .needs
+            .as_ref()
+            .unwrap()
+            .value
+            .iter()
+            .map(|n| (n.value.name.as_str(), n.value.amount, n.line, n.column))
+            .collect();
+        assert_eq!(needs, [("gpu", 1, 11, 11), ("mem", 8 << 30, 11, 20)]);
+    }
+
+    #[test]
+    fn bad_resources_weights_and_needs_are_pointed_at() {
+        let (line, column, message) = err("[resources]\nmem = \"8GG\"\n");
+        assert_eq!((line, column), (2, 7));
+        assert!(
+            message.contains("`resources.mem`") && message.contains("\"8GG\""),
+            "{message}"
+        );
+        let (line, column, message) = err("[resources]\ngpu = [\"0\", \"1\", \"0\"]\n");
+        assert_eq!((line, column), (2, 7));
+        assert!(message.contains("given twice"), "{message}");
+        let (line, column, message) = err("[resources]\nGPU = 1\n");
+        assert_eq!((line, column), (2, 1));
+        assert!(message.contains("lowercase"), "{message}");
+        let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \"true\"\nweight = 0\n");
+        assert_eq!((line, column), (4, 10));
+        assert!(message.contains("at least 1, not 0"), "{message}");
+        let (line, _, message) = err("[[job]]\nkey = \"a\"\ncmd = \"true\"\nweight = -2\n");
+        assert_eq!(line, 4);
+        assert!(message.contains("not -2"), "{message}");
+        let (line, column, message) =
+            err("[[job]]\nkey = \"a\"\ncmd = \"true\"\nneeds = { gpu = 0 }\n");
+        assert_eq!((line, column), (4, 17));
+        assert!(
+            message.contains("`needs.gpu`") && message.contains("at least 1"),
+            "{message}"
+        );
+        let (_, _, message) =
+            err("[[job]]\nkey = \"a\"\ncmd = \"true\"\nneeds = { mem = \"1.5G\" }\n");
+        assert!(message.contains("not an amount"), "{message}");
     }
 
     #[test]
@@ -793,7 +1064,7 @@ X = "y"
         assert_eq!((line, column), (2, 1));
         assert_eq!(
             message,
-            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `max_queued`, `on_full`, `coalesce`, `cancel_in_progress`, `retries`, `retry_delay`, `fail_fast`, `sticky_slots`, `lock_dir`, `shared_max_concurrent`, `coordinate`, `namespace`, `command`, `batch_size`, `batch_bytes`, `batch_delay`, `job`"
+            "unknown field `shel`, expected one of `max_concurrent`, `timeout`, `grace`, `shell`, `env`, `max_queued`, `on_full`, `coalesce`, `cancel_in_progress`, `retries`, `retry_delay`, `fail_fast`, `sticky_slots`, `lock_dir`, `shared_max_concurrent`, `coordinate`, `namespace`, `command`, `batch_size`, `batch_bytes`, `batch_delay`, `resources`, `job`"
         );
     }
 
@@ -819,7 +1090,7 @@ X = "y"
         assert_eq!((line, column), (3, 3));
         assert_eq!(
             message,
-            "unknown field `cmdd`, expected one of `key`, `cmd`, `timeout`, `cwd`, `env`, `rank`"
+            "unknown field `cmdd`, expected one of `key`, `cmd`, `timeout`, `cwd`, `env`, `rank`, `weight`, `needs`"
         );
     }
 

@@ -27,6 +27,8 @@ pub(crate) struct JobSpec {
     pub timeout: Option<Duration>,
     pub cwd: Option<PathBuf>,
     pub env: Vec<(String, String)>,
+    /// Its weight and named resources; `None` for weight 1 and no resource.
+    pub needs: Option<Arc<crate::core::Needs>>,
 }
 
 /// What the input thread sends.
@@ -58,6 +60,7 @@ impl JobSpec {
             } else {
                 0
             },
+            needs: self.needs.clone(),
         }
     }
 }

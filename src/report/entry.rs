@@ -4,8 +4,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::json::{timestamp, JobRecord, LockHolder, TryRecord};
-use crate::core::{ExitFacts, Outcome};
+use super::json::{timestamp, GrantRecord, JobRecord, LockHolder, TryRecord};
+use crate::core::{ExitFacts, Grant, Outcome};
 
 /// Everything known of a job when its one record is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +55,9 @@ pub(crate) struct Entry<'a> {
     pub tries: Vec<TryEntry>,
     /// `--lock-dir` only: its wait for its key's host-wide lock, if it waited.
     pub lock: Option<Option<&'a HostWait>>,
+    /// The weight and named resources its last try held; `None` for weight 1 and no
+    /// resource, or when it did not start.
+    pub grant: Option<&'a Grant>,
 }
 
 /// One try of a job, for the record's `tries`.
@@ -169,6 +172,22 @@ impl Entry<'_> {
                 .collect(),
             lock_wait_ms: self.lock.map(|wait| wait.map(|w| millis(w.waited))),
             lock_holder: self.lock.map(|wait| wait.and_then(|w| w.holder.clone())),
+            weight: self.grant.map(|g| g.weight),
+            resources: self.grant.filter(|g| g.parts().next().is_some()).map(|g| {
+                g.parts()
+                    .map(|part| {
+                        (
+                            part.name.to_string(),
+                            GrantRecord {
+                                amount: part.amount,
+                                units: part
+                                    .is_units()
+                                    .then(|| part.units().map(str::to_owned).collect()),
+                            },
+                        )
+                    })
+                    .collect()
+            }),
         }
     }
 }

@@ -148,6 +148,28 @@ pub(crate) struct JobRecord {
     /// to wait for it; `null` when the key was free.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_holder: Option<Option<LockHolder>>,
+    /// Only for a job that ran holding a weight other than 1 or named resources (absent
+    /// otherwise): its last try's share of the cap (`-j`), from its `weight` or `--weight`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub weight: Option<u32>,
+    /// Only for a job that ran holding named resources (absent otherwise): what its last try
+    /// held, by resource name (`--resource`, `[resources]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<std::collections::BTreeMap<String, GrantRecord>>,
+}
+
+/// What a job held of one named resource.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "granted", deny_unknown_fields)]
+pub(crate) struct GrantRecord {
+    /// The amount: bytes for a size such as `8G`, else a count; for named units, how many.
+    #[schemars(range(min = 1))]
+    pub amount: u64,
+    /// The named units it held (`LANES_RESOURCE_<NAME>`), in the resource's order; absent
+    /// for a resource that is an amount.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub units: Option<Vec<String>>,
 }
 
 /// One try of a job: when and where it ran, and how it ended.

@@ -591,6 +591,7 @@ mod tests {
             memory_peak: None,
             tries: Vec::new(),
             lock: None,
+            grant: None,
         }
     }
 

@@ -234,6 +234,7 @@ impl Ledger {
             memory_peak: facts.memory_peak.filter(|_| account.in_flight),
             tries,
             lock: facts.lock.as_ref().map(Option::as_ref),
+            grant: account.grant.as_deref().filter(|_| tried.is_some()),
         };
         if !account.in_flight && self.events.enabled() {
             let at = timestamp(self.at(account.ended_at));

@@ -10,23 +10,25 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::config::Backend;
+use crate::core::{Grant, Resource, Stock};
 
 impl Backend {
     /// The program and arguments that run `command` for job `seq` of `key`.
     ///
     /// Slurm: `srun --quiet --quit-on-interrupt --job-name=PREFIX.HASH --dependency=singleton
     /// --comment=RUN:SEQ:ATTEMPT [--time=MINUTES] [--licenses=L:1] [--partition/--account/--qos]
-    /// SHELL -c COMMAND`. `--time` is the turn timeout rounded up to whole minutes, a
-    /// server-side backstop should lanes go away.
+    /// [--gres=gpu:N] [--mem=SIZEM] SHELL -c COMMAND`. `--time` is the turn timeout rounded up
+    /// to whole minutes, a server-side backstop should lanes go away; `--gres` and `--mem`
+    /// ask the cluster for what the run was granted ([`slurm_resource_args`]).
     pub(crate) fn argv(
         &self,
         shell: &str,
         command: &str,
-        key: &str,
-        seq: u64,
-        attempt: u32,
+        job: JobIdentity<'_>,
         timeout: Option<Duration>,
+        grant: Option<&Grant>,
     ) -> (OsString, Vec<OsString>) {
+        let JobIdentity { key, seq, attempt } = job;
         match self {
             Backend::Local => (shell.into(), vec!["-c".into(), command.into()]),
             Backend::Slurm { options, run_id } => {
@@ -52,6 +54,9 @@ impl Backend {
                     if let Some(value) = value {
                         args.push(format!("--{flag}={value}").into());
                     }
+                }
+                if let Some(grant) = grant {
+                    args.extend(slurm_resource_args(grant).into_iter().map(OsString::from));
                 }
                 args.extend([shell.into(), "-c".into(), command.into()]);
                 ("srun".into(), args)
@@ -104,6 +109,63 @@ impl Backend {
             .find(|job| job.comment == wanted)
             .map(|job| job.state)
     }
+}
+
+/// Which job a process is for: its key, number and try.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct JobIdentity<'a> {
+    /// Its lane.
+    pub key: &'a str,
+    /// Its number (`LANES_SEQ`).
+    pub seq: u64,
+    /// Its try (`LANES_ATTEMPT`).
+    pub attempt: u32,
+}
+
+/// The named resources Slurm can be asked for, and as what: `gpu`, an amount, as
+/// `--gres=gpu:N` (the cluster picks the GPUs and tells the job, `CUDA_VISIBLE_DEVICES`);
+/// `mem`, an amount in bytes, as `--mem=SIZEM` (mebibytes, rounded up).
+///
+/// # Errors
+/// Any other resource, or named GPU units: they cannot be mapped (Slurm licenses for other
+/// names are not supported yet).
+pub(crate) fn check_slurm_resources(resources: &[Resource]) -> Result<(), String> {
+    for resource in resources {
+        match (&*resource.name, &resource.stock) {
+            ("gpu" | "mem", Stock::Count(_)) => {}
+            ("gpu", Stock::Units(_)) => {
+                return Err(
+                    "with --backend slurm the cluster picks the GPUs: give `gpu` as a \
+                            count (--resource gpu=4), not as named units"
+                        .into(),
+                )
+            }
+            ("mem", Stock::Units(_)) => {
+                return Err("`mem` is an amount such as 32G, not named units".into())
+            }
+            (name, _) => {
+                return Err(format!(
+                    "resource {name:?} cannot be mapped to Slurm: only `gpu` (srun \
+                     --gres=gpu:N) and `mem` (srun --mem) can (Slurm licenses for other \
+                     resources are not supported yet)"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `srun` arguments that ask the cluster for what a run was granted
+/// ([`check_slurm_resources`] allowed only `gpu` and `mem`).
+pub(crate) fn slurm_resource_args(grant: &Grant) -> Vec<String> {
+    grant
+        .parts()
+        .filter_map(|part| match part.name {
+            "gpu" => Some(format!("--gres=gpu:{}", part.amount)),
+            "mem" => Some(format!("--mem={}M", part.amount.div_ceil(1 << 20))),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `PREFIX.HASH`: the key's FNV-1a hash in hex, so that any key makes a valid job name.
@@ -189,7 +251,12 @@ mod tests {
 
     #[test]
     fn local_runs_the_shell() {
-        let (program, args) = Backend::Local.argv("sh", "echo hi", "k", 1, 1, None);
+        let job = JobIdentity {
+            key: "k",
+            seq: 1,
+            attempt: 1,
+        };
+        let (program, args) = Backend::Local.argv("sh", "echo hi", job, None, None);
         assert_eq!(program, "sh");
         assert_eq!(args, ["-c", "echo hi"]);
     }
@@ -205,8 +272,13 @@ mod tests {
             },
             run_id: "lanes-1-2".into(),
         };
+        let job = JobIdentity {
+            key: "api",
+            seq: 3,
+            attempt: 2,
+        };
         let (program, args) =
-            backend.argv("bash", "make", "api", 3, 2, Some(Duration::from_secs(61)));
+            backend.argv("bash", "make", job, Some(Duration::from_secs(61)), None);
         assert_eq!(program, "srun");
         let args: Vec<String> = args.into_iter().map(|a| a.into_string().unwrap()).collect();
         assert_eq!(
@@ -226,6 +298,86 @@ mod tests {
             ]
         );
         assert_eq!(backend.stop_signal(Signal::SIGTERM), Signal::SIGINT);
+    }
+
+    #[test]
+    fn gpus_and_memory_map_to_gres_and_mem() {
+        use crate::resources::{parse_needs, parse_resource, resolve};
+        let resources = vec![
+            parse_resource("gpu=4").unwrap(),
+            parse_resource("mem=64G").unwrap(),
+        ];
+        assert_eq!(check_slurm_resources(&resources), Ok(()));
+        let needs = resolve(1, &parse_needs("gpu=2,mem=1500M").unwrap(), &resources, 4)
+            .unwrap()
+            .unwrap();
+        let mut core = crate::core::Scheduler::new(crate::core::Limits {
+            max_concurrent: 4,
+            max_queued: 4,
+        });
+        core.set_resources(resources);
+        let request = crate::core::JobRequest {
+            seq: 1,
+            key: "k".into(),
+            rank: 0,
+            timeout: None,
+            weight: 0,
+            needs: Some(needs),
+        };
+        let _ = core.admit(request, Duration::ZERO);
+        let grant = core.take(Duration::ZERO).unwrap().grant.unwrap();
+        assert_eq!(slurm_resource_args(&grant), ["--gres=gpu:2", "--mem=1500M"]);
+        let backend = Backend::Slurm {
+            options: SlurmOptions::default(),
+            run_id: "r".into(),
+        };
+        let job = JobIdentity {
+            key: "k",
+            seq: 1,
+            attempt: 1,
+        };
+        let (_, args) = backend.argv("sh", "x", job, None, Some(&grant));
+        let tail: Vec<String> = args[args.len() - 5..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(tail, ["--gres=gpu:2", "--mem=1500M", "sh", "-c", "x"]);
+        // Bytes round up to whole mebibytes.
+        let odd = |bytes: u64| {
+            let resources = vec![parse_resource("mem=1G").unwrap()];
+            let needs = Some(std::sync::Arc::new(crate::core::Needs {
+                weight: 1,
+                resources: vec![(0, bytes)],
+            }));
+            let mut core = crate::core::Scheduler::new(crate::core::Limits {
+                max_concurrent: 1,
+                max_queued: 1,
+            });
+            core.set_resources(resources);
+            let request = crate::core::JobRequest {
+                seq: 1,
+                key: "k".into(),
+                rank: 0,
+                timeout: None,
+                weight: 0,
+                needs,
+            };
+            let _ = core.admit(request, Duration::ZERO);
+            slurm_resource_args(&core.take(Duration::ZERO).unwrap().grant.unwrap())
+        };
+        assert_eq!(odd(1), ["--mem=1M"]);
+        assert_eq!(odd((1 << 20) + 1), ["--mem=2M"]);
+    }
+
+    #[test]
+    fn other_resources_cannot_be_mapped_to_slurm() {
+        use crate::resources::parse_resource;
+        let check = |spec: &str| check_slurm_resources(&[parse_resource(spec).unwrap()]);
+        assert!(check("cpu=8")
+            .unwrap_err()
+            .contains("\"cpu\" cannot be mapped"));
+        assert!(check("gpu=0,1").unwrap_err().contains("as a count"));
+        assert!(check("mem=a,b").is_err());
     }
 
     #[test]

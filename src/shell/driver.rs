@@ -133,6 +133,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         },
         config.policy,
     );
+    core.set_resources(config.resources.clone());
     core.set_input_finite(!matches!(config.source, Source::Stdin | Source::Socket(_)));
     let (acquired_tx, mut acquired_rx) = mpsc::unbounded_channel();
     let lock_dir = lock_dir.map(|dir| dir.start(timestamp(ledger.at(Tick::ZERO)), acquired_tx));

@@ -53,13 +53,21 @@ pub(crate) struct Commands {
     pub template: Option<Template>,
     /// The highest slot number (`--max-concurrent`).
     pub max_slot: usize,
+    /// What a job of input records needs (`--weight`, `--needs`); a manifest's jobs come
+    /// with their own, resolved.
+    pub default_needs: Option<Arc<crate::core::Needs>>,
 }
 
 impl Commands {
     /// `item`, or an invalid line in its place when the command its job would run is longer
     /// than one argument can be ([`crate::arg_limit`]): with a template, a job's own text can
     /// be short enough while the command it becomes is not.
-    fn check(&self, item: InputItem) -> InputItem {
+    fn check(&self, mut item: InputItem) -> InputItem {
+        if let InputItem::Job(spec) = &mut item {
+            if spec.needs.is_none() {
+                spec.needs.clone_from(&self.default_needs);
+            }
+        }
         let (Some(template), InputItem::Job(spec)) = (&self.template, &item) else {
             return item;
         };
@@ -109,6 +117,7 @@ fn run(feed: Feed, tx: &mpsc::Sender<InputItem>, commands: &Commands) {
                     timeout: job.timeout,
                     cwd: job.cwd,
                     env: job.env,
+                    needs: job.resolved_needs,
                 };
                 if !send(InputItem::Job(spec)) {
                     return;
@@ -129,6 +138,7 @@ fn from_line(numbered: NumberedLine) -> InputItem {
             timeout: None,
             cwd: None,
             env: Vec::new(),
+            needs: None,
         }),
         LineItem::Invalid { key, message } => InputItem::Invalid {
             seq: numbered.seq,

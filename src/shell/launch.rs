@@ -113,7 +113,13 @@ impl Launcher {
         match &self.template {
             Some(template) => {
                 let members: Vec<&str> = members.collect();
-                template.render(&members, &job.key, start.seq, start.slot)
+                template.render_granted(
+                    &members,
+                    &job.key,
+                    start.seq,
+                    start.slot,
+                    start.grant.as_deref(),
+                )
             }
             None => job.command.clone(),
         }
@@ -167,6 +173,7 @@ impl Launcher {
             seq: job.seq,
             slot: start.slot,
             attempt: start.attempt,
+            grant: start.grant.as_deref(),
             capture: self.output != OutputMode::None || self.results_dir.is_some(),
             backend: &self.backend,
             timeout: job.timeout,

@@ -629,6 +629,8 @@ pub(crate) struct Launch<'a> {
     pub seq: u64,
     pub slot: u32,
     pub attempt: u32,
+    /// The weight and named resources the run holds (`LANES_RESOURCE_<NAME>`).
+    pub grant: Option<&'a crate::core::Grant>,
     /// Whether stdout is captured (through a pipe) or discarded (`/dev/null`). stderr always
     /// is: the tail of a failed job's stderr goes to the summary and JUnit whatever the
     /// output mode.
@@ -664,7 +666,8 @@ pub(crate) enum SpawnError {
 }
 
 /// Starts `SHELL -c COMMAND` with stdin from /dev/null, in a process group of its own, with
-/// `LANES_KEY`, `LANES_SEQ`, `LANES_SLOT`, `LANES_ATTEMPT` and `PWD` set; the spawned process
+/// `LANES_KEY`, `LANES_SEQ`, `LANES_SLOT`, `LANES_ATTEMPT`, `PWD` and a
+/// `LANES_RESOURCE_<NAME>` for each named resource it was granted set; the spawned process
 /// starts with default signal dispositions and an empty signal mask (Rust's `Command` resets
 /// both) and with no descriptor but 0, 1 and 2 — and under `--lock-dir` its key's lock as 3
 /// (`LANES_LOCK_FD`) and its shared slot's as 4 (`LANES_SLOT_LOCK_FD`), the one exception, so
@@ -693,13 +696,17 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
         },
         None => launch.own_cwd.to_path_buf(),
     };
+    let job = super::backend::JobIdentity {
+        key: launch.key,
+        seq: launch.seq,
+        attempt: launch.attempt,
+    };
     let (program, args) = launch.backend.argv(
         launch.shell,
         launch.command,
-        launch.key,
-        launch.seq,
-        launch.attempt,
+        job,
         launch.timeout,
+        launch.grant,
     );
     // stderr is always read, for its tail; stdout only when it goes somewhere.
     let out_pipe = match launch.capture.then(pipe).transpose() {
@@ -722,6 +729,20 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
         ("LANES_ATTEMPT", OsStr::new(&attempt)),
         ("PWD", pwd.as_os_str()),
     ]);
+    let granted: Vec<(String, String)> = launch.grant.map_or(Vec::new(), |grant| {
+        grant
+            .parts()
+            .filter_map(|part| {
+                let value = crate::resources::granted_value(grant, part.name)?;
+                Some((crate::resources::env_name(part.name), value))
+            })
+            .collect()
+    });
+    env.extend(
+        granted
+            .iter()
+            .map(|(name, value)| (name.as_str(), OsStr::new(value))),
+    );
     if launch.locks[0].is_some() {
         env.push(("LANES_LOCK_FD", OsStr::new("3")));
     }

@@ -53,6 +53,65 @@ fn the_deploy_manifest_runs_every_job_in_rank_order() {
 }
 
 #[test]
+fn the_resources_manifest_shares_two_gpus_and_the_memory() {
+    // README: `lanes examples/resources/train.toml`, from the repository's root.
+    let out = Run::new()
+        .cwd(repo())
+        .arg("examples/resources/train.toml")
+        .run();
+    out.code(0);
+    let report = out.report();
+    assert_eq!(report.summary.succeeded, 5, "{}", out.dump());
+    let gpus = |seq: u64| -> Vec<String> {
+        out.job(seq)
+            .resources
+            .as_ref()
+            .and_then(|r| r.get("gpu"))
+            .and_then(|g| g.units.clone())
+            .unwrap_or_default()
+    };
+    let mem = |seq: u64| -> u64 {
+        out.job(seq)
+            .resources
+            .as_ref()
+            .and_then(|r| r.get("mem"))
+            .map_or(0, |g| g.amount)
+    };
+    assert_eq!(gpus(2), ["0", "1"], "the large model holds both GPUs");
+    assert_eq!(mem(4), 8 << 30);
+    assert_eq!(out.job(4).weight, Some(2));
+    // Jobs that ran at the same time held distinct GPUs, at most 16 GiB and 4 of the cap.
+    for a in &report.jobs {
+        let (mut held, mut memory, mut weight) = (gpus(a.seq), mem(a.seq), a.weight.unwrap_or(1));
+        for b in &report.jobs {
+            if b.seq != a.seq && b.start_ms() <= a.start_ms() && a.start_ms() < b.end_ms() {
+                held.extend(gpus(b.seq));
+                memory += mem(b.seq);
+                weight += b.weight.unwrap_or(1);
+            }
+        }
+        let distinct: BTreeSet<&String> = held.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            held.len(),
+            "a GPU held twice\n{}",
+            out.dump()
+        );
+        assert!(memory <= 16 << 30 && weight <= 4, "{}", out.dump());
+    }
+    let stdout = out.stdout();
+    assert!(
+        stdout.contains("[train-large] large model trained on GPUs 0,1\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[link] linked with 8589934592 bytes\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("[lint] linted\n"), "{stdout}");
+}
+
+#[test]
 fn the_jobs_file_runs_every_job_with_three_at_once() {
     // README: `lanes -j 3 examples/jobs.tsv`.
     let out = Run::new()

@@ -37,6 +37,7 @@ mod lock_dir;
 mod outputs;
 mod policies;
 mod readme_table;
+mod resources;
 mod resume;
 mod serve;
 mod slurm;

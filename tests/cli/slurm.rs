@@ -351,3 +351,51 @@ fn a_slurm_report_has_the_shape_of_a_local_one() {
     assert_eq!(counts(slurm), counts(local));
     assert_queue_empties(&prefix);
 }
+
+#[test]
+fn slurm_asks_the_cluster_for_the_memory_a_job_needs() {
+    let Some(_cluster) = cluster() else { return };
+    let prefix = prefix();
+    let out = slurm_run(&prefix)
+        .args(["--resource", "mem=64M", "--needs", "mem=32M"])
+        .stdin(
+            "a\techo \"lanes=$LANES_RESOURCE_MEM $(scontrol show job \"$SLURM_JOB_ID\" | \
+             grep -o 'MinMemoryNode=[^ ]*')\"\n",
+        )
+        .run();
+    out.code(0);
+    assert!(
+        out.stdout()
+            .contains(&format!("[a] lanes={} MinMemoryNode=32M\n", 32 << 20)),
+        "{}",
+        out.dump()
+    );
+    assert_queue_empties(&prefix);
+}
+
+#[test]
+fn slurm_refuses_resources_it_cannot_map_before_anything_runs() {
+    // No cluster needed: the run stops before any job is submitted.
+    let scratch = Scratch::new();
+    for (args, message) in [
+        (
+            ["--resource", "cpu=8"],
+            "--backend slurm: resource \"cpu\" cannot be mapped to Slurm",
+        ),
+        (
+            ["--resource", "gpu=0,1"],
+            "--backend slurm: with --backend slurm the cluster picks the GPUs",
+        ),
+    ] {
+        let out = Run::new()
+            .cwd(scratch.path())
+            .args(["--backend", "slurm"])
+            .args(args)
+            .stdin("a\ttouch ran\n")
+            .no_report()
+            .run();
+        out.code(2);
+        assert!(out.stderr().contains(message), "{}", out.dump());
+        assert!(!scratch.exists("ran"));
+    }
+}

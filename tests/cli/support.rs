@@ -84,6 +84,21 @@ pub struct JobRecord {
     /// `--lock-dir` only.
     #[serde(default)]
     pub lock_holder: Option<LockHolder>,
+    /// Only for a job that held a weight other than 1 or named resources.
+    #[serde(default)]
+    pub weight: Option<u32>,
+    /// Only for a job that held named resources.
+    #[serde(default)]
+    pub resources: Option<std::collections::BTreeMap<String, Granted>>,
+}
+
+/// What a job held of one named resource.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Granted {
+    pub amount: u64,
+    #[serde(default)]
+    pub units: Option<Vec<String>>,
 }
 
 /// One entry of a job record's `tries`.
@@ -317,6 +332,14 @@ fn decode<T: for<'de> Deserialize<'de>>(
     let mut want: BTreeSet<&str> = fields.iter().copied().collect();
     if kind == "job" && object.contains_key(LOCK_FIELDS[0]) {
         want.extend(LOCK_FIELDS);
+    }
+    // A job that held a weight or named resources has `weight`, and `resources` if it held
+    // any; a job that held neither has neither.
+    if kind == "job" && object.contains_key("weight") {
+        want.insert("weight");
+        if object.contains_key("resources") {
+            want.insert("resources");
+        }
     }
     if got != want {
         return Err(format!(

@@ -195,6 +195,7 @@ impl Harness {
                     rank: 0,
                     timeout: timeout.map(ms),
                     weight: 0,
+                    needs: None,
                 };
                 match self.s.offer(request, skip, self.now) {
                     Offer::Skipped(account) => {

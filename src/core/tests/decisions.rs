@@ -15,6 +15,7 @@ fn request(seq: Seq, key: &str) -> JobRequest {
         rank: 0,
         timeout: None,
         weight: 0,
+        needs: None,
     }
 }
 

@@ -995,6 +995,7 @@ impl Harness {
                     rank,
                     timeout,
                     weight,
+                    needs: None,
                 };
                 let queued_before = self.s.queued();
                 let got = self.s.admit(req.clone(), self.now);

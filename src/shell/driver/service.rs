@@ -181,6 +181,7 @@ impl Driver {
                 timeout: None,
                 cwd: None,
                 env: Vec::new(),
+                needs: self.config.run_default_needs(),
             };
             self.received += 1;
             if job.started && !requeue_lost {
@@ -262,6 +263,14 @@ impl Driver {
                                 above it could never run again)"
                             .into(),
                     }
+                } else if max_concurrent < self.config.policy.heaviest {
+                    Answer::Error {
+                        error: format!(
+                            "the cap cannot go below {}, the weight of a job of this server \
+                             (--weight): it could never start",
+                            self.config.policy.heaviest
+                        ),
+                    }
                 } else {
                     let previous = self.core.set_max_concurrent(max_concurrent);
                     Answer::Set {
@@ -302,6 +311,7 @@ impl Driver {
             timeout: None,
             cwd: None,
             env: Vec::new(),
+            needs: self.config.run_default_needs(),
         };
         self.received += 1;
         let now = self.tick();

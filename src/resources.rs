@@ -1,0 +1,332 @@
+//! Named resources as written by people: `--resource NAME=N|ID,ID,…`, `--needs NAME=N,…`,
+//! sizes such as `32G`, resource names, and the environment variables that hand granted units
+//! to a job. Pure parsing and checking; the scheduling of resources is the core's
+//! ([`crate::core::Resource`], [`crate::core::Needs`]).
+
+use std::sync::Arc;
+
+use crate::core::{Grant, Needs, Resource, Stock};
+
+/// The longest resource name, in bytes.
+const MAX_NAME: usize = 64;
+
+/// Checks a resource name: a lowercase ASCII letter, then lowercase letters, digits or `_`,
+/// at most 64 bytes, so that `LANES_RESOURCE_<NAME>` and `{res.NAME}` are plain words.
+///
+/// # Errors
+/// Why the name is refused, for people.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let good = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.len() <= MAX_NAME;
+    if good {
+        Ok(())
+    } else {
+        Err(format!(
+            "resource name {name:?} must be a lowercase letter followed by lowercase letters, \
+             digits or `_` (at most {MAX_NAME})"
+        ))
+    }
+}
+
+/// Parses an amount: a whole number, optionally followed by `K`, `M`, `G`, `T` or `P` (or
+/// `KiB`, `MiB`, …; either case), each 1024 times the one before, as Slurm's `--mem` and
+/// GNU coreutils read them: `8G` is 8 × 2³⁰. At least 1.
+///
+/// # Errors
+/// A malformed amount (`8GG`, `1.5G`, `-1`, empty), zero, or one past 2⁶⁴ − 1.
+pub(crate) fn parse_amount(text: &str) -> Result<u64, String> {
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, suffix) = text.split_at(digits_end);
+    let shift = match suffix.to_ascii_lowercase().as_str() {
+        "" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        "t" | "tib" => 40,
+        "p" | "pib" => 50,
+        _ => {
+            return Err(format!(
+                "{text:?} is not an amount (a whole number, optionally followed by K, M, G, T \
+                 or P, powers of 1024)"
+            ))
+        }
+    };
+    if digits.is_empty() {
+        return Err(format!("{text:?} is not an amount: it has no number"));
+    }
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is too large an amount"))?;
+    if n == 0 {
+        return Err(format!(
+            "{text:?}: an amount must be at least 1 (leave the resource out instead)"
+        ));
+    }
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is too large an amount"))
+}
+
+/// Parses named units: distinct, non-empty ids without whitespace.
+///
+/// # Errors
+/// An empty id, an id with whitespace, or an id given twice.
+pub(crate) fn parse_units<'a>(ids: impl IntoIterator<Item = &'a str>) -> Result<Stock, String> {
+    let mut units: Vec<Arc<str>> = Vec::new();
+    for id in ids {
+        if id.is_empty() || id.chars().any(char::is_whitespace) {
+            return Err(format!(
+                "unit id {id:?} must be non-empty and without whitespace"
+            ));
+        }
+        if units.iter().any(|u| &**u == id) {
+            return Err(format!("unit id {id:?} is given twice"));
+        }
+        units.push(Arc::from(id));
+    }
+    if units.is_empty() {
+        return Err("no unit ids given".into());
+    }
+    Ok(Stock::Units(units))
+}
+
+/// Parses `--resource NAME=SPEC`: `NAME=N` (an amount, [`parse_amount`]) or
+/// `NAME=ID,ID,…` (named units; a single named unit is written with a trailing comma,
+/// `port=8001,`).
+///
+/// # Errors
+/// For people, without the flag's name.
+pub(crate) fn parse_resource(text: &str) -> Result<Resource, String> {
+    let (name, spec) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not NAME=N or NAME=ID,ID,…"))?;
+    check_name(name)?;
+    let stock = if spec.contains(',') {
+        let ids = spec.strip_suffix(',').unwrap_or(spec);
+        parse_units(ids.split(','))?
+    } else {
+        Stock::Count(parse_amount(spec)?)
+    };
+    Ok(Resource {
+        name: Arc::from(name),
+        stock,
+    })
+}
+
+/// One need as written: a resource's name and an amount.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Need {
+    /// The resource's name (not yet checked against the run's resources).
+    pub name: String,
+    /// ≥ 1.
+    pub amount: u64,
+}
+
+/// Parses `--needs NAME=N,NAME=N,…`.
+///
+/// # Errors
+/// A malformed item, a bad name or amount, or a name given twice.
+pub(crate) fn parse_needs(text: &str) -> Result<Vec<Need>, String> {
+    let mut needs: Vec<Need> = Vec::new();
+    for item in text.split(',') {
+        let (name, amount) = item
+            .split_once('=')
+            .ok_or_else(|| format!("{item:?} is not NAME=N"))?;
+        check_name(name)?;
+        if needs.iter().any(|n| n.name == name) {
+            return Err(format!("resource {name:?} is needed twice"));
+        }
+        needs.push(Need {
+            name: name.to_owned(),
+            amount: parse_amount(amount)?,
+        });
+    }
+    Ok(needs)
+}
+
+/// Resolves a job's weight and needs against the run's resources and cap into what the core
+/// schedules; `None` for weight 1 and no need (the core's fast path).
+///
+/// # Errors
+/// `(i, message)`: the need at index `i` names no resource of the run, or more than it has;
+/// `i` is `needs.len()` when the weight is above the cap.
+pub(crate) fn resolve(
+    weight: u32,
+    needs: &[Need],
+    resources: &[Resource],
+    cap: usize,
+) -> Result<Option<Arc<Needs>>, (usize, String)> {
+    if weight as usize > cap {
+        return Err((
+            needs.len(),
+            format!(
+                "weight {weight} is more than the cap of {cap} (-j): the job could never start"
+            ),
+        ));
+    }
+    let mut resolved = Vec::with_capacity(needs.len());
+    for (i, need) in needs.iter().enumerate() {
+        let Some(index) = resources.iter().position(|r| *r.name == need.name) else {
+            let known: Vec<&str> = resources.iter().map(|r| &*r.name).collect();
+            return Err((
+                i,
+                format!(
+                    "unknown resource {:?} (the run has {}; declare it with --resource or \
+                     [resources])",
+                    need.name,
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            ));
+        };
+        let total = resources[index].stock.total();
+        if need.amount > total {
+            return Err((
+                i,
+                format!(
+                    "needs {} of {:?}, more than the {total} the run has: the job could never \
+                     start",
+                    need.amount, need.name
+                ),
+            ));
+        }
+        resolved.push((index, need.amount));
+    }
+    Ok((weight != 1 || !resolved.is_empty()).then(|| {
+        Arc::new(Needs {
+            weight,
+            resources: resolved,
+        })
+    }))
+}
+
+/// The environment variable that hands resource `name` to a job: `LANES_RESOURCE_GPU`.
+pub(crate) fn env_name(name: &str) -> String {
+    format!("LANES_RESOURCE_{}", name.to_ascii_uppercase())
+}
+
+/// What a job is handed of one granted resource: its named units joined by commas, or the
+/// amount for a count.
+pub(crate) fn granted_value(grant: &Grant, name: &str) -> Option<String> {
+    let part = grant.part(name)?;
+    Some(if part.is_units() {
+        part.units().collect::<Vec<_>>().join(",")
+    } else {
+        part.amount.to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_are_whole_numbers_with_binary_suffixes() {
+        assert_eq!(parse_amount("8"), Ok(8));
+        assert_eq!(parse_amount("8G"), Ok(8 << 30));
+        assert_eq!(parse_amount("512m"), Ok(512 << 20));
+        assert_eq!(parse_amount("2KiB"), Ok(2048));
+        assert_eq!(parse_amount("1T"), Ok(1 << 40));
+        for bad in ["8GG", "1.5G", "-1", "", "G", "8 G", "8GB", "0", "0G", "x"] {
+            assert!(parse_amount(bad).is_err(), "{bad:?} was accepted");
+        }
+        assert!(parse_amount("20000000P").unwrap_err().contains("too large"));
+        assert!(parse_amount("99999999999999999999").is_err());
+    }
+
+    #[test]
+    fn resources_are_counts_or_named_units() {
+        let mem = parse_resource("mem=32G").unwrap();
+        assert_eq!((&*mem.name, mem.stock), ("mem", Stock::Count(32 << 30)));
+        let gpu = parse_resource("gpu=0,1,2,3").unwrap();
+        assert_eq!(gpu.stock.total(), 4);
+        let port = parse_resource("port=8001,").unwrap();
+        assert_eq!(port.stock, Stock::Units(vec![Arc::from("8001")]));
+        assert!(parse_resource("gpu=0,1,1").unwrap_err().contains("twice"));
+        assert!(parse_resource("gpu=0,,1").is_err());
+        assert!(parse_resource("gpu").is_err());
+        assert!(parse_resource("GPU=1").is_err());
+        assert!(parse_resource("mem=8GG").is_err());
+        assert!(parse_resource("cpu=0").is_err());
+    }
+
+    #[test]
+    fn needs_are_named_amounts_each_once() {
+        assert_eq!(
+            parse_needs("gpu=1,mem=8G").unwrap(),
+            vec![
+                Need {
+                    name: "gpu".into(),
+                    amount: 1
+                },
+                Need {
+                    name: "mem".into(),
+                    amount: 8 << 30
+                }
+            ]
+        );
+        assert!(parse_needs("gpu=1,gpu=2").unwrap_err().contains("twice"));
+        assert!(parse_needs("gpu").is_err());
+        assert!(parse_needs("gpu=0").is_err());
+        assert!(parse_needs("").is_err());
+    }
+
+    #[test]
+    fn needs_resolve_against_the_run() {
+        let resources = vec![
+            parse_resource("gpu=0,1").unwrap(),
+            parse_resource("mem=8G").unwrap(),
+        ];
+        let needs = parse_needs("mem=4G,gpu=2").unwrap();
+        let resolved = resolve(2, &needs, &resources, 4).unwrap().unwrap();
+        assert_eq!(resolved.weight, 2);
+        assert_eq!(resolved.resources, vec![(1, 4 << 30), (0, 2)]);
+        assert_eq!(resolve(1, &[], &resources, 4), Ok(None));
+        let err = resolve(1, &parse_needs("tpu=1").unwrap(), &resources, 4).unwrap_err();
+        assert_eq!(err.0, 0);
+        assert!(err.1.contains("unknown resource \"tpu\""), "{}", err.1);
+        let err = resolve(1, &parse_needs("mem=1,gpu=3").unwrap(), &resources, 4).unwrap_err();
+        assert_eq!(err.0, 1);
+        assert!(err.1.contains("could never start"));
+        assert_eq!(resolve(5, &needs, &resources, 4).unwrap_err().0, 2);
+    }
+
+    #[test]
+    fn units_are_handed_over_as_a_comma_list() {
+        use crate::core::{JobRequest, Limits, Scheduler};
+        assert_eq!(env_name("gpu"), "LANES_RESOURCE_GPU");
+        assert!(check_name("gpu_2").is_ok());
+        assert!(check_name("2gpu").is_err());
+        assert!(check_name("gpu-a").is_err());
+        let resources = vec![
+            parse_resource("gpu=a,b,c").unwrap(),
+            parse_resource("mem=1K").unwrap(),
+        ];
+        let needs = resolve(1, &parse_needs("gpu=2,mem=1K").unwrap(), &resources, 2).unwrap();
+        let mut core = Scheduler::new(Limits {
+            max_concurrent: 2,
+            max_queued: 10,
+        });
+        core.set_resources(resources);
+        let request = JobRequest {
+            seq: 1,
+            key: Arc::from("k"),
+            rank: 0,
+            timeout: None,
+            weight: 0,
+            needs,
+        };
+        let _ = core.admit(request, std::time::Duration::ZERO);
+        let start = core.take(std::time::Duration::ZERO).unwrap();
+        let grant = start.grant.unwrap();
+        assert_eq!(granted_value(&grant, "gpu").as_deref(), Some("a,b"));
+        assert_eq!(granted_value(&grant, "mem").as_deref(), Some("1024"));
+        assert_eq!(granted_value(&grant, "cpu"), None);
+    }
+}
