@@ -64,6 +64,7 @@ impl Scheduler {
         // Every member of a batch made the same tries; a job's history is its own otherwise.
         let earlier: Vec<Vec<Try>> = run.batch.iter().map(|w| w.tries.clone()).collect();
         let (attempt, waited) = (run.attempts, run.waited);
+        let waits = run.waits.clone();
         let superseded_by = run
             .superseded_by
             .filter(|_| outcome == Outcome::Interrupted(StopReason::Superseded));
@@ -71,7 +72,7 @@ impl Scheduler {
         let released = if let Outcome::Failed(reason) = outcome {
             self.release_failed(seq, facts.ended_at.max(self.clock), reason, facts.exit)
         } else {
-            self.release(seq)
+            self.release_at(seq, None, Some(now))
         };
         let retry = matches!(released, Released::Retry { .. });
         let batch = self.policy.batching().then_some(seq);
@@ -90,6 +91,7 @@ impl Scheduler {
                         tries
                     },
                     waited: (!this_try.started()).then_some(waited),
+                    waits: waits.clone(),
                     superseded_by,
                     batch,
                     ended_at: facts.ended_at,

@@ -14,7 +14,8 @@
 //! - [`suspend`]: Ctrl-Z: stopped time counts toward no deadline;
 //! - [`hostwide`]: `--lock-dir`: when a key's host-wide lock is asked for and let go;
 //! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window;
-//! - [`plan`]: `--dry-run`, the same decisions on a virtual clock.
+//! - [`plan`]: `--dry-run`, the same decisions on a virtual clock;
+//! - [`wait`]: why each waiting job waits, and its wait split by cause.
 
 mod account;
 mod dispatch;
@@ -29,6 +30,7 @@ mod state;
 mod status;
 mod suspend;
 mod transition;
+mod wait;
 
 pub use account::Account;
 pub use dispatch::{SpawnFailure, SpawnVerdict};
@@ -45,5 +47,6 @@ pub use state::{
 };
 pub use status::RunningJob;
 pub use transition::{Admission, Drained, Expired, Released, Start};
+pub use wait::{WaitCause, WaitChange, WaitSpan};
 #[cfg(test)]
 mod tests;

@@ -132,6 +132,8 @@ pub(crate) struct Waiting {
     /// them, also should the run stop before the retry starts. Empty, and so no allocation,
     /// for most waiting jobs.
     pub(crate) tries: Vec<Try>,
+    /// Why it waits, and why it waited so far ([`super::wait`]).
+    pub(crate) wait: super::wait::WaitLog,
 }
 
 /// One try of a job: where, when (times since the run started) and how it ended.
@@ -168,6 +170,8 @@ pub(crate) struct Lane {
     pub(crate) cancelling: bool,
     /// Until this time the lane's first job (a retry) may not start.
     pub(crate) held_until: Option<Tick>,
+    /// The run of this key in flight, by its first job, while `busy`.
+    pub(crate) running_seq: Option<Seq>,
 }
 
 /// A job in flight.
@@ -188,6 +192,8 @@ pub(crate) struct Running {
     pub(crate) stop: Option<StopReason>,
     /// The newer job that superseded it (`--cancel-in-progress`).
     pub(crate) superseded_by: Option<Seq>,
+    /// The wait of the run's first job, from its admission (or re-queueing) to its start.
+    pub(crate) waits: Vec<super::wait::WaitSpan>,
 }
 
 /// The whole scheduling state. Memory is proportional to the jobs waiting and running: a lane
@@ -244,6 +250,9 @@ pub struct Scheduler {
     /// `--lock-dir`: the host-wide locks of keys asked for and held; `None` when keys are
     /// this process's own.
     pub(crate) host: Option<super::hostwide::HostKeys>,
+    /// Changes of waiting jobs' causes not yet taken by the shell, when it wants them
+    /// ([`Scheduler::report_wait_changes`]).
+    pub(crate) wait_changes: Option<Vec<super::wait::WaitChange>>,
 }
 
 impl Scheduler {
@@ -294,6 +303,7 @@ impl Scheduler {
             stop_signal: None,
             clock: Tick::ZERO,
             host: None,
+            wait_changes: None,
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::outcome::{ExitFacts, FailReason, Outcome};
 use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Try, Waiting};
+use super::wait::{Touched, WaitLog, WaitSpan};
 
 /// The answer to [`Scheduler::admit`].
 #[must_use]
@@ -91,12 +92,15 @@ pub struct Drained {
     pub attempts: u32,
     /// The tries it made, oldest first (a retry waiting for its turn has made some).
     pub tries: Vec<Try>,
+    /// The spans of the wait its record tells of: this wait, or for a retry whose last try
+    /// started, the wait before that try.
+    pub waits: Vec<WaitSpan>,
 }
 
 /// How many jobs from the front of a lane make one batch: at most `size` jobs and `bytes`
 /// weight, all with as many tries behind them as the first (a retried batch goes again as it
 /// was, never merged with new jobs), and always at least one.
-fn batch_len(waiting: &std::collections::VecDeque<Waiting>, size: usize, bytes: usize) -> usize {
+pub(crate) fn batch_len(waiting: &std::collections::VecDeque<Waiting>, size: usize, bytes: usize) -> usize {
     let mut total = 0usize;
     let mut count = 0;
     let attempts = waiting.front().map_or(0, |w| w.attempts);
@@ -141,6 +145,7 @@ impl Scheduler {
             None
         };
         let replaceable = pending.is_some();
+        self.refresh_waits(&job.key, Touched::Front, now);
         if self.queued >= self.limits.max_queued && !replaceable {
             return Admission::Full;
         }
@@ -153,6 +158,7 @@ impl Scheduler {
             })
         });
         let was_waiting = !lane.waiting.is_empty();
+        let replaced_at = pending;
         let replaced = pending.and_then(|i| lane.waiting.remove(i)).map(|w| w.seq);
         // Retries wait at the front of their lane whatever the ranks of later jobs.
         let retries = lane.waiting.iter().take_while(|w| w.attempts > 0).count();
@@ -172,6 +178,7 @@ impl Scheduler {
                 attempts: 0,
                 weight: job.weight,
                 tries: Vec::new(),
+                wait: WaitLog::new(now),
             },
         );
         let ahead = position + usize::from(lane.busy);
@@ -187,12 +194,17 @@ impl Scheduler {
         } else {
             None
         };
+        let key = Arc::clone(&job.key);
         if !lane.busy && !was_waiting {
             self.ready.push_back(job.key);
         }
         if replaced.is_none() {
             self.queued += 1;
         }
+        if let Some(i) = replaced_at.filter(|&i| i != position) {
+            self.refresh_waits(&key, Touched::At(i), now);
+        }
+        self.refresh_waits(&key, Touched::At(position), now);
         if coalesce {
             Admission::Superseding {
                 ahead,
@@ -241,6 +253,7 @@ impl Scheduler {
                 .then_some((i, slot))
         })?;
         let key = self.ready.remove(index)?;
+        self.refresh_waits(&key, Touched::Front, now);
         self.take_slot(slot);
         self.host_taken(&key);
         if self.policy.sticky_slots {
@@ -256,7 +269,9 @@ impl Scheduler {
             self.policy.batch_bytes,
         );
         let batch: Vec<Waiting> = lane.waiting.drain(..count).collect();
+        let waits = batch[0].wait.clone().close(now);
         lane.busy = true;
+        lane.running_seq = Some(batch[0].seq);
         lane.cancelling = false;
         self.queued -= batch.len();
         let first = &batch[0];
@@ -284,8 +299,10 @@ impl Scheduler {
                 started_at: now,
                 stop: None,
                 superseded_by: None,
+                waits,
             },
         );
+        self.refresh_waits(&key, Touched::Front, now);
         Some(Start {
             seq,
             key,
@@ -299,7 +316,7 @@ impl Scheduler {
     /// When a lane with these waiting jobs may be taken: `None` when at once (not batching
     /// with a delay, or its batch is full), else when its oldest job will have waited
     /// `--batch-delay`.
-    fn batch_ready_at(&self, waiting: &std::collections::VecDeque<Waiting>) -> Option<Tick> {
+    pub(crate) fn batch_ready_at(&self, waiting: &std::collections::VecDeque<Waiting>) -> Option<Tick> {
         let policy = &self.policy;
         if policy.batch_delay.is_zero() || waiting.front().is_some_and(|w| w.attempts > 0) {
             // No debounce, or a retry: it goes as soon as it may.
@@ -337,7 +354,7 @@ impl Scheduler {
     /// its slot; its key goes to the back of the ready line when more of its jobs wait, and
     /// its lane is removed when none do.
     pub fn release(&mut self, seq: Seq) -> Released {
-        self.release_at(seq, None)
+        self.release_at(seq, None, None)
     }
 
     /// Releases a job that was in flight and failed, at `now`. Under `--retries N` a job with
@@ -352,13 +369,16 @@ impl Scheduler {
         reason: FailReason,
         exit: Option<ExitFacts>,
     ) -> Released {
-        self.release_at(seq, Some((now, reason, exit)))
+        self.release_at(seq, Some((now, reason, exit)), None)
     }
 
-    fn release_at(
+    /// Releases run `seq`, failed or not; `at`, when known, is when (the clock's latest
+    /// reading otherwise), for the causes of its key's waiting jobs.
+    pub(crate) fn release_at(
         &mut self,
         seq: Seq,
         failed: Option<(Tick, FailReason, Option<ExitFacts>)>,
+        at: Option<Tick>,
     ) -> Released {
         let failed_at = failed.map(|(now, _, _)| now);
         if let Some(now) = failed_at {
@@ -387,6 +407,7 @@ impl Scheduler {
                 job.queued_at = now;
                 job.attempts = run.attempts;
                 job.tries.push(tried);
+                job.wait.retry(run.waits.clone(), now);
                 lane.waiting.push_front(job);
             }
             let delay = self.policy.retry_delay;
@@ -397,6 +418,7 @@ impl Scheduler {
                 lane.held_until = Some(until);
                 self.held.insert((until, Arc::clone(&run.key)));
             }
+            self.refresh_waits(&run.key, Touched::Front, now);
             return Released::Retry {
                 key: run.key,
                 slot: run.slot,
@@ -407,6 +429,8 @@ impl Scheduler {
             self.lanes.remove(&run.key);
         } else if !self.draining {
             self.ready.push_back(Arc::clone(&run.key));
+            let now = at.unwrap_or(self.clock).max(self.clock);
+            self.refresh_waits(&run.key, Touched::Front, now);
         }
         Released::Done {
             key: run.key,
@@ -429,6 +453,7 @@ impl Scheduler {
             .expect("a running job's key has a lane");
         let cancelled = lane.cancelling;
         lane.busy = false;
+        lane.running_seq = None;
         lane.cancelling = false;
         Some((run, cancelled))
     }
@@ -443,12 +468,21 @@ impl Scheduler {
         let mut drained = Vec::with_capacity(self.queued);
         self.lanes.retain(|key, lane| {
             lane.held_until = None;
-            drained.extend(lane.waiting.drain(..).map(|w| Drained {
-                seq: w.seq,
-                key: Arc::clone(key),
-                waited: now.saturating_sub(w.queued_at),
-                attempts: w.attempts,
-                tries: w.tries,
+            drained.extend(lane.waiting.drain(..).map(|mut w| {
+                let last_started = w.tries.last().is_some_and(Try::started);
+                let waits = if last_started {
+                    w.wait.take_before_retry()
+                } else {
+                    w.wait.close(now)
+                };
+                Drained {
+                    seq: w.seq,
+                    key: Arc::clone(key),
+                    waited: now.saturating_sub(w.queued_at),
+                    attempts: w.attempts,
+                    tries: w.tries,
+                    waits,
+                }
             }));
             lane.busy
         });
@@ -466,9 +500,11 @@ impl Scheduler {
                 break;
             }
             let (_, key) = self.held.pop_first().expect("just seen");
+            self.refresh_waits(&key, Touched::Front, now);
             if let Some(lane) = self.lanes.get_mut(&key) {
                 lane.held_until = None;
-                self.ready.push_back(key);
+                self.ready.push_back(Arc::clone(&key));
+                self.refresh_waits(&key, Touched::Front, now);
             }
         }
         let mut expired = Vec::new();

@@ -261,7 +261,7 @@ impl Driver {
             }
             for key in orders.acquire {
                 if let Some(grant) = lock_dir.acquire(Arc::clone(&key)) {
-                    if self.core.host_key_acquired(&key) {
+                    if self.core.host_key_acquired(&key, self.tick()) {
                         self.grants.insert(key, grant);
                     }
                 }
@@ -596,9 +596,13 @@ impl Driver {
     async fn on_acquired(&mut self, acquired: Acquired) {
         match acquired {
             Acquired::Granted(key, grant) => {
-                if self.core.host_key_acquired(&key) {
+                if self.core.host_key_acquired(&key, self.tick()) {
                     self.grants.insert(key, grant);
                 }
+            }
+            Acquired::Locked(key) => {
+                let now = self.tick();
+                self.core.host_key_locked(&key, now);
             }
             Acquired::Notice(message) => {
                 let _ = self
