@@ -34,11 +34,20 @@ pub(crate) fn assert_waits_add_up(waits: &[WaitSpan], waited: Option<Duration>, 
     let total: Duration = waits.iter().map(|w| w.ended_at - w.started_at).sum();
     assert_eq!(total, waited, "{what}: the spans {waits:?} do not add up");
     for w in waits {
-        assert!(w.started_at < w.ended_at, "{what}: an empty span in {waits:?}");
+        assert!(
+            w.started_at < w.ended_at,
+            "{what}: an empty span in {waits:?}"
+        );
     }
     for pair in waits.windows(2) {
-        assert_eq!(pair[0].ended_at, pair[1].started_at, "{what}: a gap in {waits:?}");
-        assert_ne!(pair[0].cause, pair[1].cause, "{what}: unmerged spans {waits:?}");
+        assert_eq!(
+            pair[0].ended_at, pair[1].started_at,
+            "{what}: a gap in {waits:?}"
+        );
+        assert_ne!(
+            pair[0].cause, pair[1].cause,
+            "{what}: unmerged spans {waits:?}"
+        );
     }
 }
 
@@ -380,8 +389,18 @@ fn drain_returns_waiting_jobs_sorted_and_leaves_running_ones() {
     // 1 and 2 first wait for a slot, then behind the lower ranks put before them (3 and 5,
     // in flight from 10 on); 6 waits behind 1 from its admission.
     let expected: Vec<Drained> = [
-        (1, "a", 0, vec![span(WaitCause::Cap, 0, 2), span(behind(3), 2, 20)]),
-        (2, "b", 1, vec![span(WaitCause::Cap, 1, 4), span(behind(5), 4, 20)]),
+        (
+            1,
+            "a",
+            0,
+            vec![span(WaitCause::Cap, 0, 2), span(behind(3), 2, 20)],
+        ),
+        (
+            2,
+            "b",
+            1,
+            vec![span(WaitCause::Cap, 1, 4), span(behind(5), 4, 20)],
+        ),
         (4, "c", 3, vec![span(WaitCause::Cap, 3, 20)]),
         (6, "a", 5, vec![span(behind(1), 5, 20)]),
         (7, "d", 6, vec![span(WaitCause::Cap, 6, 20)]),

@@ -100,7 +100,11 @@ pub struct Drained {
 /// How many jobs from the front of a lane make one batch: at most `size` jobs and `bytes`
 /// weight, all with as many tries behind them as the first (a retried batch goes again as it
 /// was, never merged with new jobs), and always at least one.
-pub(crate) fn batch_len(waiting: &std::collections::VecDeque<Waiting>, size: usize, bytes: usize) -> usize {
+pub(crate) fn batch_len(
+    waiting: &std::collections::VecDeque<Waiting>,
+    size: usize,
+    bytes: usize,
+) -> usize {
     let mut total = 0usize;
     let mut count = 0;
     let attempts = waiting.front().map_or(0, |w| w.attempts);
@@ -316,7 +320,10 @@ impl Scheduler {
     /// When a lane with these waiting jobs may be taken: `None` when at once (not batching
     /// with a delay, or its batch is full), else when its oldest job will have waited
     /// `--batch-delay`.
-    pub(crate) fn batch_ready_at(&self, waiting: &std::collections::VecDeque<Waiting>) -> Option<Tick> {
+    pub(crate) fn batch_ready_at(
+        &self,
+        waiting: &std::collections::VecDeque<Waiting>,
+    ) -> Option<Tick> {
         let policy = &self.policy;
         if policy.batch_delay.is_zero() || waiting.front().is_some_and(|w| w.attempts > 0) {
             // No debounce, or a retry: it goes as soon as it may.

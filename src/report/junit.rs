@@ -584,6 +584,7 @@ mod tests {
             memory_peak: None,
             tries: Vec::new(),
             lock: None,
+            waits: Vec::new(),
         }
     }
 

@@ -125,6 +125,9 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     if lock_dir.is_some() {
         core.share_keys();
     }
+    if ledger.tells_events() {
+        core.report_wait_changes();
+    }
     let job_capacity = config
         .max_queued
         .saturating_add(config.max_concurrent)
@@ -169,6 +172,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     let mut redraw = tokio::time::interval(Duration::from_secs(1));
     redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
+        driver.tell_waits();
         driver.start_ready().await;
         if driver.is_done() {
             break;
@@ -267,8 +271,19 @@ impl Driver {
                 }
             }
         }
+        self.tell_waits();
         while let Some(start) = self.core.take(self.tick()) {
             self.launch(start).await;
+            self.tell_waits();
+        }
+    }
+
+    /// Writes a `waiting` event for each change of a waiting job's cause the core decided
+    /// since the last call (none are kept without an events file).
+    fn tell_waits(&mut self) {
+        let changes = self.core.take_wait_changes();
+        if !changes.is_empty() {
+            self.ledger.waiting(&changes);
         }
     }
 
@@ -409,6 +424,7 @@ impl Driver {
                             .map(super::lock_dir::Holder::named);
                         self.ledger
                             .queued(spec.seq, &spec.key, ahead, queued, held_by, now);
+                        self.tell_waits();
                         self.jobs.insert(spec.seq, Box::new(spec));
                         if let Some(account) = replaced {
                             self.close_waiting(&account).await;

@@ -55,7 +55,7 @@ fn every_event_of_a_run_fits_the_schema() {
         events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(
         kinds.into_iter().collect::<Vec<_>>(),
-        ["ended", "queued", "started"]
+        ["ended", "queued", "started", "waiting"]
     );
 }
 

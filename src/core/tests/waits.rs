@@ -111,7 +111,10 @@ fn a_retry_waits_out_its_delay_and_the_jobs_behind_it_wait_behind_it() {
     let accounts = end(&mut s, 1, 0, ms(160));
     assert_eq!(
         accounts[0].waits,
-        [span(WaitCause::RetryDelay, 10, 110), span(WaitCause::Cap, 110, 150)]
+        [
+            span(WaitCause::RetryDelay, 10, 110),
+            span(WaitCause::Cap, 110, 150)
+        ]
     );
     assert_eq!(accounts[0].tries.last().map(|t| t.waited), Some(ms(140)));
     assert_eq!(s.take(ms(160)).map(|st| st.seq), Some(2));
@@ -131,7 +134,10 @@ fn a_partial_batch_waits_out_its_delay_and_a_full_one_does_not() {
     let _ = s.admit(job(2, "a", 0), ms(10));
     assert_eq!(
         changes(&mut s),
-        [(1, WaitCause::BatchDelay, 0), (2, WaitCause::BatchDelay, 10)]
+        [
+            (1, WaitCause::BatchDelay, 0),
+            (2, WaitCause::BatchDelay, 10)
+        ]
     );
     assert_eq!(s.take(ms(20)), None);
     // The third job fills the batch: all three wait for nothing but a slot.
@@ -155,7 +161,10 @@ fn a_partial_batch_waits_out_its_delay_and_a_full_one_does_not() {
     for account in &accounts {
         assert_eq!(
             account.waits,
-            [span(WaitCause::BatchDelay, 0, 30), span(WaitCause::Cap, 30, 35)]
+            [
+                span(WaitCause::BatchDelay, 0, 30),
+                span(WaitCause::Cap, 30, 35)
+            ]
         );
     }
     // 4 alone: its delay runs from its admission; not taken before it is out.
@@ -188,7 +197,10 @@ fn host_wide_keys_wait_for_the_lock_then_the_shared_slot() {
     let accounts = end(&mut s, 1, 0, ms(50));
     assert_eq!(
         accounts[0].waits,
-        [span(WaitCause::Lock, 0, 20), span(WaitCause::SharedCap, 20, 45)]
+        [
+            span(WaitCause::Lock, 0, 20),
+            span(WaitCause::SharedCap, 20, 45)
+        ]
     );
 }
 
