@@ -82,6 +82,7 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir), their holders and their waiters')
+            [CompletionResult]::new('timeline', 'timeline', [CompletionResultType]::ParameterValue, 'Draw a run from its report (--report): what ran when, in which slot, and why every job waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid Gantt chart')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -90,12 +91,25 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'lanes;timeline' {
+            [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'The run''s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Where to write the timeline')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Where to write the timeline')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT''s extension (.html/.htm, .json, .md)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'lanes;help' {
             [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir), their holders and their waiters')
+            [CompletionResult]::new('timeline', 'timeline', [CompletionResultType]::ParameterValue, 'Draw a run from its report (--report): what ran when, in which slot, and why every job waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid Gantt chart')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'lanes;help;locks' {
+            break
+        }
+        'lanes;help;timeline' {
             break
         }
         'lanes;help;help' {

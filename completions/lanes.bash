@@ -22,11 +22,17 @@ _lanes() {
             lanes,locks)
                 cmd="lanes__subcmd__locks"
                 ;;
+            lanes,timeline)
+                cmd="lanes__subcmd__timeline"
+                ;;
             lanes__subcmd__help,help)
                 cmd="lanes__subcmd__help__subcmd__help"
                 ;;
             lanes__subcmd__help,locks)
                 cmd="lanes__subcmd__help__subcmd__locks"
+                ;;
+            lanes__subcmd__help,timeline)
+                cmd="lanes__subcmd__help__subcmd__timeline"
                 ;;
             *)
                 ;;
@@ -35,7 +41,7 @@ _lanes() {
 
     case "${cmd}" in
         lanes)
-            opts="-a -0 -j -h -V --arg-file --null --no-null --key --dry-run --no-dry-run --colsep --manifest --max-concurrent --timeout --grace --leak-window --containment --shell --max-queued --on-full --coalesce --cancel-in-progress --no-cancel-in-progress --retries --retry-delay --fail-fast --no-fail-fast --sticky-slots --lock-dir --shared-max-concurrent --no-sticky-slots --command --batch-size --batch-bytes --batch-delay --resume --backend --slurm-name-prefix --slurm-license --slurm-partition --slurm-account --slurm-qos --events --strict --no-strict --report --json --no-json --output --keep-order --no-keep-order --color --progress --junit --results --results-clean --no-results-clean --help --version locks help"
+            opts="-a -0 -j -h -V --arg-file --null --no-null --key --dry-run --no-dry-run --colsep --manifest --max-concurrent --timeout --grace --leak-window --containment --shell --max-queued --on-full --coalesce --cancel-in-progress --no-cancel-in-progress --retries --retry-delay --fail-fast --no-fail-fast --sticky-slots --lock-dir --shared-max-concurrent --no-sticky-slots --command --batch-size --batch-bytes --batch-delay --resume --backend --slurm-name-prefix --slurm-license --slurm-partition --slurm-account --slurm-qos --events --strict --no-strict --report --json --no-json --output --keep-order --no-keep-order --color --progress --junit --results --results-clean --no-results-clean --help --version locks timeline help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -197,7 +203,7 @@ _lanes() {
             return 0
             ;;
         lanes__subcmd__help)
-            opts="locks help"
+            opts="locks timeline help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -238,6 +244,20 @@ _lanes() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        lanes__subcmd__help__subcmd__timeline)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         lanes__subcmd__locks)
             opts="-h --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -245,6 +265,36 @@ _lanes() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        lanes__subcmd__timeline)
+            opts="-o -h --events --output --format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --events)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "html json md" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

@@ -79,17 +79,29 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand locks 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+            cand timeline 'Draw a run from its report (--report): what ran when, in which slot, and why every job waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid Gantt chart'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lanes;locks'= {
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'lanes;timeline'= {
+            cand --events 'The run''s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it'
+            cand -o 'Where to write the timeline'
+            cand --output 'Where to write the timeline'
+            cand --format 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT''s extension (.html/.htm, .json, .md)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'lanes;help'= {
             cand locks 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+            cand timeline 'Draw a run from its report (--report): what ran when, in which slot, and why every job waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid Gantt chart'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lanes;help;locks'= {
+        }
+        &'lanes;help;timeline'= {
         }
         &'lanes;help;help'= {
         }

@@ -92,7 +92,15 @@ complete -c lanes -n "__fish_lanes_needs_command" -l no-results-clean -d 'Undo -
 complete -c lanes -n "__fish_lanes_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c lanes -n "__fish_lanes_needs_command" -s V -l version -d 'Print version'
 complete -c lanes -n "__fish_lanes_needs_command" -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+complete -c lanes -n "__fish_lanes_needs_command" -a "timeline" -d 'Draw a run from its report (--report): what ran when, in which slot, and why every job waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid Gantt chart'
 complete -c lanes -n "__fish_lanes_needs_command" -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c lanes -n "__fish_lanes_using_subcommand locks" -s h -l help -d 'Print help'
-complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks help" -f -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
-complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c lanes -n "__fish_lanes_using_subcommand timeline" -l events -d 'The run\'s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand timeline" -s o -l output -d 'Where to write the timeline' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand timeline" -l format -d 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT\'s extension (.html/.htm, .json, .md)' -r -f -a "html\t''
+json\t''
+md\t''"
+complete -c lanes -n "__fish_lanes_using_subcommand timeline" -s h -l help -d 'Print help'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks timeline help" -f -a "locks" -d 'List the keys held in a lock directory (--lock-dir), their holders and their waiters'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks timeline help" -f -a "timeline" -d 'Draw a run from its report (--report): what ran when, in which slot, and why every job waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid Gantt chart'
+complete -c lanes -n "__fish_lanes_using_subcommand help; and not __fish_seen_subcommand_from locks timeline help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

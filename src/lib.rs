@@ -25,6 +25,7 @@ mod run;
 pub mod settings;
 pub(crate) mod shell;
 pub(crate) mod template;
+pub(crate) mod timeline;
 pub mod trailing_command;
 
 pub use run::run;

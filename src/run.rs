@@ -39,6 +39,16 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         print!("{}", crate::shell::lock_dir::describe(dir)?);
         return Ok(0);
     }
+    if let Some(crate::cli::Task::Timeline {
+        report,
+        events,
+        output,
+        format,
+    }) = &cli.task
+    {
+        crate::timeline::write(report, events.as_deref(), output, format.as_deref())?;
+        return Ok(0);
+    }
     let config = RunConfig::from_cli(cli)?;
     if config.dry_run {
         let resume = load_resume(&config)?;

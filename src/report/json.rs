@@ -142,9 +142,11 @@ pub(crate) struct JobRecord {
     /// Why the job waited, split by cause, in time order: the wait `wait_ms` tells of (from
     /// admission, or a retry's re-queueing, to the start; or to the end for a job that never
     /// started), as consecutive spans whose `ms` add up to `wait_ms` exactly; a span's cause
-    /// differs from the one before it. Empty when `wait_ms` is `null` or 0. A batch's members
-    /// tell of the batch's wait (its first job's), as their `wait_ms` does. Added in `lanes`
-    /// 0.1 under schema 2: readers of schema 2 that do not know it may ignore it.
+    /// differs from the one before it. Absent when the job did not wait (`wait_ms` `null` or
+    /// 0). A batch's members tell of the batch's wait (its first job's), as their `wait_ms`
+    /// does. Added under schema 2 without raising it: an optional field, which readers that do
+    /// not know it ignore, and which reports written before it lack.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<WaitRecord>,
     /// `--lock-dir` only (absent otherwise): how long this job waited, in milliseconds, for its
     /// key's host-wide lock (and its shared slot) before it could be taken (a retried job:

@@ -78,6 +78,8 @@ pub struct JobRecord {
     pub cpu_ms: Option<u64>,
     pub memory_peak_bytes: Option<u64>,
     pub tries: Vec<TryRecord>,
+    /// Absent when the job did not wait.
+    #[serde(default)]
     pub waits: Vec<WaitRecord>,
     /// `--lock-dir` only.
     #[serde(default)]
@@ -176,7 +178,6 @@ pub const JOB_FIELDS: &[&str] = &[
     "cpu_ms",
     "memory_peak_bytes",
     "tries",
-    "waits",
 ];
 const SUMMARY_FIELDS: &[&str] = &[
     "type",
@@ -327,6 +328,12 @@ fn decode<T: for<'de> Deserialize<'de>>(
     let mut want: BTreeSet<&str> = fields.iter().copied().collect();
     if kind == "job" && object.contains_key(LOCK_FIELDS[0]) {
         want.extend(LOCK_FIELDS);
+    }
+    if kind == "job" && object.contains_key("waits") {
+        if object["waits"].as_array().is_none_or(Vec::is_empty) {
+            return Err(format!("waits present but empty: {line}"));
+        }
+        want.insert("waits");
     }
     if got != want {
         return Err(format!(
