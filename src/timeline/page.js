@@ -33,6 +33,12 @@
     return m + " min " + s + " s";
   }
 
+  // Control characters shown as \u{..}, as in the header.
+  function visible(text) {
+    return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, function (c) {
+      return "\\u{" + c.charCodeAt(0).toString(16) + "}";
+    });
+  }
   var rows = body.rows;
   var height = AXIS_H + rows.length * ROW_H + 4;
   var width = LABEL_W + PLOT_W + 10;
@@ -43,9 +49,10 @@
     var y = AXIS_H + i * ROW_H;
     el("line", { "class": "grid", x1: 0, x2: width, y1: y + ROW_H, y2: y + ROW_H }, g);
     var t = el("text", { x: 4, y: y + ROW_H - 7, "data-row": i }, g);
-    t.textContent = row.label.length > 30 ? row.label.slice(0, 29) + "\u2026" : row.label;
+    var label = visible(row.label);
+    t.textContent = label.length > 30 ? label.slice(0, 29) + "\u2026" : label;
     var title = el("title", {}, t);
-    title.textContent = row.label;
+    title.textContent = label;
   });
   var clip = el("clipPath", { id: "plot-clip" }, el("defs", {}, svg));
   el("rect", { x: LABEL_W, y: 0, width: PLOT_W, height: height }, clip);

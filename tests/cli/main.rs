@@ -39,3 +39,4 @@ mod readme_table;
 mod resume;
 mod slurm;
 mod terminal;
+mod timeline;
