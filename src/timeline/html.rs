@@ -132,10 +132,11 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
     for key in &f.slowest_keys {
         writeln!(
             out,
-            "<tr><td>{}</td><td>{}</td><td>{} jobs, {} running, {} waiting</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{} job{}, {} running, {} waiting</td></tr>",
             escape(&key.key),
             duration(key.chain_ms),
             key.jobs,
+            if key.jobs == 1 { "" } else { "s" },
             duration(key.busy_ms),
             duration(key.wait_ms)
         )?;
