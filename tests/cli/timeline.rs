@@ -456,3 +456,112 @@ fn a_real_runs_report_and_events_make_a_timeline_that_tells_why_jobs_waited() {
         .code(0);
     assert!(scratch.read("run.md").contains("```mermaid\ngantt"));
 }
+
+/// A report of `jobs` jobs over `keys` keys with -j 4, as lanes writes them, each job 10 ms
+/// after the one before in its slot, the first waiting for the cap.
+fn large_report(jobs: u64, keys: u64) -> String {
+    let time = |ms: u64| {
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(1_767_323_045_000 + ms);
+        humantime::format_rfc3339_millis(at).to_string()
+    };
+    let mut text = format!(
+        "{{\"type\":\"run\",\"version\":\"0.1.0\",\"schema\":2,\"started_at\":\"{}\",\
+         \"max_concurrent\":4,\"source\":\"-\",\"containment\":\"process_group\"}}\n",
+        time(0)
+    );
+    for seq in 1..=jobs {
+        let slot = (seq - 1) % 4 + 1;
+        let start = (seq - 1) / 4 * 10;
+        let (end, key) = (start + 10, format!("k{}", seq % keys));
+        let waits = if start > 0 {
+            format!(
+                ",\"waits\":[{{\"cause\":\"cap\",\"started_at\":\"{}\",\"ms\":{start}}}]",
+                time(0)
+            )
+        } else {
+            String::new()
+        };
+        text.push_str(&format!(
+            "{{\"type\":\"job\",\"seq\":{seq},\"line\":{seq},\"key\":\"{key}\",\"command\":\"true\",\
+             \"outcome\":\"succeeded\",\"reason\":null,\"exit_code\":0,\"signal\":null,\"started\":true,\
+             \"started_at\":\"{s}\",\"ended_at\":\"{e}\",\"duration_ms\":10,\"wait_ms\":{start},\
+             \"attempts\":1,\"flaky\":false,\"slot\":{slot},\"leaked\":false,\"superseded_by\":null,\
+             \"batch\":null,\"error\":null,\"cpu_ms\":null,\"memory_peak_bytes\":null,\"tries\":[{{\
+             \"attempt\":1,\"outcome\":\"succeeded\",\"reason\":null,\"exit_code\":0,\"signal\":null,\
+             \"slot\":{slot},\"started_at\":\"{s}\",\"ended_at\":\"{e}\",\"duration_ms\":10}}]{waits}}}\n",
+            s = time(start),
+            e = time(end),
+        ));
+    }
+    text
+}
+
+#[test]
+fn a_large_run_is_drawn_aggregated_and_says_so() {
+    let scratch = Scratch::new();
+    let report = scratch.write("large.jsonl", large_report(6_000, 100));
+    let schema = crate::outputs::schema();
+    let first_job: Value =
+        serde_json::from_str(scratch.read("large.jsonl").lines().nth(1).unwrap()).unwrap();
+    assert_eq!(
+        crate::outputs::schema_errors(&schema, &first_job),
+        Vec::<String>::new()
+    );
+    let page = scratch.join("large.html");
+    Run::new()
+        .no_report()
+        .arg("timeline")
+        .arg(&report)
+        .arg("-o")
+        .arg(&page)
+        .run()
+        .code(0);
+    let html = scratch.read("large.html");
+    assert!(
+        html.contains("id=\"aggregated\">6000 jobs: too many to draw one by one"),
+        "the page says it is aggregated"
+    );
+    assert!(html.contains("\"mode\":\"aggregate\""));
+    assert!(html.len() < 2_000_000, "{} bytes", html.len());
+    let Some(browser) = chromium() else {
+        eprintln!("skipped: no Chromium found to open the aggregated page");
+        return;
+    };
+    let dom = run_chromium(
+        &browser,
+        &page,
+        &["--virtual-time-budget=5000".into(), "--dump-dom".into()],
+    );
+    let status = status(&dom);
+    assert_eq!(status.get("state").map(String::as_str), Some("drawn"));
+    assert_eq!(status["errors"], "0");
+    // The 40 busiest keys, the 60 others, 4 slots.
+    assert_eq!(status["rows"], "45");
+    assert!(dom.contains("60 other keys"));
+}
+
+#[test]
+fn bytes_that_are_not_utf_8_are_drawn_replaced() {
+    let scratch = Scratch::new();
+    let text = std::fs::read(fixtures().join("small.jsonl")).unwrap();
+    let text = String::from_utf8(text)
+        .unwrap()
+        .replace("\"key\":\"build\"", "\"key\":\"bu\u{1}ild\"");
+    // The key of jobs 1 and 2 with a byte that is not UTF-8 in it.
+    let bytes: Vec<u8> = text
+        .into_bytes()
+        .into_iter()
+        .map(|b| if b == 1 { 0xff } else { b })
+        .collect();
+    let report = scratch.write("bytes.jsonl", bytes);
+    let page = scratch.join("bytes.html");
+    Run::new()
+        .no_report()
+        .arg("timeline")
+        .arg(&report)
+        .arg("-o")
+        .arg(&page)
+        .run()
+        .code(0);
+    assert!(scratch.read("bytes.html").contains("bu\u{fffd}ild"));
+}
