@@ -283,48 +283,56 @@ impl Scheduler {
         } else {
             1
         };
-        let mut indices: Vec<usize> = (0..=front).collect();
-        if let Touched::At(i) = touched {
-            indices.extend([i, i + 1].into_iter().filter(|&j| j > front));
-        }
-        let mut decided: Vec<(usize, Option<(WaitCause, Tick)>, WaitCause)> = Vec::new();
+        let extra = match touched {
+            Touched::Front => None,
+            Touched::At(i) => Some([i, i + 1]),
+        };
+        let indices = (0..=front).chain(extra.into_iter().flatten().filter(|&j| j > front));
         for index in indices {
-            let Some(job) = lane.waiting.get(index) else {
-                continue;
-            };
-            let now_cause = self.cause_of(key, lane, index, now);
-            // A delay that ran out before now ends when it did.
-            let mid = job
-                .wait
-                .cause()
-                .filter(|&old| *old != now_cause)
-                .and_then(|old| {
-                    let end = self.timed_end(lane, old)?;
-                    (end < now).then(|| (self.cause_of(key, lane, index, end), end))
-                });
-            decided.push((index, mid, now_cause));
+            self.refresh_wait(key, index, now);
         }
-        let key_arc = self.lanes.get_key_value(key).map(|(k, _)| Arc::clone(k));
-        let lane = self.lanes.get_mut(key).expect("seen above");
-        for (index, mid, cause) in decided {
-            let job = &mut lane.waiting[index];
-            let mut changes = Vec::new();
-            if let Some((mid, end)) = mid {
-                if job.wait.set(mid.clone(), end) {
-                    changes.push((mid, end.max(job.queued_at)));
-                }
+    }
+
+    /// Decides again the cause of the job at `index` of `key`'s lane, at `now`.
+    fn refresh_wait(&mut self, key: &str, index: usize, now: Tick) {
+        let Some(lane) = self.lanes.get(key) else {
+            return;
+        };
+        let Some(job) = lane.waiting.get(index) else {
+            return;
+        };
+        let cause = self.cause_of(key, lane, index, now);
+        if job.wait.cause() == Some(&cause) {
+            return;
+        }
+        // A delay that ran out before now ends when it did.
+        let ran_out = job.wait.cause().and_then(|old| {
+            let end = self.timed_end(lane, old)?;
+            (end < now).then(|| (self.cause_of(key, lane, index, end), end))
+        });
+        let (key, lane) = self
+            .lanes
+            .get_key_value(key)
+            .map(|(k, _)| Arc::clone(k))
+            .zip(self.lanes.get_mut(key))
+            .expect("seen above");
+        let job = &mut lane.waiting[index];
+        let mut changes = [None, None];
+        if let Some((between, end)) = ran_out {
+            if job.wait.set(between.clone(), end) {
+                changes[0] = Some((between, end.max(job.queued_at)));
             }
-            if job.wait.set(cause.clone(), now) {
-                changes.push((cause, now));
-            }
-            if let (Some(log), Some(key)) = (self.wait_changes.as_mut(), key_arc.as_ref()) {
-                log.extend(changes.into_iter().map(|(cause, at)| WaitChange {
-                    seq: job.seq,
-                    key: Arc::clone(key),
-                    cause,
-                    at,
-                }));
-            }
+        }
+        if job.wait.set(cause.clone(), now) {
+            changes[1] = Some((cause, now));
+        }
+        if let Some(log) = self.wait_changes.as_mut() {
+            log.extend(changes.into_iter().flatten().map(|(cause, at)| WaitChange {
+                seq: job.seq,
+                key: Arc::clone(&key),
+                cause,
+                at,
+            }));
         }
     }
 }
