@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::model::{key_label, spans, CAUSES, OUTCOMES};
+use super::model::{key_hash, key_label, spans, CAUSES, OUTCOMES};
 use super::report::{Line, ReadError, ReportReader};
 
 const KEYS_PID: u32 = 1;
@@ -51,16 +51,18 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
                     "args": {"name": name}}),
         )?;
     }
-    let mut threads: HashMap<Option<String>, u64> = HashMap::new();
+    // By a hash of the key: a million distinct keys cost 16 bytes each here.
+    let mut threads: HashMap<u64, u64> = HashMap::new();
     let mut slots_named: Vec<bool> = Vec::new();
     let us = |ms: u64| ms * 1000;
     while let Some((_, line)) = reader.next(false)? {
         let Line::Job(job, _) = line else { continue };
         let next = threads.len() as u64 + 1;
-        let tid = match threads.get(&job.key) {
+        let hash = key_hash(job.key.as_deref());
+        let tid = match threads.get(&hash) {
             Some(&tid) => tid,
             None => {
-                threads.insert(job.key.clone(), next);
+                threads.insert(hash, next);
                 event(
                     out,
                     &mut first,
