@@ -87,7 +87,8 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
     let track = first.detailed();
     let mut open: BTreeMap<u64, InFlightJob> = BTreeMap::new();
     let mut last_at = 0u64;
-    while let Some((number, text, complete)) = lines.next_line()? {
+    let mut text = String::new();
+    while let Some((number, complete)) = lines.next_line(&mut text)? {
         if text.trim().is_empty() {
             continue;
         }

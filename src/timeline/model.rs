@@ -150,7 +150,7 @@ pub(crate) struct Spans {
 }
 
 /// A job's intervals.
-pub(crate) fn spans(job: &JobLine, origin: i64) -> Spans {
+pub(crate) fn spans(job: &JobLine<'_>, origin: i64) -> Spans {
     let rel = |text: &str| parse_ms(text).map_or(0, |ms| (ms - origin).max(0) as u64);
     let last = job.tries.len();
     let tries = job
@@ -227,7 +227,8 @@ impl FirstPass {
         let mut recorded = HashMap::new();
         let mut last_end = 0u64;
         let mut summary = None;
-        while let Some((_, line)) = reader.next(false)? {
+        let mut text = String::new();
+        while let Some((_, line)) = reader.next(false, &mut text)? {
             let job = match line {
                 Line::Summary { duration_ms } => {
                     summary = Some(duration_ms);
@@ -237,9 +238,14 @@ impl FirstPass {
             };
             figures.jobs += 1;
             if figures.jobs <= DETAIL_LIMIT + 1 {
-                recorded.insert(job.seq, job.key.clone());
+                recorded.insert(job.seq, job.key.as_deref().map(str::to_owned));
             }
-            *figures.outcomes.entry(job.outcome.clone()).or_default() += 1;
+            match figures.outcomes.get_mut(&*job.outcome) {
+                Some(count) => *count += 1,
+                None => {
+                    figures.outcomes.insert(job.outcome.to_string(), 1);
+                }
+            }
             figures.superseded += u64::from(job.superseded_by.is_some());
             let spans = spans(&job, origin);
             last_end = last_end.max(spans.ended);
@@ -272,7 +278,7 @@ impl FirstPass {
                     seq: job.seq,
                     key: key_label(job.key.as_deref()),
                     wait_ms,
-                    cause: main.map_or_else(|| "unknown".to_owned(), |w| w.cause.clone()),
+                    cause: main.map_or_else(|| "unknown".to_owned(), |w| w.cause.to_string()),
                     behind: main.and_then(|w| w.behind),
                 });
                 longest.sort_by(|a, b| b.wait_ms.cmp(&a.wait_ms).then(a.seq.cmp(&b.seq)));
@@ -428,10 +434,11 @@ fn detail(
 ) -> Result<Body, ReadError> {
     let mut reader = ReportReader::open(path)?;
     let origin = first.origin;
-    let mut jobs: Vec<(JobLine, serde_json::Value)> = Vec::new();
-    while let Some((_, line)) = reader.next(true)? {
+    let mut jobs: Vec<(JobLine<'static>, serde_json::Value)> = Vec::new();
+    let mut text = String::new();
+    while let Some((_, line)) = reader.next(true, &mut text)? {
         if let Line::Job(job, raw) = line {
-            jobs.push((*job, raw));
+            jobs.push((job.into_owned(), raw));
         }
     }
     // Keys in the order their first job began (waiting or running).
@@ -446,7 +453,9 @@ fn detail(
             .chain(spans.tries.iter().map(|t| t.0))
             .min()
             .unwrap_or(spans.ended);
-        let entry = first_seen.entry(job.key.clone()).or_insert(u64::MAX);
+        let entry = first_seen
+            .entry(job.key.as_deref().map(str::to_owned))
+            .or_insert(u64::MAX);
         *entry = (*entry).min(begin);
         all_spans.push(spans);
     }
@@ -485,7 +494,7 @@ fn detail(
     let mut names = HashMap::new();
     for (index, ((job, _), spans)) in jobs.iter().zip(&all_spans).enumerate() {
         names.insert(key_hash(job.key.as_deref()), key_label(job.key.as_deref()));
-        let row = row_of[&job.key];
+        let row = row_of[&job.key.as_deref().map(str::to_owned)];
         let index = index as u32;
         let superseded = job.reason.as_deref() == Some("superseded");
         for &(start, end, cause) in &spans.waits {
@@ -576,6 +585,7 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
     let mut names: HashMap<u64, String> = HashMap::new();
     let mut reader = ReportReader::open(path)?;
     let origin = first.origin;
+    let mut text = String::new();
     let spread = |cells: &mut [u64], offset: usize, start: u64, end: u64, stride: usize| {
         let mut at = start;
         while at < end {
@@ -586,7 +596,7 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
             at = until;
         }
     };
-    while let Some((_, line)) = reader.next(false)? {
+    while let Some((_, line)) = reader.next(false, &mut text)? {
         let Line::Job(job, _) = line else { continue };
         let hash = key_hash(job.key.as_deref());
         if (row_of.contains_key(&hash) || slow.contains(&hash)) && !names.contains_key(&hash) {

@@ -4,6 +4,7 @@
 //! skipped, anything else that is not a record of a lanes report an error naming the file and
 //! line.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -54,29 +55,34 @@ pub(crate) struct RunHeader {
 
 /// One try of a job, as a timeline draws it.
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct TryLine {
+pub(crate) struct TryLine<'a> {
     /// 1-based.
     pub attempt: u32,
     /// Its outcome (`failed` for a retried try).
-    pub outcome: String,
+    #[serde(borrow)]
+    pub outcome: Cow<'a, str>,
     /// Its slot, when it started.
     pub slot: Option<u32>,
     /// When it started.
-    pub started_at: Option<String>,
+    #[serde(borrow)]
+    pub started_at: Option<Cow<'a, str>>,
     /// When it ended.
-    pub ended_at: String,
+    #[serde(borrow)]
+    pub ended_at: Cow<'a, str>,
 }
 
 /// One stretch of a job's wait.
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct WaitLine {
+pub(crate) struct WaitLine<'a> {
     /// Its cause's name.
-    pub cause: String,
+    #[serde(borrow)]
+    pub cause: Cow<'a, str>,
     /// `key_busy`: the job waited behind.
     #[serde(default)]
     pub behind: Option<u64>,
     /// When it began.
-    pub started_at: String,
+    #[serde(borrow)]
+    pub started_at: Cow<'a, str>,
     /// How long.
     pub ms: u64,
 }
@@ -84,25 +90,27 @@ pub(crate) struct WaitLine {
 /// A job record, as a timeline draws it; `raw` is the record itself (its fields are the hover
 /// details).
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct JobLine {
+pub(crate) struct JobLine<'a> {
     /// The job's number.
     pub seq: u64,
     /// Its key (`None` for an input line without one).
-    #[serde(default)]
-    pub key: Option<String>,
+    #[serde(default, borrow)]
+    pub key: Option<Cow<'a, str>>,
     /// Its command.
-    #[serde(default)]
-    pub command: Option<String>,
+    #[serde(default, borrow)]
+    pub command: Option<Cow<'a, str>>,
     /// Its outcome.
-    pub outcome: String,
+    #[serde(borrow)]
+    pub outcome: Cow<'a, str>,
     /// Why.
-    #[serde(default)]
-    pub reason: Option<String>,
+    #[serde(default, borrow)]
+    pub reason: Option<Cow<'a, str>>,
     /// When its last try started.
-    #[serde(default)]
-    pub started_at: Option<String>,
+    #[serde(default, borrow)]
+    pub started_at: Option<Cow<'a, str>>,
     /// When its record was decided.
-    pub ended_at: String,
+    #[serde(borrow)]
+    pub ended_at: Cow<'a, str>,
     /// Its wait, in ms.
     #[serde(default)]
     pub wait_ms: Option<u64>,
@@ -110,18 +118,60 @@ pub(crate) struct JobLine {
     #[serde(default)]
     pub superseded_by: Option<u64>,
     /// Its tries.
-    #[serde(default)]
-    pub tries: Vec<TryLine>,
+    #[serde(default, borrow)]
+    pub tries: Vec<TryLine<'a>>,
     /// Its wait split by cause (absent from reports of lanes before the field existed).
-    #[serde(default)]
-    pub waits: Vec<WaitLine>,
+    #[serde(default, borrow)]
+    pub waits: Vec<WaitLine<'a>>,
+}
+
+fn owned(text: Cow<'_, str>) -> Cow<'static, str> {
+    Cow::Owned(text.into_owned())
+}
+
+impl JobLine<'_> {
+    /// The record, holding its own text.
+    pub(crate) fn into_owned(self) -> JobLine<'static> {
+        JobLine {
+            seq: self.seq,
+            key: self.key.map(owned),
+            command: self.command.map(owned),
+            outcome: owned(self.outcome),
+            reason: self.reason.map(owned),
+            started_at: self.started_at.map(owned),
+            ended_at: owned(self.ended_at),
+            wait_ms: self.wait_ms,
+            superseded_by: self.superseded_by,
+            tries: self
+                .tries
+                .into_iter()
+                .map(|t| TryLine {
+                    attempt: t.attempt,
+                    outcome: owned(t.outcome),
+                    slot: t.slot,
+                    started_at: t.started_at.map(owned),
+                    ended_at: owned(t.ended_at),
+                })
+                .collect(),
+            waits: self
+                .waits
+                .into_iter()
+                .map(|w| WaitLine {
+                    cause: owned(w.cause),
+                    behind: w.behind,
+                    started_at: owned(w.started_at),
+                    ms: w.ms,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One line of a report.
 #[derive(Debug)]
-pub(crate) enum Line {
+pub(crate) enum Line<'a> {
     /// A job record, and the record as JSON.
-    Job(Box<JobLine>, serde_json::Value),
+    Job(Box<JobLine<'a>>, serde_json::Value),
     /// The summary: the run's wall time.
     Summary {
         /// Wall time of the run, in ms.
@@ -149,7 +199,8 @@ impl ReportReader {
             line,
             why,
         };
-        let Some((number, text, _)) = lines.next_line()? else {
+        let mut text = String::new();
+        let Some((number, _)) = lines.next_line(&mut text)? else {
             return Err(bad(1, "empty: not a lanes report".into()));
         };
         let value: serde_json::Value = serde_json::from_str(&text).map_err(|err| {
@@ -189,62 +240,67 @@ impl ReportReader {
 
     /// The next job record or summary; `None` at the end (a torn last line is no line).
     /// With `raw`, a job's record as JSON comes with it (else `Value::Null`).
-    pub(crate) fn next(&mut self, raw: bool) -> Result<Option<(u64, Line)>, ReadError> {
-        loop {
-            let Some((number, text, complete)) = self.lines.next_line()? else {
+    /// The line is read into `text`, which the record borrows from (its strings are not
+    /// copied).
+    pub(crate) fn next<'t>(
+        &mut self,
+        raw: bool,
+        text: &'t mut String,
+    ) -> Result<Option<(u64, Line<'t>)>, ReadError> {
+        let (number, complete) = loop {
+            let Some((number, complete)) = self.lines.next_line(text)? else {
                 return Ok(None);
             };
-            if text.trim().is_empty() {
-                continue;
+            if !text.trim().is_empty() {
+                break (number, complete);
             }
-            // The common case, as lanes writes records: decoded at once.
-            if !raw && complete && text.starts_with(r#"{"type":"job","#) {
-                if let Ok(job) = serde_json::from_str::<JobLine>(&text) {
-                    check_times(&job).map_err(|why| self.bad(number, why))?;
-                    return Ok(Some((
-                        number,
-                        Line::Job(Box::new(job), serde_json::Value::Null),
-                    )));
-                }
+        };
+        let text: &'t str = text;
+        // The common case, as lanes writes records: decoded at once.
+        if !raw && complete && text.starts_with(r#"{"type":"job","#) {
+            if let Ok(job) = serde_json::from_str::<JobLine<'t>>(text) {
+                check_times(&job).map_err(|why| self.bad(number, why))?;
+                return Ok(Some((
+                    number,
+                    Line::Job(Box::new(job), serde_json::Value::Null),
+                )));
             }
-            let value: serde_json::Value = match serde_json::from_str(&text) {
-                Ok(value) => value,
-                // The run is still writing its last line.
-                Err(_) if !complete => return Ok(None),
-                Err(err) => return Err(self.bad(number, format!("not a JSON line: {err}"))),
-            };
-            match value.get("type").and_then(|t| t.as_str()) {
-                Some("job") => {
-                    let (value, kept) = if raw {
-                        (value.clone(), value)
-                    } else {
-                        (value, serde_json::Value::Null)
-                    };
-                    let job: JobLine = serde_json::from_value(value)
-                        .map_err(|err| self.bad(number, format!("bad job record: {err}")))?;
-                    check_times(&job).map_err(|why| self.bad(number, why))?;
-                    return Ok(Some((number, Line::Job(Box::new(job), kept))));
-                }
-                Some("summary") => {
-                    let duration_ms = value
-                        .get("duration_ms")
-                        .and_then(serde_json::Value::as_u64)
-                        .ok_or_else(|| self.bad(number, "summary without duration_ms".into()))?;
-                    return Ok(Some((number, Line::Summary { duration_ms })));
-                }
-                Some("run") => {
-                    return Err(self.bad(
-                        number,
-                        "a second `run` record: two reports in one file".into(),
-                    ))
-                }
-                _ => {
-                    return Err(self.bad(
-                        number,
-                        "not a record of a lanes report (no `type` job or summary)".into(),
-                    ))
-                }
+        }
+        let value: serde_json::Value = match serde_json::from_str(text) {
+            Ok(value) => value,
+            // The run is still writing its last line.
+            Err(_) if !complete => return Ok(None),
+            Err(err) => return Err(self.bad(number, format!("not a JSON line: {err}"))),
+        };
+        match value.get("type").and_then(|t| t.as_str()) {
+            Some("job") => {
+                let (value, kept) = if raw {
+                    (value.clone(), value)
+                } else {
+                    (value, serde_json::Value::Null)
+                };
+                // Through a value, the strings copied: a record not written by lanes, or
+                // `raw`.
+                let job: JobLine<'t> = JobLine::deserialize(value)
+                    .map_err(|err| self.bad(number, format!("bad job record: {err}")))?;
+                check_times(&job).map_err(|why| self.bad(number, why))?;
+                Ok(Some((number, Line::Job(Box::new(job), kept))))
             }
+            Some("summary") => {
+                let duration_ms = value
+                    .get("duration_ms")
+                    .and_then(serde_json::Value::as_u64)
+                    .ok_or_else(|| self.bad(number, "summary without duration_ms".into()))?;
+                Ok(Some((number, Line::Summary { duration_ms })))
+            }
+            Some("run") => Err(self.bad(
+                number,
+                "a second `run` record: two reports in one file".into(),
+            )),
+            _ => Err(self.bad(
+                number,
+                "not a record of a lanes report (no `type` job or summary)".into(),
+            )),
         }
     }
 
@@ -258,7 +314,7 @@ impl ReportReader {
 }
 
 /// Every time of a job record must be readable.
-fn check_times(job: &JobLine) -> Result<(), String> {
+fn check_times(job: &JobLine<'_>) -> Result<(), String> {
     let times = std::iter::once(Some(&job.ended_at))
         .chain(std::iter::once(job.started_at.as_ref()))
         .chain(
@@ -279,8 +335,50 @@ fn check_times(job: &JobLine) -> Result<(), String> {
     Ok(())
 }
 
-/// Milliseconds since the epoch of an RFC 3339 time.
+/// Milliseconds since the epoch of an RFC 3339 time; lanes' own form
+/// (`2026-11-29T11:35:56.123Z`) read directly, any other through humantime.
 pub(crate) fn parse_ms(text: &str) -> Option<i64> {
+    lanes_time_ms(text.as_bytes()).or_else(|| any_time_ms(text))
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`, as lanes writes its times (days from the civil date by Howard
+/// Hinnant's `days_from_civil`).
+fn lanes_time_ms(b: &[u8]) -> Option<i64> {
+    if b.len() != 24 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' {
+        return None;
+    }
+    if b[16] != b':' || b[19] != b'.' || b[23] != b'Z' {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+        b[range].iter().try_fold(0i64, |n, &d| {
+            d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0'))
+        })
+    };
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second, milli) = (
+        number(11..13)?,
+        number(14..16)?,
+        number(17..19)?,
+        number(20..23)?,
+    );
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+        return None;
+    }
+    if second > 60 {
+        return None;
+    }
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1000 + milli)
+}
+
+fn any_time_ms(text: &str) -> Option<i64> {
     let time = humantime::parse_rfc3339_weak(text).ok()?;
     let since = time.duration_since(std::time::UNIX_EPOCH).ok()?;
     i64::try_from(since.as_millis()).ok()
@@ -316,8 +414,12 @@ impl LineReader {
         })
     }
 
-    /// The next line: its number, its text and whether it was complete (ended by a newline).
-    pub(crate) fn next_line(&mut self) -> Result<Option<(u64, String, bool)>, ReadError> {
+    /// The next line, into `text`: its number and whether it was complete (ended by a
+    /// newline).
+    pub(crate) fn next_line(
+        &mut self,
+        text: &mut String,
+    ) -> Result<Option<(u64, bool)>, ReadError> {
         self.buffer.clear();
         let read = self
             .reader
@@ -334,7 +436,28 @@ impl LineReader {
         if complete {
             self.buffer.pop();
         }
-        let text = String::from_utf8_lossy(&self.buffer).into_owned();
-        Ok(Some((self.number, text, complete)))
+        text.clear();
+        text.push_str(&String::from_utf8_lossy(&self.buffer));
+        Ok(Some((self.number, complete)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lanes_times_are_read_as_humantime_reads_them() {
+        for text in [
+            "1970-01-01T00:00:00.000Z",
+            "2026-11-29T11:35:56.123Z",
+            "2000-02-29T23:59:59.999Z",
+            "2100-03-01T00:00:00.001Z",
+            "2026-01-02T03:04:05.600Z",
+        ] {
+            assert_eq!(lanes_time_ms(text.as_bytes()), any_time_ms(text), "{text}");
+        }
+        assert_eq!(lanes_time_ms(b"2026-13-02T03:04:05.600Z"), None);
+        assert_eq!(parse_ms("2026-01-02T03:04:05Z"), Some(1_767_323_045_000));
     }
 }

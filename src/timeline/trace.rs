@@ -28,13 +28,24 @@ pub(crate) enum TraceError {
     Write(#[from] io::Error),
 }
 
-fn event(out: &mut impl Write, first: &mut bool, value: &serde_json::Value) -> io::Result<()> {
+/// Puts the separator before an event (none before the first).
+fn separate(out: &mut impl Write, first: &mut bool) -> io::Result<()> {
     if !*first {
         out.write_all(b",\n")?;
     }
     *first = false;
+    Ok(())
+}
+
+fn event(out: &mut impl Write, first: &mut bool, value: &serde_json::Value) -> io::Result<()> {
+    separate(out, first)?;
     serde_json::to_writer(&mut *out, value)?;
     Ok(())
+}
+
+/// `text` as a JSON string.
+fn string(text: &str) -> String {
+    serde_json::to_string(text).expect("a string serialises")
 }
 
 /// Writes the trace of the report at `path`.
@@ -55,7 +66,8 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
     let mut threads: HashMap<u64, u64> = HashMap::new();
     let mut slots_named: Vec<bool> = Vec::new();
     let us = |ms: u64| ms * 1000;
-    while let Some((_, line)) = reader.next(false)? {
+    let mut text = String::new();
+    while let Some((_, line)) = reader.next(false, &mut text)? {
         let Line::Job(job, _) = line else { continue };
         let next = threads.len() as u64 + 1;
         let hash = key_hash(job.key.as_deref());
@@ -72,28 +84,45 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
                 next
             }
         };
-        let label = key_label(job.key.as_deref());
+        // Written directly (not through JSON values): a million jobs make millions of events.
+        let label = string(&key_label(job.key.as_deref()));
+        let command = job
+            .command
+            .as_deref()
+            .map_or_else(|| "null".to_owned(), string);
+        let reason = job
+            .reason
+            .as_deref()
+            .map_or_else(|| "null".to_owned(), string);
+        let seq = job.seq;
         let spans = spans(&job, origin);
         for &(start, end, cause) in &spans.waits {
-            event(
+            let behind = job
+                .waits
+                .iter()
+                .find(|w| w.cause == CAUSES[cause])
+                .and_then(|w| w.behind)
+                .map_or_else(|| "null".to_owned(), |b| b.to_string());
+            separate(out, &mut first)?;
+            write!(
                 out,
-                &mut first,
-                &json!({"name": format!("wait: {}", CAUSES[cause]), "cat": "wait", "ph": "X",
-                        "ts": us(start), "dur": us(end - start), "pid": KEYS_PID, "tid": tid,
-                        "args": {"seq": job.seq, "cause": CAUSES[cause],
-                                 "behind": job.waits.iter().find(|w| w.cause == CAUSES[cause])
-                                     .and_then(|w| w.behind)}}),
+                r#"{{"name":"wait: {c}","cat":"wait","ph":"X","ts":{ts},"dur":{dur},"pid":{KEYS_PID},"tid":{tid},"args":{{"seq":{seq},"cause":"{c}","behind":{behind}}}}}"#,
+                c = CAUSES[cause],
+                ts = us(start),
+                dur = us(end - start),
             )?;
         }
         for &(start, end, outcome, slot, attempt, retried) in &spans.tries {
-            let args = json!({"seq": job.seq, "key": &label, "command": &job.command,
-                              "outcome": OUTCOMES[outcome], "attempt": attempt,
-                              "retried": retried, "slot": slot, "reason": &job.reason});
-            event(
+            let args = format!(
+                r#"{{"seq":{seq},"key":{label},"command":{command},"outcome":"{o}","attempt":{attempt},"retried":{retried},"slot":{slot},"reason":{reason}}}"#,
+                o = OUTCOMES[outcome],
+            );
+            separate(out, &mut first)?;
+            write!(
                 out,
-                &mut first,
-                &json!({"name": &label, "cat": "try", "ph": "X", "ts": us(start),
-                        "dur": us(end - start), "pid": KEYS_PID, "tid": tid, "args": &args}),
+                r#"{{"name":{label},"cat":"try","ph":"X","ts":{ts},"dur":{dur},"pid":{KEYS_PID},"tid":{tid},"args":{args}}}"#,
+                ts = us(start),
+                dur = us(end - start),
             )?;
             if slot >= 1 {
                 let index = slot as usize;
@@ -109,12 +138,12 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
                                 "tid": slot, "args": {"name": format!("slot {slot}")}}),
                     )?;
                 }
-                event(
+                separate(out, &mut first)?;
+                write!(
                     out,
-                    &mut first,
-                    &json!({"name": &label, "cat": "try", "ph": "X", "ts": us(start),
-                            "dur": us(end - start), "pid": SLOTS_PID, "tid": slot,
-                            "args": &args}),
+                    r#"{{"name":{label},"cat":"try","ph":"X","ts":{ts},"dur":{dur},"pid":{SLOTS_PID},"tid":{slot},"args":{args}}}"#,
+                    ts = us(start),
+                    dur = us(end - start),
                 )?;
             }
         }
@@ -122,10 +151,10 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
             event(
                 out,
                 &mut first,
-                &json!({"name": format!("{} ({})", label, job.outcome), "cat": "never_ran",
-                        "ph": "i", "s": "t", "ts": us(spans.ended), "pid": KEYS_PID,
-                        "tid": tid, "args": {"seq": job.seq, "outcome": &job.outcome,
-                                             "reason": &job.reason}}),
+                &json!({"name": format!("{} ({})", key_label(job.key.as_deref()), job.outcome),
+                        "cat": "never_ran", "ph": "i", "s": "t", "ts": us(spans.ended),
+                        "pid": KEYS_PID, "tid": tid, "args": {"seq": job.seq,
+                        "outcome": &job.outcome, "reason": &job.reason}}),
             )?;
         }
     }
