@@ -130,14 +130,23 @@ pub(crate) struct Figures {
     pub in_flight: u64,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+/// What the first pass keeps of a key: 16 bytes (a million distinct keys cost about 50 MB
+/// with the table's own overhead). Times in ms from the run's start, saturating at about 49
+/// days.
+#[derive(Debug, Clone, Copy)]
 struct KeyAcc {
-    first: i64,
-    last: i64,
     busy: u64,
-    wait: u64,
-    jobs: u64,
+    first: u32,
+    last: u32,
 }
+
+/// A time as [`KeyAcc`] keeps it.
+fn short(ms: u64) -> u32 {
+    u32::try_from(ms).unwrap_or(u32::MAX)
+}
+
+/// What the second pass counts of the slowest keys: jobs, and waiting time in ms.
+type SlowCounts = HashMap<u64, (u64, u64)>;
 
 /// A job's intervals relative to the run's start, in ms.
 pub(crate) struct Spans {
@@ -250,24 +259,22 @@ impl FirstPass {
             let spans = spans(&job, origin);
             last_end = last_end.max(spans.ended);
             let acc = keys.entry(key_hash(job.key.as_deref())).or_insert(KeyAcc {
-                first: i64::MAX,
-                last: i64::MIN,
-                ..KeyAcc::default()
+                busy: 0,
+                first: u32::MAX,
+                last: 0,
             });
-            acc.jobs += 1;
             for &(start, end, _, slot, _, retried) in &spans.tries {
                 figures.busy_ms += end - start;
                 acc.busy += end - start;
-                acc.first = acc.first.min(start as i64);
-                acc.last = acc.last.max(end as i64);
+                acc.first = acc.first.min(short(start));
+                acc.last = acc.last.max(short(end));
                 figures.slots = figures.slots.max(slot);
                 figures.retries += u64::from(retried);
                 last_end = last_end.max(end);
             }
             for &(start, end, cause) in &spans.waits {
                 *figures.waits.entry(CAUSES[cause].to_owned()).or_default() += end - start;
-                acc.wait += end - start;
-                acc.first = acc.first.min(start as i64);
+                acc.first = acc.first.min(short(start));
             }
             let wait_ms = job.wait_ms.unwrap_or(0);
             if wait_ms > 0
@@ -298,7 +305,7 @@ impl FirstPass {
         let mut slow: Vec<(u64, u64)> = keys
             .iter()
             .filter(|(_, acc)| acc.last >= acc.first)
-            .map(|(&hash, acc)| (hash, (acc.last - acc.first) as u64))
+            .map(|(&hash, acc)| (hash, u64::from(acc.last - acc.first)))
             .collect();
         slow.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         slow.truncate(TOP);
@@ -324,18 +331,19 @@ impl FirstPass {
     }
 
     /// Fills in the slowest keys once their names are known.
-    fn name_slowest(&mut self, names: &HashMap<u64, String>) {
+    fn name_slowest(&mut self, names: &HashMap<u64, String>, counts: &SlowCounts) {
         self.figures.slowest_keys = self
             .slow
             .iter()
             .filter_map(|&(hash, chain)| {
                 let acc = self.keys.get(&hash)?;
+                let &(jobs, wait_ms) = counts.get(&hash)?;
                 Some(KeyFigure {
                     key: names.get(&hash)?.clone(),
                     chain_ms: chain,
                     busy_ms: acc.busy,
-                    wait_ms: acc.wait,
-                    jobs: acc.jobs,
+                    wait_ms,
+                    jobs,
                 })
             })
             .collect();
@@ -492,8 +500,13 @@ fn detail(
     }));
     let mut bars: Vec<Bar> = Vec::new();
     let mut names = HashMap::new();
+    let mut counts = SlowCounts::new();
     for (index, ((job, _), spans)) in jobs.iter().zip(&all_spans).enumerate() {
-        names.insert(key_hash(job.key.as_deref()), key_label(job.key.as_deref()));
+        let hash = key_hash(job.key.as_deref());
+        names.insert(hash, key_label(job.key.as_deref()));
+        let count = counts.entry(hash).or_default();
+        count.0 += 1;
+        count.1 += job.waits.iter().map(|w| w.ms).sum::<u64>();
         let row = row_of[&job.key.as_deref().map(str::to_owned)];
         let index = index as u32;
         let superseded = job.reason.as_deref() == Some("superseded");
@@ -555,7 +568,7 @@ fn detail(
             records.push(job.record());
         }
     }
-    first.name_slowest(&names);
+    first.name_slowest(&names, &counts);
     Ok(Body::Detail(Detail {
         rows,
         bars,
@@ -571,6 +584,7 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
         .map(|(i, &h)| (h, i as u32))
         .collect();
     let slow: HashSet<u64> = first.slow.iter().map(|&(h, _)| h).collect();
+    let mut counts = SlowCounts::new();
     let others = busiest.len() as u32;
     let has_others = first.keys.len() > busiest.len();
     let slot_base = others + u32::from(has_others);
@@ -601,6 +615,11 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
         let hash = key_hash(job.key.as_deref());
         if (row_of.contains_key(&hash) || slow.contains(&hash)) && !names.contains_key(&hash) {
             names.insert(hash, key_label(job.key.as_deref()));
+        }
+        if slow.contains(&hash) {
+            let count = counts.entry(hash).or_default();
+            count.0 += 1;
+            count.1 += job.waits.iter().map(|w| w.ms).sum::<u64>();
         }
         let row = row_of
             .get(&hash)
@@ -684,7 +703,7 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
             }
         }
     }
-    first.name_slowest(&names);
+    first.name_slowest(&names, &counts);
     Ok(Body::Aggregate(Aggregate {
         rows,
         capacity,
