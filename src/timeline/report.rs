@@ -437,7 +437,10 @@ impl LineReader {
             self.buffer.pop();
         }
         text.clear();
-        text.push_str(&String::from_utf8_lossy(&self.buffer));
+        match std::str::from_utf8(&self.buffer) {
+            Ok(valid) => text.push_str(valid),
+            Err(_) => text.push_str(&String::from_utf8_lossy(&self.buffer)),
+        }
         Ok(Some((self.number, complete)))
     }
 }
