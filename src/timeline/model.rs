@@ -594,22 +594,12 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
     let bucket_ms = first.figures.wall_ms.div_ceil(BUCKETS as u64).max(1);
     // Running ms by outcome and waiting ms by cause, per row and bucket.
     let row_count = (slot_base + slot_rows) as usize;
-    let mut busy = vec![[0u64; OUTCOMES.len()]; row_count * BUCKETS];
-    let mut waiting = vec![[0u64; CAUSES.len()]; row_count * BUCKETS];
+    let mut busy = Grid::new(row_count, OUTCOMES.len(), bucket_ms);
+    let mut waiting = Grid::new(row_count, CAUSES.len(), bucket_ms);
     let mut names: HashMap<u64, String> = HashMap::new();
     let mut reader = ReportReader::open(path)?;
     let origin = first.origin;
     let mut text = String::new();
-    let spread = |cells: &mut [u64], offset: usize, start: u64, end: u64, stride: usize| {
-        let mut at = start;
-        while at < end {
-            let bucket = ((at / bucket_ms) as usize).min(BUCKETS - 1);
-            let bucket_end = ((bucket as u64 + 1) * bucket_ms).max(at + 1);
-            let until = end.min(bucket_end);
-            cells[bucket * stride + offset] += until - at;
-            at = until;
-        }
-    };
     while let Some((_, line)) = reader.next(false, &mut text)? {
         let Line::Job(job, _) = line else { continue };
         let hash = key_hash(job.key.as_deref());
@@ -628,35 +618,14 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
             .min(slot_base.saturating_sub(1)) as usize;
         let spans = spans(&job, origin);
         for &(start, end, outcome, slot, _, _) in &spans.tries {
-            let base = row * BUCKETS;
-            spread(
-                busy[base..base + BUCKETS].as_flattened_mut(),
-                outcome,
-                start,
-                end,
-                OUTCOMES.len(),
-            );
+            busy.add(row, outcome, start, end);
             if slot >= 1 {
                 let srow = (slot_base + (slot - 1) / per_slot_row) as usize;
-                let base = srow * BUCKETS;
-                spread(
-                    busy[base..base + BUCKETS].as_flattened_mut(),
-                    outcome,
-                    start,
-                    end,
-                    OUTCOMES.len(),
-                );
+                busy.add(srow, outcome, start, end);
             }
         }
         for &(start, end, cause) in &spans.waits {
-            let base = row * BUCKETS;
-            spread(
-                waiting[base..base + BUCKETS].as_flattened_mut(),
-                cause,
-                start,
-                end,
-                CAUSES.len(),
-            );
+            waiting.add(row, cause, start, end);
         }
     }
     let mut rows: Vec<Row> = busiest
@@ -687,16 +656,16 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
         });
         capacity.push(u64::from(high - low + 1));
     }
+    let (busy, waiting) = (busy.finish(), waiting.finish());
     let mut cells: Vec<Cell> = Vec::new();
     for row in 0..row_count {
         for bucket in 0..BUCKETS {
-            let at = row * BUCKETS + bucket;
-            for (class, &ms) in busy[at].iter().enumerate() {
+            for (class, &ms) in busy.cell(row, bucket).iter().enumerate() {
                 if ms > 0 {
                     cells.push((row as u32, bucket as u32, 0, class as u8, ms));
                 }
             }
-            for (class, &ms) in waiting[at].iter().enumerate() {
+            for (class, &ms) in waiting.cell(row, bucket).iter().enumerate() {
                 if ms > 0 {
                     cells.push((row as u32, bucket as u32, 1, class as u8, ms));
                 }
@@ -710,4 +679,107 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
         bucket_ms,
         cells,
     }))
+}
+
+/// Time per row, bucket and class (an outcome, or a cause), an interval added in constant
+/// time however many buckets it covers: the partial buckets at its ends directly, the whole
+/// ones between as a difference array summed up by [`Grid::finish`].
+struct Grid {
+    bucket_ms: u64,
+    classes: usize,
+    /// ms, by (row, bucket, class).
+    sums: Vec<u64>,
+    /// Whole buckets covered: +1 where a run of them starts, -1 past its end, by (row,
+    /// bucket, class), with one bucket more per row.
+    whole: Vec<i64>,
+}
+
+impl Grid {
+    fn new(rows: usize, classes: usize, bucket_ms: u64) -> Self {
+        Grid {
+            bucket_ms,
+            classes,
+            sums: vec![0; rows * BUCKETS * classes],
+            whole: vec![0; rows * (BUCKETS + 1) * classes],
+        }
+    }
+
+    fn at(&self, row: usize, bucket: u64, class: usize) -> usize {
+        (row * BUCKETS + bucket as usize) * self.classes + class
+    }
+
+    fn whole_at(&self, row: usize, bucket: u64, class: usize) -> usize {
+        (row * (BUCKETS + 1) + bucket as usize) * self.classes + class
+    }
+
+    /// Adds the interval from `start` to `end` (ms) to `row`'s `class`; time past the last
+    /// bucket counts in it.
+    fn add(&mut self, row: usize, class: usize, start: u64, end: u64) {
+        if end <= start {
+            return;
+        }
+        let last = BUCKETS as u64 - 1;
+        let first_bucket = (start / self.bucket_ms).min(last);
+        let last_bucket = ((end - 1) / self.bucket_ms).min(last);
+        if first_bucket == last_bucket {
+            let at = self.at(row, first_bucket, class);
+            self.sums[at] += end - start;
+            return;
+        }
+        let at = self.at(row, first_bucket, class);
+        self.sums[at] += (first_bucket + 1) * self.bucket_ms - start;
+        let at = self.at(row, last_bucket, class);
+        self.sums[at] += end - last_bucket * self.bucket_ms;
+        if last_bucket > first_bucket + 1 {
+            let from = self.whole_at(row, first_bucket + 1, class);
+            let to = self.whole_at(row, last_bucket, class);
+            self.whole[from] += 1;
+            self.whole[to] -= 1;
+        }
+    }
+
+    /// The totals.
+    fn finish(mut self) -> Self {
+        let rows = self.sums.len() / (BUCKETS * self.classes);
+        for row in 0..rows {
+            for class in 0..self.classes {
+                let mut covering = 0i64;
+                for bucket in 0..BUCKETS as u64 {
+                    covering += self.whole[self.whole_at(row, bucket, class)];
+                    let at = self.at(row, bucket, class);
+                    self.sums[at] += covering.max(0) as u64 * self.bucket_ms;
+                }
+            }
+        }
+        self
+    }
+
+    /// A cell's totals, by class (after [`Grid::finish`]).
+    fn cell(&self, row: usize, bucket: usize) -> &[u64] {
+        let at = self.at(row, bucket as u64, 0);
+        &self.sums[at..at + self.classes]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grid_adds_an_interval_to_the_buckets_it_covers() {
+        let mut grid = Grid::new(2, 2, 10);
+        grid.add(1, 1, 5, 37);
+        grid.add(1, 1, 12, 14);
+        grid.add(0, 0, 3995, 4100);
+        let grid = grid.finish();
+        assert_eq!(grid.cell(1, 0), [0, 5]);
+        assert_eq!(grid.cell(1, 1), [0, 12]);
+        assert_eq!(grid.cell(1, 2), [0, 10]);
+        assert_eq!(grid.cell(1, 3), [0, 7]);
+        assert_eq!(grid.cell(1, 4), [0, 0]);
+        // Past the last bucket: counted in it.
+        assert_eq!(grid.cell(0, BUCKETS - 1), [105, 0]);
+        let total: u64 = (0..BUCKETS).map(|b| grid.cell(1, b)[1]).sum();
+        assert_eq!(total, 32 + 2);
+    }
 }
