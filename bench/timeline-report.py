@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Writes a synthetic lanes report of N jobs to stdout, as `lanes --report` writes them: a run
 record, N job records (every field, waits included) in the order they end, a summary. Jobs run
-20-200 ms each with -j J; their keys are K distinct keys (K = N for all distinct). Used by
-bench/timeline.sh to draw a timeline of a million jobs.
+20-200 ms each with -j J; their keys are K distinct keys (K = N for all distinct). Lines come
+faster than jobs run, and at most 1,000 jobs wait at once (as with --max-queued 1000): a job is
+admitted when the job 1,000 before it has started. Used by bench/timeline.sh to draw a timeline
+of a million jobs.
 
     timeline-report.py N K J > report.jsonl
 """
@@ -30,12 +32,15 @@ def main():
     key_free = {}
     ends = []
     failed = 0
+    starts = {}
     for seq in range(1, n + 1):
         key = "key-%d" % (seq % k)
-        queued = seq // 50  # 50 jobs admitted per ms
+        # 50 lines a ms, each admitted once the queue has room.
+        queued = max(seq // 50, starts.pop(seq - 1000, 0))
         free_at, slot = heapq.heappop(slots)
         key_at = key_free.get(key, 0)
         start = max(queued, free_at, key_at)
+        starts[seq] = start
         dur = rng.randint(20, 200)
         end = start + dur
         heapq.heappush(slots, (end, slot))

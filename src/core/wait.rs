@@ -139,6 +139,11 @@ impl WaitLog {
         let at = at.max(self.since);
         if let Some(old) = self.cause.take() {
             if at > self.since {
+                if self.spans.capacity() == 0 {
+                    // Most waits have two causes (their key, then the cap): not the four
+                    // spans a first push would make room for.
+                    self.spans.reserve_exact(1);
+                }
                 self.spans.push(WaitSpan {
                     cause: old,
                     started_at: self.since,
