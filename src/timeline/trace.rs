@@ -1,8 +1,9 @@
 //! The timeline as a Chrome trace (the Trace Event format's JSON object form, which Perfetto
 //! and `chrome://tracing` open): process 1 has a thread per key, process 2 a thread per slot.
 //! Each try is a complete event (`ph` `X`, times in microseconds from the run's start) on its
-//! key's thread and its slot's; each wait span is a complete event on its key's thread; a job
-//! that never ran is an instant event (`ph` `i`). Thread names are metadata events (`ph` `M`).
+//! key's thread and its slot's; each wait span is an async event (`ph` `b` and `e`, its job's
+//! seq the id: a job's own track, as the waits of one key's jobs overlap); a job that never ran
+//! is an instant event (`ph` `i`). Thread names are metadata events (`ph` `M`).
 //! Written while the report is read, one event a line.
 
 use std::collections::HashMap;
@@ -103,13 +104,21 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
                 .find(|w| w.cause == CAUSES[cause])
                 .and_then(|w| w.behind)
                 .map_or_else(|| "null".to_owned(), |b| b.to_string());
+            // Async events (`b`/`e`, by the job's seq): waits of one key overlap, which
+            // complete events on one thread must not.
             separate(out, &mut first)?;
             write!(
                 out,
-                r#"{{"name":"wait: {c}","cat":"wait","ph":"X","ts":{ts},"dur":{dur},"pid":{KEYS_PID},"tid":{tid},"args":{{"seq":{seq},"cause":"{c}","behind":{behind}}}}}"#,
+                r#"{{"name":"wait: {c}","cat":"wait","ph":"b","id":{seq},"ts":{ts},"pid":{KEYS_PID},"tid":{tid},"args":{{"seq":{seq},"cause":"{c}","behind":{behind}}}}}"#,
                 c = CAUSES[cause],
                 ts = us(start),
-                dur = us(end - start),
+            )?;
+            separate(out, &mut first)?;
+            write!(
+                out,
+                r#"{{"name":"wait: {c}","cat":"wait","ph":"e","id":{seq},"ts":{ts},"pid":{KEYS_PID},"tid":{tid}}}"#,
+                c = CAUSES[cause],
+                ts = us(end),
             )?;
         }
         for &(start, end, outcome, slot, attempt, retried) in &spans.tries {

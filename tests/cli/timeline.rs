@@ -122,7 +122,9 @@ fn the_format_comes_from_the_extension_or_the_flag() {
 
 /// The Trace Event format's required fields (the "JSON Object Format" of the Trace Event
 /// Format document): every event has `name`, `ph`, `pid` and `tid`; all but metadata events
-/// a `ts` in microseconds; complete events (`X`) a `dur`; instant events (`i`) a scope `s`.
+/// a `ts` in microseconds; complete events (`X`) a `dur`; instant events (`i`) a scope `s`;
+/// async events (`b`, `e`) an `id` and a `cat`, each begin ended by an end of the same name,
+/// later, before that id begins again; and complete events of one thread nest.
 fn check_trace(trace: &Value) -> Vec<&Value> {
     let events = trace["traceEvents"].as_array().expect("traceEvents");
     assert!(
@@ -150,7 +152,55 @@ fn check_trace(trace: &Value) -> Vec<&Value> {
                     "{event}"
                 );
             }
+            // Async events: an id and a category, which pair a begin with its end.
+            "b" | "e" => {
+                assert!(event["ts"].is_u64(), "{event}");
+                assert!(event["id"].is_u64() && event["cat"].is_string(), "{event}");
+            }
             other => panic!("unexpected phase {other}: {event}"),
+        }
+    }
+    let mut open: BTreeMap<(String, u64), (String, u64)> = BTreeMap::new();
+    for event in events {
+        let id = (
+            event["cat"].as_str().unwrap_or("").to_owned(),
+            event["id"].as_u64().unwrap_or(0),
+        );
+        let name = event["name"].as_str().unwrap().to_owned();
+        let ts = event["ts"].as_u64().unwrap_or(0);
+        match event["ph"].as_str() {
+            Some("b") => assert!(
+                open.insert(id, (name, ts)).is_none(),
+                "nested begin {event}"
+            ),
+            Some("e") => {
+                let (begun, at) = open.remove(&id).expect("an end without a begin");
+                assert!(begun == name && at <= ts, "{event}");
+            }
+            _ => {}
+        }
+    }
+    assert!(open.is_empty(), "begins without an end: {open:?}");
+    // Complete events on one thread: each starts after the one before ended, or within it.
+    let mut threads: BTreeMap<(u64, u64), Vec<(u64, u64)>> = BTreeMap::new();
+    for event in events.iter().filter(|e| e["ph"] == "X") {
+        let ts = event["ts"].as_u64().unwrap();
+        threads
+            .entry((
+                event["pid"].as_u64().unwrap(),
+                event["tid"].as_u64().unwrap(),
+            ))
+            .or_default()
+            .push((ts, ts + event["dur"].as_u64().unwrap()));
+    }
+    for (thread, mut spans) in threads {
+        spans.sort();
+        for pair in spans.windows(2) {
+            let ((a0, a1), (b0, b1)) = (pair[0], pair[1]);
+            assert!(
+                b0 >= a1 || (b0 >= a0 && b1 <= a1),
+                "thread {thread:?}: {pair:?}"
+            );
         }
     }
     events.iter().collect()
@@ -173,7 +223,11 @@ fn the_trace_has_the_trace_event_formats_required_fields_and_every_try_and_wait(
     // that never ran.
     assert_eq!(count("try", 1), 6);
     assert_eq!(count("try", 2), 6);
-    assert_eq!(count("wait", 1), 8);
+    assert_eq!(
+        count("wait", 1),
+        16,
+        "a begin and an end for each of 8 waits"
+    );
     assert_eq!(count("never_ran", 1), 2);
     // The retried try of job 3: 500 ms from the run's start.
     let retried: Vec<_> = events
