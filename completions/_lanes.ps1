@@ -102,6 +102,7 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('set', 'set', [CompletionResultType]::ParameterValue, 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing')
             [CompletionResult]::new('drain', 'drain', [CompletionResultType]::ParameterValue, 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report')
             [CompletionResult]::new('close', 'close', [CompletionResultType]::ParameterValue, 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report')
+            [CompletionResult]::new('timeline', 'timeline', [CompletionResultType]::ParameterValue, 'Draw a run from its report (--report): what ran when, in which slot, and why every job waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid Gantt chart')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -157,6 +158,15 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
             break
         }
+        'lanes;timeline' {
+            [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'The run''s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Where to write the timeline')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Where to write the timeline')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT''s extension (.html/.htm, .json, .md)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            break
+        }
         'lanes;help' {
             [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters')
             [CompletionResult]::new('submit', 'submit', [CompletionResultType]::ParameterValue, 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own')
@@ -165,6 +175,7 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('set', 'set', [CompletionResultType]::ParameterValue, 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing')
             [CompletionResult]::new('drain', 'drain', [CompletionResultType]::ParameterValue, 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report')
             [CompletionResult]::new('close', 'close', [CompletionResultType]::ParameterValue, 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report')
+            [CompletionResult]::new('timeline', 'timeline', [CompletionResultType]::ParameterValue, 'Draw a run from its report (--report): what ran when, in which slot, and why every job waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid Gantt chart')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -187,6 +198,9 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             break
         }
         'lanes;help;close' {
+            break
+        }
+        'lanes;help;timeline' {
             break
         }
         'lanes;help;help' {

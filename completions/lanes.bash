@@ -40,6 +40,9 @@ _lanes() {
             lanes,submit)
                 cmd="lanes__subcmd__submit"
                 ;;
+            lanes,timeline)
+                cmd="lanes__subcmd__timeline"
+                ;;
             lanes__subcmd__help,cancel)
                 cmd="lanes__subcmd__help__subcmd__cancel"
                 ;;
@@ -64,6 +67,9 @@ _lanes() {
             lanes__subcmd__help,submit)
                 cmd="lanes__subcmd__help__subcmd__submit"
                 ;;
+            lanes__subcmd__help,timeline)
+                cmd="lanes__subcmd__help__subcmd__timeline"
+                ;;
             *)
                 ;;
         esac
@@ -71,7 +77,7 @@ _lanes() {
 
     case "${cmd}" in
         lanes)
-            opts="-a -0 -j -h -V --socket --journal --requeue-lost --no-requeue-lost --arg-file --null --no-null --key --dry-run --no-dry-run --colsep --manifest --max-concurrent --timeout --grace --leak-window --containment --shell --max-queued --on-full --coalesce --cancel-in-progress --no-cancel-in-progress --retries --retry-delay --fail-fast --no-fail-fast --sticky-slots --lock-dir --shared-max-concurrent --coordinate --namespace --coordinate-records --no-coordinate-records --host-id --no-sticky-slots --max-queued-weight --weight --resource --needs --reserve-after --command --batch-size --batch-bytes --batch-delay --resume --backend --slurm-name-prefix --slurm-license --slurm-partition --slurm-account --slurm-qos --events --strict --no-strict --report --json --no-json --output --keep-order --no-keep-order --color --progress --junit --results --results-clean --no-results-clean --help --version locks submit cancel status set drain close help"
+            opts="-a -0 -j -h -V --socket --journal --requeue-lost --no-requeue-lost --arg-file --null --no-null --key --dry-run --no-dry-run --colsep --manifest --max-concurrent --timeout --grace --leak-window --containment --shell --max-queued --on-full --coalesce --cancel-in-progress --no-cancel-in-progress --retries --retry-delay --fail-fast --no-fail-fast --sticky-slots --lock-dir --shared-max-concurrent --coordinate --namespace --coordinate-records --no-coordinate-records --host-id --no-sticky-slots --max-queued-weight --weight --resource --needs --reserve-after --command --batch-size --batch-bytes --batch-delay --resume --backend --slurm-name-prefix --slurm-license --slurm-partition --slurm-account --slurm-qos --events --strict --no-strict --report --json --no-json --output --keep-order --no-keep-order --color --progress --junit --results --results-clean --no-results-clean --help --version locks submit cancel status set drain close timeline help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -327,7 +333,7 @@ _lanes() {
             return 0
             ;;
         lanes__subcmd__help)
-            opts="locks submit cancel status set drain close help"
+            opts="locks submit cancel status set drain close timeline help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -452,6 +458,20 @@ _lanes() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        lanes__subcmd__help__subcmd__timeline)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         lanes__subcmd__locks)
             opts="-h --coordinate --namespace --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -527,6 +547,36 @@ _lanes() {
             case "${prev}" in
                 --socket)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        lanes__subcmd__timeline)
+            opts="-o -h --events --output --format --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --events)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "html json md" -- "${cur}"))
                     return 0
                     ;;
                 *)

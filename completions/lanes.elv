@@ -99,6 +99,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand set 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing'
             cand drain 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report'
             cand close 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report'
+            cand timeline 'Draw a run from its report (--report): what ran when, in which slot, and why every job waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid Gantt chart'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lanes;locks'= {
@@ -146,6 +147,14 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand -h 'Print help'
             cand --help 'Print help'
         }
+        &'lanes;timeline'= {
+            cand --events 'The run''s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it'
+            cand -o 'Where to write the timeline'
+            cand --output 'Where to write the timeline'
+            cand --format 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT''s extension (.html/.htm, .json, .md)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+        }
         &'lanes;help'= {
             cand locks 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters'
             cand submit 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own'
@@ -154,6 +163,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand set 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing'
             cand drain 'Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once it has written its report'
             cand close 'Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end; returns once it has written its report'
+            cand timeline 'Draw a run from its report (--report): what ran when, in which slot, and why every job waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid Gantt chart'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'lanes;help;locks'= {
@@ -169,6 +179,8 @@ set edit:completion:arg-completer[lanes] = {|@words|
         &'lanes;help;drain'= {
         }
         &'lanes;help;close'= {
+        }
+        &'lanes;help;timeline'= {
         }
         &'lanes;help;help'= {
         }

@@ -124,6 +124,26 @@ pub enum Task {
         #[arg(long)]
         json: bool,
     },
+    /// Draw a run from its report (--report): what ran when, in which slot, and why every job
+    /// waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid
+    /// Gantt chart.
+    Timeline {
+        /// The report of the run (JSON Lines, as --report writes it; one still being written
+        /// will do).
+        #[arg(value_name = "REPORT")]
+        report: PathBuf,
+        /// The run's events file (--events): jobs still running or waiting, which have no
+        /// record yet, are drawn from it.
+        #[arg(long, value_name = "EVENTS")]
+        events: Option<PathBuf>,
+        /// Where to write the timeline.
+        #[arg(short = 'o', long = "output", value_name = "OUT")]
+        output: PathBuf,
+        /// html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT's
+        /// extension (.html/.htm, .json, .md).
+        #[arg(long, value_name = "FORMAT", value_parser = ["html", "json", "md"])]
+        format: Option<String>,
+    },
 }
 
 /// Run keyed shell jobs through per-key lanes: at most one job of a key in flight, a key's jobs

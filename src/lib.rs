@@ -27,6 +27,7 @@ pub(crate) mod serve;
 pub mod settings;
 pub(crate) mod shell;
 pub(crate) mod template;
+pub(crate) mod timeline;
 pub mod trailing_command;
 
 pub use run::run;

@@ -40,6 +40,16 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     if let Some(task) = cli.task {
         return run_task(task);
     }
+    if let Some(crate::cli::Task::Timeline {
+        report,
+        events,
+        output,
+        format,
+    }) = &cli.task
+    {
+        crate::timeline::write(report, events.as_deref(), output, format.as_deref())?;
+        return Ok(0);
+    }
     let config = RunConfig::from_cli(cli)?;
     if config.dry_run {
         let resume = load_resume(&config)?;
@@ -255,6 +265,15 @@ fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
     use crate::serve::client;
     use crate::serve::protocol::Request;
     match task {
+        Task::Timeline {
+            report,
+            events,
+            output,
+            format,
+        } => {
+            crate::timeline::write(&report, events.as_deref(), &output, format.as_deref())?;
+            Ok(0)
+        }
         Task::Locks {
             dir,
             coordinate,

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::outcome::Outcome;
 use super::resources::Grant;
 use super::state::{Seq, Tick, Try};
+use super::wait::WaitSpan;
 
 /// A job's final account, from which its one record is written: everything the core knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +22,10 @@ pub struct Account {
     /// From admission to its end, for a job that was admitted and never started (this time);
     /// `None` for a job never admitted, or superseded while waiting (SPEC §5.2).
     pub waited: Option<Duration>,
+    /// The spans of the wait the record's `wait_ms` tells of, oldest first, adding up to it
+    /// (the last try's wait, or the wait of a job that never started); empty for a job never
+    /// admitted or superseded while waiting.
+    pub waits: Vec<WaitSpan>,
     /// The newer job that superseded it (`superseded` only).
     pub superseded_by: Option<Seq>,
     /// The first job of the batch it ran in (batching only).
@@ -51,6 +56,7 @@ impl Account {
             attempts: 0,
             tries: Vec::new(),
             waited: None,
+            waits: Vec::new(),
             superseded_by: None,
             batch: None,
             ended_at: now,

@@ -44,17 +44,26 @@ impl Scheduler {
         let dropped: Vec<Account> = lane
             .waiting
             .drain(..)
-            .map(|job| Account {
-                seq: job.seq,
-                outcome: Outcome::Interrupted(StopReason::Cancelled),
-                attempts: job.attempts,
-                waited: Some(now.saturating_sub(job.queued_at)),
-                tries: job.tries,
-                superseded_by: None,
-                batch: None,
-                ended_at: now,
-                in_flight: false,
-                grant: None,
+            .map(|mut job| {
+                // A job waiting for its retry tells of its wait up to the try it made.
+                let waits = if job.tries.last().is_some_and(super::state::Try::started) {
+                    job.wait.take_before_retry()
+                } else {
+                    job.wait.close(now)
+                };
+                Account {
+                    seq: job.seq,
+                    outcome: Outcome::Interrupted(StopReason::Cancelled),
+                    attempts: job.attempts,
+                    waited: Some(now.saturating_sub(job.queued_at)),
+                    waits,
+                    tries: job.tries,
+                    superseded_by: None,
+                    batch: None,
+                    ended_at: now,
+                    in_flight: false,
+                    grant: None,
+                }
             })
             .collect();
         let busy = lane.busy;

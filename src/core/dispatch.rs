@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::finish::{Finished, RunFacts};
 use super::state::{Scheduler, Seq, Tick, BACKOFF_FIRST, BACKOFF_MAX};
+use super::wait::{Touched, WaitCause};
 
 /// Why a taken job's process could not be started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,11 +86,14 @@ impl Scheduler {
             .iter()
             .map(|w| super::resources::weight_of(w.needs.as_deref()))
             .sum::<usize>();
-        for job in run.batch.into_iter().rev() {
+        for mut job in run.batch.into_iter().rev() {
+            // From its take on it waited for the run's capacity (a spawn shortage).
+            job.wait.continue_as(WaitCause::Cap, run.started_at);
             lane.waiting.push_front(job);
         }
         // A busy key is never in the ready line: it goes first, as it was taken first.
         self.ready.push_front(Arc::clone(&run.key));
+        self.refresh_waits(&run.key, Touched::Front, now);
         true
     }
 

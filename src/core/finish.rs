@@ -65,6 +65,7 @@ impl Scheduler {
         let earlier: Vec<Vec<Try>> = run.batch.iter().map(|w| w.tries.clone()).collect();
         let (attempt, waited) = (run.attempts, run.waited);
         let grant = run.grant.clone();
+        let waits = run.waits.clone();
         let superseded_by = run
             .superseded_by
             .filter(|_| outcome == Outcome::Interrupted(StopReason::Superseded));
@@ -72,7 +73,7 @@ impl Scheduler {
         let released = if let Outcome::Failed(reason) = outcome {
             self.release_failed(seq, facts.ended_at.max(self.clock), reason, facts.exit)
         } else {
-            self.release(seq)
+            self.release_at(seq, None, Some(now))
         };
         let retry = matches!(released, Released::Retry { .. });
         let batch = self.policy.batching().then_some(seq);
@@ -91,6 +92,7 @@ impl Scheduler {
                         tries
                     },
                     waited: (!this_try.started()).then_some(waited),
+                    waits: waits.clone(),
                     superseded_by,
                     batch,
                     ended_at: facts.ended_at,

@@ -21,7 +21,8 @@ use nix::sys::signal::Signal;
 
 use super::outcome::StopReason;
 use super::shutdown::StopOrder;
-use super::state::Scheduler;
+use super::state::{Scheduler, Tick};
+use super::wait::{Touched, WaitCause};
 
 /// How many keys beyond `max_concurrent` may be asked for (or held, waiting for a slot of
 /// this process) at once: past that, further keys wait behind them.
@@ -43,6 +44,9 @@ pub(crate) struct HostKeys {
     asked: HashSet<Arc<str>>,
     /// Keys whose lock this process holds.
     held: HashMap<Arc<str>, Holding>,
+    /// Keys asked for whose lock is held while a shared slot (`--shared-max-concurrent`) is
+    /// waited for.
+    locked: HashSet<Arc<str>>,
 }
 
 /// What the shell must do with host-wide locks now ([`Scheduler::host_keys`]).
@@ -122,24 +126,56 @@ impl Scheduler {
         orders
     }
 
-    /// The shell holds `key`'s host-wide lock now. Returns whether a job still needs it; when
-    /// not (its jobs were dropped meanwhile), the shell lets it go at once.
-    pub fn host_key_acquired(&mut self, key: &str) -> bool {
+    /// The shell holds `key`'s host-wide lock now (at `now`). Returns whether a job still
+    /// needs it; when not (its jobs were dropped meanwhile), the shell lets it go at once.
+    pub fn host_key_acquired(&mut self, key: &str, now: Tick) -> bool {
+        self.clock = self.clock.max(now);
         let Some(host) = self.host.as_mut() else {
             return false;
         };
         let Some(key) = host.asked.take(key) else {
             return false;
         };
+        host.locked.remove(&key);
         let needed = !self.draining
             && self
                 .lanes
                 .get(&key)
                 .is_some_and(|lane| !lane.waiting.is_empty() && !lane.busy);
         if needed {
-            host.held.insert(key, Holding::Idle);
+            host.held.insert(Arc::clone(&key), Holding::Idle);
+            self.refresh_waits(&key, Touched::Front, now);
         }
         needed
+    }
+
+    /// The shell holds `key`'s host-wide lock and now waits for a shared slot
+    /// (`--shared-max-concurrent`) before it reports the key acquired, at `now`: its first job
+    /// waits `shared_cap` from here.
+    pub fn host_key_locked(&mut self, key: &str, now: Tick) {
+        self.clock = self.clock.max(now);
+        let Some(host) = self.host.as_mut() else {
+            return;
+        };
+        let Some(key) = host.asked.get(key).cloned() else {
+            return;
+        };
+        host.locked.insert(Arc::clone(&key));
+        self.refresh_waits(&key, Touched::Front, now);
+    }
+
+    /// Why a key whose first job could otherwise be taken waits, as far as host-wide locks
+    /// go: `None` when they let it be taken.
+    pub(crate) fn host_cause(&self, key: &str) -> Option<WaitCause> {
+        let host = self.host.as_ref()?;
+        if self.host_allows(key) {
+            return None;
+        }
+        Some(if host.locked.contains(key) {
+            WaitCause::SharedCap
+        } else {
+            WaitCause::Lock
+        })
     }
 
     /// The shell could not acquire `key`'s lock (an error, not contention); it may be asked
@@ -147,6 +183,7 @@ impl Scheduler {
     pub fn host_key_failed(&mut self, key: &str) {
         if let Some(host) = self.host.as_mut() {
             host.asked.remove(key);
+            host.locked.remove(key);
         }
     }
 

@@ -17,7 +17,8 @@
 //! - [`hostwide`]: `--lock-dir`: when a key's host-wide lock is asked for and let go;
 //! - [`escalation`]: one stopping job's signal, grace period, SIGKILL and leak window;
 //! - [`resources`]: weights and named resources: fitting, granting, the no-starvation rule;
-//! - [`plan`]: `--dry-run`, the same decisions on a virtual clock.
+//! - [`plan`]: `--dry-run`, the same decisions on a virtual clock;
+//! - [`wait`]: why each waiting job waits, and its wait split by cause.
 
 mod account;
 mod cancel;
@@ -35,6 +36,7 @@ mod state;
 mod status;
 mod suspend;
 mod transition;
+mod wait;
 
 pub use account::Account;
 pub use cancel::Cancel;
@@ -53,5 +55,6 @@ pub use state::{
 };
 pub use status::{RunningJob, WaitingLane};
 pub use transition::{Admission, Drained, Expired, Released, Start};
+pub use wait::{WaitCause, WaitChange, WaitSpan};
 #[cfg(test)]
 mod tests;

@@ -123,6 +123,7 @@ impl Scheduler {
                 // A retry that never got its turn tells of the tries it made.
                 tries: job.tries,
                 waited: Some(job.waited),
+                waits: job.waits,
                 superseded_by: None,
                 batch: None,
                 ended_at: now,

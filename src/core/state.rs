@@ -152,6 +152,8 @@ pub(crate) struct Waiting {
     /// them, also should the run stop before the retry starts. Empty, and so no allocation,
     /// for most waiting jobs.
     pub(crate) tries: Vec<Try>,
+    /// Why it waits, and why it waited so far ([`super::wait`]).
+    pub(crate) wait: super::wait::WaitLog,
 }
 
 /// One try of a job: where, when (times since the run started) and how it ended.
@@ -188,6 +190,8 @@ pub(crate) struct Lane {
     pub(crate) cancelling: bool,
     /// Until this time the lane's first job (a retry) may not start.
     pub(crate) held_until: Option<Tick>,
+    /// The run of this key in flight, by its first job, while `busy`.
+    pub(crate) running_seq: Option<Seq>,
 }
 
 /// A job in flight.
@@ -210,6 +214,8 @@ pub(crate) struct Running {
     pub(crate) superseded_by: Option<Seq>,
     /// Its weight and resources; `None` for weight 1 and no resource.
     pub(crate) grant: Option<Arc<Grant>>,
+    /// The wait of the run's first job, from its admission (or re-queueing) to its start.
+    pub(crate) waits: Vec<super::wait::WaitSpan>,
 }
 
 /// The whole scheduling state. Memory is proportional to the jobs waiting and running: a lane
@@ -272,6 +278,9 @@ pub struct Scheduler {
     /// `--lock-dir`: the host-wide locks of keys asked for and held; `None` when keys are
     /// this process's own.
     pub(crate) host: Option<super::hostwide::HostKeys>,
+    /// Changes of waiting jobs' causes not yet taken by the shell, when it wants them
+    /// ([`Scheduler::report_wait_changes`]).
+    pub(crate) wait_changes: Option<Vec<super::wait::WaitChange>>,
 }
 
 impl Scheduler {
@@ -325,6 +334,7 @@ impl Scheduler {
             stop_signal: None,
             clock: Tick::ZERO,
             host: None,
+            wait_changes: None,
         }
     }
 
@@ -386,6 +396,12 @@ impl Scheduler {
             && self.queued < self.limits.max_queued
             && self.queued_weight.saturating_add(self.policy.heaviest)
                 <= self.policy.max_queued_weight
+    }
+
+    /// Whether the run declares weights above 1 or named resources: only then can a ready
+    /// job wait for something other than a free slot.
+    pub(crate) fn weighs(&self) -> bool {
+        self.pool.is_some() || self.policy.heaviest > 1
     }
 
     /// The weight admitted and not yet started (`--max-queued-weight`).

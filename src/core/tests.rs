@@ -24,6 +24,39 @@ fn fail(s: &mut Scheduler, seq: Seq, now: Tick) -> Released {
     s.release_failed(seq, now, FailReason::ExitStatus, Some(ExitFacts::Exited(1)))
 }
 
+/// Checks a wait split by cause: spans in time order, each following the one before, no two
+/// consecutive ones with the same cause, adding up to `waited` (`None`: no spans at all).
+pub(crate) fn assert_waits_add_up(waits: &[WaitSpan], waited: Option<Duration>, what: &str) {
+    let Some(waited) = waited else {
+        assert!(waits.is_empty(), "{what}: spans without a wait: {waits:?}");
+        return;
+    };
+    let total: Duration = waits.iter().map(|w| w.ended_at - w.started_at).sum();
+    assert_eq!(total, waited, "{what}: the spans {waits:?} do not add up");
+    for w in waits {
+        assert!(
+            w.started_at < w.ended_at,
+            "{what}: an empty span in {waits:?}"
+        );
+    }
+    for pair in waits.windows(2) {
+        assert_eq!(
+            pair[0].ended_at, pair[1].started_at,
+            "{what}: a gap in {waits:?}"
+        );
+        assert_ne!(
+            pair[0].cause, pair[1].cause,
+            "{what}: unmerged spans {waits:?}"
+        );
+    }
+}
+
+/// The wait an account's record tells of (`wait_ms`): its last try's, when that try
+/// started, else the account's own.
+pub(crate) fn told_wait(account: &Account) -> Option<Duration> {
+    account.tried().map(|t| t.waited).or(account.waited)
+}
+
 fn sched(max_concurrent: usize, max_queued: usize) -> Scheduler {
     Scheduler::new(Limits {
         max_concurrent,
@@ -348,20 +381,39 @@ fn drain_returns_waiting_jobs_sorted_and_leaves_running_ones() {
     // Within a and b the lower ranks start: 3 and 5.
     assert_eq!(take_all(&mut s, ms(10)), vec![3, 5]);
     let drained = s.drain(ms(20));
+    let span = |cause, from, to| WaitSpan {
+        cause,
+        started_at: ms(from),
+        ended_at: ms(to),
+    };
+    let behind = |seq| WaitCause::KeyBusy { behind: seq };
+    // 1 and 2 first wait for a slot, then behind the lower ranks put before them (3 and 5,
+    // in flight from 10 on); 6 waits behind 1 from its admission.
     let expected: Vec<Drained> = [
-        (1, "a", 0),
-        (2, "b", 1),
-        (4, "c", 3),
-        (6, "a", 5),
-        (7, "d", 6),
+        (
+            1,
+            "a",
+            0,
+            vec![span(WaitCause::Cap, 0, 2), span(behind(3), 2, 20)],
+        ),
+        (
+            2,
+            "b",
+            1,
+            vec![span(WaitCause::Cap, 1, 4), span(behind(5), 4, 20)],
+        ),
+        (4, "c", 3, vec![span(WaitCause::Cap, 3, 20)]),
+        (6, "a", 5, vec![span(behind(1), 5, 20)]),
+        (7, "d", 6, vec![span(WaitCause::Cap, 6, 20)]),
     ]
     .into_iter()
-    .map(|(seq, key, at)| Drained {
+    .map(|(seq, key, at, waits)| Drained {
         seq,
         key: Arc::from(key),
         waited: ms(20 - at),
         attempts: 0,
         tries: Vec::new(),
+        waits,
     })
     .collect();
     assert_eq!(drained, expected);
@@ -643,6 +695,8 @@ mod hostwide;
 mod service;
 
 mod resource_model;
+
+mod waits;
 
 #[test]
 fn the_turn_clock_restarts_when_the_process_really_starts() {

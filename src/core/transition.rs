@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::outcome::{ExitFacts, FailReason, Outcome};
 use super::resources::{reserves, short_of, weight_of, Grant, Needs, Short, Shortage, ONE};
 use super::state::{JobRequest, Lane, Running, Scheduler, Seq, Tick, Try, Waiting};
+use super::wait::{Touched, WaitLog, WaitSpan};
 
 /// The answer to [`Scheduler::admit`].
 #[must_use]
@@ -95,12 +96,19 @@ pub struct Drained {
     pub attempts: u32,
     /// The tries it made, oldest first (a retry waiting for its turn has made some).
     pub tries: Vec<Try>,
+    /// The spans of the wait its record tells of: this wait, or for a retry whose last try
+    /// started, the wait before that try.
+    pub waits: Vec<WaitSpan>,
 }
 
 /// How many jobs from the front of a lane make one batch: at most `size` jobs and `bytes`
 /// weight, all with as many tries behind them as the first (a retried batch goes again as it
 /// was, never merged with new jobs), and always at least one.
-fn batch_len(waiting: &std::collections::VecDeque<Waiting>, size: usize, bytes: usize) -> usize {
+pub(crate) fn batch_len(
+    waiting: &std::collections::VecDeque<Waiting>,
+    size: usize,
+    bytes: usize,
+) -> usize {
     let mut total = 0usize;
     let mut count = 0;
     let attempts = waiting.front().map_or(0, |w| w.attempts);
@@ -145,6 +153,7 @@ impl Scheduler {
             None
         };
         let replaceable = pending.is_some();
+        self.refresh_waits(&job.key, Touched::Front, now);
         if self.queued >= self.limits.max_queued && !replaceable {
             return Admission::Full;
         }
@@ -167,6 +176,7 @@ impl Scheduler {
             })
         });
         let was_waiting = !lane.waiting.is_empty();
+        let replaced_at = pending;
         let replaced = pending.and_then(|i| lane.waiting.remove(i)).map(|w| w.seq);
         // Retries wait at the front of their lane whatever the ranks of later jobs.
         let retries = lane.waiting.iter().take_while(|w| w.attempts > 0).count();
@@ -187,6 +197,7 @@ impl Scheduler {
                 weight: job.weight,
                 needs: job.needs,
                 tries: Vec::new(),
+                wait: WaitLog::new(now),
             },
         );
         let ahead = position + usize::from(lane.busy);
@@ -202,12 +213,17 @@ impl Scheduler {
         } else {
             None
         };
+        let key = Arc::clone(&job.key);
         if !lane.busy && !was_waiting {
             self.ready.push_back(job.key);
         }
         if replaced.is_none() {
             self.queued += 1;
         }
+        if let Some(i) = replaced_at.filter(|&i| i != position) {
+            self.refresh_waits(&key, Touched::At(i), now);
+        }
+        self.refresh_waits(&key, Touched::At(position), now);
         if coalesce {
             Admission::Superseding {
                 ahead,
@@ -228,6 +244,15 @@ impl Scheduler {
     /// until it is released. `None` when the cap is reached, nothing is ready or fits, or the
     /// scheduler is draining.
     pub fn take(&mut self, now: Tick) -> Option<Start> {
+        let start = self.take_next(now);
+        if start.is_none() {
+            // Nothing more starts: what the ready keys are short of may have changed.
+            self.refresh_ready_waits(now);
+        }
+        start
+    }
+
+    fn take_next(&mut self, now: Tick) -> Option<Start> {
         self.clock = self.clock.max(now);
         if self.draining || self.used_weight >= self.limits.max_concurrent {
             return None;
@@ -247,6 +272,7 @@ impl Scheduler {
         }
         let (index, slot) = self.next_to_take(now)?;
         let key = self.ready.remove(index)?;
+        self.refresh_waits(&key, Touched::Front, now);
         self.take_slot(slot);
         self.host_taken(&key);
         if self.policy.sticky_slots {
@@ -262,7 +288,9 @@ impl Scheduler {
             self.policy.batch_bytes,
         );
         let batch: Vec<Waiting> = lane.waiting.drain(..count).collect();
+        let waits = batch[0].wait.clone().close(now);
         lane.busy = true;
+        lane.running_seq = Some(batch[0].seq);
         lane.cancelling = false;
         self.queued -= batch.len();
         self.queued_weight -= batch
@@ -307,8 +335,10 @@ impl Scheduler {
                 stop: None,
                 superseded_by: None,
                 grant: grant.clone(),
+                waits,
             },
         );
+        self.refresh_waits(&key, Touched::Front, now);
         Some(Start {
             seq,
             key,
@@ -378,10 +408,16 @@ impl Scheduler {
     /// what is free beyond the needs set aside for an earlier key ([`reserves`]). `None` when
     /// it fits, or its key is not ready.
     pub fn short_of(&self, key: &str, now: Tick) -> Option<Shortage> {
+        self.short_of_within(key, now, usize::MAX)
+    }
+
+    /// [`Scheduler::short_of`], looking at the first `limit` ready keys only: `None` when
+    /// `key` is not among them.
+    pub(crate) fn short_of_within(&self, key: &str, now: Tick, limit: usize) -> Option<Shortage> {
         let free_weight = self.limits.max_concurrent.saturating_sub(self.used_weight);
         let free: &[u64] = self.pool.as_ref().map_or(&[], |p| &p.free);
         let mut reserved: Option<&Needs> = None;
-        for ready in &self.ready {
+        for ready in self.ready.iter().take(limit) {
             let Some((_, first)) = self.candidate(ready, now) else {
                 if **ready == *key {
                     return None;
@@ -414,7 +450,10 @@ impl Scheduler {
     /// When a lane with these waiting jobs may be taken: `None` when at once (not batching
     /// with a delay, or its batch is full), else when its oldest job will have waited
     /// `--batch-delay`.
-    fn batch_ready_at(&self, waiting: &std::collections::VecDeque<Waiting>) -> Option<Tick> {
+    pub(crate) fn batch_ready_at(
+        &self,
+        waiting: &std::collections::VecDeque<Waiting>,
+    ) -> Option<Tick> {
         let policy = &self.policy;
         if policy.batch_delay.is_zero() || waiting.front().is_some_and(|w| w.attempts > 0) {
             // No debounce, or a retry: it goes as soon as it may.
@@ -452,7 +491,7 @@ impl Scheduler {
     /// its slot; its key goes to the back of the ready line when more of its jobs wait, and
     /// its lane is removed when none do.
     pub fn release(&mut self, seq: Seq) -> Released {
-        self.release_at(seq, None)
+        self.release_at(seq, None, None)
     }
 
     /// Releases a job that was in flight and failed, at `now`. Under `--retries N` a job with
@@ -467,13 +506,16 @@ impl Scheduler {
         reason: FailReason,
         exit: Option<ExitFacts>,
     ) -> Released {
-        self.release_at(seq, Some((now, reason, exit)))
+        self.release_at(seq, Some((now, reason, exit)), None)
     }
 
-    fn release_at(
+    /// Releases run `seq`, failed or not; `at`, when known, is when (the clock's latest
+    /// reading otherwise), for the causes of its key's waiting jobs.
+    pub(crate) fn release_at(
         &mut self,
         seq: Seq,
         failed: Option<(Tick, FailReason, Option<ExitFacts>)>,
+        at: Option<Tick>,
     ) -> Released {
         let failed_at = failed.map(|(now, _, _)| now);
         if let Some(now) = failed_at {
@@ -507,6 +549,7 @@ impl Scheduler {
                 job.queued_at = now;
                 job.attempts = run.attempts;
                 job.tries.push(tried);
+                job.wait.retry(run.waits.clone(), now);
                 lane.waiting.push_front(job);
             }
             let delay = self.policy.retry_delay;
@@ -517,6 +560,7 @@ impl Scheduler {
                 lane.held_until = Some(until);
                 self.held.insert((until, Arc::clone(&run.key)));
             }
+            self.refresh_waits(&run.key, Touched::Front, now);
             return Released::Retry {
                 key: run.key,
                 slot: run.slot,
@@ -527,6 +571,8 @@ impl Scheduler {
             self.lanes.remove(&run.key);
         } else if !self.draining {
             self.ready.push_back(Arc::clone(&run.key));
+            let now = at.unwrap_or(self.clock).max(self.clock);
+            self.refresh_waits(&run.key, Touched::Front, now);
         }
         Released::Done {
             key: run.key,
@@ -561,6 +607,7 @@ impl Scheduler {
             .expect("a running job's key has a lane");
         let cancelled = lane.cancelling;
         lane.busy = false;
+        lane.running_seq = None;
         lane.cancelling = false;
         Some((run, cancelled))
     }
@@ -575,12 +622,21 @@ impl Scheduler {
         let mut drained = Vec::with_capacity(self.queued);
         self.lanes.retain(|key, lane| {
             lane.held_until = None;
-            drained.extend(lane.waiting.drain(..).map(|w| Drained {
-                seq: w.seq,
-                key: Arc::clone(key),
-                waited: now.saturating_sub(w.queued_at),
-                attempts: w.attempts,
-                tries: w.tries,
+            drained.extend(lane.waiting.drain(..).map(|mut w| {
+                let last_started = w.tries.last().is_some_and(Try::started);
+                let waits = if last_started {
+                    w.wait.take_before_retry()
+                } else {
+                    w.wait.close(now)
+                };
+                Drained {
+                    seq: w.seq,
+                    key: Arc::clone(key),
+                    waited: now.saturating_sub(w.queued_at),
+                    attempts: w.attempts,
+                    tries: w.tries,
+                    waits,
+                }
             }));
             lane.busy
         });
@@ -599,9 +655,11 @@ impl Scheduler {
                 break;
             }
             let (_, key) = self.held.pop_first().expect("just seen");
+            self.refresh_waits(&key, Touched::Front, now);
             if let Some(lane) = self.lanes.get_mut(&key) {
                 lane.held_until = None;
-                self.ready.push_back(key);
+                self.ready.push_back(Arc::clone(&key));
+                self.refresh_waits(&key, Touched::Front, now);
             }
         }
         let mut expired = Vec::new();

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::json::{timestamp, GrantRecord, JobRecord, LockHolder, TryRecord};
-use crate::core::{ExitFacts, Grant, Outcome};
+use super::json::{timestamp, GrantRecord, JobRecord, LockHolder, TryRecord, WaitRecord};
+use crate::core::{ExitFacts, Grant, Outcome, WaitCause, WaitSpan};
 
 /// Everything known of a job when its one record is written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +58,57 @@ pub(crate) struct Entry<'a> {
     /// The weight and named resources its last try held; `None` for weight 1 and no
     /// resource, or when it did not start.
     pub grant: Option<&'a Grant>,
+    /// Its wait (the one `waited` tells of) split by cause, oldest first.
+    pub waits: Vec<WaitEntry>,
+}
+
+/// One stretch of a job's wait with one cause, for the record's `waits`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WaitEntry {
+    /// Why it waited.
+    pub cause: WaitCause,
+    /// When the cause began.
+    pub started_at: SystemTime,
+    /// How long, in milliseconds: the spans of a wait add up to its `wait_ms` exactly.
+    pub ms: u64,
+}
+
+impl WaitEntry {
+    /// The entries of a wait beginning at `origin` (tick zero at `zero`): each span's
+    /// milliseconds are the difference of its ends' whole milliseconds since the wait began,
+    /// so that they add up to the whole wait's, as `wait_ms` rounds it.
+    pub(crate) fn of(spans: &[WaitSpan], zero: SystemTime) -> Vec<WaitEntry> {
+        let Some(first) = spans.first() else {
+            return Vec::new();
+        };
+        let begun = first.started_at;
+        let mut entries: Vec<WaitEntry> = Vec::with_capacity(spans.len());
+        for span in spans {
+            let ms = millis(span.ended_at.saturating_sub(begun))
+                - millis(span.started_at.saturating_sub(begun));
+            match entries.last_mut() {
+                // Under a millisecond: nothing to tell, and the spans around it may meet.
+                _ if ms == 0 => {}
+                Some(last) if last.cause == span.cause => last.ms += ms,
+                _ => entries.push(WaitEntry {
+                    cause: span.cause.clone(),
+                    started_at: zero + span.started_at,
+                    ms,
+                }),
+            }
+        }
+        entries
+    }
+
+    fn to_record(&self) -> WaitRecord {
+        WaitRecord {
+            cause: self.cause.name(),
+            behind: self.cause.behind(),
+            resource: self.cause.resource().map(str::to_owned),
+            started_at: timestamp(self.started_at),
+            ms: self.ms,
+        }
+    }
 }
 
 /// One try of a job, for the record's `tries`.
@@ -188,6 +239,7 @@ impl Entry<'_> {
                     })
                     .collect()
             }),
+            waits: self.waits.iter().map(WaitEntry::to_record).collect(),
         }
     }
 }

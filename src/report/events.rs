@@ -29,6 +29,35 @@ pub(crate) enum Event<'a> {
         #[schemars(with = "Timestamp")]
         at: String,
     },
+    /// Why a waiting job does not start changed (its first cause is told right after its
+    /// `queued` event); it waits for `cause` from `at` on, until its `started` or `ended`
+    /// event or its next `waiting` event. Events may come a moment after their `at`, and so
+    /// after a later event of another job.
+    Waiting {
+        /// The job's number.
+        #[schemars(range(min = 1))]
+        seq: u64,
+        /// The job's key.
+        key: &'a str,
+        /// `key_busy` (a job of its key is in flight or ahead of it), `cap` (every slot of
+        /// `-j` is taken, or starts are held back for the run's capacity), `lock` (its key is
+        /// held by another process, `--lock-dir`), `shared_cap` (every
+        /// `--shared-max-concurrent` slot is taken), `batch_delay`, `retry_delay`, `resource`
+        /// (a named resource it needs is short).
+        #[schemars(extend("enum" = crate::core::WaitCause::NAMES))]
+        cause: &'static str,
+        /// `key_busy` only: the seq of the job it waits behind (the one just ahead of it, or
+        /// the one in flight).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1))]
+        behind: Option<u64>,
+        /// `resource` only: the named resource it waits for.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        resource: Option<&'a str>,
+        /// When the cause began.
+        #[schemars(with = "Timestamp")]
+        at: String,
+    },
     /// A try started in `slot`.
     Started {
         /// The job's number.
@@ -100,7 +129,8 @@ pub(crate) fn schema() -> schemars::Schema {
         "$id": "lanes/events.schema.json",
         "title": "lanes events file line (--events)",
         "description": "Each line of an events file is one lifecycle event of a job, written as \
-            it happens: `queued`, `started` per try, `ended` per try (the last with `retry: false`).",
+            it happens: `queued`, `waiting` whenever its cause of waiting changes, `started` per try, \
+            `ended` per try (the last with `retry: false`).",
         "allOf": [event],
     });
     schema.insert("$defs".to_owned(), generator.take_definitions(true).into());

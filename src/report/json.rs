@@ -139,6 +139,15 @@ pub(crate) struct JobRecord {
     /// A job stopped while it waited for its retry (`--retry-delay`) keeps its failed tries
     /// here, and the top-level fields tell of its last one.
     pub tries: Vec<TryRecord>,
+    /// Why the job waited, split by cause, in time order: the wait `wait_ms` tells of (from
+    /// admission, or a retry's re-queueing, to the start; or to the end for a job that never
+    /// started), as consecutive spans whose `ms` add up to `wait_ms` exactly; a span's cause
+    /// differs from the one before it. Absent when the job did not wait (`wait_ms` `null` or
+    /// 0). A batch's members tell of the batch's wait (its first job's), as their `wait_ms`
+    /// does. Added under schema 2 without raising it: an optional field, which readers that do
+    /// not know it ignore, and which reports written before it lack.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<WaitRecord>,
     /// `--lock-dir` only (absent otherwise): how long this job waited, in milliseconds, for its
     /// key's host-wide lock (and its shared slot) before it could be taken (a retried job:
     /// before its first try); `null` for a job that did not start.
@@ -201,6 +210,34 @@ pub(crate) struct TryRecord {
     pub ended_at: String,
     /// From start to end, in milliseconds; `null` when not started.
     pub duration_ms: Option<u64>,
+}
+
+/// One stretch of a job's wait with one cause.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[schemars(rename = "wait", deny_unknown_fields)]
+pub(crate) struct WaitRecord {
+    /// Why it waited: `key_busy` (a job of its own key was in flight or ahead of it in its
+    /// lane), `cap` (its key was free but every slot of `-j` was taken, or starts were held
+    /// back for the run's capacity: a spawn shortage's pause, grouped output waiting for its
+    /// reader), `lock` (its key was held by another `lanes` process, `--lock-dir`),
+    /// `shared_cap` (every `--shared-max-concurrent` slot was taken), `batch_delay` (its batch
+    /// waited out `--batch-delay`), `retry_delay` (a retry waited out `--retry-delay`), `resource` (its weight fitted but a
+    /// named resource it needed was short, `resource` names it).
+    #[schemars(extend("enum" = crate::core::WaitCause::NAMES))]
+    pub cause: &'static str,
+    /// `key_busy` only (absent otherwise): the seq of the job it waited behind: the one just
+    /// ahead of it in its lane, or the one in flight (a batch's first job).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub behind: Option<u64>,
+    /// `resource` only (absent otherwise): the named resource it waited for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+    /// When this cause began.
+    #[schemars(with = "Timestamp")]
+    pub started_at: String,
+    /// How long it lasted, in milliseconds.
+    pub ms: u64,
 }
 
 /// Who held a key host-wide (`--lock-dir`): a `lanes` process and its run.

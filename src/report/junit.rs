@@ -592,6 +592,7 @@ mod tests {
             tries: Vec::new(),
             lock: None,
             grant: None,
+            waits: Vec::new(),
         }
     }
 

@@ -7,12 +7,12 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::entry::{Entry, HostWait, TryEntry};
+use super::entry::{Entry, HostWait, TryEntry, WaitEntry};
 use super::events::{Event, EventLog};
 use super::json::{timestamp, to_line, LockHolder, RunRecord, SCHEMA_VERSION};
 use super::progress::Progress;
 use super::recorder::Recorder;
-use crate::core::{Account, Outcome, Seq, Tick};
+use crate::core::{Account, Outcome, Seq, Tick, WaitChange};
 
 /// What the shell adds to a job's [`Account`]: what the job was and what its last process did.
 #[derive(Debug, Default)]
@@ -101,6 +101,29 @@ impl Ledger {
                 key,
                 ahead,
                 held_by,
+                at,
+            });
+        }
+    }
+
+    /// Whether an events file is written (`--events`).
+    pub(crate) fn tells_events(&self) -> bool {
+        self.events.enabled()
+    }
+
+    /// Waiting jobs' causes changed: one `waiting` event each.
+    pub(crate) fn waiting(&mut self, changes: &[WaitChange]) {
+        if !self.events.enabled() {
+            return;
+        }
+        for change in changes {
+            let at = timestamp(self.at(change.at));
+            self.events.write(&Event::Waiting {
+                seq: change.seq,
+                key: &change.key,
+                cause: change.cause.name(),
+                behind: change.cause.behind(),
+                resource: change.cause.resource(),
                 at,
             });
         }
@@ -235,6 +258,7 @@ impl Ledger {
             tries,
             lock: facts.lock.as_ref().map(Option::as_ref),
             grant: account.grant.as_deref().filter(|_| tried.is_some()),
+            waits: WaitEntry::of(&account.waits, self.origin),
         };
         if !account.in_flight && self.events.enabled() {
             let at = timestamp(self.at(account.ended_at));

@@ -140,6 +140,9 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     if lock_dir.is_some() {
         core.share_keys();
     }
+    if ledger.tells_events() {
+        core.report_wait_changes();
+    }
     let job_capacity = config
         .max_queued
         .saturating_add(config.max_concurrent)
@@ -194,6 +197,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     let mut redraw = tokio::time::interval(Duration::from_secs(1));
     redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
+        driver.tell_waits();
         driver.start_ready().await;
         driver.journal_ends().await;
         if driver.is_done() {
@@ -307,14 +311,25 @@ impl Driver {
             }
             for key in orders.acquire {
                 if let Some(grant) = lock_dir.acquire(Arc::clone(&key)) {
-                    if self.core.host_key_acquired(&key) {
+                    if self.core.host_key_acquired(&key, self.tick()) {
                         self.grants.insert(key, grant);
                     }
                 }
             }
         }
+        self.tell_waits();
         while let Some(start) = self.core.take(self.tick()) {
             self.launch(start).await;
+            self.tell_waits();
+        }
+    }
+
+    /// Writes a `waiting` event for each change of a waiting job's cause the core decided
+    /// since the last call (none are kept without an events file).
+    fn tell_waits(&mut self) {
+        let changes = self.core.take_wait_changes();
+        if !changes.is_empty() {
+            self.ledger.waiting(&changes);
         }
     }
 
@@ -499,6 +514,7 @@ impl Driver {
                 let held_by = self.lock_dir.as_ref().and_then(|dir| dir.holder(&spec.key));
                 self.ledger
                     .queued(spec.seq, &spec.key, ahead, queued, held_by, now);
+                self.tell_waits();
                 self.jobs.insert(spec.seq, Box::new(spec));
                 let replaced_seq = replaced.as_ref().map(|account| account.seq);
                 if let Some(account) = replaced {
@@ -675,9 +691,13 @@ impl Driver {
     async fn on_acquired(&mut self, acquired: Acquired) {
         match acquired {
             Acquired::Granted(key, grant) => {
-                if self.core.host_key_acquired(&key) {
+                if self.core.host_key_acquired(&key, self.tick()) {
                     self.grants.insert(key, grant);
                 }
+            }
+            Acquired::Locked(key) => {
+                let now = self.tick();
+                self.core.host_key_locked(&key, now);
             }
             Acquired::Notice(message) => {
                 let _ = self

@@ -98,6 +98,9 @@ impl Holder {
 pub(crate) enum Acquired {
     /// The key is held.
     Granted(Arc<str>, Grant),
+    /// The key's lock is held and a shared slot (`--shared-max-concurrent`) is waited for;
+    /// `Granted` follows.
+    Locked(Arc<str>),
     /// A message for people (a file that could not be used for a while); the wait goes on.
     Notice(String),
     /// `--coordinate`: the key held under grant number `grant` was lost (`why`, for people).
@@ -230,6 +233,9 @@ impl LockDir {
                         }
                     }
                 };
+                if slots.is_some() {
+                    let _ = report.send(Acquired::Locked(Arc::clone(&key)));
+                }
                 let slot = slots.map(|pool| above_placements(pool.take()));
                 let grant = Grant {
                     key: above_placements(key_fd),

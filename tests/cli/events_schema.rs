@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use crate::records::events;
 use crate::support::*;
 
-fn schema() -> jsonschema::Validator {
+pub(crate) fn schema() -> jsonschema::Validator {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/events.schema.json");
     let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     jsonschema::draft202012::options()
@@ -17,7 +17,7 @@ fn schema() -> jsonschema::Validator {
         .unwrap_or_else(|err| panic!("the events schema is not a valid JSON Schema: {err}"))
 }
 
-fn errors(schema: &jsonschema::Validator, event: &Value) -> Vec<String> {
+pub(crate) fn errors(schema: &jsonschema::Validator, event: &Value) -> Vec<String> {
     schema
         .iter_errors(event)
         .map(|err| format!("{}: {err}", err.instance_path()))
@@ -55,7 +55,7 @@ fn every_event_of_a_run_fits_the_schema() {
         events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert_eq!(
         kinds.into_iter().collect::<Vec<_>>(),
-        ["ended", "queued", "started"]
+        ["ended", "queued", "started", "waiting"]
     );
 }
 

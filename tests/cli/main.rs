@@ -42,3 +42,4 @@ mod resume;
 mod serve;
 mod slurm;
 mod terminal;
+mod timeline;

@@ -734,7 +734,7 @@ fn color_always_colours_the_prefixes() {
 
 /// A validator for the committed report schema (itself checked against the draft 2020-12
 /// meta-schema when built), with `format` checked too.
-fn schema() -> jsonschema::Validator {
+pub(crate) fn schema() -> jsonschema::Validator {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/report.schema.json");
     let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     jsonschema::draft202012::options()
@@ -744,7 +744,7 @@ fn schema() -> jsonschema::Validator {
 }
 
 /// What `schema` finds wrong with `record`, one line each (empty when it fits).
-fn schema_errors(schema: &jsonschema::Validator, record: &Value) -> Vec<String> {
+pub(crate) fn schema_errors(schema: &jsonschema::Validator, record: &Value) -> Vec<String> {
     schema
         .iter_errors(record)
         .map(|err| format!("{}: {err}", err.instance_path()))

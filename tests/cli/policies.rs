@@ -588,8 +588,39 @@ fn events_tell_queued_with_ahead_started_and_ended() {
         .map(|e| int(e, "seq"))
         .collect();
     assert_eq!(started, [1, 2, 4, 6]);
+    // Why each waited first: the key busy (behind the job just ahead in its lane), or the
+    // one slot taken.
+    let first_cause: BTreeMap<u64, (String, Option<u64>)> = [
+        (1, ("cap", None)),
+        (2, ("key_busy", Some(1))),
+        (3, ("cap", None)),
+        (4, ("key_busy", Some(2))),
+        (5, ("key_busy", Some(3))),
+        (6, ("key_busy", Some(4))),
+    ]
+    .into_iter()
+    .map(|(seq, (cause, behind))| (seq, (cause.to_owned(), behind)))
+    .collect();
     for seq in 1..=6 {
-        let mine = events_of(&all, seq);
+        let with_waits = events_of(&all, seq);
+        let kinds: Vec<&str> = with_waits
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds[..2], ["queued", "waiting"], "events of seq {seq}");
+        let first = with_waits[1];
+        assert_eq!(
+            (
+                first["cause"].as_str().unwrap().to_owned(),
+                first.get("behind").map(|b| b.as_u64().unwrap())
+            ),
+            first_cause[&seq],
+            "{first}"
+        );
+        let mine: Vec<&Value> = with_waits
+            .into_iter()
+            .filter(|e| e["type"] != "waiting")
+            .collect();
         let kinds: Vec<&str> = mine.iter().map(|e| e["type"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["queued", "started", "ended"], "events of seq {seq}");
         let key = out.job(seq).key.clone().unwrap();
@@ -623,7 +654,24 @@ fn events_mark_the_tries_that_are_retried() {
         (1, ["failed", "failed", "succeeded"]),
         (2, ["failed", "failed", "failed"]),
     ] {
-        let mine = events_of(&all, seq);
+        let with_waits = events_of(&all, seq);
+        let kinds: Vec<&str> = with_waits
+            .iter()
+            .map(|e| e["type"].as_str().unwrap())
+            .collect();
+        // Each try waited for the slot, told right after its queueing or re-queueing.
+        assert_eq!(
+            kinds,
+            [
+                "queued", "waiting", "started", "ended", "waiting", "started", "ended", "waiting",
+                "started", "ended"
+            ],
+            "events of seq {seq}: {with_waits:?}"
+        );
+        let mine: Vec<&Value> = with_waits
+            .into_iter()
+            .filter(|e| e["type"] != "waiting")
+            .collect();
         let kinds: Vec<&str> = mine.iter().map(|e| e["type"].as_str().unwrap()).collect();
         assert_eq!(
             kinds,

@@ -78,6 +78,9 @@ pub struct JobRecord {
     pub cpu_ms: Option<u64>,
     pub memory_peak_bytes: Option<u64>,
     pub tries: Vec<TryRecord>,
+    /// Absent when the job did not wait.
+    #[serde(default)]
+    pub waits: Vec<WaitRecord>,
     /// `--lock-dir` only.
     #[serde(default)]
     pub lock_wait_ms: Option<u64>,
@@ -114,6 +117,17 @@ pub struct TryRecord {
     pub started_at: Option<String>,
     pub ended_at: String,
     pub duration_ms: Option<u64>,
+}
+
+/// One entry of a job record's `waits`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitRecord {
+    pub cause: String,
+    #[serde(default)]
+    pub behind: Option<u64>,
+    pub started_at: String,
+    pub ms: u64,
 }
 
 /// Who held a key host-wide (`--lock-dir`).
@@ -341,6 +355,12 @@ fn decode<T: for<'de> Deserialize<'de>>(
             want.insert("resources");
         }
     }
+    if kind == "job" && object.contains_key("waits") {
+        if object["waits"].as_array().is_none_or(Vec::is_empty) {
+            return Err(format!("waits present but empty: {line}"));
+        }
+        want.insert("waits");
+    }
     if got != want {
         return Err(format!(
             "{kind} record fields differ: missing {:?}, unexpected {:?}: {line}",
@@ -419,6 +439,37 @@ fn check_job(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(),
     let ended = parse_time(&job.ended_at)?;
     if ended < run_start {
         return Err("ended before the run started".into());
+    }
+    let waited: u64 = job.waits.iter().map(|w| w.ms).sum();
+    if waited != job.wait_ms.unwrap_or(0) {
+        return Err(format!(
+            "waits add up to {waited} ms, wait_ms is {:?}",
+            job.wait_ms
+        ));
+    }
+    for pair in job.waits.windows(2) {
+        if (&pair[0].cause, pair[0].behind) == (&pair[1].cause, pair[1].behind) {
+            return Err("two consecutive waits with one cause".into());
+        }
+    }
+    for wait in &job.waits {
+        const CAUSES: &[&str] = &[
+            "key_busy",
+            "cap",
+            "lock",
+            "shared_cap",
+            "batch_delay",
+            "retry_delay",
+        ];
+        if !CAUSES.contains(&wait.cause.as_str()) || wait.ms == 0 {
+            return Err(format!("bad wait {wait:?}"));
+        }
+        if wait.behind.is_some() != (wait.cause == "key_busy") {
+            return Err(format!("behind on a wait for {}", wait.cause));
+        }
+        if parse_time(&wait.started_at)? < run_start {
+            return Err("a wait began before the run".into());
+        }
     }
     if job.started {
         let started = parse_time(

@@ -99,6 +99,11 @@ impl Harness {
                 assert_eq!(tried.outcome, account.outcome, "step {step}: {account:?}");
             }
         }
+        crate::core::tests::assert_waits_add_up(
+            &account.waits,
+            crate::core::tests::told_wait(account),
+            &format!("step {step}: seq {}", account.seq),
+        );
         if account.superseded_by.is_some() {
             assert_eq!(
                 account.outcome,

@@ -45,11 +45,11 @@ fn nothing_is_taken_before_the_key_is_held_and_other_keys_go_on() {
     assert!(s.host_keys().is_empty(), "each key is asked for once");
     // `a` is held by another process for a while: `b` goes first, and takes the only slot
     // it needs, not two.
-    assert!(s.host_key_acquired("b"));
+    assert!(s.host_key_acquired("b", ms(0)));
     let start = s.take(ms(1)).expect("b is held");
     assert_eq!((start.seq, start.slot), (2, 1));
     assert_eq!(s.take(ms(1)), None, "a waits for its lock, holding no slot");
-    assert!(s.host_key_acquired("a"));
+    assert!(s.host_key_acquired("a", ms(0)));
     assert_eq!(s.take(ms(2)).map(|st| (st.seq, st.slot)), Some((1, 2)));
 }
 
@@ -59,7 +59,7 @@ fn the_lock_goes_when_the_job_ends_and_more_jobs_of_the_key_ask_again() {
     let _ = s.admit(job(1, "a", 0), ms(0));
     let _ = s.admit(job(2, "a", 0), ms(0));
     let _ = s.host_keys();
-    assert!(s.host_key_acquired("a"));
+    assert!(s.host_key_acquired("a", ms(0)));
     let start = s.take(ms(0)).expect("held");
     assert!(s.host_keys().is_empty(), "held while its job runs");
     let _ = s.finish(start.seq, ended(0, ms(5)), ms(5));
@@ -71,7 +71,7 @@ fn the_lock_goes_when_the_job_ends_and_more_jobs_of_the_key_ask_again() {
         ["a"],
         "asked again, behind other processes"
     );
-    assert!(s.host_key_acquired("a"));
+    assert!(s.host_key_acquired("a", ms(0)));
     assert_eq!(s.take(ms(6)).map(|st| st.seq), Some(2));
 }
 
@@ -91,7 +91,7 @@ fn a_retry_keeps_the_lock_through_its_delay() {
     s.share_keys();
     let _ = s.admit(job(1, "a", 0), ms(0));
     let _ = s.host_keys();
-    assert!(s.host_key_acquired("a"));
+    assert!(s.host_key_acquired("a", ms(0)));
     let start = s.take(ms(0)).expect("held");
     let finished = s.finish(start.seq, ended(1, ms(5)), ms(5)).expect("ran");
     assert!(finished.retry);
@@ -108,10 +108,10 @@ fn a_lock_granted_after_its_jobs_were_dropped_is_let_go() {
     let _ = s.admit(job(1, "a", 0), ms(0));
     let _ = s.admit(job(2, "b", 0), ms(0));
     let _ = s.host_keys();
-    assert!(s.host_key_acquired("b"));
+    assert!(s.host_key_acquired("b", ms(0)));
     let drained = s.drain(ms(1));
     assert_eq!(drained.len(), 2);
-    assert!(!s.host_key_acquired("a"), "no job needs it now");
+    assert!(!s.host_key_acquired("a", ms(0)), "no job needs it now");
     let orders = s.host_keys();
     assert_eq!(keys(&orders.release), ["b"]);
     assert!(orders.acquire.is_empty());
@@ -130,7 +130,7 @@ fn at_most_the_cap_plus_the_lookahead_is_asked_for() {
         s.host_keys().acquire.is_empty(),
         "no room until one is granted"
     );
-    assert!(s.host_key_acquired("k3"));
+    assert!(s.host_key_acquired("k3", ms(0)));
     assert!(
         s.host_keys().acquire.is_empty(),
         "held and idle still counts"
@@ -301,7 +301,7 @@ impl World {
             if queue.is_empty() {
                 self.table.queue.remove(&key);
             }
-            if self.processes[process].host_key_acquired(&key) {
+            if self.processes[process].host_key_acquired(&key, ms(0)) {
                 self.table.holder.insert(key, process);
             }
         }
@@ -381,8 +381,8 @@ fn a_lost_lock_stops_its_job_as_lock_lost_and_the_next_job_asks_again() {
     let _ = s.admit(job(2, "a", 0), ms(0));
     let _ = s.admit(job(3, "b", 0), ms(0));
     let _ = s.host_keys();
-    assert!(s.host_key_acquired("a"));
-    assert!(s.host_key_acquired("b"));
+    assert!(s.host_key_acquired("a", ms(0)));
+    assert!(s.host_key_acquired("b", ms(0)));
     let first = s.take(ms(0)).expect("a is held");
     let other = s.take(ms(0)).expect("b is held");
     assert_eq!((first.seq, other.seq), (1, 3));
@@ -413,7 +413,7 @@ fn a_lost_lock_stops_its_job_as_lock_lost_and_the_next_job_asks_again() {
     let orders = s.host_keys();
     assert!(orders.release.is_empty(), "a lost lock is not let go again");
     assert_eq!(keys(&orders.acquire), ["a"]);
-    assert!(s.host_key_acquired("a"));
+    assert!(s.host_key_acquired("a", ms(4)));
     assert_eq!(s.take(ms(4)).map(|st| st.seq), Some(2));
     assert!(s.host_key_lost("c").is_empty(), "a key never held");
 }

@@ -515,6 +515,8 @@ fn retries_never_happen_after_drain() {
                 outcome: Outcome::Failed(FailReason::ExitStatus),
                 exit: Some(ExitFacts::Exited(1)),
             }],
+            // The wait its record tells of: before that try, none.
+            waits: Vec::new(),
         }]
     );
     assert_eq!(s.next_deadline(), None, "no hold survives a drain");

@@ -382,6 +382,7 @@ impl Model {
                 attempts: w.attempts,
                 // Compared without it: the model does not keep tries.
                 tries: Vec::new(),
+                waits: Vec::new(),
             })
             .collect();
         out.sort_by_key(|d| d.seq);
@@ -960,6 +961,16 @@ impl Harness {
         let mut got = self.s.drain(self.now);
         for drained in &mut got {
             // A retry waiting for its turn tells of its last try, which ended when it failed.
+            let waits = std::mem::take(&mut drained.waits);
+            let told = match drained.tries.last() {
+                Some(last) if last.started() => last.waited,
+                _ => drained.waited,
+            };
+            crate::core::tests::assert_waits_add_up(
+                &waits,
+                Some(told),
+                &format!("step {step}: drained {}", drained.seq),
+            );
             let tries = std::mem::take(&mut drained.tries);
             assert_eq!(
                 tries.len(),

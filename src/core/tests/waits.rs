@@ -1,0 +1,361 @@
+//! Why jobs wait: the cause of each waiting job in constructed scenarios (every cause there
+//! is), the `waiting` changes told of, and the spans of each record's wait adding up to it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::super::*;
+use super::{assert_waits_add_up, job, ms, told_wait};
+
+fn scheduler(max_concurrent: usize, policy: Policy) -> Scheduler {
+    let mut s = Scheduler::with_policy(
+        Limits {
+            max_concurrent,
+            max_queued: 100,
+        },
+        policy,
+    );
+    s.report_wait_changes();
+    s
+}
+
+fn exited(code: i32, at: Tick) -> RunFacts {
+    RunFacts {
+        exit: Some(ExitFacts::Exited(code)),
+        stopped_while_running: false,
+        ended_at: at,
+    }
+}
+
+fn span(cause: WaitCause, from: u64, to: u64) -> WaitSpan {
+    WaitSpan {
+        cause,
+        started_at: ms(from),
+        ended_at: ms(to),
+    }
+}
+
+fn behind(seq: Seq) -> WaitCause {
+    WaitCause::KeyBusy { behind: seq }
+}
+
+/// The changes told of since the last call, as (seq, cause, at in ms).
+fn changes(s: &mut Scheduler) -> Vec<(Seq, WaitCause, u64)> {
+    s.take_wait_changes()
+        .into_iter()
+        .map(|c| (c.seq, c.cause, c.at.as_millis() as u64))
+        .collect()
+}
+
+/// Ends run `seq` at `now` with `code`, and returns its members' accounts, checked.
+fn end(s: &mut Scheduler, seq: Seq, code: i32, now: Tick) -> Vec<Account> {
+    let finished = s.finish(seq, exited(code, now), now).expect("in flight");
+    for account in &finished.accounts {
+        assert_waits_add_up(&account.waits, told_wait(account), "account");
+    }
+    finished.accounts
+}
+
+#[test]
+fn a_job_waits_behind_its_key_then_for_the_cap() {
+    let mut s = scheduler(1, Policy::default());
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "a", 0), ms(0));
+    let _ = s.admit(job(3, "b", 0), ms(0));
+    assert_eq!(
+        changes(&mut s),
+        [
+            (1, WaitCause::Cap, 0),
+            (2, behind(1), 0),
+            (3, WaitCause::Cap, 0)
+        ]
+    );
+    assert_eq!(s.take(ms(5)).map(|st| st.seq), Some(1));
+    assert_eq!(s.take(ms(5)), None);
+    // 1 in flight: 2 still waits behind it, no change told.
+    assert_eq!(changes(&mut s), []);
+    let accounts = end(&mut s, 1, 0, ms(30));
+    assert_eq!(accounts[0].waits, [span(WaitCause::Cap, 0, 5)]);
+    // The key is free: 2 waits for the one slot, which 3 (first in the ready line) takes.
+    assert_eq!(changes(&mut s), [(2, WaitCause::Cap, 30)]);
+    assert_eq!(s.take(ms(30)).map(|st| st.seq), Some(3));
+    let _ = end(&mut s, 3, 0, ms(40));
+    assert_eq!(s.take(ms(40)).map(|st| st.seq), Some(2));
+    let accounts = end(&mut s, 2, 0, ms(50));
+    assert_eq!(
+        accounts[0].waits,
+        [span(behind(1), 0, 30), span(WaitCause::Cap, 30, 40)]
+    );
+}
+
+#[test]
+fn a_retry_waits_out_its_delay_and_the_jobs_behind_it_wait_behind_it() {
+    let policy = Policy {
+        retries: 1,
+        retry_delay: ms(100),
+        ..Policy::default()
+    };
+    let mut s = scheduler(2, policy);
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "a", 0), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    let finished = s.finish(1, exited(1, ms(10)), ms(10)).expect("in flight");
+    assert!(finished.retry);
+    let _ = changes(&mut s);
+    // The delay is over at 110; the lane is next looked at (expire) late, at 150: the delay
+    // still ends at 110, then the retry waits for the cap (the other slot is free, so it
+    // would be taken at 150).
+    assert!(s.expire(ms(150)).is_empty());
+    assert_eq!(changes(&mut s), [(1, WaitCause::Cap, 110)]);
+    assert_eq!(s.take(ms(150)).map(|st| st.seq), Some(1));
+    let accounts = end(&mut s, 1, 0, ms(160));
+    assert_eq!(
+        accounts[0].waits,
+        [
+            span(WaitCause::RetryDelay, 10, 110),
+            span(WaitCause::Cap, 110, 150)
+        ]
+    );
+    assert_eq!(accounts[0].tries.last().map(|t| t.waited), Some(ms(140)));
+    assert_eq!(s.take(ms(160)).map(|st| st.seq), Some(2));
+    let accounts = end(&mut s, 2, 0, ms(170));
+    assert_eq!(accounts[0].waits, [span(behind(1), 0, 160)]);
+}
+
+#[test]
+fn a_partial_batch_waits_out_its_delay_and_a_full_one_does_not() {
+    let policy = Policy {
+        batch_size: 3,
+        batch_delay: ms(50),
+        ..Policy::default()
+    };
+    let mut s = scheduler(1, policy);
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "a", 0), ms(10));
+    assert_eq!(
+        changes(&mut s),
+        [
+            (1, WaitCause::BatchDelay, 0),
+            (2, WaitCause::BatchDelay, 10)
+        ]
+    );
+    assert_eq!(s.take(ms(20)), None);
+    // The third job fills the batch: all three wait for nothing but a slot.
+    let _ = s.admit(job(3, "a", 0), ms(30));
+    let _ = s.admit(job(4, "a", 0), ms(30));
+    assert_eq!(
+        changes(&mut s),
+        [
+            (1, WaitCause::Cap, 30),
+            (2, WaitCause::Cap, 30),
+            (3, WaitCause::Cap, 30),
+            (4, behind(3), 30)
+        ]
+    );
+    let start = s.take(ms(35)).expect("a full batch");
+    assert_eq!(start.batch, [1, 2, 3]);
+    // 4 is now a batch of its own, waiting behind the batch in flight (known by 1).
+    assert_eq!(changes(&mut s), [(4, behind(1), 35)]);
+    let accounts = end(&mut s, 1, 0, ms(40));
+    // Every member tells of the batch's wait (its first job's), as its wait_ms does.
+    for account in &accounts {
+        assert_eq!(
+            account.waits,
+            [
+                span(WaitCause::BatchDelay, 0, 30),
+                span(WaitCause::Cap, 30, 35)
+            ]
+        );
+    }
+    // 4 alone: its delay runs from its admission; not taken before it is out.
+    assert_eq!(s.take(ms(60)), None);
+    assert_eq!(s.take(ms(80)).map(|st| st.seq), Some(4));
+    let accounts = end(&mut s, 4, 0, ms(90));
+    assert_eq!(
+        accounts[0].waits,
+        [
+            span(behind(3), 30, 35),
+            span(behind(1), 35, 40),
+            span(WaitCause::BatchDelay, 40, 80)
+        ]
+    );
+}
+
+#[test]
+fn host_wide_keys_wait_for_the_lock_then_the_shared_slot() {
+    let mut s = scheduler(2, Policy::default());
+    s.share_keys();
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    assert_eq!(changes(&mut s), [(1, WaitCause::Lock, 0)]);
+    let orders = s.host_keys();
+    assert_eq!(orders.acquire.len(), 1);
+    s.host_key_locked("a", ms(20));
+    assert_eq!(changes(&mut s), [(1, WaitCause::SharedCap, 20)]);
+    assert!(s.host_key_acquired("a", ms(45)));
+    assert_eq!(changes(&mut s), [(1, WaitCause::Cap, 45)]);
+    assert_eq!(s.take(ms(45)).map(|st| st.seq), Some(1));
+    let accounts = end(&mut s, 1, 0, ms(50));
+    assert_eq!(
+        accounts[0].waits,
+        [
+            span(WaitCause::Lock, 0, 20),
+            span(WaitCause::SharedCap, 20, 45)
+        ]
+    );
+}
+
+#[test]
+fn a_spawn_shortage_sends_the_job_back_waiting_for_the_cap() {
+    let mut s = scheduler(2, Policy::default());
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "b", 0), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    let _ = s.admit(job(3, "a", 0), ms(0));
+    assert_eq!(s.take(ms(10)).map(|st| st.seq), Some(2));
+    let verdict = s.spawn_failed(2, SpawnFailure::Shortage { descriptors: false }, ms(12));
+    assert!(matches!(verdict, SpawnVerdict::Deferred { .. }));
+    assert_eq!(s.take(ms(30)).map(|st| st.seq), Some(2));
+    s.spawned(2, ms(31));
+    let accounts = end(&mut s, 2, 0, ms(40));
+    // Contiguous from its admission: the cap, its spawn tried and deferred, the cap again.
+    assert_eq!(accounts[0].waits, [span(WaitCause::Cap, 0, 30)]);
+    let accounts = end(&mut s, 1, 0, ms(50));
+    assert_eq!(accounts[0].waits, []);
+    assert_eq!(s.take(ms(50)).map(|st| st.seq), Some(3));
+    let accounts = end(&mut s, 3, 0, ms(60));
+    assert_eq!(accounts[0].waits, [span(behind(1), 0, 50)]);
+}
+
+#[test]
+fn a_drained_job_and_a_retry_stopped_in_its_delay_tell_of_the_wait_their_record_does() {
+    let policy = Policy {
+        retries: 1,
+        retry_delay: Duration::from_secs(1),
+        ..Policy::default()
+    };
+    let mut s = scheduler(1, policy);
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "b", 0), ms(0));
+    assert_eq!(s.take(ms(5)).map(|st| st.seq), Some(1));
+    assert!(s.finish(1, exited(1, ms(10)), ms(10)).expect("ran").retry);
+    let drained = s.drain(ms(20));
+    // 1: its record tells of its last try's wait (5 ms, for the cap); 2: of its whole wait.
+    assert_eq!(drained[0].waits, [span(WaitCause::Cap, 0, 5)]);
+    assert_eq!(drained[1].waits, [span(WaitCause::Cap, 0, 20)]);
+}
+
+#[test]
+fn a_rank_put_ahead_changes_whom_the_next_job_waits_behind() {
+    let mut s = scheduler(1, Policy::default());
+    let _ = s.admit(job(9, "x", 0), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(9));
+    let _ = s.admit(job(1, "a", 5), ms(0));
+    let _ = s.admit(job(2, "a", 5), ms(0));
+    let _ = changes(&mut s);
+    let _ = s.admit(job(3, "a", 1), ms(10));
+    assert_eq!(
+        changes(&mut s),
+        [(3, WaitCause::Cap, 10), (1, behind(3), 10)],
+        "2 still waits behind 1"
+    );
+}
+
+#[test]
+fn changes_are_not_kept_unless_asked_for() {
+    let mut s = Scheduler::new(Limits {
+        max_concurrent: 1,
+        max_queued: 10,
+    });
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "a", 0), ms(0));
+    assert!(s.take_wait_changes().is_empty());
+    let _ = Arc::<str>::from("a");
+}
+
+fn needing(seq: Seq, key: &str, weight: u32, gpus: u64) -> JobRequest {
+    JobRequest {
+        needs: Some(Arc::new(Needs {
+            weight,
+            resources: if gpus > 0 {
+                vec![(0, gpus)]
+            } else {
+                Vec::new()
+            },
+        })),
+        ..job(seq, key, 0)
+    }
+}
+
+fn gpu() -> WaitCause {
+    WaitCause::Resource {
+        name: Arc::from("gpu"),
+    }
+}
+
+#[test]
+fn a_job_short_of_a_named_resource_waits_for_it() {
+    let mut s = scheduler(3, Policy::default());
+    s.set_resources(vec![Resource {
+        name: Arc::from("gpu"),
+        stock: Stock::Units(vec![Arc::from("0")]),
+    }]);
+    let _ = s.admit(needing(1, "a", 1, 1), ms(0));
+    let _ = s.admit(needing(2, "b", 1, 1), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    assert_eq!(s.take(ms(0)), None);
+    // The one GPU is held by 1: 2 waits for it, though slots are free.
+    let told = changes(&mut s);
+    assert_eq!(told.last(), Some(&(2, gpu(), 0)));
+    // A job needing no GPU starts beside it (in what is free beyond 2's reservation); 2
+    // still waits for the GPU.
+    let _ = s.admit(job(3, "c", 0), ms(10));
+    assert_eq!(s.take(ms(10)).map(|st| st.seq), Some(3));
+    assert_eq!(s.take(ms(10)), None);
+    assert_eq!(changes(&mut s), [(3, WaitCause::Cap, 10)]);
+    let _ = end(&mut s, 1, 0, ms(20));
+    assert_eq!(s.take(ms(20)).map(|st| st.seq), Some(2));
+    let accounts = end(&mut s, 2, 0, ms(40));
+    assert_eq!(accounts[0].waits, [span(gpu(), 0, 20)]);
+}
+
+#[test]
+fn a_job_reserved_for_then_short_of_the_cap_says_so() {
+    // Cap 2, one GPU: 1 holds the GPU, 2 waits for it (and has one unit of the cap set
+    // aside); when 1 ends, 3 (no GPU) already holds the other unit, so 2 waits for the cap.
+    let mut s = scheduler(2, Policy::default());
+    s.set_resources(vec![Resource {
+        name: Arc::from("gpu"),
+        stock: Stock::Units(vec![Arc::from("0")]),
+    }]);
+    let _ = s.admit(needing(1, "a", 1, 1), ms(0));
+    let _ = s.admit(job(3, "c", 0), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(3));
+    let _ = s.admit(needing(2, "b", 1, 1), ms(5));
+    assert_eq!(s.take(ms(5)), None);
+    assert_eq!(changes(&mut s).last(), Some(&(2, WaitCause::Cap, 5)));
+    let _ = end(&mut s, 3, 0, ms(10));
+    assert_eq!(s.take(ms(10)), None);
+    assert_eq!(changes(&mut s), [(2, gpu(), 10)]);
+    let _ = end(&mut s, 1, 0, ms(20));
+    assert_eq!(s.take(ms(20)).map(|st| st.seq), Some(2));
+    let accounts = end(&mut s, 2, 0, ms(30));
+    assert_eq!(
+        accounts[0].waits,
+        [span(WaitCause::Cap, 5, 10), span(gpu(), 10, 20)]
+    );
+}
+
+#[test]
+fn a_heavy_job_whose_weight_does_not_fit_waits_for_the_cap() {
+    let mut s = scheduler(2, Policy::default());
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(needing(2, "b", 2, 0), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    assert_eq!(s.take(ms(0)), None);
+    let _ = changes(&mut s);
+    let _ = end(&mut s, 1, 0, ms(10));
+    assert_eq!(s.take(ms(10)).map(|st| st.seq), Some(2));
+    let accounts = end(&mut s, 2, 0, ms(20));
+    assert_eq!(accounts[0].waits, [span(WaitCause::Cap, 0, 10)]);
+}

@@ -1,0 +1,392 @@
+//! Why each admitted, not-yet-started job is not running, at every moment: its [`WaitCause`],
+//! decided from the state of its lane (and the host-wide locks), and its wait as a list of
+//! [`WaitSpan`]s from its admission to its start.
+//!
+//! A waiting job's cause depends only on its own lane, its position in it and its key's
+//! host-wide lock, never on other keys: a key whose jobs could start now and do not is waiting
+//! for the cap (the shell takes every job it can after every change). So a change to one lane
+//! only re-decides the causes of that lane's first jobs (the next batch and the one after it)
+//! and of the neighbours of a job put in or taken out: cost independent of how many jobs wait.
+//!
+//! Causes that end with time (a retry's delay, a batch's delay) are split at the moment they
+//! ended when the lane is next looked at, so that a span never tells of a delay that was over.
+
+use std::sync::Arc;
+
+use super::state::{Lane, Scheduler, Seq, Tick};
+use super::transition::batch_len;
+
+/// Why an admitted job has not started (the names are the `cause` strings of the `waiting`
+/// event and of a record's `waits`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum WaitCause {
+    /// `key_busy`: a job of its own key is in flight or ahead of it in its lane; `behind` is
+    /// the seq of the job just ahead of it (the one in flight when none waits ahead: for a
+    /// batch, the batch's first job).
+    KeyBusy {
+        /// The job it waits behind.
+        behind: Seq,
+    },
+    /// `cap`: its key is free but every slot is taken (`-j`), or the weight it needs does not
+    /// fit in what is free of the cap. Also while new starts are held
+    /// back by a spawn shortage's pause or by grouped output waiting for its reader: the
+    /// run's capacity, not the job's key, holds it.
+    Cap,
+    /// `lock`: its key is held by another `lanes` process (`--lock-dir`), or not asked for
+    /// yet (at most `-j` + [`super::HOST_LOOKAHEAD`] keys are asked for at once).
+    Lock,
+    /// `shared_cap`: its key's host-wide lock is held, and every shared slot
+    /// (`--shared-max-concurrent`) is taken.
+    SharedCap,
+    /// `batch_delay`: its batch is not full and waits out `--batch-delay`.
+    BatchDelay,
+    /// `retry_delay`: a retry waiting out `--retry-delay` (or a job of its key behind it is
+    /// not: those wait `key_busy`).
+    RetryDelay,
+    /// `resource`: its key is free and its weight fits, but a named resource it needs
+    /// (`--resource`, `needs`) is short, or set aside for an earlier job that does not fit
+    /// (`--reserve-after`).
+    Resource {
+        /// The resource's name, as declared.
+        name: Arc<str>,
+    },
+}
+
+impl WaitCause {
+    /// Every cause's name, in the order of the schema.
+    pub const NAMES: [&'static str; 7] = [
+        "key_busy",
+        "cap",
+        "lock",
+        "shared_cap",
+        "batch_delay",
+        "retry_delay",
+        "resource",
+    ];
+
+    /// The cause's name in JSON (`key_busy`, `cap`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            WaitCause::KeyBusy { .. } => "key_busy",
+            WaitCause::Cap => "cap",
+            WaitCause::Lock => "lock",
+            WaitCause::SharedCap => "shared_cap",
+            WaitCause::BatchDelay => "batch_delay",
+            WaitCause::RetryDelay => "retry_delay",
+            WaitCause::Resource { .. } => "resource",
+        }
+    }
+
+    /// The resource waited for, for `resource`.
+    pub fn resource(&self) -> Option<&str> {
+        match self {
+            WaitCause::Resource { name } => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The job waited behind, for `key_busy`.
+    pub fn behind(&self) -> Option<Seq> {
+        match self {
+            WaitCause::KeyBusy { behind } => Some(*behind),
+            _ => None,
+        }
+    }
+}
+
+/// One stretch of a job's wait with one cause: from `started_at` to `ended_at` (times since the
+/// run started). Consecutive spans of a job never have the same cause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitSpan {
+    /// Why it waited.
+    pub cause: WaitCause,
+    /// When this cause began.
+    pub started_at: Tick,
+    /// When it ended: the next span's start, or the job's start (or the end of its wait).
+    pub ended_at: Tick,
+}
+
+/// A waiting job's cause changed (its first cause included, at its admission): one `waiting`
+/// event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitChange {
+    /// The job.
+    pub seq: Seq,
+    /// Its key.
+    pub key: Arc<str>,
+    /// Why it waits from `at` on.
+    pub cause: WaitCause,
+    /// When the cause began.
+    pub at: Tick,
+}
+
+/// One waiting job's wait so far: its current cause since when, and the spans before it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WaitLog {
+    /// The current cause; `None` before the job's lane was first looked at.
+    cause: Option<WaitCause>,
+    /// When the current cause began.
+    since: Tick,
+    /// The spans before the current one, oldest first.
+    spans: Vec<WaitSpan>,
+    /// A retry's: the spans of the wait before its last try (what its record tells of should
+    /// the run stop before the retry starts).
+    before_retry: Vec<WaitSpan>,
+}
+
+impl WaitLog {
+    /// A wait beginning at `at`.
+    pub(crate) fn new(at: Tick) -> Self {
+        WaitLog {
+            since: at,
+            ..WaitLog::default()
+        }
+    }
+
+    /// The current cause.
+    pub(crate) fn cause(&self) -> Option<&WaitCause> {
+        self.cause.as_ref()
+    }
+
+    /// Sets the cause from `at` on; whether it changed. A span of no length is dropped, and a
+    /// span that would repeat the one before it extends it instead.
+    fn set(&mut self, cause: WaitCause, at: Tick) -> bool {
+        if self.cause.as_ref() == Some(&cause) {
+            return false;
+        }
+        let at = at.max(self.since);
+        if let Some(old) = self.cause.take() {
+            if at > self.since {
+                if self.spans.capacity() == 0 {
+                    // Most waits have two causes (their key, then the cap): not the four
+                    // spans a first push would make room for.
+                    self.spans.reserve_exact(1);
+                }
+                self.spans.push(WaitSpan {
+                    cause: old,
+                    started_at: self.since,
+                    ended_at: at,
+                });
+                self.since = at;
+            }
+        }
+        if let Some(last) = self.spans.last() {
+            if last.cause == cause && last.ended_at == self.since {
+                let last = self.spans.pop().expect("just seen");
+                self.since = last.started_at;
+            }
+        }
+        self.cause = Some(cause);
+        true
+    }
+
+    /// Ends the wait at `at` (the job starts, or is dropped): its spans, oldest first, from its
+    /// admission to `at`.
+    pub(crate) fn close(&mut self, at: Tick) -> Vec<WaitSpan> {
+        let mut spans = std::mem::take(&mut self.spans);
+        if let Some(cause) = self.cause.take() {
+            if at > self.since {
+                spans.push(WaitSpan {
+                    cause,
+                    started_at: self.since,
+                    ended_at: at,
+                });
+            }
+        }
+        self.since = at;
+        spans
+    }
+
+    /// Goes on with `cause` from `at` on (a job taken at `at` whose start did not happen).
+    pub(crate) fn continue_as(&mut self, cause: WaitCause, at: Tick) {
+        self.set(cause, at);
+    }
+
+    /// A new wait from `at` for a retry; `last` is the wait before the try that failed.
+    pub(crate) fn retry(&mut self, last: Vec<WaitSpan>, at: Tick) {
+        *self = WaitLog {
+            before_retry: last,
+            ..WaitLog::new(at)
+        };
+    }
+
+    /// The spans of the wait before the last try, for a retry never started.
+    pub(crate) fn take_before_retry(&mut self) -> Vec<WaitSpan> {
+        std::mem::take(&mut self.before_retry)
+    }
+}
+
+/// How many ready keys are looked at for what they are short of (weights, named
+/// resources): the cost of telling `resource` from `cap` stays bounded in a run with many
+/// ready keys, whose keys further back wait `cap`.
+pub(crate) const READY_LOOK: usize = 64;
+
+/// Where in a lane a change happened, so that the jobs around it are looked at again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Touched {
+    /// Only the lane's first jobs (its next batch and the job after it).
+    Front,
+    /// Also the job at this index and the one after it.
+    At(usize),
+}
+
+impl Scheduler {
+    /// Records every change of a waiting job's cause as a [`WaitChange`], for the `waiting`
+    /// events; take them with [`Scheduler::take_wait_changes`]. Off by default (no cost).
+    pub fn report_wait_changes(&mut self) {
+        self.wait_changes.get_or_insert_with(Vec::new);
+    }
+
+    /// The cause changes since the last call, in the order they were decided.
+    pub fn take_wait_changes(&mut self) -> Vec<WaitChange> {
+        self.wait_changes
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Why the job at `index` of `key`'s lane waits at time `at`, the lane as it is now.
+    fn cause_of(&self, key: &str, lane: &Lane, index: usize, at: Tick) -> WaitCause {
+        let behind_previous = || WaitCause::KeyBusy {
+            behind: lane.waiting[index - 1].seq,
+        };
+        if lane.busy {
+            return match index {
+                0 => WaitCause::KeyBusy {
+                    behind: lane.running_seq.unwrap_or(0),
+                },
+                _ => behind_previous(),
+            };
+        }
+        let next_batch = if self.policy.batching() {
+            batch_len(
+                &lane.waiting,
+                self.policy.batch_size,
+                self.policy.batch_bytes,
+            )
+        } else {
+            1
+        };
+        if index >= next_batch {
+            return behind_previous();
+        }
+        if lane.held_until.is_some_and(|until| until > at) {
+            return WaitCause::RetryDelay;
+        }
+        if let Some(cause) = self.host_cause(key) {
+            return cause;
+        }
+        if self
+            .batch_ready_at(&lane.waiting)
+            .is_some_and(|ready| ready > at)
+        {
+            return WaitCause::BatchDelay;
+        }
+        self.capacity_cause(key, at)
+    }
+
+    /// Why a ready key's first job waits for the run's capacity: `cap`, or in a run that
+    /// declares weights or named resources, what it is short of ([`Scheduler::short_of`]),
+    /// looked for among the first [`READY_LOOK`] ready keys only (beyond them, `cap`).
+    fn capacity_cause(&self, key: &str, at: Tick) -> WaitCause {
+        if !self.weighs() {
+            return WaitCause::Cap;
+        }
+        match self.short_of_within(key, at, READY_LOOK) {
+            Some(super::Shortage::Resource(name)) => WaitCause::Resource { name },
+            _ => WaitCause::Cap,
+        }
+    }
+
+    /// In a run that declares weights or named resources, what the ready keys wait for
+    /// changes as other keys' jobs start and end: decides again the cause of the first job of
+    /// each of the first [`READY_LOOK`] ready keys (called when nothing more can start).
+    pub(crate) fn refresh_ready_waits(&mut self, now: Tick) {
+        if !self.weighs() || self.wait_changes.is_none() && self.ready.is_empty() {
+            return;
+        }
+        let keys: Vec<Arc<str>> = self.ready.iter().take(READY_LOOK).cloned().collect();
+        for key in keys {
+            self.refresh_wait(&key, 0, now);
+        }
+    }
+
+    /// When the timed cause of the lane's first jobs ends, the lane as it is now: the end of
+    /// the retry delay, or when the batch's delay is out.
+    fn timed_end(&self, lane: &Lane, cause: &WaitCause) -> Option<Tick> {
+        match cause {
+            WaitCause::RetryDelay => lane.held_until,
+            WaitCause::BatchDelay => self.batch_ready_at(&lane.waiting),
+            _ => None,
+        }
+    }
+
+    /// Decides again the causes of the jobs of `key`'s lane around `touched` at `now`. Called
+    /// before a change to the lane (so that a delay that ran out meanwhile ends when it did)
+    /// and after it.
+    pub(crate) fn refresh_waits(&mut self, key: &str, touched: Touched, now: Tick) {
+        let Some(lane) = self.lanes.get(key) else {
+            return;
+        };
+        let front = if self.policy.batching() {
+            batch_len(
+                &lane.waiting,
+                self.policy.batch_size,
+                self.policy.batch_bytes,
+            )
+        } else {
+            1
+        };
+        let extra = match touched {
+            Touched::Front => None,
+            Touched::At(i) => Some([i, i + 1]),
+        };
+        let indices = (0..=front).chain(extra.into_iter().flatten().filter(|&j| j > front));
+        for index in indices {
+            self.refresh_wait(key, index, now);
+        }
+    }
+
+    /// Decides again the cause of the job at `index` of `key`'s lane, at `now`.
+    fn refresh_wait(&mut self, key: &str, index: usize, now: Tick) {
+        let Some(lane) = self.lanes.get(key) else {
+            return;
+        };
+        let Some(job) = lane.waiting.get(index) else {
+            return;
+        };
+        let cause = self.cause_of(key, lane, index, now);
+        if job.wait.cause() == Some(&cause) {
+            return;
+        }
+        // A delay that ran out before now ends when it did.
+        let ran_out = job.wait.cause().and_then(|old| {
+            let end = self.timed_end(lane, old)?;
+            (end < now).then(|| (self.cause_of(key, lane, index, end), end))
+        });
+        let (key, lane) = self
+            .lanes
+            .get_key_value(key)
+            .map(|(k, _)| Arc::clone(k))
+            .zip(self.lanes.get_mut(key))
+            .expect("seen above");
+        let job = &mut lane.waiting[index];
+        let mut changes = [None, None];
+        if let Some((between, end)) = ran_out {
+            if job.wait.set(between.clone(), end) {
+                changes[0] = Some((between, end.max(job.queued_at)));
+            }
+        }
+        if job.wait.set(cause.clone(), now) {
+            changes[1] = Some((cause, now));
+        }
+        if let Some(log) = self.wait_changes.as_mut() {
+            log.extend(changes.into_iter().flatten().map(|(cause, at)| WaitChange {
+                seq: job.seq,
+                key: Arc::clone(&key),
+                cause,
+                at,
+            }));
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! A run's events file (`--events`) for its timeline: checked to belong to the report's run,
+//! and read for the jobs that have no record yet (running or waiting when the report was
+//! read: a run still going, or one that was killed).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::model::{FirstPass, CAUSES};
+use super::report::{parse_ms, LineReader, ReadError};
+
+/// Events may be stamped a moment before the run record's start (it is written first, from
+/// the same clock, but rounded): this much is allowed.
+const SLACK_MS: i64 = 1_000;
+
+/// One event line, as far as a timeline reads it.
+#[derive(Debug, Deserialize)]
+struct EventLine {
+    #[serde(rename = "type")]
+    kind: String,
+    seq: u64,
+    #[serde(default)]
+    key: Option<String>,
+    at: String,
+    #[serde(default)]
+    cause: Option<String>,
+    #[serde(default)]
+    slot: Option<u32>,
+    #[serde(default)]
+    attempt: Option<u32>,
+    #[serde(default)]
+    retry: Option<bool>,
+}
+
+/// A job with no record: what its events tell of it.
+#[derive(Debug, Clone)]
+pub(crate) struct InFlightJob {
+    /// The job.
+    pub seq: u64,
+    /// Its key.
+    pub key: String,
+    /// When it was queued (or re-queued), ms from the run's start.
+    pub queued_at: u64,
+    /// Its causes of waiting since then: (cause index, since).
+    pub waits: Vec<(usize, u64)>,
+    /// When its current try started.
+    pub started_at: Option<u64>,
+    /// Its current try's slot.
+    pub slot: Option<u32>,
+    /// Its current try.
+    pub attempt: u32,
+}
+
+impl InFlightJob {
+    /// What the page tells of it on hover.
+    pub(crate) fn record(&self) -> serde_json::Value {
+        serde_json::json!({
+            "seq": self.seq,
+            "key": self.key,
+            "outcome": if self.started_at.is_some() { "running" } else { "waiting" },
+            "attempts": self.attempt,
+            "slot": self.slot,
+            "note": "no record yet: read from the events file",
+        })
+    }
+}
+
+/// The jobs with no record, and the time of the last event.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    /// In seq order.
+    pub jobs: Vec<InFlightJob>,
+    /// The last event's time, ms from the run's start: "now" for what still runs.
+    pub last_at: u64,
+}
+
+/// Reads the events file at `path` against the report read in `first`.
+pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError> {
+    let mut lines = LineReader::open(path)?;
+    let bad = |line: u64, why: String| ReadError::Bad {
+        path: path.to_path_buf(),
+        line,
+        why,
+    };
+    let origin = first.origin;
+    let track = first.detailed();
+    let mut open: BTreeMap<u64, InFlightJob> = BTreeMap::new();
+    let mut last_at = 0u64;
+    let mut text = String::new();
+    while let Some((number, complete)) = lines.next_line(&mut text)? {
+        if text.trim().is_empty() {
+            continue;
+        }
+        let event: EventLine = match serde_json::from_str(&text) {
+            Ok(event) => event,
+            Err(_) if !complete => break,
+            Err(err) => {
+                return Err(bad(
+                    number,
+                    format!("not an event of a lanes events file: {err}"),
+                ))
+            }
+        };
+        if !matches!(
+            event.kind.as_str(),
+            "queued" | "waiting" | "started" | "ended" | "stopped" | "continued"
+        ) {
+            return Err(bad(number, format!("unknown event type {:?}", event.kind)));
+        }
+        let at =
+            parse_ms(&event.at).ok_or_else(|| bad(number, format!("bad time {:?}", event.at)))?;
+        if at < origin - SLACK_MS {
+            return Err(bad(
+                number,
+                format!(
+                    "an events file from another run: this event ({}) is from before the \
+                     report's run started ({})",
+                    event.at, first.figures.started_at
+                ),
+            ));
+        }
+        let rel = (at - origin).max(0) as u64;
+        last_at = last_at.max(rel);
+        if let Some(recorded_key) = first.recorded.get(&event.seq) {
+            if event.key.is_some() && recorded_key != &event.key {
+                return Err(bad(
+                    number,
+                    format!(
+                        "an events file from another run: job {} has key {:?} here but {:?} \
+                         in the report",
+                        event.seq,
+                        event.key.as_deref().unwrap_or(""),
+                        recorded_key.as_deref().unwrap_or("")
+                    ),
+                ));
+            }
+            continue;
+        }
+        if !track {
+            continue;
+        }
+        let key = event.key.clone().unwrap_or_default();
+        match event.kind.as_str() {
+            "queued" => {
+                open.insert(
+                    event.seq,
+                    InFlightJob {
+                        seq: event.seq,
+                        key,
+                        queued_at: rel,
+                        waits: Vec::new(),
+                        started_at: None,
+                        slot: None,
+                        attempt: 0,
+                    },
+                );
+            }
+            "waiting" => {
+                if let Some(job) = open.get_mut(&event.seq) {
+                    if let Some(cause) = event
+                        .cause
+                        .as_deref()
+                        .and_then(|c| CAUSES.iter().position(|k| *k == c))
+                    {
+                        if job.started_at.is_some() {
+                            // A retry's wait begins: the try before it is over.
+                            job.started_at = None;
+                            job.waits.clear();
+                        }
+                        job.waits.push((cause, rel));
+                    }
+                }
+            }
+            "started" => {
+                if let Some(job) = open.get_mut(&event.seq) {
+                    job.started_at = Some(rel);
+                    job.slot = event.slot;
+                    job.attempt = event.attempt.unwrap_or(1);
+                }
+            }
+            "ended" => {
+                if event.retry == Some(true) {
+                    if let Some(job) = open.get_mut(&event.seq) {
+                        job.started_at = None;
+                        job.slot = None;
+                        job.waits.clear();
+                        job.queued_at = rel;
+                    }
+                } else {
+                    open.remove(&event.seq);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(InFlight {
+        jobs: open.into_values().collect(),
+        last_at,
+    })
+}

@@ -1,0 +1,210 @@
+//! The timeline as Markdown, for `$GITHUB_STEP_SUMMARY`: a Mermaid Gantt chart of the keys
+//! (each key's chain, from its first wait to its last end; at most [`GANTT_KEYS`] keys, the
+//! slowest, so that the chart stays readable and within what renderers accept) and short
+//! tables of the run's figures. Report text goes into the chart only as letters, digits and a
+//! few safe marks (Mermaid has no escaping that every renderer honours), and into the tables
+//! with Markdown and HTML markup escaped.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use super::html::duration;
+use super::model::{Body, Timeline};
+
+/// The most keys the Gantt chart shows.
+pub(crate) const GANTT_KEYS: usize = 30;
+
+/// `text` reduced to what is safe in a Mermaid task name: other characters become `_`; at
+/// most 40 characters.
+fn mermaid_name(text: &str) -> String {
+    let mut name: String = text
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || " _-./+=@()[]".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    if name.trim().is_empty() {
+        name = "_".into();
+    }
+    name
+}
+
+/// `text` for a Markdown table cell: markup characters as HTML entities, control characters
+/// shown as `\u{..}`.
+fn cell(text: &str) -> String {
+    let mut out = String::new();
+    for c in text.chars() {
+        match c {
+            '|' => out.push_str("&#124;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '`' => out.push_str("&#96;"),
+            '*' | '_' | '[' | ']' | '\\' | '#' | '~' | '!' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Per key row: (label, first ms, last ms, failed, running).
+fn key_spans(timeline: &Timeline) -> Vec<(String, u64, u64, bool, bool)> {
+    let mut spans: BTreeMap<u32, (u64, u64, bool, bool)> = BTreeMap::new();
+    let mut add = |row: u32, start: u64, end: u64, class: u8, run: bool| {
+        let entry = spans.entry(row).or_insert((u64::MAX, 0, false, false));
+        entry.0 = entry.0.min(start);
+        entry.1 = entry.1.max(end);
+        // Failed for good (a retried try is class 11).
+        if run && class == 1 {
+            entry.2 = true;
+        }
+        if run && class == 5 {
+            entry.3 = true;
+        }
+    };
+    let rows = match &timeline.body {
+        Body::Detail(detail) => {
+            for bar in &detail.bars {
+                add(bar.0, bar.1, bar.2, bar.4, bar.3 == 0);
+            }
+            &detail.rows
+        }
+        Body::Aggregate(aggregate) => {
+            for c in &aggregate.cells {
+                let start = u64::from(c.1) * aggregate.bucket_ms;
+                add(c.0, start, start + aggregate.bucket_ms, c.3, c.2 == 0);
+            }
+            &aggregate.rows
+        }
+    };
+    spans
+        .into_iter()
+        .filter(|(row, _)| rows[*row as usize].kind == "key")
+        .map(|(row, (a, b, failed, running))| {
+            (rows[row as usize].label.clone(), a, b, failed, running)
+        })
+        .collect()
+}
+
+/// Writes the Markdown.
+pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()> {
+    let f = &timeline.figures;
+    writeln!(out, "## lanes timeline\n")?;
+    let outcomes: Vec<String> = f.outcomes.iter().map(|(o, n)| format!("{n} {o}")).collect();
+    writeln!(
+        out,
+        "{} jobs ({}) over {} keys; wall time {}; utilisation {:.0}% of `-j {}`{}.\n",
+        f.jobs,
+        outcomes.join(", "),
+        f.keys,
+        duration(f.wall_ms),
+        f.utilisation * 100.0,
+        f.max_concurrent,
+        if f.finished {
+            ""
+        } else {
+            " (the run had not finished)"
+        }
+    )?;
+    let mut keys = key_spans(timeline);
+    let total = keys.len();
+    keys.sort_by(|a, b| (b.2 - b.1).cmp(&(a.2 - a.1)).then(a.0.cmp(&b.0)));
+    keys.truncate(GANTT_KEYS);
+    keys.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+    writeln!(out, "```mermaid\ngantt")?;
+    writeln!(out, "    title Keys, from first wait to last end")?;
+    writeln!(out, "    dateFormat x\n    axisFormat %M:%S")?;
+    writeln!(out, "    section keys")?;
+    for (label, start, end, failed, running) in &keys {
+        let tag = if *failed {
+            "crit, "
+        } else if *running {
+            "active, "
+        } else {
+            ""
+        };
+        writeln!(
+            out,
+            "    {} :{tag}{start}, {}",
+            mermaid_name(label),
+            (*end).max(start + 1)
+        )?;
+    }
+    writeln!(out, "```\n")?;
+    if total > keys.len() {
+        writeln!(
+            out,
+            "The chart shows the {} slowest of {total} keys.\n",
+            keys.len()
+        )?;
+    }
+    if !f.slowest_keys.is_empty() {
+        writeln!(out, "| slowest key | chain | jobs | running | waiting |")?;
+        writeln!(out, "|---|---:|---:|---:|---:|")?;
+        for key in &f.slowest_keys {
+            writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                cell(&key.key),
+                duration(key.chain_ms),
+                key.jobs,
+                duration(key.busy_ms),
+                duration(key.wait_ms)
+            )?;
+        }
+        writeln!(out)?;
+    }
+    if !f.longest_waits.is_empty() {
+        writeln!(out, "| longest wait | key | waited | mostly |")?;
+        writeln!(out, "|---:|---|---:|---|")?;
+        for wait in &f.longest_waits {
+            let behind = wait
+                .behind
+                .map(|b| format!(" behind job {b}"))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "| job {} | {} | {} | {}{behind} |",
+                wait.seq,
+                cell(&wait.key),
+                duration(wait.wait_ms),
+                cell(&wait.cause)
+            )?;
+        }
+        writeln!(out)?;
+    }
+    if !f.waits.is_empty() {
+        let causes: Vec<String> = f
+            .waits
+            .iter()
+            .map(|(cause, ms)| format!("{} {}", cell(cause), duration(*ms)))
+            .collect();
+        writeln!(out, "Waiting by cause: {}.", causes.join(", "))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mermaid_names_keep_no_syntax() {
+        assert_eq!(mermaid_name("a:b;c#d<e>\n"), "a_b_c_d_e__");
+        assert_eq!(mermaid_name(""), "_");
+    }
+
+    #[test]
+    fn table_cells_escape_markup() {
+        assert_eq!(cell("a|<b>*`\u{7}"), "a&#124;&lt;b&gt;\\*&#96;\\u{7}");
+    }
+}

@@ -1,0 +1,621 @@
+//! `lanes timeline`: golden files of the three formats drawn from small reports (regenerated
+//! with `LANES_REGENERATE=1`), the trace checked against the Trace Event format's required
+//! fields, the page opened in a real headless Chromium, bad input refused with the file and
+//! line, and a real run's report and events drawn.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// The fixtures: small reports written as lanes writes them (checked against the schema).
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/timeline")
+}
+
+/// Runs `lanes timeline ARGS` in the fixtures directory (so that the report's name in the
+/// output is the same everywhere).
+fn timeline(args: &[&str]) -> Output {
+    Run::new()
+        .no_report()
+        .cwd(fixtures())
+        .arg("timeline")
+        .args(args)
+        .run()
+}
+
+/// Compares `got` with the golden file `name` (or writes it, under `LANES_REGENERATE`).
+fn golden(name: &str, got: &str) {
+    let path = fixtures().join("golden").join(name);
+    if std::env::var_os("LANES_REGENERATE").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        want == got,
+        "{} is out of date (regenerate with `LANES_REGENERATE=1 cargo test --test cli \
+         timeline`); got:\n{got}",
+        path.display()
+    );
+}
+
+fn draw(report: &str, events: Option<&str>, out: &Path) -> Output {
+    let mut args = vec![report];
+    if let Some(events) = events {
+        args.extend(["--events", events]);
+    }
+    let out_arg = out.to_str().unwrap();
+    args.extend(["-o", out_arg]);
+    timeline(&args)
+}
+
+#[test]
+fn the_fixtures_are_reports_lanes_writes() {
+    let schema = crate::outputs::schema();
+    for name in ["small.jsonl", "unfinished.jsonl"] {
+        let text = std::fs::read_to_string(fixtures().join(name)).unwrap();
+        for line in text.lines().filter(|l| l.ends_with('}')) {
+            let record: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(
+                crate::outputs::schema_errors(&schema, &record),
+                Vec::<String>::new(),
+                "{name}: {line}"
+            );
+        }
+    }
+    let events = crate::events_schema::schema();
+    let text = std::fs::read_to_string(fixtures().join("unfinished-events.jsonl")).unwrap();
+    for line in text.lines() {
+        let event: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            crate::events_schema::errors(&events, &event),
+            Vec::<String>::new()
+        );
+    }
+}
+
+#[test]
+fn the_three_formats_match_their_golden_files() {
+    let scratch = Scratch::new();
+    for (report, events, stem) in [
+        ("small.jsonl", None, "small"),
+        (
+            "unfinished.jsonl",
+            Some("unfinished-events.jsonl"),
+            "unfinished",
+        ),
+    ] {
+        for ext in ["html", "json", "md"] {
+            let out = scratch.join(&format!("{stem}.{ext}"));
+            draw(report, events, &out).code(0);
+            golden(
+                &format!("{stem}.{ext}"),
+                &std::fs::read_to_string(&out).unwrap(),
+            );
+        }
+    }
+}
+
+#[test]
+fn the_format_comes_from_the_extension_or_the_flag() {
+    let scratch = Scratch::new();
+    let out = scratch.join("trace.out");
+    let o = out.to_str().unwrap();
+    let refused = timeline(&["small.jsonl", "-o", o]);
+    refused.code(2);
+    assert!(
+        refused.stderr().contains("--format"),
+        "{}",
+        refused.stderr()
+    );
+    timeline(&["small.jsonl", "-o", o, "--format", "json"]).code(0);
+    let trace: Value = serde_json::from_str(&scratch.read("trace.out")).unwrap();
+    assert!(trace["traceEvents"].is_array());
+}
+
+/// The Trace Event format's required fields (the "JSON Object Format" of the Trace Event
+/// Format document): every event has `name`, `ph`, `pid` and `tid`; all but metadata events
+/// a `ts` in microseconds; complete events (`X`) a `dur`; instant events (`i`) a scope `s`;
+/// async events (`b`, `e`) an `id` and a `cat`, each begin ended by an end of the same name,
+/// later, before that id begins again; and complete events of one thread nest.
+fn check_trace(trace: &Value) -> Vec<&Value> {
+    let events = trace["traceEvents"].as_array().expect("traceEvents");
+    assert!(
+        matches!(trace["displayTimeUnit"].as_str(), Some("ms" | "ns")),
+        "displayTimeUnit"
+    );
+    for event in events {
+        assert!(event["name"].is_string(), "{event}");
+        assert!(event["pid"].is_u64() && event["tid"].is_u64(), "{event}");
+        let ph = event["ph"].as_str().expect("ph");
+        match ph {
+            "M" => assert!(
+                matches!(event["name"].as_str(), Some("process_name" | "thread_name"))
+                    && event["args"]["name"].is_string(),
+                "{event}"
+            ),
+            "X" => {
+                assert!(event["ts"].is_u64(), "{event}");
+                assert!(event["dur"].is_u64(), "{event}");
+            }
+            "i" => {
+                assert!(event["ts"].is_u64(), "{event}");
+                assert!(
+                    matches!(event["s"].as_str(), Some("g" | "p" | "t")),
+                    "{event}"
+                );
+            }
+            // Async events: an id and a category, which pair a begin with its end.
+            "b" | "e" => {
+                assert!(event["ts"].is_u64(), "{event}");
+                assert!(event["id"].is_u64() && event["cat"].is_string(), "{event}");
+            }
+            other => panic!("unexpected phase {other}: {event}"),
+        }
+    }
+    let mut open: BTreeMap<(String, u64), (String, u64)> = BTreeMap::new();
+    for event in events {
+        let id = (
+            event["cat"].as_str().unwrap_or("").to_owned(),
+            event["id"].as_u64().unwrap_or(0),
+        );
+        let name = event["name"].as_str().unwrap().to_owned();
+        let ts = event["ts"].as_u64().unwrap_or(0);
+        match event["ph"].as_str() {
+            Some("b") => assert!(
+                open.insert(id, (name, ts)).is_none(),
+                "nested begin {event}"
+            ),
+            Some("e") => {
+                let (begun, at) = open.remove(&id).expect("an end without a begin");
+                assert!(begun == name && at <= ts, "{event}");
+            }
+            _ => {}
+        }
+    }
+    assert!(open.is_empty(), "begins without an end: {open:?}");
+    // Complete events on one thread: each starts after the one before ended, or within it.
+    let mut threads: BTreeMap<(u64, u64), Vec<(u64, u64)>> = BTreeMap::new();
+    for event in events.iter().filter(|e| e["ph"] == "X") {
+        let ts = event["ts"].as_u64().unwrap();
+        threads
+            .entry((
+                event["pid"].as_u64().unwrap(),
+                event["tid"].as_u64().unwrap(),
+            ))
+            .or_default()
+            .push((ts, ts + event["dur"].as_u64().unwrap()));
+    }
+    for (thread, mut spans) in threads {
+        spans.sort();
+        for pair in spans.windows(2) {
+            let ((a0, a1), (b0, b1)) = (pair[0], pair[1]);
+            assert!(
+                b0 >= a1 || (b0 >= a0 && b1 <= a1),
+                "thread {thread:?}: {pair:?}"
+            );
+        }
+    }
+    events.iter().collect()
+}
+
+#[test]
+fn the_trace_has_the_trace_event_formats_required_fields_and_every_try_and_wait() {
+    let scratch = Scratch::new();
+    let out = scratch.join("small.json");
+    draw("small.jsonl", None, &out).code(0);
+    let trace: Value = serde_json::from_str(&scratch.read("small.json")).unwrap();
+    let events = check_trace(&trace);
+    let count = |cat: &str, pid: u64| {
+        events
+            .iter()
+            .filter(|e| e["cat"] == cat && e["pid"] == pid)
+            .count()
+    };
+    // 6 tries (one retried) on the key threads and on the slot threads, 8 waits, 2 jobs
+    // that never ran.
+    assert_eq!(count("try", 1), 6);
+    assert_eq!(count("try", 2), 6);
+    assert_eq!(
+        count("wait", 1),
+        16,
+        "a begin and an end for each of 8 waits"
+    );
+    assert_eq!(count("never_ran", 1), 2);
+    // The retried try of job 3: 500 ms from the run's start.
+    let retried: Vec<_> = events
+        .iter()
+        .filter(|e| e["args"]["retried"] == true && e["pid"] == 1)
+        .collect();
+    assert_eq!(retried.len(), 1);
+    assert_eq!(
+        (retried[0]["ts"].as_u64(), retried[0]["dur"].as_u64()),
+        (Some(0), Some(500_000))
+    );
+}
+
+/// The attributes of the page's status element in a dumped DOM.
+fn status(dom: &str) -> BTreeMap<String, String> {
+    let start = dom.find("<p id=\"status\"").expect("the status element");
+    let tag = &dom[start..start + dom[start..].find('>').unwrap()];
+    let mut attributes = BTreeMap::new();
+    for part in tag.split(" data-").skip(1) {
+        let (name, value) = part.split_once("=\"").unwrap();
+        attributes.insert(name.to_owned(), value.trim_end_matches('"').to_owned());
+    }
+    attributes
+}
+
+/// A Chromium to test the page with, if one is installed.
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+}
+
+/// Runs headless Chromium on `page` with `extra` arguments in a process group of its own and
+/// a fresh profile; returns its stdout. It is killed (by its group's id) if it does not end
+/// within a minute, and no process of its group is left.
+fn run_chromium(browser: &Path, page: &Path, extra: &[String]) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let mut command = Command::new(browser);
+    command
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(extra)
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let mut child = command.spawn().expect("start chromium");
+    let pgid = child.id() as i32;
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = child.wait();
+            panic!("chromium did not finish within a minute");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Its helpers (zygote, renderer) go with it; any left over is killed by the group id.
+    if !wait_until(Duration::from_secs(10), || group_members(pgid).is_empty()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pgid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        assert!(wait_until(Duration::from_secs(5), || group_members(pgid).is_empty()));
+    }
+    reader.join().unwrap()
+}
+
+#[test]
+fn the_page_draws_in_a_real_browser_with_hostile_text_shown_as_text() {
+    let Some(browser) = chromium() else {
+        eprintln!(
+            "skipped: no Chromium found (install Debian's `chromium`) to open the timeline page"
+        );
+        return;
+    };
+    let scratch = Scratch::new();
+    let page = scratch.join("small.html");
+    draw("small.jsonl", None, &page).code(0);
+    let dom = run_chromium(
+        &browser,
+        &page,
+        &["--virtual-time-budget=5000".into(), "--dump-dom".into()],
+    );
+    let status = status(&dom);
+    assert_eq!(
+        status.get("state").map(String::as_str),
+        Some("drawn"),
+        "{dom}"
+    );
+    assert_eq!(status["errors"], "0");
+    // Rows: 4 keys (build, deploy, the hostile one, no key) and 2 slots. Bars: 6 tries on
+    // their key rows and 6 on their slot rows; 8 waits; 2 jobs that never ran.
+    assert_eq!(status["rows"], "6");
+    assert_eq!(status["bars"], "12");
+    assert_eq!(status["waits"], "8");
+    assert_eq!(status["marks"], "2");
+    // The hostile key is text in a row label, not markup: no image, no attribute set by it.
+    assert!(
+        dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;\"q\""),
+        "the key as text: {dom}"
+    );
+    // Whole in the label's title, its control character shown.
+    assert!(
+        dom.contains("\"q\"\\u{7}&lt;img src=x onerror="),
+        "the key's control character shown: {dom}"
+    );
+    assert!(!dom.contains("data-pwned=\""), "the key ran: {dom}");
+    assert!(!dom.contains("<img"), "the key became markup: {dom}");
+    assert_eq!(dom.matches("<script").count(), 2, "only the page's scripts");
+    // A screenshot for people to look at.
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timeline-small.png");
+    let _ = std::fs::remove_file(&shot);
+    run_chromium(
+        &browser,
+        &page,
+        &[
+            "--virtual-time-budget=5000".into(),
+            "--window-size=1300,900".into(),
+            format!("--screenshot={}", shot.display()),
+        ],
+    );
+    let png = std::fs::read(&shot).expect("a screenshot");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    eprintln!("screenshot: {}", shot.display());
+}
+
+#[test]
+fn bad_input_is_refused_with_the_file_and_line() {
+    let scratch = Scratch::new();
+    let out = scratch.join("t.html");
+    let o = out.to_str().unwrap();
+    let run_line = std::fs::read_to_string(fixtures().join("small.jsonl"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    let cases = [
+        (
+            "text.jsonl",
+            "some text\n".to_owned(),
+            "text.jsonl:1: not a lanes report",
+        ),
+        (
+            "newer.jsonl",
+            run_line.replace("\"schema\":2", "\"schema\":99") + "\n",
+            "newer.jsonl:1: the report's schema version is 99",
+        ),
+        (
+            "broken.jsonl",
+            format!("{run_line}\n{{\"type\":\"job\",\"seq\":1}}\n{{\"type\":\"summary\"}}\n"),
+            "broken.jsonl:2: bad job record",
+        ),
+        (
+            "torn-middle.jsonl",
+            format!("{run_line}\n{{\"type\":\"jo\n{{\"type\":\"job\"}}\n"),
+            "torn-middle.jsonl:2: not a JSON line",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = scratch.write(name, text);
+        let got = timeline(&[path.to_str().unwrap(), "-o", o]);
+        got.code(2);
+        assert!(got.stderr().contains(want), "{name}: {}", got.stderr());
+        assert!(!out.exists(), "nothing written for {name}");
+    }
+    // An events file of another run: its job 2 has another key; or it is from before the run.
+    let events = std::fs::read_to_string(fixtures().join("unfinished-events.jsonl")).unwrap();
+    let other_key = scratch.write(
+        "other-key.jsonl",
+        events.replace("\"seq\":2,\"key\":\"build\"", "\"seq\":2,\"key\":\"lint\""),
+    );
+    let got = timeline(&[
+        "unfinished.jsonl",
+        "--events",
+        other_key.to_str().unwrap(),
+        "-o",
+        o,
+    ]);
+    got.code(2);
+    assert!(
+        got.stderr()
+            .contains("other-key.jsonl:5: an events file from another run"),
+        "{}",
+        got.stderr()
+    );
+    let earlier = scratch.write(
+        "earlier.jsonl",
+        events.replace("2026-01-02T03:04:05.600Z", "2025-01-02T03:04:05.600Z"),
+    );
+    let got = timeline(&[
+        "unfinished.jsonl",
+        "--events",
+        earlier.to_str().unwrap(),
+        "-o",
+        o,
+    ]);
+    got.code(2);
+    assert!(
+        got.stderr()
+            .contains("earlier.jsonl:1: an events file from another run"),
+        "{}",
+        got.stderr()
+    );
+    assert!(!out.exists());
+}
+
+#[test]
+fn a_real_runs_report_and_events_make_a_timeline_that_tells_why_jobs_waited() {
+    let scratch = Scratch::new();
+    let events = scratch.join("events.jsonl");
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "1", "--events"])
+        .arg(&events)
+        .stdin("a\tsleep 0.1\na\ttrue\nb\ttrue\n")
+        .run();
+    out.code(0);
+    let report = out.report();
+    // 2 waited behind 1 (same key), 3 for the one slot.
+    let causes = |seq: u64| -> Vec<(String, Option<u64>)> {
+        report
+            .job(seq)
+            .waits
+            .iter()
+            .map(|w| (w.cause.clone(), w.behind))
+            .collect()
+    };
+    assert_eq!(causes(2)[0], ("key_busy".to_owned(), Some(1)));
+    assert!(causes(3).iter().all(|c| c.0 == "cap"), "{:?}", causes(3));
+    assert!(report.job(3).wait_ms.unwrap() >= 100);
+    let report_path = scratch.write("report.jsonl", out.report_text.as_deref().unwrap());
+    let page = scratch.join("run.html");
+    let drawn = Run::new()
+        .no_report()
+        .arg("timeline")
+        .arg(&report_path)
+        .arg("--events")
+        .arg(&events)
+        .arg("-o")
+        .arg(&page)
+        .run();
+    drawn.code(0);
+    let html = scratch.read("run.html");
+    assert!(html.contains("key_busy"), "the waits are in the page");
+    let md = scratch.join("run.md");
+    Run::new()
+        .no_report()
+        .arg("timeline")
+        .arg(&report_path)
+        .arg("-o")
+        .arg(&md)
+        .run()
+        .code(0);
+    assert!(scratch.read("run.md").contains("```mermaid\ngantt"));
+}
+
+/// A report of `jobs` jobs over `keys` keys with -j 4, as lanes writes them, each job 10 ms
+/// after the one before in its slot, the first waiting for the cap.
+fn large_report(jobs: u64, keys: u64) -> String {
+    let time = |ms: u64| {
+        let at = std::time::UNIX_EPOCH + Duration::from_millis(1_767_323_045_000 + ms);
+        humantime::format_rfc3339_millis(at).to_string()
+    };
+    let mut text = format!(
+        "{{\"type\":\"run\",\"version\":\"0.1.0\",\"schema\":2,\"started_at\":\"{}\",\
+         \"max_concurrent\":4,\"source\":\"-\",\"containment\":\"process_group\"}}\n",
+        time(0)
+    );
+    for seq in 1..=jobs {
+        let slot = (seq - 1) % 4 + 1;
+        let start = (seq - 1) / 4 * 10;
+        let (end, key) = (start + 10, format!("k{}", seq % keys));
+        let waits = if start > 0 {
+            format!(
+                ",\"waits\":[{{\"cause\":\"cap\",\"started_at\":\"{}\",\"ms\":{start}}}]",
+                time(0)
+            )
+        } else {
+            String::new()
+        };
+        text.push_str(&format!(
+            "{{\"type\":\"job\",\"seq\":{seq},\"line\":{seq},\"key\":\"{key}\",\"command\":\"true\",\
+             \"outcome\":\"succeeded\",\"reason\":null,\"exit_code\":0,\"signal\":null,\"started\":true,\
+             \"started_at\":\"{s}\",\"ended_at\":\"{e}\",\"duration_ms\":10,\"wait_ms\":{start},\
+             \"attempts\":1,\"flaky\":false,\"slot\":{slot},\"leaked\":false,\"superseded_by\":null,\
+             \"batch\":null,\"error\":null,\"cpu_ms\":null,\"memory_peak_bytes\":null,\"tries\":[{{\
+             \"attempt\":1,\"outcome\":\"succeeded\",\"reason\":null,\"exit_code\":0,\"signal\":null,\
+             \"slot\":{slot},\"started_at\":\"{s}\",\"ended_at\":\"{e}\",\"duration_ms\":10}}]{waits}}}\n",
+            s = time(start),
+            e = time(end),
+        ));
+    }
+    text
+}
+
+#[test]
+fn a_large_run_is_drawn_aggregated_and_says_so() {
+    let scratch = Scratch::new();
+    let report = scratch.write("large.jsonl", large_report(6_000, 100));
+    let schema = crate::outputs::schema();
+    let first_job: Value =
+        serde_json::from_str(scratch.read("large.jsonl").lines().nth(1).unwrap()).unwrap();
+    assert_eq!(
+        crate::outputs::schema_errors(&schema, &first_job),
+        Vec::<String>::new()
+    );
+    let page = scratch.join("large.html");
+    Run::new()
+        .no_report()
+        .arg("timeline")
+        .arg(&report)
+        .arg("-o")
+        .arg(&page)
+        .run()
+        .code(0);
+    let html = scratch.read("large.html");
+    assert!(
+        html.contains("id=\"aggregated\">6000 jobs: too many to draw one by one"),
+        "the page says it is aggregated"
+    );
+    assert!(html.contains("\"mode\":\"aggregate\""));
+    assert!(html.len() < 2_000_000, "{} bytes", html.len());
+    let Some(browser) = chromium() else {
+        eprintln!("skipped: no Chromium found to open the aggregated page");
+        return;
+    };
+    let dom = run_chromium(
+        &browser,
+        &page,
+        &["--virtual-time-budget=5000".into(), "--dump-dom".into()],
+    );
+    let status = status(&dom);
+    assert_eq!(status.get("state").map(String::as_str), Some("drawn"));
+    assert_eq!(status["errors"], "0");
+    // The 40 busiest keys, the 60 others, 4 slots.
+    assert_eq!(status["rows"], "45");
+    assert!(dom.contains("60 other keys"));
+}
+
+#[test]
+fn bytes_that_are_not_utf_8_are_drawn_replaced() {
+    let scratch = Scratch::new();
+    let text = std::fs::read(fixtures().join("small.jsonl")).unwrap();
+    let text = String::from_utf8(text)
+        .unwrap()
+        .replace("\"key\":\"build\"", "\"key\":\"bu\u{1}ild\"");
+    // The key of jobs 1 and 2 with a byte that is not UTF-8 in it.
+    let bytes: Vec<u8> = text
+        .into_bytes()
+        .into_iter()
+        .map(|b| if b == 1 { 0xff } else { b })
+        .collect();
+    let report = scratch.write("bytes.jsonl", bytes);
+    let page = scratch.join("bytes.html");
+    Run::new()
+        .no_report()
+        .arg("timeline")
+        .arg(&report)
+        .arg("-o")
+        .arg(&page)
+        .run()
+        .code(0);
+    assert!(scratch.read("bytes.html").contains("bu\u{fffd}ild"));
+}
