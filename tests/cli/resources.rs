@@ -70,6 +70,16 @@ fn four_gpus_never_hold_five_jobs() {
             }
         }
     }
+    // The six that could not start at once waited for a GPU, and their records say so.
+    let for_gpu = jobs
+        .iter()
+        .filter(|job| {
+            job.waits
+                .iter()
+                .any(|w| w.cause == "resource" && w.resource.as_deref() == Some("gpu"))
+        })
+        .count();
+    assert!(for_gpu >= 6, "{for_gpu} waited for a GPU\n{}", out.dump());
 }
 
 #[test]
