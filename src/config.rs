@@ -115,8 +115,8 @@ pub(crate) struct RunConfig {
     pub coordinate: Option<String>,
     /// `--namespace`/`namespace`: the fleet's name in the database.
     pub namespace: String,
-    /// `--host-id`: this host's name to the fleet.
-    pub host_id: String,
+    /// `--host-id`: this host's name to the fleet; `None` for the host name.
+    pub host_id: Option<String>,
     /// `--coordinate-records`: job records also go into the fleet's database.
     pub coordinate_records: bool,
 }
@@ -490,9 +490,7 @@ impl RunConfig {
                     .into(),
             ));
         }
-        let host_id = cli
-            .host_id
-            .unwrap_or_else(crate::shell::coordinate::host_name);
+        let host_id = cli.host_id;
         if shared_max_concurrent.is_some() && lock_dir.is_none() && coordinate.is_none() {
             return Err(ConfigError::Usage(
                 "--shared-max-concurrent caps the jobs of every process sharing a lock \
@@ -551,7 +549,7 @@ impl RunConfig {
             )));
         }
         if cli.backend == BackendKind::Slurm {
-            crate::shell::backend::check_slurm_resources(&resources)
+            crate::resources::check_slurm_resources(&resources)
                 .map_err(|m| ConfigError::Usage(format!("--backend slurm: {m}")))?;
         }
         if let Some(name) = template.as_ref().and_then(|t| {

@@ -222,6 +222,39 @@ pub(crate) fn granted_value(grant: &Grant, name: &str) -> Option<String> {
     })
 }
 
+/// The named resources Slurm can be asked for, and as what: `gpu`, an amount, as
+/// `--gres=gpu:N` (the cluster picks the GPUs and tells the job, `CUDA_VISIBLE_DEVICES`);
+/// `mem`, an amount in bytes, as `--mem=SIZEM` (mebibytes, rounded up).
+///
+/// # Errors
+/// Any other resource, or named GPU units: they cannot be mapped (Slurm licenses for other
+/// names are not supported yet).
+pub(crate) fn check_slurm_resources(resources: &[Resource]) -> Result<(), String> {
+    for resource in resources {
+        match (&*resource.name, &resource.stock) {
+            ("gpu" | "mem", Stock::Count(_)) => {}
+            ("gpu", Stock::Units(_)) => {
+                return Err(
+                    "with --backend slurm the cluster picks the GPUs: give `gpu` as a \
+                            count (--resource gpu=4), not as named units"
+                        .into(),
+                )
+            }
+            ("mem", Stock::Units(_)) => {
+                return Err("`mem` is an amount such as 32G, not named units".into())
+            }
+            (name, _) => {
+                return Err(format!(
+                    "resource {name:?} cannot be mapped to Slurm: only `gpu` (srun \
+                     --gres=gpu:N) and `mem` (srun --mem) can (Slurm licenses for other \
+                     resources are not supported yet)"
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

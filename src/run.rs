@@ -80,7 +80,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         (None, Some(url)) => {
             let settings = FleetSettings {
                 namespace: config.namespace.clone(),
-                host_id: config.host_id.clone(),
+                host_id: config
+                    .host_id
+                    .clone()
+                    .unwrap_or_else(crate::shell::coordinate::host_name),
                 grace: config.grace,
                 shared_slots: config.shared_max_concurrent,
             };

@@ -10,7 +10,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use crate::config::Backend;
-use crate::core::{Grant, Resource, Stock};
+use crate::core::Grant;
 
 impl Backend {
     /// The program and arguments that run `command` for job `seq` of `key`.
@@ -122,41 +122,8 @@ pub(crate) struct JobIdentity<'a> {
     pub attempt: u32,
 }
 
-/// The named resources Slurm can be asked for, and as what: `gpu`, an amount, as
-/// `--gres=gpu:N` (the cluster picks the GPUs and tells the job, `CUDA_VISIBLE_DEVICES`);
-/// `mem`, an amount in bytes, as `--mem=SIZEM` (mebibytes, rounded up).
-///
-/// # Errors
-/// Any other resource, or named GPU units: they cannot be mapped (Slurm licenses for other
-/// names are not supported yet).
-pub(crate) fn check_slurm_resources(resources: &[Resource]) -> Result<(), String> {
-    for resource in resources {
-        match (&*resource.name, &resource.stock) {
-            ("gpu" | "mem", Stock::Count(_)) => {}
-            ("gpu", Stock::Units(_)) => {
-                return Err(
-                    "with --backend slurm the cluster picks the GPUs: give `gpu` as a \
-                            count (--resource gpu=4), not as named units"
-                        .into(),
-                )
-            }
-            ("mem", Stock::Units(_)) => {
-                return Err("`mem` is an amount such as 32G, not named units".into())
-            }
-            (name, _) => {
-                return Err(format!(
-                    "resource {name:?} cannot be mapped to Slurm: only `gpu` (srun \
-                     --gres=gpu:N) and `mem` (srun --mem) can (Slurm licenses for other \
-                     resources are not supported yet)"
-                ))
-            }
-        }
-    }
-    Ok(())
-}
-
 /// The `srun` arguments that ask the cluster for what a run was granted
-/// ([`check_slurm_resources`] allowed only `gpu` and `mem`).
+/// ([`crate::resources::check_slurm_resources`] allowed only `gpu` and `mem`).
 pub(crate) fn slurm_resource_args(grant: &Grant) -> Vec<String> {
     grant
         .parts()
@@ -307,7 +274,7 @@ mod tests {
             parse_resource("gpu=4").unwrap(),
             parse_resource("mem=64G").unwrap(),
         ];
-        assert_eq!(check_slurm_resources(&resources), Ok(()));
+        assert_eq!(crate::resources::check_slurm_resources(&resources), Ok(()));
         let needs = resolve(1, &parse_needs("gpu=2,mem=1500M").unwrap(), &resources, 4)
             .unwrap()
             .unwrap();
@@ -372,7 +339,8 @@ mod tests {
     #[test]
     fn other_resources_cannot_be_mapped_to_slurm() {
         use crate::resources::parse_resource;
-        let check = |spec: &str| check_slurm_resources(&[parse_resource(spec).unwrap()]);
+        let check =
+            |spec: &str| crate::resources::check_slurm_resources(&[parse_resource(spec).unwrap()]);
         assert!(check("cpu=8")
             .unwrap_err()
             .contains("\"cpu\" cannot be mapped"));
