@@ -309,7 +309,7 @@ impl Ledger {
 
     /// The live display, when there is one.
     /// Also writes job records into the fleet's database (`--coordinate-records`).
-    pub(crate) fn record_to_fleet(&mut self, fleet: crate::shell::coordinate::FleetRecords) {
+    pub(crate) fn record_to_fleet(&mut self, fleet: super::mirror::Mirror) {
         self.recorder.record_to_fleet(fleet);
     }
 

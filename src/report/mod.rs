@@ -6,6 +6,7 @@ pub(crate) mod human;
 pub(crate) mod json;
 pub(crate) mod junit;
 pub(crate) mod ledger;
+pub(crate) mod mirror;
 pub(crate) mod progress;
 pub(crate) mod recorder;
 pub(crate) mod status;

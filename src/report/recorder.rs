@@ -35,7 +35,7 @@ pub(crate) struct Recorder {
     junit: Option<(PathBuf, JunitReport)>,
     progress: Option<Progress>,
     /// `--coordinate-records`: job records also go to the fleet's database.
-    fleet: Option<crate::shell::coordinate::FleetRecords>,
+    fleet: Option<super::mirror::Mirror>,
 }
 
 impl Recorder {
@@ -74,7 +74,7 @@ impl Recorder {
     }
 
     /// Also writes job records into the fleet's database (`--coordinate-records`).
-    pub(crate) fn record_to_fleet(&mut self, fleet: crate::shell::coordinate::FleetRecords) {
+    pub(crate) fn record_to_fleet(&mut self, fleet: super::mirror::Mirror) {
         self.fleet = Some(fleet);
     }
 

@@ -58,10 +58,14 @@ impl KeyLocks {
     }
 
     /// `--coordinate-records`: the writer of job records into the fleet's database.
-    pub(crate) fn records(&self) -> Option<crate::shell::coordinate::FleetRecords> {
+    pub(crate) fn records(&self) -> Option<crate::report::mirror::Mirror> {
         match self {
             KeyLocks::Dir(_) => None,
-            KeyLocks::Fleet(db) => Some(db.records()),
+            KeyLocks::Fleet(db) => {
+                let (mirror, feed) = crate::report::mirror::Mirror::channel();
+                db.records(feed);
+                Some(mirror)
+            }
         }
     }
 

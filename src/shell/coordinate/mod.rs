@@ -25,7 +25,7 @@ mod schema;
 mod session;
 mod statements;
 
-pub(crate) use self::records::FleetRecords;
+use self::records::FleetRecords;
 
 use std::fmt::Write as _;
 use std::os::fd::OwnedFd;
@@ -225,8 +225,8 @@ struct Shared {
 
 impl Coordinator {
     /// `--coordinate-records`: starts the writer of this run's job records into the database.
-    pub(crate) fn records(&self) -> FleetRecords {
-        FleetRecords::start(Arc::clone(&self.shared))
+    pub(crate) fn records(&self, feed: crate::report::mirror::MirrorFeed) {
+        FleetRecords::start(Arc::clone(&self.shared), feed);
     }
 
     /// Waits until every key let go so far is let go in the database, so that a run that ends

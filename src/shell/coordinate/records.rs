@@ -5,24 +5,17 @@
 //! written is said once on stderr and makes the run's exit status 1, as a report file that
 //! cannot be written does.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::session::{self, error_text};
 use super::Shared;
+use crate::report::mirror::{MirrorFeed, MirrorMessage};
 
-enum Message {
-    Record(String),
-    Flush(oneshot::Sender<()>),
-}
-
-/// The records on their way to the database.
-pub(crate) struct FleetRecords {
-    tx: mpsc::UnboundedSender<Message>,
-    lost: Arc<AtomicBool>,
-}
+/// The writer of a run's job records into the database.
+pub(crate) struct FleetRecords;
 
 const INSERT: &str = "
 INSERT INTO lanes_records (namespace, host, run, seq, key, outcome, reason, record)
@@ -31,21 +24,22 @@ FROM (SELECT $4::text::jsonb AS r) AS record";
 
 impl FleetRecords {
     /// Starts the writer of `shared`'s run.
-    pub(super) fn start(shared: Arc<Shared>) -> FleetRecords {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
-        let lost = Arc::new(AtomicBool::new(false));
-        let failed = Arc::clone(&lost);
+    pub(super) fn start(shared: Arc<Shared>, feed: MirrorFeed) {
+        let MirrorFeed {
+            mut rx,
+            lost: failed,
+        } = feed;
         tokio::spawn(async move {
             let (report, _) = mpsc::unbounded_channel();
             let mut session = None;
             let mut said = false;
             while let Some(message) = rx.recv().await {
                 let line = match message {
-                    Message::Flush(done) => {
+                    MirrorMessage::Flush(done) => {
                         let _ = done.send(());
                         continue;
                     }
-                    Message::Record(line) => line,
+                    MirrorMessage::Record(line) => line,
                 };
                 if failed.load(Ordering::Relaxed) {
                     continue;
@@ -90,30 +84,5 @@ impl FleetRecords {
                 }
             }
         });
-        FleetRecords { tx, lost }
-    }
-
-    /// Queues one job record (its JSON Lines text, without the newline).
-    pub(crate) fn record(&self, line: &[u8]) {
-        let line = String::from_utf8_lossy(line)
-            .trim_end_matches('\n')
-            .to_owned();
-        if self.tx.send(Message::Record(line)).is_err() {
-            self.lost.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Resolves once every record queued so far is written (or given up on).
-    pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
-        let (done, wait) = oneshot::channel();
-        let _ = self.tx.send(Message::Flush(done));
-        async move {
-            let _ = wait.await;
-        }
-    }
-
-    /// Whether a record could not be written.
-    pub(crate) fn lost(&self) -> bool {
-        self.lost.load(Ordering::Relaxed)
     }
 }

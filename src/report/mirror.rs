@@ -1,0 +1,99 @@
+//! A second destination of the job records (`--coordinate-records`: a fleet's database): the
+//! recorder hands each record over as it writes it to the report, without waiting, and at the
+//! end waits until the destination has taken every one. The writer at the other end (in the
+//! shell) reads a [`MirrorFeed`] and says whether anything was lost.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+/// What the writer at the other end is handed, in order.
+pub(crate) enum MirrorMessage {
+    /// One job record: its JSON Lines text, without the newline.
+    Record(String),
+    /// Answer once every record before this one is written (or given up on).
+    Flush(oneshot::Sender<()>),
+}
+
+/// The recorder's end: records on their way to the second destination.
+pub(crate) struct Mirror {
+    tx: mpsc::UnboundedSender<MirrorMessage>,
+    lost: Arc<AtomicBool>,
+}
+
+/// The writer's end: the records to write, and where to say that one could not be.
+pub(crate) struct MirrorFeed {
+    /// The records and flush requests, in order.
+    pub(crate) rx: mpsc::UnboundedReceiver<MirrorMessage>,
+    /// Set by the writer when a record could not be written.
+    pub(crate) lost: Arc<AtomicBool>,
+}
+
+impl Mirror {
+    /// A mirror and the feed its writer reads.
+    pub(crate) fn channel() -> (Mirror, MirrorFeed) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let lost = Arc::new(AtomicBool::new(false));
+        let feed = MirrorFeed {
+            rx,
+            lost: Arc::clone(&lost),
+        };
+        (Mirror { tx, lost }, feed)
+    }
+
+    /// Queues one job record (its JSON Lines text; a trailing newline is dropped).
+    pub(crate) fn record(&self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line)
+            .trim_end_matches('\n')
+            .to_owned();
+        if self.tx.send(MirrorMessage::Record(line)).is_err() {
+            self.lost.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Resolves once every record queued so far is written (or given up on).
+    pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let (done, wait) = oneshot::channel();
+        let _ = self.tx.send(MirrorMessage::Flush(done));
+        async move {
+            let _ = wait.await;
+        }
+    }
+
+    /// Whether a record could not be written.
+    pub(crate) fn lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn records_arrive_in_order_and_a_flush_waits_for_them() {
+        let (mirror, mut feed) = Mirror::channel();
+        mirror.record(b"{\"seq\":1}\n");
+        mirror.record(b"{\"seq\":2}");
+        let written = mirror.written();
+        let mut seen = Vec::new();
+        while let Some(message) = feed.rx.recv().await {
+            match message {
+                MirrorMessage::Record(line) => seen.push(line),
+                MirrorMessage::Flush(done) => {
+                    let _ = done.send(());
+                    break;
+                }
+            }
+        }
+        written.await;
+        assert_eq!(seen, ["{\"seq\":1}", "{\"seq\":2}"]);
+        assert!(!mirror.lost());
+        feed.lost.store(true, Ordering::Relaxed);
+        assert!(mirror.lost(), "the writer's word reaches the recorder");
+        drop(feed);
+        mirror.record(b"{}");
+        assert!(mirror.lost(), "a record with no writer is lost");
+    }
+}
