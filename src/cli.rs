@@ -374,7 +374,7 @@ pub struct Cli {
     pub weight: Option<u32>,
 
     /// A named resource of the run (repeatable; overrides the manifest's `[resources]` entry
-    /// of that name): `NAME=N` an amount (`cpu=8`, `mem=32G`: K, M, G, T are powers of 1024)
+    /// of that name): `NAME=N` an amount (`cpu=8`, `mem=32G`: K, M, G, T, P are powers of 1024)
     /// or `NAME=ID,ID,…` named units (`gpu=0,1,2,3`; one unit: `port=8001,`).
     #[arg(long, value_name = "NAME=SPEC")]
     pub resource: Vec<String>,

@@ -70,16 +70,23 @@ pub(crate) fn parse_amount(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is too large an amount"))
 }
 
-/// Parses named units: distinct, non-empty ids without whitespace.
+/// Parses named units: distinct, non-empty ids without whitespace, commas or control
+/// characters (a job is handed its units as a comma list, `LANES_RESOURCE_<NAME>`).
 ///
 /// # Errors
-/// An empty id, an id with whitespace, or an id given twice.
+/// An empty id, an id with whitespace, a comma or a control character (NUL included), or an
+/// id given twice.
 pub(crate) fn parse_units<'a>(ids: impl IntoIterator<Item = &'a str>) -> Result<Stock, String> {
     let mut units: Vec<Arc<str>> = Vec::new();
     for id in ids {
-        if id.is_empty() || id.chars().any(char::is_whitespace) {
+        if id.is_empty()
+            || id
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == ',')
+        {
             return Err(format!(
-                "unit id {id:?} must be non-empty and without whitespace"
+                "unit id {id:?} must be non-empty, without whitespace, commas or control \
+                 characters"
             ));
         }
         if units.iter().any(|u| &**u == id) {
@@ -361,5 +368,14 @@ mod tests {
         assert_eq!(granted_value(&grant, "gpu").as_deref(), Some("a,b"));
         assert_eq!(granted_value(&grant, "mem").as_deref(), Some("1024"));
         assert_eq!(granted_value(&grant, "cpu"), None);
+    }
+
+    #[test]
+    fn unit_ids_that_cannot_be_handed_over_are_refused() {
+        for bad in ["a,b", "x\0y", "tab\tid", "", "bell\u{7}"] {
+            let err = parse_units([bad, "c"]).expect_err(bad);
+            assert!(err.contains("must be non-empty"), "{bad:?}: {err}");
+        }
+        assert!(parse_units(["gpu-0", "gpu:1"]).is_ok());
     }
 }

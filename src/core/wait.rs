@@ -294,7 +294,18 @@ impl Scheduler {
         }
         match self.short_of_within(key, at, READY_LOOK) {
             Some(super::Shortage::Resource(name)) => WaitCause::Resource { name },
-            _ => WaitCause::Cap,
+            Some(super::Shortage::Cap) => WaitCause::Cap,
+            // It fits (it is about to be taken), or lies beyond the keys looked at: what it
+            // waited for so far still holds.
+            None => match self
+                .lanes
+                .get(key)
+                .and_then(|lane| lane.waiting.front())
+                .and_then(|job| job.wait.cause())
+            {
+                Some(cause @ WaitCause::Resource { .. }) => cause.clone(),
+                _ => WaitCause::Cap,
+            },
         }
     }
 

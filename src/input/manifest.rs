@@ -441,7 +441,13 @@ impl RawJob {
                     let value = u32::try_from(n).ok().filter(|&w| w >= 1).ok_or_else(|| {
                         (
                             start,
-                            format!("`weight` must be a whole number of at least 1, not {n}"),
+                            if n >= 1 {
+                                format!(
+                                    "`weight` {n} is too large (a weight is at most the cap, -j)"
+                                )
+                            } else {
+                                format!("`weight` must be a whole number of at least 1, not {n}")
+                            },
                         )
                     })?;
                     Some(located(text, start, value))

@@ -301,6 +301,23 @@ impl Driver {
                 .is_none_or(|service| !self.admits(service))
     }
 
+    /// Why a job was refused for a full queue: the count bound, or the weight bound
+    /// (`--max-queued-weight`) when the count had room.
+    fn queue_full_error(&self) -> String {
+        if self.core.queued() < self.config.max_queued {
+            format!(
+                "the jobs waiting already weighed {} of --max-queued-weight {}",
+                self.core.queued_weight(),
+                self.config.policy.max_queued_weight
+            )
+        } else {
+            format!(
+                "{} jobs were already waiting (--max-queued)",
+                self.config.max_queued
+            )
+        }
+    }
+
     /// Starts every job the core says may start now.
     async fn start_ready(&mut self) {
         self.core.set_output_backlog(self.grouped.waiting());
@@ -319,6 +336,8 @@ impl Driver {
         }
         self.tell_waits();
         while let Some(start) = self.core.take(self.tick()) {
+            // What the take itself decided (a delay that ran out) comes before `started`.
+            self.tell_waits();
             self.launch(start).await;
             self.tell_waits();
         }
@@ -486,13 +505,8 @@ impl Driver {
                 Admitted::Skipped
             }
             Offer::Refused(account) => {
-                let error =
-                    (account.outcome == Outcome::Rejected(RejectReason::QueueFull)).then(|| {
-                        format!(
-                            "{} jobs were already waiting (--max-queued)",
-                            self.config.max_queued
-                        )
-                    });
+                let error = (account.outcome == Outcome::Rejected(RejectReason::QueueFull))
+                    .then(|| self.queue_full_error());
                 let outcome = account.outcome;
                 self.close(
                     &account,

@@ -75,7 +75,13 @@ impl Launcher {
         Launcher {
             shell: config.shell.clone(),
             template: config.template.clone(),
-            base_env: BaseEnv::new(&config.env),
+            base_env: BaseEnv::new(&config.env).without(
+                &config
+                    .resources
+                    .iter()
+                    .map(|resource| crate::resources::env_name(&resource.name))
+                    .collect::<Vec<_>>(),
+            ),
             programs: ProgramPaths::default(),
             own_cwd: std::env::current_dir()
                 .and_then(std::fs::canonicalize)

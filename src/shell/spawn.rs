@@ -58,6 +58,14 @@ impl BaseEnv {
             .collect();
         BaseEnv { entries }
     }
+
+    /// The same without the variables `names` (lanes' own, set per job where they apply:
+    /// an inherited `LANES_RESOURCE_GPU` must not reach a job granted no GPU).
+    pub(crate) fn without(mut self, names: &[String]) -> Self {
+        self.entries
+            .retain(|(key, _)| !names.iter().any(|name| name.as_bytes() == key.as_slice()));
+        self
+    }
 }
 
 /// Where each program name was found on lanes' `PATH`, looked up once per run instead of at

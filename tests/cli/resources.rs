@@ -411,3 +411,41 @@ fn the_dry_run_plans_with_the_resources() {
         .collect();
     assert_eq!(rounds, ["1", "1", "2"], "{}", out.dump());
 }
+
+#[test]
+fn a_job_that_waited_for_a_resource_is_told_waiting_only_before_it_starts() {
+    let scratch = Scratch::new();
+    let lines: String = (1..=6).map(|i| format!("k{i}\tsleep 0.05\n")).collect();
+    let out = Run::new()
+        .cwd(scratch.path())
+        .args(["-j", "6", "--resource", "gpu=0,1", "--needs", "gpu=1"])
+        .args(["--events", "events.jsonl"])
+        .stdin(lines)
+        .run();
+    out.code(0);
+    let mut started: BTreeSet<u64> = BTreeSet::new();
+    let mut waited_for_gpu = 0;
+    for line in scratch.read("events.jsonl").lines() {
+        let event: serde_json::Value = serde_json::from_str(line).expect("an event");
+        let seq = event["seq"].as_u64().expect("a seq");
+        match event["type"].as_str() {
+            Some("started") => {
+                started.insert(seq);
+            }
+            Some("waiting") => {
+                assert!(
+                    !started.contains(&seq),
+                    "a waiting event after the job started: {line}\n{}",
+                    out.dump()
+                );
+                if event["cause"] == "resource" {
+                    assert_eq!(event["resource"], "gpu", "{line}");
+                    waited_for_gpu += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(started.len(), 6);
+    assert!(waited_for_gpu >= 4, "{waited_for_gpu} waited for a GPU");
+}

@@ -314,6 +314,8 @@ fn a_job_short_of_a_named_resource_waits_for_it() {
     assert_eq!(changes(&mut s), [(3, WaitCause::Cap, 10)]);
     let _ = end(&mut s, 1, 0, ms(20));
     assert_eq!(s.take(ms(20)).map(|st| st.seq), Some(2));
+    // It fitted and was taken: no change of cause is told for it (it no longer waits).
+    assert_eq!(changes(&mut s), []);
     let accounts = end(&mut s, 2, 0, ms(40));
     assert_eq!(accounts[0].waits, [span(gpu(), 0, 20)]);
 }
