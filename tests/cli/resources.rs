@@ -364,6 +364,30 @@ fn the_queue_is_bounded_by_weight() {
         .collect();
     assert_eq!(rejected, [4, 5, 6, 7], "{}", out.dump());
     assert_eq!(report.summary.succeeded, 3);
+    // The weight bound refused them, not --max-queued (which had room): the record says so.
+    for job in report.jobs.iter().filter(|j| rejected.contains(&j.seq)) {
+        let error = job.error.as_deref().unwrap_or("");
+        assert!(error.contains("--max-queued-weight 4"), "{error}");
+    }
+}
+
+#[test]
+fn an_inherited_resource_variable_never_reaches_a_job_granted_none() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "inh.toml",
+        "max_concurrent = 2\n[resources]\ngpu = [\"0\", \"1\"]\n\
+         [[job]]\nkey = \"none\"\ncmd = 'echo \"[$LANES_RESOURCE_GPU]\" > none.out'\n\
+         [[job]]\nkey = \"one\"\ncmd = 'echo \"[$LANES_RESOURCE_GPU]\" > one.out'\nneeds = { gpu = 1 }\n",
+    );
+    let out = Run::new()
+        .cwd(scratch.path())
+        .env("LANES_RESOURCE_GPU", "7")
+        .arg("inh.toml")
+        .run();
+    out.code(0);
+    assert_eq!(scratch.read("none.out").trim(), "[]", "{}", out.dump());
+    assert_eq!(scratch.read("one.out").trim(), "[0]", "{}", out.dump());
 }
 
 #[test]
