@@ -231,15 +231,16 @@ pub(crate) fn granted_value(grant: &Grant, name: &str) -> Option<String> {
 
 /// The named resources Slurm can be asked for, and as what: `gpu`, an amount, as
 /// `--gres=gpu:N` (the cluster picks the GPUs and tells the job, `CUDA_VISIBLE_DEVICES`);
-/// `mem`, an amount in bytes, as `--mem=SIZEM` (mebibytes, rounded up).
+/// `mem`, an amount in bytes, as `--mem=SIZEM` (mebibytes, rounded up); any other amount as
+/// a cluster license of the same name, `--licenses=NAME:N` (whether the cluster has such a
+/// license is checked at start, [`slurm_license_names`]).
 ///
 /// # Errors
-/// Any other resource, or named GPU units: they cannot be mapped (Slurm licenses for other
-/// names are not supported yet).
+/// Named units: the cluster picks GPUs itself, and a license is a count.
 pub(crate) fn check_slurm_resources(resources: &[Resource]) -> Result<(), String> {
     for resource in resources {
         match (&*resource.name, &resource.stock) {
-            ("gpu" | "mem", Stock::Count(_)) => {}
+            (_, Stock::Count(_)) => {}
             ("gpu", Stock::Units(_)) => {
                 return Err(
                     "with --backend slurm the cluster picks the GPUs: give `gpu` as a \
@@ -250,16 +251,24 @@ pub(crate) fn check_slurm_resources(resources: &[Resource]) -> Result<(), String
             ("mem", Stock::Units(_)) => {
                 return Err("`mem` is an amount such as 32G, not named units".into())
             }
-            (name, _) => {
+            (name, Stock::Units(_)) => {
                 return Err(format!(
-                    "resource {name:?} cannot be mapped to Slurm: only `gpu` (srun \
-                     --gres=gpu:N) and `mem` (srun --mem) can (Slurm licenses for other \
-                     resources are not supported yet)"
+                    "resource {name:?} is named units, which Slurm cannot be asked for: give \
+                     it as a count (--resource {name}=N), asked of the cluster as its license \
+                     {name:?} (srun --licenses)"
                 ))
             }
         }
     }
     Ok(())
+}
+
+/// The resources a Slurm run asks of the cluster as licenses: every one but `gpu` and `mem`.
+pub(crate) fn slurm_license_names(resources: &[Resource]) -> impl Iterator<Item = &str> {
+    resources
+        .iter()
+        .map(|resource| &*resource.name)
+        .filter(|name| !matches!(*name, "gpu" | "mem"))
 }
 
 #[cfg(test)]

@@ -40,16 +40,6 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     if let Some(task) = cli.task {
         return run_task(task);
     }
-    if let Some(crate::cli::Task::Timeline {
-        report,
-        events,
-        output,
-        format,
-    }) = &cli.task
-    {
-        crate::timeline::write(report, events.as_deref(), output, format.as_deref())?;
-        return Ok(0);
-    }
     let config = RunConfig::from_cli(cli)?;
     if config.dry_run {
         let resume = load_resume(&config)?;
@@ -60,6 +50,12 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 Ok(crate::exit::for_run(Some(signal as i32), false))
             }
         };
+    }
+    if matches!(config.backend, crate::config::Backend::Slurm { .. }) {
+        crate::shell::backend::check_cluster_licenses(crate::resources::slurm_license_names(
+            &config.resources,
+        ))
+        .map_err(|message| anyhow::anyhow!("--backend slurm: {message}"))?;
     }
     let cgroups = containment(config.containment)?;
     let runtime = event_loop()?;

@@ -18,8 +18,9 @@ impl Backend {
     /// Slurm: `srun --quiet --quit-on-interrupt --job-name=PREFIX.HASH --dependency=singleton
     /// --comment=RUN:SEQ:ATTEMPT [--time=MINUTES] [--licenses=L:1] [--partition/--account/--qos]
     /// [--gres=gpu:N] [--mem=SIZEM] SHELL -c COMMAND`. `--time` is the turn timeout rounded up
-    /// to whole minutes, a server-side backstop should lanes go away; `--gres` and `--mem`
-    /// ask the cluster for what the run was granted ([`slurm_resource_args`]).
+    /// to whole minutes, a server-side backstop should lanes go away; `--gres`, `--mem` and
+    /// `--licenses` ask the cluster for what the run was granted ([`slurm_resource_args`],
+    /// [`slurm_licenses`], joined with `--slurm-license`'s into one list).
     pub(crate) fn argv(
         &self,
         shell: &str,
@@ -43,8 +44,14 @@ impl Backend {
                     let minutes = timeout.as_secs().div_ceil(60).max(1);
                     args.push(format!("--time={minutes}").into());
                 }
-                if let Some(license) = &options.license {
-                    args.push(format!("--licenses={license}:1").into());
+                let licenses: Vec<String> = options
+                    .license
+                    .iter()
+                    .map(|license| format!("{license}:1"))
+                    .chain(grant.map(slurm_licenses).into_iter().flatten())
+                    .collect();
+                if !licenses.is_empty() {
+                    args.push(format!("--licenses={}", licenses.join(",")).into());
                 }
                 for (flag, value) in [
                     ("partition", &options.partition),
@@ -133,6 +140,44 @@ pub(crate) fn slurm_resource_args(grant: &Grant) -> Vec<String> {
             _ => None,
         })
         .collect()
+}
+
+/// The cluster licenses a run was granted, as `srun --licenses` lists them: `NAME:N` for
+/// every resource but `gpu` and `mem` ([`crate::resources::check_slurm_resources`]).
+pub(crate) fn slurm_licenses(grant: &Grant) -> Vec<String> {
+    grant
+        .parts()
+        .filter(|part| !matches!(part.name, "gpu" | "mem"))
+        .map(|part| format!("{}:{}", part.name, part.amount))
+        .collect()
+}
+
+/// Checks that the cluster has a license of each name (`scontrol show licenses NAME`), so
+/// that a resource it lacks is an error before anything runs rather than every job's.
+///
+/// # Errors
+/// A name the cluster has no license of, or `scontrol` that cannot be run.
+pub(crate) fn check_cluster_licenses<'a>(
+    names: impl Iterator<Item = &'a str>,
+) -> Result<(), String> {
+    for name in names {
+        let out = Command::new("scontrol")
+            .args(["show", "licenses", name])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|err| format!("cannot run scontrol to check license {name:?}: {err}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let listed = text
+            .split_whitespace()
+            .any(|word| word == format!("LicenseName={name}"));
+        if !out.status.success() || !listed {
+            return Err(format!(
+                "resource {name:?} is asked of the cluster as a license (srun --licenses), \
+                 but the cluster has no license {name:?} (scontrol show licenses)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `PREFIX.HASH`: the key's FNV-1a hash in hex, so that any key makes a valid job name.
@@ -337,15 +382,63 @@ mod tests {
     }
 
     #[test]
-    fn other_resources_cannot_be_mapped_to_slurm() {
-        use crate::resources::parse_resource;
+    fn other_counts_are_licenses_and_named_units_cannot_be_mapped() {
+        use crate::resources::{parse_needs, parse_resource, resolve};
         let check =
             |spec: &str| crate::resources::check_slurm_resources(&[parse_resource(spec).unwrap()]);
-        assert!(check("cpu=8")
-            .unwrap_err()
-            .contains("\"cpu\" cannot be mapped"));
+        assert_eq!(check("cpu=8"), Ok(()));
+        assert!(check("port=8001,8002").unwrap_err().contains("as a count"));
         assert!(check("gpu=0,1").unwrap_err().contains("as a count"));
         assert!(check("mem=a,b").is_err());
+        // A license granted and --slurm-license's make one --licenses list.
+        let resources = vec![
+            parse_resource("fluent=4").unwrap(),
+            parse_resource("gpu=2").unwrap(),
+        ];
+        let names: Vec<&str> = crate::resources::slurm_license_names(&resources).collect();
+        assert_eq!(names, ["fluent"]);
+        let needs = resolve(1, &parse_needs("fluent=3,gpu=1").unwrap(), &resources, 4)
+            .unwrap()
+            .unwrap();
+        let mut core = crate::core::Scheduler::new(crate::core::Limits {
+            max_concurrent: 4,
+            max_queued: 4,
+        });
+        core.set_resources(resources);
+        let request = crate::core::JobRequest {
+            seq: 1,
+            key: "k".into(),
+            rank: 0,
+            timeout: None,
+            weight: 0,
+            needs: Some(needs),
+        };
+        let _ = core.admit(request, Duration::ZERO);
+        let grant = core.take(Duration::ZERO).unwrap().grant.unwrap();
+        assert_eq!(slurm_licenses(&grant), ["fluent:3"]);
+        let backend = Backend::Slurm {
+            options: SlurmOptions {
+                license: Some("lanes".into()),
+                ..SlurmOptions::default()
+            },
+            run_id: "r".into(),
+        };
+        let job = JobIdentity {
+            key: "k",
+            seq: 1,
+            attempt: 1,
+        };
+        let (_, args) = backend.argv("sh", "x", job, None, Some(&grant));
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let licenses: Vec<&String> = args
+            .iter()
+            .filter(|a| a.starts_with("--licenses"))
+            .collect();
+        assert_eq!(licenses, ["--licenses=lanes:1,fluent:3"]);
+        assert!(args.contains(&"--gres=gpu:1".to_owned()));
     }
 
     #[test]

@@ -374,13 +374,50 @@ fn slurm_asks_the_cluster_for_the_memory_a_job_needs() {
 }
 
 #[test]
+fn slurm_asks_the_cluster_for_a_license_of_another_resource() {
+    let Some(_cluster) = cluster() else { return };
+    let prefix = prefix();
+    // The test cluster has the license `lanes` (8 of them).
+    let out = slurm_run(&prefix)
+        .args(["--resource", "lanes=4", "--needs", "lanes=2"])
+        .stdin(
+            "a\techo \"lanes=$LANES_RESOURCE_LANES $(scontrol show job \"$SLURM_JOB_ID\" | \
+             grep -o 'Licenses=[^ ]*')\"\n",
+        )
+        .run();
+    out.code(0);
+    assert!(
+        out.stdout().contains("[a] lanes=2 Licenses=lanes:2\n"),
+        "{}",
+        out.dump()
+    );
+    assert_queue_empties(&prefix);
+    // A license the cluster lacks is an error before anything runs.
+    let scratch = Scratch::new();
+    let out = slurm_run(&prefix)
+        .cwd(scratch.path())
+        .args(["--resource", "fluent=4", "--needs", "fluent=1"])
+        .stdin("a\ttouch ran\n")
+        .no_report()
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("the cluster has no license \"fluent\""),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("ran"));
+}
+
+#[test]
 fn slurm_refuses_resources_it_cannot_map_before_anything_runs() {
     // No cluster needed: the run stops before any job is submitted.
     let scratch = Scratch::new();
     for (args, message) in [
         (
-            ["--resource", "cpu=8"],
-            "--backend slurm: resource \"cpu\" cannot be mapped to Slurm",
+            ["--resource", "port=8001,8002"],
+            "--backend slurm: resource \"port\" is named units",
         ),
         (
             ["--resource", "gpu=0,1"],
