@@ -38,6 +38,8 @@ use crate::shell::strict::Checked;
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     if let Some(task) = cli.task {
+        // No handler stands for them: a stop signal ends the command at once.
+        crate::shell::signal::unblock_handled();
         return run_task(task);
     }
     if let Some(crate::cli::Task::Timeline {
@@ -285,12 +287,12 @@ fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
                     .filter(|url| !url.is_empty())
             });
             match (dir, coordinate) {
-                (Some(dir), _) => print!("{}", crate::shell::lock_dir::describe(&dir)?),
+                (Some(dir), _) => print_quietly(&crate::shell::lock_dir::describe(&dir)?)?,
                 (None, Some(url)) => {
                     let runtime = event_loop()?;
                     let text =
                         runtime.block_on(crate::shell::coordinate::describe(&url, &namespace))?;
-                    print!("{text}");
+                    print_quietly(&text)?;
                 }
                 (None, None) => bail!(
                     "lanes locks: name a lock directory (DIR) or a database (--coordinate URL, or \
@@ -325,6 +327,19 @@ fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
         ),
         Task::Drain { socket, json } => client::request(socket.as_deref(), json, Request::Drain {}),
         Task::Close { socket, json } => client::request(socket.as_deref(), json, Request::Close {}),
+    }
+}
+
+/// Writes `text` to stdout; a closed stdout (`lanes locks DIR | head -1`) is no error.
+fn print_quietly(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to stdout"),
     }
 }
 

@@ -898,3 +898,114 @@ fn raising_the_cap_starts_a_waiting_job_and_a_stop_signal_ends_the_server() {
         "every job recorded: nothing to recover"
     );
 }
+
+/// Spawns a client command against `socket`, its stdout and stderr piped, not waited for.
+fn spawn_client(socket: &Path, task: &str, args: &[&str]) -> std::process::Child {
+    Command::new(BIN)
+        .arg(task)
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lanes client")
+}
+
+/// Waits (bounded) for `child` to end; kills it and fails when it does not.
+fn ended_by(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
+    let mut status = None;
+    wait_until(Duration::from_secs(20), || {
+        status = child.try_wait().expect("wait for the client");
+        status.is_some()
+    });
+    status.unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{what}: the client did not end")
+    })
+}
+
+#[test]
+fn a_client_waiting_for_its_answer_dies_on_a_stop_signal() {
+    use nix::sys::signal::{kill, Signal};
+    use std::os::unix::process::ExitStatusExt as _;
+    let scratch = Scratch::new();
+    // A server that reads each request and never answers.
+    let socket = scratch.join("mute.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let cases: [(&str, &[&str], Signal); 6] = [
+        ("submit", &["--wait", "k", "--", "true"], Signal::SIGINT),
+        ("status", &[], Signal::SIGTERM),
+        ("cancel", &["k"], Signal::SIGHUP),
+        ("set", &["-j", "2"], Signal::SIGQUIT),
+        ("drain", &[], Signal::SIGUSR1),
+        ("close", &[], Signal::SIGTERM),
+    ];
+    for (task, args, signal) in cases {
+        let child = spawn_client(&socket, task, args);
+        let (stream, _) = listener.accept().unwrap();
+        // Its request read, the client waits for the answer.
+        let mut request = String::new();
+        BufReader::new(&stream).read_line(&mut request).unwrap();
+        assert!(request.contains("\"op\""), "{request}");
+        kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        let status = ended_by(child, task);
+        assert_eq!(
+            status.signal(),
+            Some(signal as i32),
+            "lanes {task} ended by {signal}: {status:?}"
+        );
+    }
+}
+
+#[test]
+fn a_client_whose_stdout_is_closed_ends_quietly() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2"]);
+    for args in [&[][..], &["--json"][..]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(BIN)
+            .arg("status")
+            .arg("--socket")
+            .arg(&server.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.is_empty(), "{stderr}");
+    }
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server.end();
+}
+
+#[test]
+fn submit_wait_exits_1_for_a_job_lanes_stopped() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2", "--grace", "5s"]);
+    let waiting = spawn_client(
+        &server.socket,
+        "submit",
+        &[
+            "--wait",
+            "a",
+            "--",
+            &format!("echo $$ > \"$D/pid\"; {}", blocked_on("go")),
+        ],
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    assert_eq!(server.client("cancel", &["a"]).code, 0);
+    let out = waiting.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("interrupted (cancelled)"), "{stderr}");
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, report) = server.end();
+    assert_eq!(report.job(1).signal.as_deref(), Some("SIGTERM"));
+}
