@@ -2,8 +2,6 @@
 //! uid, reads request lines in bounded memory and hands each request to the event loop as a
 //! [`Call`], writing back the answers in order. It decides nothing: the driver answers.
 
-use std::path::PathBuf;
-
 use tokio::io::{
     AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, BufWriter,
 };
@@ -35,8 +33,6 @@ const CALL_DEPTH: usize = 1024;
 
 /// The socket being served, and the calls coming from it.
 pub(crate) struct Listening {
-    /// The socket's path, removed when the server ends.
-    pub path: PathBuf,
     /// The calls, in the order their requests were read per connection.
     pub calls: mpsc::Receiver<Call>,
 }
@@ -46,10 +42,7 @@ pub(crate) struct Listening {
 ///
 /// # Errors
 /// The listener cannot be registered with the event loop.
-pub(crate) fn start(
-    listener: std::os::unix::net::UnixListener,
-    path: PathBuf,
-) -> std::io::Result<Listening> {
+pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Result<Listening> {
     listener.set_nonblocking(true)?;
     let listener = UnixListener::from_std(listener)?;
     let (tx, calls) = mpsc::channel(CALL_DEPTH);
@@ -64,7 +57,7 @@ pub(crate) fn start(
             }
         }
     });
-    Ok(Listening { path, calls })
+    Ok(Listening { calls })
 }
 
 /// How many requests of one connection may be on their way to the event loop before its

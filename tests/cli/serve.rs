@@ -1009,3 +1009,124 @@ fn submit_wait_exits_1_for_a_job_lanes_stopped() {
     let (_, report) = server.end();
     assert_eq!(report.job(1).signal.as_deref(), Some("SIGTERM"));
 }
+
+#[test]
+fn a_record_written_before_a_kill_9_is_not_recorded_again() {
+    let scratch = Scratch::new();
+    // What `kill -9` leaves when it comes after seq 1's record reached the first report and
+    // before its end reached the journal: seq 1 journaled as running, its record in the report.
+    let first = scratch.write(
+        "first.jsonl",
+        "{\"type\":\"job\",\"seq\":1,\"key\":\"a\",\"outcome\":\"succeeded\"}\n",
+    );
+    scratch.write(
+        "lanes.journal",
+        format!(
+            "{{\"journal\":1,\"last\":2,\"report\":{}}}\n\
+             {{\"a\":1,\"k\":\"a\",\"c\":\"true\"}}\n{{\"s\":1}}\n\
+             {{\"a\":2,\"k\":\"a\",\"c\":\"echo second\"}}\n",
+            serde_json::to_string(&first).unwrap()
+        ),
+    );
+    let server = serve(&scratch, &["-j", "1"]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    let seqs: Vec<u64> = report.jobs.iter().map(|job| job.seq).collect();
+    assert_eq!(
+        seqs,
+        [2],
+        "seq 1 has its record in the first report already"
+    );
+    assert_eq!(report.job(2).result(), ("succeeded", None));
+}
+
+#[test]
+fn a_corrupt_journal_is_refused_naming_its_file_and_line() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "lanes.journal",
+        "{\"journal\":1,\"last\":2}\n{\"a\":1,\"k\":\"a\",\"c\":\"true\"}\n\
+         {\"a\":1,\"k\":\"b\",\"c\":\"true\"}\n",
+    );
+    let out = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .arg("serve")
+        .arg("--socket")
+        .arg(scratch.join("lanes.sock"))
+        .run();
+    out.code(2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("lanes.journal") && stderr.contains("line 3"),
+        "{stderr}"
+    );
+    assert!(!scratch.exists("lanes.sock"), "no socket is left behind");
+}
+
+#[test]
+fn a_second_server_refused_by_the_journal_lock_leaves_no_socket() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1"]);
+    // The first server's socket file is gone (removed by hand): a second server binds nothing
+    // before it finds the journal taken.
+    std::fs::remove_file(&server.socket).unwrap();
+    let second = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .arg("serve")
+        .arg("--socket")
+        .arg(&server.socket)
+        .run();
+    second.code(2);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("another lanes serve"), "{stderr}");
+    assert!(
+        !server.socket.exists(),
+        "the refused server left its socket"
+    );
+    server.running.signal(nix::sys::signal::Signal::SIGTERM);
+    server.running.wait();
+}
+
+#[test]
+fn a_server_waiting_to_open_a_fifo_report_binds_nothing_and_dies_on_sigterm() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let scratch = Scratch::new();
+    let fifo = scratch.join("report.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let socket = scratch.join("lanes.sock");
+    let child = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--report")
+        .arg(&fifo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Blocked in the FIFO's open, waiting for a reader.
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::read_to_string(
+            format!("/proc/{pid}/wchan")
+        )
+        .is_ok_and(|wchan| wchan.contains("partner") || wchan.contains("fifo"))),
+        "lanes never waited for the FIFO's reader"
+    );
+    assert!(!socket.exists(), "no socket while the outputs are not open");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = ended_by(child, "serve");
+    assert_eq!(
+        status.signal(),
+        Some(nix::sys::signal::Signal::SIGTERM as i32),
+        "{status:?}"
+    );
+    assert!(!socket.exists());
+}
