@@ -73,6 +73,7 @@ impl Connection {
 fn status_of(answer: &Answer) -> u8 {
     match answer {
         Answer::Started { .. } => exit::SUCCESS,
+        Answer::Failed { .. } => exit::JOBS_FAILED,
         Answer::Queued { .. } => exit::QUEUED,
         Answer::Coalesced { .. } => exit::COALESCED,
         Answer::Rejected { .. } => exit::REJECTED,
@@ -84,10 +85,12 @@ fn status_of(answer: &Answer) -> u8 {
 /// An answer as a line for a person.
 fn human(answer: &Answer) -> String {
     match answer {
-        Answer::Started { seq, key, slot } => match slot {
-            Some(slot) => format!("started seq {seq} (key {key}) in slot {slot}"),
-            None => format!("started seq {seq} (key {key}); it could not start: see its record"),
-        },
+        Answer::Started { seq, key, slot } => {
+            format!("started seq {seq} (key {key}) in slot {slot}")
+        }
+        Answer::Failed { seq, key, reason } => {
+            format!("failed seq {seq} (key {key}): it could not start ({reason}); see its record")
+        }
         Answer::Queued { seq, key, ahead } => {
             format!("queued seq {seq} (key {key}), {ahead} ahead")
         }
@@ -257,7 +260,10 @@ pub(crate) fn submit(
     if !wait
         || !matches!(
             answer,
-            Answer::Started { .. } | Answer::Queued { .. } | Answer::Coalesced { .. }
+            Answer::Started { .. }
+                | Answer::Queued { .. }
+                | Answer::Coalesced { .. }
+                | Answer::Failed { .. }
         )
     {
         return Ok(status);
@@ -418,9 +424,9 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     })
 }
 
-/// `lanes cancel KEY`, `lanes status`, `lanes set -j N`: one request, one answer. `drain` and
-/// `close`: their answer, then the wait until the server has ended (it closes the connection
-/// once its report is written).
+/// `lanes cancel KEY`, `lanes status`, `lanes set -j N`: one request, one answer; `status`
+/// exits 13 when the server admits no more. `drain` and `close`: their answer, then the wait
+/// until the server has ended (it closes the connection once its report is written).
 ///
 /// # Errors
 /// No server, or a broken connection.
@@ -430,12 +436,13 @@ pub(crate) fn request(socket: Option<&Path>, json: bool, request: Request) -> an
     connection.send(&request)?;
     let (line, answer) = connection.expect_answer()?;
     print(&line, &answer, json)?;
-    let status = match answer {
+    let status = match &answer {
         Answer::Error { .. } => exit::USAGE,
         Answer::Closed { .. } => exit::CLOSED,
+        Answer::Status(status) if !status.admitting => exit::CLOSED,
         _ => exit::SUCCESS,
     };
-    if waits_for_end && status == exit::SUCCESS {
+    if waits_for_end && matches!(answer, Answer::Ending { .. }) {
         while connection.answer()?.is_some() {}
     }
     Ok(status)

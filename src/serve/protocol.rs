@@ -58,9 +58,18 @@ pub(crate) enum Answer {
         seq: u64,
         /// Its key.
         key: String,
-        /// Its slot (`LANES_SLOT`); `null` when its process could not even be started (its
-        /// record says `spawn_error`).
-        slot: Option<u32>,
+        /// Its slot (`LANES_SLOT`).
+        slot: u32,
+    },
+    /// The job was admitted but its process could not be started (`--shell` missing, ...):
+    /// its record is written, `failed`, reason `spawn_error`.
+    Failed {
+        /// The job's number in the report.
+        seq: u64,
+        /// Its key.
+        key: String,
+        /// The record's `reason`: `spawn_error`.
+        reason: String,
     },
     /// The job waits: `ahead` jobs of its key (waiting or running) come before it, or none
     /// but every slot is taken.
@@ -84,7 +93,8 @@ pub(crate) enum Answer {
         /// The seq of the job it replaced.
         replaced: u64,
     },
-    /// Not admitted; its record says why (`queue_full`).
+    /// Not admitted; its record says why (`queue_full`, or `invalid_input`: a key or command
+    /// longer than one argument of `execve(2)` may be).
     Rejected {
         /// The job's number in the report.
         seq: u64,

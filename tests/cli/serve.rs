@@ -1130,3 +1130,89 @@ fn a_server_waiting_to_open_a_fifo_report_binds_nothing_and_dies_on_sigterm() {
     );
     assert!(!socket.exists());
 }
+
+#[test]
+fn a_job_that_cannot_start_is_answered_failed_and_an_over_long_one_rejected() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2", "--shell", "/nonexistent/sh"]);
+    let failed = server.client("submit", &["--json", "a", "--", "true"]);
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    let answer = failed.answer();
+    assert_eq!(
+        (
+            answer.answer.as_str(),
+            answer.reason.as_deref(),
+            answer.slot
+        ),
+        ("failed", Some("spawn_error"), None)
+    );
+    let waited = server.client("submit", &["--wait", "a", "--", "true"]);
+    assert_eq!(waited.code, 1, "{}", waited.stderr);
+    assert!(
+        waited.stdout.starts_with("failed seq 2"),
+        "{}",
+        waited.stdout
+    );
+    // A command one argument cannot hold: refused at admission, as a run refuses the line.
+    let long = format!("b\techo {}\n", "x".repeat(200 * 1024));
+    let refused = client_at(&server.socket, "submit", &["--json"], Some(&long));
+    assert_eq!(refused.code, 12, "{}", refused.stderr);
+    let answer = refused.answer();
+    assert_eq!(
+        (answer.answer.as_str(), answer.reason.as_deref()),
+        ("rejected", Some("invalid_input"))
+    );
+    let status = server.client("status", &["--json"]).answer();
+    assert_eq!(
+        (status.submitted, status.ended),
+        (Some(3), Some(3)),
+        "every seq handed out is submitted, every record ended"
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, report) = server.end();
+    assert_eq!(report.job(1).result(), ("failed", Some("spawn_error")));
+    assert_eq!(report.job(3).result(), ("rejected", Some("invalid_input")));
+    assert!(!report.job(3).started);
+}
+
+#[test]
+fn a_drain_during_a_close_says_closing_and_status_exits_13_while_the_server_ends() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1", "--grace", "60s"]);
+    let stubborn = "trap '' TERM; echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
+    assert_eq!(server.client("submit", &["a", "--", stubborn]).code, 0);
+    scratch.wait_for("pid", Duration::from_secs(20));
+    let status = server.client("status", &["--json"]);
+    assert_eq!(status.code, 0, "admitting: {}", status.stdout);
+    let close = spawn_client(&server.socket, "close", &["--json"]);
+    // The close is taken once the running job is being stopped.
+    assert!(wait_until(Duration::from_secs(20), || {
+        let status = server.client("status", &["--json"]);
+        status.stdout.contains("\"stopping\":\"shutdown\"") && status.code == 13
+    }));
+    let mut drain = spawn_client(&server.socket, "drain", &["--json"]);
+    // The drain's answer comes at once; the client then waits for the end.
+    let mut line = String::new();
+    BufReader::new(drain.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let answer: Answer = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (answer.answer.as_str(), answer.why.as_deref()),
+        ("ending", Some("closing")),
+        "{line}"
+    );
+    // The job that ignores SIGTERM is ended here, by its pid, not after the grace.
+    let pid = scratch.pid("pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    for (client, what) in [(close, "close"), (drain, "drain")] {
+        let status = ended_by(client, what);
+        assert_eq!(status.code(), Some(0), "{what}");
+    }
+    let (_, report) = server.end();
+    assert_eq!(report.job(1).result(), ("interrupted", Some("shutdown")));
+}
