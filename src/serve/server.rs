@@ -64,10 +64,11 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
 /// reading waits for their answers: a client may send many before reading (pipelining).
 const PIPELINE_DEPTH: usize = 256;
 
-/// An answer on its way to a connection: ready, or still to come from the event loop.
+/// An answer on its way to a connection: ready, or still to come from the event loop (and,
+/// for a request answered twice, who waits until both answers are written).
 enum Pending {
     Now(Reply),
-    Later(oneshot::Receiver<Reply>),
+    Later(oneshot::Receiver<Reply>, Option<oneshot::Sender<()>>),
 }
 
 /// One client: its peer checked, then request after request until it hangs up, each answered
@@ -114,9 +115,28 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                 then: None,
             }),
             Ok(request) => {
+                // A request whose answer has a second part (`submit` with `wait`, `drain`,
+                // `close`) is the last one read until that part is written: the requests
+                // after it are answered as of their turn, not as of their arrival.
+                let answered_twice = matches!(
+                    request,
+                    Request::Submit { wait: true, .. } | Request::Drain {} | Request::Close {}
+                );
                 let (tx, rx) = oneshot::channel();
                 match calls.send(Call { request, reply: tx }).await {
-                    Ok(()) => Pending::Later(rx),
+                    Ok(()) if answered_twice => {
+                        let (done_tx, done_rx) = oneshot::channel();
+                        if pending_tx
+                            .send(Pending::Later(rx, Some(done_tx)))
+                            .await
+                            .is_err()
+                            || done_rx.await.is_err()
+                        {
+                            break;
+                        }
+                        continue;
+                    }
+                    Ok(()) => Pending::Later(rx, None),
                     Err(_) => Pending::Now(ended()),
                 }
             }
@@ -136,9 +156,9 @@ async fn write_answers(
     mut pending: mpsc::Receiver<Pending>,
 ) {
     while let Some(next) = pending.recv().await {
-        let reply = match next {
-            Pending::Now(reply) => reply,
-            Pending::Later(rx) => rx.await.unwrap_or_else(|_| ended()),
+        let (reply, done) = match next {
+            Pending::Now(reply) => (reply, None),
+            Pending::Later(rx, done) => (rx.await.unwrap_or_else(|_| ended()), done),
         };
         if writer.write_all(&answer_line(&reply.answer)).await.is_err() {
             return;
@@ -152,6 +172,13 @@ async fn write_answers(
                     if writer.write_all(&answer_line(&answer)).await.is_err() {
                         return;
                     }
+                    if writer.flush().await.is_err() {
+                        return;
+                    }
+                    if let Some(done) = done {
+                        let _ = done.send(());
+                    }
+                    continue;
                 }
                 // Held until the server ends (`drain`, `close`): the connection closes.
                 Err(_) => {
@@ -162,6 +189,10 @@ async fn write_answers(
         }
         if pending.is_empty() && writer.flush().await.is_err() {
             return;
+        }
+        // Answered once only (refused, closed): the reading goes on.
+        if let Some(done) = done {
+            let _ = done.send(());
         }
     }
     let _ = writer.flush().await;

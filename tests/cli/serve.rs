@@ -1216,3 +1216,36 @@ fn a_drain_during_a_close_says_closing_and_status_exits_13_while_the_server_ends
     let (_, report) = server.end();
     assert_eq!(report.job(1).result(), ("interrupted", Some("shutdown")));
 }
+
+#[test]
+fn a_status_sent_behind_a_waiting_submit_is_answered_as_of_its_turn() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1"]);
+    let mut stream = UnixStream::connect(&server.socket).unwrap();
+    let submit = serde_json::json!({
+        "v": 1, "op": "submit", "key": "a", "command": blocked_on("go"), "wait": true
+    });
+    // Both requests in one write: the status arrives while the job runs.
+    stream
+        .write_all(format!("{submit}\n{{\"v\":1,\"op\":\"status\"}}\n").as_bytes())
+        .unwrap();
+    let mut answers = BufReader::new(stream.try_clone().unwrap());
+    let mut next = || {
+        let mut line = String::new();
+        answers.read_line(&mut line).unwrap();
+        serde_json::from_str::<Answer>(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    assert_eq!(next().answer, "started");
+    scratch.write("go", "");
+    assert_eq!(next().answer, "record");
+    let status = next();
+    assert_eq!(status.answer, "status");
+    assert_eq!(
+        (status.running, status.ended),
+        (Some(serde_json::json!([])), Some(1)),
+        "the status is of after the record"
+    );
+    drop(stream);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server.end();
+}
