@@ -1006,8 +1006,15 @@ fn submit_wait_exits_1_for_a_job_lanes_stopped() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("interrupted (cancelled)"), "{stderr}");
     assert_eq!(server.client("drain", &[]).code, 0);
-    let (_, report) = server.end();
+    let (out, report) = server.end();
     assert_eq!(report.job(1).signal.as_deref(), Some("SIGTERM"));
+    // The summary lists the cancelled job (it does not make the exit status 1).
+    out.code(0);
+    let summary = out.stderr();
+    assert!(
+        summary.lines().any(|line| line.contains("seq 1") && line.contains("cancelled")),
+        "{summary}"
+    );
 }
 
 #[test]
