@@ -42,7 +42,7 @@ impl Connection {
         };
         // A server that refused the connection (another uid) said why before closing it.
         if let Ok(Some((_, Answer::Error { error }))) = self.answer() {
-            bail!("the server refused the connection: {error}");
+            bail!("the server refused the request: {error}");
         }
         Err(err).with_context(|| format!("cannot send to the server at {}", self.path.display()))
     }
@@ -268,7 +268,13 @@ pub(crate) fn submit(
     {
         return Ok(status);
     }
-    let (line, record) = connection.expect_answer()?;
+    let Some((line, record)) = connection.answer()? else {
+        bail!(
+            "the server ended before seq {} had its record (killed or crashed?); a server \
+             started again on its journal records it",
+            seq_of(&answer)
+        );
+    };
     let Answer::Record { record } = record else {
         print(&line, &record, json)?;
         return Ok(exit::USAGE);
@@ -279,6 +285,18 @@ pub(crate) fn submit(
         eprintln!("{}", record_summary(&record));
     }
     Ok(job_status(&record))
+}
+
+/// The seq an answer to a submission names (0 for none).
+fn seq_of(answer: &Answer) -> u64 {
+    match answer {
+        Answer::Started { seq, .. }
+        | Answer::Failed { seq, .. }
+        | Answer::Queued { seq, .. }
+        | Answer::Coalesced { seq, .. }
+        | Answer::Rejected { seq, .. } => *seq,
+        _ => 0,
+    }
 }
 
 /// A record in one line for a person: `seq 3 (key k) succeeded` or `… interrupted (cancelled)`.

@@ -80,7 +80,8 @@ fn check_private_dir(dir: &Path) -> anyhow::Result<()> {
             meta.uid()
         );
     }
-    let mode = meta.permissions().mode() & 0o777;
+    // With its special bits (a sticky 1777 directory is no private one either).
+    let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 {
         anyhow::bail!(
             "{} has mode {mode:03o}: others could reach the socket; refusing (chmod 700 it, or \

@@ -1012,7 +1012,9 @@ fn submit_wait_exits_1_for_a_job_lanes_stopped() {
     out.code(0);
     let summary = out.stderr();
     assert!(
-        summary.lines().any(|line| line.contains("seq 1") && line.contains("cancelled")),
+        summary
+            .lines()
+            .any(|line| line.contains("seq 1") && line.contains("cancelled")),
         "{summary}"
     );
 }
@@ -1255,4 +1257,43 @@ fn a_status_sent_behind_a_waiting_submit_is_answered_as_of_its_turn() {
     drop(stream);
     assert_eq!(server.client("drain", &[]).code, 0);
     server.end();
+}
+
+#[test]
+fn a_sticky_world_writable_socket_directory_is_refused_by_its_full_mode() {
+    let scratch = Scratch::new();
+    let dir = scratch.mkdir("lanes");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .env("XDG_RUNTIME_DIR", scratch.path())
+        .env("LANES_SOCKET", "")
+        .arg("serve")
+        .run();
+    out.code(2);
+    assert!(out.stderr().contains("mode 1777"), "{}", out.stderr());
+}
+
+#[test]
+fn a_waiting_client_whose_server_dies_says_the_record_is_to_come() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("dying.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let child = spawn_client(&socket, "submit", &["--wait", "k", "--", "true"]);
+    let (mut stream, _) = listener.accept().unwrap();
+    let mut request = String::new();
+    BufReader::new(&stream).read_line(&mut request).unwrap();
+    // Answered, then gone before the record (as after `kill -9`).
+    stream
+        .write_all(b"{\"v\":1,\"answer\":\"started\",\"seq\":5,\"key\":\"k\",\"slot\":1}\n")
+        .unwrap();
+    drop(stream);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("ended before seq 5 had its record"),
+        "{stderr}"
+    );
 }
