@@ -126,6 +126,9 @@ pub struct WaitRecord {
     pub cause: String,
     #[serde(default)]
     pub behind: Option<u64>,
+    /// Only for `resource`: the named resource the job was short of.
+    #[serde(default)]
+    pub resource: Option<String>,
     pub started_at: String,
     pub ms: u64,
 }
@@ -448,7 +451,9 @@ fn check_job(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(),
         ));
     }
     for pair in job.waits.windows(2) {
-        if (&pair[0].cause, pair[0].behind) == (&pair[1].cause, pair[1].behind) {
+        if (&pair[0].cause, pair[0].behind, &pair[0].resource)
+            == (&pair[1].cause, pair[1].behind, &pair[1].resource)
+        {
             return Err("two consecutive waits with one cause".into());
         }
     }
@@ -460,12 +465,16 @@ fn check_job(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(),
             "shared_cap",
             "batch_delay",
             "retry_delay",
+            "resource",
         ];
         if !CAUSES.contains(&wait.cause.as_str()) || wait.ms == 0 {
             return Err(format!("bad wait {wait:?}"));
         }
         if wait.behind.is_some() != (wait.cause == "key_busy") {
             return Err(format!("behind on a wait for {}", wait.cause));
+        }
+        if wait.resource.is_some() != (wait.cause == "resource") {
+            return Err(format!("resource on a wait for {}", wait.cause));
         }
         if parse_time(&wait.started_at)? < run_start {
             return Err("a wait began before the run".into());
