@@ -161,8 +161,11 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
 
 /// The seqs among `live` that have a job record in the report at `path` (JSON Lines; a line
 /// that is no record, such as one a kill cut short, is passed over). A missing or unreadable
-/// file has none.
+/// file has none, and so has one that is no regular file (a FIFO would wait for a writer).
 fn recorded_in(path: &Path, live: &std::collections::BTreeSet<Seq>) -> Vec<Seq> {
+    if !std::fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
+        return Vec::new();
+    }
     #[derive(Deserialize)]
     struct Record {
         #[serde(rename = "type")]
