@@ -1297,3 +1297,22 @@ fn a_waiting_client_whose_server_dies_says_the_record_is_to_come() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_server_whose_journal_handed_out_the_last_seq_numbers_nothing_more() {
+    let scratch = Scratch::new();
+    let last = u64::MAX - 2;
+    scratch.write(
+        "lanes.journal",
+        format!("{{\"journal\":1,\"last\":{last}}}\n"),
+    );
+    let server = serve(&scratch, &["-j", "1"]);
+    let first = server.client("submit", &["--json", "a", "--", "true"]);
+    assert_eq!(first.answer().seq, Some(u64::MAX - 1), "{}", first.stderr);
+    let refused = server.client("submit", &["a", "--", "true"]);
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert!(refused.stderr.contains("every seq"), "{}", refused.stderr);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, report) = server.end();
+    assert_eq!(report.jobs.len(), 1);
+}

@@ -295,6 +295,15 @@ impl Driver {
         let Some(service) = self.service.as_mut() else {
             return;
         };
+        // The journal holds seqs below `Seq::MAX`: past the last one, nothing is numbered.
+        if service.last_seq >= Seq::MAX - 1 {
+            let error = format!(
+                "every seq up to {} was handed out: start a server on a new journal",
+                service.last_seq
+            );
+            reply(call, Answer::Error { error });
+            return;
+        }
         service.last_seq += 1;
         // Every seq handed out is counted, whatever becomes of its job (`status`: `submitted`
         // ≥ `ended`).
