@@ -38,6 +38,8 @@ use crate::shell::strict::Checked;
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     if let Some(task) = cli.task {
+        // No handler stands for them: a stop signal ends the command at once.
+        crate::shell::signal::unblock_handled();
         return run_task(task);
     }
     let config = RunConfig::from_cli(cli)?;
@@ -59,12 +61,24 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     }
     let cgroups = containment(config.containment)?;
     let runtime = event_loop()?;
-    // `lanes serve`: the socket is bound before anything else is made, so that a second
-    // server on the same socket fails first.
-    let socket = match &config.source {
+    // `lanes serve`: a second server on the same socket or journal fails before anything is
+    // made; the journal is read before the report is created (it may be the earlier
+    // server's, holding records the journal needs); the socket is bound once the outputs
+    // are open, so that no client is accepted by a server still opening them.
+    let serving = match &config.source {
         Source::Socket(given) => {
             let path = crate::serve::socket::serve_path(given.as_deref())?;
-            Some((crate::serve::socket::bind(&path)?, path))
+            crate::serve::socket::check_free(&path)?;
+            let journal_path = config
+                .journal
+                .clone()
+                .unwrap_or_else(|| crate::serve::journal::default_path(&path));
+            let journal = crate::serve::journal::Journal::open(
+                &journal_path,
+                config.requeue_lost,
+                config.report.as_deref(),
+            )?;
+            Some((path, journal))
         }
         _ => None,
     };
@@ -97,7 +111,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     }
     let report_file = match &config.report {
         Some(path) => Some(
-            File::create(path)
+            create_output(path)
                 .with_context(|| format!("cannot create the report {}", path.display()))?,
         ),
         None => None,
@@ -105,7 +119,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let events = match &config.events {
         Some(path) => Some(Spool::new(
             format!("the events file {}", path.display()),
-            File::create(path)
+            create_output(path)
                 .with_context(|| format!("cannot create the events file {}", path.display()))?,
         )),
         None => None,
@@ -168,7 +182,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     );
     if let Some(path) = &config.junit {
         // Made now, so that a path that cannot be written fails before anything runs.
-        File::create(path)
+        create_output(path)
             .with_context(|| format!("cannot create the JUnit file {}", path.display()))?;
         let name = format!("lanes {}", config.source.describe());
         recorder = recorder.with_junit(path.clone(), JunitReport::new(&name, origin));
@@ -181,17 +195,15 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         recorder = recorder.with_progress(progress);
     }
     let ledger = Ledger::new(origin, recorder, EventLog::new(events));
-    let service = match socket {
-        Some((listener, path)) => {
-            let journal_path = config
-                .journal
-                .clone()
-                .unwrap_or_else(|| crate::serve::journal::default_path(&path));
-            let (journal, recovered) =
-                crate::serve::journal::Journal::open(&journal_path, config.requeue_lost)?;
+    // Removes the socket file however the server ends from here on.
+    let mut socket_file = None;
+    let service = match serving {
+        Some((path, (journal, recovered))) => {
+            let listener = crate::serve::socket::bind(&path)?;
+            socket_file = Some(crate::serve::socket::SocketFile(path));
             let _guard = runtime.enter();
             Some(crate::serve::ServiceStart {
-                listening: crate::serve::server::start(listener, path)
+                listening: crate::serve::server::start(listener)
                     .context("cannot listen on the socket")?,
                 journal,
                 recovered,
@@ -200,9 +212,6 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         }
         None => None,
     };
-    let socket_path = service
-        .as_ref()
-        .map(|service| service.listening.path.clone());
     let end = match feed {
         Checked::Valid(feed) => {
             let input = {
@@ -238,10 +247,8 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             check_signals,
         )),
     };
-    if let Some(path) = socket_path {
-        // Nothing answers on it any more.
-        let _ = std::fs::remove_file(path);
-    }
+    // Nothing answers on the socket any more.
+    drop(socket_file);
     // Job output first, then the summary: it is the last thing a person reads. A reader that
     // stopped reading is waited for until a stop signal comes, then for a moment only; what
     // is left unwritten then ends with the process.
@@ -284,12 +291,12 @@ fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
                     .filter(|url| !url.is_empty())
             });
             match (dir, coordinate) {
-                (Some(dir), _) => print!("{}", crate::shell::lock_dir::describe(&dir)?),
+                (Some(dir), _) => print_quietly(&crate::shell::lock_dir::describe(&dir)?)?,
                 (None, Some(url)) => {
                     let runtime = event_loop()?;
                     let text =
                         runtime.block_on(crate::shell::coordinate::describe(&url, &namespace))?;
-                    print!("{text}");
+                    print_quietly(&text)?;
                 }
                 (None, None) => bail!(
                     "lanes locks: name a lock directory (DIR) or a database (--coordinate URL, or \
@@ -324,6 +331,34 @@ fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
         ),
         Task::Drain { socket, json } => client::request(socket.as_deref(), json, Request::Drain {}),
         Task::Close { socket, json } => client::request(socket.as_deref(), json, Request::Close {}),
+    }
+}
+
+/// Creates (truncates) an output file. A FIFO without a reader holds the open back until
+/// one comes: meanwhile a stop signal ends `lanes` at once (nothing has started yet), instead
+/// of waiting, blocked, for handlers that stand only once the outputs are open.
+fn create_output(path: &std::path::Path) -> std::io::Result<File> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let fifo = std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_fifo());
+    if !fifo {
+        return File::create(path);
+    }
+    crate::shell::signal::unblock_handled();
+    let opened = File::create(path);
+    crate::shell::signal::block_handled();
+    opened
+}
+
+/// Writes `text` to stdout; a closed stdout (`lanes locks DIR | head -1`) is no error.
+fn print_quietly(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to stdout"),
     }
 }
 

@@ -3,7 +3,7 @@
 # .../deploy-hook.cgi?service=NAME submits `$DEPLOY NAME` to a running `lanes serve`. Deploys of
 # one service run one at a time and in order; those of different services run at once, under
 # the server's cap. The HTTP answer carries lanes' own answer (started, queued with how many
-# ahead, coalesced, rejected or closed) as JSON.
+# ahead, coalesced, failed to start, rejected or closed) as JSON.
 #
 # The web server runs as the user of `lanes serve` (another uid is refused), and LANES_SOCKET
 # names the socket (a CGI environment has no XDG_RUNTIME_DIR):
@@ -25,6 +25,6 @@ answer=$("$LANES" submit --json "deploy-$service" -- "${DEPLOY:-./deploy.sh}" "$
 case $? in
   0 | 10 | 11) printf 'Status: 202 Accepted\r\n' ;;     # started, queued, coalesced
   12 | 13) printf 'Status: 503 Service Unavailable\r\n' ;; # rejected (queue full), closed
-  *) printf 'Status: 500 Internal Server Error\r\n' ;;
+  *) printf 'Status: 500 Internal Server Error\r\n' ;;  # failed to start (1), no server (2)
 esac
 printf 'Content-Type: application/json\r\n\r\n%s\n' "$answer"

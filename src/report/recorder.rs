@@ -8,7 +8,7 @@ use super::human;
 use super::json::{to_line, RunRecord, SummaryRecord};
 use super::junit::JunitReport;
 use super::progress::Progress;
-use crate::core::Outcome;
+use crate::core::{Outcome, StopReason};
 use crate::output::sink::SinkTx;
 use crate::output::spool::Spool;
 
@@ -102,8 +102,11 @@ impl Recorder {
             Outcome::Rejected(_) => self.summary.rejected += 1,
             Outcome::Skipped => self.summary.skipped += 1,
         }
-        if outcome.is_bad() {
-            self.any_bad = true;
+        // Listed: every job that did not succeed and was not superseded or skipped; a
+        // cancelled one too, though it does not make the exit status 1.
+        let cancelled = outcome == Outcome::Interrupted(StopReason::Cancelled);
+        if outcome.is_bad() || cancelled {
+            self.any_bad |= !cancelled;
             if self.listed.len() < human::MAX_LISTED {
                 self.listed.push(human::bad_job_line(entry));
             } else {

@@ -42,7 +42,7 @@ impl Connection {
         };
         // A server that refused the connection (another uid) said why before closing it.
         if let Ok(Some((_, Answer::Error { error }))) = self.answer() {
-            bail!("the server refused the connection: {error}");
+            bail!("the server refused the request: {error}");
         }
         Err(err).with_context(|| format!("cannot send to the server at {}", self.path.display()))
     }
@@ -73,6 +73,7 @@ impl Connection {
 fn status_of(answer: &Answer) -> u8 {
     match answer {
         Answer::Started { .. } => exit::SUCCESS,
+        Answer::Failed { .. } => exit::JOBS_FAILED,
         Answer::Queued { .. } => exit::QUEUED,
         Answer::Coalesced { .. } => exit::COALESCED,
         Answer::Rejected { .. } => exit::REJECTED,
@@ -84,10 +85,12 @@ fn status_of(answer: &Answer) -> u8 {
 /// An answer as a line for a person.
 fn human(answer: &Answer) -> String {
     match answer {
-        Answer::Started { seq, key, slot } => match slot {
-            Some(slot) => format!("started seq {seq} (key {key}) in slot {slot}"),
-            None => format!("started seq {seq} (key {key}); it could not start: see its record"),
-        },
+        Answer::Started { seq, key, slot } => {
+            format!("started seq {seq} (key {key}) in slot {slot}")
+        }
+        Answer::Failed { seq, key, reason } => {
+            format!("failed seq {seq} (key {key}): it could not start ({reason}); see its record")
+        }
         Answer::Queued { seq, key, ahead } => {
             format!("queued seq {seq} (key {key}), {ahead} ahead")
         }
@@ -172,19 +175,40 @@ fn human_status(status: &Status) -> String {
     text
 }
 
+/// Writes `text` and a newline to stdout. A closed stdout (`lanes status | head -1`) is no
+/// error: what the reader did not want is dropped quietly, and the exit status stays the
+/// answer's.
+fn say(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    quiet_on_closed_pipe(
+        stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.write_all(b"\n"))
+            .and_then(|()| stdout.flush()),
+    )
+}
+
+/// A write's result, a broken pipe (the reader is gone) counted as done.
+fn quiet_on_closed_pipe(result: std::io::Result<()>) -> anyhow::Result<()> {
+    match result {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("cannot write to stdout"),
+    }
+}
+
 /// Prints one answer: its JSON line, or its human line; an error answer goes to stderr.
-fn print(line: &str, answer: &Answer, json: bool) {
+fn print(line: &str, answer: &Answer, json: bool) -> anyhow::Result<()> {
     if let Answer::Error { error } = answer {
         eprintln!("lanes: the server refused the request: {error}");
         if json {
-            println!("{line}");
+            say(line)?;
         }
-        return;
+        return Ok(());
     }
     if json {
-        println!("{line}");
+        say(line)
     } else {
-        println!("{}", human(answer));
+        say(&human(answer))
     }
 }
 
@@ -231,27 +255,48 @@ pub(crate) fn submit(
         wait,
     })?;
     let (line, answer) = connection.expect_answer()?;
-    print(&line, &answer, json);
+    print(&line, &answer, json)?;
     let status = status_of(&answer);
     if !wait
         || !matches!(
             answer,
-            Answer::Started { .. } | Answer::Queued { .. } | Answer::Coalesced { .. }
+            Answer::Started { .. }
+                | Answer::Queued { .. }
+                | Answer::Coalesced { .. }
+                | Answer::Failed { .. }
         )
     {
         return Ok(status);
     }
-    let (line, record) = connection.expect_answer()?;
+    let Some((line, record)) = connection.answer()? else {
+        bail!(
+            "the server ended before seq {} had its record (killed or crashed?); a server \
+             started again on its journal records it",
+            seq_of(&answer)
+        );
+    };
     let Answer::Record { record } = record else {
-        print(&line, &record, json);
+        print(&line, &record, json)?;
         return Ok(exit::USAGE);
     };
     if json {
-        println!("{record}");
+        say(&record.to_string())?;
     } else {
         eprintln!("{}", record_summary(&record));
     }
     Ok(job_status(&record))
+}
+
+/// The seq an answer to a submission names (0 for none).
+fn seq_of(answer: &Answer) -> u64 {
+    match answer {
+        Answer::Started { seq, .. }
+        | Answer::Failed { seq, .. }
+        | Answer::Queued { seq, .. }
+        | Answer::Coalesced { seq, .. }
+        | Answer::Rejected { seq, .. } => *seq,
+        _ => 0,
+    }
 }
 
 /// A record in one line for a person: `seq 3 (key k) succeeded` or `… interrupted (cancelled)`.
@@ -273,11 +318,15 @@ fn record_summary(record: &serde_json::Value) -> String {
 }
 
 /// `--wait`: exit as the job did: 0 for a success, its exit status, 128 + the signal that
-/// ended it, or 1 for a job that did not end by itself with a status (never started,
-/// interrupted after exiting 0 to SIGTERM).
+/// ended it, or 1 for a job that did not end by itself (never started, rejected, or stopped
+/// by lanes: outcome `interrupted`, whatever its status or signal).
 fn job_status(record: &serde_json::Value) -> u8 {
-    if record.get("outcome").and_then(serde_json::Value::as_str) == Some("succeeded") {
-        return exit::SUCCESS;
+    match record.get("outcome").and_then(serde_json::Value::as_str) {
+        Some("succeeded") => return exit::SUCCESS,
+        // Stopped by lanes (`cancel`, `close`, a timeout, a stop signal to the server): its
+        // exit status or signal is lanes' doing, not the job's.
+        Some("interrupted") => return exit::JOBS_FAILED,
+        _ => {}
     }
     if let Some(code) = record.get("exit_code").and_then(serde_json::Value::as_i64) {
         if code != 0 {
@@ -366,16 +415,16 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
             eprintln!("lanes: the server refused a request: {error}");
         }
         if json {
-            writeln!(out, "{line}")?;
+            quiet_on_closed_pipe(writeln!(out, "{line}"))?;
         } else if !matches!(answer, Answer::Error { .. }) {
-            writeln!(out, "{}", human(&answer))?;
+            quiet_on_closed_pipe(writeln!(out, "{}", human(&answer)))?;
         }
         status = status.max(status_of(&answer));
         if connection.reader.buffer().is_empty() {
-            out.flush()?;
+            quiet_on_closed_pipe(out.flush())?;
         }
     }
-    out.flush()?;
+    quiet_on_closed_pipe(out.flush())?;
     let (sent, read_status, failure) = sender
         .join()
         .map_err(|_| anyhow::anyhow!("the sending thread failed"))?;
@@ -393,9 +442,9 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     })
 }
 
-/// `lanes cancel KEY`, `lanes status`, `lanes set -j N`: one request, one answer. `drain` and
-/// `close`: their answer, then the wait until the server has ended (it closes the connection
-/// once its report is written).
+/// `lanes cancel KEY`, `lanes status`, `lanes set -j N`: one request, one answer; `status`
+/// exits 13 when the server admits no more. `drain` and `close`: their answer, then the wait
+/// until the server has ended (it closes the connection once its report is written).
 ///
 /// # Errors
 /// No server, or a broken connection.
@@ -404,13 +453,14 @@ pub(crate) fn request(socket: Option<&Path>, json: bool, request: Request) -> an
     let mut connection = Connection::open(socket)?;
     connection.send(&request)?;
     let (line, answer) = connection.expect_answer()?;
-    print(&line, &answer, json);
-    let status = match answer {
+    print(&line, &answer, json)?;
+    let status = match &answer {
         Answer::Error { .. } => exit::USAGE,
         Answer::Closed { .. } => exit::CLOSED,
+        Answer::Status(status) if !status.admitting => exit::CLOSED,
         _ => exit::SUCCESS,
     };
-    if waits_for_end && status == exit::SUCCESS {
+    if waits_for_end && matches!(answer, Answer::Ending { .. }) {
         while connection.answer()?.is_some() {}
     }
     Ok(status)

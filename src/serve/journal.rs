@@ -4,8 +4,9 @@
 //! re-admits every job that had no final record, in its original order, and records the ones
 //! that were running as `interrupted`/`server_lost` (or re-admits them, `--requeue-lost`).
 //!
-//! Format: JSON Lines, first `{"journal":1,"last":SEQ}` (the highest seq handed out when the
-//! file was written), then `{"a":SEQ,"k":KEY,"c":COMMAND}` (admitted),
+//! Format: JSON Lines, first `{"journal":1,"last":SEQ,"report":PATH}` (the highest seq handed
+//! out when the file was written; the absolute path of the server's `--report` file, absent
+//! without one), then `{"a":SEQ,"k":KEY,"c":COMMAND}` (admitted),
 //! `{"s":SEQ}` (started), `{"e":SEQ}` (its record is in the report). The file is rewritten
 //! with only the jobs still live when it holds many more lines than live jobs (compaction),
 //! so that it does not grow with the jobs a long-running server has seen.
@@ -32,6 +33,9 @@ enum Line {
         /// The highest seq handed out before the file was rewritten.
         #[serde(default)]
         last: Seq,
+        /// The report file the server that wrote the header writes its records to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        report: Option<PathBuf>,
     },
     Admitted {
         a: Seq,
@@ -66,6 +70,8 @@ pub(crate) struct Recovered {
     pub jobs: Vec<LiveJob>,
     /// The highest seq ever handed out: new jobs are numbered after it.
     pub last_seq: Seq,
+    /// The report file of the server that wrote the journal.
+    pub report: Option<PathBuf>,
 }
 
 /// Replays journal lines.
@@ -76,6 +82,8 @@ pub(crate) struct Recovered {
 fn replay(text: impl BufRead) -> Result<Recovered, String> {
     let mut live: BTreeMap<Seq, LiveJob> = BTreeMap::new();
     let mut last_seq = 0;
+    let mut last_admitted = 0;
+    let mut report = None;
     let mut torn: Option<usize> = None;
     for (index, line) in text.split(b'\n').enumerate() {
         let number = index + 1;
@@ -92,8 +100,18 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
             continue;
         };
         match parsed {
-            Line::Header { journal, last } if journal == VERSION => {
+            Line::Header {
+                journal,
+                last,
+                report: named,
+            } if journal == VERSION => {
+                if last == Seq::MAX {
+                    return Err(format!(
+                        "line {number}: last seq {last} leaves no seq to hand out"
+                    ));
+                }
                 last_seq = last_seq.max(last);
+                report = named;
             }
             Line::Header { journal, .. } => {
                 return Err(format!(
@@ -101,6 +119,18 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
                 ))
             }
             Line::Admitted { a, k, c } => {
+                // Admissions are written in seq order, each seq once.
+                if a <= last_admitted || a == Seq::MAX {
+                    return Err(format!(
+                        "line {number}: seq {a} admitted again, out of order or out of range"
+                    ));
+                }
+                if k.is_empty() || c.trim().is_empty() {
+                    return Err(format!(
+                        "line {number}: seq {a} has an empty key or command"
+                    ));
+                }
+                last_admitted = a;
                 last_seq = last_seq.max(a);
                 live.insert(
                     a,
@@ -125,7 +155,33 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
     Ok(Recovered {
         jobs: live.into_values().collect(),
         last_seq,
+        report,
     })
+}
+
+/// The seqs among `live` that have a job record in the report at `path` (JSON Lines; a line
+/// that is no record, such as one a kill cut short, is passed over). A missing or unreadable
+/// file has none, and so has one that is no regular file (a FIFO would wait for a writer).
+fn recorded_in(path: &Path, live: &std::collections::BTreeSet<Seq>) -> Vec<Seq> {
+    if !std::fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
+        return Vec::new();
+    }
+    #[derive(Deserialize)]
+    struct Record {
+        #[serde(rename = "type")]
+        kind: String,
+        seq: Seq,
+    }
+    let Ok(file) = File::open(path) else {
+        return Vec::new();
+    };
+    BufReader::new(file)
+        .split(b'\n')
+        .map_while(Result::ok)
+        .filter_map(|line| serde_json::from_slice::<Record>(&line).ok())
+        .filter(|record| record.kind == "job" && live.contains(&record.seq))
+        .map(|record| record.seq)
+        .collect()
 }
 
 /// The journal file, open for appending.
@@ -135,6 +191,8 @@ pub(crate) struct Journal {
     _lock: nix::fcntl::Flock<File>,
     path: PathBuf,
     file: File,
+    /// The report file named in the header (absolute).
+    report: Option<PathBuf>,
     /// Lines written since the file was last rewritten.
     lines: u64,
     /// The highest seq admitted.
@@ -148,20 +206,36 @@ const COMPACTION_SLACK: u64 = 4096;
 
 impl Journal {
     /// Opens the journal at `path`, creating it (mode 0600) when missing, and returns what an
-    /// earlier server left in it. The file is then rewritten with just that; with
-    /// `requeue_lost`, the jobs that had started are written as not started, since they are
-    /// admitted again.
+    /// earlier server left in it. A live job whose record is in the earlier server's report
+    /// file (it was killed after writing the record, before journaling its end) is not
+    /// live: it has its record. The file is then rewritten with just that, naming `report`
+    /// (this server's report file) in its header; with `requeue_lost`, the jobs that had
+    /// started are written as not started, since they are admitted again. Call it before
+    /// `report` is created: it may be the earlier server's.
     ///
     /// # Errors
-    /// It cannot be read, created or written; it is no journal.
-    pub(crate) fn open(path: &Path, requeue_lost: bool) -> anyhow::Result<(Journal, Recovered)> {
+    /// It cannot be read, created or written; it is no journal (which line, and why).
+    pub(crate) fn open(
+        path: &Path,
+        requeue_lost: bool,
+        report: Option<&Path>,
+    ) -> anyhow::Result<(Journal, Recovered)> {
         let lock = lock(path)?;
-        let recovered = match File::open(path) {
+        let mut recovered = match File::open(path) {
             Ok(file) => replay(BufReader::new(file))
                 .map_err(|err| anyhow::anyhow!("the journal {}: {err}", path.display()))?,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Recovered::default(),
             Err(err) => anyhow::bail!("cannot read the journal {}: {err}", path.display()),
         };
+        if let Some(earlier) = recovered.report.as_deref() {
+            let live = recovered.jobs.iter().map(|job| job.seq).collect();
+            let recorded = recorded_in(earlier, &live);
+            recovered.jobs.retain(|job| !recorded.contains(&job.seq));
+        }
+        let report = report
+            .map(std::path::absolute)
+            .transpose()
+            .map_err(|err| anyhow::anyhow!("cannot name the report's absolute path: {err}"))?;
         let jobs = recovered.jobs.iter().map(|job| {
             (
                 job.seq,
@@ -170,13 +244,14 @@ impl Journal {
                 job.started && !requeue_lost,
             )
         });
-        let file = rewrite(path, recovered.last_seq, jobs)
+        let file = rewrite(path, recovered.last_seq, report.as_deref(), jobs)
             .map_err(|err| anyhow::anyhow!("cannot write the journal {}: {err}", path.display()))?;
         Ok((
             Journal {
                 _lock: lock,
                 path: path.to_owned(),
                 file,
+                report,
                 lines: 0,
                 last_seq: recovered.last_seq,
                 unsynced: false,
@@ -245,7 +320,7 @@ impl Journal {
         &mut self,
         jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
     ) -> std::io::Result<()> {
-        self.file = rewrite(&self.path, self.last_seq, jobs)?;
+        self.file = rewrite(&self.path, self.last_seq, self.report.as_deref(), jobs)?;
         self.lines = 0;
         self.unsynced = false;
         Ok(())
@@ -288,6 +363,7 @@ fn lock(path: &Path) -> anyhow::Result<nix::fcntl::Flock<File>> {
 fn rewrite<'a>(
     path: &Path,
     last: Seq,
+    report: Option<&Path>,
     jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
 ) -> std::io::Result<File> {
     let mut name = path.as_os_str().to_owned();
@@ -307,6 +383,7 @@ fn rewrite<'a>(
     line(&Line::Header {
         journal: VERSION,
         last,
+        report: report.map(Path::to_owned),
     })?;
     for (seq, key, command, started) in jobs {
         line(&Line::Admitted {
@@ -376,7 +453,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("j.journal");
         {
-            let (mut journal, recovered) = Journal::open(&path, false).unwrap();
+            let (mut journal, recovered) = Journal::open(&path, false, None).unwrap();
             assert_eq!(recovered, Recovered::default());
             journal.admitted(1, "a", "x");
             journal.admitted(2, "b", "y");
@@ -385,8 +462,8 @@ mod tests {
             journal.ended(2);
             journal.sync().unwrap();
         }
-        let (mut journal, recovered) = Journal::open(&path, false).unwrap();
-        let second = Journal::open(&path, false).map(|_| ()).unwrap_err();
+        let (mut journal, recovered) = Journal::open(&path, false, None).unwrap();
+        let second = Journal::open(&path, false, None).map(|_| ()).unwrap_err();
         assert!(
             second.to_string().contains("another lanes serve"),
             "{second}"
@@ -400,12 +477,63 @@ mod tests {
         journal.compact([(3, "a", "z", false)].into_iter()).unwrap();
         journal.ended(3);
         drop(journal);
-        let (_, recovered) = Journal::open(&path, false).unwrap();
+        let (_, recovered) = Journal::open(&path, false, None).unwrap();
         assert!(recovered.jobs.is_empty());
         assert_eq!(recovered.last_seq, 4, "seqs are never handed out twice");
         // Mode 0600: it holds the commands.
         use std::os::unix::fs::PermissionsExt as _;
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn a_corrupt_journal_is_refused_naming_the_line() {
+        for (text, line) in [
+            ("{\"journal\":1,\"last\":18446744073709551615}\n", "line 1"),
+            (
+                "{\"journal\":1}\n{\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n{\"a\":1,\"k\":\"b\",\"c\":\"y\"}\n",
+                "line 3",
+            ),
+            (
+                "{\"journal\":1}\n{\"a\":2,\"k\":\"a\",\"c\":\"x\"}\n{\"a\":1,\"k\":\"b\",\"c\":\"y\"}\n",
+                "line 3",
+            ),
+            ("{\"journal\":1}\n{\"a\":1,\"k\":\"\",\"c\":\"x\"}\n", "line 2"),
+            ("{\"journal\":1}\n{\"a\":1,\"k\":\"a\",\"c\":\" \"}\n", "line 2"),
+            ("{\"journal\":1}\n{\"a\":0,\"k\":\"a\",\"c\":\"x\"}\n", "line 2"),
+        ] {
+            let err = replayed(text).unwrap_err();
+            assert!(err.contains(line), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_live_job_whose_record_is_in_the_earlier_report_is_not_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        let first = dir.path().join("first.jsonl");
+        {
+            let (mut journal, _) = Journal::open(&path, false, Some(&first)).unwrap();
+            journal.admitted(1, "a", "x");
+            journal.admitted(2, "a", "y");
+            journal.started(1);
+            journal.sync().unwrap();
+        }
+        // Killed after seq 1's record reached the report, before its end was journaled; the
+        // record of seq 2 was cut short.
+        std::fs::write(
+            &first,
+            "{\"type\":\"run\",\"seq\":2}\n{\"type\":\"job\",\"seq\":1,\"outcome\":\"succeeded\"}\n{\"type\":\"job\",\"se",
+        )
+        .unwrap();
+        let second = dir.path().join("second.jsonl");
+        let (journal, recovered) = Journal::open(&path, false, Some(&second)).unwrap();
+        let seqs: Vec<Seq> = recovered.jobs.iter().map(|j| j.seq).collect();
+        assert_eq!(seqs, vec![2]);
+        drop(journal);
+        // The header names the second server's report now.
+        let (_, recovered) = Journal::open(&path, false, None).unwrap();
+        assert_eq!(recovered.report.as_deref(), Some(second.as_path()));
+        assert_eq!(recovered.jobs.len(), 1);
     }
 }

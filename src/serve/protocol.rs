@@ -58,9 +58,18 @@ pub(crate) enum Answer {
         seq: u64,
         /// Its key.
         key: String,
-        /// Its slot (`LANES_SLOT`); `null` when its process could not even be started (its
-        /// record says `spawn_error`).
-        slot: Option<u32>,
+        /// Its slot (`LANES_SLOT`).
+        slot: u32,
+    },
+    /// The job was admitted but its process could not be started (`--shell` missing, ...):
+    /// its record is written, `failed`, reason `spawn_error`.
+    Failed {
+        /// The job's number in the report.
+        seq: u64,
+        /// Its key.
+        key: String,
+        /// The record's `reason`: `spawn_error`.
+        reason: String,
     },
     /// The job waits: `ahead` jobs of its key (waiting or running) come before it, or none
     /// but every slot is taken.
@@ -84,7 +93,8 @@ pub(crate) enum Answer {
         /// The seq of the job it replaced.
         replaced: u64,
     },
-    /// Not admitted; its record says why (`queue_full`).
+    /// Not admitted; its record says why (`queue_full`, or `invalid_input`: a key or command
+    /// longer than one argument of `execve(2)` may be).
     Rejected {
         /// The job's number in the report.
         seq: u64,
@@ -192,14 +202,47 @@ pub(crate) struct WaitingJob {
     pub ahead: usize,
 }
 
+/// A JSON object whose fields are each given once: a request naming a field twice is refused
+/// rather than read as its last value.
+struct UniqueFields(serde_json::Map<String, serde_json::Value>);
+
+impl<'de> Deserialize<'de> for UniqueFields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = UniqueFields;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                mut map: M,
+            ) -> Result<Self::Value, M::Error> {
+                let mut fields = serde_json::Map::new();
+                while let Some((name, value)) = map.next_entry::<String, serde_json::Value>()? {
+                    if fields.contains_key(&name) {
+                        return Err(serde::de::Error::custom(format!(
+                            "the field `{name}` is given twice"
+                        )));
+                    }
+                    fields.insert(name, value);
+                }
+                Ok(UniqueFields(fields))
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
 /// Reads one request line (without its newline).
 ///
 /// # Errors
 /// A message for the `error` answer: not JSON, no or another version, an unknown operation,
-/// a missing or unknown field, an empty key or command.
+/// a missing, unknown or repeated field, a cap out of range, an empty key or command.
 pub(crate) fn parse_request(line: &[u8]) -> Result<Request, String> {
-    let mut value: serde_json::Value = serde_json::from_slice(line)
+    let UniqueFields(object) = serde_json::from_slice(line)
         .map_err(|err| format!("the request is not a JSON object: {err}"))?;
+    let mut value = serde_json::Value::Object(object);
     let object = value
         .as_object_mut()
         .ok_or("the request is not a JSON object")?;
@@ -233,8 +276,14 @@ pub(crate) fn parse_request(line: &[u8]) -> Result<Request, String> {
         Request::Cancel { key } if key.is_empty() => {
             return Err("bad request: the key is empty".into())
         }
-        Request::Set { max_concurrent: 0 } => {
-            return Err("bad request: max_concurrent must be at least 1".into())
+        Request::Set { max_concurrent }
+            if *max_concurrent == 0 || u32::try_from(*max_concurrent).is_err() =>
+        {
+            return Err(format!(
+                "bad request: max_concurrent must be at least 1 and at most {} (as `lanes set -j` \
+                 takes)",
+                u32::MAX
+            ))
         }
         _ => {}
     }
@@ -332,5 +381,17 @@ mod tests {
             "{\"v\":1,\"answer\":\"queued\",\"seq\":4,\"key\":\"k\",\"ahead\":2}\n"
         );
         assert_eq!(parse_answer(&line[..line.len() - 1]), Ok(answer));
+    }
+
+    #[test]
+    fn a_repeated_field_and_a_cap_out_of_range_are_refused() {
+        let err = parse_request(br#"{"v":1,"op":"cancel","key":"a","key":"b"}"#).unwrap_err();
+        assert!(err.contains("`key` is given twice"), "{err}");
+        let err = parse_request(br#"{"v":1,"op":"set","max_concurrent":18446744073709551615}"#)
+            .unwrap_err();
+        assert!(err.contains("max_concurrent"), "{err}");
+        let err = parse_request(br#"{"v":1,"op":"set","max_concurrent":4294967296}"#).unwrap_err();
+        assert!(err.contains("max_concurrent"), "{err}");
+        assert!(parse_request(br#"{"v":1,"op":"set","max_concurrent":4294967295}"#).is_ok());
     }
 }

@@ -2,8 +2,6 @@
 //! uid, reads request lines in bounded memory and hands each request to the event loop as a
 //! [`Call`], writing back the answers in order. It decides nothing: the driver answers.
 
-use std::path::PathBuf;
-
 use tokio::io::{
     AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, BufWriter,
 };
@@ -35,8 +33,6 @@ const CALL_DEPTH: usize = 1024;
 
 /// The socket being served, and the calls coming from it.
 pub(crate) struct Listening {
-    /// The socket's path, removed when the server ends.
-    pub path: PathBuf,
     /// The calls, in the order their requests were read per connection.
     pub calls: mpsc::Receiver<Call>,
 }
@@ -46,10 +42,7 @@ pub(crate) struct Listening {
 ///
 /// # Errors
 /// The listener cannot be registered with the event loop.
-pub(crate) fn start(
-    listener: std::os::unix::net::UnixListener,
-    path: PathBuf,
-) -> std::io::Result<Listening> {
+pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Result<Listening> {
     listener.set_nonblocking(true)?;
     let listener = UnixListener::from_std(listener)?;
     let (tx, calls) = mpsc::channel(CALL_DEPTH);
@@ -64,17 +57,18 @@ pub(crate) fn start(
             }
         }
     });
-    Ok(Listening { path, calls })
+    Ok(Listening { calls })
 }
 
 /// How many requests of one connection may be on their way to the event loop before its
 /// reading waits for their answers: a client may send many before reading (pipelining).
 const PIPELINE_DEPTH: usize = 256;
 
-/// An answer on its way to a connection: ready, or still to come from the event loop.
+/// An answer on its way to a connection: ready, or still to come from the event loop (and,
+/// for a request answered twice, who waits until both answers are written).
 enum Pending {
     Now(Reply),
-    Later(oneshot::Receiver<Reply>),
+    Later(oneshot::Receiver<Reply>, Option<oneshot::Sender<()>>),
 }
 
 /// One client: its peer checked, then request after request until it hangs up, each answered
@@ -121,9 +115,28 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                 then: None,
             }),
             Ok(request) => {
+                // A request whose answer has a second part (`submit` with `wait`, `drain`,
+                // `close`) is the last one read until that part is written: the requests
+                // after it are answered as of their turn, not as of their arrival.
+                let answered_twice = matches!(
+                    request,
+                    Request::Submit { wait: true, .. } | Request::Drain {} | Request::Close {}
+                );
                 let (tx, rx) = oneshot::channel();
                 match calls.send(Call { request, reply: tx }).await {
-                    Ok(()) => Pending::Later(rx),
+                    Ok(()) if answered_twice => {
+                        let (done_tx, done_rx) = oneshot::channel();
+                        if pending_tx
+                            .send(Pending::Later(rx, Some(done_tx)))
+                            .await
+                            .is_err()
+                            || done_rx.await.is_err()
+                        {
+                            break;
+                        }
+                        continue;
+                    }
+                    Ok(()) => Pending::Later(rx, None),
                     Err(_) => Pending::Now(ended()),
                 }
             }
@@ -143,9 +156,9 @@ async fn write_answers(
     mut pending: mpsc::Receiver<Pending>,
 ) {
     while let Some(next) = pending.recv().await {
-        let reply = match next {
-            Pending::Now(reply) => reply,
-            Pending::Later(rx) => rx.await.unwrap_or_else(|_| ended()),
+        let (reply, done) = match next {
+            Pending::Now(reply) => (reply, None),
+            Pending::Later(rx, done) => (rx.await.unwrap_or_else(|_| ended()), done),
         };
         if writer.write_all(&answer_line(&reply.answer)).await.is_err() {
             return;
@@ -159,6 +172,13 @@ async fn write_answers(
                     if writer.write_all(&answer_line(&answer)).await.is_err() {
                         return;
                     }
+                    if writer.flush().await.is_err() {
+                        return;
+                    }
+                    if let Some(done) = done {
+                        let _ = done.send(());
+                    }
+                    continue;
                 }
                 // Held until the server ends (`drain`, `close`): the connection closes.
                 Err(_) => {
@@ -169,6 +189,10 @@ async fn write_answers(
         }
         if pending.is_empty() && writer.flush().await.is_err() {
             return;
+        }
+        // Answered once only (refused, closed): the reading goes on.
+        if let Some(done) = done {
+            let _ = done.send(());
         }
     }
     let _ = writer.flush().await;

@@ -80,7 +80,8 @@ fn check_private_dir(dir: &Path) -> anyhow::Result<()> {
             meta.uid()
         );
     }
-    let mode = meta.permissions().mode() & 0o777;
+    // With its special bits (a sticky 1777 directory is no private one either).
+    let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 {
         anyhow::bail!(
             "{} has mode {mode:03o}: others could reach the socket; refusing (chmod 700 it, or \
@@ -91,25 +92,48 @@ fn check_private_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses a `path` a server listens on, or that is no socket: for a second server, before
+/// it makes anything ([`bind`] checks again).
+///
+/// # Errors
+/// A server already listens there; the path exists and is no socket.
+pub(crate) fn check_free(path: &Path) -> anyhow::Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if !meta.file_type().is_socket() {
+        anyhow::bail!(
+            "{} exists and is not a socket: refusing to replace it",
+            path.display()
+        );
+    }
+    if UnixStream::connect(path).is_ok() {
+        anyhow::bail!(
+            "a lanes server already listens on {} (stop it with `lanes close`)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// The socket file of this server, removed when dropped: when the server ends, and when it
+/// fails to start after binding.
+pub(crate) struct SocketFile(pub PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Binds the socket at `path`, mode 0600 from the start (the umask is narrowed around the
 /// bind). A socket file left by a server that is gone (nothing accepts on it) is replaced.
 ///
 /// # Errors
 /// A server already listens there; the path exists and is no socket; the bind fails.
 pub(crate) fn bind(path: &Path) -> anyhow::Result<UnixListener> {
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if !meta.file_type().is_socket() {
-            anyhow::bail!(
-                "{} exists and is not a socket: refusing to replace it",
-                path.display()
-            );
-        }
-        if UnixStream::connect(path).is_ok() {
-            anyhow::bail!(
-                "a lanes server already listens on {} (stop it with `lanes close`)",
-                path.display()
-            );
-        }
+    if std::fs::symlink_metadata(path).is_ok() {
+        check_free(path)?;
         std::fs::remove_file(path).map_err(|err| {
             anyhow::anyhow!("cannot remove the stale socket {}: {err}", path.display())
         })?;

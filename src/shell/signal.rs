@@ -28,6 +28,13 @@ pub(crate) fn block_handled() {
     let _ = handled_set().thread_block();
 }
 
+/// Unblocks [`HANDLED`] with their actions as they are (the default, or SIGHUP ignored under
+/// `nohup`): for the subcommands that are no run (`lanes submit`, `status`, `timeline`...),
+/// which install no handler and so die on a stop signal like any command.
+pub(crate) fn unblock_handled() {
+    let _ = handled_set().thread_unblock();
+}
+
 fn handled_set() -> SigSet {
     let mut set = SigSet::empty();
     for signal in HANDLED {

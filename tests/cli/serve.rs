@@ -898,3 +898,421 @@ fn raising_the_cap_starts_a_waiting_job_and_a_stop_signal_ends_the_server() {
         "every job recorded: nothing to recover"
     );
 }
+
+/// Spawns a client command against `socket`, its stdout and stderr piped, not waited for.
+fn spawn_client(socket: &Path, task: &str, args: &[&str]) -> std::process::Child {
+    Command::new(BIN)
+        .arg(task)
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lanes client")
+}
+
+/// Waits (bounded) for `child` to end; kills it and fails when it does not.
+fn ended_by(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
+    let mut status = None;
+    wait_until(Duration::from_secs(20), || {
+        status = child.try_wait().expect("wait for the client");
+        status.is_some()
+    });
+    status.unwrap_or_else(|| {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{what}: the client did not end")
+    })
+}
+
+#[test]
+fn a_client_waiting_for_its_answer_dies_on_a_stop_signal() {
+    use nix::sys::signal::{kill, Signal};
+    use std::os::unix::process::ExitStatusExt as _;
+    let scratch = Scratch::new();
+    // A server that reads each request and never answers.
+    let socket = scratch.join("mute.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let cases: [(&str, &[&str], Signal); 6] = [
+        ("submit", &["--wait", "k", "--", "true"], Signal::SIGINT),
+        ("status", &[], Signal::SIGTERM),
+        ("cancel", &["k"], Signal::SIGHUP),
+        ("set", &["-j", "2"], Signal::SIGQUIT),
+        ("drain", &[], Signal::SIGUSR1),
+        ("close", &[], Signal::SIGTERM),
+    ];
+    for (task, args, signal) in cases {
+        let child = spawn_client(&socket, task, args);
+        let (stream, _) = listener.accept().unwrap();
+        // Its request read, the client waits for the answer.
+        let mut request = String::new();
+        BufReader::new(&stream).read_line(&mut request).unwrap();
+        assert!(request.contains("\"op\""), "{request}");
+        kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        let status = ended_by(child, task);
+        assert_eq!(
+            status.signal(),
+            Some(signal as i32),
+            "lanes {task} ended by {signal}: {status:?}"
+        );
+    }
+}
+
+#[test]
+fn a_client_whose_stdout_is_closed_ends_quietly() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2"]);
+    for args in [&[][..], &["--json"][..]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(BIN)
+            .arg("status")
+            .arg("--socket")
+            .arg(&server.socket)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.is_empty(), "{stderr}");
+    }
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server.end();
+}
+
+#[test]
+fn submit_wait_exits_1_for_a_job_lanes_stopped() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2", "--grace", "5s"]);
+    let waiting = spawn_client(
+        &server.socket,
+        "submit",
+        &[
+            "--wait",
+            "a",
+            "--",
+            &format!("echo $$ > \"$D/pid\"; {}", blocked_on("go")),
+        ],
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    assert_eq!(server.client("cancel", &["a"]).code, 0);
+    let out = waiting.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("interrupted (cancelled)"), "{stderr}");
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    assert_eq!(report.job(1).signal.as_deref(), Some("SIGTERM"));
+    // The summary lists the cancelled job (it does not make the exit status 1).
+    out.code(0);
+    let summary = out.stderr();
+    assert!(
+        summary
+            .lines()
+            .any(|line| line.contains("seq 1") && line.contains("cancelled")),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_record_written_before_a_kill_9_is_not_recorded_again() {
+    let scratch = Scratch::new();
+    // What `kill -9` leaves when it comes after seq 1's record reached the first report and
+    // before its end reached the journal: seq 1 journaled as running, its record in the report.
+    let first = scratch.write(
+        "first.jsonl",
+        "{\"type\":\"job\",\"seq\":1,\"key\":\"a\",\"outcome\":\"succeeded\"}\n",
+    );
+    scratch.write(
+        "lanes.journal",
+        format!(
+            "{{\"journal\":1,\"last\":2,\"report\":{}}}\n\
+             {{\"a\":1,\"k\":\"a\",\"c\":\"true\"}}\n{{\"s\":1}}\n\
+             {{\"a\":2,\"k\":\"a\",\"c\":\"echo second\"}}\n",
+            serde_json::to_string(&first).unwrap()
+        ),
+    );
+    let server = serve(&scratch, &["-j", "1"]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    let seqs: Vec<u64> = report.jobs.iter().map(|job| job.seq).collect();
+    assert_eq!(
+        seqs,
+        [2],
+        "seq 1 has its record in the first report already"
+    );
+    assert_eq!(report.job(2).result(), ("succeeded", None));
+}
+
+#[test]
+fn a_corrupt_journal_is_refused_naming_its_file_and_line() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "lanes.journal",
+        "{\"journal\":1,\"last\":2}\n{\"a\":1,\"k\":\"a\",\"c\":\"true\"}\n\
+         {\"a\":1,\"k\":\"b\",\"c\":\"true\"}\n",
+    );
+    let out = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .arg("serve")
+        .arg("--socket")
+        .arg(scratch.join("lanes.sock"))
+        .run();
+    out.code(2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("lanes.journal") && stderr.contains("line 3"),
+        "{stderr}"
+    );
+    assert!(!scratch.exists("lanes.sock"), "no socket is left behind");
+}
+
+#[test]
+fn a_second_server_refused_by_the_journal_lock_leaves_no_socket() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1"]);
+    // The first server's socket file is gone (removed by hand): a second server binds nothing
+    // before it finds the journal taken.
+    std::fs::remove_file(&server.socket).unwrap();
+    let second = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .arg("serve")
+        .arg("--socket")
+        .arg(&server.socket)
+        .run();
+    second.code(2);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(stderr.contains("another lanes serve"), "{stderr}");
+    assert!(
+        !server.socket.exists(),
+        "the refused server left its socket"
+    );
+    server.running.signal(nix::sys::signal::Signal::SIGTERM);
+    server.running.wait();
+}
+
+#[test]
+fn a_server_waiting_to_open_a_fifo_report_binds_nothing_and_dies_on_sigterm() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let scratch = Scratch::new();
+    let fifo = scratch.join("report.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let socket = scratch.join("lanes.sock");
+    let child = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--report")
+        .arg(&fifo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Blocked in the FIFO's open, waiting for a reader.
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::read_to_string(
+            format!("/proc/{pid}/wchan")
+        )
+        .is_ok_and(|wchan| wchan.contains("partner") || wchan.contains("fifo"))),
+        "lanes never waited for the FIFO's reader"
+    );
+    assert!(!socket.exists(), "no socket while the outputs are not open");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = ended_by(child, "serve");
+    assert_eq!(
+        status.signal(),
+        Some(nix::sys::signal::Signal::SIGTERM as i32),
+        "{status:?}"
+    );
+    assert!(!socket.exists());
+}
+
+#[test]
+fn a_job_that_cannot_start_is_answered_failed_and_an_over_long_one_rejected() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2", "--shell", "/nonexistent/sh"]);
+    let failed = server.client("submit", &["--json", "a", "--", "true"]);
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    let answer = failed.answer();
+    assert_eq!(
+        (
+            answer.answer.as_str(),
+            answer.reason.as_deref(),
+            answer.slot
+        ),
+        ("failed", Some("spawn_error"), None)
+    );
+    let waited = server.client("submit", &["--wait", "a", "--", "true"]);
+    assert_eq!(waited.code, 1, "{}", waited.stderr);
+    assert!(
+        waited.stdout.starts_with("failed seq 2"),
+        "{}",
+        waited.stdout
+    );
+    // A command one argument cannot hold: refused at admission, as a run refuses the line.
+    let long = format!("b\techo {}\n", "x".repeat(200 * 1024));
+    let refused = client_at(&server.socket, "submit", &["--json"], Some(&long));
+    assert_eq!(refused.code, 12, "{}", refused.stderr);
+    let answer = refused.answer();
+    assert_eq!(
+        (answer.answer.as_str(), answer.reason.as_deref()),
+        ("rejected", Some("invalid_input"))
+    );
+    let status = server.client("status", &["--json"]).answer();
+    assert_eq!(
+        (status.submitted, status.ended),
+        (Some(3), Some(3)),
+        "every seq handed out is submitted, every record ended"
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, report) = server.end();
+    assert_eq!(report.job(1).result(), ("failed", Some("spawn_error")));
+    assert_eq!(report.job(3).result(), ("rejected", Some("invalid_input")));
+    assert!(!report.job(3).started);
+}
+
+#[test]
+fn a_drain_during_a_close_says_closing_and_status_exits_13_while_the_server_ends() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1", "--grace", "60s"]);
+    let stubborn = "trap '' TERM; echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
+    assert_eq!(server.client("submit", &["a", "--", stubborn]).code, 0);
+    scratch.wait_for("pid", Duration::from_secs(20));
+    let status = server.client("status", &["--json"]);
+    assert_eq!(status.code, 0, "admitting: {}", status.stdout);
+    let close = spawn_client(&server.socket, "close", &["--json"]);
+    // The close is taken once the running job is being stopped.
+    assert!(wait_until(Duration::from_secs(20), || {
+        let status = server.client("status", &["--json"]);
+        status.stdout.contains("\"stopping\":\"shutdown\"") && status.code == 13
+    }));
+    let mut drain = spawn_client(&server.socket, "drain", &["--json"]);
+    // The drain's answer comes at once; the client then waits for the end.
+    let mut line = String::new();
+    BufReader::new(drain.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let answer: Answer = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (answer.answer.as_str(), answer.why.as_deref()),
+        ("ending", Some("closing")),
+        "{line}"
+    );
+    // The job that ignores SIGTERM is ended here, by its pid, not after the grace.
+    let pid = scratch.pid("pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    for (client, what) in [(close, "close"), (drain, "drain")] {
+        let status = ended_by(client, what);
+        assert_eq!(status.code(), Some(0), "{what}");
+    }
+    let (_, report) = server.end();
+    assert_eq!(report.job(1).result(), ("interrupted", Some("shutdown")));
+}
+
+#[test]
+fn a_status_sent_behind_a_waiting_submit_is_answered_as_of_its_turn() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1"]);
+    let mut stream = UnixStream::connect(&server.socket).unwrap();
+    let submit = serde_json::json!({
+        "v": 1, "op": "submit", "key": "a", "command": blocked_on("go"), "wait": true
+    });
+    // Both requests in one write: the status arrives while the job runs.
+    stream
+        .write_all(format!("{submit}\n{{\"v\":1,\"op\":\"status\"}}\n").as_bytes())
+        .unwrap();
+    let mut answers = BufReader::new(stream.try_clone().unwrap());
+    let mut next = || {
+        let mut line = String::new();
+        answers.read_line(&mut line).unwrap();
+        serde_json::from_str::<Answer>(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    assert_eq!(next().answer, "started");
+    scratch.write("go", "");
+    assert_eq!(next().answer, "record");
+    let status = next();
+    assert_eq!(status.answer, "status");
+    assert_eq!(
+        (status.running, status.ended),
+        (Some(serde_json::json!([])), Some(1)),
+        "the status is of after the record"
+    );
+    drop(stream);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server.end();
+}
+
+#[test]
+fn a_sticky_world_writable_socket_directory_is_refused_by_its_full_mode() {
+    let scratch = Scratch::new();
+    let dir = scratch.mkdir("lanes");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let out = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .env("XDG_RUNTIME_DIR", scratch.path())
+        .env("LANES_SOCKET", "")
+        .arg("serve")
+        .run();
+    out.code(2);
+    assert!(out.stderr().contains("mode 1777"), "{}", out.stderr());
+}
+
+#[test]
+fn a_waiting_client_whose_server_dies_says_the_record_is_to_come() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("dying.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let child = spawn_client(&socket, "submit", &["--wait", "k", "--", "true"]);
+    let (mut stream, _) = listener.accept().unwrap();
+    let mut request = String::new();
+    BufReader::new(&stream).read_line(&mut request).unwrap();
+    // Answered, then gone before the record (as after `kill -9`).
+    stream
+        .write_all(b"{\"v\":1,\"answer\":\"started\",\"seq\":5,\"key\":\"k\",\"slot\":1}\n")
+        .unwrap();
+    drop(stream);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("ended before seq 5 had its record"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_server_whose_journal_handed_out_the_last_seq_numbers_nothing_more() {
+    let scratch = Scratch::new();
+    let last = u64::MAX - 2;
+    scratch.write(
+        "lanes.journal",
+        format!("{{\"journal\":1,\"last\":{last}}}\n"),
+    );
+    let server = serve(&scratch, &["-j", "1"]);
+    let first = server.client("submit", &["--json", "a", "--", "true"]);
+    assert_eq!(first.answer().seq, Some(u64::MAX - 1), "{}", first.stderr);
+    let refused = server.client("submit", &["a", "--", "true"]);
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert!(refused.stderr.contains("every seq"), "{}", refused.stderr);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, report) = server.end();
+    assert_eq!(report.jobs.len(), 1);
+}

@@ -126,6 +126,7 @@ pub struct WaitRecord {
     pub cause: String,
     #[serde(default)]
     pub behind: Option<u64>,
+    /// Only for `resource`: the named resource the job was short of.
     #[serde(default)]
     pub resource: Option<String>,
     pub started_at: String,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Admitted, Driver};
-use crate::core::{Outcome, Seq};
+use crate::core::{Outcome, RejectReason, Seq};
 use crate::input::JobSpec;
 use crate::serve::journal::{Journal, Recovered};
 use crate::serve::protocol::{Answer, Request, RunningEntry, Status, WaitingEntry, WaitingJob};
@@ -172,6 +172,10 @@ impl Driver {
         }
         let now = self.tick();
         for job in recovered.jobs {
+            // Counted as submitted to this server: each gets its record from it.
+            if let Some(service) = &mut self.service {
+                service.submitted += 1;
+            }
             let spec = JobSpec {
                 seq: job.seq,
                 line: job.seq,
@@ -197,11 +201,7 @@ impl Driver {
                 self.close(&account, &spec, output).await;
                 continue;
             }
-            if matches!(self.admit_job(spec, now).await, Admitted::Queued { .. }) {
-                if let Some(service) = &mut self.service {
-                    service.submitted += 1;
-                }
-            }
+            let _ = self.admit_job(spec, now).await;
         }
     }
 
@@ -295,7 +295,19 @@ impl Driver {
         let Some(service) = self.service.as_mut() else {
             return;
         };
+        // The journal holds seqs below `Seq::MAX`: past the last one, nothing is numbered.
+        if service.last_seq >= Seq::MAX - 1 {
+            let error = format!(
+                "every seq up to {} was handed out: start a server on a new journal",
+                service.last_seq
+            );
+            reply(call, Answer::Error { error });
+            return;
+        }
         service.last_seq += 1;
+        // Every seq handed out is counted, whatever becomes of its job (`status`: `submitted`
+        // ≥ `ended`).
+        service.submitted += 1;
         let seq = service.last_seq;
         let (record_tx, record_rx) = oneshot::channel();
         if wait {
@@ -315,10 +327,31 @@ impl Driver {
         };
         self.received += 1;
         let now = self.tick();
+        if let Some(message) = over_limit(&spec.key, &spec.command) {
+            // It could never start (E2BIG): refused as a run refuses such a line.
+            let account = self.core.invalid_input(seq, now);
+            let output = super::RunOutput {
+                error: Some(message),
+                ..super::RunOutput::default()
+            };
+            self.close(&account, &spec, output).await;
+            let answer = Answer::Rejected {
+                seq,
+                key: key.to_string(),
+                reason: Outcome::Rejected(RejectReason::InvalidInput)
+                    .reason()
+                    .unwrap_or_default()
+                    .to_owned(),
+            };
+            let then = wait.then_some(record_rx);
+            if let Some(service) = self.service.as_mut() {
+                service.deferred.push((call.reply, Reply { answer, then }));
+            }
+            return;
+        }
         let admitted = self.admit_job(spec, now).await;
         if matches!(admitted, Admitted::Queued { .. }) {
             if let (Some(service), Some(job)) = (self.service.as_mut(), self.jobs.get(&seq)) {
-                service.submitted += 1;
                 service.journal.admitted(seq, &job.key, &job.command);
             }
             self.start_ready().await;
@@ -339,16 +372,12 @@ impl Driver {
             },
             Admitted::Refused(_) => self.closed_answer(),
             Admitted::Queued { ahead, replaced } => match (self.core.slot_of(seq), replaced) {
-                (Some(slot), _) => Answer::Started {
-                    seq,
-                    key,
-                    slot: Some(slot),
-                },
+                (Some(slot), _) => Answer::Started { seq, key, slot },
                 // Its process could not be started: its record is written already.
-                (None, _) if !self.jobs.contains_key(&seq) => Answer::Started {
+                (None, _) if !self.jobs.contains_key(&seq) => Answer::Failed {
                     seq,
                     key,
-                    slot: None,
+                    reason: "spawn_error".into(),
                 },
                 (None, Some(replaced)) => Answer::Coalesced {
                     seq,
@@ -448,9 +477,17 @@ impl Driver {
     /// ends once nothing runs, and the connection is held open until then.
     async fn end_service(&mut self, call: Call, why: &'static str) {
         let (running, waiting) = (self.core.running(), self.core.queued());
+        let stopping = self.core.stopping().is_some();
         if let Some(service) = self.service.as_mut() {
-            service.ending.get_or_insert(why);
+            service.ending = Some(ending_after(service.ending, stopping, why));
         }
+        // The answer says how the server ends now: a `drain` during a `close` is `closing`,
+        // anything after a stop signal `stopping`.
+        let now_ending = self
+            .service
+            .as_ref()
+            .and_then(|service| service.ending)
+            .unwrap_or(why);
         if why == "closing" && self.core.stopping().is_none() {
             let halt = self.core.close(self.tick());
             self.apply_halt(halt).await;
@@ -461,11 +498,48 @@ impl Driver {
         }
         let _ = call.reply.send(Reply {
             answer: Answer::Ending {
-                why: why.into(),
+                why: now_ending.into(),
                 running,
                 waiting,
             },
             then: Some(then),
         });
+    }
+}
+
+/// Why a submission could never start, when its key or command is longer than one argument
+/// of `execve(2)` may be ([`crate::arg_limit`]).
+fn over_limit(key: &str, command: &str) -> Option<String> {
+    let (key_limit, command_limit) = (
+        crate::arg_limit::max_key_bytes(),
+        crate::arg_limit::max_argument_bytes(),
+    );
+    if key.len() > key_limit {
+        return Some(format!(
+            "the key is {} bytes, more than the {key_limit} one argument may hold",
+            key.len()
+        ));
+    }
+    (command.len() > command_limit).then(|| {
+        format!(
+            "the command is {} bytes, more than the {command_limit} one argument may hold",
+            command.len()
+        )
+    })
+}
+
+/// How the server ends once `request` (`draining` or `closing`) is taken, given how it was
+/// ending (`ending`) and whether it was already stopping (a stop signal, or a `close`): a stop
+/// stays a stop, a `close` turns a drain into a close, a `drain` changes nothing begun.
+fn ending_after(
+    ending: Option<&'static str>,
+    stopping: bool,
+    request: &'static str,
+) -> &'static str {
+    match (ending, stopping) {
+        (Some("closing"), _) => "closing",
+        (_, true) => "stopping",
+        (Some(current), false) if request == "draining" => current,
+        _ => request,
     }
 }
