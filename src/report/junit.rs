@@ -547,7 +547,6 @@ fn text_block(bytes: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Instant;
 
     use nix::sys::signal::Signal;
 
@@ -973,7 +972,7 @@ mod tests {
     }
 
     #[test]
-    fn ten_thousand_jobs_render_fast() {
+    fn ten_thousand_jobs_render_whole() {
         let tail = "error: something went wrong at step 42\n".repeat(100);
         let command = format!("./run-step --with many --arguments {}", "y".repeat(150));
         let mut report = JunitReport::new("big", SystemTime::now());
@@ -992,11 +991,9 @@ mod tests {
             report.add(&e);
         }
 
-        let began = Instant::now();
+        // Its speed (about 0.05 s optimised) is a benchmark's to watch, not a test's: a timed
+        // assertion fails on a loaded machine.
         let xml = report.to_xml();
-        let took = began.elapsed();
-        // About 0.2 s in a debug build, 0.05 s optimised.
-        assert!(took < Duration::from_secs(1), "took {took:?}");
 
         let doc = roxmltree::Document::parse(&xml).expect("valid XML");
         let root = doc.root_element();
