@@ -230,7 +230,8 @@ impl Coordinator {
     }
 
     /// Waits until every key let go so far is let go in the database, so that a run that ends
-    /// leaves no row saying it holds a key (the next holder would take it for a lost one).
+    /// leaves no row saying it holds a key (the next holder would take it for a lost one); then
+    /// removes the rows of its idle sessions from `lanes_sessions` and closes them.
     pub(crate) async fn settle(&self) {
         loop {
             let pending: Vec<_> = std::mem::take(
@@ -241,11 +242,24 @@ impl Coordinator {
                     .unwrap_or_else(|e| e.into_inner()),
             );
             if pending.is_empty() {
-                return;
+                break;
             }
             for release in pending {
                 let _ = release.await;
             }
+        }
+        // The idle sessions' rows go with them; the rows of sessions that were still waiting
+        // for a key go when their sessions end (the next lanes to connect sweeps them).
+        let idle: Vec<Session> =
+            std::mem::take(&mut *self.shared.pool.lock().unwrap_or_else(|e| e.into_inner()));
+        for session in &idle {
+            let _ = session
+                .client
+                .execute(
+                    "DELETE FROM lanes_sessions WHERE backend_pid = pg_backend_pid()",
+                    &[],
+                )
+                .await;
         }
     }
 
@@ -564,18 +578,31 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
     let lock_of = "l.locktype = 'advisory' AND l.objsubid = 1 \
                    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
                    AND ((l.classid::bigint << 32) | l.objid::bigint)";
+    // Every slot `--shared-max-concurrent` can name (1 to 1024).
+    let slot_ids: Vec<i64> = (0..1024).map(|slot| slot_id(namespace, slot)).collect();
     let holders = session
         .client
         .query(
             &format!(
-                "SELECT h.key, h.host, h.pid, h.run, h.seq FROM lanes_holds h \
+                "SELECT h.key, h.host, h.pid, h.run, h.seq, EXISTS (SELECT 1 FROM pg_locks l \
+                 WHERE l.pid = h.backend_pid AND l.granted AND {lock_of} = ANY($2)) \
+                 FROM lanes_holds h \
                  JOIN pg_locks l ON l.pid = h.backend_pid AND l.granted AND {lock_of} = h.lock_id \
                  WHERE h.namespace = $1 ORDER BY h.key"
             ),
-            &[&namespace],
+            &[&namespace, &slot_ids],
         )
         .await
         .map_err(unusable)?;
+    let slots_held: i64 = session
+        .client
+        .query_one(
+            &format!("SELECT count(*) FROM pg_locks l WHERE l.granted AND {lock_of} = ANY($1)"),
+            &[&slot_ids],
+        )
+        .await
+        .map_err(unusable)?
+        .get(0);
     let waiters = session
         .client
         .query(
@@ -608,10 +635,19 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
                     row.get::<_, i32>(2),
                     row.get::<_, String>(3)
                 );
-                if let Some(seq) = seq {
-                    let _ = write!(text, ", seq {seq}");
+                let slot: bool = row.get(5);
+                match seq {
+                    Some(seq) => {
+                        let _ = write!(text, ", seq {seq})");
+                    }
+                    // Held, but its job has not started: it waits for a shared slot (or for
+                    // a lost holder's grace).
+                    None if slots_held > 0 && !slot => {
+                        text.push_str("), its job waiting for a shared slot");
+                    }
+                    None => text.push_str("), its job not started yet"),
                 }
-                text.push_str(")\n");
+                text.push('\n');
             }
             None => {
                 let _ = writeln!(text, "{key:?}: being handed over");
@@ -635,6 +671,9 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
     }
     if keys.is_empty() {
         text.push_str("no key is held\n");
+    }
+    if slots_held > 0 {
+        let _ = writeln!(text, "shared slots: {slots_held} held");
     }
     Ok(text)
 }
