@@ -679,3 +679,214 @@ fn a_database_that_stops_answering_loses_the_key_within_the_heartbeat_bound() {
         "the job never ended by itself"
     );
 }
+
+#[test]
+fn a_killed_or_interrupted_waiter_leaves_the_key_s_queue() {
+    let Some(pg) = Postgres::start("a_killed_or_interrupted_waiter_leaves_the_key_s_queue") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let first = scratch.write(
+        "first.tsv",
+        format!("k\t{}; {}\n", mark("start"), await_file("go")),
+    );
+    let rest = scratch.write("rest.tsv", "k\ttrue\n");
+    let host = |name: &str, input: &Path| {
+        Run::new()
+            .scratch(&scratch)
+            .args(["--host-id", name, "--coordinate", &pg.url()])
+            .arg(input)
+            .spawn()
+    };
+    let a = host("ha", &first);
+    scratch.wait_for("log.k", Duration::from_secs(10));
+    let b = host("hb", &rest);
+    let c = host("hc", &rest);
+    assert!(
+        wait_until(Duration::from_secs(10), || pg.locks().contains("2 ahead")),
+        "{}",
+        pg.locks()
+    );
+    // One waiter killed, the other stopped cleanly: neither stays in the server's queue.
+    b.signal(Signal::SIGKILL);
+    c.signal(Signal::SIGINT);
+    assert!(wait_until(Duration::from_secs(10), || !alive(b.pid())));
+    let _ = c.wait();
+    assert!(
+        wait_until(Duration::from_secs(10), || !pg.locks().contains("waiting:")),
+        "{}",
+        pg.locks()
+    );
+    let waiting =
+        pg.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+    assert_eq!(waiting.trim(), "0");
+    scratch.write("go", "");
+    a.wait().code(0);
+    // A clean exit leaves no row of its sessions.
+    assert!(
+        wait_until(Duration::from_secs(10), || pg
+            .psql(
+                "SELECT count(*) FROM lanes_sessions s WHERE s.backend_pid IN \
+                   (SELECT pid FROM pg_stat_activity)"
+            )
+            .trim()
+            == "0"),
+        "{}",
+        pg.psql("SELECT * FROM lanes_sessions")
+    );
+}
+
+#[test]
+fn a_clean_run_leaves_no_row_in_lanes_sessions() {
+    let Some(pg) = Postgres::start("a_clean_run_leaves_no_row_in_lanes_sessions") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    Run::new()
+        .scratch(&scratch)
+        .args(["-j", "2", "--coordinate", &pg.url()])
+        .args(["--", "true", ":::", "a", "b", "c"])
+        .run()
+        .code(0);
+    assert_eq!(pg.psql("SELECT count(*) FROM lanes_sessions").trim(), "0");
+}
+
+#[test]
+fn a_record_the_database_refuses_is_lost_alone() {
+    let Some(pg) = Postgres::start("a_record_the_database_refuses_is_lost_alone") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    // Create the tables, then make the database refuse the record of key `bad`.
+    Run::new()
+        .scratch(&scratch)
+        .args(["--coordinate", &pg.url(), "--", "true"])
+        .run()
+        .code(0);
+    pg.psql("ALTER TABLE lanes_records ADD CONSTRAINT no_bad CHECK (key <> 'bad')");
+    let input = scratch.write("jobs.tsv", "a\ttrue\nbad\ttrue\nc\ttrue\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "1", "--coordinate", &pg.url(), "--coordinate-records"])
+        .arg(input)
+        .run();
+    out.code(1);
+    assert!(
+        out.stderr().contains(
+            "lanes: --coordinate-records: the record of job 2 (key \"bad\") was not written"
+        ),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        pg.psql("SELECT string_agg(key, ',' ORDER BY seq) FROM lanes_records")
+            .trim(),
+        "a,c"
+    );
+}
+
+#[test]
+fn records_are_written_again_after_the_session_is_lost() {
+    let Some(pg) = Postgres::start("records_are_written_again_after_the_session_is_lost") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    // Job 2 ends the records writer's session (the only one not asking for a key) before
+    // it ends; its record and job 3's go on a new session.
+    let terminate = format!(
+        "psql -X -q -d {} -c \"SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE pid <> pg_backend_pid() AND datname = current_database() AND pid NOT IN \
+         (SELECT backend_pid FROM lanes_sessions)\"",
+        sh_quote(&pg.url())
+    );
+    let input = scratch.write("jobs.tsv", format!("a\ttrue\nb\t{terminate}\nc\ttrue\n"));
+    let psql_dir = pg.bin.clone();
+    let path = format!(
+        "{}:{}",
+        psql_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .env("PATH", path)
+        .args(["-j", "1", "--coordinate", &pg.url(), "--coordinate-records"])
+        .arg(input)
+        .run();
+    out.code(0);
+    assert_eq!(
+        pg.psql("SELECT string_agg(key, ',' ORDER BY seq) FROM lanes_records")
+            .trim(),
+        "a,b,c",
+        "{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn locks_says_a_job_waits_for_a_shared_slot_and_how_many_are_held() {
+    let Some(pg) = Postgres::start("locks_says_a_job_waits_for_a_shared_slot") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let first = scratch.write(
+        "x.tsv",
+        format!("x\t{}; {}\n", mark("start"), await_file("go")),
+    );
+    let second = scratch.write("y.tsv", "y\ttrue\n");
+    let host = |name: &str, input: &Path| {
+        Run::new()
+            .scratch(&scratch)
+            .args(["--shared-max-concurrent", "1"])
+            .args(["--host-id", name, "--coordinate", &pg.url()])
+            .arg(input)
+            .spawn()
+    };
+    let a = host("ha", &first);
+    scratch.wait_for("log.x", Duration::from_secs(10));
+    let b = host("hb", &second);
+    assert!(
+        wait_until(Duration::from_secs(10), || pg
+            .locks()
+            .contains("\"y\": held by host hb")),
+        "{}",
+        pg.locks()
+    );
+    let listing = pg.locks();
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 3, "{listing}");
+    assert!(lines[0].ends_with(", seq 1)"), "{listing}");
+    assert!(
+        lines[1].ends_with("), its job waiting for a shared slot"),
+        "{listing}"
+    );
+    assert_eq!(lines[2], "shared slots: 1 held", "{listing}");
+    scratch.write("go", "");
+    a.wait().code(0);
+    b.wait().code(0);
+}
+
+#[test]
+fn an_empty_database_or_namespace_is_a_usage_error() {
+    for args in [
+        vec!["--coordinate", "", "--", "true"],
+        vec![
+            "--coordinate",
+            "postgres://u@h/d",
+            "--namespace",
+            "",
+            "--",
+            "true",
+        ],
+        vec!["locks", "--coordinate", ""],
+        vec![
+            "locks",
+            "--coordinate",
+            "postgres://u@h/d",
+            "--namespace",
+            "",
+        ],
+    ] {
+        let out = Command::new(BIN).args(&args).output().expect("lanes");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    }
+}
