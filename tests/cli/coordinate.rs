@@ -225,7 +225,7 @@ fn three_hosts_never_run_a_key_twice_at_once_and_migrate_once() {
     // Each version applied once, though three hosts started at once.
     assert_eq!(
         pg.psql("SELECT count(*), max(version) FROM lanes_schema"),
-        "2|2\n"
+        "3|3\n"
     );
     // h0's records are in the fleet's table too, as in its report.
     assert_eq!(
@@ -414,10 +414,11 @@ fn a_terminated_session_stops_its_job_as_lock_lost_before_another_host_starts_th
         a.job(1).end_ms(),
         b.job(1).start_ms()
     );
-    // The key went to b at once, but b's job waited a's --grace and the 6 s a's lanes takes at
-    // most to notice: a's job was gone first even had it ignored SIGTERM.
+    // The key went to b at once, but b's job waited until a's last heartbeat (at most 2 s
+    // before the loss) plus a's --grace and the 6 s a's lanes takes at most to notice: a's job
+    // was gone first even had it ignored SIGTERM.
     let waited = b.job(1).lock_wait_ms.expect("b waited");
-    assert!(waited >= 7000, "{waited}");
+    assert!(waited >= 5000, "{waited}");
     let lines = scratch.lines("log.k");
     assert_eq!(lines.len(), 3, "a started, b started and ended: {lines:#?}");
     assert!(lines[0].starts_with("start") && lines[1].starts_with("start"));
@@ -598,7 +599,7 @@ fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
     out.code(2);
     assert!(
         out.stderr().contains(
-            "the database's lanes tables are version 99, newer than this lanes knows (2)"
+            "the database's lanes tables are version 99, newer than this lanes knows (3)"
         ),
         "{}",
         out.stderr()
@@ -889,4 +890,73 @@ fn an_empty_database_or_namespace_is_a_usage_error() {
         let out = Command::new(BIN).args(&args).output().expect("lanes");
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
     }
+}
+
+#[test]
+fn a_lost_holder_s_row_delays_the_next_holder_only_until_its_job_must_be_gone() {
+    let Some(pg) = Postgres::start("a_lost_holder_s_row_delays_the_next_holder_only") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let hold = scratch.write(
+        "hold.tsv",
+        format!("k\t{}; {}\n", mark("start"), await_file("go")),
+    );
+    let quick = scratch.write("quick.tsv", "k\ttrue\n");
+    let host = |name: &str, input: &Path| {
+        Run::new()
+            .scratch(&scratch)
+            .args([
+                "--grace",
+                "1s",
+                "--host-id",
+                name,
+                "--coordinate",
+                &pg.url(),
+            ])
+            .arg(input)
+            .spawn()
+    };
+    // `ha` loses its session while its job runs: its row stays.
+    let lose = |name: &str, lines: usize| {
+        let a = host(name, &hold);
+        assert!(wait_until(Duration::from_secs(10), || scratch
+            .lines("log.k")
+            .len()
+            == lines));
+        assert_eq!(
+            pg.psql("SELECT pg_terminate_backend(backend_pid) FROM lanes_holds WHERE key = 'k'"),
+            "t\n"
+        );
+        let a = a.wait();
+        a.code(1);
+        assert_eq!(a.job(1).reason.as_deref(), Some("lock_lost"));
+        a
+    };
+    let a = lose("ha", 1);
+    // Just after the loss, the next holder waits for the lost holder's job, and names it.
+    let b = host("hb", &quick).wait();
+    b.code(0);
+    let holder = b.job(1).lock_holder.clone().expect("b waited for ha");
+    assert_eq!(
+        (holder.host.as_deref(), holder.run.as_str()),
+        (Some("ha"), a.report().run.started_at.as_str())
+    );
+    assert!(
+        b.job(1).lock_wait_ms.is_some_and(|ms| ms >= 1000),
+        "{}",
+        b.dump()
+    );
+    // A row whose holder was last seen long ago (as if an hour had passed) delays no one.
+    lose("hc", 2);
+    pg.psql("UPDATE lanes_holds SET seen_at = seen_at - interval '1 hour' WHERE key = 'k'");
+    let d = host("hd", &quick).wait();
+    d.code(0);
+    assert!(d.job(1).lock_holder.is_none(), "{}", d.dump());
+    assert!(
+        d.job(1).lock_wait_ms.is_some_and(|ms| ms < 3000),
+        "{}",
+        d.dump()
+    );
+    assert_eq!(pg.locks(), "no key is held\n");
 }

@@ -13,9 +13,10 @@
 //!   lanes is killed with SIGKILL.
 //! - A session lost while it holds a key (its connection ended, or no answer to a heartbeat
 //!   within [`HEARTBEAT_TIMEOUT`]) is reported as [`Acquired::Lost`]; the key's job is stopped
-//!   with reason `lock_lost`. The holder's row in `lanes_holds` stays; the next holder of the
-//!   key finds it, sees that its session is gone, and waits the lost holder's `--grace` plus
-//!   [`NOTICE_BOUND`] before its job may start, so that the lost holder's job is gone first.
+//!   with reason `lock_lost`. The holder's row in `lanes_holds` stays, with its last sign of
+//!   life (`seen_at`, written by each heartbeat); the next holder of the key finds it and waits
+//!   until that time plus the lost holder's `--grace` plus [`NOTICE_BOUND`] before its job may
+//!   start, so that the lost holder's job is gone first; an older row makes no one wait.
 //! - `lanes_sessions` says which key each session asks for; `lanes_holds` who holds which key
 //!   (`lanes locks --coordinate`).
 
@@ -346,7 +347,8 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
     let (_, got) = tokio::try_join!(ask, attempt).map_err(|err| error_text(&err))?;
     let grace_ms = i64::try_from(shared.settings.grace.as_millis()).unwrap_or(i64::MAX);
     let pid = shared.pid as i32;
-    let claim_params: [&(dyn ToSql + Sync); 7] = [
+    let notice_ms = i64::try_from(NOTICE_BOUND.as_millis()).unwrap_or(i64::MAX);
+    let claim_params: [&(dyn ToSql + Sync); 8] = [
         &id,
         &shared.settings.namespace,
         &key_text,
@@ -354,6 +356,7 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
         &pid,
         &shared.run,
         &grace_ms,
+        &notice_ms,
     ];
     let mut holder = None;
     let claimed = if got.get::<_, bool>(0) {
@@ -378,10 +381,17 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
     };
     same_backend(session.backend_pid, claimed.get(0))?;
     let lost: Option<i64> = claimed.get(1);
-    if let Some(grace_ms) = lost {
-        // The last holder lost the key without letting it go: its job may still be stopping.
-        let grace = Duration::from_millis(u64::try_from(grace_ms).unwrap_or(0));
-        tokio::time::sleep(grace + NOTICE_BOUND).await;
+    if let Some(wait_ms) = lost.filter(|&ms| ms > 0) {
+        // The last holder lost the key without letting it go, and not long enough ago: its
+        // job may still be stopping. The job waits for it, and names it.
+        if holder.is_none() {
+            holder = Some(LockHolder {
+                pid: claimed.get::<_, i32>(3) as u32,
+                run: claimed.get(4),
+                host: Some(claimed.get(2)),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0))).await;
     }
     let slot = match shared.settings.shared_slots {
         Some(count) => {
@@ -449,7 +459,8 @@ fn heartbeat(session: &Session, grant: u64, report: mpsc::UnboundedSender<Acquir
             if !current() {
                 return;
             }
-            let why = match tokio::time::timeout(HEARTBEAT_TIMEOUT, client.simple_query("")).await {
+            let beat = client.simple_query(statements::HEARTBEAT);
+            let why = match tokio::time::timeout(HEARTBEAT_TIMEOUT, beat).await {
                 Ok(Ok(_)) => continue,
                 Ok(Err(err)) => format!("connection lost: {}", error_text(&err)),
                 Err(_) => format!(
