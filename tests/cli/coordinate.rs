@@ -960,3 +960,62 @@ fn a_lost_holder_s_row_delays_the_next_holder_only_until_its_job_must_be_gone() 
     );
     assert_eq!(pg.locks(), "no key is held\n");
 }
+
+#[test]
+fn a_lost_slot_holder_s_job_counts_against_the_cap_until_it_must_be_gone() {
+    let Some(pg) = Postgres::start("a_lost_slot_holder_s_job_counts_against_the_cap") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    // a's job ignores SIGTERM: it runs on for a's --grace after a's session is lost.
+    let first = scratch.write(
+        "x.tsv",
+        format!(
+            "x\ttrap '' TERM; {}; {}; sleep 2; {}\n",
+            mark("start"),
+            await_file("go"),
+            mark("end")
+        ),
+    );
+    let second = scratch.write("y.tsv", format!("y\t{}; {}\n", mark("start"), mark("end")));
+    let host = |name: &str, input: &Path| {
+        Run::new()
+            .scratch(&scratch)
+            .args(["--grace", "1s", "--shared-max-concurrent", "1"])
+            .args(["--host-id", name, "--coordinate", &pg.url()])
+            .arg(input)
+            .spawn()
+    };
+    let a = host("ha", &first);
+    scratch.wait_for("log.x", Duration::from_secs(10));
+    let b = host("hb", &second);
+    assert!(
+        wait_until(Duration::from_secs(10), || pg
+            .locks()
+            .contains("its job waiting for a shared slot")),
+        "{}",
+        pg.locks()
+    );
+    assert_eq!(
+        pg.psql("SELECT pg_terminate_backend(backend_pid) FROM lanes_holds WHERE key = 'x'"),
+        "t\n"
+    );
+    scratch.write("go", "");
+    let (a, b) = (a.wait(), b.wait());
+    a.code(1);
+    b.code(0);
+    assert_eq!(a.job(1).reason.as_deref(), Some("lock_lost"));
+    // a's job, killed after its grace, was over before b's started: never two under a cap of 1.
+    let a_start = scratch.lines("log.x")[0].clone();
+    let b_start: u128 = scratch.lines("log.y")[0]
+        .split(' ')
+        .nth(3)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let a_end = a.job(1).end_ms();
+    assert!(
+        i128::from(a_end) * 1_000_000 <= b_start as i128,
+        "{a_start} {a_end} {b_start}"
+    );
+}

@@ -135,7 +135,7 @@ pub(crate) fn slot_id(namespace: &str, slot: usize) -> i64 {
 /// Takes one of the shared slots `slots` on `session` (which holds its key already): the
 /// first free one, else waits until one is let go (a notification on `lanes_slots`, or
 /// [`SLOT_RECHECK`]).
-async fn take_slot(session: &mut Session, slots: &[i64]) -> Result<i64, String> {
+async fn take_slot(session: &mut Session, slots: &[i64], grace: Duration) -> Result<i64, String> {
     if !session.listening {
         session
             .client
@@ -156,7 +156,22 @@ async fn take_slot(session: &mut Session, slots: &[i64]) -> Result<i64, String> 
             .await
             .map_err(|err| error_text(&err))?;
         if let Some(row) = free {
-            return Ok(row.get(0));
+            let slot: i64 = row.get(0);
+            // A row of another session says that the slot's last holder lost it: its job may
+            // still be stopping, and counts against the cap until it must be gone.
+            let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+            let notice_ms = i64::try_from(NOTICE_BOUND.as_millis()).unwrap_or(i64::MAX);
+            let lost: Option<i64> = session
+                .client
+                .query_one(statements::CLAIM_SLOT, &[&slot, &grace_ms, &notice_ms])
+                .await
+                .map_err(|err| error_text(&err))?
+                .get(0);
+            if let Some(wait_ms) = lost.filter(|&ms| ms > 0) {
+                tokio::time::sleep(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)))
+                    .await;
+            }
+            return Ok(slot);
         }
         let _ = tokio::time::timeout(SLOT_RECHECK, session.notified.recv()).await;
     }
@@ -398,7 +413,7 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
             let slots: Vec<i64> = (0..count)
                 .map(|i| slot_id(&shared.settings.namespace, i))
                 .collect();
-            Some(take_slot(&mut session, &slots).await?)
+            Some(take_slot(&mut session, &slots, shared.settings.grace).await?)
         }
         None => None,
     };

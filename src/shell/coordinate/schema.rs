@@ -52,8 +52,15 @@ const STEPS: [&str; VERSION as usize] = [
         recorded_at timestamptz NOT NULL DEFAULT now()
     );
     CREATE INDEX lanes_records_outcome ON lanes_records (namespace, outcome);",
-    // 3: a holder's last sign of life (its heartbeat), which bounds the wait after its loss.
-    "ALTER TABLE lanes_holds ADD COLUMN seen_at timestamptz;",
+    // 3: a holder's last sign of life (its heartbeat), which bounds the wait after its loss;
+    // who holds which shared slot, so that a lost slot holder's job is waited for too.
+    "ALTER TABLE lanes_holds ADD COLUMN seen_at timestamptz;
+    CREATE TABLE lanes_slot_holds (
+        slot_id bigint PRIMARY KEY,
+        backend_pid integer NOT NULL,
+        grace_ms bigint NOT NULL,
+        seen_at timestamptz NOT NULL
+    );",
 ];
 
 /// Brings the tables to [`VERSION`].

@@ -45,17 +45,38 @@ WITH lost AS (
 SELECT pg_backend_pid(), (SELECT wait_ms FROM lost), (SELECT host FROM lost),
        (SELECT pid FROM lost), (SELECT run FROM lost)";
 
-/// The heartbeat of a session that holds a key: its row's last sign of life.
+/// The heartbeat of a session that holds a key (and maybe a shared slot): its rows' last sign
+/// of life.
 pub(crate) const HEARTBEAT: &str =
-    "UPDATE lanes_holds SET seen_at = clock_timestamp() WHERE backend_pid = pg_backend_pid()";
+    "UPDATE lanes_holds SET seen_at = clock_timestamp() WHERE backend_pid = pg_backend_pid();
+     UPDATE lanes_slot_holds SET seen_at = clock_timestamp() WHERE backend_pid = pg_backend_pid()";
+
+/// Records this session as the holder of shared slot `$1` (`--grace` in ms `$2`, the notice
+/// bound in ms `$3`), which it has just locked; returns how long in ms the job of a lost
+/// earlier holder of the slot may still run, as [`CLAIM`] does for a key.
+pub(crate) const CLAIM_SLOT: &str = "
+WITH lost AS (
+    SELECT GREATEST(0::bigint, (ceil(EXTRACT(EPOCH FROM (h.seen_at - clock_timestamp())) * 1000)
+               + h.grace_ms + $3::bigint)::bigint) AS wait_ms
+    FROM lanes_slot_holds h
+    WHERE h.slot_id = $1 AND h.backend_pid <> pg_backend_pid()
+), claimed AS (
+    INSERT INTO lanes_slot_holds (slot_id, backend_pid, grace_ms, seen_at)
+    VALUES ($1, pg_backend_pid(), $2, clock_timestamp())
+    ON CONFLICT (slot_id) DO UPDATE SET backend_pid = excluded.backend_pid,
+        grace_ms = excluded.grace_ms, seen_at = excluded.seen_at
+)
+SELECT (SELECT wait_ms FROM lost)";
 
 /// The job `$1` started under lock `$2`.
 const STARTED: &str = "UPDATE lanes_holds SET seq = $1 \
                        WHERE lock_id = $2 AND backend_pid = pg_backend_pid()";
 
-/// Deletes this session's row of lock `$1` (before letting it go).
-const FORGET: &str =
-    "DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()";
+/// Deletes this session's row of lock `$1` and of its shared slot, if any (before letting them
+/// go, in a statement of its own: committed before they are free).
+const FORGET: &str = "
+WITH slot AS (DELETE FROM lanes_slot_holds WHERE backend_pid = pg_backend_pid())
+DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()";
 
 /// Lets lock `$1` go.
 const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
