@@ -42,10 +42,12 @@ pub enum Task {
         #[arg(value_name = "DIR")]
         dir: Option<PathBuf>,
         /// The fleet's database (also `LANES_COORDINATE`).
-        #[arg(long, value_name = "URL", conflicts_with = "dir")]
+        #[arg(long, value_name = "URL", conflicts_with = "dir",
+              value_parser = clap::builder::NonEmptyStringValueParser::new())]
         coordinate: Option<String>,
         /// The fleet's namespace in the database.
-        #[arg(long, value_name = "NAME", default_value = "lanes")]
+        #[arg(long, value_name = "NAME", default_value = "lanes",
+              value_parser = clap::builder::NonEmptyStringValueParser::new())]
         namespace: String,
     },
     /// Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin
@@ -336,12 +338,14 @@ pub struct Cli {
     /// variables and ~/.pgpass for what the URL leaves out): at most one job per key in flight
     /// across the fleet, first come first served. A job holds its key's database session
     /// (descriptor 3) for as long as it lives.
-    #[arg(long, value_name = "URL", conflicts_with = "lock_dir")]
+    #[arg(long, value_name = "URL", conflicts_with = "lock_dir",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub coordinate: Option<String>,
 
     /// With --coordinate: the fleet's name in the database, so that several fleets may share
     /// one [default: lanes].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub namespace: Option<String>,
 
     /// With --coordinate: write every job record into the database's `lanes_records` table

@@ -13,9 +13,10 @@
 //!   lanes is killed with SIGKILL.
 //! - A session lost while it holds a key (its connection ended, or no answer to a heartbeat
 //!   within [`HEARTBEAT_TIMEOUT`]) is reported as [`Acquired::Lost`]; the key's job is stopped
-//!   with reason `lock_lost`. The holder's row in `lanes_holds` stays; the next holder of the
-//!   key finds it, sees that its session is gone, and waits the lost holder's `--grace` plus
-//!   [`NOTICE_BOUND`] before its job may start, so that the lost holder's job is gone first.
+//!   with reason `lock_lost`. The holder's row in `lanes_holds` stays, with its last sign of
+//!   life (`seen_at`, written by each heartbeat); the next holder of the key finds it and waits
+//!   until that time plus the lost holder's `--grace` plus [`NOTICE_BOUND`] before its job may
+//!   start, so that the lost holder's job is gone first; an older row makes no one wait.
 //! - `lanes_sessions` says which key each session asks for; `lanes_holds` who holds which key
 //!   (`lanes locks --coordinate`).
 
@@ -134,7 +135,7 @@ pub(crate) fn slot_id(namespace: &str, slot: usize) -> i64 {
 /// Takes one of the shared slots `slots` on `session` (which holds its key already): the
 /// first free one, else waits until one is let go (a notification on `lanes_slots`, or
 /// [`SLOT_RECHECK`]).
-async fn take_slot(session: &mut Session, slots: &[i64]) -> Result<i64, String> {
+async fn take_slot(session: &mut Session, slots: &[i64], grace: Duration) -> Result<i64, String> {
     if !session.listening {
         session
             .client
@@ -155,7 +156,22 @@ async fn take_slot(session: &mut Session, slots: &[i64]) -> Result<i64, String> 
             .await
             .map_err(|err| error_text(&err))?;
         if let Some(row) = free {
-            return Ok(row.get(0));
+            let slot: i64 = row.get(0);
+            // A row of another session says that the slot's last holder lost it: its job may
+            // still be stopping, and counts against the cap until it must be gone.
+            let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+            let notice_ms = i64::try_from(NOTICE_BOUND.as_millis()).unwrap_or(i64::MAX);
+            let lost: Option<i64> = session
+                .client
+                .query_one(statements::CLAIM_SLOT, &[&slot, &grace_ms, &notice_ms])
+                .await
+                .map_err(|err| error_text(&err))?
+                .get(0);
+            if let Some(wait_ms) = lost.filter(|&ms| ms > 0) {
+                tokio::time::sleep(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)))
+                    .await;
+            }
+            return Ok(slot);
         }
         let _ = tokio::time::timeout(SLOT_RECHECK, session.notified.recv()).await;
     }
@@ -230,7 +246,8 @@ impl Coordinator {
     }
 
     /// Waits until every key let go so far is let go in the database, so that a run that ends
-    /// leaves no row saying it holds a key (the next holder would take it for a lost one).
+    /// leaves no row saying it holds a key (the next holder would take it for a lost one); then
+    /// removes the rows of its idle sessions from `lanes_sessions` and closes them.
     pub(crate) async fn settle(&self) {
         loop {
             let pending: Vec<_> = std::mem::take(
@@ -241,11 +258,24 @@ impl Coordinator {
                     .unwrap_or_else(|e| e.into_inner()),
             );
             if pending.is_empty() {
-                return;
+                break;
             }
             for release in pending {
                 let _ = release.await;
             }
+        }
+        // The idle sessions' rows go with them; the rows of sessions that were still waiting
+        // for a key go when their sessions end (the next lanes to connect sweeps them).
+        let idle: Vec<Session> =
+            std::mem::take(&mut *self.shared.pool.lock().unwrap_or_else(|e| e.into_inner()));
+        for session in &idle {
+            let _ = session
+                .client
+                .execute(
+                    "DELETE FROM lanes_sessions WHERE backend_pid = pg_backend_pid()",
+                    &[],
+                )
+                .await;
         }
     }
 
@@ -332,7 +362,8 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
     let (_, got) = tokio::try_join!(ask, attempt).map_err(|err| error_text(&err))?;
     let grace_ms = i64::try_from(shared.settings.grace.as_millis()).unwrap_or(i64::MAX);
     let pid = shared.pid as i32;
-    let claim_params: [&(dyn ToSql + Sync); 7] = [
+    let notice_ms = i64::try_from(NOTICE_BOUND.as_millis()).unwrap_or(i64::MAX);
+    let claim_params: [&(dyn ToSql + Sync); 8] = [
         &id,
         &shared.settings.namespace,
         &key_text,
@@ -340,6 +371,7 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
         &pid,
         &shared.run,
         &grace_ms,
+        &notice_ms,
     ];
     let mut holder = None;
     let claimed = if got.get::<_, bool>(0) {
@@ -364,17 +396,24 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
     };
     same_backend(session.backend_pid, claimed.get(0))?;
     let lost: Option<i64> = claimed.get(1);
-    if let Some(grace_ms) = lost {
-        // The last holder lost the key without letting it go: its job may still be stopping.
-        let grace = Duration::from_millis(u64::try_from(grace_ms).unwrap_or(0));
-        tokio::time::sleep(grace + NOTICE_BOUND).await;
+    if let Some(wait_ms) = lost.filter(|&ms| ms > 0) {
+        // The last holder lost the key without letting it go, and not long enough ago: its
+        // job may still be stopping. The job waits for it, and names it.
+        if holder.is_none() {
+            holder = Some(LockHolder {
+                pid: claimed.get::<_, i32>(3) as u32,
+                run: claimed.get(4),
+                host: Some(claimed.get(2)),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0))).await;
     }
     let slot = match shared.settings.shared_slots {
         Some(count) => {
             let slots: Vec<i64> = (0..count)
                 .map(|i| slot_id(&shared.settings.namespace, i))
                 .collect();
-            Some(take_slot(&mut session, &slots).await?)
+            Some(take_slot(&mut session, &slots, shared.settings.grace).await?)
         }
         None => None,
     };
@@ -435,7 +474,8 @@ fn heartbeat(session: &Session, grant: u64, report: mpsc::UnboundedSender<Acquir
             if !current() {
                 return;
             }
-            let why = match tokio::time::timeout(HEARTBEAT_TIMEOUT, client.simple_query("")).await {
+            let beat = client.simple_query(statements::HEARTBEAT);
+            let why = match tokio::time::timeout(HEARTBEAT_TIMEOUT, beat).await {
                 Ok(Ok(_)) => continue,
                 Ok(Err(err)) => format!("connection lost: {}", error_text(&err)),
                 Err(_) => format!(
@@ -564,18 +604,31 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
     let lock_of = "l.locktype = 'advisory' AND l.objsubid = 1 \
                    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
                    AND ((l.classid::bigint << 32) | l.objid::bigint)";
+    // Every slot `--shared-max-concurrent` can name (1 to 1024).
+    let slot_ids: Vec<i64> = (0..1024).map(|slot| slot_id(namespace, slot)).collect();
     let holders = session
         .client
         .query(
             &format!(
-                "SELECT h.key, h.host, h.pid, h.run, h.seq FROM lanes_holds h \
+                "SELECT h.key, h.host, h.pid, h.run, h.seq, EXISTS (SELECT 1 FROM pg_locks l \
+                 WHERE l.pid = h.backend_pid AND l.granted AND {lock_of} = ANY($2)) \
+                 FROM lanes_holds h \
                  JOIN pg_locks l ON l.pid = h.backend_pid AND l.granted AND {lock_of} = h.lock_id \
                  WHERE h.namespace = $1 ORDER BY h.key"
             ),
-            &[&namespace],
+            &[&namespace, &slot_ids],
         )
         .await
         .map_err(unusable)?;
+    let slots_held: i64 = session
+        .client
+        .query_one(
+            &format!("SELECT count(*) FROM pg_locks l WHERE l.granted AND {lock_of} = ANY($1)"),
+            &[&slot_ids],
+        )
+        .await
+        .map_err(unusable)?
+        .get(0);
     let waiters = session
         .client
         .query(
@@ -608,10 +661,19 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
                     row.get::<_, i32>(2),
                     row.get::<_, String>(3)
                 );
-                if let Some(seq) = seq {
-                    let _ = write!(text, ", seq {seq}");
+                let slot: bool = row.get(5);
+                match seq {
+                    Some(seq) => {
+                        let _ = write!(text, ", seq {seq})");
+                    }
+                    // Held, but its job has not started: it waits for a shared slot (or for
+                    // a lost holder's grace).
+                    None if slots_held > 0 && !slot => {
+                        text.push_str("), its job waiting for a shared slot");
+                    }
+                    None => text.push_str("), its job not started yet"),
                 }
-                text.push_str(")\n");
+                text.push('\n');
             }
             None => {
                 let _ = writeln!(text, "{key:?}: being handed over");
@@ -635,6 +697,9 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
     }
     if keys.is_empty() {
         text.push_str("no key is held\n");
+    }
+    if slots_held > 0 {
+        let _ = writeln!(text, "shared slots: {slots_held} held");
     }
     Ok(text)
 }

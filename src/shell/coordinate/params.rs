@@ -156,7 +156,16 @@ fn password_from_file(
 ) -> Option<String> {
     use std::os::unix::fs::PermissionsExt as _;
     let meta = std::fs::metadata(file).ok()?;
-    if !meta.is_file() || meta.permissions().mode() & 0o077 != 0 {
+    if !meta.is_file() {
+        return None;
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        // libpq's own warning, so that an ignored file is not a mystery.
+        eprintln!(
+            "lanes: warning: password file {:?} has group or world access; permissions should \
+             be u=rw (0600) or less: it is ignored",
+            file.display().to_string()
+        );
         return None;
     }
     let text = std::fs::read_to_string(file).ok()?;

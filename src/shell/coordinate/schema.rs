@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 pub(crate) const MIGRATION_LOCK: i64 = 0x6c61_6e65_735f_6d69;
 
 /// The newest version this lanes knows.
-pub(crate) const VERSION: i32 = 2;
+pub(crate) const VERSION: i32 = 3;
 
 /// Each version's statements, in order; version N is `STEPS[N - 1]`.
 const STEPS: [&str; VERSION as usize] = [
@@ -52,6 +52,15 @@ const STEPS: [&str; VERSION as usize] = [
         recorded_at timestamptz NOT NULL DEFAULT now()
     );
     CREATE INDEX lanes_records_outcome ON lanes_records (namespace, outcome);",
+    // 3: a holder's last sign of life (its heartbeat), which bounds the wait after its loss;
+    // who holds which shared slot, so that a lost slot holder's job is waited for too.
+    "ALTER TABLE lanes_holds ADD COLUMN seen_at timestamptz;
+    CREATE TABLE lanes_slot_holds (
+        slot_id bigint PRIMARY KEY,
+        backend_pid integer NOT NULL,
+        grace_ms bigint NOT NULL,
+        seen_at timestamptz NOT NULL
+    );",
 ];
 
 /// Brings the tables to [`VERSION`].

@@ -34,6 +34,10 @@ pub(crate) struct Session {
     pub(crate) prepared: Option<super::statements::Statements>,
 }
 
+/// `client_connection_check_interval` of every session: how often the server looks whether the
+/// client of a session that waits for a lock is still there.
+pub(crate) const CONNECTION_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Why a connection could not be made; never carries a password.
 pub(crate) type ConnectError = String;
 
@@ -81,6 +85,16 @@ pub(crate) async fn connect(
         .query_one("SELECT pg_backend_pid()", &[])
         .await
         .map_err(|err| format!("{params}: {}", error_text(&err)))?;
+    // A server process blocked in `pg_advisory_lock` does not notice that its client is gone
+    // (killed, or ended while it waited) unless told to look: PostgreSQL 14 and later then
+    // end the session within the interval, and the waiter leaves the lock's queue. Older
+    // servers do not know the setting; the error is harmless.
+    let _ = client
+        .batch_execute(&format!(
+            "SET client_connection_check_interval = {}",
+            CONNECTION_CHECK.as_millis()
+        ))
+        .await;
     Ok(Session {
         client: Arc::new(client),
         socket,

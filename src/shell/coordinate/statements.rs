@@ -17,32 +17,66 @@ const HOLDER: &str = "SELECT host, pid, run FROM lanes_holds WHERE lock_id = $1"
 const LOCK: &str = "SELECT pg_advisory_lock($1)";
 
 /// Records this session as the holder of lock `$1` (namespace `$2`, key `$3`, host `$4`, pid
-/// `$5`, run `$6`, `--grace` in ms `$7`); returns the session's server process (to check that
-/// no pooler switched it) and, when the last holder's session ended without letting the key go
-/// (its row is still there: a clean release deletes it before it lets the key go), that
-/// holder's `--grace` in ms.
+/// `$5`, run `$6`, `--grace` in ms `$7`; `$8` the notice bound in ms), replacing any earlier
+/// holder's row; returns the session's server process (to check that no pooler switched it)
+/// and, when the last holder's session ended without letting the key go (its row is still
+/// there: a clean release deletes it before it lets the key go), how long in ms its job may
+/// still run — its last sign of life (`seen_at`, its heartbeat) plus its `--grace` plus `$8`,
+/// less now, at least 0; a row without `seen_at` counts as alive now — and its host, pid and
+/// run.
 const CLAIM: &str = "
 WITH lost AS (
-    SELECT h.grace_ms FROM lanes_holds h
+    SELECT h.host, h.pid, h.run, GREATEST(0::bigint, (ceil(EXTRACT(EPOCH FROM
+               (COALESCE(h.seen_at, clock_timestamp()) - clock_timestamp())) * 1000)
+               + h.grace_ms + $8::bigint)::bigint) AS wait_ms
+    FROM lanes_holds h
     WHERE h.lock_id = $1 AND h.backend_pid <> pg_backend_pid()
 ), claimed AS (
     INSERT INTO lanes_holds (lock_id, namespace, key, host, pid, run, seq, backend_pid,
-                             backend_start, grace_ms, granted_at)
-    VALUES ($1, $2, $3, $4, $5, $6, NULL, pg_backend_pid(), NULL, $7, clock_timestamp())
+                             backend_start, grace_ms, granted_at, seen_at)
+    VALUES ($1, $2, $3, $4, $5, $6, NULL, pg_backend_pid(), NULL, $7, clock_timestamp(),
+            clock_timestamp())
     ON CONFLICT (lock_id) DO UPDATE SET namespace = excluded.namespace, key = excluded.key,
         host = excluded.host, pid = excluded.pid, run = excluded.run, seq = NULL,
         backend_pid = excluded.backend_pid, backend_start = excluded.backend_start,
-        grace_ms = excluded.grace_ms, granted_at = excluded.granted_at
+        grace_ms = excluded.grace_ms, granted_at = excluded.granted_at,
+        seen_at = excluded.seen_at
 )
-SELECT pg_backend_pid(), (SELECT max(grace_ms) FROM lost)";
+SELECT pg_backend_pid(), (SELECT wait_ms FROM lost), (SELECT host FROM lost),
+       (SELECT pid FROM lost), (SELECT run FROM lost)";
+
+/// The heartbeat of a session that holds a key (and maybe a shared slot): its rows' last sign
+/// of life.
+pub(crate) const HEARTBEAT: &str =
+    "UPDATE lanes_holds SET seen_at = clock_timestamp() WHERE backend_pid = pg_backend_pid();
+     UPDATE lanes_slot_holds SET seen_at = clock_timestamp() WHERE backend_pid = pg_backend_pid()";
+
+/// Records this session as the holder of shared slot `$1` (`--grace` in ms `$2`, the notice
+/// bound in ms `$3`), which it has just locked; returns how long in ms the job of a lost
+/// earlier holder of the slot may still run, as [`CLAIM`] does for a key.
+pub(crate) const CLAIM_SLOT: &str = "
+WITH lost AS (
+    SELECT GREATEST(0::bigint, (ceil(EXTRACT(EPOCH FROM (h.seen_at - clock_timestamp())) * 1000)
+               + h.grace_ms + $3::bigint)::bigint) AS wait_ms
+    FROM lanes_slot_holds h
+    WHERE h.slot_id = $1 AND h.backend_pid <> pg_backend_pid()
+), claimed AS (
+    INSERT INTO lanes_slot_holds (slot_id, backend_pid, grace_ms, seen_at)
+    VALUES ($1, pg_backend_pid(), $2, clock_timestamp())
+    ON CONFLICT (slot_id) DO UPDATE SET backend_pid = excluded.backend_pid,
+        grace_ms = excluded.grace_ms, seen_at = excluded.seen_at
+)
+SELECT (SELECT wait_ms FROM lost)";
 
 /// The job `$1` started under lock `$2`.
 const STARTED: &str = "UPDATE lanes_holds SET seq = $1 \
                        WHERE lock_id = $2 AND backend_pid = pg_backend_pid()";
 
-/// Deletes this session's row of lock `$1` (before letting it go).
-const FORGET: &str =
-    "DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()";
+/// Deletes this session's row of lock `$1` and of its shared slot, if any (before letting them
+/// go, in a statement of its own: committed before they are free).
+const FORGET: &str = "
+WITH slot AS (DELETE FROM lanes_slot_holds WHERE backend_pid = pg_backend_pid())
+DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()";
 
 /// Lets lock `$1` go.
 const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
