@@ -619,3 +619,61 @@ fn bytes_that_are_not_utf_8_are_drawn_replaced() {
         .code(0);
     assert!(scratch.read("bytes.html").contains("bu\u{fffd}ild"));
 }
+
+#[test]
+fn the_output_is_written_where_links_point_into_fifos_and_keeps_a_files_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    let want = {
+        let out = scratch.join("plain.md");
+        draw("small.jsonl", None, &out).code(0);
+        scratch.read("plain.md")
+    };
+    // `-o -` and `-o /dev/stdout` (a link to a pipe here) write to stdout; nothing replaced.
+    for dash in ["-", "/dev/stdout"] {
+        let got = timeline(&["small.jsonl", "-o", dash, "--format", "md"]);
+        got.code(0);
+        assert_eq!(got.stdout(), want, "-o {dash}");
+    }
+    // A link to a file: the file gets the timeline, the link stays a link.
+    let target = scratch.write("target.md", "old");
+    let link = scratch.join("link.md");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    draw("small.jsonl", None, &link).code(0);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(scratch.read("target.md"), want);
+    // A dangling link: the file is created where it points.
+    let dangling = scratch.join("dangling.md");
+    std::os::unix::fs::symlink("made.md", &dangling).unwrap();
+    draw("small.jsonl", None, &dangling).code(0);
+    assert!(std::fs::symlink_metadata(&dangling)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(scratch.read("made.md"), want);
+    // A private file stays private.
+    let private = scratch.write("private.md", "old");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    draw("small.jsonl", None, &private).code(0);
+    assert_eq!(
+        std::fs::metadata(&private).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(scratch.read("private.md"), want);
+    // A FIFO is written into, not replaced.
+    let fifo = scratch.join("pipe.md");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    draw("small.jsonl", None, &fifo).code(0);
+    assert_eq!(reader.join().unwrap(), want);
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &std::fs::symlink_metadata(&fifo).unwrap().file_type()
+    ));
+}
