@@ -200,11 +200,13 @@ pub(crate) struct FirstPass {
     pub figures: Figures,
     keys: HashMap<u64, KeyAcc>,
     slow: Vec<(u64, u64)>,
-    /// The key of each job that has a record (of a run drawn job by job; else of its first
-    /// jobs only).
-    pub recorded: HashMap<u64, Option<String>>,
+    /// The key of each job that has a record, and the (attempt, slot) of each of its tries
+    /// that started (of a run drawn job by job; else of its first jobs only).
+    pub recorded: HashMap<u64, (Option<String>, Vec<(u32, Option<u32>)>)>,
     /// The report's start, ms since the epoch.
     pub origin: i64,
+    /// The run's end, ms since the epoch, when the report has its summary.
+    pub end: Option<i64>,
 }
 
 impl FirstPass {
@@ -247,7 +249,13 @@ impl FirstPass {
             };
             figures.jobs += 1;
             if figures.jobs <= DETAIL_LIMIT + 1 {
-                recorded.insert(job.seq, job.key.as_deref().map(str::to_owned));
+                let tries = job
+                    .tries
+                    .iter()
+                    .filter(|t| t.started_at.is_some())
+                    .map(|t| (t.attempt, t.slot))
+                    .collect();
+                recorded.insert(job.seq, (job.key.as_deref().map(str::to_owned), tries));
             }
             match figures.outcomes.get_mut(&*job.outcome) {
                 Some(count) => *count += 1,
@@ -315,6 +323,7 @@ impl FirstPass {
             slow,
             recorded,
             origin,
+            end: summary.map(|ms| origin + ms as i64),
         })
     }
 

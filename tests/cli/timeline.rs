@@ -677,3 +677,54 @@ fn the_output_is_written_where_links_point_into_fifos_and_keeps_a_files_mode() {
         &std::fs::symlink_metadata(&fifo).unwrap().file_type()
     ));
 }
+
+#[test]
+fn an_events_file_of_a_later_run_of_the_same_jobs_is_refused() {
+    let scratch = Scratch::new();
+    let out = scratch.join("t.html");
+    let o = out.to_str().unwrap();
+    // small.jsonl: the run ended 2 s after 03:04:05; job 1's only try started in slot 1.
+    let good = concat!(
+        r#"{"type":"queued","seq":1,"key":"build","ahead":0,"at":"2026-01-02T03:04:05.000Z"}"#,
+        "\n",
+        r#"{"type":"started","seq":1,"key":"build","slot":1,"attempt":1,"at":"2026-01-02T03:04:05.010Z"}"#,
+        "\n"
+    );
+    let path = scratch.write("good.jsonl", good);
+    timeline(&["small.jsonl", "--events", path.to_str().unwrap(), "-o", o]).code(0);
+    std::fs::remove_file(&out).unwrap();
+    let cases = [
+        (
+            "later.jsonl",
+            good.replace("03:04:05.010Z", "03:09:05.010Z"),
+            "later.jsonl:2: an events file from another run: this event",
+        ),
+        (
+            "slot.jsonl",
+            good.replace("\"slot\":1", "\"slot\":2"),
+            "slot.jsonl:2: an events file from another run: job 1 try 1 started in slot 2",
+        ),
+        (
+            "attempt.jsonl",
+            good.replace("\"attempt\":1", "\"attempt\":3"),
+            "attempt.jsonl:2: an events file from another run: job 1 started try 3",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = scratch.write(name, text);
+        for format in ["html", "json", "md"] {
+            let got = timeline(&[
+                "small.jsonl",
+                "--events",
+                path.to_str().unwrap(),
+                "-o",
+                o,
+                "--format",
+                format,
+            ]);
+            got.code(2);
+            assert!(got.stderr().contains(want), "{name}: {}", got.stderr());
+            assert!(!out.exists(), "nothing written for {name}");
+        }
+    }
+}
