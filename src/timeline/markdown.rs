@@ -14,24 +14,45 @@ use super::model::{Body, Timeline};
 /// The most keys the Gantt chart shows.
 pub(crate) const GANTT_KEYS: usize = 30;
 
+/// What every task name of the chart begins with: Mermaid's Gantt lexer reads a line that
+/// begins with one of its keywords (`title`, `section`, `dateFormat`, `excludes`, `click`,
+/// `todayMarker`...) as that directive, and `key` is none of them.
+const TASK_PREFIX: &str = "key ";
+
+/// The most characters of a key a chart's task name shows (then `…`).
+const NAME_CHARS: usize = 40;
+
+/// The most characters of a key a table cell shows (then `…`).
+const CELL_CHARS: usize = 80;
+
+/// `text` shortened to `limit` characters, the last of them `…`, when longer.
+fn shortened(text: &str, limit: usize) -> std::borrow::Cow<'_, str> {
+    if text.chars().nth(limit).is_none() {
+        return text.into();
+    }
+    let mut short: String = text.chars().take(limit - 1).collect();
+    short.push('…');
+    short.into()
+}
+
 /// `text` reduced to what is safe in a Mermaid task name: other characters become `_`; at
-/// most 40 characters.
+/// most [`NAME_CHARS`] characters (the last then `…`); after [`TASK_PREFIX`], so that no key
+/// is read as a directive.
 fn mermaid_name(text: &str) -> String {
-    let mut name: String = text
+    let mut name: String = shortened(text, NAME_CHARS)
         .chars()
         .map(|c| {
-            if c.is_alphanumeric() || " _-./+=@()[]".contains(c) {
+            if c.is_alphanumeric() || " _-./+=@()[]…".contains(c) {
                 c
             } else {
                 '_'
             }
         })
-        .take(40)
         .collect();
     if name.trim().is_empty() {
         name = "_".into();
     }
-    name
+    format!("{TASK_PREFIX}{name}")
 }
 
 /// `text` for a Markdown table cell: markup characters as HTML entities, control characters
@@ -154,7 +175,7 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
             writeln!(
                 out,
                 "| {} | {} | {} | {} | {} |",
-                cell(&key.key),
+                cell(&shortened(&key.key, CELL_CHARS)),
                 duration(key.chain_ms),
                 key.jobs,
                 duration(key.busy_ms),
@@ -175,7 +196,7 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
                 out,
                 "| job {} | {} | {} | {}{behind} |",
                 wait.seq,
-                cell(&wait.key),
+                cell(&shortened(&wait.key, CELL_CHARS)),
                 duration(wait.wait_ms),
                 cell(&wait.cause)
             )?;
@@ -199,8 +220,41 @@ mod tests {
 
     #[test]
     fn mermaid_names_keep_no_syntax() {
-        assert_eq!(mermaid_name("a:b;c#d<e>\n"), "a_b_c_d_e__");
-        assert_eq!(mermaid_name(""), "_");
+        assert_eq!(mermaid_name("a:b;c#d<e>\n"), "key a_b_c_d_e__");
+        assert_eq!(mermaid_name(""), "key _");
+        assert_eq!(
+            mermaid_name(&"x".repeat(50)),
+            format!("key {}…", "x".repeat(39))
+        );
+    }
+
+    /// Every directive of Mermaid's Gantt grammar (`gantt.jison`), as a key: none may begin
+    /// a task line.
+    #[test]
+    fn no_key_becomes_a_mermaid_directive() {
+        for key in [
+            "dateFormat YYYY",
+            "title pwned",
+            "section x",
+            "excludes weekends",
+            "includes 2026-01-01",
+            "todayMarker off",
+            "click x href javascript:alert(1)",
+            "axisFormat %Y",
+            "tickInterval 1day",
+            "inclusiveEndDates",
+            "topAxis",
+            "weekday monday",
+            "weekend friday",
+            "accTitle: x",
+            "accDescr: x",
+            "%% comment",
+            "  title indented",
+        ] {
+            let name = mermaid_name(key);
+            assert!(name.starts_with("key "), "{key:?} -> {name:?}");
+            assert!(!name.contains([':', ';', '#', '%', '\n']), "{name:?}");
+        }
     }
 
     #[test]
