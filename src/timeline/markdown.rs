@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use super::html::duration;
+use super::html::{duration, hidden, shortened};
 use super::model::{Body, Timeline};
 
 /// The most keys the Gantt chart shows.
@@ -24,16 +24,6 @@ const NAME_CHARS: usize = 40;
 
 /// The most characters of a key a table cell shows (then `…`).
 const CELL_CHARS: usize = 80;
-
-/// `text` shortened to `limit` characters, the last of them `…`, when longer.
-fn shortened(text: &str, limit: usize) -> std::borrow::Cow<'_, str> {
-    if text.chars().nth(limit).is_none() {
-        return text.into();
-    }
-    let mut short: String = text.chars().take(limit - 1).collect();
-    short.push('…');
-    short.into()
-}
 
 /// `text` reduced to what is safe in a Mermaid task name: other characters become `_`; at
 /// most [`NAME_CHARS`] characters (the last then `…`); after [`TASK_PREFIX`], so that no key
@@ -70,7 +60,7 @@ fn cell(text: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
@@ -123,9 +113,13 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
     let outcomes: Vec<String> = f.outcomes.iter().map(|(o, n)| format!("{n} {o}")).collect();
     writeln!(
         out,
-        "{} jobs ({}) over {} keys; wall time {}; utilisation {:.0}% of `-j {}`{}.\n",
+        "{} jobs{} over {} keys; wall time {}; utilisation {:.0}% of `-j {}`{}.\n",
         f.jobs,
-        outcomes.join(", "),
+        if outcomes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", outcomes.join(", "))
+        },
         f.keys,
         duration(f.wall_ms),
         f.utilisation * 100.0,
@@ -260,5 +254,6 @@ mod tests {
     #[test]
     fn table_cells_escape_markup() {
         assert_eq!(cell("a|<b>*`\u{7}"), "a&#124;&lt;b&gt;\\*&#96;\\u{7}");
+        assert_eq!(cell("a\u{202e}b\u{2028}"), "a\\u{202e}b\\u{2028}");
     }
 }

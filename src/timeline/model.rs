@@ -194,6 +194,9 @@ pub(crate) fn spans(job: &JobLine<'_>, origin: i64) -> Spans {
     }
 }
 
+/// A try that started, as its record tells: (attempt, slot).
+pub(crate) type TryStart = (u32, Option<u32>);
+
 /// The first pass: the figures, and the hashes of the busiest keys.
 pub(crate) struct FirstPass {
     /// The figures (the names of the slowest keys are filled in by the second pass).
@@ -202,7 +205,7 @@ pub(crate) struct FirstPass {
     slow: Vec<(u64, u64)>,
     /// The key of each job that has a record, and the (attempt, slot) of each of its tries
     /// that started (of a run drawn job by job; else of its first jobs only).
-    pub recorded: HashMap<u64, (Option<String>, Vec<(u32, Option<u32>)>)>,
+    pub recorded: HashMap<u64, (Option<String>, Vec<TryStart>)>,
     /// The report's start, ms since the epoch.
     pub origin: i64,
     /// The run's end, ms since the epoch, when the report has its summary.

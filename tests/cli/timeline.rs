@@ -728,3 +728,119 @@ fn an_events_file_of_a_later_run_of_the_same_jobs_is_refused() {
         }
     }
 }
+
+#[test]
+fn invalid_records_and_unreadable_input_are_refused_with_the_file_and_line() {
+    let scratch = Scratch::new();
+    let out = scratch.join("t.html");
+    let o = out.to_str().unwrap();
+    let small = std::fs::read_to_string(fixtures().join("small.jsonl")).unwrap();
+    let lines: Vec<&str> = small.lines().collect();
+    let (run_line, job_line, summary) = (lines[0], lines[1], *lines.last().unwrap());
+    let n = lines.len();
+    let mut after_summary = lines.clone();
+    after_summary.swap(n - 2, n - 1);
+    let cases = [
+        (
+            "after.jsonl",
+            after_summary.join("\n") + "\n",
+            format!(
+                "after.jsonl:{n}: a record after the summary (line {})",
+                n - 1
+            ),
+        ),
+        (
+            "twice.jsonl",
+            format!("{run_line}\n{job_line}\n{job_line}\n{summary}\n"),
+            "twice.jsonl:3: a second record of seq 7".to_owned(),
+        ),
+        (
+            "outcome.jsonl",
+            format!(
+                "{run_line}\n{}\n",
+                job_line.replace("\"rejected\"", "\"exploded\"")
+            ),
+            "outcome.jsonl:2: unknown outcome \"exploded\"".to_owned(),
+        ),
+        (
+            "cause.jsonl",
+            small.replace("\"cause\":\"cap\"", "\"cause\":\"gremlins\""),
+            "cause.jsonl:3: unknown wait cause \"gremlins\"".to_owned(),
+        ),
+        (
+            "zero.jsonl",
+            small.replace("\"max_concurrent\":2", "\"max_concurrent\":0"),
+            "zero.jsonl:1: max_concurrent 0".to_owned(),
+        ),
+        (
+            "empty.jsonl",
+            String::new(),
+            "empty.jsonl:1: empty: a run that recorded nothing".to_owned(),
+        ),
+        (
+            "torn.jsonl",
+            run_line[..40].to_owned(),
+            "torn.jsonl:1: only a torn `run` record".to_owned(),
+        ),
+        (
+            "events.jsonl",
+            std::fs::read_to_string(fixtures().join("unfinished-events.jsonl")).unwrap(),
+            "events.jsonl:1: not a lanes report: its first line is a `queued` event: it is an \
+             events file"
+                .to_owned(),
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = scratch.write(name, text);
+        let got = timeline(&[path.to_str().unwrap(), "-o", o]);
+        got.code(2);
+        assert!(got.stderr().contains(&want), "{name}: {}", got.stderr());
+        assert!(!out.exists(), "nothing written for {name}");
+    }
+    // Unreadable input is told once, and nothing is created, not even in a FIFO's place.
+    let dir = scratch.mkdir("dir");
+    let got = timeline(&[dir.to_str().unwrap(), "-o", o]);
+    got.code(2);
+    assert_eq!(
+        got.stderr().matches("directory").count(),
+        1,
+        "{}",
+        got.stderr()
+    );
+    let got = timeline(&["missing.jsonl", "-o", o]);
+    got.code(2);
+    assert_eq!(
+        got.stderr().matches("os error 2").count(),
+        1,
+        "{}",
+        got.stderr()
+    );
+    let got = timeline(&["small.jsonl", "--events", "missing.jsonl", "-o", o]);
+    got.code(2);
+    assert!(!out.exists());
+    // A byte order mark before the report is accepted.
+    let bom = scratch.write("bom.jsonl", format!("\u{feff}{small}"));
+    timeline(&[bom.to_str().unwrap(), "-o", o]).code(0);
+}
+
+#[test]
+fn bidi_and_control_characters_are_shown_escaped_on_the_page() {
+    // The page's own escaping of what it shows from the embedded data (the details panel, the
+    // row labels) matches the header's.
+    let page = include_str!("../../src/timeline/page.js");
+    let pattern = page
+        .lines()
+        .find(|l| l.contains("return String(text).replace("))
+        .unwrap();
+    for range in [
+        "\\u0000-\\u001f",
+        "\\u007f-\\u009f",
+        "\\u202a-\\u202e",
+        "\\u2066-\\u2069",
+        "\\u2028",
+        "\\u2029",
+    ] {
+        assert!(pattern.contains(range), "{range} not escaped: {pattern}");
+    }
+    assert!(page.contains("lines.push(visible(k) + \": \" + visible("));
+}
