@@ -63,6 +63,9 @@ pub(crate) struct TryLine<'a> {
     /// Its outcome (`failed` for a retried try).
     #[serde(borrow)]
     pub outcome: Cow<'a, str>,
+    /// Why it ended so (`exit_status`, `timeout`...), if the outcome has a reason.
+    #[serde(default, borrow)]
+    pub reason: Option<Cow<'a, str>>,
     /// Its slot, when it started.
     pub slot: Option<u32>,
     /// When it started.
@@ -150,6 +153,7 @@ impl JobLine<'_> {
                 .map(|t| TryLine {
                     attempt: t.attempt,
                     outcome: owned(t.outcome),
+                    reason: t.reason.map(owned),
                     slot: t.slot,
                     started_at: t.started_at.map(owned),
                     ended_at: owned(t.ended_at),

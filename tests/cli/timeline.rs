@@ -239,6 +239,14 @@ fn the_trace_has_the_trace_event_formats_required_fields_and_every_try_and_wait(
         (retried[0]["ts"].as_u64(), retried[0]["dur"].as_u64()),
         (Some(0), Some(500_000))
     );
+    // Each try tells its own reason: the retried one failed on its exit status, while the
+    // record (which succeeded on its second try) has none.
+    assert_eq!(retried[0]["args"]["reason"], "exit_status");
+    let second = events
+        .iter()
+        .find(|e| e["args"]["seq"] == 3 && e["args"]["attempt"] == 2 && e["pid"] == 1)
+        .unwrap();
+    assert_eq!(second["args"]["reason"], Value::Null);
 }
 
 /// The attributes of the page's status element in a dumped DOM.
