@@ -194,6 +194,27 @@ pub(crate) fn spans(job: &JobLine<'_>, origin: i64) -> Spans {
     }
 }
 
+/// The most a job's wait is drawn longer than recorded, to meet its try's bar.
+const SPAWN_GAP_MS: u64 = 1_000;
+
+/// A job's waits as drawn: the last one reaching the start of the try it preceded. A wait
+/// ends when lanes begins starting the job, and the try's `started_at` is taken once its
+/// process is running, a few ms later; the drawing closes that gap (of at most
+/// [`SPAWN_GAP_MS`]) so that no wait seems to end before its job starts. The figures keep
+/// the recorded waits.
+pub(crate) fn drawn_waits(spans: &Spans) -> Vec<(u64, u64, usize)> {
+    let mut waits = spans.waits.clone();
+    let last_end = waits.iter().map(|w| w.1).max();
+    if let (Some(last_end), Some(try_start)) = (last_end, spans.tries.last().map(|t| t.0)) {
+        if try_start >= last_end && try_start - last_end <= SPAWN_GAP_MS {
+            for wait in waits.iter_mut().filter(|w| w.1 == last_end) {
+                wait.1 = try_start;
+            }
+        }
+    }
+    waits
+}
+
 /// A try that started, as its record tells: (attempt, slot).
 pub(crate) type TryStart = (u32, Option<u32>);
 
@@ -522,7 +543,7 @@ fn detail(
         let row = row_of[&job.key.as_deref().map(str::to_owned)];
         let index = index as u32;
         let superseded = job.reason.as_deref() == Some("superseded");
-        for &(start, end, cause) in &spans.waits {
+        for (start, end, cause) in drawn_waits(spans) {
             bars.push((row, start, end, 1, cause as u8, index, 0));
         }
         for &(start, end, outcome, slot, attempt, retried) in &spans.tries {
@@ -776,6 +797,23 @@ impl Grid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_is_drawn_up_to_its_tries_bar() {
+        // Waited 0..7 ms (key_busy) then 7..12 ms (cap); the process started at 15 ms.
+        let spans = Spans {
+            tries: vec![(15, 40, 0, 1, 1, false)],
+            waits: vec![(0, 7, 0), (7, 12, 1)],
+            ended: 40,
+        };
+        assert_eq!(drawn_waits(&spans), vec![(0, 7, 0), (7, 15, 1)]);
+        // A gap longer than a start takes is left as it is.
+        let far = Spans {
+            tries: vec![(5_000, 6_000, 0, 1, 1, false)],
+            ..spans
+        };
+        assert_eq!(drawn_waits(&far), vec![(0, 7, 0), (7, 12, 1)]);
+    }
 
     #[test]
     fn a_grid_adds_an_interval_to_the_buckets_it_covers() {
