@@ -124,10 +124,11 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
         duration(f.wall_ms),
         f.utilisation * 100.0,
         f.max_concurrent,
-        if f.finished {
-            ""
-        } else {
-            " (the run had not finished)"
+        match (f.finished, f.in_flight) {
+            (true, _) => String::new(),
+            (false, 0) => " (the run had not finished)".to_owned(),
+            (false, 1) => " (the run had not finished: 1 job still in flight)".to_owned(),
+            (false, n) => format!(" (the run had not finished: {n} jobs still in flight)"),
         }
     )?;
     let mut keys = key_spans(timeline);
