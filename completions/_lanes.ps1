@@ -160,8 +160,8 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
         }
         'lanes;timeline' {
             [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'The run''s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it')
-            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Where to write the timeline')
-            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Where to write the timeline')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Where to write the timeline (`-`: stdout)')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Where to write the timeline (`-`: stdout)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT''s extension (.html/.htm, .json, .md)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')

@@ -149,8 +149,8 @@ set edit:completion:arg-completer[lanes] = {|@words|
         }
         &'lanes;timeline'= {
             cand --events 'The run''s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it'
-            cand -o 'Where to write the timeline'
-            cand --output 'Where to write the timeline'
+            cand -o 'Where to write the timeline (`-`: stdout)'
+            cand --output 'Where to write the timeline (`-`: stdout)'
             cand --format 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT''s extension (.html/.htm, .json, .md)'
             cand -h 'Print help'
             cand --help 'Print help'

@@ -138,7 +138,7 @@ complete -c lanes -n "__fish_lanes_using_subcommand close" -l socket -d 'The ser
 complete -c lanes -n "__fish_lanes_using_subcommand close" -l json -d 'Print the answer as JSON'
 complete -c lanes -n "__fish_lanes_using_subcommand close" -s h -l help -d 'Print help'
 complete -c lanes -n "__fish_lanes_using_subcommand timeline" -l events -d 'The run\'s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it' -r -F
-complete -c lanes -n "__fish_lanes_using_subcommand timeline" -s o -l output -d 'Where to write the timeline' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand timeline" -s o -l output -d 'Where to write the timeline (`-`: stdout)' -r -F
 complete -c lanes -n "__fish_lanes_using_subcommand timeline" -l format -d 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT\'s extension (.html/.htm, .json, .md)' -r -f -a "html\t''
 json\t''
 md\t''"

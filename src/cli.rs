@@ -138,7 +138,7 @@ pub enum Task {
         /// record yet, are drawn from it.
         #[arg(long, value_name = "EVENTS")]
         events: Option<PathBuf>,
-        /// Where to write the timeline.
+        /// Where to write the timeline (`-`: stdout).
         #[arg(short = 'o', long = "output", value_name = "OUT")]
         output: PathBuf,
         /// html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT's

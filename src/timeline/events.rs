@@ -120,9 +120,48 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                 ),
             ));
         }
+        if let Some(end) = first.end.filter(|&end| at > end + SLACK_MS) {
+            return Err(bad(
+                number,
+                format!(
+                    "an events file from another run: this event ({}) is from after the \
+                     report's run ended ({} ms after its start)",
+                    event.at,
+                    end - origin
+                ),
+            ));
+        }
         let rel = (at - origin).max(0) as u64;
         last_at = last_at.max(rel);
-        if let Some(recorded_key) = first.recorded.get(&event.seq) {
+        if let Some((recorded_key, tries)) = first.recorded.get(&event.seq) {
+            if event.kind == "started" {
+                let attempt = event.attempt.unwrap_or(1);
+                match tries.iter().find(|(a, _)| *a == attempt) {
+                    Some((_, slot)) if event.slot.is_none() || *slot == event.slot => {}
+                    Some((_, slot)) => {
+                        return Err(bad(
+                            number,
+                            format!(
+                                "an events file from another run: job {} try {attempt} \
+                                 started in slot {} here but in slot {} in the report",
+                                event.seq,
+                                event.slot.unwrap_or(0),
+                                slot.map_or_else(|| "none".to_owned(), |s| s.to_string())
+                            ),
+                        ))
+                    }
+                    None => {
+                        return Err(bad(
+                            number,
+                            format!(
+                                "an events file from another run: job {} started try \
+                                 {attempt} here, which its record does not have",
+                                event.seq
+                            ),
+                        ))
+                    }
+                }
+            }
             if event.key.is_some() && recorded_key != &event.key {
                 return Err(bad(
                     number,

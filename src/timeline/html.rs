@@ -10,8 +10,50 @@ use super::model::{Body, Timeline, CAUSES, OUTCOMES};
 const STYLE: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("page.js");
 
+/// Whether `c` is shown as `\u{..}` rather than as itself: C0 and C1 controls, the bidi
+/// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and marks (U+200E,
+/// U+200F, U+061C), and the line and paragraph separators U+2028 and U+2029; so that text
+/// of the report can neither hide, reorder nor break what the page shows.
+pub(crate) fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{061c}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
+}
+
+/// `text` shortened to `limit` characters, the last of them `…`, when longer.
+pub(crate) fn shortened(text: &str, limit: usize) -> std::borrow::Cow<'_, str> {
+    if text.chars().nth(limit).is_none() {
+        return text.into();
+    }
+    let mut short: String = text.chars().take(limit - 1).collect();
+    short.push('…');
+    short.into()
+}
+
+/// The most characters of a key the header's tables show (the whole key on hover).
+const KEY_CHARS: usize = 60;
+
+/// A key for the header's tables: cut to [`KEY_CHARS`], the whole key as its title.
+fn key_html(key: &str) -> String {
+    let short = shortened(key, KEY_CHARS);
+    if short.len() == key.len() {
+        escape(key)
+    } else {
+        format!("<span title=\"{}\">{}</span>", escape(key), escape(&short))
+    }
+}
+
 /// `text` escaped for HTML text and attribute values; control characters other than tab and
-/// newline shown as `\u{..}`, so that nothing of a key or command is hidden or taken as markup.
+/// newline, and the other [`hidden`] characters, shown as `\u{..}`, so that nothing of a key
+/// or command is hidden or taken as markup.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -22,7 +64,7 @@ pub(crate) fn escape(text: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             '\t' | '\n' => out.push(c),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
@@ -53,7 +95,9 @@ pub(crate) fn duration(ms: u64) -> String {
     match ms {
         0..1_000 => format!("{ms} ms"),
         1_000..60_000 => format!("{:.2} s", ms as f64 / 1000.0),
-        _ => format!("{} min {} s", ms / 60_000, (ms % 60_000 + 500) / 1000),
+        60_000..3_600_000 => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+        3_600_000..86_400_000 => format!("{} h {} min", ms / 3_600_000, (ms % 3_600_000) / 60_000),
+        _ => format!("{} d {} h", ms / 86_400_000, (ms % 86_400_000) / 3_600_000),
     }
 }
 
@@ -94,7 +138,14 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
         .collect();
     let rows = [
         ("wall time", duration(f.wall_ms)),
-        ("jobs", format!("{} ({})", f.jobs, outcomes.join(", "))),
+        (
+            "jobs",
+            if outcomes.is_empty() {
+                f.jobs.to_string()
+            } else {
+                format!("{} ({})", f.jobs, outcomes.join(", "))
+            },
+        ),
         ("keys", f.keys.to_string()),
         (
             "utilisation",
@@ -133,7 +184,7 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
         writeln!(
             out,
             "<tr><td>{}</td><td>{}</td><td>{} job{}, {} running, {} waiting</td></tr>",
-            escape(&key.key),
+            key_html(&key.key),
             duration(key.chain_ms),
             key.jobs,
             if key.jobs == 1 { "" } else { "s" },
@@ -154,7 +205,7 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
             out,
             "<tr><td>job {} ({})</td><td>{}</td><td>mostly {}{}</td></tr>",
             wait.seq,
-            escape(&wait.key),
+            key_html(&wait.key),
             duration(wait.wait_ms),
             escape(&wait.cause),
             behind
@@ -239,6 +290,58 @@ mod tests {
             escape("<script>\"x\"&'y'\u{1}</script>"),
             "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;\\u{1}&lt;/script&gt;"
         );
+    }
+
+    #[test]
+    fn bidi_overrides_and_line_separators_are_shown() {
+        assert_eq!(
+            escape("a\u{202e}b\u{2066}c\u{2028}d\u{2029}e\u{1b}[31m\u{85}"),
+            "a\\u{202e}b\\u{2066}c\\u{2028}d\\u{2029}e\\u{1b}[31m\\u{85}"
+        );
+    }
+
+    #[test]
+    fn long_keys_are_cut_with_the_whole_key_on_hover() {
+        let key = "k".repeat(100);
+        let html = key_html(&key);
+        assert!(html.contains(&format!("title=\"{key}\"")), "{html}");
+        assert!(
+            html.contains(&format!(">{}…<", "k".repeat(KEY_CHARS - 1))),
+            "{html}"
+        );
+        assert_eq!(key_html("short"), "short");
+    }
+
+    #[test]
+    fn long_durations_are_told_in_hours_and_days() {
+        assert_eq!(duration(61_000), "1 min 1 s");
+        assert_eq!(duration(3 * 3_600_000 + 5 * 60_000), "3 h 5 min");
+        assert_eq!(duration(2_117_822 * 60_000), "1470 d 17 h");
+    }
+
+    /// Every outcome and cause has a colour of its own in both themes: no two closer than 50
+    /// (Euclidean distance in RGB, 0–255 each).
+    #[test]
+    fn outcomes_and_causes_have_distinct_colours_in_both_themes() {
+        let (light, dark) = STYLE
+            .split_once("@media (prefers-color-scheme: dark)")
+            .unwrap();
+        for theme in [light, dark] {
+            let colour = |name: &str| -> [i32; 3] {
+                let at = theme.find(&format!("--{name}: #")).unwrap() + name.len() + 5;
+                let hex = &theme[at..at + 6];
+                let byte = |i: usize| i32::from_str_radix(&hex[i..i + 2], 16).unwrap();
+                [byte(0), byte(2), byte(4)]
+            };
+            let names: Vec<&str> = OUTCOMES.iter().chain(CAUSES.iter()).copied().collect();
+            for (i, a) in names.iter().enumerate() {
+                for b in &names[i + 1..] {
+                    let (x, y) = (colour(a), colour(b));
+                    let d2: i32 = (0..3).map(|k| (x[k] - y[k]).pow(2)).sum();
+                    assert!(d2 >= 50 * 50, "{a} and {b} look alike: {x:?} {y:?}");
+                }
+            }
+        }
     }
 
     #[test]

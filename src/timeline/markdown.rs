@@ -8,30 +8,41 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use super::html::duration;
+use super::html::{duration, hidden, shortened};
 use super::model::{Body, Timeline};
 
 /// The most keys the Gantt chart shows.
 pub(crate) const GANTT_KEYS: usize = 30;
 
+/// What every task name of the chart begins with: Mermaid's Gantt lexer reads a line that
+/// begins with one of its keywords (`title`, `section`, `dateFormat`, `excludes`, `click`,
+/// `todayMarker`...) as that directive, and `key` is none of them.
+const TASK_PREFIX: &str = "key ";
+
+/// The most characters of a key a chart's task name shows (then `…`).
+const NAME_CHARS: usize = 40;
+
+/// The most characters of a key a table cell shows (then `…`).
+const CELL_CHARS: usize = 80;
+
 /// `text` reduced to what is safe in a Mermaid task name: other characters become `_`; at
-/// most 40 characters.
+/// most [`NAME_CHARS`] characters (the last then `…`); after [`TASK_PREFIX`], so that no key
+/// is read as a directive.
 fn mermaid_name(text: &str) -> String {
-    let mut name: String = text
+    let mut name: String = shortened(text, NAME_CHARS)
         .chars()
         .map(|c| {
-            if c.is_alphanumeric() || " _-./+=@()[]".contains(c) {
+            if c.is_alphanumeric() || " _-./+=@()[]…".contains(c) {
                 c
             } else {
                 '_'
             }
         })
-        .take(40)
         .collect();
     if name.trim().is_empty() {
         name = "_".into();
     }
-    name
+    format!("{TASK_PREFIX}{name}")
 }
 
 /// `text` for a Markdown table cell: markup characters as HTML entities, control characters
@@ -49,7 +60,7 @@ fn cell(text: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
@@ -102,17 +113,22 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
     let outcomes: Vec<String> = f.outcomes.iter().map(|(o, n)| format!("{n} {o}")).collect();
     writeln!(
         out,
-        "{} jobs ({}) over {} keys; wall time {}; utilisation {:.0}% of `-j {}`{}.\n",
+        "{} jobs{} over {} keys; wall time {}; utilisation {:.0}% of `-j {}`{}.\n",
         f.jobs,
-        outcomes.join(", "),
+        if outcomes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", outcomes.join(", "))
+        },
         f.keys,
         duration(f.wall_ms),
         f.utilisation * 100.0,
         f.max_concurrent,
-        if f.finished {
-            ""
-        } else {
-            " (the run had not finished)"
+        match (f.finished, f.in_flight) {
+            (true, _) => String::new(),
+            (false, 0) => " (the run had not finished)".to_owned(),
+            (false, 1) => " (the run had not finished: 1 job still in flight)".to_owned(),
+            (false, n) => format!(" (the run had not finished: {n} jobs still in flight)"),
         }
     )?;
     let mut keys = key_spans(timeline);
@@ -154,7 +170,7 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
             writeln!(
                 out,
                 "| {} | {} | {} | {} | {} |",
-                cell(&key.key),
+                cell(&shortened(&key.key, CELL_CHARS)),
                 duration(key.chain_ms),
                 key.jobs,
                 duration(key.busy_ms),
@@ -175,7 +191,7 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
                 out,
                 "| job {} | {} | {} | {}{behind} |",
                 wait.seq,
-                cell(&wait.key),
+                cell(&shortened(&wait.key, CELL_CHARS)),
                 duration(wait.wait_ms),
                 cell(&wait.cause)
             )?;
@@ -199,12 +215,46 @@ mod tests {
 
     #[test]
     fn mermaid_names_keep_no_syntax() {
-        assert_eq!(mermaid_name("a:b;c#d<e>\n"), "a_b_c_d_e__");
-        assert_eq!(mermaid_name(""), "_");
+        assert_eq!(mermaid_name("a:b;c#d<e>\n"), "key a_b_c_d_e__");
+        assert_eq!(mermaid_name(""), "key _");
+        assert_eq!(
+            mermaid_name(&"x".repeat(50)),
+            format!("key {}…", "x".repeat(39))
+        );
+    }
+
+    /// Every directive of Mermaid's Gantt grammar (`gantt.jison`), as a key: none may begin
+    /// a task line.
+    #[test]
+    fn no_key_becomes_a_mermaid_directive() {
+        for key in [
+            "dateFormat YYYY",
+            "title pwned",
+            "section x",
+            "excludes weekends",
+            "includes 2026-01-01",
+            "todayMarker off",
+            "click x href javascript:alert(1)",
+            "axisFormat %Y",
+            "tickInterval 1day",
+            "inclusiveEndDates",
+            "topAxis",
+            "weekday monday",
+            "weekend friday",
+            "accTitle: x",
+            "accDescr: x",
+            "%% comment",
+            "  title indented",
+        ] {
+            let name = mermaid_name(key);
+            assert!(name.starts_with("key "), "{key:?} -> {name:?}");
+            assert!(!name.contains([':', ';', '#', '%', '\n']), "{name:?}");
+        }
     }
 
     #[test]
     fn table_cells_escape_markup() {
         assert_eq!(cell("a|<b>*`\u{7}"), "a&#124;&lt;b&gt;\\*&#96;\\u{7}");
+        assert_eq!(cell("a\u{202e}b\u{2028}"), "a\\u{202e}b\\u{2028}");
     }
 }

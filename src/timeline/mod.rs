@@ -2,7 +2,8 @@
 //! its report: an HTML page ([`html`]), a Chrome trace ([`trace`]) or Markdown with a Mermaid
 //! Gantt chart ([`markdown`]). The report is read line by line, twice at most ([`model`]), so
 //! that a report of a million jobs is drawn in bounded memory; OUT is written whole or not at
-//! all (a temporary file renamed into place).
+//! all (a temporary file renamed into place), unless it is a FIFO, a device or `-` (stdout),
+//! which are written into directly.
 
 mod events;
 mod html;
@@ -12,7 +13,7 @@ mod report;
 mod trace;
 
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
@@ -44,7 +45,68 @@ fn format_of(output: &Path, format: Option<&str>) -> anyhow::Result<Format> {
     })
 }
 
-/// Writes the timeline of the report at `report` to `output`.
+/// Where a timeline goes, `-o` resolved.
+enum Target {
+    /// `-o -`: stdout.
+    Stdout,
+    /// A path that exists and is neither a regular file nor a directory (a FIFO, a terminal,
+    /// `/dev/null`): written to directly, as it is.
+    Direct(PathBuf),
+    /// A regular file (symbolic links followed), or a path where nothing is yet (a dangling
+    /// link followed to where it points): a temporary file beside it, renamed
+    /// onto it when whole; an existing file's permission bits are kept.
+    Replace(PathBuf, Option<std::fs::Permissions>),
+}
+
+/// The path `output` leads to, symbolic links followed (a dangling link leads to the path it
+/// names, so that the file is created there and the link kept).
+fn resolve_links(output: &Path) -> anyhow::Result<PathBuf> {
+    let mut path = output.to_path_buf();
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let to = std::fs::read_link(&path)
+                    .with_context(|| format!("cannot write {}", output.display()))?;
+                path = match path.parent() {
+                    Some(dir) if to.is_relative() => dir.join(to),
+                    _ => to,
+                };
+            }
+            _ => return Ok(path),
+        }
+    }
+    bail!(
+        "cannot write {}: too many levels of symbolic links",
+        output.display()
+    )
+}
+
+impl Target {
+    fn of(output: &Path) -> anyhow::Result<Target> {
+        if output.as_os_str() == "-" {
+            return Ok(Target::Stdout);
+        }
+        match std::fs::metadata(output) {
+            Ok(meta) if meta.is_dir() => {
+                bail!("cannot write {}: it is a directory", output.display())
+            }
+            Ok(meta) if meta.is_file() => Ok(Target::Replace(
+                std::fs::canonicalize(output)
+                    .with_context(|| format!("cannot write {}", output.display()))?,
+                Some(meta.permissions()),
+            )),
+            // Opened by its own name: `/dev/stdout` leads to `/proc/self/fd/1`, whose link
+            // names no path (`pipe:[..]`) but opens.
+            Ok(_) => Ok(Target::Direct(output.to_path_buf())),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                Ok(Target::Replace(resolve_links(output)?, None))
+            }
+            Err(err) => Err(err).with_context(|| format!("cannot write {}", output.display())),
+        }
+    }
+}
+
+/// Writes the timeline of the report at `report` to `output` (`-` for stdout).
 ///
 /// # Errors
 /// A report that is not a lanes report, or of a newer schema, or with a bad line; an events
@@ -57,42 +119,76 @@ pub(crate) fn write(
     format: Option<&str>,
 ) -> anyhow::Result<()> {
     let format = format_of(output, format)?;
-    let dir = match output.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let mut file = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("cannot write {}", output.display()))?;
-    {
-        let mut out = BufWriter::with_capacity(1 << 16, file.as_file_mut());
-        match format {
-            Format::Trace => {
-                if let Some(events) = events {
-                    let first = model::FirstPass::read(report)?;
-                    events::read(events, &first)?;
-                }
-                trace::write(report, &mut out)?;
+    // The inputs are checked readable before anything is created or opened for writing.
+    report::ReportReader::open(report)?;
+    if let Some(events) = events {
+        report::LineReader::open(events)?;
+    }
+    let cannot = || format!("cannot write {}", output.display());
+    match Target::of(output)? {
+        Target::Stdout => {
+            let stdout = std::io::stdout();
+            let mut lock = stdout.lock();
+            write_to(report, events, format, output, &mut lock)?;
+        }
+        Target::Direct(path) => {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .with_context(cannot)?;
+            write_to(report, events, format, output, &mut file)?;
+        }
+        Target::Replace(path, permissions) => {
+            let dir = match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => Path::new("."),
+            };
+            let mut file = tempfile::NamedTempFile::new_in(dir).with_context(cannot)?;
+            write_to(report, events, format, output, file.as_file_mut())?;
+            // An existing file keeps its permission bits; a new one is readable by others, as
+            // a file written with the usual umask is (a temporary file is private).
+            let permissions =
+                permissions.unwrap_or_else(|| std::os::unix::fs::PermissionsExt::from_mode(0o644));
+            std::fs::set_permissions(file.path(), permissions).with_context(cannot)?;
+            file.persist(&path)
+                .map_err(|err| err.error)
+                .with_context(cannot)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the timeline into `sink`, buffered (`output` names it in errors).
+fn write_to(
+    report: &Path,
+    events: Option<&Path>,
+    format: Format,
+    output: &Path,
+    sink: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let cannot = || format!("cannot write {}", output.display());
+    let mut out = BufWriter::with_capacity(1 << 16, sink);
+    match format {
+        Format::Trace => {
+            if let Some(events) = events {
+                let first = model::FirstPass::read(report)?;
+                events::read(events, &first)?;
             }
-            Format::Html | Format::Markdown => {
-                let timeline = model::build(report, events)?;
-                if format == Format::Html {
-                    html::write(&timeline, &mut out)
-                } else {
-                    markdown::write(&timeline, &mut out)
-                }
-                .with_context(|| format!("cannot write {}", output.display()))?;
+            match trace::write(report, &mut out) {
+                Ok(()) => {}
+                Err(trace::TraceError::Read(err)) => return Err(err.into()),
+                Err(trace::TraceError::Write(err)) => return Err(err).with_context(cannot),
             }
         }
-        out.flush()
-            .with_context(|| format!("cannot write {}", output.display()))?;
+        Format::Html => {
+            let timeline = model::build(report, events)?;
+            html::write(&timeline, &mut out).with_context(cannot)?;
+        }
+        Format::Markdown => {
+            let timeline = model::build(report, events)?;
+            markdown::write(&timeline, &mut out).with_context(cannot)?;
+        }
     }
-    // Readable by others, as a file written with the usual umask is (a temporary file is
-    // private).
-    let _ = std::fs::set_permissions(
-        file.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o644),
-    );
-    file.persist(output)
-        .with_context(|| format!("cannot write {}", output.display()))?;
+    out.flush().with_context(cannot)?;
     Ok(())
 }

@@ -194,17 +194,43 @@ pub(crate) fn spans(job: &JobLine<'_>, origin: i64) -> Spans {
     }
 }
 
+/// The most a job's wait is drawn longer than recorded, to meet its try's bar.
+const SPAWN_GAP_MS: u64 = 1_000;
+
+/// A job's waits as drawn: the last one reaching the start of the try it preceded. A wait
+/// ends when lanes begins starting the job, and the try's `started_at` is taken once its
+/// process is running, a few ms later; the drawing closes that gap (of at most
+/// [`SPAWN_GAP_MS`]) so that no wait seems to end before its job starts. The figures keep
+/// the recorded waits.
+pub(crate) fn drawn_waits(spans: &Spans) -> Vec<(u64, u64, usize)> {
+    let mut waits = spans.waits.clone();
+    let last_end = waits.iter().map(|w| w.1).max();
+    if let (Some(last_end), Some(try_start)) = (last_end, spans.tries.last().map(|t| t.0)) {
+        if try_start >= last_end && try_start - last_end <= SPAWN_GAP_MS {
+            for wait in waits.iter_mut().filter(|w| w.1 == last_end) {
+                wait.1 = try_start;
+            }
+        }
+    }
+    waits
+}
+
+/// A try that started, as its record tells: (attempt, slot).
+pub(crate) type TryStart = (u32, Option<u32>);
+
 /// The first pass: the figures, and the hashes of the busiest keys.
 pub(crate) struct FirstPass {
     /// The figures (the names of the slowest keys are filled in by the second pass).
     pub figures: Figures,
     keys: HashMap<u64, KeyAcc>,
     slow: Vec<(u64, u64)>,
-    /// The key of each job that has a record (of a run drawn job by job; else of its first
-    /// jobs only).
-    pub recorded: HashMap<u64, Option<String>>,
+    /// The key of each job that has a record, and the (attempt, slot) of each of its tries
+    /// that started (of a run drawn job by job; else of its first jobs only).
+    pub recorded: HashMap<u64, (Option<String>, Vec<TryStart>)>,
     /// The report's start, ms since the epoch.
     pub origin: i64,
+    /// The run's end, ms since the epoch, when the report has its summary.
+    pub end: Option<i64>,
 }
 
 impl FirstPass {
@@ -247,7 +273,13 @@ impl FirstPass {
             };
             figures.jobs += 1;
             if figures.jobs <= DETAIL_LIMIT + 1 {
-                recorded.insert(job.seq, job.key.as_deref().map(str::to_owned));
+                let tries = job
+                    .tries
+                    .iter()
+                    .filter(|t| t.started_at.is_some())
+                    .map(|t| (t.attempt, t.slot))
+                    .collect();
+                recorded.insert(job.seq, (job.key.as_deref().map(str::to_owned), tries));
             }
             match figures.outcomes.get_mut(&*job.outcome) {
                 Some(count) => *count += 1,
@@ -315,6 +347,7 @@ impl FirstPass {
             slow,
             recorded,
             origin,
+            end: summary.map(|ms| origin + ms as i64),
         })
     }
 
@@ -510,7 +543,7 @@ fn detail(
         let row = row_of[&job.key.as_deref().map(str::to_owned)];
         let index = index as u32;
         let superseded = job.reason.as_deref() == Some("superseded");
-        for &(start, end, cause) in &spans.waits {
+        for (start, end, cause) in drawn_waits(spans) {
             bars.push((row, start, end, 1, cause as u8, index, 0));
         }
         for &(start, end, outcome, slot, attempt, retried) in &spans.tries {
@@ -764,6 +797,23 @@ impl Grid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_is_drawn_up_to_its_tries_bar() {
+        // Waited 0..7 ms (key_busy) then 7..12 ms (cap); the process started at 15 ms.
+        let spans = Spans {
+            tries: vec![(15, 40, 0, 1, 1, false)],
+            waits: vec![(0, 7, 0), (7, 12, 1)],
+            ended: 40,
+        };
+        assert_eq!(drawn_waits(&spans), vec![(0, 7, 0), (7, 15, 1)]);
+        // A gap longer than a start takes is left as it is.
+        let far = Spans {
+            tries: vec![(5_000, 6_000, 0, 1, 1, false)],
+            ..spans
+        };
+        assert_eq!(drawn_waits(&far), vec![(0, 7, 0), (7, 12, 1)]);
+    }
 
     #[test]
     fn a_grid_adds_an_interval_to_the_buckets_it_covers() {

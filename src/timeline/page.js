@@ -29,13 +29,15 @@
   function fmt(ms) {
     if (ms < 1000) return ms + " ms";
     if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + " s";
-    var m = Math.floor(ms / 60000), s = Math.round((ms % 60000) / 1000);
-    return m + " min " + s + " s";
+    if (ms < 3600000) return Math.floor(ms / 60000) + " min " + Math.floor((ms % 60000) / 1000) + " s";
+    if (ms < 86400000) return Math.floor(ms / 3600000) + " h " + Math.floor((ms % 3600000) / 60000) + " min";
+    return Math.floor(ms / 86400000) + " d " + Math.floor((ms % 86400000) / 3600000) + " h";
   }
 
-  // Control characters shown as \u{..}, as in the header.
+  // Control characters, bidi embeddings, overrides, isolates and marks, and the line and
+  // paragraph separators shown as \u{..}, as in the header.
   function visible(text) {
-    return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, function (c) {
+    return String(text).replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, function (c) {
       return "\\u{" + c.charCodeAt(0).toString(16) + "}";
     });
   }
@@ -74,14 +76,14 @@
     Object.keys(job).forEach(function (k) {
       var v = job[k];
       if (v === null || k === "type") return;
-      lines.push(k + ": " + (typeof v === "object" ? JSON.stringify(v) : String(v)));
+      lines.push(visible(k) + ": " + visible(typeof v === "object" ? JSON.stringify(v) : String(v)));
     });
     return lines.join("\n");
   }
   function describeCell(c) {
     var what = c[2] === 0 ? "running, " + OUTCOMES[c[3]] : "waiting, " + CAUSES[c[3]];
     var from = c[1] * body.bucket_ms;
-    return rows[c[0]].label + "\n" + what + ": " + fmt(c[4]) + "\nin " + fmt(from) + " to " + fmt(from + body.bucket_ms);
+    return visible(rows[c[0]].label) + "\n" + what + ": " + fmt(c[4]) + "\nin " + fmt(from) + " to " + fmt(from + body.bucket_ms);
   }
 
   if (body.mode === "detail") {
@@ -131,7 +133,9 @@
     for (var t = Math.ceil(offset / step) * step; t <= offset + span; t += step) {
       var x = LABEL_W + (t - offset) * scale * zoom;
       el("line", { "class": "grid", x1: x, x2: x, y1: AXIS_H - 4, y2: height }, axis);
-      var label = el("text", { x: x + 2, y: AXIS_H - 8 }, axis);
+      // The last label ends at its line, so that the chart's edge does not cut it.
+      var nearEnd = x > LABEL_W + PLOT_W - 60;
+      var label = el("text", { x: nearEnd ? x - 2 : x + 2, y: AXIS_H - 8, "text-anchor": nearEnd ? "end" : "start" }, axis);
       label.textContent = fmt(Math.round(t));
     }
   }

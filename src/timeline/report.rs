@@ -17,12 +17,14 @@ use crate::report::json::SCHEMA_VERSION;
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ReadError {
     /// The file cannot be opened or read.
-    #[error("cannot read {}: {source}", path.display())]
+    // The I/O error is told in the message and is not the error's source, so that a chain of
+    // causes does not tell it twice.
+    #[error("cannot read {}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A line is not what a lanes report (or events file) has there.
     #[error("{}:{line}: {why}", path.display())]
@@ -61,6 +63,9 @@ pub(crate) struct TryLine<'a> {
     /// Its outcome (`failed` for a retried try).
     #[serde(borrow)]
     pub outcome: Cow<'a, str>,
+    /// Why it ended so (`exit_status`, `timeout`...), if the outcome has a reason.
+    #[serde(default, borrow)]
+    pub reason: Option<Cow<'a, str>>,
     /// Its slot, when it started.
     pub slot: Option<u32>,
     /// When it started.
@@ -148,6 +153,7 @@ impl JobLine<'_> {
                 .map(|t| TryLine {
                     attempt: t.attempt,
                     outcome: owned(t.outcome),
+                    reason: t.reason.map(owned),
                     slot: t.slot,
                     started_at: t.started_at.map(owned),
                     ended_at: owned(t.ended_at),
@@ -187,6 +193,10 @@ pub(crate) struct ReportReader {
     pub run: RunHeader,
     /// The run's start, in ms since the epoch.
     pub origin_ms: i64,
+    /// The line of the summary, once read: nothing may follow it.
+    summary_line: Option<u64>,
+    /// The seqs of the records read: each job has one record.
+    seen: SeqSet,
 }
 
 impl ReportReader {
@@ -200,20 +210,48 @@ impl ReportReader {
             why,
         };
         let mut text = String::new();
-        let Some((number, _)) = lines.next_line(&mut text)? else {
-            return Err(bad(1, "empty: not a lanes report".into()));
-        };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|err| {
-            bad(
-                number,
-                format!("not a lanes report (not a JSON line: {err})"),
-            )
-        })?;
-        if value.get("type").and_then(|t| t.as_str()) != Some("run") {
+        let Some((number, complete)) = lines.next_line(&mut text)? else {
             return Err(bad(
-                number,
-                "not a lanes report (its first line is no `run` record)".into(),
+                1,
+                "empty: a run that recorded nothing (not even its `run` record) has nothing to \
+                 draw"
+                    .into(),
             ));
+        };
+        let value: serde_json::Value = match serde_json::from_str(&text) {
+            Ok(value) => value,
+            Err(_) if !complete && text.starts_with(r#"{"type":"run""#) => {
+                return Err(bad(
+                    number,
+                    "only a torn `run` record: a run that recorded nothing yet has nothing to \
+                     draw"
+                        .into(),
+                ))
+            }
+            Err(err) => {
+                return Err(bad(
+                    number,
+                    format!("not a lanes report (not a JSON line: {err})"),
+                ))
+            }
+        };
+        match value.get("type").and_then(|t| t.as_str()) {
+            Some("run") => {}
+            Some(kind @ ("queued" | "waiting" | "started" | "ended" | "stopped" | "continued")) => {
+                return Err(bad(
+                    number,
+                    format!(
+                        "not a lanes report: its first line is a `{kind}` event: it is an \
+                         events file (give it with --events)"
+                    ),
+                ))
+            }
+            _ => {
+                return Err(bad(
+                    number,
+                    "not a lanes report (its first line is no `run` record)".into(),
+                ))
+            }
         }
         let run: RunHeader = serde_json::from_value(value)
             .map_err(|err| bad(number, format!("not a lanes report's `run` record: {err}")))?;
@@ -228,6 +266,12 @@ impl ReportReader {
             ));
         }
         debug_assert_eq!(run.kind, "run");
+        if run.max_concurrent == 0 {
+            return Err(bad(
+                number,
+                "max_concurrent 0: a lanes run runs at least one job at a time".into(),
+            ));
+        }
         let origin_ms = parse_ms(&run.started_at)
             .ok_or_else(|| bad(number, format!("bad started_at {:?}", run.started_at)))?;
         Ok(ReportReader {
@@ -235,6 +279,8 @@ impl ReportReader {
             lines,
             run,
             origin_ms,
+            summary_line: None,
+            seen: SeqSet::default(),
         })
     }
 
@@ -255,11 +301,18 @@ impl ReportReader {
                 break (number, complete);
             }
         };
+        if let Some(summary) = self.summary_line {
+            return Err(self.bad(
+                number,
+                format!("a record after the summary (line {summary}): the summary is the last"),
+            ));
+        }
         let text: &'t str = text;
         // The common case, as lanes writes records: decoded at once.
         if !raw && complete && text.starts_with(r#"{"type":"job","#) {
             if let Ok(job) = serde_json::from_str::<JobLine<'t>>(text) {
-                check_times(&job).map_err(|why| self.bad(number, why))?;
+                check_record(&job).map_err(|why| self.bad(number, why))?;
+                self.check_seq(number, job.seq)?;
                 return Ok(Some((
                     number,
                     Line::Job(Box::new(job), serde_json::Value::Null),
@@ -283,7 +336,8 @@ impl ReportReader {
                 // `raw`.
                 let job: JobLine<'t> = JobLine::deserialize(value)
                     .map_err(|err| self.bad(number, format!("bad job record: {err}")))?;
-                check_times(&job).map_err(|why| self.bad(number, why))?;
+                check_record(&job).map_err(|why| self.bad(number, why))?;
+                self.check_seq(number, job.seq)?;
                 Ok(Some((number, Line::Job(Box::new(job), kept))))
             }
             Some("summary") => {
@@ -291,6 +345,7 @@ impl ReportReader {
                     .get("duration_ms")
                     .and_then(serde_json::Value::as_u64)
                     .ok_or_else(|| self.bad(number, "summary without duration_ms".into()))?;
+                self.summary_line = Some(number);
                 Ok(Some((number, Line::Summary { duration_ms })))
             }
             Some("run") => Err(self.bad(
@@ -304,6 +359,18 @@ impl ReportReader {
         }
     }
 
+    /// A second record of one job is refused.
+    fn check_seq(&mut self, line: u64, seq: u64) -> Result<(), ReadError> {
+        if self.seen.insert(seq) {
+            Ok(())
+        } else {
+            Err(self.bad(
+                line,
+                format!("a second record of seq {seq}: each job has one"),
+            ))
+        }
+    }
+
     fn bad(&self, line: u64, why: String) -> ReadError {
         ReadError::Bad {
             path: self.path.clone(),
@@ -313,8 +380,55 @@ impl ReportReader {
     }
 }
 
-/// Every time of a job record must be readable.
-fn check_times(job: &JobLine<'_>) -> Result<(), String> {
+/// The seqs of the records read: a bit each up to [`SeqSet::BITS`] (a run numbers its jobs
+/// from 1, so a million jobs take 125 KB), a set for any beyond.
+#[derive(Default)]
+struct SeqSet {
+    bits: Vec<u64>,
+    beyond: std::collections::HashSet<u64>,
+}
+
+impl SeqSet {
+    const BITS: u64 = 1 << 27;
+
+    /// Adds `seq`; false if it was there.
+    fn insert(&mut self, seq: u64) -> bool {
+        if seq >= Self::BITS {
+            return self.beyond.insert(seq);
+        }
+        let (word, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+        if self.bits.len() <= word {
+            self.bits.resize((word + 1).next_power_of_two(), 0);
+        }
+        let fresh = self.bits[word] & bit == 0;
+        self.bits[word] |= bit;
+        fresh
+    }
+}
+
+/// The outcomes a job record may have.
+const RECORD_OUTCOMES: [&str; 5] = ["succeeded", "failed", "interrupted", "rejected", "skipped"];
+
+/// A job record's outcome and wait causes must be ones lanes writes, and every time of it
+/// readable.
+fn check_record(job: &JobLine<'_>) -> Result<(), String> {
+    if !RECORD_OUTCOMES.contains(&&*job.outcome) {
+        return Err(format!(
+            "unknown outcome {:?} in the record of seq {} (one of {})",
+            job.outcome,
+            job.seq,
+            RECORD_OUTCOMES.join(", ")
+        ));
+    }
+    let causes = crate::core::WaitCause::NAMES;
+    if let Some(wait) = job.waits.iter().find(|w| !causes.contains(&&*w.cause)) {
+        return Err(format!(
+            "unknown wait cause {:?} in the record of seq {} (one of {})",
+            wait.cause,
+            job.seq,
+            causes.join(", ")
+        ));
+    }
     let times = std::iter::once(Some(&job.ended_at))
         .chain(std::iter::once(job.started_at.as_ref()))
         .chain(
@@ -396,14 +510,14 @@ pub(crate) struct LineReader {
 impl LineReader {
     /// Opens `path`.
     pub(crate) fn open(path: &Path) -> Result<Self, ReadError> {
-        let file = File::open(path).map_err(|source| ReadError::Io {
+        let file = File::open(path).map_err(|error| ReadError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         if file.metadata().is_ok_and(|m| m.is_dir()) {
             return Err(ReadError::Io {
                 path: path.to_path_buf(),
-                source: std::io::Error::other("a directory"),
+                error: std::io::Error::other("it is a directory"),
             });
         }
         Ok(LineReader {
@@ -424,9 +538,9 @@ impl LineReader {
         let read = self
             .reader
             .read_until(b'\n', &mut self.buffer)
-            .map_err(|source| ReadError::Io {
+            .map_err(|error| ReadError::Io {
                 path: self.path.clone(),
-                source,
+                error,
             })?;
         if read == 0 {
             return Ok(None);
@@ -437,6 +551,10 @@ impl LineReader {
             self.buffer.pop();
         }
         text.clear();
+        // A byte order mark at the start of the file is no part of its first line.
+        if self.number == 1 && self.buffer.starts_with(b"\xef\xbb\xbf") {
+            self.buffer.drain(..3);
+        }
         match std::str::from_utf8(&self.buffer) {
             Ok(valid) => text.push_str(valid),
             Err(_) => text.push_str(&String::from_utf8_lossy(&self.buffer)),

@@ -91,18 +91,13 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
             .command
             .as_deref()
             .map_or_else(|| "null".to_owned(), string);
-        let reason = job
-            .reason
-            .as_deref()
-            .map_or_else(|| "null".to_owned(), string);
         let seq = job.seq;
         let spans = spans(&job, origin);
-        for &(start, end, cause) in &spans.waits {
-            let behind = job
-                .waits
-                .iter()
-                .find(|w| w.cause == CAUSES[cause])
-                .and_then(|w| w.behind)
+        // Every wait of a record has a known cause (the reader refuses others), so the spans
+        // are the record's waits in order.
+        for (&(start, end, cause), wait) in spans.waits.iter().zip(&job.waits) {
+            let behind = wait
+                .behind
                 .map_or_else(|| "null".to_owned(), |b| b.to_string());
             // Async events (`b`/`e`, by the job's seq): waits of one key overlap, which
             // complete events on one thread must not.
@@ -122,6 +117,14 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
             )?;
         }
         for &(start, end, outcome, slot, attempt, retried) in &spans.tries {
+            // The try's own reason (a retried try's `exit_status` or `timeout`, not the
+            // record's).
+            let reason = job
+                .tries
+                .iter()
+                .find(|t| t.attempt == attempt)
+                .and_then(|t| t.reason.as_deref())
+                .map_or_else(|| "null".to_owned(), string);
             let args = format!(
                 r#"{{"seq":{seq},"key":{label},"command":{command},"outcome":"{o}","attempt":{attempt},"retried":{retried},"slot":{slot},"reason":{reason}}}"#,
                 o = OUTCOMES[outcome],

@@ -239,6 +239,14 @@ fn the_trace_has_the_trace_event_formats_required_fields_and_every_try_and_wait(
         (retried[0]["ts"].as_u64(), retried[0]["dur"].as_u64()),
         (Some(0), Some(500_000))
     );
+    // Each try tells its own reason: the retried one failed on its exit status, while the
+    // record (which succeeded on its second try) has none.
+    assert_eq!(retried[0]["args"]["reason"], "exit_status");
+    let second = events
+        .iter()
+        .find(|e| e["args"]["seq"] == 3 && e["args"]["attempt"] == 2 && e["pid"] == 1)
+        .unwrap();
+    assert_eq!(second["args"]["reason"], Value::Null);
 }
 
 /// The attributes of the page's status element in a dumped DOM.
@@ -618,4 +626,229 @@ fn bytes_that_are_not_utf_8_are_drawn_replaced() {
         .run()
         .code(0);
     assert!(scratch.read("bytes.html").contains("bu\u{fffd}ild"));
+}
+
+#[test]
+fn the_output_is_written_where_links_point_into_fifos_and_keeps_a_files_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let scratch = Scratch::new();
+    let want = {
+        let out = scratch.join("plain.md");
+        draw("small.jsonl", None, &out).code(0);
+        scratch.read("plain.md")
+    };
+    // `-o -` and `-o /dev/stdout` (a link to a pipe here) write to stdout; nothing replaced.
+    for dash in ["-", "/dev/stdout"] {
+        let got = timeline(&["small.jsonl", "-o", dash, "--format", "md"]);
+        got.code(0);
+        assert_eq!(got.stdout(), want, "-o {dash}");
+    }
+    // A link to a file: the file gets the timeline, the link stays a link.
+    let target = scratch.write("target.md", "old");
+    let link = scratch.join("link.md");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    draw("small.jsonl", None, &link).code(0);
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(scratch.read("target.md"), want);
+    // A dangling link: the file is created where it points.
+    let dangling = scratch.join("dangling.md");
+    std::os::unix::fs::symlink("made.md", &dangling).unwrap();
+    draw("small.jsonl", None, &dangling).code(0);
+    assert!(std::fs::symlink_metadata(&dangling)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(scratch.read("made.md"), want);
+    // A private file stays private.
+    let private = scratch.write("private.md", "old");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    draw("small.jsonl", None, &private).code(0);
+    assert_eq!(
+        std::fs::metadata(&private).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    assert_eq!(scratch.read("private.md"), want);
+    // A FIFO is written into, not replaced.
+    let fifo = scratch.join("pipe.md");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    draw("small.jsonl", None, &fifo).code(0);
+    assert_eq!(reader.join().unwrap(), want);
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(
+        &std::fs::symlink_metadata(&fifo).unwrap().file_type()
+    ));
+}
+
+#[test]
+fn an_events_file_of_a_later_run_of_the_same_jobs_is_refused() {
+    let scratch = Scratch::new();
+    let out = scratch.join("t.html");
+    let o = out.to_str().unwrap();
+    // small.jsonl: the run ended 2 s after 03:04:05; job 1's only try started in slot 1.
+    let good = concat!(
+        r#"{"type":"queued","seq":1,"key":"build","ahead":0,"at":"2026-01-02T03:04:05.000Z"}"#,
+        "\n",
+        r#"{"type":"started","seq":1,"key":"build","slot":1,"attempt":1,"at":"2026-01-02T03:04:05.010Z"}"#,
+        "\n"
+    );
+    let path = scratch.write("good.jsonl", good);
+    timeline(&["small.jsonl", "--events", path.to_str().unwrap(), "-o", o]).code(0);
+    std::fs::remove_file(&out).unwrap();
+    let cases = [
+        (
+            "later.jsonl",
+            good.replace("03:04:05.010Z", "03:09:05.010Z"),
+            "later.jsonl:2: an events file from another run: this event",
+        ),
+        (
+            "slot.jsonl",
+            good.replace("\"slot\":1", "\"slot\":2"),
+            "slot.jsonl:2: an events file from another run: job 1 try 1 started in slot 2",
+        ),
+        (
+            "attempt.jsonl",
+            good.replace("\"attempt\":1", "\"attempt\":3"),
+            "attempt.jsonl:2: an events file from another run: job 1 started try 3",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = scratch.write(name, text);
+        for format in ["html", "json", "md"] {
+            let got = timeline(&[
+                "small.jsonl",
+                "--events",
+                path.to_str().unwrap(),
+                "-o",
+                o,
+                "--format",
+                format,
+            ]);
+            got.code(2);
+            assert!(got.stderr().contains(want), "{name}: {}", got.stderr());
+            assert!(!out.exists(), "nothing written for {name}");
+        }
+    }
+}
+
+#[test]
+fn invalid_records_and_unreadable_input_are_refused_with_the_file_and_line() {
+    let scratch = Scratch::new();
+    let out = scratch.join("t.html");
+    let o = out.to_str().unwrap();
+    let small = std::fs::read_to_string(fixtures().join("small.jsonl")).unwrap();
+    let lines: Vec<&str> = small.lines().collect();
+    let (run_line, job_line, summary) = (lines[0], lines[1], *lines.last().unwrap());
+    let n = lines.len();
+    let mut after_summary = lines.clone();
+    after_summary.swap(n - 2, n - 1);
+    let cases = [
+        (
+            "after.jsonl",
+            after_summary.join("\n") + "\n",
+            format!(
+                "after.jsonl:{n}: a record after the summary (line {})",
+                n - 1
+            ),
+        ),
+        (
+            "twice.jsonl",
+            format!("{run_line}\n{job_line}\n{job_line}\n{summary}\n"),
+            "twice.jsonl:3: a second record of seq 7".to_owned(),
+        ),
+        (
+            "outcome.jsonl",
+            format!(
+                "{run_line}\n{}\n",
+                job_line.replace("\"rejected\"", "\"exploded\"")
+            ),
+            "outcome.jsonl:2: unknown outcome \"exploded\"".to_owned(),
+        ),
+        (
+            "cause.jsonl",
+            small.replace("\"cause\":\"cap\"", "\"cause\":\"gremlins\""),
+            "cause.jsonl:3: unknown wait cause \"gremlins\"".to_owned(),
+        ),
+        (
+            "zero.jsonl",
+            small.replace("\"max_concurrent\":2", "\"max_concurrent\":0"),
+            "zero.jsonl:1: max_concurrent 0".to_owned(),
+        ),
+        (
+            "empty.jsonl",
+            String::new(),
+            "empty.jsonl:1: empty: a run that recorded nothing".to_owned(),
+        ),
+        (
+            "torn.jsonl",
+            run_line[..40].to_owned(),
+            "torn.jsonl:1: only a torn `run` record".to_owned(),
+        ),
+        (
+            "events.jsonl",
+            std::fs::read_to_string(fixtures().join("unfinished-events.jsonl")).unwrap(),
+            "events.jsonl:1: not a lanes report: its first line is a `queued` event: it is an \
+             events file"
+                .to_owned(),
+        ),
+    ];
+    for (name, text, want) in cases {
+        let path = scratch.write(name, text);
+        let got = timeline(&[path.to_str().unwrap(), "-o", o]);
+        got.code(2);
+        assert!(got.stderr().contains(&want), "{name}: {}", got.stderr());
+        assert!(!out.exists(), "nothing written for {name}");
+    }
+    // Unreadable input is told once, and nothing is created, not even in a FIFO's place.
+    let dir = scratch.mkdir("dir");
+    let got = timeline(&[dir.to_str().unwrap(), "-o", o]);
+    got.code(2);
+    assert_eq!(
+        got.stderr().matches("directory").count(),
+        1,
+        "{}",
+        got.stderr()
+    );
+    let got = timeline(&["missing.jsonl", "-o", o]);
+    got.code(2);
+    assert_eq!(
+        got.stderr().matches("os error 2").count(),
+        1,
+        "{}",
+        got.stderr()
+    );
+    let got = timeline(&["small.jsonl", "--events", "missing.jsonl", "-o", o]);
+    got.code(2);
+    assert!(!out.exists());
+    // A byte order mark before the report is accepted.
+    let bom = scratch.write("bom.jsonl", format!("\u{feff}{small}"));
+    timeline(&[bom.to_str().unwrap(), "-o", o]).code(0);
+}
+
+#[test]
+fn bidi_and_control_characters_are_shown_escaped_on_the_page() {
+    // The page's own escaping of what it shows from the embedded data (the details panel, the
+    // row labels) matches the header's.
+    let page = include_str!("../../src/timeline/page.js");
+    let pattern = page
+        .lines()
+        .find(|l| l.contains("return String(text).replace("))
+        .unwrap();
+    for range in [
+        "\\u0000-\\u001f",
+        "\\u007f-\\u009f",
+        "\\u202a-\\u202e",
+        "\\u2066-\\u2069",
+        "\\u2028",
+        "\\u2029",
+    ] {
+        assert!(pattern.contains(range), "{range} not escaped: {pattern}");
+    }
+    assert!(page.contains("lines.push(visible(k) + \": \" + visible("));
 }
