@@ -192,7 +192,10 @@ def make_job(rng, seq, key, cfg, allowed):
         return Job(seq, key, kind,
                    "python3 -c 'import os,time; os.setpgid(0,0); "
                    "open(os.environ[\"P\"],\"a\").write(\"bg %d\\n\" % os.getpid()); "
-                   "time.sleep(5)' </dev/null >/dev/null 2>&1 &", leak=True, leak_phase=w)
+                   "time.sleep(5)' </dev/null >/dev/null 2>&1 &",
+                   # Until python3 has started and left the group, it is the job: its start
+                   # alone can take a few hundred ms on a loaded machine.
+                   run_max=0.5, leak=True, leak_phase=w)
     if kind == "set_m_escape":
         return Job(seq, key, kind,
                    "set -m; sleep 5 </dev/null >/dev/null 2>&1 & echo \"bg $!\" >> \"$P\"",
