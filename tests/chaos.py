@@ -1264,16 +1264,26 @@ def lock_dir_iteration(rng, binary, scratch, bound, containment):
                 lines = [line.split() for line in f]
         except FileNotFoundError:
             continue
+        # Spans are taken from the order of the lines, not their timestamps: each line is one
+        # O_APPEND write made while its job lives, so the file order is the order of events. A
+        # signal can kill `date` inside a line's command substitution and leave the timestamp
+        # empty; the line still counts.
         spans = {}
-        for word, _, pid, ns in lines:
+        for index, fields in enumerate(lines):
+            if len(fields) < 3 or fields[0] not in ("start", "end"):
+                problems.append(f"key {key}: unreadable log line {index + 1}: {fields!r}")
+                continue
+            word, pid = fields[0], fields[2]
             if word == "start":
-                spans[pid] = [int(ns), None]
+                spans[pid] = [index, None]
             elif pid in spans and spans[pid][1] is None:
-                spans[pid][1] = int(ns)
-        ordered = sorted(spans.values())
-        for (s1, e1), (s2, _) in zip(ordered, ordered[1:]):
+                spans[pid][1] = index
+        ordered = sorted(spans.items(), key=lambda item: item[1][0])
+        for (p1, (s1, e1)), (p2, (s2, _)) in zip(ordered, ordered[1:]):
             if e1 is None or e1 > s2:
-                problems.append(f"key {key}: jobs overlap ({s1}..{e1} and one from {s2})")
+                problems.append(f"key {key}: jobs overlap (pid {p1} from line {s1 + 1} to "
+                                f"{'no end' if e1 is None else f'line {e1 + 1}'}, pid {p2} "
+                                f"from line {s2 + 1})")
     if shared:
         try:
             with open(os.path.join(scratch, "counts")) as f:
