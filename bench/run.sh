@@ -85,7 +85,7 @@ else
 fi
 [ -x "$LANES" ] || { log "bench: no lanes binary at $LANES"; exit 2; }
 FLOOR=$WORK/spawn-floor
-cc -O2 -o "$FLOOR" "$BENCH_DIR/spawn-floor.c"
+cc -O2 -pthread -o "$FLOOR" "$BENCH_DIR/spawn-floor.c"
 export BENCH_RUSAGE=$WORK/rusage
 cc -O2 -o "$BENCH_RUSAGE" "$BENCH_DIR/rusage.c"
 
@@ -157,13 +157,16 @@ run_workload() { # NAME JOBS [ROUNDS]
 
 
 # The contenders. Globals: J (jobs in flight), TOKEN (marks the timeout workload's processes).
-a_floor() { M -- "$FLOOR" run "$A_N" "$J" true; }
+# The floor spawns from several threads (posix_spawn holds its calling thread until the
+# child has exec'd, so only threads overlap spawns); floor-1thread is the one-thread loop.
+a_floor() { M -- "$FLOOR" threads "$A_N" "$J" true; }
+a_floor1() { M -- "$FLOOR" run "$A_N" "$J" true; }
 a_lanes() { M --stdin "$IN/a.lanes" -- "$LANES" -j "$J"; }
 a_xargs() { M --stdin "$IN/a.cmds" -- xargs "${SEQ_ARGS[@]}" -P "$J" sh -c; }
 a_parallel() { M --stdin "$IN/a.cmds" -- parallel --will-cite -j "$J"; }
 a_rp() { M --stdin "$IN/a.cmds" -- rust-parallel -j "$J" -s --shell-path sh; }
 
-b_floor() { M -- "$FLOOR" run 200 50 'sleep 0.05'; }
+b_floor() { M -- "$FLOOR" threads 200 50 'sleep 0.05'; }
 b_lanes() { M --stdin "$IN/b.lanes" -- "$LANES" -j 50; }
 b_xargs() { M --stdin "$IN/b.cmds" -- xargs "${SEQ_ARGS[@]}" -P 50 sh -c; }
 b_parallel() { M --stdin "$IN/b.cmds" -- parallel --will-cite -j 50; }
@@ -187,7 +190,7 @@ d_stream() {
     -- "$LANES" -j 8
 }
 
-f_floor() { M -- "$FLOOR" run 2000 8 true; }
+f_floor() { M -- "$FLOOR" threads 2000 8 true; }
 f_lanes50() { M --stdin "$IN/f.keys50" -- "$LANES" -j 8; }
 f_lanes_unique() { M --stdin "$IN/f.unique" -- "$LANES" -j 8; }
 f_flock() { M --stdin "$IN/f.pairs" -- xargs -P 8 -L1 sh -c 'flock "$LOCKS/$1" sh -c "$2"' _; }
@@ -220,6 +223,7 @@ t_left() {
 if wants a; then
   for J in 2 8; do
     contender floor a_floor
+    contender floor-1thread a_floor1
     contender lanes a_lanes
     contender xargs a_xargs
     [ $HAVE_PARALLEL = 0 ] || contender parallel a_parallel "$SLOW_REPS" # ~5 ms CPU per job

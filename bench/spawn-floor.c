@@ -1,12 +1,17 @@
 /*
  * spawn-floor: the practical floor for a job runner on this machine.
  *
- *   spawn-floor [run|capture] N J [COMMAND]
+ *   spawn-floor [run|threads|capture] N J [COMMAND]
  *
  * Starts `sh -c COMMAND` (default COMMAND: `true`) N times with at most J children in
  * flight, with posix_spawn, reaping with waitpid.
  *
- *   run      children inherit stdin, stdout and stderr; the floor only spawns and reaps.
+ *   run      children inherit stdin, stdout and stderr; the floor only spawns and reaps, from
+ *            one thread.
+ *   threads  the same from several threads (FLOOR_THREADS, default: the CPUs online, at
+ *            least 2), each spawning and reaping: posix_spawn holds its calling thread until
+ *            the child has exec'd, so only several threads can overlap spawns. The floor of
+ *            a runner that spawns in parallel.
  *   capture  each child gets a pipe as its stdout; everything read from the pipes is copied
  *            to our stdout (64 KiB reads, poll over the J pipes), the "capture floor".
  *
@@ -17,6 +22,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +91,64 @@ static void run_mode(long n, long j) {
         check_status(status);
         running--;
     }
+}
+
+/* threads mode: shared counters; each thread claims a start under the cap, or reaps. */
+static long t_n, t_j;
+static atomic_long t_started, t_running, t_reaped;
+static atomic_int t_failures;
+
+static void *threads_worker(void *unused) {
+    (void)unused;
+    for (;;) {
+        if (atomic_load(&t_reaped) >= t_n)
+            return NULL;
+        long running = atomic_load(&t_running);
+        if (running < t_j && atomic_load(&t_started) < t_n &&
+            atomic_compare_exchange_weak(&t_running, &running, running + 1)) {
+            if (atomic_fetch_add(&t_started, 1) < t_n) {
+                start(-1, -1);
+                continue;
+            }
+            atomic_fetch_sub(&t_running, 1);
+            continue;
+        }
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0) {
+            if (errno == EINTR || errno == ECHILD) {
+                /* ECHILD: another thread is between claiming a start and spawning it. */
+                sched_yield();
+                continue;
+            }
+            die("waitpid");
+        }
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            atomic_fetch_add(&t_failures, 1);
+        atomic_fetch_sub(&t_running, 1);
+        atomic_fetch_add(&t_reaped, 1);
+    }
+}
+
+static void threads_mode(long n, long j) {
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *wanted = getenv("FLOOR_THREADS");
+    if (wanted && *wanted)
+        threads = strtol(wanted, NULL, 10);
+    if (threads < 2)
+        threads = 2;
+    t_n = n;
+    t_j = j;
+    pthread_t *ids = calloc((size_t)threads, sizeof *ids);
+    if (!ids)
+        die("calloc");
+    for (long i = 0; i < threads; i++)
+        if (pthread_create(&ids[i], NULL, threads_worker, NULL) != 0)
+            die("pthread_create");
+    for (long i = 0; i < threads; i++)
+        pthread_join(ids[i], NULL);
+    failures += atomic_load(&t_failures);
+    free(ids);
 }
 
 static int write_all(const char *buf, size_t len) {
@@ -154,8 +220,10 @@ static void capture_mode(long n, long j) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4 || argc > 5 || (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "capture") != 0)) {
-        fprintf(stderr, "usage: %s run|capture N J [COMMAND]\n", argv[0]);
+    if (argc < 4 || argc > 5 ||
+        (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "threads") != 0 &&
+         strcmp(argv[1], "capture") != 0)) {
+        fprintf(stderr, "usage: %s run|threads|capture N J [COMMAND]\n", argv[0]);
         return 2;
     }
     long n = strtol(argv[2], NULL, 10);
@@ -168,6 +236,8 @@ int main(int argc, char **argv) {
         command = argv[4];
     if (strcmp(argv[1], "run") == 0)
         run_mode(n, j);
+    else if (strcmp(argv[1], "threads") == 0)
+        threads_mode(n, j);
     else
         capture_mode(n, j);
     return failures ? 1 : 0;

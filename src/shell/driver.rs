@@ -14,11 +14,12 @@ use tokio::time::Instant;
 use super::cgroup::{CgroupRun, Usage};
 use super::input::Input;
 use super::key_locks::{CheckedKeyLocks, KeyLocks};
-use super::launch::{Launcher, Streams};
+use super::launch::{Launcher, NotStarted, Streams};
 use super::lock_dir::{Acquired, Grant};
 use super::reap::{sweep_escapees, Reaper};
 use super::signal::{next_signal, recv_optional, until_stopped, StopSignals};
 use super::sleep_until_opt;
+use super::spawner::SpawnOutcome;
 use super::supervise::{Control, Ended};
 use crate::config::{RunConfig, Source};
 use crate::core::{
@@ -126,6 +127,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     // The terminal was resized: the display is laid out again.
     let mut resized = unix_signal(SignalKind::window_change()).ok();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
+    let (spawned_tx, mut spawned_rx) = mpsc::unbounded_channel();
     let mut core = Scheduler::with_policy(
         Limits {
             max_concurrent: config.max_concurrent,
@@ -153,7 +155,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             streams.job_stdout.clone(),
             streams.stderr.clone(),
         ),
-        launcher: Launcher::new(&config, streams, reaper, ended_tx, cgroups),
+        launcher: Launcher::new(&config, streams, reaper, (spawned_tx, ended_tx), cgroups),
         core,
         results_index: ResultsIndex::create(config.results.as_deref()),
         config,
@@ -161,6 +163,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         // Sized for a full queue up front (see `Scheduler::with_policy`).
         jobs: HashMap::with_capacity(job_capacity),
         controls: HashMap::new(),
+        starting: HashMap::new(),
         input: Input::new(input),
         read_error: false,
         ledger,
@@ -212,6 +215,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             Some(()) = recv_optional(&mut status_requests) => driver.on_status_request().await,
             Some(()) = recv_optional(&mut sigchld) => driver.launcher.reaper().reap(),
             Some(()) = recv_optional(&mut terminal_stop) => driver.on_terminal_stop(),
+            Some(outcome) = spawned_rx.recv() => driver.on_spawned(outcome).await,
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
             Some(acquired) = acquired_rx.recv(), if driver.lock_dir.is_some() => {
                 driver.on_acquired(acquired).await;
@@ -255,8 +259,11 @@ struct Driver {
     /// rather than rehashing in place once more than half full), so its buckets are kept to a
     /// pointer each.
     jobs: HashMap<Seq, Box<JobSpec>>,
-    /// The supervisor of each run in flight, and its direct child's pid (its process group).
+    /// The supervisor of each run in flight, and its direct child's pid (its process group;
+    /// 0 while its spawn is in flight).
     controls: HashMap<Seq, (mpsc::UnboundedSender<Control>, i32)>,
+    /// The runs whose spawn is in flight: how each was taken, and its command.
+    starting: HashMap<Seq, (Start, String)>,
     input: Input,
     read_error: bool,
     ledger: Ledger,
@@ -362,15 +369,49 @@ impl Driver {
             .filter_map(|seq| self.jobs.get(seq))
             .map(|member| member.command.as_str());
         let command = self.launcher.command(job, &start, members);
-        let grant = self.grants.get_mut(&start.key);
-        let locks = grant.as_ref().map_or([None, None], |grant| {
+        let grant = self.grants.get(&start.key);
+        let locks = grant.map_or([None, None], |grant| {
             [
                 Some(grant.key.as_raw_fd()),
                 grant.slot.as_ref().map(AsRawFd::as_raw_fd),
             ]
         });
-        let launched = self.launcher.launch(job, &start, &command, locks);
-        if let (Ok(_), Some(grant)) = (&launched, grant) {
+        match self.launcher.launch(job, &start, &command, locks) {
+            Ok(control) => {
+                self.controls.insert(start.seq, (control, 0));
+                self.starting.insert(start.seq, (start, command));
+            }
+            Err(not_started) => {
+                let key = Arc::clone(&job.key);
+                self.not_started(start.seq, &key, not_started).await;
+            }
+        }
+    }
+
+    /// A spawn handed to the spawning threads came back: the run started (the core, the
+    /// events and the fleet are told), or it did not.
+    async fn on_spawned(&mut self, outcome: SpawnOutcome) {
+        let Some((start, command)) = self.starting.remove(&outcome.seq) else {
+            return;
+        };
+        let Some(launched) = self.launcher.spawned(outcome) else {
+            return;
+        };
+        let key = Arc::clone(&start.key);
+        let now = self.tick();
+        let pid = match launched {
+            Ok(pid) => pid,
+            Err(not_started) => {
+                self.controls.remove(&start.seq);
+                self.not_started(start.seq, &key, not_started).await;
+                self.answer_started(&start, false);
+                return;
+            }
+        };
+        if let Some(entry) = self.controls.get_mut(&start.seq) {
+            entry.1 = pid;
+        }
+        if let Some(grant) = self.grants.get_mut(&start.key) {
             if let Some(fleet) = &grant.fleet {
                 fleet.started(start.seq);
             }
@@ -380,39 +421,46 @@ impl Driver {
                 }
             }
         }
-        let key = Arc::clone(&job.key);
+        if let Some(service) = &mut self.service {
+            service.started(&start.batch);
+        }
+        self.core.spawned(start.seq, now);
+        let batch = self.config.policy.batching().then_some(start.seq);
+        let queued = self.core.queued();
+        let (slot, attempt) = (start.slot, start.attempt);
+        self.ledger.started(
+            &start.batch,
+            &key,
+            &command,
+            slot,
+            attempt,
+            batch,
+            queued,
+            now,
+        );
+        self.answer_started(&start, true);
+    }
+
+    /// Whether the run job `seq` belongs to was taken and its spawn is in flight.
+    fn spawning(&self, seq: Seq) -> bool {
+        self.starting
+            .values()
+            .any(|(start, _)| start.batch.contains(&seq))
+    }
+
+    /// A run whose process could not be started: the core decides whether it is tried again
+    /// later or ends, with the error in its record.
+    async fn not_started(&mut self, seq: Seq, key: &Arc<str>, not_started: NotStarted) {
         let now = self.tick();
-        match launched {
-            Ok((control, pid)) => {
-                self.controls.insert(start.seq, (control, pid));
-                if let Some(service) = &mut self.service {
-                    service.started(&start.batch);
-                }
-                self.core.spawned(start.seq, now);
-                let batch = self.config.policy.batching().then_some(start.seq);
-                let queued = self.core.queued();
-                let (slot, attempt) = (start.slot, start.attempt);
-                self.ledger.started(
-                    &start.batch,
-                    &key,
-                    &command,
-                    slot,
-                    attempt,
-                    batch,
-                    queued,
-                    now,
-                );
+        match self.core.spawn_failed(seq, not_started.failure, now) {
+            SpawnVerdict::Deferred { .. } => {}
+            SpawnVerdict::Ended(finished) => {
+                let output = RunOutput {
+                    error: Some(not_started.message),
+                    ..RunOutput::default()
+                };
+                self.conclude(key, finished, output, now).await;
             }
-            Err(not_started) => match self.core.spawn_failed(start.seq, not_started.failure, now) {
-                SpawnVerdict::Deferred { .. } => {}
-                SpawnVerdict::Ended(finished) => {
-                    let output = RunOutput {
-                        error: Some(not_started.message),
-                        ..RunOutput::default()
-                    };
-                    self.conclude(&key, finished, output, now).await;
-                }
-            },
         }
     }
 
@@ -774,6 +822,7 @@ impl Driver {
     fn runs(&self) -> Vec<(Seq, i32)> {
         self.controls
             .iter()
+            .filter(|(_, &(_, pid))| pid > 0)
             .map(|(&seq, &(_, pid))| (seq, pid))
             .collect()
     }

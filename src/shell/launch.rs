@@ -2,15 +2,17 @@
 //! environment, and a task that supervises it until its process group is empty and then
 //! reports how it ended.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::cgroup::CgroupRun;
+use super::cgroup::{CgroupRun, JobCgroup};
 use super::reap::Reaper;
 use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
+use super::spawner::{SpawnOutcome, Spawner};
 use super::supervise::{self, Control, Ended, Timing};
 use crate::config::{Backend, RunConfig};
 use crate::core::{SpawnFailure, Start};
@@ -38,9 +40,9 @@ pub(crate) struct Launcher {
     shell: String,
     template: Option<Template>,
     /// The environment every job starts from.
-    base_env: BaseEnv,
+    base_env: Arc<BaseEnv>,
     /// Where the shell (or `srun`) was found on `PATH`.
-    programs: ProgramPaths,
+    programs: Arc<ProgramPaths>,
     /// lanes' own working directory, physical.
     own_cwd: PathBuf,
     backend: Arc<Backend>,
@@ -53,6 +55,21 @@ pub(crate) struct Launcher {
     ended_tx: mpsc::UnboundedSender<Ended>,
     /// The run's cgroup, when jobs are contained in cgroups.
     cgroups: Option<CgroupRun>,
+    /// The threads that start jobs; `None` when none could be started (jobs then start on
+    /// this thread).
+    spawner: Option<Spawner>,
+    /// Where spawn outcomes go (the spawner's channel, used directly without it).
+    outcomes: mpsc::UnboundedSender<SpawnOutcome>,
+    /// The runs whose spawn is in flight: what their start needs once the pid is known.
+    starting: HashMap<crate::core::Seq, Starting>,
+}
+
+/// A run handed to the spawner: what its supervisor needs once it has started.
+struct Starting {
+    control: mpsc::UnboundedReceiver<Control>,
+    cgroup: Option<JobCgroup>,
+    plan: OutputPlan,
+    timing: Timing,
 }
 
 /// A run that could not start: what the core is told, and the message for its record.
@@ -64,25 +81,34 @@ pub(crate) struct NotStarted {
 }
 
 impl Launcher {
-    /// Prepares the run's starts: supervisors report each end on `ended_tx`.
+    /// Prepares the run's starts: what came of each spawn goes to `outcomes` (for
+    /// [`Launcher::spawned`]), and supervisors report each end on `ended_tx`.
     pub(crate) fn new(
         config: &RunConfig,
         streams: Streams,
         reaper: Reaper,
-        ended_tx: mpsc::UnboundedSender<Ended>,
+        channels: (
+            mpsc::UnboundedSender<SpawnOutcome>,
+            mpsc::UnboundedSender<Ended>,
+        ),
         cgroups: Option<CgroupRun>,
     ) -> Self {
+        let (outcomes, ended_tx) = channels;
+        let spawner =
+            Spawner::new(Spawner::default_threads(), reaper.clone(), outcomes.clone()).ok();
         Launcher {
             shell: config.shell.clone(),
             template: config.template.clone(),
-            base_env: BaseEnv::new(&config.env).without(
-                &config
-                    .resources
-                    .iter()
-                    .map(|resource| crate::resources::env_name(&resource.name))
-                    .collect::<Vec<_>>(),
+            base_env: Arc::new(
+                BaseEnv::new(&config.env).without(
+                    &config
+                        .resources
+                        .iter()
+                        .map(|resource| crate::resources::env_name(&resource.name))
+                        .collect::<Vec<_>>(),
+                ),
             ),
-            programs: ProgramPaths::default(),
+            programs: Arc::default(),
             own_cwd: std::env::current_dir()
                 .and_then(std::fs::canonicalize)
                 .unwrap_or_else(|_| PathBuf::from(".")),
@@ -95,6 +121,9 @@ impl Launcher {
             reaper,
             ended_tx,
             cgroups,
+            spawner,
+            outcomes,
+            starting: HashMap::new(),
         }
     }
 
@@ -131,19 +160,21 @@ impl Launcher {
         }
     }
 
-    /// Starts the run `start` of `job` as `command` and a task supervising it, handing it
-    /// `locks` (`--lock-dir`: its key's and shared slot's, as descriptors 3 and 4); returns the
-    /// channel to its supervisor and the pid of its direct child (its process group).
+    /// Hands the run `start` of `job`, as `command`, to the spawning threads, with `locks`
+    /// (`--lock-dir`: its key's and shared slot's, as descriptors 3 and 4; they must stay open
+    /// until [`Launcher::spawned`] is called for it). Returns the channel to its supervisor: a
+    /// stop sent before the job has started is carried out once it has.
     ///
     /// # Errors
-    /// When its process could not be started: a shortage (EAGAIN, EMFILE, ENFILE) or a failure.
+    /// When it cannot even be handed over (its cgroup, its pipes, its working directory): a
+    /// shortage (EAGAIN, EMFILE, ENFILE) or a failure.
     pub(crate) fn launch(
-        &self,
+        &mut self,
         job: &JobSpec,
         start: &Start,
         command: &str,
         locks: [Option<std::os::fd::RawFd>; 2],
-    ) -> Result<(mpsc::UnboundedSender<Control>, i32), NotStarted> {
+    ) -> Result<mpsc::UnboundedSender<Control>, NotStarted> {
         let cgroup = match &self.cgroups {
             Some(run) => Some(run.job(job.seq, start.attempt).map_err(|err| {
                 // Out of descriptors, or at a cgroup limit (`cgroup.max.descendants`,
@@ -186,7 +217,7 @@ impl Launcher {
             cgroup: cgroup.as_ref().map(super::cgroup::JobCgroup::fd),
             locks,
         };
-        let spawned = spawn::spawn(&launch, &self.reaper).map_err(not_started)?;
+        let order = spawn::prepare(&launch).map_err(not_started)?;
         let key = Arc::clone(&job.key);
         let plan = OutputPlan {
             mode: self.output,
@@ -203,17 +234,65 @@ impl Launcher {
             grace: self.grace,
             leak_window: self.leak_window,
         };
-        let pid = spawned.pid;
-        let (control_tx, control_rx) = mpsc::unbounded_channel();
+        let (control_tx, control) = mpsc::unbounded_channel();
+        self.starting.insert(
+            start.seq,
+            Starting {
+                control,
+                cgroup,
+                plan,
+                timing,
+            },
+        );
+        match &self.spawner {
+            Some(spawner) => spawner.submit(start.seq, order),
+            None => {
+                // No spawning thread: started here.
+                let result = super::spawner::start(order, &self.reaper);
+                let _ = self.outcomes.send(SpawnOutcome {
+                    seq: start.seq,
+                    result,
+                });
+            }
+        }
+        Ok(control_tx)
+    }
+
+    /// What came of a spawn: on success the task supervising the job is started and the pid
+    /// of its direct child (its process group) returned; `None` for a run not handed over.
+    ///
+    /// # Errors
+    /// When its process could not be started: a shortage (EAGAIN, EMFILE, ENFILE) or a failure.
+    pub(crate) fn spawned(&mut self, outcome: SpawnOutcome) -> Option<Result<i32, NotStarted>> {
+        let Starting {
+            control,
+            cgroup,
+            plan,
+            timing,
+        } = self.starting.remove(&outcome.seq)?;
+        let (pid, exit, pipes) = match outcome.result {
+            Ok(started) => started,
+            Err(err) => {
+                if matches!(&err, SpawnError::Transient(err) if err.raw_os_error() == Some(nix::libc::EAGAIN))
+                {
+                    // Out of processes: each spawning thread counts as one against
+                    // RLIMIT_NPROC, so they end (once they have started what they hold), and
+                    // jobs start on this thread from now on.
+                    self.spawner = None;
+                }
+                return Some(Err(not_started(err)));
+            }
+        };
+        let spawned = pipes.spawned(pid, exit);
         let ended_tx = self.ended_tx.clone();
         let reaper = self.reaper.clone();
-        let seq = start.seq;
+        let seq = outcome.seq;
         tokio::spawn(async move {
             let ended =
-                supervise::supervise(seq, spawned, cgroup, control_rx, plan, timing, reaper).await;
+                supervise::supervise(seq, spawned, cgroup, control, plan, timing, reaper).await;
             let _ = ended_tx.send(ended);
         });
-        Ok((control_tx, pid))
+        Some(Ok(pid))
     }
 
     /// Ctrl-Z: stops every running job (`runs`: first seq and process group) as `lanes` stops;

@@ -16,7 +16,9 @@ use super::unix::{proc_pids, proc_stat, ProcStat};
 /// Whether any child of `lanes` is not the direct child of a running job (`watched`): only then
 /// can a job have processes outside its group whose group-mates are all gone.
 pub(crate) fn has_orphans(watched: impl Fn(i32) -> bool) -> bool {
-    super::unix::children().into_iter().any(|pid| !watched(pid))
+    super::unix::main_thread_children()
+        .into_iter()
+        .any(|pid| !watched(pid))
 }
 
 /// The live processes of job `seq`'s try `attempt` outside its process group `pgid`: the

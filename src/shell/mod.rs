@@ -13,6 +13,7 @@ pub(crate) mod lock_dir;
 pub(crate) mod reap;
 pub(crate) mod signal;
 pub(crate) mod spawn;
+pub(crate) mod spawner;
 pub(crate) mod stopped;
 pub(crate) mod strict;
 pub(crate) mod supervise;

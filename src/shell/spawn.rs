@@ -8,13 +8,13 @@
 //! `POSIX_SPAWN_SETSIGDEF` for all signals, those two included, keeps SPEC §2's promise, and
 //! the environment of the run is built once instead of at every spawn.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nix::libc;
 
@@ -24,7 +24,6 @@ use std::time::Duration;
 use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
-use super::reap::Reaper;
 use super::unix::set_nonblocking;
 use crate::config::Backend;
 use crate::core::ExitFacts;
@@ -79,7 +78,7 @@ impl BaseEnv {
 /// `posix_spawnp` every time, as are names found nowhere (for its exact error).
 #[derive(Debug, Default)]
 pub(crate) struct ProgramPaths {
-    found: RefCell<HashMap<Vec<u8>, CString>>,
+    found: Mutex<HashMap<Vec<u8>, CString>>,
 }
 
 impl ProgramPaths {
@@ -88,7 +87,7 @@ impl ProgramPaths {
         if name.is_empty() || name.contains(&b'/') {
             return None;
         }
-        if let Some(path) = self.found.borrow().get(name) {
+        if let Some(path) = self.found().get(name) {
             return Some(path.clone());
         }
         let search = std::env::var_os("PATH");
@@ -96,13 +95,17 @@ impl ProgramPaths {
             .as_deref()
             .map_or(&b"/bin:/usr/bin"[..], OsStr::as_bytes);
         let found = find_on_path(search, name)?;
-        self.found.borrow_mut().insert(name.to_vec(), found.clone());
+        self.found().insert(name.to_vec(), found.clone());
         Some(found)
     }
 
     /// Forgets where `name` was found (it could not be run from there any more).
     fn forget(&self, name: &[u8]) {
-        self.found.borrow_mut().remove(name);
+        self.found().remove(name);
+    }
+
+    fn found(&self) -> MutexGuard<'_, HashMap<Vec<u8>, CString>> {
+        self.found.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -629,9 +632,9 @@ pub(crate) struct Launch<'a> {
     /// lanes' own working directory, physical, for `PWD` when `cwd` is `None`.
     pub own_cwd: &'a Path,
     /// lanes' own environment with the run's additions (the manifest's `[env]`).
-    pub env: &'a BaseEnv,
+    pub env: &'a Arc<BaseEnv>,
     /// Where programs were found on `PATH` (the shell, `srun`).
-    pub programs: &'a ProgramPaths,
+    pub programs: &'a Arc<ProgramPaths>,
     pub job_env: &'a [(String, String)],
     pub key: &'a str,
     pub seq: u64,
@@ -673,8 +676,43 @@ pub(crate) enum SpawnError {
     Failed(String),
 }
 
-/// Starts `SHELL -c COMMAND` with stdin from /dev/null, in a process group of its own, with
-/// `LANES_KEY`, `LANES_SEQ`, `LANES_SLOT`, `LANES_ATTEMPT`, `PWD` and a
+/// A job ready to be started by [`Order::start`], on any thread: everything its spawn needs,
+/// owned. Prepared by [`prepare`] on the event loop's thread.
+pub(crate) struct Order {
+    program: std::ffi::OsString,
+    args: Vec<std::ffi::OsString>,
+    base_env: Arc<BaseEnv>,
+    programs: Arc<ProgramPaths>,
+    /// Set on top of the base environment (later ones win).
+    env: Vec<(String, std::ffi::OsString)>,
+    cwd: PathBuf,
+    /// Whether the job's stdout goes to a pipe (its stderr always does).
+    capture: bool,
+    cgroup: Option<RawFd>,
+    locks: [Option<RawFd>; 2],
+}
+
+/// The read ends of a started job's pipes.
+pub(crate) struct Pipes {
+    stdout: Option<OwnedFd>,
+    stderr: OwnedFd,
+}
+
+impl Pipes {
+    /// The job started as `pid`: its [`Spawned`], reading these pipes.
+    pub(crate) fn spawned(self, pid: i32, exit: oneshot::Receiver<ExitFacts>) -> Spawned {
+        Spawned {
+            pid,
+            exit,
+            // A pipe that cannot be registered is read as if closed; the job still runs.
+            stdout: self.stdout.and_then(|out| async_pipe(out).ok()),
+            stderr: async_pipe(self.stderr).ok(),
+        }
+    }
+}
+
+/// Prepares `SHELL -c COMMAND` to start with stdin from /dev/null, in a process group of its
+/// own, with `LANES_KEY`, `LANES_SEQ`, `LANES_SLOT`, `LANES_ATTEMPT`, `PWD` and a
 /// `LANES_RESOURCE_<NAME>` for each named resource it was granted set; the spawned process
 /// starts with default signal dispositions and an empty signal mask (Rust's `Command` resets
 /// both) and with no descriptor but 0, 1 and 2 — and under `--lock-dir` its key's lock as 3
@@ -683,8 +721,8 @@ pub(crate) enum SpawnError {
 ///
 /// # Errors
 /// [`SpawnError::Transient`] for EAGAIN/EMFILE/ENFILE, [`SpawnError::Failed`] for anything
-/// else, naming the missing directory or the shell.
-pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, SpawnError> {
+/// else, naming the missing directory.
+pub(crate) fn prepare(launch: &Launch<'_>) -> Result<Order, SpawnError> {
     let pwd: PathBuf = match launch.cwd {
         Some(dir) => match std::fs::canonicalize(dir) {
             Ok(real) if real.is_dir() => real,
@@ -716,71 +754,85 @@ pub(crate) fn spawn(launch: &Launch<'_>, reaper: &Reaper) -> Result<Spawned, Spa
         launch.timeout,
         launch.grant,
     );
-    // stderr is always read, for its tail; stdout only when it goes somewhere.
-    let out_pipe = match launch.capture.then(pipe).transpose() {
-        Ok(out) => out,
-        Err(err) => return Err(classify_error(err, &program)),
-    };
-    let err_pipe = pipe().map_err(|err| classify_error(err, &program))?;
-    let seq = launch.seq.to_string();
-    let slot = launch.slot.to_string();
-    let attempt = launch.attempt.to_string();
-    let mut env: Vec<(&str, &OsStr)> = launch
+    let mut env: Vec<(String, std::ffi::OsString)> = launch
         .job_env
         .iter()
-        .map(|(k, v)| (k.as_str(), OsStr::new(v)))
+        .map(|(k, v)| (k.clone(), v.into()))
         .collect();
     env.extend([
-        ("LANES_KEY", OsStr::new(launch.key)),
-        ("LANES_SEQ", OsStr::new(&seq)),
-        ("LANES_SLOT", OsStr::new(&slot)),
-        ("LANES_ATTEMPT", OsStr::new(&attempt)),
-        ("PWD", pwd.as_os_str()),
+        ("LANES_KEY".to_owned(), launch.key.into()),
+        ("LANES_SEQ".to_owned(), launch.seq.to_string().into()),
+        ("LANES_SLOT".to_owned(), launch.slot.to_string().into()),
+        (
+            "LANES_ATTEMPT".to_owned(),
+            launch.attempt.to_string().into(),
+        ),
+        ("PWD".to_owned(), pwd.clone().into_os_string()),
     ]);
-    let granted: Vec<(String, String)> = launch.grant.map_or(Vec::new(), |grant| {
-        grant
-            .parts()
-            .filter_map(|part| {
-                let value = crate::resources::granted_value(grant, part.name)?;
-                Some((crate::resources::env_name(part.name), value))
-            })
-            .collect()
-    });
-    env.extend(
-        granted
-            .iter()
-            .map(|(name, value)| (name.as_str(), OsStr::new(value))),
-    );
+    if let Some(grant) = launch.grant {
+        env.extend(grant.parts().filter_map(|part| {
+            let value = crate::resources::granted_value(grant, part.name)?;
+            Some((crate::resources::env_name(part.name), value.into()))
+        }));
+    }
     if launch.locks[0].is_some() {
-        env.push(("LANES_LOCK_FD", OsStr::new("3")));
+        env.push(("LANES_LOCK_FD".to_owned(), "3".into()));
     }
     if launch.locks[1].is_some() {
-        env.push(("LANES_SLOT_LOCK_FD", OsStr::new("4")));
+        env.push(("LANES_SLOT_LOCK_FD".to_owned(), "4".into()));
     }
-    let request = Request {
-        program: &program,
-        args: &args,
-        base_env: launch.env,
-        programs: launch.programs,
-        env: &env,
-        cwd: &pwd,
-        stdout: out_pipe.as_ref().map(|out| &out.1),
-        stderr: Some(&err_pipe.1),
+    Ok(Order {
+        program,
+        args,
+        base_env: Arc::clone(launch.env),
+        programs: Arc::clone(launch.programs),
+        env,
+        cwd: pwd,
+        capture: launch.capture,
         cgroup: launch.cgroup,
         locks: launch.locks,
-    };
-    let pid = posix_spawn(&request).map_err(|err| classify_error(err, &program))?;
-    let exit = reaper.watch(pid);
-    // The write ends close here: the child holds its own copies.
-    let stdout = out_pipe.and_then(|(out, _)| async_pipe(out).ok());
-    let stderr = async_pipe(err_pipe.0).ok();
-    Ok(Spawned {
-        pid,
-        exit,
-        // A pipe that cannot be registered is read as if closed; the job still runs.
-        stdout,
-        stderr,
     })
+}
+
+impl Order {
+    /// Makes the job's pipes and starts its process; returns its pid, which is also its
+    /// process group id, and the read ends of its pipes (the write ends close here, once the
+    /// child holds its copies).
+    ///
+    /// # Errors
+    /// [`SpawnError::Transient`] for EAGAIN/EMFILE/ENFILE, [`SpawnError::Failed`] for anything
+    /// else, naming the shell.
+    pub(crate) fn start(self) -> Result<(i32, Pipes), SpawnError> {
+        // stderr is always read, for its tail; stdout only when it goes somewhere.
+        let out_pipe = match self.capture.then(pipe).transpose() {
+            Ok(out) => out,
+            Err(err) => return Err(classify_error(err, &self.program)),
+        };
+        let err_pipe = pipe().map_err(|err| classify_error(err, &self.program))?;
+        let env: Vec<(&str, &OsStr)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_os_str()))
+            .collect();
+        let request = Request {
+            program: &self.program,
+            args: &self.args,
+            base_env: &self.base_env,
+            programs: &self.programs,
+            env: &env,
+            cwd: &self.cwd,
+            stdout: out_pipe.as_ref().map(|out| &out.1),
+            stderr: Some(&err_pipe.1),
+            cgroup: self.cgroup,
+            locks: self.locks,
+        };
+        let pid = posix_spawn(&request).map_err(|err| classify_error(err, &self.program))?;
+        let pipes = Pipes {
+            stdout: out_pipe.map(|out| out.0),
+            stderr: err_pipe.0,
+        };
+        Ok((pid, pipes))
+    }
 }
 
 /// A pipe whose both ends are close-on-exec: (read end, write end).

@@ -173,6 +173,23 @@ pub(crate) fn use_one_malloc_arena() {
     }
 }
 
+/// The pids of the children of this process's main thread (Linux
+/// `/proc/self/task/PID/children`, see `proc(5)`): the jobs it started itself, and every
+/// orphan re-parented to `lanes` as subreaper (the kernel hands orphans to the subreaper's
+/// first live thread, its main thread). Jobs started by the spawning threads are their
+/// children, not these.
+pub(crate) fn main_thread_children() -> Vec<i32> {
+    let me = std::process::id();
+    std::fs::read_to_string(format!("/proc/self/task/{me}/children")).map_or_else(
+        |_| Vec::new(),
+        |text| {
+            text.split_ascii_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+                .collect()
+        },
+    )
+}
+
 /// The pids of every child of this process (Linux `/proc/self/task/*/children`, see
 /// `proc(5)`): after the run, these are processes that left their job's process group and
 /// were re-parented to `lanes` as subreaper. Empty where the file does not exist.

@@ -363,3 +363,47 @@ fn thousands_of_jobs_hold_descriptors_for_running_jobs_only_and_lose_none() {
         "{stderr}"
     );
 }
+
+/// Jobs start from several spawning threads at once: each still gets only its own 0, 1 and 2
+/// (and no pipe of a job spawned beside it).
+#[test]
+fn jobs_spawned_side_by_side_get_only_their_own_0_1_2() {
+    let input: String = (0..64).map(|i| format!("k{i}\t{LIST_FDS}\n")).collect();
+    let out = Run::new().args(["-j", "8"]).stdin(input).run();
+    out.code(0);
+    let stdout = out.stdout();
+    for i in 0..64 {
+        assert_eq!(
+            fds_of(&stdout, &format!("k{i}")),
+            ["0", "1", "2"],
+            "descriptors of job k{i}\n{}",
+            out.dump()
+        );
+    }
+}
+
+/// Jobs that exit at once, many in flight: a child that exits (and is reaped) before its
+/// spawning thread has handed over its pid still has its own exit status in its record.
+#[test]
+fn every_job_of_a_fast_stream_has_its_own_exit_status() {
+    const JOBS: u64 = 1500;
+    let input: String = (1..=JOBS)
+        .map(|i| format!("k{}\texit $((LANES_SEQ % 7))\n", i % 50))
+        .collect();
+    let out = Run::new().args(["-j", "8"]).stdin(input).run();
+    out.code(1);
+    let report = out.report();
+    assert_eq!(report.jobs.len() as u64, JOBS);
+    for job in &report.jobs {
+        let want = i32::try_from(job.seq % 7).unwrap();
+        assert_eq!(
+            job.exit_code,
+            Some(want),
+            "seq {} ({})",
+            job.seq,
+            job.outcome
+        );
+        assert_eq!(job.outcome, if want == 0 { "succeeded" } else { "failed" });
+    }
+    assert_no_overlap_per_key(&report.jobs);
+}

@@ -17,6 +17,14 @@ use crate::serve::server::{Call, Reply};
 /// Most requests answered in one turn of the loop (one `fdatasync` of the journal for all).
 const CALL_BURST: usize = 256;
 
+/// A submission waiting for its spawn: its reply, the record that follows (`--wait`), and the
+/// jobs ahead of it at admission.
+type AwaitingStart = (
+    oneshot::Sender<Reply>,
+    Option<oneshot::Receiver<Answer>>,
+    usize,
+);
+
 /// What the service keeps between requests.
 pub(super) struct Service {
     /// Admissions, starts and records, for a server started after this one dies.
@@ -30,6 +38,10 @@ pub(super) struct Service {
     running: HashSet<Seq>,
     /// Answers to submissions, sent once the journal holds them on disk.
     deferred: Vec<(oneshot::Sender<Reply>, Reply)>,
+    /// Submissions taken to start whose spawn is in flight, by seq: answered once it is known
+    /// whether the process started (the reply, what follows it, and the jobs ahead of it at
+    /// admission).
+    awaiting_start: HashMap<Seq, AwaitingStart>,
     /// The last seq handed out.
     last_seq: Seq,
     /// Set by `drain` or `close`: nothing more is admitted.
@@ -56,6 +68,7 @@ impl Service {
             pending_ends: Vec::new(),
             running: HashSet::new(),
             deferred: Vec::new(),
+            awaiting_start: HashMap::new(),
             last_seq: 0,
             ending: None,
             held: Vec::new(),
@@ -371,6 +384,18 @@ impl Driver {
                     .to_owned(),
             },
             Admitted::Refused(_) => self.closed_answer(),
+            Admitted::Queued { ahead, .. }
+                if self.core.slot_of(seq).is_some() && self.spawning(seq) =>
+            {
+                // Answered once its process has started, or could not.
+                let then = wait.then_some(record_rx);
+                if let Some(service) = self.service.as_mut() {
+                    service
+                        .awaiting_start
+                        .insert(seq, (call.reply, then, ahead));
+                }
+                return;
+            }
             Admitted::Queued { ahead, replaced } => match (self.core.slot_of(seq), replaced) {
                 (Some(slot), _) => Answer::Started { seq, key, slot },
                 // Its process could not be started: its record is written already.
@@ -393,6 +418,37 @@ impl Driver {
         let then = wait.then_some(record_rx);
         if let Some(service) = self.service.as_mut() {
             service.deferred.push((call.reply, Reply { answer, then }));
+        }
+    }
+
+    /// Answers the submissions of `start`'s run that waited for its spawn: `started` when its
+    /// process started, else `failed` (its record is written) or `queued` (tried again later).
+    pub(super) fn answer_started(&mut self, start: &crate::core::Start, started: bool) {
+        for &seq in &start.batch {
+            let Some((reply, then, ahead)) = self
+                .service
+                .as_mut()
+                .and_then(|service| service.awaiting_start.remove(&seq))
+            else {
+                continue;
+            };
+            let key = start.key.to_string();
+            let answer = if started {
+                Answer::Started {
+                    seq,
+                    key,
+                    slot: start.slot,
+                }
+            } else if !self.jobs.contains_key(&seq) {
+                Answer::Failed {
+                    seq,
+                    key,
+                    reason: "spawn_error".into(),
+                }
+            } else {
+                Answer::Queued { seq, key, ahead }
+            };
+            let _ = reply.send(Reply { answer, then });
         }
     }
 
