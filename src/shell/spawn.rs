@@ -7,6 +7,10 @@
 //! then starts the child with its two internal signals (32 and 33) ignored. Asking here with
 //! `POSIX_SPAWN_SETSIGDEF` for all signals, those two included, keeps SPEC §2's promise, and
 //! the environment of the run is built once instead of at every spawn.
+//!
+//! A job contained in a cgroup is started the same way by hand ([`clone_into_cgroup`]):
+//! `clone3(2)` with `CLONE_INTO_CGROUP`, which posix_spawn cannot ask for; on x86-64 with
+//! `CLONE_VM | CLONE_VFORK` on a stack of its own, as cheap as posix_spawn ([`start_child`]).
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
@@ -195,6 +199,7 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
                 .map_or(argv_owned[0].as_ptr(), |p| p.as_ptr()),
             search: resolved.is_none(),
             argv: argv.as_ptr(),
+            argc: argv_owned.len(),
             envp: envp.as_ptr(),
             cwd: cwd.as_ptr(),
             dev_null: dev_null.as_ptr(),
@@ -307,13 +312,18 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
 
 /// What the child does between `clone3` and `execve`, all prepared beforehand: after a fork
 /// of a multi-threaded process only async-signal-safe calls may be made (POSIX `fork`), so
-/// the child allocates nothing and takes no lock.
+/// the child allocates nothing and takes no lock. A `CLONE_VM` child (x86-64) also shares
+/// lanes' memory: it writes nothing but its own stack and errno (this thread's, unused while
+/// `CLONE_VFORK` holds the thread), and reads this plan in place.
 #[derive(Clone, Copy)]
 struct ChildPlan {
     /// The program's path, or (with `search`) its name to look up on `PATH`.
     path: *const libc::c_char,
     search: bool,
     argv: *const *const libc::c_char,
+    /// The number of arguments in `argv` (for the size of a `CLONE_VM` child's stack).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    argc: usize,
     envp: *const *const libc::c_char,
     cwd: *const libc::c_char,
     dev_null: *const libc::c_char,
@@ -355,16 +365,271 @@ fn is_gone(err: &io::Error) -> bool {
 /// Starts a process born into the cgroup `cgroup` (`clone3` with `CLONE_INTO_CGROUP`), so
 /// that it is in the cgroup before it runs a single instruction of the job, then sets it up as
 /// `posix_spawn` would (see [`posix_spawn`]) and execs. `CLONE_VFORK` holds this thread until
-/// the exec; an exec error comes back through a close-on-exec pipe.
+/// the exec; an exec error comes back through a close-on-exec pipe. The child is started by
+/// [`start_child`]; one whose exec failed is reaped here, any other by the [`Reaper`].
+///
+/// # Errors
+/// `clone3`'s own (EAGAIN, ENOMEM, EBUSY or EOPNOTSUPP for the cgroup, …), or the errno of
+/// the child's step that failed (`setpgid`, `open`, `dup2`, `chdir`, `execve`).
 fn clone_into_cgroup(plan: &ChildPlan, cgroup: RawFd) -> io::Result<i32> {
     let (report_read, report_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let pid = start_child(plan, cgroup, report_write.as_raw_fd());
+    drop(report_write);
+    let pid = pid?;
+    let mut errno = [0u8; 4];
+    let mut file = std::fs::File::from(report_read);
+    use std::io::Read as _;
+    match file.read(&mut errno) {
+        Ok(4) => {
+            // The exec failed and the child exited: reap it here, nobody else knows it.
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+            Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
+        }
+        _ => Ok(pid),
+    }
+}
+
+/// `CLONE_VM` (`include/uapi/linux/sched.h`): the child shares this address space.
+#[cfg(target_arch = "x86_64")]
+const CLONE_VM: u64 = libc::CLONE_VM as u64;
+
+/// The least stack a child gets: [`exec_child`]'s frames, glibc's `execvpe` (a `PATH`
+/// buffer of up to `PATH_MAX` bytes and, for a script without `#!`, a copy of `argv`, both on
+/// the stack) and room for the compiler's stack probes. glibc's posix_spawn maps 32 KiB plus
+/// `argv`'s size for the same child.
+#[cfg(target_arch = "x86_64")]
+const CHILD_STACK_MIN: usize = 64 * 1024;
+
+/// A child stack: an anonymous private mapping whose lowest page is a guard (`PROT_NONE`),
+/// so that an overflow faults in the child instead of writing below the mapping.
+#[cfg(target_arch = "x86_64")]
+struct ChildStack {
+    /// The start of the mapping (the guard page).
+    base: *mut libc::c_void,
+    /// The whole mapping's length in bytes, guard page included.
+    len: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl ChildStack {
+    /// Maps a stack of at least `usable` bytes (rounded up to whole pages) plus a guard page.
+    ///
+    /// # Errors
+    /// `mmap`'s or `mprotect`'s (ENOMEM).
+    fn map(usable: usize) -> io::Result<Self> {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .unwrap_or(4096)
+            .max(4096);
+        let len = usable.div_ceil(page) * page + page;
+        // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let stack = ChildStack { base, len };
+        // SAFETY: the first page of the mapping just made.
+        if unsafe { libc::mprotect(base, page, libc::PROT_NONE) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(stack)
+    }
+
+    /// The usable part: (its lowest address, its length in bytes), as `clone3` takes them
+    /// (`stack`, `stack_size`: the kernel starts the child's stack pointer at their sum).
+    fn usable(&self, page: usize) -> (u64, u64) {
+        (self.base as u64 + page as u64, (self.len - page) as u64)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `map`, unmapped once; no child runs on it any more
+        // (`CLONE_VFORK` returns only after the child's exec or exit).
+        unsafe {
+            libc::munmap(self.base, self.len);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+thread_local! {
+    /// Each spawning thread's child stack, mapped at its first cgroup spawn and kept: a
+    /// `CLONE_VFORK` child is done with it when `clone3` returns, so one per thread is enough
+    /// and threads spawning at once never share one. Grown when a long `argv` needs more.
+    static CHILD_STACK: RefCell<Option<ChildStack>> = const { RefCell::new(None) };
+}
+
+/// Starts the child of [`clone_into_cgroup`] with `clone3(CLONE_VM | CLONE_VFORK |
+/// CLONE_INTO_CGROUP)`, as cheap as `posix_spawn`: the child shares lanes' address space
+/// (no page tables copied, no copy-on-write faults afterwards) until it execs, and this thread
+/// waits meanwhile. It is glibc's posix_spawn's way (`sysdeps/unix/sysv/linux/spawni.c`:
+/// `clone` with `CLONE_VM | CLONE_VFORK` on an mmap'ed stack), with `clone3(2)` for
+/// `CLONE_INTO_CGROUP`, which glibc's `clone` cannot pass.
+///
+/// A child sharing the memory must not run on this thread's stack: it would overwrite the
+/// frames this thread returns into. `clone3(2)` starts it on the given stack (`stack`,
+/// `stack_size`) at the instruction after the system call, with no frame to return to, so the
+/// call is made in assembly ([`clone3_on_stack`]) and the child, on its new stack, calls
+/// [`child_main`], which never returns.
+///
+/// Every signal, glibc's internal 32 and 33 included, is blocked in this thread around the
+/// call (the child inherits the mask): a handler of lanes' run in the child would run on
+/// lanes' memory, in a process that is not lanes. The child resets every disposition to the
+/// default first, and only then unblocks everything ([`exec_child`]); this thread restores its
+/// own mask once `clone3` has returned (after the child's exec or exit).
+///
+/// # Errors
+/// `clone3`'s, or `mmap`'s for a first stack.
+#[cfg(target_arch = "x86_64")]
+fn start_child(plan: &ChildPlan, cgroup: RawFd, report: RawFd) -> io::Result<i32> {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .unwrap_or(4096)
+        .max(4096);
+    // glibc's execvpe copies `argv` onto the stack to run a script without `#!` with /bin/sh.
+    let need = CHILD_STACK_MIN + (plan.argc + 2) * std::mem::size_of::<usize>();
+    CHILD_STACK.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot
+            .as_ref()
+            .is_none_or(|stack| stack.usable(page).1 < need as u64)
+        {
+            *slot = None;
+            *slot = Some(ChildStack::map(need)?);
+        }
+        let (stack, stack_size) = slot.as_ref().map_or((0, 0), |s| s.usable(page));
+        let args = CloneArgs {
+            flags: CLONE_VM | libc::CLONE_VFORK as u64 | CLONE_INTO_CGROUP,
+            exit_signal: libc::SIGCHLD as u64,
+            stack,
+            stack_size,
+            cgroup: cgroup as u64,
+            ..CloneArgs::default()
+        };
+        let old_mask = block_all_signals();
+        // SAFETY: `args` names a mapped stack no other thread uses; `plan`'s pointers stay
+        // valid until this returns (CLONE_VFORK); the child runs `child_main`, which only
+        // makes async-signal-safe calls and execs or exits.
+        let ret = unsafe { clone3_on_stack(&args, plan, report) };
+        set_signal_mask(old_mask);
+        if ret < 0 {
+            Err(io::Error::from_raw_os_error(-ret as i32))
+        } else {
+            Ok(ret as i32)
+        }
+    })
+}
+
+/// `clone3(args, sizeof *args)` whose child runs `child_main(plan, report)` on the stack
+/// `args` names; in this process the child's pid, or `-errno`.
+///
+/// The system call is made from assembly: the child starts at the next instruction with its
+/// stack pointer at the top of the new stack and every other register as the parent's, so it
+/// must not return into the Rust frame around it. It clears the frame pointer (the end of a
+/// backtrace), aligns the stack to 16 bytes (System V ABI) and calls `child_main`, which
+/// never returns (`ud2` after the call traps if it did). `syscall` clobbers `rcx` and `r11`.
+///
+/// # Safety
+/// `args` must name a mapped, writable stack that nothing else uses and include `CLONE_VM`
+/// and `CLONE_VFORK` (this thread is then suspended until the child's exec or exit); all
+/// signals should be blocked; `plan`'s pointers must be valid.
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone3_on_stack(args: &CloneArgs, plan: &ChildPlan, report: RawFd) -> i64 {
+    let ret: i64;
+    std::arch::asm!(
+        "syscall",
+        "test rax, rax",
+        "jnz 2f",
+        // The child, on its new stack.
+        "xor ebp, ebp",
+        "and rsp, -16",
+        "mov rdi, r12",
+        "mov esi, r13d",
+        "call {entry}",
+        "ud2",
+        "2:",
+        entry = sym child_main,
+        inlateout("rax") libc::SYS_clone3 => ret,
+        in("rdi") std::ptr::from_ref(args),
+        in("rsi") std::mem::size_of::<CloneArgs>(),
+        in("r12") std::ptr::from_ref(plan),
+        in("r13") report,
+        lateout("rcx") _,
+        lateout("r11") _,
+    );
+    ret
+}
+
+/// The child of [`clone3_on_stack`], on its own stack: [`exec_child`].
+///
+/// # Safety
+/// Only as the entry of a `CLONE_VM | CLONE_VFORK` child; `plan` must be valid.
+#[cfg(target_arch = "x86_64")]
+unsafe extern "C" fn child_main(plan: *const ChildPlan, report: RawFd) -> ! {
+    exec_child(&*plan, report)
+}
+
+/// Blocks every signal, glibc's internal ones (32, 33) included, in the calling thread;
+/// returns the mask it had. A raw `rt_sigprocmask`: glibc's `pthread_sigmask` and
+/// `sigprocmask` quietly leave 32 and 33 out of the set (glibc's posix_spawn blocks them with
+/// its internal `__libc_signal_block_all`); the kernel leaves out SIGKILL and SIGSTOP.
+#[cfg(target_arch = "x86_64")]
+fn block_all_signals() -> u64 {
+    let all: u64 = !0;
+    let mut old: u64 = 0;
+    // SAFETY: both pointers point to 8-byte sets, the kernel's sigset size on 64-bit Linux.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            std::ptr::addr_of!(all),
+            std::ptr::addr_of_mut!(old),
+            8usize,
+        );
+    }
+    old
+}
+
+/// Sets the calling thread's signal mask to `mask` (from [`block_all_signals`]).
+#[cfg(target_arch = "x86_64")]
+fn set_signal_mask(mask: u64) {
+    // SAFETY: as in `block_all_signals`.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            std::ptr::addr_of!(mask),
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        );
+    }
+}
+
+/// Starts the child of [`clone_into_cgroup`] where no assembly trampoline is built: `clone3`
+/// with `CLONE_VFORK | CLONE_INTO_CGROUP` but without `CLONE_VM`, a fork (the child copies
+/// lanes' page tables) that returns into this frame on its copy of the stack.
+///
+/// # Errors
+/// `clone3`'s.
+#[cfg(not(target_arch = "x86_64"))]
+fn start_child(plan: &ChildPlan, cgroup: RawFd, report: RawFd) -> io::Result<i32> {
     let args = CloneArgs {
         flags: CLONE_INTO_CGROUP | libc::CLONE_VFORK as u64,
         exit_signal: libc::SIGCHLD as u64,
         cgroup: cgroup as u64,
         ..CloneArgs::default()
     };
-    let report = report_write.as_raw_fd();
     // SAFETY: clone3 without CLONE_VM forks: the child runs on a copy of this address space and
     // only calls async-signal-safe functions with pointers prepared before the call
     // (`exec_child`), then execs or exits.
@@ -379,22 +644,10 @@ fn clone_into_cgroup(plan: &ChildPlan, cgroup: RawFd) -> io::Result<i32> {
         // SAFETY: see above; never returns.
         unsafe { exec_child(plan, report) }
     }
-    drop(report_write);
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
-    let pid = pid as i32;
-    let mut errno = [0u8; 4];
-    let mut file = std::fs::File::from(report_read);
-    use std::io::Read as _;
-    match file.read(&mut errno) {
-        Ok(4) => {
-            // The exec failed and the child exited: reap it here, nobody else knows it.
-            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
-            Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
-        }
-        _ => Ok(pid),
-    }
+    Ok(pid as i32)
 }
 
 /// The child's side of [`clone_into_cgroup`]: stdin from /dev/null, stdout and stderr to the
@@ -402,8 +655,11 @@ fn clone_into_cgroup(plan: &ChildPlan, cgroup: RawFd) -> io::Result<i32> {
 /// none blocked, the working directory, then `execve` (or a `PATH` search). On failure the
 /// errno goes to `report` and the child exits 127.
 ///
+/// Only system calls through glibc's thin wrappers and raw `syscall`, no allocation, no lock:
+/// the same in a forked child and in a `CLONE_VM` one on its own stack.
+///
 /// # Safety
-/// Only in the child of a fork; `plan`'s pointers must be valid there.
+/// Only in the child of [`start_child`]; `plan`'s pointers must be valid there.
 unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
     // Raw system calls: glibc's `sigaction` and `sigprocmask` refuse its two internal signals
     // (32, 33), which must start at their default too.
@@ -477,7 +733,7 @@ struct KernelSigaction {
 /// Makes `fd` descriptor `target` without close-on-exec.
 ///
 /// # Safety
-/// Only in the child of a fork.
+/// Only in the child of [`start_child`].
 unsafe fn onto(fd: RawFd, target: RawFd) -> bool {
     if fd == target {
         libc::fcntl(fd, libc::F_SETFD, 0) == 0
@@ -489,7 +745,7 @@ unsafe fn onto(fd: RawFd, target: RawFd) -> bool {
 /// The child's end after a failed step of [`exec_child`]: its errno to `report`, exit 127.
 ///
 /// # Safety
-/// Only in the child of a fork.
+/// Only in the child of [`start_child`].
 unsafe fn fail(report: RawFd) -> ! {
     let errno = *libc::__errno_location();
     let bytes = errno.to_ne_bytes();

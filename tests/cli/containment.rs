@@ -380,3 +380,131 @@ fn processes_in_cgroups_a_job_makes_below_its_own_are_stopped_with_it_and_remove
         "the job's cgroup is left: {cgroup}"
     );
 }
+
+/// Every job's shell prints its `SigBlk` and `SigIgn` from `/proc/$$/status` with builtins
+/// only (an external `grep` would show the shell with signals blocked while it waits).
+const PRINT_SIGNAL_SETS: &str = "while IFS= read -r l; do case $l in SigBlk*|SigIgn*) \
+                                 echo \"$LANES_SEQ $l\";; esac; done < /proc/$$/status";
+
+#[test]
+fn cgroup_jobs_start_with_no_signal_blocked_or_ignored_even_when_lanes_was() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    // lanes exec'd with SIGINT, SIGQUIT and SIGUSR2 ignored and SIGUSR1 and SIGTERM blocked;
+    // it blocks every signal, glibc's 32 and 33 included, around each clone3 of a job, so
+    // a job that kept any of that (or a handler of lanes' run before its reset) would show it.
+    let jobs: String = (1..=40)
+        .map(|i| format!("k{}\t{PRINT_SIGNAL_SETS}\n", i % 4))
+        .collect();
+    let out = Run::new()
+        .wrapper(
+            "exec python3 -c 'import os, signal, sys; \
+             [signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGUSR2)]; \
+             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGTERM}); \
+             os.execv(sys.argv[1], sys.argv[1:])' \"$0\" \"$@\"",
+        )
+        .args(["--containment", "cgroup", "-j", "2"])
+        .stdin(jobs)
+        .run();
+    out.code(0);
+    let mut seen = 0;
+    for line in out.stdout().lines() {
+        let Some((_, rest)) = line.split_once("] ") else {
+            continue;
+        };
+        let mut words = rest.split_whitespace();
+        let (seq, name, hex) = (words.next(), words.next(), words.next());
+        let (Some(seq), Some(name), Some(hex)) = (seq, name, hex) else {
+            panic!("unexpected line {line:?}\n{}", out.dump());
+        };
+        let bits = u64::from_str_radix(hex, 16).unwrap();
+        assert_eq!(bits, 0, "job {seq}: {name} {hex}\n{}", out.dump());
+        seen += 1;
+    }
+    assert_eq!(seen, 80, "two lines from each of 40 jobs\n{}", out.dump());
+}
+
+#[test]
+fn a_failed_exec_in_cgroup_containment_is_a_spawn_error_and_the_next_jobs_run() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    // A missing shell: the child's execve fails with ENOENT after clone3.
+    let out = Run::new()
+        .args([
+            "--containment",
+            "cgroup",
+            "--shell",
+            "/nonexistent/shell",
+            "-j",
+            "2",
+        ])
+        .stdin("a\techo 1\na\techo 2\nb\techo 3\n")
+        .run();
+    out.code(1);
+    let report = out.report();
+    assert_eq!(report.summary.failed, 3, "{}", out.dump());
+    for job in &report.jobs {
+        assert_eq!(job.result(), ("failed", Some("spawn_error")), "{job:?}");
+        let error = job.error.as_deref().unwrap();
+        assert!(error.contains("No such file or directory"), "{error}");
+    }
+    // A shell that cannot be executed (EACCES), then jobs whose shell runs: the failed
+    // children were reaped and the spawning path works on.
+    let scratch = Scratch::new();
+    let not_executable = scratch.write("not-a-shell", "#!/bin/sh\necho hi\n");
+    let out = Run::new()
+        .args(["--containment", "cgroup"])
+        .arg("--shell")
+        .arg(&not_executable)
+        .stdin("a\techo 1\n")
+        .run();
+    out.code(1);
+    let job = out.job(1);
+    assert_eq!(job.result(), ("failed", Some("spawn_error")), "{job:?}");
+    assert!(
+        job.error.as_deref().unwrap().contains("Permission denied"),
+        "{job:?}"
+    );
+}
+
+#[test]
+fn in_cgroup_containment_a_shell_gone_from_where_it_was_found_is_searched_for_again() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    // `lsh` is found in first/ at the first spawn; the first job removes it, so the next
+    // spawn's exec there fails (ENOENT) and lanes searches PATH again, finding second/lsh.
+    let scratch = Scratch::new();
+    for dir in ["first", "second"] {
+        let path = scratch.write(
+            &format!("{dir}/lsh"),
+            format!("#!/bin/sh\necho {dir} >> \"$D/shells\"\nexec /bin/sh \"$@\"\n"),
+        );
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let path = format!(
+        "{}:{}:{}",
+        scratch.path().join("first").display(),
+        scratch.path().join("second").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .env("PATH", path)
+        .args(["--containment", "cgroup", "--shell", "lsh", "-j", "1"])
+        .stdin("k\trm \"$D/first/lsh\"\nk\ttrue\nk\ttrue\n")
+        .run();
+    out.code(0);
+    assert_eq!(
+        scratch.lines("shells"),
+        ["first", "second", "second"],
+        "{}",
+        out.dump()
+    );
+}
