@@ -467,7 +467,7 @@ thread_local! {
     /// Each spawning thread's child stack, mapped at its first cgroup spawn and kept: a
     /// `CLONE_VFORK` child is done with it when `clone3` returns, so one per thread is enough
     /// and threads spawning at once never share one. Grown when a long `argv` needs more.
-    static CHILD_STACK: RefCell<Option<ChildStack>> = const { RefCell::new(None) };
+    static CHILD_STACK: std::cell::RefCell<Option<ChildStack>> = const { std::cell::RefCell::new(None) };
 }
 
 /// Starts the child of [`clone_into_cgroup`] with `clone3(CLONE_VM | CLONE_VFORK |
