@@ -55,9 +55,11 @@ pub(crate) struct Launcher {
     ended_tx: mpsc::UnboundedSender<Ended>,
     /// The run's cgroup, when jobs are contained in cgroups.
     cgroups: Option<CgroupRun>,
-    /// The threads that start jobs; `None` when none could be started (jobs then start on
-    /// this thread).
+    /// The threads that start jobs, started with the first job; `None` before, and when none
+    /// could be started or they were given up (jobs then start on this thread).
     spawner: Option<Spawner>,
+    /// Whether spawning threads may (still) be started.
+    may_thread: bool,
     /// Where spawn outcomes go (the spawner's channel, used directly without it).
     outcomes: mpsc::UnboundedSender<SpawnOutcome>,
     /// The runs whose spawn is in flight: what their start needs once the pid is known.
@@ -94,8 +96,6 @@ impl Launcher {
         cgroups: Option<CgroupRun>,
     ) -> Self {
         let (outcomes, ended_tx) = channels;
-        let spawner =
-            Spawner::new(Spawner::default_threads(), reaper.clone(), outcomes.clone()).ok();
         Launcher {
             shell: config.shell.clone(),
             template: config.template.clone(),
@@ -121,7 +121,8 @@ impl Launcher {
             reaper,
             ended_tx,
             cgroups,
-            spawner,
+            spawner: None,
+            may_thread: true,
             outcomes,
             starting: HashMap::new(),
         }
@@ -244,6 +245,16 @@ impl Launcher {
                 timing,
             },
         );
+        if self.spawner.is_none() && self.may_thread {
+            // Started with the first job: a run with nothing to do starts no thread.
+            self.spawner = Spawner::new(
+                Spawner::default_threads(),
+                self.reaper.clone(),
+                self.outcomes.clone(),
+            )
+            .ok();
+            self.may_thread = self.spawner.is_some();
+        }
         match &self.spawner {
             Some(spawner) => spawner.submit(start.seq, order),
             None => {
@@ -279,6 +290,7 @@ impl Launcher {
                     // RLIMIT_NPROC, so they end (once they have started what they hold), and
                     // jobs start on this thread from now on.
                     self.spawner = None;
+                    self.may_thread = false;
                 }
                 return Some(Err(not_started(err)));
             }
