@@ -176,7 +176,7 @@ impl Launcher {
         locks: [Option<std::os::fd::RawFd>; 2],
     ) -> Result<mpsc::UnboundedSender<Control>, NotStarted> {
         let cgroup = match &self.cgroups {
-            Some(run) => Some(run.job(job.seq, start.attempt).map_err(|err| {
+            Some(run) => Some(run.job().map_err(|err| {
                 // Out of descriptors, or at a cgroup limit (`cgroup.max.descendants`,
                 // `cgroup.max.depth`: EAGAIN): the run's own jobs ending may free one; with
                 // none running, nothing will, and the job fails rather than wait for ever.
