@@ -319,6 +319,17 @@ impl CgroupRun {
 }
 
 impl CgroupRun {
+    /// Removes the empty job cgroups kept for later jobs, closing their descriptors: for a
+    /// start that ran out of descriptors. Returns how many there were.
+    pub(crate) fn release_idle(&self) -> usize {
+        let idle = std::mem::take(&mut self.pool.state().idle);
+        let released = idle.len();
+        for slot in idle {
+            slot.remove();
+        }
+        released
+    }
+
     /// Freezes (or thaws) every job of the run at once (`cgroup.freeze` of the run's cgroup).
     pub(crate) fn freeze(&self, frozen: bool) {
         let _ = fs::write(

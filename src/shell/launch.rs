@@ -217,7 +217,13 @@ impl Launcher {
             cgroup: cgroup.as_ref().map(super::cgroup::JobCgroup::fd),
             locks,
         };
-        let order = spawn::prepare(&launch).map_err(not_started)?;
+        let order = match spawn::prepare(&launch) {
+            Ok(order) => order,
+            Err(err) => {
+                drop(cgroup);
+                return Err(self.after_shortage(not_started(err)));
+            }
+        };
         let key = Arc::clone(&job.key);
         let plan = OutputPlan {
             mode: self.output,
@@ -280,7 +286,8 @@ impl Launcher {
                     // jobs start on this thread from now on.
                     self.spawner = None;
                 }
-                return Some(Err(not_started(err)));
+                drop(cgroup);
+                return Some(Err(self.after_shortage(not_started(err))));
             }
         };
         let spawned = pipes.spawned(pid, exit);
@@ -293,6 +300,21 @@ impl Launcher {
             let _ = ended_tx.send(ended);
         });
         Some(Ok(pid))
+    }
+
+    /// A start that ran out of lanes' descriptors while empty job cgroups were kept open for
+    /// later jobs: they are let go, and the start may be tried again even with no job
+    /// running.
+    fn after_shortage(&self, mut not_started: NotStarted) -> NotStarted {
+        if not_started.failure == (SpawnFailure::Shortage { descriptors: true })
+            && self
+                .cgroups
+                .as_ref()
+                .is_some_and(|run| run.release_idle() > 0)
+        {
+            not_started.failure = SpawnFailure::Shortage { descriptors: false };
+        }
+        not_started
     }
 
     /// Ctrl-Z: stops every running job (`runs`: first seq and process group) as `lanes` stops;
