@@ -389,6 +389,14 @@ impl JobCgroup {
         &self.slot().dir
     }
 
+    /// Removes it rather than keep it for a later job: for a start that failed for want of
+    /// descriptors, which must not keep one more open.
+    pub(crate) fn discard(mut self) {
+        if let Some(slot) = self.slot.take() {
+            slot.remove();
+        }
+    }
+
     /// The open directory, for `CLONE_INTO_CGROUP`.
     pub(crate) fn fd(&self) -> RawFd {
         self.slot().fd.as_raw_fd()

@@ -220,7 +220,9 @@ impl Launcher {
         let order = match spawn::prepare(&launch) {
             Ok(order) => order,
             Err(err) => {
-                drop(cgroup);
+                if let Some(cgroup) = cgroup {
+                    cgroup.discard();
+                }
                 return Err(self.after_shortage(not_started(err)));
             }
         };
@@ -286,7 +288,9 @@ impl Launcher {
                     // jobs start on this thread from now on.
                     self.spawner = None;
                 }
-                drop(cgroup);
+                if let Some(cgroup) = cgroup {
+                    cgroup.discard();
+                }
                 return Some(Err(self.after_shortage(not_started(err))));
             }
         };
@@ -304,7 +308,8 @@ impl Launcher {
 
     /// A start that ran out of lanes' descriptors while empty job cgroups were kept open for
     /// later jobs: they are let go, and the start may be tried again even with no job
-    /// running.
+    /// running. (The failed start's own cgroup is removed before, not counted: else a start
+    /// alone would be tried again for ever.)
     fn after_shortage(&self, mut not_started: NotStarted) -> NotStarted {
         if not_started.failure == (SpawnFailure::Shortage { descriptors: true })
             && self
