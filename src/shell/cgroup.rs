@@ -1,6 +1,8 @@
-//! Containment in cgroups (v2): a cgroup for the run, and in it one per job that the job's
-//! first process is born into (`clone3(2)` with `CLONE_INTO_CGROUP`), so that every process the
-//! job starts stays in it whatever it does with process groups and sessions. A job is over when
+//! Containment in cgroups (v2): a cgroup for the run, and in it one per running job that the
+//! job's first process is born into (`clone3(2)` with `CLONE_INTO_CGROUP`), so that every
+//! process the job starts stays in it whatever it does with process groups and sessions. A job
+//! cgroup its job left empty, with no cgroup below it, serves a later job (its CPU time and
+//! peak memory counted from the hand-over), which spares a `mkdir` and an `rmdir` per job. A job is over when
 //! its cgroup is empty (`cgroup.events`: `populated 0`, watched with inotify); stopping it
 //! signals every process in it, and `cgroup.kill` ends them all at once (Linux
 //! `Documentation/admin-guide/cgroup-v2.rst`).
@@ -11,12 +13,13 @@
 //! next run below the same cgroup removes.
 
 use std::fs;
-use std::io::{self, Read as _, Write as _};
+use std::io::{self, Read as _, Seek as _, Write as _};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use nix::libc;
@@ -35,6 +38,170 @@ pub(crate) struct CgroupRun {
     /// (inside the event loop). One for the run, not one per job: closing an inotify instance
     /// waits for an SRCU grace period, milliseconds per job.
     watcher: std::cell::OnceCell<Option<Arc<Watcher>>>,
+    /// Jobs' cgroups that are empty and wait for the next job.
+    pool: Arc<Pool>,
+}
+
+/// At most this many empty jobs' cgroups are kept for the next jobs; more are removed.
+const POOL_MAX: usize = 64;
+
+/// Where the memory controller is enabled, an empty job cgroup with more memory than this
+/// still charged to it (bytes: page cache its job left) is not reused.
+const LEFTOVER_MAX: u64 = 1 << 20;
+
+/// The run's empty jobs' cgroups, kept open with their watch: handing one to the next job
+/// costs a few reads and writes where making and removing one costs a `mkdir`, an `rmdir` and
+/// an inotify watch.
+#[derive(Debug, Default)]
+struct Pool {
+    state: Mutex<PoolState>,
+}
+
+#[derive(Debug, Default)]
+struct PoolState {
+    idle: Vec<Slot>,
+    /// How many jobs' cgroups were made: the next is `job-N` with N one more.
+    made: u64,
+    /// The run is over: cgroups given back are removed.
+    closed: bool,
+}
+
+impl Pool {
+    fn state(&self) -> std::sync::MutexGuard<'_, PoolState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// One job cgroup, open, whichever job it serves.
+#[derive(Debug)]
+struct Slot {
+    dir: PathBuf,
+    /// The directory, open: what `CLONE_INTO_CGROUP` takes.
+    fd: OwnedFd,
+    /// Told when `cgroup.events` changes.
+    watch: Option<Watch>,
+    /// Its `memory.peak`, open for reading and writing, where the memory controller is
+    /// enabled for it and the kernel resets the peak seen through a descriptor when it is
+    /// written (Linux 6.12): each job's peak is read through it after a reset.
+    peak: Option<fs::File>,
+    /// Whether it may serve another job: not where the memory controller is enabled and its
+    /// peak cannot be reset (an earlier kernel), as the next job's record would show an
+    /// earlier job's peak.
+    reusable: bool,
+    /// Whether controllers are enabled for it (`cgroup.controllers`): then a job may have
+    /// enabled them for cgroups below it (`cgroup.subtree_control`), which keeps processes
+    /// out of it, and that is looked at before it is reused.
+    controllers: bool,
+}
+
+impl Slot {
+    /// Makes the next cgroup of the run in `run`, watched by `watcher`.
+    fn make(run: &Path, n: u64, watcher: Option<&Arc<Watcher>>) -> io::Result<Slot> {
+        let dir = run.join(format!("job-{n}"));
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(err) => return Err(err),
+        }
+        let fd = match fs::File::open(&dir) {
+            Ok(file) => OwnedFd::from(file),
+            Err(err) => {
+                let _ = fs::remove_dir(&dir);
+                return Err(err);
+            }
+        };
+        let watch = watcher.and_then(|watcher| watcher.watch(&dir.join("cgroup.events")));
+        let (peak, reusable) = match fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(dir.join("memory.peak"))
+        {
+            Ok(mut file) => {
+                let reset = file.write_all(b"0").is_ok();
+                (Some(file).filter(|_| reset), reset)
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => (None, true),
+            // There, but not writable: a kernel before 6.12.
+            Err(_) => (None, false),
+        };
+        let controllers = fs::read_to_string(dir.join("cgroup.controllers"))
+            .map_or(true, |text| !text.trim().is_empty());
+        Ok(Slot {
+            dir,
+            fd,
+            watch,
+            peak,
+            reusable,
+            controllers,
+        })
+    }
+
+    /// Whether the job that was in it left it as it was made: empty, not frozen (by itself),
+    /// with no cgroup below it, no controller enabled for cgroups below it and (with the
+    /// memory controller) next to no memory charged to it.
+    fn as_made(&self) -> bool {
+        let Ok(events) = fs::read_to_string(self.dir.join("cgroup.events")) else {
+            return false;
+        };
+        // `frozen 1` is also seen while the whole run is frozen: not reused then either.
+        let settled = events
+            .lines()
+            .all(|line| !matches!(line.trim(), "populated 1" | "frozen 1"))
+            && events.lines().any(|line| line.trim() == "populated 0");
+        if !settled {
+            return false;
+        }
+        let childless = fs::read_to_string(self.dir.join("cgroup.stat"))
+            .is_ok_and(|text| text.lines().any(|line| line.trim() == "nr_descendants 0"));
+        if !childless {
+            return false;
+        }
+        if self.controllers
+            && !fs::read_to_string(self.dir.join("cgroup.subtree_control"))
+                .is_ok_and(|text| text.trim().is_empty())
+        {
+            return false;
+        }
+        // A reset peak starts from the memory still charged to the cgroup (the page cache of
+        // files the job wrote): the next job's peak would count it.
+        self.peak.is_none()
+            || fs::read_to_string(self.dir.join("memory.current"))
+                .ok()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                .is_some_and(|bytes| bytes <= LEFTOVER_MAX)
+    }
+
+    /// Readies it for the next job: its peak memory reset; its CPU time so far, to be taken
+    /// off the job's. `None` when it cannot serve (the reset failed).
+    fn hand_out(&mut self) -> Option<Option<u64>> {
+        if let Some(peak) = &mut self.peak {
+            peak.write_all(b"0").ok()?;
+        }
+        Some(cpu_usec(&self.dir))
+    }
+
+    /// Removes it (its watch first), with any cgroup below it; a process still in it keeps
+    /// it, and the run's removal tries again.
+    fn remove(self) {
+        if let Some(watch) = &self.watch {
+            watch.watcher.forget(watch.wd);
+        }
+        remove_dirs(&self.dir);
+    }
+}
+
+/// `usage_usec` of `cpu.stat` in `dir`: CPU time of every process that was ever in it.
+fn cpu_usec(dir: &Path) -> Option<u64> {
+    fs::read_to_string(dir.join("cpu.stat"))
+        .ok()
+        .and_then(|text| {
+            text.lines().find_map(|line| {
+                line.strip_prefix("usage_usec ")
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+            })
+        })
 }
 
 /// Why cgroup containment is not possible here.
@@ -101,6 +268,7 @@ impl CgroupRun {
             dir,
             _lock: lock,
             watcher: std::cell::OnceCell::new(),
+            pool: Arc::default(),
         };
         // A cgroup the jobs cannot be given (cgroup.max.depth, cgroup.max.descendants) is no
         // containment: found out now, not at the first job.
@@ -113,35 +281,55 @@ impl CgroupRun {
         Ok(run)
     }
 
-    /// Makes the cgroup of job `seq`'s try `attempt`.
+    /// The cgroup of a job's try: an empty one that an earlier job left, or a new one.
     ///
     /// # Errors
     /// When it cannot be made or opened (out of descriptors, `cgroup.max.descendants`).
-    pub(crate) fn job(&self, seq: u64, attempt: u32) -> io::Result<JobCgroup> {
-        let dir = self.dir.join(format!("job-{seq}-{attempt}"));
-        match fs::create_dir(&dir) {
-            Ok(()) => {}
-            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(err) => return Err(err),
-        }
-        let fd = fs::File::open(&dir).map(OwnedFd::from);
-        let watcher = self.watcher.get_or_init(Watcher::start);
-        match fd {
-            Ok(fd) => {
-                let watch = watcher
-                    .as_ref()
-                    .and_then(|watcher| watcher.watch(&dir.join("cgroup.events")));
-                Ok(JobCgroup { dir, fd, watch })
-            }
-            Err(err) => {
-                let _ = fs::remove_dir(&dir);
-                Err(err)
+    pub(crate) fn job(&self) -> io::Result<JobCgroup> {
+        loop {
+            let Some(mut slot) = self.pool.state().idle.pop() else {
+                break;
+            };
+            match slot.hand_out() {
+                Some(baseline) => {
+                    return Ok(JobCgroup {
+                        slot: Some(slot),
+                        pool: Arc::clone(&self.pool),
+                        cpu_baseline: baseline,
+                        killed: AtomicBool::new(false),
+                    })
+                }
+                None => slot.remove(),
             }
         }
+        let n = {
+            let mut state = self.pool.state();
+            state.made += 1;
+            state.made
+        };
+        let watcher = self.watcher.get_or_init(Watcher::start).as_ref();
+        let slot = Slot::make(&self.dir, n, watcher)?;
+        Ok(JobCgroup {
+            slot: Some(slot),
+            pool: Arc::clone(&self.pool),
+            cpu_baseline: Some(0),
+            killed: AtomicBool::new(false),
+        })
     }
 }
 
 impl CgroupRun {
+    /// Removes the empty job cgroups kept for later jobs, closing their descriptors: for a
+    /// start that ran out of descriptors. Returns how many there were.
+    pub(crate) fn release_idle(&self) -> usize {
+        let idle = std::mem::take(&mut self.pool.state().idle);
+        let released = idle.len();
+        for slot in idle {
+            slot.remove();
+        }
+        released
+    }
+
     /// Freezes (or thaws) every job of the run at once (`cgroup.freeze` of the run's cgroup).
     pub(crate) fn freeze(&self, frozen: bool) {
         let _ = fs::write(
@@ -153,18 +341,31 @@ impl CgroupRun {
 
 impl Drop for CgroupRun {
     fn drop(&mut self) {
+        let idle = {
+            let mut state = self.pool.state();
+            state.closed = true;
+            std::mem::take(&mut state.idle)
+        };
+        for slot in idle {
+            slot.remove();
+        }
         remove_dirs(&self.dir);
     }
 }
 
-/// One job's cgroup. Removed when dropped (once empty).
+/// One job's cgroup. When dropped (the job over), given back to the run for the next job if
+/// the job left it as it was made (empty, no cgroup below it, not frozen), else removed.
 #[derive(Debug)]
 pub(crate) struct JobCgroup {
-    dir: PathBuf,
-    /// The directory, open: what `CLONE_INTO_CGROUP` takes.
-    fd: OwnedFd,
-    /// Told when `cgroup.events` changes.
-    watch: Option<Watch>,
+    /// `None` only once dropped.
+    slot: Option<Slot>,
+    pool: Arc<Pool>,
+    /// `usage_usec` of its `cpu.stat` when the job was given it: earlier jobs' CPU time.
+    cpu_baseline: Option<u64>,
+    /// `cgroup.kill` was written: the kernel then kills every process born into the cgroup
+    /// afterwards with `CLONE_INTO_CGROUP` (its kill count differs from the one the clone
+    /// started with), so the cgroup serves no other job.
+    killed: AtomicBool,
 }
 
 /// What a job used, read from its cgroup when it ended.
@@ -178,14 +379,32 @@ pub(crate) struct Usage {
 }
 
 impl JobCgroup {
+    fn slot(&self) -> &Slot {
+        self.slot
+            .as_ref()
+            .expect("a job's cgroup is there until dropped")
+    }
+
+    fn dir(&self) -> &Path {
+        &self.slot().dir
+    }
+
+    /// Removes it rather than keep it for a later job: for a start that failed for want of
+    /// descriptors, which must not keep one more open.
+    pub(crate) fn discard(mut self) {
+        if let Some(slot) = self.slot.take() {
+            slot.remove();
+        }
+    }
+
     /// The open directory, for `CLONE_INTO_CGROUP`.
     pub(crate) fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.slot().fd.as_raw_fd()
     }
 
     /// Whether any process is in it (`cgroup.events`).
     pub(crate) fn populated(&self) -> bool {
-        match fs::read_to_string(self.dir.join("cgroup.events")) {
+        match fs::read_to_string(self.dir().join("cgroup.events")) {
             Ok(text) => text.lines().any(|line| line.trim() == "populated 1"),
             // Gone or unreadable: nothing can be seen in it any more.
             Err(_) => false,
@@ -212,9 +431,10 @@ impl JobCgroup {
     /// SIGKILL to every process in it at once (`cgroup.kill`, Linux 5.14); where that file is
     /// missing, SIGKILL to each process, a few passes.
     pub(crate) fn kill(&self) {
+        self.killed.store(true, Ordering::Relaxed);
         let written = fs::OpenOptions::new()
             .write(true)
-            .open(self.dir.join("cgroup.kill"))
+            .open(self.dir().join("cgroup.kill"))
             .and_then(|mut file| file.write_all(b"1"));
         if written.is_err() {
             for _ in 0..3 {
@@ -234,7 +454,7 @@ impl JobCgroup {
     /// signal lanes' own process group.
     fn pids(&self) -> Vec<i32> {
         let mut pids = Vec::new();
-        let mut dirs = vec![self.dir.clone()];
+        let mut dirs = vec![self.dir().to_path_buf()];
         while let Some(dir) = dirs.pop() {
             let mut text = String::new();
             let _ = fs::File::open(dir.join("cgroup.procs"))
@@ -256,27 +476,35 @@ impl JobCgroup {
         pids
     }
 
-    /// What the job used, as far as the cgroup tells.
+    /// What the job used, as far as the cgroup tells: its CPU time past the baseline taken
+    /// when it was given the cgroup, and its peak memory since the reset then.
     pub(crate) fn usage(&self) -> Usage {
-        let cpu = fs::read_to_string(self.dir.join("cpu.stat"))
-            .ok()
-            .and_then(|text| {
-                text.lines().find_map(|line| {
-                    line.strip_prefix("usage_usec ")
-                        .and_then(|n| n.trim().parse::<u64>().ok())
-                })
-            })
-            .map(Duration::from_micros);
-        let memory_peak = fs::read_to_string(self.dir.join("memory.peak"))
-            .ok()
-            .and_then(|text| text.trim().parse::<u64>().ok());
+        let slot = self.slot();
+        let cpu = cpu_usec(&slot.dir)
+            .zip(self.cpu_baseline)
+            .map(|(now, before)| Duration::from_micros(now.saturating_sub(before)));
+        let memory_peak = match &slot.peak {
+            // Read through the descriptor that reset it.
+            Some(file) => {
+                let mut file = file;
+                let mut text = String::new();
+                file.rewind()
+                    .and_then(|()| file.read_to_string(&mut text))
+                    .ok()
+                    .and_then(|_| text.trim().parse::<u64>().ok())
+            }
+            None => fs::read_to_string(slot.dir.join("memory.peak"))
+                .ok()
+                .and_then(|text| text.trim().parse::<u64>().ok()),
+        };
         Usage { cpu, memory_peak }
     }
 
     /// Resolves when the cgroup's state (`cgroup.events`: populated, frozen) may have changed;
-    /// without a watch, after `fallback`.
+    /// without a watch, after `fallback`. A change seen for the cgroup's earlier job may wake
+    /// it once for nothing.
     pub(crate) async fn changed(&self, fallback: Duration) {
-        match &self.watch {
+        match &self.slot().watch {
             Some(watch) => watch.notify.notified().await,
             None => tokio::time::sleep(fallback).await,
         }
@@ -285,12 +513,20 @@ impl JobCgroup {
 
 impl Drop for JobCgroup {
     fn drop(&mut self) {
-        if let Some(watch) = self.watch.take() {
-            watch.watcher.forget(watch.wd);
+        let Some(slot) = self.slot.take() else {
+            return;
+        };
+        // Looked at once more: a cgroup is reused only when nothing of its job is left.
+        if slot.reusable && !self.killed.load(Ordering::Relaxed) && slot.as_made() {
+            let mut state = self.pool.state();
+            if !state.closed && state.idle.len() < POOL_MAX {
+                state.idle.push(slot);
+                return;
+            }
         }
         // Empty by now (the job is over), with any cgroup the job made below it; a process
         // that is still in it keeps it, and the run's removal tries again.
-        remove_dirs(&self.dir);
+        slot.remove();
     }
 }
 

@@ -177,7 +177,7 @@ impl Launcher {
         locks: [Option<std::os::fd::RawFd>; 2],
     ) -> Result<mpsc::UnboundedSender<Control>, NotStarted> {
         let cgroup = match &self.cgroups {
-            Some(run) => Some(run.job(job.seq, start.attempt).map_err(|err| {
+            Some(run) => Some(run.job().map_err(|err| {
                 // Out of descriptors, or at a cgroup limit (`cgroup.max.descendants`,
                 // `cgroup.max.depth`: EAGAIN): the run's own jobs ending may free one; with
                 // none running, nothing will, and the job fails rather than wait for ever.
@@ -218,7 +218,15 @@ impl Launcher {
             cgroup: cgroup.as_ref().map(super::cgroup::JobCgroup::fd),
             locks,
         };
-        let order = spawn::prepare(&launch).map_err(not_started)?;
+        let order = match spawn::prepare(&launch) {
+            Ok(order) => order,
+            Err(err) => {
+                if let Some(cgroup) = cgroup {
+                    cgroup.discard();
+                }
+                return Err(self.after_shortage(not_started(err)));
+            }
+        };
         let key = Arc::clone(&job.key);
         let plan = OutputPlan {
             mode: self.output,
@@ -292,7 +300,10 @@ impl Launcher {
                     self.spawner = None;
                     self.may_thread = false;
                 }
-                return Some(Err(not_started(err)));
+                if let Some(cgroup) = cgroup {
+                    cgroup.discard();
+                }
+                return Some(Err(self.after_shortage(not_started(err))));
             }
         };
         let spawned = pipes.spawned(pid, exit);
@@ -305,6 +316,22 @@ impl Launcher {
             let _ = ended_tx.send(ended);
         });
         Some(Ok(pid))
+    }
+
+    /// A start that ran out of lanes' descriptors while empty job cgroups were kept open for
+    /// later jobs: they are let go, and the start may be tried again even with no job
+    /// running. (The failed start's own cgroup is removed before, not counted: else a start
+    /// alone would be tried again for ever.)
+    fn after_shortage(&self, mut not_started: NotStarted) -> NotStarted {
+        if not_started.failure == (SpawnFailure::Shortage { descriptors: true })
+            && self
+                .cgroups
+                .as_ref()
+                .is_some_and(|run| run.release_idle() > 0)
+        {
+            not_started.failure = SpawnFailure::Shortage { descriptors: false };
+        }
+        not_started
     }
 
     /// Ctrl-Z: stops every running job (`runs`: first seq and process group) as `lanes` stops;

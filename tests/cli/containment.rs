@@ -508,3 +508,106 @@ fn in_cgroup_containment_a_shell_gone_from_where_it_was_found_is_searched_for_ag
         out.dump()
     );
 }
+
+/// Writes the job's cgroup (v2, from `/proc/self/cgroup`) to `$D/cg$LANES_SEQ`, and keeps it
+/// in `$cg`.
+const NOTE_CGROUP: &str =
+    "cg=$(sed -n 's/^0:://p' /proc/self/cgroup); echo \"$cg\" > \"$D/cg$LANES_SEQ\"";
+
+#[test]
+fn a_job_in_the_cgroup_an_earlier_job_left_is_told_only_its_own_cpu_time_and_memory() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    let scratch = Scratch::new();
+    // The first job touches 200 MiB and spins 0.4 s of CPU; the second is tiny, one after the
+    // other in the same cgroup.
+    let big = "python3 -c 'import time; b = b\"x\" * (200 << 20); t = time.process_time(); \
+               any(time.process_time() - t > 0.4 for _ in iter(int, 1))'";
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "cgroup", "-j", "1"])
+        .stdin(format!("k\t{NOTE_CGROUP}; {big}\nk\t{NOTE_CGROUP}; true\n"))
+        .run();
+    out.code(0);
+    let (first, second) = (out.job(1), out.job(2));
+    let first_cpu = first.cpu_ms.expect("the first job's CPU time");
+    let second_cpu = second.cpu_ms.expect("the second job's CPU time");
+    assert!(first_cpu >= 350, "{first:?}\n{}", out.dump());
+    assert!(second_cpu < 100, "{second:?}\n{}", out.dump());
+    match (first.memory_peak_bytes, second.memory_peak_bytes) {
+        (Some(big), Some(small)) => {
+            assert!(big >= 200 << 20, "{first:?}");
+            assert!(small < big / 4, "{second:?}\n{first:?}");
+        }
+        (None, None) => {
+            // Without the memory controller every empty job cgroup is reused.
+            assert_eq!(
+                scratch.read("cg1"),
+                scratch.read("cg2"),
+                "the second job did not get the first job's cgroup"
+            );
+        }
+        peaks => panic!("one job has a peak and the other not: {peaks:?}"),
+    }
+}
+
+#[test]
+fn a_cgroup_a_job_left_a_cgroup_in_is_not_given_to_the_next_job() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    let scratch = Scratch::new();
+    let mkdir_below = "CG=$(awk '$9 == \"cgroup2\" { print $5; exit }' /proc/self/mountinfo)\
+                       $(sed -n 's/^0:://p' /proc/self/cgroup); mkdir \"$CG/left\"";
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "cgroup", "-j", "1"])
+        .stdin(format!(
+            "k\t{NOTE_CGROUP}; {mkdir_below}\nk\t{NOTE_CGROUP}; \
+             ls \"$(awk '$9 == \"cgroup2\" {{ print $5; exit }}' /proc/self/mountinfo)$cg\" \
+             > \"$D/ls2\"\n"
+        ))
+        .run();
+    out.code(0);
+    assert_ne!(
+        scratch.read("cg1"),
+        scratch.read("cg2"),
+        "the cgroup with a cgroup left in it was reused\n{}",
+        out.dump()
+    );
+    assert!(
+        !scratch.lines("ls2").iter().any(|name| name == "left"),
+        "{:?}",
+        scratch.lines("ls2")
+    );
+}
+
+#[test]
+fn the_job_after_one_ended_with_cgroup_kill_starts_and_runs() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    // The first job ignores SIGTERM and is ended by `cgroup.kill`; a process born later into
+    // a cgroup that was killed so is killed at once, so the next job must get another cgroup.
+    let out = Run::new()
+        .args([
+            "--containment",
+            "cgroup",
+            "-j",
+            "1",
+            "--timeout",
+            "0.3",
+            "--grace",
+            "0.2",
+        ])
+        .stdin("k\ttrap '' TERM; sleep 5\nk\techo second-ran\n")
+        .run();
+    out.code(1);
+    assert_eq!(out.job(1).result(), ("interrupted", Some("timeout")));
+    assert_eq!(out.job(2).result(), ("succeeded", None), "{}", out.dump());
+    assert!(out.stdout().contains("second-ran"), "{}", out.dump());
+}
