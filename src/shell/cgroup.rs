@@ -428,6 +428,11 @@ impl JobCgroup {
         }
     }
 
+    /// Keeps this cgroup from serving a later job: it is removed once empty.
+    pub(crate) fn not_reusable(&self) {
+        self.killed.store(true, Ordering::Relaxed);
+    }
+
     /// SIGKILL to every process in it at once (`cgroup.kill`, Linux 5.14); where that file is
     /// missing, SIGKILL to each process, a few passes.
     pub(crate) fn kill(&self) {

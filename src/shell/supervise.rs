@@ -190,6 +190,13 @@ pub(crate) async fn supervise(
     // The job is over now, whenever its output gets written.
     let ended_at = Instant::now();
     let mut exit = exit.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32));
+    if exit == ExitFacts::Signaled(Signal::SIGKILL as i32) {
+        if let Some(cgroup) = &job.cgroup {
+            // Killed by SIGKILL, maybe through its own `cgroup.kill`: a cgroup that was killed
+            // kills what is later started into it, so it serves no other job.
+            cgroup.not_reusable();
+        }
+    }
     let mut note = None;
     if exit == ExitFacts::Exited(0)
         && !escalation.stopped_while_running()

@@ -611,3 +611,28 @@ fn the_job_after_one_ended_with_cgroup_kill_starts_and_runs() {
     assert_eq!(out.job(2).result(), ("succeeded", None), "{}", out.dump());
     assert!(out.stdout().contains("second-ran"), "{}", out.dump());
 }
+
+#[test]
+fn the_job_after_one_that_killed_its_own_cgroup_starts_and_runs() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    // The first job writes `cgroup.kill` of its own cgroup (lanes does not know); it dies by
+    // SIGKILL, so its cgroup serves no later job.
+    let kill_own = "CG=$(awk '$9 == \"cgroup2\" { print $5; exit }' /proc/self/mountinfo)\
+                    $(sed -n 's/^0:://p' /proc/self/cgroup); echo 1 > \"$CG/cgroup.kill\"; sleep 5";
+    let out = Run::new()
+        .args(["--containment", "cgroup", "-j", "1"])
+        .stdin(format!("k\t{kill_own}\nk\techo second-ran\n"))
+        .run();
+    out.code(1);
+    assert_eq!(
+        out.job(1).result(),
+        ("failed", Some("killed")),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(out.job(2).result(), ("succeeded", None), "{}", out.dump());
+    assert!(out.stdout().contains("second-ran"), "{}", out.dump());
+}
