@@ -163,7 +163,6 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         // Sized for a full queue up front (see `Scheduler::with_policy`).
         jobs: HashMap::with_capacity(job_capacity),
         controls: HashMap::new(),
-        starting: HashMap::new(),
         input: Input::new(input),
         read_error: false,
         ledger,
@@ -262,8 +261,6 @@ struct Driver {
     /// The supervisor of each run in flight, and its direct child's pid (its process group;
     /// 0 while its spawn is in flight).
     controls: HashMap<Seq, (mpsc::UnboundedSender<Control>, i32)>,
-    /// The runs whose spawn is in flight: how each was taken, and its command.
-    starting: HashMap<Seq, (Start, String)>,
     input: Input,
     read_error: bool,
     ledger: Ledger,
@@ -376,25 +373,19 @@ impl Driver {
                 grant.slot.as_ref().map(AsRawFd::as_raw_fd),
             ]
         });
-        match self.launcher.launch(job, &start, &command, locks) {
+        let (seq, key) = (start.seq, Arc::clone(&job.key));
+        match self.launcher.launch(job, start, command, locks) {
             Ok(control) => {
-                self.controls.insert(start.seq, (control, 0));
-                self.starting.insert(start.seq, (start, command));
+                self.controls.insert(seq, (control, 0));
             }
-            Err(not_started) => {
-                let key = Arc::clone(&job.key);
-                self.not_started(start.seq, &key, not_started).await;
-            }
+            Err(not_started) => self.not_started(seq, &key, not_started).await,
         }
     }
 
     /// A spawn handed to the spawning threads came back: the run started (the core, the
     /// events and the fleet are told), or it did not.
     async fn on_spawned(&mut self, outcome: SpawnOutcome) {
-        let Some((start, command)) = self.starting.remove(&outcome.seq) else {
-            return;
-        };
-        let Some(launched) = self.launcher.spawned(outcome) else {
+        let Some((start, command, launched)) = self.launcher.spawned(outcome) else {
             return;
         };
         let key = Arc::clone(&start.key);
@@ -439,13 +430,6 @@ impl Driver {
             now,
         );
         self.answer_started(&start, true);
-    }
-
-    /// Whether the run job `seq` belongs to was taken and its spawn is in flight.
-    fn spawning(&self, seq: Seq) -> bool {
-        self.starting
-            .values()
-            .any(|(start, _)| start.batch.contains(&seq))
     }
 
     /// A run whose process could not be started: the core decides whether it is tried again

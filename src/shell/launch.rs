@@ -62,17 +62,25 @@ pub(crate) struct Launcher {
     may_thread: bool,
     /// Where spawn outcomes go (the spawner's channel, used directly without it).
     outcomes: mpsc::UnboundedSender<SpawnOutcome>,
-    /// The runs whose spawn is in flight: what their start needs once the pid is known.
+    /// The runs whose spawn is in flight, by first seq: what their start needs once the pid
+    /// is known.
     starting: HashMap<crate::core::Seq, Starting>,
 }
 
-/// A run handed to the spawner: what its supervisor needs once it has started.
+/// A run handed to the spawner: how it was taken, its command, and what its supervisor needs
+/// once it has started.
 struct Starting {
+    start: Start,
+    command: String,
     control: mpsc::UnboundedReceiver<Control>,
     cgroup: Option<JobCgroup>,
     plan: OutputPlan,
     timing: Timing,
 }
+
+/// What came of a spawn ([`Launcher::spawned`]): the run as it was taken, its command, and the
+/// pid of its direct child or why it did not start.
+pub(crate) type Spawned = (Start, String, Result<i32, NotStarted>);
 
 /// A run that could not start: what the core is told, and the message for its record.
 pub(crate) struct NotStarted {
@@ -172,8 +180,8 @@ impl Launcher {
     pub(crate) fn launch(
         &mut self,
         job: &JobSpec,
-        start: &Start,
-        command: &str,
+        start: Start,
+        command: String,
         locks: [Option<std::os::fd::RawFd>; 2],
     ) -> Result<mpsc::UnboundedSender<Control>, NotStarted> {
         let cgroup = match &self.cgroups {
@@ -201,7 +209,7 @@ impl Launcher {
         };
         let launch = Launch {
             shell: &self.shell,
-            command,
+            command: &command,
             cwd: job.cwd.as_deref(),
             own_cwd: &self.own_cwd,
             env: &self.base_env,
@@ -244,9 +252,12 @@ impl Launcher {
             leak_window: self.leak_window,
         };
         let (control_tx, control) = mpsc::unbounded_channel();
+        let seq = start.seq;
         self.starting.insert(
-            start.seq,
+            seq,
             Starting {
+                start,
+                command,
                 control,
                 cgroup,
                 plan,
@@ -264,26 +275,31 @@ impl Launcher {
             self.may_thread = self.spawner.is_some();
         }
         match &self.spawner {
-            Some(spawner) => spawner.submit(start.seq, order),
+            Some(spawner) => spawner.submit(seq, order),
             None => {
                 // No spawning thread: started here.
                 let result = super::spawner::start(order, &self.reaper);
-                let _ = self.outcomes.send(SpawnOutcome {
-                    seq: start.seq,
-                    result,
-                });
+                let _ = self.outcomes.send(SpawnOutcome { seq, result });
             }
         }
         Ok(control_tx)
     }
 
-    /// What came of a spawn: on success the task supervising the job is started and the pid
-    /// of its direct child (its process group) returned; `None` for a run not handed over.
-    ///
-    /// # Errors
-    /// When its process could not be started: a shortage (EAGAIN, EMFILE, ENFILE) or a failure.
-    pub(crate) fn spawned(&mut self, outcome: SpawnOutcome) -> Option<Result<i32, NotStarted>> {
+    /// Whether the run job `seq` belongs to was handed over and its spawn is in flight.
+    pub(crate) fn spawning(&self, seq: crate::core::Seq) -> bool {
+        self.starting
+            .values()
+            .any(|starting| starting.start.batch.contains(&seq))
+    }
+
+    /// What came of a spawn, with the run as it was taken and its command: on success the
+    /// task supervising the job is started and the pid of its direct child (its process
+    /// group) given; `None` for a run not handed over. The result is an error when its
+    /// process could not be started: a shortage (EAGAIN, EMFILE, ENFILE) or a failure.
+    pub(crate) fn spawned(&mut self, outcome: SpawnOutcome) -> Option<Spawned> {
         let Starting {
+            start,
+            command,
             control,
             cgroup,
             plan,
@@ -303,7 +319,8 @@ impl Launcher {
                 if let Some(cgroup) = cgroup {
                     cgroup.discard();
                 }
-                return Some(Err(self.after_shortage(not_started(err))));
+                let result = Err(self.after_shortage(not_started(err)));
+                return Some((start, command, result));
             }
         };
         let spawned = pipes.spawned(pid, exit);
@@ -315,7 +332,7 @@ impl Launcher {
                 supervise::supervise(seq, spawned, cgroup, control, plan, timing, reaper).await;
             let _ = ended_tx.send(ended);
         });
-        Some(Ok(pid))
+        Some((start, command, Ok(pid)))
     }
 
     /// A start that ran out of lanes' descriptors while empty job cgroups were kept open for

@@ -385,7 +385,7 @@ impl Driver {
             },
             Admitted::Refused(_) => self.closed_answer(),
             Admitted::Queued { ahead, .. }
-                if self.core.slot_of(seq).is_some() && self.spawning(seq) =>
+                if self.core.slot_of(seq).is_some() && self.launcher.spawning(seq) =>
             {
                 // Answered once its process has started, or could not.
                 let then = wait.then_some(record_rx);
