@@ -517,7 +517,8 @@ fn start_child(plan: &ChildPlan, cgroup: RawFd, report: RawFd) -> io::Result<i32
             cgroup: cgroup as u64,
             ..CloneArgs::default()
         };
-        let old_mask = block_all_signals();
+        // Every signal blocked: no handler of lanes may run in the child.
+        let old_mask = set_signal_mask(!0);
         // SAFETY: `args` names a mapped stack no other thread uses; `plan`'s pointers stay
         // valid until this returns (CLONE_VFORK); the child runs `child_main`, which only
         // makes async-signal-safe calls and execs or exits.
@@ -580,40 +581,24 @@ unsafe extern "C" fn child_main(plan: *const ChildPlan, report: RawFd) -> ! {
     exec_child(&*plan, report)
 }
 
-/// Blocks every signal, glibc's internal ones (32, 33) included, in the calling thread;
-/// returns the mask it had. A raw `rt_sigprocmask`: glibc's `pthread_sigmask` and
-/// `sigprocmask` quietly leave 32 and 33 out of the set (glibc's posix_spawn blocks them with
-/// its internal `__libc_signal_block_all`); the kernel leaves out SIGKILL and SIGSTOP.
-#[cfg(target_arch = "x86_64")]
-fn block_all_signals() -> u64 {
-    let all: u64 = !0;
+/// Sets the calling thread's signal mask to `mask` (bit N-1 for signal N, glibc's internal
+/// 32 and 33 included) and returns the mask it had. A raw `rt_sigprocmask`: glibc's
+/// `pthread_sigmask` and `sigprocmask` quietly leave 32 and 33 out of the set (glibc's
+/// posix_spawn blocks them with its internal `__libc_signal_block_all`); the kernel leaves out
+/// SIGKILL and SIGSTOP. Async-signal-safe: the child of a fork may call it.
+fn set_signal_mask(mask: u64) -> u64 {
     let mut old: u64 = 0;
     // SAFETY: both pointers point to 8-byte sets, the kernel's sigset size on 64-bit Linux.
     unsafe {
         libc::syscall(
             libc::SYS_rt_sigprocmask,
             libc::SIG_SETMASK,
-            std::ptr::addr_of!(all),
+            std::ptr::addr_of!(mask),
             std::ptr::addr_of_mut!(old),
             8usize,
         );
     }
     old
-}
-
-/// Sets the calling thread's signal mask to `mask` (from [`block_all_signals`]).
-#[cfg(target_arch = "x86_64")]
-fn set_signal_mask(mask: u64) {
-    // SAFETY: as in `block_all_signals`.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            std::ptr::addr_of!(mask),
-            std::ptr::null_mut::<u64>(),
-            8usize,
-        );
-    }
 }
 
 /// Starts the child of [`clone_into_cgroup`] where no assembly trampoline is built: `clone3`
@@ -703,14 +688,7 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
     if libc::chdir(plan.cwd) != 0 {
         fail(report);
     }
-    let empty: u64 = 0;
-    libc::syscall(
-        libc::SYS_rt_sigprocmask,
-        libc::SIG_SETMASK,
-        std::ptr::addr_of!(empty),
-        std::ptr::null_mut::<u64>(),
-        8usize,
-    );
+    set_signal_mask(0);
     if plan.search {
         libc::execvpe(plan.path, plan.argv, plan.envp);
     } else {
