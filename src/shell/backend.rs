@@ -261,6 +261,28 @@ mod tests {
     use super::*;
     use crate::config::SlurmOptions;
 
+    /// What the core grants a lone job needing `needs` of `resources`.
+    fn granted(
+        resources: Vec<crate::core::Resource>,
+        needs: std::sync::Arc<crate::core::Needs>,
+    ) -> std::sync::Arc<crate::core::Grant> {
+        let mut core = crate::core::Scheduler::new(crate::core::Limits {
+            max_concurrent: 4,
+            max_queued: 4,
+        });
+        core.set_resources(resources);
+        let request = crate::core::JobRequest {
+            seq: 1,
+            key: "k".into(),
+            rank: 0,
+            timeout: None,
+            weight: 0,
+            needs: Some(needs),
+        };
+        let _ = core.admit(request, Duration::ZERO);
+        core.take(Duration::ZERO).unwrap().grant.unwrap()
+    }
+
     #[test]
     fn local_runs_the_shell() {
         let job = JobIdentity {
@@ -323,21 +345,7 @@ mod tests {
         let needs = resolve(1, &parse_needs("gpu=2,mem=1500M").unwrap(), &resources, 4)
             .unwrap()
             .unwrap();
-        let mut core = crate::core::Scheduler::new(crate::core::Limits {
-            max_concurrent: 4,
-            max_queued: 4,
-        });
-        core.set_resources(resources);
-        let request = crate::core::JobRequest {
-            seq: 1,
-            key: "k".into(),
-            rank: 0,
-            timeout: None,
-            weight: 0,
-            needs: Some(needs),
-        };
-        let _ = core.admit(request, Duration::ZERO);
-        let grant = core.take(Duration::ZERO).unwrap().grant.unwrap();
+        let grant = granted(resources, needs);
         assert_eq!(slurm_resource_args(&grant), ["--gres=gpu:2", "--mem=1500M"]);
         let backend = Backend::Slurm {
             options: SlurmOptions::default(),
@@ -400,21 +408,7 @@ mod tests {
         let needs = resolve(1, &parse_needs("fluent=3,gpu=1").unwrap(), &resources, 4)
             .unwrap()
             .unwrap();
-        let mut core = crate::core::Scheduler::new(crate::core::Limits {
-            max_concurrent: 4,
-            max_queued: 4,
-        });
-        core.set_resources(resources);
-        let request = crate::core::JobRequest {
-            seq: 1,
-            key: "k".into(),
-            rank: 0,
-            timeout: None,
-            weight: 0,
-            needs: Some(needs),
-        };
-        let _ = core.admit(request, Duration::ZERO);
-        let grant = core.take(Duration::ZERO).unwrap().grant.unwrap();
+        let grant = granted(resources, needs);
         assert_eq!(slurm_licenses(&grant), ["fluent:3"]);
         let backend = Backend::Slurm {
             options: SlurmOptions {
