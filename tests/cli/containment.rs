@@ -348,13 +348,14 @@ fn processes_in_cgroups_a_job_makes_below_its_own_are_stopped_with_it_and_remove
     }
     let scratch = Scratch::new();
     // The job moves a TERM-trapping loop into a cgroup of its own making, below the job's.
-    let job = "CG=$(awk '$9 == \"cgroup2\" { print $5; exit }' /proc/self/mountinfo)\
-               $(sed -n 's/^0:://p' /proc/self/cgroup); \
+    let job = format!(
+        "{JOB_CGROUP_DIR}; \
                echo \"$CG\" > \"$D/cg\"; mkdir \"$CG/sub\"; \
                sh -c 'echo $$ > \"$1/sub/cgroup.procs\"; \
                       trap \"echo sub-got-TERM >> \\\"$D/log\\\"; exit 0\" TERM; \
                       touch \"$D/up\"; while :; do sleep 0.05; done' sh \"$CG\" & \
-               wait";
+               wait"
+    );
     let out = Run::new()
         .scratch(&scratch)
         .args(["--containment", "cgroup", "--timeout", "1", "--grace", "10"])
@@ -509,6 +510,11 @@ fn in_cgroup_containment_a_shell_gone_from_where_it_was_found_is_searched_for_ag
     );
 }
 
+/// Shell code setting `$CG` to the directory of the job's own cgroup (v2): the cgroup2 mount
+/// point from `/proc/self/mountinfo` joined with the path from `/proc/self/cgroup`.
+const JOB_CGROUP_DIR: &str = "CG=$(awk '$9 == \"cgroup2\" { print $5; exit }' \
+                              /proc/self/mountinfo)$(sed -n 's/^0:://p' /proc/self/cgroup)";
+
 /// Writes the job's cgroup (v2, from `/proc/self/cgroup`) to `$D/cg$LANES_SEQ`, and keeps it
 /// in `$cg`.
 const NOTE_CGROUP: &str =
@@ -560,8 +566,7 @@ fn a_cgroup_a_job_left_a_cgroup_in_is_not_given_to_the_next_job() {
         return;
     }
     let scratch = Scratch::new();
-    let mkdir_below = "CG=$(awk '$9 == \"cgroup2\" { print $5; exit }' /proc/self/mountinfo)\
-                       $(sed -n 's/^0:://p' /proc/self/cgroup); mkdir \"$CG/left\"";
+    let mkdir_below = format!("{JOB_CGROUP_DIR}; mkdir \"$CG/left\"");
     let out = Run::new()
         .scratch(&scratch)
         .args(["--containment", "cgroup", "-j", "1"])
@@ -620,8 +625,7 @@ fn the_job_after_one_that_killed_its_own_cgroup_starts_and_runs() {
     }
     // The first job writes `cgroup.kill` of its own cgroup (lanes does not know); it dies by
     // SIGKILL, so its cgroup serves no later job.
-    let kill_own = "CG=$(awk '$9 == \"cgroup2\" { print $5; exit }' /proc/self/mountinfo)\
-                    $(sed -n 's/^0:://p' /proc/self/cgroup); echo 1 > \"$CG/cgroup.kill\"; sleep 5";
+    let kill_own = format!("{JOB_CGROUP_DIR}; echo 1 > \"$CG/cgroup.kill\"; sleep 5");
     let out = Run::new()
         .args(["--containment", "cgroup", "-j", "1"])
         .stdin(format!("k\t{kill_own}\nk\techo second-ran\n"))
