@@ -33,7 +33,7 @@ pub enum SpawnVerdict {
         until: Tick,
     },
     /// The run ends `failed`/`spawn_error` (or is retried, `--retries`): out of descriptors
-    /// with no job of this run running, nothing would ever free one.
+    /// twice in a row with no other job of this run in flight, nothing would ever free one.
     Ended(Finished),
 }
 
@@ -42,19 +42,36 @@ impl Scheduler {
     /// counts from here, and the spawn back-off starts afresh.
     pub fn spawned(&mut self, seq: Seq, now: Tick) {
         self.spawn_backoff = BACKOFF_FIRST;
+        self.lone_descriptor_shortages = 0;
+        self.spawn_probing = false;
         self.started(seq, now);
     }
 
     /// The process of the run known by `seq` could not be started at `now`.
+    ///
+    /// A shortage is deferred, with back-off, and starts are then taken one at a time until
+    /// one succeeds (so that runs tried again together do not all run short together again),
+    /// except that of descriptors (EMFILE: only jobs of
+    /// this run hold this process's descriptors) met with no other run in flight for the
+    /// second time in a row (no spawn succeeded between): then nothing will free one, and the
+    /// run ends. Once is not enough: runs whose spawns were in flight together may all have
+    /// failed at once, the last of them alone, and the descriptors the others gave back when
+    /// they failed let it start when tried again.
     pub fn spawn_failed(&mut self, seq: Seq, failure: SpawnFailure, now: Tick) -> SpawnVerdict {
         let others_running = self.running.len() > 1;
         let defer = match failure {
-            SpawnFailure::Shortage { descriptors } => others_running || !descriptors,
+            SpawnFailure::Shortage { descriptors: false } => true,
+            SpawnFailure::Shortage { descriptors: true } if others_running => true,
+            SpawnFailure::Shortage { descriptors: true } => {
+                self.lone_descriptor_shortages += 1;
+                self.lone_descriptor_shortages < 2
+            }
             SpawnFailure::Failed => false,
         };
         if defer && self.defer(seq, now) {
             let until = now.saturating_add(self.spawn_backoff);
             self.spawn_hold = Some(until);
+            self.spawn_probing = true;
             self.spawn_backoff = (self.spawn_backoff * 2).min(BACKOFF_MAX);
             return SpawnVerdict::Deferred { until };
         }

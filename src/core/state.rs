@@ -208,6 +208,8 @@ pub(crate) struct Running {
     pub(crate) waited: Duration,
     /// When its process started (`spawned`); the time it was taken until then.
     pub(crate) started_at: Tick,
+    /// Whether the shell said its process started (`spawned`).
+    pub(crate) spawned: bool,
     /// Why the core asked it to stop; the first reason wins.
     pub(crate) stop: Option<StopReason>,
     /// The newer job that superseded it (`--cancel-in-progress`).
@@ -266,6 +268,12 @@ pub struct Scheduler {
     pub(crate) spawn_hold: Option<Tick>,
     /// The next pause after a spawn shortage; doubles up to [`BACKOFF_MAX`].
     pub(crate) spawn_backoff: Duration,
+    /// Descriptor shortages (EMFILE) met by a run with no other in flight since the last
+    /// spawn that succeeded (see [`Scheduler::spawn_failed`]).
+    pub(crate) lone_descriptor_shortages: u32,
+    /// After a spawn shortage, until a spawn succeeds: one start at a time, so that runs
+    /// tried again together do not all run short again at once.
+    pub(crate) spawn_probing: bool,
     /// Finished jobs' grouped output blocks not written yet.
     pub(crate) output_backlog: usize,
     /// How far the stop signals received have taken the run.
@@ -329,6 +337,8 @@ impl Scheduler {
             input_finite: false,
             spawn_hold: None,
             spawn_backoff: BACKOFF_FIRST,
+            lone_descriptor_shortages: 0,
+            spawn_probing: false,
             output_backlog: 0,
             shutdown: ShutdownLevel::Running,
             stop_signal: None,

@@ -270,6 +270,9 @@ impl Scheduler {
             Some(_) => self.spawn_hold = None,
             None => {}
         }
+        if self.spawn_probing && self.running.values().any(|run| !run.spawned) {
+            return None;
+        }
         let (index, slot) = self.next_to_take(now)?;
         let key = self.ready.remove(index)?;
         self.refresh_waits(&key, Touched::Front, now);
@@ -332,6 +335,7 @@ impl Scheduler {
                 attempts,
                 waited,
                 started_at: now,
+                spawned: false,
                 stop: None,
                 superseded_by: None,
                 grant: grant.clone(),
@@ -477,6 +481,7 @@ impl Scheduler {
             return;
         };
         run.started_at = now;
+        run.spawned = true;
         let timeout = run.batch.iter().filter_map(|w| w.timeout).min();
         if let Some(old) = run.deadline.take() {
             self.deadlines.remove(&(old, seq));

@@ -73,6 +73,8 @@ struct Harness {
     flights: HashMap<Seq, Flight>,
     halted: Option<StopReason>,
     halts: usize,
+    /// Descriptor shortages met alone since the last spawn that succeeded.
+    lone_shortages: u32,
 }
 
 impl Harness {
@@ -258,6 +260,7 @@ impl Harness {
                     );
                     // The shell spawns at once; most spawns succeed.
                     self.s.spawned(start.seq, self.now);
+                    self.lone_shortages = 0;
                     self.flights.get_mut(&start.seq).unwrap().spawned = true;
                 }
             }
@@ -270,6 +273,12 @@ impl Harness {
                     _ => SpawnFailure::Failed,
                 };
                 let alone = self.flights.is_empty();
+                // Out of descriptors alone twice in a row (no spawn succeeded between): ends.
+                let lone_descriptors =
+                    matches!(failure, SpawnFailure::Shortage { descriptors: true }) && alone;
+                if lone_descriptors {
+                    self.lone_shortages += 1;
+                }
                 self.flights.insert(
                     start.seq,
                     Flight {
@@ -281,7 +290,8 @@ impl Harness {
                 match self.s.spawn_failed(start.seq, failure, self.now) {
                     SpawnVerdict::Deferred { until } => {
                         assert!(
-                            matches!(failure, SpawnFailure::Shortage { descriptors } if !descriptors || !alone),
+                            matches!(failure, SpawnFailure::Shortage { .. })
+                                && (!lone_descriptors || self.lone_shortages < 2),
                             "step {step}: deferred {failure:?}"
                         );
                         assert!(until > self.now);
@@ -301,8 +311,14 @@ impl Harness {
                             },
                         );
                         self.s.spawned(again.seq, self.now);
+                        self.lone_shortages = 0;
                     }
                     SpawnVerdict::Ended(finished) => {
+                        assert!(
+                            !matches!(failure, SpawnFailure::Shortage { .. })
+                                || (lone_descriptors && self.lone_shortages >= 2),
+                            "step {step}: ended {failure:?}"
+                        );
                         let facts = RunFacts {
                             exit: None,
                             stopped_while_running: false,
@@ -382,6 +398,7 @@ fn run(policy: Policy, limits: Limits, ops: &[Op]) {
         flights: HashMap::new(),
         halted: None,
         halts: 0,
+        lone_shortages: 0,
     };
     for (step, op) in ops.iter().enumerate() {
         h.step(step, op);

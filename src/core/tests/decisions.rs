@@ -294,11 +294,17 @@ fn a_spawn_shortage_defers_the_run_to_the_front_with_back_off() {
 }
 
 #[test]
-fn out_of_descriptors_with_nothing_running_fails_the_job() {
+fn out_of_descriptors_twice_with_nothing_else_in_flight_fails_the_job() {
     let mut s = scheduler(2, 10, Policy::default());
     let _ = s.offer(request(1, "a"), false, ms(0));
     let _ = s.take(ms(0)).unwrap();
-    match s.spawn_failed(1, SpawnFailure::Shortage { descriptors: true }, ms(1)) {
+    // Once alone: others that failed with it may have given their descriptors back.
+    let shortage = SpawnFailure::Shortage { descriptors: true };
+    let SpawnVerdict::Deferred { until } = s.spawn_failed(1, shortage, ms(1)) else {
+        panic!("the first lone shortage is deferred");
+    };
+    assert_eq!(s.take(until).unwrap().seq, 1);
+    match s.spawn_failed(1, shortage, until) {
         SpawnVerdict::Ended(finished) => {
             assert_eq!(finished.outcome, Outcome::Failed(FailReason::SpawnError));
             assert_eq!(finished.accounts[0].attempts, 1);
@@ -307,11 +313,65 @@ fn out_of_descriptors_with_nothing_running_fails_the_job() {
             assert_eq!(tries.len(), 1);
             assert_eq!(tries[0].outcome, Outcome::Failed(FailReason::SpawnError));
             assert_eq!(tries[0].exit, None);
-            assert_eq!(finished.accounts[0].waited, Some(ms(0)));
+            // Its wait runs from its admission to the last time it was taken.
+            assert_eq!(finished.accounts[0].waited, Some(until));
         }
         other => panic!("{other:?}"),
     }
     assert!(s.is_idle());
+}
+
+#[test]
+fn runs_whose_spawns_all_failed_together_are_tried_again() {
+    // Three spawns in flight at once all run out of descriptors: the first two with others
+    // in flight, the last alone. All three are tried again, and a success between two lone
+    // shortages starts the count afresh.
+    let mut s = scheduler(3, 10, Policy::default());
+    for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
+        let _ = s.offer(request(seq, key), false, ms(0));
+    }
+    let shortage = SpawnFailure::Shortage { descriptors: true };
+    for seq in 1..=3 {
+        assert_eq!(s.take(ms(0)).unwrap().seq, seq);
+    }
+    let mut until = ms(0);
+    for seq in 1..=3 {
+        let verdict = s.spawn_failed(seq, shortage, ms(1));
+        let SpawnVerdict::Deferred { until: at } = verdict else {
+            panic!("seq {seq}: {verdict:?}");
+        };
+        until = until.max(at);
+    }
+    let first = s.take(until).unwrap().seq;
+    s.spawned(first, until);
+    let second = s.take(until).unwrap().seq;
+    s.spawned(second, until);
+    let last = s.take(until).unwrap().seq;
+    let _ = s.finish(first, exited(0, until), until).unwrap();
+    let _ = s.finish(second, exited(0, until), until).unwrap();
+    // Alone again, but a spawn succeeded since the last lone shortage: deferred once more.
+    assert!(matches!(
+        s.spawn_failed(last, shortage, until),
+        SpawnVerdict::Deferred { .. }
+    ));
+}
+
+#[test]
+fn after_a_shortage_starts_are_taken_one_at_a_time_until_one_succeeds() {
+    let mut s = scheduler(3, 10, Policy::default());
+    for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
+        let _ = s.offer(request(seq, key), false, ms(0));
+    }
+    let _ = s.take(ms(0)).unwrap();
+    let shortage = SpawnFailure::Shortage { descriptors: false };
+    let SpawnVerdict::Deferred { until } = s.spawn_failed(1, shortage, ms(1)) else {
+        panic!("deferred");
+    };
+    assert_eq!(s.take(until).unwrap().seq, 1);
+    assert_eq!(s.take(until), None, "one start at a time while probing");
+    s.spawned(1, until);
+    assert_eq!(s.take(until).unwrap().seq, 2, "a success ends the probing");
+    assert_eq!(s.take(until).unwrap().seq, 3);
 }
 
 #[test]
@@ -489,6 +549,7 @@ fn retry_delays_and_spawn_pauses_stand_still_too() {
     );
     assert_eq!(s.take(ms(524)), None);
     assert_eq!(s.take(ms(525)).unwrap().seq, 2);
+    s.spawned(2, ms(525));
     assert!(s.expire_turns(ms(609)).is_empty());
     let _ = s.expire_turns(ms(610));
     assert_eq!(

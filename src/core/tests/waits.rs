@@ -210,6 +210,7 @@ fn a_spawn_shortage_sends_the_job_back_waiting_for_the_cap() {
     let _ = s.admit(job(1, "a", 0), ms(0));
     let _ = s.admit(job(2, "b", 0), ms(0));
     assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    s.spawned(1, ms(0));
     let _ = s.admit(job(3, "a", 0), ms(0));
     assert_eq!(s.take(ms(10)).map(|st| st.seq), Some(2));
     let verdict = s.spawn_failed(2, SpawnFailure::Shortage { descriptors: false }, ms(12));
