@@ -21,7 +21,9 @@ during the run (the postmaster's reaped children), / 3,000.
 
 Then, per round, the same three processes with 300 jobs each over one key, -j 1, with
 --lock-dir and with --coordinate: one job at a time fleet-wide, so that the hand-over between
-hosts is measured on a machine not busy with other jobs.
+hosts is measured on a machine not busy with other jobs; and, as the floor, one lanes alone
+with its 300 jobs over that key and no lock: a job's exit, its reaping and the next job's
+spawn and shell start, which every hand-over includes.
 
 Environment: LANES_BIN (default target/release/lanes), BENCH_REPS (default 3), BENCH_J (each
 lanes' -j, default 30).
@@ -220,21 +222,29 @@ def main():
                 median = p90 = "–"
             print(f"| {mode} | {statistics.median(walls):.2f} | {statistics.median(cpus):.2f} | "
                   f"{cost:.3f} | {server:.3f} | {median} | {p90} | {len(between)} |")
-        one = {"lock-dir": [], "coordinate": []}
+        # The floor: one lanes alone, no lock, the same job over one key: a key's next job
+        # starts when the last ends, in the same process.
+        one = {"one process, no lock (floor)": [], "lock-dir": [], "coordinate": []}
         for round_ in range(REPS):
             for mode in one:
                 if os.path.exists(log):
                     os.remove(log)
+                if mode in ("lock-dir", "coordinate"):
+                    argvs = commands(mode, f"one{round_}", one_key, "1")
+                else:
+                    argvs = commands("none", f"one{round_}", one_key, "1")[:1]
                 processes = [subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                               stderr=subprocess.DEVNULL)
-                             for argv in commands(mode, f"one{round_}", one_key, "1")]
+                             for argv in argvs]
                 for process in processes:
                     if process.wait() != 0:
                         sys.exit(f"one key, {mode}: exit status {process.returncode}")
-                one[mode].extend(g for g, other in handovers(log) if other)
+                floor = len(argvs) == 1
+                one[mode].extend(g for g, other in handovers(log) if other or floor)
         print()
         print(f"one key, {PROCESSES} processes x {ONE_KEY_JOBS} jobs, -j 1 each, {REPS} rounds: "
-              "hand-over between hosts, from a job's end to the next host's job's start")
+              "hand-over between hosts, from a job's end to the next host's job's start (the "
+              "floor: one process's next job of the key)")
         print()
         print("| workload | median ms | p90 ms | hand-overs |")
         print("|---|---:|---:|---:|")

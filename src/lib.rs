@@ -30,12 +30,13 @@ pub(crate) mod template;
 pub(crate) mod timeline;
 pub mod trailing_command;
 
-pub use run::run;
+pub use run::{run, run_task};
 
-/// Blocks the signals `lanes` handles in the calling thread (see [`prepare_process`]): for the
-/// binary's first instruction.
+/// Takes the signals `lanes` handles over from what it inherited: caught, then blocked, then
+/// set to their default actions, with none lost or fatal meanwhile (see [`prepare_process`]):
+/// for the binary's first instruction, an ELF constructor.
 pub fn block_handled_signals() {
-    shell::signal::block_handled();
+    shell::signal::hold_early();
 }
 
 /// Process-wide set-up that must happen before any thread starts; returns whether SIGHUP was
@@ -51,6 +52,17 @@ pub fn prepare_process() -> bool {
     shell::unix::close_inherited_descriptors_on_exec();
     shell::unix::become_subreaper();
     hangup_ignored
+}
+
+/// Process-wide set-up for a task (`lanes submit`, `lanes locks`, …: see [`run_task`]),
+/// which starts no job: the signals whose default action would end `lanes` are ignored as in
+/// a run, and the signals `lanes` handles are unblocked, so that a stop signal ends the task at
+/// once. A run's other set-up (resetting inherited dispositions for jobs, descriptors,
+/// subreaper) is for jobs and is skipped.
+pub fn prepare_task_process() {
+    shell::unix::use_one_malloc_arena();
+    shell::signal::ignore_harmless();
+    shell::signal::unblock_handled();
 }
 
 /// Makes a panic (a bug in `lanes`) print one line naming where it happened, without a raw

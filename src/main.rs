@@ -14,10 +14,21 @@ extern "C" fn block_handled_signals() {
 }
 
 fn main() -> ExitCode {
-    let hangup_ignored = lanes::prepare_process();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     lanes::report_panics_briefly();
-    let cli = lanes::trailing_command::parse_args(std::env::args_os());
-    match lanes::run(cli, hangup_ignored) {
+    // A task (`lanes submit …`) starts no job, so it needs neither a run's set-up nor its
+    // options: its start-up is a client's whole cost.
+    if let Some(task) = lanes::trailing_command::parse_task(&argv) {
+        lanes::prepare_task_process();
+        return finish(lanes::run_task(task));
+    }
+    let hangup_ignored = lanes::prepare_process();
+    let cli = lanes::trailing_command::parse_args(argv);
+    finish(lanes::run(cli, hangup_ignored))
+}
+
+fn finish(result: anyhow::Result<u8>) -> ExitCode {
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             eprintln!("lanes: {err:#}");

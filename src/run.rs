@@ -266,7 +266,13 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
 }
 
 /// A task besides running jobs: `lanes locks`, and the client commands of `lanes serve`.
-fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
+/// Runs a task (`lanes TASK …`, see [`crate::cli::Task`]); returns the exit status. Call
+/// [`crate::prepare_task_process`] first.
+///
+/// # Errors
+/// What stops the task: no server to reach, a bad report, an unreachable database; the caller
+/// prints it and exits with [`exit::USAGE`].
+pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
     use crate::cli::Task;
     use crate::serve::client;
     use crate::serve::protocol::Request;

@@ -28,6 +28,66 @@ pub(crate) fn block_handled() {
     let _ = handled_set().thread_block();
 }
 
+/// The handled signals caught by [`hold_early`]'s handler, one bit per signal number.
+static CAUGHT_EARLY: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn catch_early(signal: libc::c_int) {
+    // Async-signal-safe: one atomic operation.
+    CAUGHT_EARLY.fetch_or(1 << signal, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// The process's first step: from here on a handled signal is neither lost nor fatal. Each of
+/// [`HANDLED`] is first caught by a handler that notes it (one `sigaction` turns an inherited
+/// `SIG_IGN` or `SIG_DFL` into it, leaving no moment in which the signal would be discarded or
+/// end `lanes`), then blocked, then set to its default action (a signal noted meanwhile is
+/// raised again, and waits, pending, like any later one, for the handlers of a run or the
+/// unblocking of a task). An inherited ignored SIGINT or SIGQUIT (a non-interactive shell's
+/// background command) is thereby reset; SIGHUP stays ignored when it was (`nohup`), which
+/// [`crate::shell::unix::reset_ignored_signals`] reads back later.
+///
+/// Runs before Rust's own start-up (an ELF constructor), so it uses `libc` alone and no
+/// allocation.
+pub(crate) fn hold_early() {
+    let mut taken: u64 = 0;
+    for signal in HANDLED {
+        let number = signal as libc::c_int;
+        // SAFETY: reads then installs an action for one signal, with a zeroed `sigaction` owned
+        // here; the handler does one atomic operation. No other thread exists yet.
+        unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(number, std::ptr::null(), &mut current) != 0 {
+                continue;
+            }
+            if signal == Signal::SIGHUP && current.sa_sigaction == libc::SIG_IGN {
+                continue;
+            }
+            let mut catch: libc::sigaction = std::mem::zeroed();
+            catch.sa_sigaction = catch_early as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut catch.sa_mask);
+            if libc::sigaction(number, &catch, std::ptr::null_mut()) == 0 {
+                taken |= 1 << number;
+            }
+        }
+    }
+    block_handled();
+    let caught = CAUGHT_EARLY.load(std::sync::atomic::Ordering::SeqCst);
+    for signal in HANDLED {
+        let number = signal as libc::c_int;
+        if taken & (1 << number) == 0 {
+            continue;
+        }
+        // SAFETY: the signal is blocked: sending it to the process again leaves it pending
+        // for whichever thread unblocks it, and its default action runs only if it is
+        // unblocked without a handler of ours (a task, which then ends on it).
+        unsafe {
+            if caught & (1 << number) != 0 {
+                libc::kill(libc::getpid(), number);
+            }
+            libc::signal(number, libc::SIG_DFL);
+        }
+    }
+}
+
 /// Unblocks [`HANDLED`] with their actions as they are (the default, or SIGHUP ignored under
 /// `nohup`): for the subcommands that are no run (`lanes submit`, `status`, `timeline`...),
 /// which install no handler and so die on a stop signal like any command.
