@@ -361,19 +361,42 @@ impl Scheduler {
     /// resource, once it has waited `--reserve-after`, has its needs set aside: the keys
     /// after it start only in what is free beyond them ([`reserves`]).
     fn next_to_take(&self, now: Tick) -> Option<(usize, u32)> {
+        self.walk_ready(now, usize::MAX, |index, _, candidate| match candidate {
+            // Each running job holds at least 1 of the cap: with room in it, a slot is free.
+            Some((slot, None)) => Some((index, slot.expect("a free slot within the cap"))),
+            _ => None,
+        })
+    }
+
+    /// Walks the first `limit` keys of the ready line at `now` as the cap and the named
+    /// resources see them, until `visit` returns a value. `visit` is given each key's index,
+    /// the key, and, when it may start but for its needs ([`Scheduler::candidate`]), its slot
+    /// and what it is short of (`None`: it fits), measured against what is free beyond the
+    /// needs set aside for the first earlier key that has waited long enough ([`reserves`]).
+    fn walk_ready<T>(
+        &self,
+        now: Tick,
+        limit: usize,
+        mut visit: impl FnMut(usize, &Arc<str>, Option<(Option<u32>, Option<Short>)>) -> Option<T>,
+    ) -> Option<T> {
         let free_weight = self.limits.max_concurrent.saturating_sub(self.used_weight);
         let free: &[u64] = self.pool.as_ref().map_or(&[], |p| &p.free);
         let mut reserved: Option<&Needs> = None;
-        for (i, key) in self.ready.iter().enumerate() {
+        for (index, key) in self.ready.iter().enumerate().take(limit) {
             let Some((slot, first)) = self.candidate(key, now) else {
+                if let Some(found) = visit(index, key, None) {
+                    return Some(found);
+                }
                 continue;
             };
             let needs = first.needs.as_deref().unwrap_or(&ONE);
-            if short_of(needs, free_weight, free, reserved).is_none() {
-                // Each running job holds at least 1 of the cap: with room in it, a slot is free.
-                return Some((i, slot.expect("a free slot within the cap")));
+            let short = short_of(needs, free_weight, free, reserved);
+            let is_short = short.is_some();
+            if let Some(found) = visit(index, key, Some((slot, short))) {
+                return Some(found);
             }
-            if reserved.is_none()
+            if is_short
+                && reserved.is_none()
                 && reserves(
                     now.saturating_sub(first.queued_at),
                     self.policy.reserve_after,
@@ -418,37 +441,15 @@ impl Scheduler {
     /// [`Scheduler::short_of`], looking at the first `limit` ready keys only: `None` when
     /// `key` is not among them.
     pub(crate) fn short_of_within(&self, key: &str, now: Tick, limit: usize) -> Option<Shortage> {
-        let free_weight = self.limits.max_concurrent.saturating_sub(self.used_weight);
-        let free: &[u64] = self.pool.as_ref().map_or(&[], |p| &p.free);
-        let mut reserved: Option<&Needs> = None;
-        for ready in self.ready.iter().take(limit) {
-            let Some((_, first)) = self.candidate(ready, now) else {
-                if **ready == *key {
-                    return None;
-                }
-                continue;
-            };
-            let needs = first.needs.as_deref().unwrap_or(&ONE);
-            let short = short_of(needs, free_weight, free, reserved);
-            if **ready == *key {
-                return short.map(|short| match short {
-                    Short::Cap => Shortage::Cap,
-                    Short::Resource(index) => Shortage::Resource(Arc::clone(
-                        self.pool.as_ref().expect("a resource is short").name(index),
-                    )),
-                });
-            }
-            if short.is_some()
-                && reserved.is_none()
-                && reserves(
-                    now.saturating_sub(first.queued_at),
-                    self.policy.reserve_after,
-                )
-            {
-                reserved = Some(needs);
-            }
-        }
-        None
+        let short = self.walk_ready(now, limit, |_, ready, candidate| {
+            (**ready == *key).then(|| candidate.and_then(|(_, short)| short))
+        })??;
+        Some(match short {
+            Short::Cap => Shortage::Cap,
+            Short::Resource(index) => Shortage::Resource(Arc::clone(
+                self.pool.as_ref().expect("a resource is short").name(index),
+            )),
+        })
     }
 
     /// When a lane with these waiting jobs may be taken: `None` when at once (not batching

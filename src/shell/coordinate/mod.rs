@@ -26,8 +26,6 @@ mod schema;
 mod session;
 mod statements;
 
-use self::records::FleetRecords;
-
 use std::fmt::Write as _;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -242,7 +240,7 @@ struct Shared {
 impl Coordinator {
     /// `--coordinate-records`: starts the writer of this run's job records into the database.
     pub(crate) fn records(&self, feed: crate::report::mirror::MirrorFeed) {
-        FleetRecords::start(Arc::clone(&self.shared), feed);
+        records::start(Arc::clone(&self.shared), feed);
     }
 
     /// Waits until every key let go so far is let go in the database, so that a run that ends

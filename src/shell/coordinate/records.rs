@@ -16,9 +16,6 @@ use super::session::{self, error_text, Session};
 use super::Shared;
 use crate::report::mirror::{MirrorFeed, MirrorMessage};
 
-/// The writer of a run's job records into the database.
-pub(crate) struct FleetRecords;
-
 const INSERT: &str = "
 INSERT INTO lanes_records (namespace, host, run, seq, key, outcome, reason, record)
 SELECT $1, $2, $3, (r->>'seq')::bigint, r->>'key', r->>'outcome', r->>'reason', r
@@ -30,36 +27,34 @@ const ATTEMPTS: u32 = 3;
 /// The pause before each new connection after a session was lost.
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 
-impl FleetRecords {
-    /// Starts the writer of `shared`'s run. Each record is written on its own: one that the
-    /// server refuses is lost alone (said on stderr), and a lost session is opened again for
-    /// the next attempt (at most [`ATTEMPTS`] per record).
-    pub(super) fn start(shared: Arc<Shared>, feed: MirrorFeed) {
-        let MirrorFeed {
-            mut rx,
-            lost: failed,
-        } = feed;
-        tokio::spawn(async move {
-            let mut session: Option<Session> = None;
-            while let Some(message) = rx.recv().await {
-                let line = match message {
-                    MirrorMessage::Flush(done) => {
-                        let _ = done.send(());
-                        continue;
-                    }
-                    MirrorMessage::Record(line) => line,
-                };
-                if let Err(err) = write(&shared, &mut session, &line).await {
-                    failed.store(true, Ordering::Relaxed);
-                    eprintln!(
-                        "lanes: --coordinate-records: the record of {} was not written into \
-                         lanes_records: {err}",
-                        which(&line)
-                    );
+/// Starts the writer of `shared`'s run's job records into the database. Each record is
+/// written on its own: one that the server refuses is lost alone (said on stderr), and a lost
+/// session is opened again for the next attempt (at most [`ATTEMPTS`] per record).
+pub(super) fn start(shared: Arc<Shared>, feed: MirrorFeed) {
+    let MirrorFeed {
+        mut rx,
+        lost: failed,
+    } = feed;
+    tokio::spawn(async move {
+        let mut session: Option<Session> = None;
+        while let Some(message) = rx.recv().await {
+            let line = match message {
+                MirrorMessage::Flush(done) => {
+                    let _ = done.send(());
+                    continue;
                 }
+                MirrorMessage::Record(line) => line,
+            };
+            if let Err(err) = write(&shared, &mut session, &line).await {
+                failed.store(true, Ordering::Relaxed);
+                eprintln!(
+                    "lanes: --coordinate-records: the record of {} was not written into \
+                     lanes_records: {err}",
+                    which(&line)
+                );
             }
-        });
-    }
+        }
+    });
 }
 
 /// Writes `line` on `session`, opening it (again) when there is none or it was lost.
