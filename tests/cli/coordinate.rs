@@ -10,6 +10,7 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use crate::fleet::*;
 use crate::support::*;
 
 /// A PostgreSQL server of one test, stopped when dropped.
@@ -114,6 +115,24 @@ impl Postgres {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// A run of lanes on `scratch` acting as host `host` of the fleet this server coordinates.
+    fn host(&self, scratch: &Scratch, host: &str) -> Run {
+        Run::new()
+            .scratch(scratch)
+            .args(["--host-id", host, "--coordinate", &self.url()])
+    }
+
+    /// Ends the database session holding `key` (`pg_terminate_backend`), as a lost connection
+    /// would; fails unless one was ended.
+    fn terminate_holder(&self, key: &str) {
+        assert_eq!(
+            self.psql(&format!(
+                "SELECT pg_terminate_backend(backend_pid) FROM lanes_holds WHERE key = '{key}'"
+            )),
+            "t\n"
+        );
+    }
+
     /// `lanes locks --coordinate`'s output.
     fn locks(&self) -> String {
         let out = Command::new(BIN)
@@ -135,34 +154,6 @@ impl Drop for Postgres {
     }
 }
 
-/// Shell code that appends `WORD KEY PID NANOSECONDS` to `$D/log.KEY`.
-fn mark(word: &str) -> String {
-    format!("echo \"{word} $LANES_KEY $$ $(date +%s%N)\" >> \"$D/log.$LANES_KEY\"")
-}
-
-/// The (start, end, pid) of the jobs written to `$D/log.KEY`; checks that no two jobs of the
-/// key overlapped, whichever host ran them.
-fn intervals(scratch: &Scratch, key: &str) -> Vec<(u128, u128, String)> {
-    let lines = scratch.lines(&format!("log.{key}"));
-    assert_eq!(lines.len() % 2, 0, "unfinished job of {key}: {lines:#?}");
-    let mut out: Vec<(u128, u128, String)> = Vec::new();
-    for pair in lines.chunks(2) {
-        let start: Vec<&str> = pair[0].split(' ').collect();
-        let end: Vec<&str> = pair[1].split(' ').collect();
-        assert_eq!(
-            (start[0], end[0], start[2]),
-            ("start", "end", end[2]),
-            "jobs of {key} overlapped: {lines:#?}"
-        );
-        let (s, e) = (start[3].parse().unwrap(), end[3].parse().unwrap());
-        if let Some(&(_, previous_end, _)) = out.last() {
-            assert!(previous_end <= s, "jobs of {key} overlapped: {lines:#?}");
-        }
-        out.push((s, e, start[2].to_owned()));
-    }
-    out
-}
-
 #[test]
 fn three_hosts_never_run_a_key_twice_at_once_and_migrate_once() {
     let Some(pg) = Postgres::start("three_hosts_never_run_a_key_twice_at_once") else {
@@ -172,22 +163,17 @@ fn three_hosts_never_run_a_key_twice_at_once_and_migrate_once() {
     let keys = ["k0", "k1", "k2", "k3"];
     let mut jobs = String::new();
     let mut manifest = format!("coordinate = {:?}\n", pg.url());
-    for round in 0..5 {
-        for key in keys {
-            let command = format!("{}; sleep 0.0{round}; {}", mark("start"), mark("end"));
-            jobs.push_str(&format!("{key}\t{command}\n"));
-            manifest.push_str(&format!("[[job]]\nkey = {key:?}\ncmd = {command:?}\n"));
-        }
+    for (key, command) in rounds_of_marked_jobs(&keys) {
+        jobs.push_str(&format!("{key}\t{command}\n"));
+        manifest.push_str(&format!("[[job]]\nkey = {key:?}\ncmd = {command:?}\n"));
     }
     let input = scratch.write("jobs.tsv", &jobs);
     let manifest = scratch.write("jobs.toml", &manifest);
     // Three hosts, started at once on a database without tables: one by the flag, one by the
     // environment, one by its manifest.
     let runs = vec![
-        Run::new()
-            .scratch(&scratch)
-            .args(["-j", "4", "--host-id", "h0", "--coordinate", &pg.url()])
-            .arg("--coordinate-records")
+        pg.host(&scratch, "h0")
+            .args(["-j", "4", "--coordinate-records"])
             .arg(&input)
             .spawn(),
         Run::new()
@@ -203,24 +189,10 @@ fn three_hosts_never_run_a_key_twice_at_once_and_migrate_once() {
             .spawn(),
     ];
     let outputs: Vec<Output> = runs.into_iter().map(Running::wait).collect();
-    for output in &outputs {
-        output.code(0);
-        assert_eq!(output.report().jobs.len(), 20);
-        for job in &output.report().jobs {
-            assert!(job.lock_wait_ms.is_some(), "{job:?}");
-        }
-    }
+    check_all_ran_and_waited(&outputs, 20);
     for key in keys {
         assert_eq!(intervals(&scratch, key).len(), 15, "{key}");
-        let mut spans: Vec<(i64, i64)> = outputs
-            .iter()
-            .flat_map(|o| o.report().by_key(key))
-            .map(|job| (job.start_ms(), job.end_ms()))
-            .collect();
-        spans.sort_unstable();
-        for pair in spans.windows(2) {
-            assert!(pair[0].1 <= pair[1].0, "{key}: {spans:?}");
-        }
+        check_reports_never_overlap(&outputs, key);
     }
     // Each version applied once, though three hosts started at once.
     assert_eq!(
@@ -269,40 +241,18 @@ fn jobs_ready_first_start_first_across_hosts_and_locks_lists_the_line() {
         return;
     };
     let scratch = Scratch::new();
-    let first = scratch.write(
-        "first.tsv",
-        format!(
-            "k\t{}; {}; {}\n",
-            mark("start"),
-            await_file("go"),
-            mark("end")
-        ),
+    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
+    let rest = scratch.write("rest.tsv", marked_job("k", ""));
+    let (a, b) = hold_then_queue(
+        &scratch,
+        pg.host(&scratch, "ha").arg(&first),
+        "log.k",
+        pg.host(&scratch, "hb").arg(&rest),
+        || pg.locks(),
+        "1 ahead",
     );
-    let rest = scratch.write(
-        "rest.tsv",
-        format!("k\t{}; {}\n", mark("start"), mark("end")),
-    );
-    let host = |name: &str, input: &Path| {
-        Run::new()
-            .scratch(&scratch)
-            .args(["--host-id", name, "--coordinate", &pg.url()])
-            .arg(input)
-            .spawn()
-    };
-    let a = host("ha", &first);
-    scratch.wait_for("log.k", Duration::from_secs(10));
-    let b = host("hb", &rest);
-    assert!(
-        wait_until(Duration::from_secs(10), || pg.locks().contains("1 ahead")),
-        "{}",
-        pg.locks()
-    );
-    let c = host("hc", &rest);
-    assert!(
-        wait_until(Duration::from_secs(10), || pg.locks().contains("2 ahead")),
-        "{}",
-        pg.locks()
-    );
+    let c = pg.host(&scratch, "hc").arg(&rest).spawn();
+    wait_for_listing(|| pg.locks(), "2 ahead");
     let listing = pg.locks();
     let lines: Vec<&str> = listing.lines().collect();
     assert_eq!(lines.len(), 3, "{listing}");
@@ -347,44 +297,17 @@ fn a_terminated_session_stops_its_job_as_lock_lost_before_another_host_starts_th
         return;
     };
     let scratch = Scratch::new();
-    let first = scratch.write(
-        "first.tsv",
-        format!(
-            "k\t{}; {}; {}\n",
-            mark("start"),
-            await_file("go"),
-            mark("end")
-        ),
+    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
+    let second = scratch.write("second.tsv", marked_job("k", ""));
+    let (a, b) = hold_then_queue(
+        &scratch,
+        pg.host(&scratch, "ha").args(["--grace", "1s"]).arg(&first),
+        "log.k",
+        pg.host(&scratch, "hb").arg(&second),
+        || pg.locks(),
+        "1 ahead",
     );
-    let second = scratch.write(
-        "second.tsv",
-        format!("k\t{}; {}\n", mark("start"), mark("end")),
-    );
-    let a = Run::new()
-        .scratch(&scratch)
-        .args([
-            "--grace",
-            "1s",
-            "--host-id",
-            "ha",
-            "--coordinate",
-            &pg.url(),
-        ])
-        .arg(&first)
-        .spawn();
-    scratch.wait_for("log.k", Duration::from_secs(10));
-    let b = Run::new()
-        .scratch(&scratch)
-        .args(["--host-id", "hb", "--coordinate", &pg.url()])
-        .arg(&second)
-        .spawn();
-    assert!(wait_until(Duration::from_secs(10), || pg
-        .locks()
-        .contains("1 ahead")));
-    assert_eq!(
-        pg.psql("SELECT pg_terminate_backend(backend_pid) FROM lanes_holds WHERE key = 'k'"),
-        "t\n"
-    );
+    pg.terminate_holder("k");
     let a = a.wait();
     a.code(1);
     let job = a.job(1);
@@ -433,33 +356,26 @@ fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
     let scratch = Scratch::new();
     let first = scratch.write(
         "first.tsv",
-        format!(
-            "k\t{}; echo $$ > \"$D/orphan.pid\"; {}; sleep 0.1; {}\n",
-            mark("start"),
-            await_file("go"),
-            mark("end")
+        marked_job(
+            "k",
+            &format!(
+                "echo $$ > \"$D/orphan.pid\"; {}; sleep 0.1",
+                await_file("go")
+            ),
         ),
     );
-    let second = scratch.write(
-        "second.tsv",
-        format!("k\t{}; {}\n", mark("start"), mark("end")),
+    let second = scratch.write("second.tsv", marked_job("k", ""));
+    let (a, b) = hold_then_queue(
+        &scratch,
+        pg.host(&scratch, "ha")
+            .args(["--containment", "process-group", "--grace", "1s"])
+            .arg(&first),
+        "orphan.pid",
+        pg.host(&scratch, "hb").arg(&second),
+        || pg.locks(),
+        "1 ahead",
     );
-    let a = Run::new()
-        .scratch(&scratch)
-        .args(["--containment", "process-group", "--grace", "1s"])
-        .args(["--host-id", "ha", "--coordinate", &pg.url()])
-        .arg(&first)
-        .spawn();
-    scratch.wait_for("orphan.pid", Duration::from_secs(10));
     let orphan = scratch.pid("orphan.pid");
-    let b = Run::new()
-        .scratch(&scratch)
-        .args(["--host-id", "hb", "--coordinate", &pg.url()])
-        .arg(&second)
-        .spawn();
-    assert!(wait_until(Duration::from_secs(10), || pg
-        .locks()
-        .contains("1 ahead")));
     a.signal(Signal::SIGKILL);
     assert!(wait_until(Duration::from_secs(10), || !alive(a.pid())));
     assert!(alive(orphan), "the job outlives its lanes");
@@ -479,7 +395,7 @@ fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
     assert!(wait_until(Duration::from_secs(5), || !alive(orphan)));
     let spans = intervals(&scratch, "k");
     assert_eq!(spans.len(), 2);
-    assert_eq!(spans[0].2, orphan.to_string());
+    assert_eq!(spans[0].pid, orphan.to_string());
     drop(a);
     assert_eq!(pg.locks(), "no key is held\n");
 }
@@ -549,18 +465,12 @@ fn the_shared_cap_holds_across_hosts() {
         return;
     };
     let scratch = Scratch::new();
-    scratch.mkdir("running");
-    // Each job enters `running/`, counts who is in, stays a moment, leaves.
-    let job = "mkdir \"$D/running/$LANES_KEY.$$\"; ls \"$D/running\" | wc -l >> \"$D/counts\"; \
-               sleep 0.1; rmdir \"$D/running/$LANES_KEY.$$\"";
-    let runs: Vec<Running> = (0..3)
-        .map(|p| {
-            let jobs: String = (0..6).map(|i| format!("p{p}k{i}\t{job}\n")).collect();
-            let input = scratch.write(&format!("jobs{p}.tsv"), jobs);
-            Run::new()
-                .scratch(&scratch)
+    let runs: Vec<Running> = counting_job_files(&scratch, 3)
+        .into_iter()
+        .enumerate()
+        .map(|(p, input)| {
+            pg.host(&scratch, &format!("h{p}"))
                 .args(["-j", "3", "--shared-max-concurrent", "2"])
-                .args(["--host-id", &format!("h{p}"), "--coordinate", &pg.url()])
                 .arg(input)
                 .spawn()
         })
@@ -568,17 +478,7 @@ fn the_shared_cap_holds_across_hosts() {
     for run in runs {
         run.wait().code(0);
     }
-    let counts: Vec<u32> = scratch
-        .lines("counts")
-        .iter()
-        .map(|line| line.trim().parse().unwrap())
-        .collect();
-    assert_eq!(counts.len(), 18);
-    assert!(counts.iter().all(|&n| n <= 2), "{counts:?}");
-    assert!(
-        counts.contains(&2),
-        "two jobs never ran at once: {counts:?}"
-    );
+    check_counts_under_a_cap_of_two(&scratch);
     assert_eq!(pg.locks(), "no key is held\n");
 }
 
@@ -622,25 +522,10 @@ fn a_database_that_stops_answering_loses_the_key_within_the_heartbeat_bound() {
         return;
     };
     let scratch = Scratch::new();
-    let jobs = scratch.write(
-        "jobs.tsv",
-        format!(
-            "k\t{}; {}; {}\n",
-            mark("start"),
-            await_file("go"),
-            mark("end")
-        ),
-    );
-    let a = Run::new()
-        .scratch(&scratch)
-        .args([
-            "--grace",
-            "1s",
-            "--host-id",
-            "ha",
-            "--coordinate",
-            &pg.url(),
-        ])
+    let jobs = scratch.write("jobs.tsv", marked_job("k", &await_file("go")));
+    let a = pg
+        .host(&scratch, "ha")
+        .args(["--grace", "1s"])
         .arg(&jobs)
         .spawn();
     scratch.wait_for("log.k", Duration::from_secs(10));
@@ -687,27 +572,13 @@ fn a_killed_or_interrupted_waiter_leaves_the_key_s_queue() {
         return;
     };
     let scratch = Scratch::new();
-    let first = scratch.write(
-        "first.tsv",
-        format!("k\t{}; {}\n", mark("start"), await_file("go")),
-    );
+    let first = scratch.write("first.tsv", holding_job("k"));
     let rest = scratch.write("rest.tsv", "k\ttrue\n");
-    let host = |name: &str, input: &Path| {
-        Run::new()
-            .scratch(&scratch)
-            .args(["--host-id", name, "--coordinate", &pg.url()])
-            .arg(input)
-            .spawn()
-    };
-    let a = host("ha", &first);
+    let a = pg.host(&scratch, "ha").arg(&first).spawn();
     scratch.wait_for("log.k", Duration::from_secs(10));
-    let b = host("hb", &rest);
-    let c = host("hc", &rest);
-    assert!(
-        wait_until(Duration::from_secs(10), || pg.locks().contains("2 ahead")),
-        "{}",
-        pg.locks()
-    );
+    let b = pg.host(&scratch, "hb").arg(&rest).spawn();
+    let c = pg.host(&scratch, "hc").arg(&rest).spawn();
+    wait_for_listing(|| pg.locks(), "2 ahead");
     // One waiter killed, the other stopped cleanly: neither stays in the server's queue.
     b.signal(Signal::SIGKILL);
     c.signal(Signal::SIGINT);
@@ -829,28 +700,20 @@ fn locks_says_a_job_waits_for_a_shared_slot_and_how_many_are_held() {
         return;
     };
     let scratch = Scratch::new();
-    let first = scratch.write(
-        "x.tsv",
-        format!("x\t{}; {}\n", mark("start"), await_file("go")),
-    );
+    let first = scratch.write("x.tsv", holding_job("x"));
     let second = scratch.write("y.tsv", "y\ttrue\n");
     let host = |name: &str, input: &Path| {
-        Run::new()
-            .scratch(&scratch)
+        pg.host(&scratch, name)
             .args(["--shared-max-concurrent", "1"])
-            .args(["--host-id", name, "--coordinate", &pg.url()])
             .arg(input)
-            .spawn()
     };
-    let a = host("ha", &first);
-    scratch.wait_for("log.x", Duration::from_secs(10));
-    let b = host("hb", &second);
-    assert!(
-        wait_until(Duration::from_secs(10), || pg
-            .locks()
-            .contains("\"y\": held by host hb")),
-        "{}",
-        pg.locks()
+    let (a, b) = hold_then_queue(
+        &scratch,
+        host("ha", &first),
+        "log.x",
+        host("hb", &second),
+        || pg.locks(),
+        "\"y\": held by host hb",
     );
     let listing = pg.locks();
     let lines: Vec<&str> = listing.lines().collect();
@@ -898,22 +761,11 @@ fn a_lost_holder_s_row_delays_the_next_holder_only_until_its_job_must_be_gone() 
         return;
     };
     let scratch = Scratch::new();
-    let hold = scratch.write(
-        "hold.tsv",
-        format!("k\t{}; {}\n", mark("start"), await_file("go")),
-    );
+    let hold = scratch.write("hold.tsv", holding_job("k"));
     let quick = scratch.write("quick.tsv", "k\ttrue\n");
     let host = |name: &str, input: &Path| {
-        Run::new()
-            .scratch(&scratch)
-            .args([
-                "--grace",
-                "1s",
-                "--host-id",
-                name,
-                "--coordinate",
-                &pg.url(),
-            ])
+        pg.host(&scratch, name)
+            .args(["--grace", "1s"])
             .arg(input)
             .spawn()
     };
@@ -924,10 +776,7 @@ fn a_lost_holder_s_row_delays_the_next_holder_only_until_its_job_must_be_gone() 
             .lines("log.k")
             .len()
             == lines));
-        assert_eq!(
-            pg.psql("SELECT pg_terminate_backend(backend_pid) FROM lanes_holds WHERE key = 'k'"),
-            "t\n"
-        );
+        pg.terminate_holder("k");
         let a = a.wait();
         a.code(1);
         assert_eq!(a.job(1).reason.as_deref(), Some("lock_lost"));
@@ -977,29 +826,21 @@ fn a_lost_slot_holder_s_job_counts_against_the_cap_until_it_must_be_gone() {
             mark("end")
         ),
     );
-    let second = scratch.write("y.tsv", format!("y\t{}; {}\n", mark("start"), mark("end")));
+    let second = scratch.write("y.tsv", marked_job("y", ""));
     let host = |name: &str, input: &Path| {
-        Run::new()
-            .scratch(&scratch)
+        pg.host(&scratch, name)
             .args(["--grace", "1s", "--shared-max-concurrent", "1"])
-            .args(["--host-id", name, "--coordinate", &pg.url()])
             .arg(input)
-            .spawn()
     };
-    let a = host("ha", &first);
-    scratch.wait_for("log.x", Duration::from_secs(10));
-    let b = host("hb", &second);
-    assert!(
-        wait_until(Duration::from_secs(10), || pg
-            .locks()
-            .contains("its job waiting for a shared slot")),
-        "{}",
-        pg.locks()
+    let (a, b) = hold_then_queue(
+        &scratch,
+        host("ha", &first),
+        "log.x",
+        host("hb", &second),
+        || pg.locks(),
+        "its job waiting for a shared slot",
     );
-    assert_eq!(
-        pg.psql("SELECT pg_terminate_backend(backend_pid) FROM lanes_holds WHERE key = 'x'"),
-        "t\n"
-    );
+    pg.terminate_holder("x");
     scratch.write("go", "");
     let (a, b) = (a.wait(), b.wait());
     a.code(1);

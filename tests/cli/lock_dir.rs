@@ -8,13 +8,8 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
+use crate::fleet::*;
 use crate::support::*;
-
-/// Shell code that appends `WORD KEY NANOSECONDS` to `$D/log.KEY` (one small `O_APPEND`
-/// write, so lines of concurrent jobs never mix).
-fn mark(word: &str) -> String {
-    format!("echo \"{word} $LANES_KEY $$ $(date +%s%N)\" >> \"$D/log.$LANES_KEY\"")
-}
 
 /// `lanes locks DIR`'s output.
 fn locks(dir: &Path) -> String {
@@ -27,29 +22,9 @@ fn locks(dir: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The (start, end) times jobs wrote to `$D/log.KEY`, in the order written; checks that
-/// every start is followed by its own end before the next start: no two jobs of the key
-/// overlapped, whichever process ran them.
-fn intervals(scratch: &Scratch, key: &str) -> Vec<(u128, u128, String)> {
-    let lines = scratch.lines(&format!("log.{key}"));
-    assert_eq!(lines.len() % 2, 0, "unfinished job of {key}: {lines:#?}");
-    let mut out = Vec::new();
-    for pair in lines.chunks(2) {
-        let start: Vec<&str> = pair[0].split(' ').collect();
-        let end: Vec<&str> = pair[1].split(' ').collect();
-        assert_eq!(
-            (start[0], end[0], start[2]),
-            ("start", "end", end[2]),
-            "jobs of {key} overlapped: {lines:#?}"
-        );
-        let (s, e) = (start[3].parse().unwrap(), end[3].parse().unwrap());
-        assert!(s <= e, "{lines:#?}");
-        if let Some(&(_, previous_end, _)) = out.last() {
-            assert!(previous_end <= s, "jobs of {key} overlapped: {lines:#?}");
-        }
-        out.push((s, e, start[2].to_owned()));
-    }
-    out
+/// A run of lanes sharing its keys through `dir`.
+fn member(scratch: &Scratch, dir: &Path) -> Run {
+    Run::new().scratch(scratch).arg("--lock-dir").arg(dir)
 }
 
 #[test]
@@ -58,47 +33,19 @@ fn two_and_three_processes_never_run_a_key_twice_at_once() {
         let scratch = Scratch::new();
         let dir = scratch.join("locks");
         let keys = ["k0", "k1", "k2", "k3"];
-        let mut jobs = String::new();
-        for round in 0..5 {
-            for key in keys {
-                jobs.push_str(&format!(
-                    "{key}\t{}; sleep 0.0{round}; {}\n",
-                    mark("start"),
-                    mark("end")
-                ));
-            }
-        }
+        let jobs: String = rounds_of_marked_jobs(&keys)
+            .into_iter()
+            .map(|(key, command)| format!("{key}\t{command}\n"))
+            .collect();
         let input = scratch.write("jobs.tsv", &jobs);
         let runs: Vec<Running> = (0..processes)
-            .map(|_| {
-                Run::new()
-                    .scratch(&scratch)
-                    .args(["-j", "4", "--lock-dir"])
-                    .arg(&dir)
-                    .arg(&input)
-                    .spawn()
-            })
+            .map(|_| member(&scratch, &dir).args(["-j", "4"]).arg(&input).spawn())
             .collect();
         let outputs: Vec<Output> = runs.into_iter().map(Running::wait).collect();
-        for output in &outputs {
-            output.code(0);
-            assert_eq!(output.report().jobs.len(), 20);
-            for job in &output.report().jobs {
-                assert!(job.lock_wait_ms.is_some(), "{job:?}");
-            }
-        }
+        check_all_ran_and_waited(&outputs, 20);
         for key in keys {
             assert_eq!(intervals(&scratch, key).len(), 5 * processes, "{key}");
-            // The reports agree: per key, no two [started_at, ended_at] overlap.
-            let mut spans: Vec<(i64, i64)> = outputs
-                .iter()
-                .flat_map(|o| o.report().by_key(key))
-                .map(|job| (job.start_ms(), job.end_ms()))
-                .collect();
-            spans.sort_unstable();
-            for pair in spans.windows(2) {
-                assert!(pair[0].1 <= pair[1].0, "{key}: {spans:?}");
-            }
+            check_reports_never_overlap(&outputs, key);
         }
         assert_eq!(locks(&dir), "no key is held\n");
     }
@@ -108,50 +55,21 @@ fn two_and_three_processes_never_run_a_key_twice_at_once() {
 fn jobs_ready_first_start_first_across_processes_and_locks_lists_the_line() {
     let scratch = Scratch::new();
     let dir = scratch.join("locks");
-    let first = scratch.write(
-        "first.tsv",
-        format!(
-            "k\t{}; {}; {}\n",
-            mark("start"),
-            await_file("go"),
-            mark("end")
-        ),
+    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
+    let rest = scratch.write("rest.tsv", marked_job("k", ""));
+    let (a, b) = hold_then_queue(
+        &scratch,
+        member(&scratch, &dir).arg(&first),
+        "log.k",
+        member(&scratch, &dir)
+            .arg(&rest)
+            .arg("--events")
+            .arg(scratch.join("b.events")),
+        || locks(&dir),
+        "1 ahead",
     );
-    let rest = scratch.write(
-        "rest.tsv",
-        format!("k\t{}; {}\n", mark("start"), mark("end")),
-    );
-    let a = Run::new()
-        .scratch(&scratch)
-        .arg("--lock-dir")
-        .arg(&dir)
-        .arg(&first)
-        .spawn();
-    scratch.wait_for("log.k", Duration::from_secs(10));
-    let b = Run::new()
-        .scratch(&scratch)
-        .arg("--lock-dir")
-        .arg(&dir)
-        .arg(&rest)
-        .arg("--events")
-        .arg(scratch.join("b.events"))
-        .spawn();
-    assert!(
-        wait_until(Duration::from_secs(10), || locks(&dir).contains("1 ahead")),
-        "{}",
-        locks(&dir)
-    );
-    let c = Run::new()
-        .scratch(&scratch)
-        .arg("--lock-dir")
-        .arg(&dir)
-        .arg(&rest)
-        .spawn();
-    assert!(
-        wait_until(Duration::from_secs(10), || locks(&dir).contains("2 ahead")),
-        "{}",
-        locks(&dir)
-    );
+    let c = member(&scratch, &dir).arg(&rest).spawn();
+    wait_for_listing(|| locks(&dir), "2 ahead");
     let listing = locks(&dir);
     let lines: Vec<&str> = listing.lines().collect();
     assert_eq!(lines.len(), 3, "{listing}");
@@ -174,11 +92,7 @@ fn jobs_ready_first_start_first_across_processes_and_locks_lists_the_line() {
     for output in [&a, &b, &c] {
         output.code(0);
     }
-    let order: Vec<String> = intervals(&scratch, "k")
-        .into_iter()
-        .map(|(_, _, pid)| pid)
-        .collect();
-    assert_eq!(order.len(), 3);
+    assert_eq!(intervals(&scratch, "k").len(), 3);
     // The jobs of b and c started in the order they began to wait.
     let a_start = a.job(1).start_ms();
     let (b_start, c_start) = (b.job(1).start_ms(), c.job(1).start_ms());
@@ -212,18 +126,11 @@ fn jobs_ready_first_start_first_across_processes_and_locks_lists_the_line() {
 fn the_shared_cap_holds_across_processes() {
     let scratch = Scratch::new();
     let dir = scratch.join("locks");
-    scratch.mkdir("running");
-    // Each job enters `running/`, counts who is in, stays a moment, leaves.
-    let job = "mkdir \"$D/running/$LANES_KEY.$$\"; ls \"$D/running\" | wc -l >> \"$D/counts\"; \
-               sleep 0.1; rmdir \"$D/running/$LANES_KEY.$$\"";
-    let runs: Vec<Running> = (0..3)
-        .map(|p| {
-            let jobs: String = (0..6).map(|i| format!("p{p}k{i}\t{job}\n")).collect();
-            let input = scratch.write(&format!("jobs{p}.tsv"), jobs);
-            Run::new()
-                .scratch(&scratch)
-                .args(["-j", "3", "--shared-max-concurrent", "2", "--lock-dir"])
-                .arg(&dir)
+    let runs: Vec<Running> = counting_job_files(&scratch, 3)
+        .into_iter()
+        .map(|input| {
+            member(&scratch, &dir)
+                .args(["-j", "3", "--shared-max-concurrent", "2"])
                 .arg(input)
                 .spawn()
         })
@@ -231,17 +138,7 @@ fn the_shared_cap_holds_across_processes() {
     for run in runs {
         run.wait().code(0);
     }
-    let counts: Vec<u32> = scratch
-        .lines("counts")
-        .iter()
-        .map(|line| line.trim().parse().unwrap())
-        .collect();
-    assert_eq!(counts.len(), 18);
-    assert!(counts.iter().all(|&n| n <= 2), "{counts:?}");
-    assert!(
-        counts.contains(&2),
-        "two jobs never ran at once: {counts:?}"
-    );
+    check_counts_under_a_cap_of_two(&scratch);
     assert!(locks(&dir).ends_with("shared slots: 0 of 2 held\n"));
 }
 
@@ -251,32 +148,26 @@ fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
     let dir = scratch.join("locks");
     let first = scratch.write(
         "first.tsv",
-        format!(
-            "k\t{}; echo $$ > \"$D/orphan.pid\"; {}; sleep 0.1; {}\n",
-            mark("start"),
-            await_file("go"),
-            mark("end")
+        marked_job(
+            "k",
+            &format!(
+                "echo $$ > \"$D/orphan.pid\"; {}; sleep 0.1",
+                await_file("go")
+            ),
         ),
     );
-    let second = scratch.write(
-        "second.tsv",
-        format!("k\t{}; {}\n", mark("start"), mark("end")),
+    let second = scratch.write("second.tsv", marked_job("k", ""));
+    let (a, b) = hold_then_queue(
+        &scratch,
+        member(&scratch, &dir)
+            .args(["--containment", "process-group"])
+            .arg(&first),
+        "orphan.pid",
+        member(&scratch, &dir).arg(&second),
+        || locks(&dir),
+        "1 ahead",
     );
-    let a = Run::new()
-        .scratch(&scratch)
-        .args(["--containment", "process-group", "--lock-dir"])
-        .arg(&dir)
-        .arg(&first)
-        .spawn();
-    scratch.wait_for("orphan.pid", Duration::from_secs(10));
     let orphan = scratch.pid("orphan.pid");
-    let b = Run::new()
-        .scratch(&scratch)
-        .arg("--lock-dir")
-        .arg(&dir)
-        .arg(&second)
-        .spawn();
-    assert!(wait_until(Duration::from_secs(10), || locks(&dir).contains("1 ahead")));
     a.signal(Signal::SIGKILL);
     assert!(wait_until(Duration::from_secs(10), || !alive(a.pid())));
     assert!(alive(orphan), "the job outlives its lanes");
@@ -295,7 +186,7 @@ fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
     );
     let spans = intervals(&scratch, "k");
     assert_eq!(spans.len(), 2);
-    assert_eq!(spans[0].2, orphan.to_string());
+    assert_eq!(spans[0].pid, orphan.to_string());
     drop(a);
     assert_eq!(locks(&dir), "no key is held\n");
 }

@@ -30,6 +30,7 @@ mod dry_run;
 mod events_schema;
 mod examples;
 mod flaky;
+mod fleet;
 mod hints;
 mod hygiene;
 mod job_control;
