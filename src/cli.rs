@@ -359,7 +359,8 @@ pub struct Cli {
 
     /// With --coordinate: how this host is named to the others (`lanes locks`, `lock_holder`)
     /// [default: the host name].
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub host_id: Option<String>,
 
     /// Undo --sticky-slots (and a manifest's `sticky_slots = true`).

@@ -349,6 +349,57 @@ fn a_terminated_session_stops_its_job_as_lock_lost_before_another_host_starts_th
 }
 
 #[test]
+fn a_key_granted_while_it_waits_for_a_lost_holder_is_not_used_once_its_own_session_is_lost() {
+    // a holds k and loses its session: b is granted k but must wait out a's grace. b's own
+    // session is lost during that wait, and c is granted k and waits out b's. b must not start
+    // its job when its wait ends: another host holds the key by then.
+    let Some(pg) = Postgres::start("a_key_granted_while_it_waits") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
+    let second = scratch.write("second.tsv", marked_job("k", "sleep 3"));
+    let third = scratch.write("third.tsv", marked_job("k", "sleep 3"));
+    let (a, b) = hold_then_queue(
+        &scratch,
+        pg.host(&scratch, "ha").args(["--grace", "2s"]).arg(&first),
+        "log.k",
+        pg.host(&scratch, "hb").args(["--grace", "1s"]).arg(&second),
+        || pg.locks(),
+        "1 ahead",
+    );
+    pg.terminate_holder("k");
+    wait_for_listing(|| pg.locks(), "held by host hb");
+    assert!(pg.locks().contains("not started yet"), "{}", pg.locks());
+    pg.terminate_holder("k");
+    let c = pg.host(&scratch, "hc").arg(&third).spawn();
+    let (a, b, c) = (a.wait(), b.wait(), c.wait());
+    a.code(1);
+    b.code(0);
+    c.code(0);
+    assert!(
+        b.stderr()
+            .contains("the session was lost while the key waited"),
+        "{}",
+        b.stderr()
+    );
+    let mut spans = [
+        ("a", a.job(1).start_ms(), a.job(1).end_ms()),
+        ("b", b.job(1).start_ms(), b.job(1).end_ms()),
+        ("c", c.job(1).start_ms(), c.job(1).end_ms()),
+    ];
+    spans.sort_by_key(|&(_, start, _)| start);
+    for pair in spans.windows(2) {
+        assert!(pair[0].2 <= pair[1].1, "two jobs of k at once: {spans:?}");
+    }
+    assert_eq!(
+        spans.map(|(host, _, _)| host),
+        ["a", "c", "b"],
+        "c held k first"
+    );
+}
+
+#[test]
 fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
     let Some(pg) = Postgres::start("a_key_stays_held_by_the_orphaned_job") else {
         return;
@@ -505,6 +556,42 @@ fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
         out.stderr()
     );
     assert!(!scratch.exists("ran"));
+    // `lanes locks` reads the tables: it refuses them too, rather than say nothing is held.
+    let locks = Command::new(BIN)
+        .args(["locks", "--coordinate", &pg.url()])
+        .output()
+        .expect("lanes locks");
+    assert_eq!(locks.status.code(), Some(2), "{locks:?}");
+    let stderr = String::from_utf8_lossy(&locks.stderr);
+    assert!(
+        stderr.contains("version 99, newer than this lanes knows (3)"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_host_name_is_shown_escaped_and_an_empty_one_refused() {
+    let Some(pg) = Postgres::start("a_host_name_is_shown_escaped") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let jobs = scratch.write("jobs.tsv", holding_job("k"));
+    let holder = pg
+        .host(&scratch, "evil\nwaiting: host\u{1b}[31m")
+        .arg(&jobs)
+        .spawn();
+    scratch.wait_for("log.k", Duration::from_secs(10));
+    let listing = pg.locks();
+    scratch.write("go", "");
+    holder.wait().code(0);
+    assert!(
+        listing.contains("held by host evil\\nwaiting: host\\u{1b}[31m pid"),
+        "{listing:?}"
+    );
+    assert_eq!(listing.lines().count(), 1, "{listing:?}");
+    let out = pg.host(&scratch, "").arg(&jobs).no_report().run();
+    out.code(2);
+    assert!(out.stderr().contains("--host-id"), "{}", out.stderr());
 }
 
 /// Continues a stopped process when dropped, whatever the test's end.

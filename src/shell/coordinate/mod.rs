@@ -42,6 +42,10 @@ use crate::report::entry::HostWait;
 use crate::report::json::LockHolder;
 use crate::shell::lock_dir::{Acquired, Grant};
 
+/// How often the same error of a key's lock, tried again and again (the database down, say),
+/// is said on stderr.
+const NOTICE_REPEAT: Duration = Duration::from_secs(30);
+
 /// How often a session that holds a key is asked whether it is alive.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(2);
 
@@ -284,6 +288,9 @@ impl Coordinator {
         tokio::spawn(async move {
             let asked = Instant::now();
             let mut delay = Duration::from_millis(10);
+            // The last error said, and when: the same error again is said once per
+            // NOTICE_REPEAT, not at every try.
+            let mut said: Option<(String, Instant)> = None;
             loop {
                 match acquire(&shared, &key, asked).await {
                     Ok(grant) => {
@@ -291,10 +298,16 @@ impl Coordinator {
                         return;
                     }
                     Err(err) => {
-                        let _ = shared.report.send(Acquired::Notice(format!(
-                            "cannot lock key {key:?} in {}: {err}; trying again",
-                            shared.params
-                        )));
+                        let again = said
+                            .as_ref()
+                            .is_some_and(|(last, at)| *last == err && at.elapsed() < NOTICE_REPEAT);
+                        if !again {
+                            let _ = shared.report.send(Acquired::Notice(format!(
+                                "cannot lock key {key:?} in {}: {err}; trying again",
+                                shared.params
+                            )));
+                            said = Some((err, Instant::now()));
+                        }
                         tokio::time::sleep(delay).await;
                         delay = (delay * 2).min(Duration::from_secs(1));
                     }
@@ -393,6 +406,7 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
         claimed
     };
     same_backend(session.backend_pid, claimed.get(0))?;
+    let claimed_at = Instant::now();
     let lost: Option<i64> = claimed.get(1);
     if let Some(wait_ms) = lost.filter(|&ms| ms > 0) {
         // The last holder lost the key without letting it go, and not long enough ago: its
@@ -415,6 +429,28 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
         }
         None => None,
     };
+    if claimed_at.elapsed() >= HEARTBEAT {
+        // The key waited, held, for a lost holder's grace or a shared slot, with no heartbeat
+        // meanwhile: before its job may start, the session must still be alive (if it was
+        // lost, another host may hold the key already), and its rows' sign of life fresh (a
+        // host granted the key after this point waits from it).
+        let beat = session.client.simple_query(statements::HEARTBEAT);
+        match tokio::time::timeout(HEARTBEAT_TIMEOUT, beat).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => {
+                return Err(format!(
+                    "the session was lost while the key waited: {}",
+                    error_text(&err)
+                ))
+            }
+            Err(_) => {
+                return Err(format!(
+                    "the database did not answer for {} s while the key waited",
+                    HEARTBEAT_TIMEOUT.as_secs()
+                ))
+            }
+        }
+    }
     let grant = shared.grants.fetch_add(1, Ordering::Relaxed);
     *session.holding.lock().unwrap_or_else(|e| e.into_inner()) = Some((Arc::clone(key), grant));
     heartbeat(&session, grant, shared.report.clone());
@@ -599,6 +635,9 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
     let unusable = |err: tokio_postgres::Error| {
         CoordinateError::Unusable(format!("{params}: {}", error_text(&err)))
     };
+    schema::check_current(&session.client)
+        .await
+        .map_err(|err| CoordinateError::Unusable(format!("{params}: {err}")))?;
     let lock_of = "l.locktype = 'advisory' AND l.objsubid = 1 \
                    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
                    AND ((l.classid::bigint << 32) | l.objid::bigint)";
@@ -655,9 +694,9 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
                 let _ = write!(
                     text,
                     "{key:?}: held by host {} pid {} (run {}",
-                    row.get::<_, String>(1),
+                    shown(row.get(1)),
                     row.get::<_, i32>(2),
-                    row.get::<_, String>(3)
+                    shown(row.get(3))
                 );
                 let slot: bool = row.get(5);
                 match seq {
@@ -686,9 +725,9 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
             let _ = writeln!(
                 text,
                 "  waiting: host {} pid {} (run {}), {} ahead",
-                row.get::<_, String>(1),
+                shown(row.get(1)),
                 row.get::<_, i32>(2),
-                row.get::<_, String>(3),
+                shown(row.get(3)),
                 before + i
             );
         }
@@ -700,6 +739,13 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
         let _ = writeln!(text, "shared slots: {slots_held} held");
     }
     Ok(text)
+}
+
+/// A host's name or a run as written into the tables by any member of the fleet, as shown by
+/// `lanes locks`: control characters escaped, so that none can break a line or move the
+/// cursor.
+fn shown(text: String) -> String {
+    crate::output::framing::escape_controls(&text)
 }
 
 #[cfg(test)]

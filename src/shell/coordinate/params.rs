@@ -56,7 +56,11 @@ impl fmt::Display for Params {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ParamsError {
     /// Not a `postgres://` URL or `key=value` string tokio-postgres accepts.
-    #[error("--coordinate: not a valid PostgreSQL URL ({0})")]
+    #[error(
+        "--coordinate: not a valid PostgreSQL URL ({0}); expected \
+         postgres://[USER[:PASSWORD]@][HOST][:PORT][/DB][?PARAM=VALUE&...] (a Unix socket's \
+         directory as ?host=/DIR) or libpq's KEY=VALUE pairs (host=... user=... dbname=...)"
+    )]
     Invalid(String),
 }
 

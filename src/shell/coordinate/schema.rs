@@ -63,6 +63,46 @@ const STEPS: [&str; VERSION as usize] = [
     );",
 ];
 
+/// Refuses tables of a newer version than this lanes knows.
+fn check_not_newer(found: i32) -> Result<(), String> {
+    if found > VERSION {
+        return Err(format!(
+            "the database's lanes tables are version {found}, newer than this lanes knows \
+             ({VERSION}): use a newer lanes"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks, without changing anything, that the database's tables are those this lanes reads
+/// (`lanes locks`).
+///
+/// # Errors
+/// No lanes tables, tables of an older version (a run with `--coordinate` upgrades them), or
+/// of a newer one.
+pub(crate) async fn check_current(client: &Client) -> Result<(), String> {
+    let found: Option<i32> = client
+        .query_opt("SELECT max(version) FROM lanes_schema", &[])
+        .await
+        .map_err(|err| {
+            format!(
+                "cannot read lanes_schema (no lanes tables here? a run with --coordinate \
+                 creates them): {}",
+                super::session::error_text(&err)
+            )
+        })?
+        .and_then(|row| row.get(0));
+    let found = found.unwrap_or(0);
+    check_not_newer(found)?;
+    if found < VERSION {
+        return Err(format!(
+            "the database's lanes tables are version {found}, older than this lanes reads \
+             ({VERSION}): a run with --coordinate upgrades them"
+        ));
+    }
+    Ok(())
+}
+
 /// Brings the tables to [`VERSION`].
 ///
 /// # Errors
@@ -102,12 +142,7 @@ pub(crate) async fn migrate(client: &mut Client) -> Result<(), String> {
         })?
         .and_then(|row| row.get(0));
     let found = found.unwrap_or(0);
-    if found > VERSION {
-        return Err(format!(
-            "the database's lanes tables are version {found}, newer than this lanes knows \
-             ({VERSION}): use a newer lanes"
-        ));
-    }
+    check_not_newer(found)?;
     for version in found + 1..=VERSION {
         tx.batch_execute(STEPS[(version - 1) as usize])
             .await
