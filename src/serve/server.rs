@@ -46,12 +46,23 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
     listener.set_nonblocking(true)?;
     let listener = UnixListener::from_std(listener)?;
     let (tx, calls) = mpsc::channel(CALL_DEPTH);
+    let most = max_connections();
+    let open = std::sync::Arc::new(tokio::sync::Semaphore::new(most));
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
-                Ok((stream, _)) => {
-                    tokio::spawn(serve_connection(stream, tx.clone()));
-                }
+                Ok((stream, _)) => match std::sync::Arc::clone(&open).try_acquire_owned() {
+                    Ok(permit) => {
+                        let calls = tx.clone();
+                        tokio::spawn(async move {
+                            serve_connection(stream, calls).await;
+                            drop(permit);
+                        });
+                    }
+                    Err(_) => {
+                        tokio::spawn(refuse(stream, most));
+                    }
+                },
                 // Out of descriptors and the like: the next connection may fare better.
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
             }
@@ -59,6 +70,33 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
     });
     Ok(Listening { calls })
 }
+
+/// The most connections served at once: 256, or a quarter of the descriptors this process may
+/// open when that is less, so that idle clients can never take the descriptors the jobs and
+/// the journal need.
+fn max_connections() -> usize {
+    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft);
+    usize::try_from(soft / 4).unwrap_or(256).clamp(1, 256)
+}
+
+/// Answers a connection over [`max_connections`] with an error, then closes it.
+async fn refuse(stream: UnixStream, most: usize) {
+    let error = format!(
+        "the server serves {most} connections already (the most it serves at once); try again \
+         once one has closed"
+    );
+    let (_, write) = stream.into_split();
+    let mut writer = BufWriter::new(write);
+    let _ = writer
+        .write_all(&answer_line(&Answer::Error { error }))
+        .await;
+    let _ = writer.flush().await;
+}
+
+/// How long a connection may go without sending a whole request before the server reads no
+/// more from it: the answers still pending are written, then it is closed.
+const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// How many requests of one connection may be on their way to the event loop before its
 /// reading waits for their answers: a client may send many before reading (pipelining).
@@ -91,9 +129,12 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
     loop {
         line.clear();
         let limit = (MAX_REQUEST_BYTES + 1) as u64;
-        match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        let mut bounded = (&mut reader).take(limit);
+        let read = bounded.read_until(b'\n', &mut line);
+        match tokio::time::timeout(IDLE_TIMEOUT, read).await {
+            // Idle that long: closed, so that forgotten clients hold no descriptor.
+            Err(_) | Ok(Ok(0) | Err(_)) => break,
+            Ok(Ok(_)) => {}
         }
         if line.last() == Some(&b'\n') {
             line.pop();
@@ -205,5 +246,50 @@ fn ended() -> Reply {
             why: "ending".into(),
         },
         then: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Reads one answer line from `read`.
+    async fn answer(read: &mut BufReader<tokio::net::unix::OwnedReadHalf>) -> String {
+        let mut line = String::new();
+        read.read_line(&mut line).await.unwrap();
+        line
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn an_idle_connection_is_read_no_more_but_its_pending_answers_are_written() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (tx, mut calls) = mpsc::channel(4);
+        let serving = tokio::spawn(serve_connection(server, tx));
+        let (read, mut write) = client.into_split();
+        let mut read = BufReader::new(read);
+        let status = b"{\"v\":1,\"op\":\"status\"}\n";
+        // Just short of the limit, a request is still read and answered.
+        tokio::time::sleep(IDLE_TIMEOUT - Duration::from_secs(1)).await;
+        write.write_all(status).await.unwrap();
+        let call = calls.recv().await.unwrap();
+        let reply = |error: &str| Reply {
+            answer: Answer::Error {
+                error: error.to_owned(),
+            },
+            then: None,
+        };
+        let _ = call.reply.send(reply("first"));
+        assert!(answer(&mut read).await.contains("first"));
+        // Another request, answered only after the connection has been idle too long.
+        write.write_all(status).await.unwrap();
+        let call = calls.recv().await.unwrap();
+        tokio::time::sleep(IDLE_TIMEOUT + Duration::from_secs(1)).await;
+        let _ = call.reply.send(reply("late"));
+        assert!(answer(&mut read).await.contains("late"));
+        // Then the connection is closed, and nothing more is read.
+        assert_eq!(answer(&mut read).await, "");
+        serving.await.unwrap();
+        assert!(calls.try_recv().is_err());
     }
 }

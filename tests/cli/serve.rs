@@ -508,6 +508,71 @@ fn a_malformed_request_gets_an_error_and_the_connection_goes_on() {
 }
 
 #[test]
+fn connections_beyond_the_most_served_at_once_are_refused_and_the_rest_go_on() {
+    // With 64 descriptors the server serves at most 16 connections at once (a quarter), so
+    // that idle clients cannot take the descriptors its jobs need.
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let report = scratch.join("report.jsonl");
+    let running = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .wrapper("ulimit -n 64")
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--report")
+        .arg(&report)
+        .spawn();
+    assert!(listening(&socket), "the socket did not appear");
+    let server = Server {
+        running,
+        socket,
+        report,
+    };
+    let status = |stream: &mut UnixStream| -> String {
+        stream.write_all(b"{\"v\":1,\"op\":\"status\"}\n").unwrap();
+        let mut line = String::new();
+        BufReader::new(stream.try_clone().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        line
+    };
+    // Sixteen clients that stay connected, each served once.
+    let mut open: Vec<UnixStream> = Vec::new();
+    while open.len() < 16 {
+        let mut stream = UnixStream::connect(&server.socket).unwrap();
+        let answer = status(&mut stream);
+        // A probe of `listening` may still hold its place for a moment: try again.
+        if answer.contains("\"answer\":\"status\"") {
+            open.push(stream);
+        } else {
+            assert!(answer.contains("connections already"), "{answer}");
+        }
+    }
+    let mut refused = UnixStream::connect(&server.socket).unwrap();
+    let mut answer = String::new();
+    refused.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.contains("the server serves 16 connections already"),
+        "{answer}"
+    );
+    let client = server.client("status", &[]);
+    assert_eq!(client.code, 2, "{}", client.stderr);
+    // One leaves: a client is served again.
+    drop(open.pop());
+    assert!(wait_until(Duration::from_secs(10), || server
+        .client("status", &[])
+        .code
+        == 0));
+    // The connections still open were not disturbed.
+    assert!(status(&mut open[0]).contains("\"answer\":\"status\""));
+    drop(open);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server.end().0.code(0);
+}
+
+#[test]
 fn an_oversized_request_is_answered_with_an_error() {
     let scratch = Scratch::new();
     let server = serve(&scratch, &[]);
