@@ -197,7 +197,7 @@ fn three_hosts_never_run_a_key_twice_at_once_and_migrate_once() {
     // Each version applied once, though three hosts started at once.
     assert_eq!(
         pg.psql("SELECT count(*), max(version) FROM lanes_schema"),
-        "3|3\n"
+        "4|4\n"
     );
     // h0's records are in the fleet's table too, as in its report.
     assert_eq!(
@@ -370,7 +370,12 @@ fn a_key_granted_while_it_waits_for_a_lost_holder_is_not_used_once_its_own_sessi
     );
     pg.terminate_holder("k");
     wait_for_listing(|| pg.locks(), "held by host hb");
-    assert!(pg.locks().contains("not started yet"), "{}", pg.locks());
+    assert!(
+        pg.locks()
+            .contains("its job waiting for a lost holder's job to end"),
+        "{}",
+        pg.locks()
+    );
     pg.terminate_holder("k");
     let c = pg.host(&scratch, "hc").arg(&third).spawn();
     let (a, b, c) = (a.wait(), b.wait(), c.wait());
@@ -397,6 +402,123 @@ fn a_key_granted_while_it_waits_for_a_lost_holder_is_not_used_once_its_own_sessi
         ["a", "c", "b"],
         "c held k first"
     );
+}
+
+#[test]
+fn a_lost_holder_s_wait_passes_on_to_the_next_holders_whatever_their_grace() {
+    // a (--grace 12s) loses its session while its job ignores SIGTERM: that job may run 12 s
+    // more. b (--grace 1s) is granted the key and waits for it, and loses its own session
+    // meanwhile. c, granted the key next, must still wait for a's job, not only for b's
+    // (1 s): b's row keeps a's time.
+    let Some(pg) = Postgres::start("a_lost_holder_s_wait_passes_on") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let first = scratch.write(
+        "first.tsv",
+        format!("k\ttrap '' TERM; {}; {}\n", mark("start"), await_file("go")),
+    );
+    let second = scratch.write("second.tsv", marked_job("k", ""));
+    let third = scratch.write("third.tsv", marked_job("k", ""));
+    let (a, b) = hold_then_queue(
+        &scratch,
+        pg.host(&scratch, "ha").args(["--grace", "12s"]).arg(&first),
+        "log.k",
+        pg.host(&scratch, "hb").args(["--grace", "1s"]).arg(&second),
+        || pg.locks(),
+        "1 ahead",
+    );
+    pg.terminate_holder("k");
+    wait_for_listing(|| pg.locks(), "held by host hb");
+    pg.terminate_holder("k");
+    let c = pg
+        .host(&scratch, "hc")
+        .args(["--grace", "1s"])
+        .arg(&third)
+        .spawn();
+    let (a, b, c) = (a.wait(), b.wait(), c.wait());
+    a.code(1);
+    b.code(0);
+    c.code(0);
+    assert_eq!(
+        a.job(1).reason.as_deref(),
+        Some("lock_lost"),
+        "{}",
+        a.dump()
+    );
+    let mut spans = [
+        ("a", a.job(1).start_ms(), a.job(1).end_ms()),
+        ("b", b.job(1).start_ms(), b.job(1).end_ms()),
+        ("c", c.job(1).start_ms(), c.job(1).end_ms()),
+    ];
+    spans.sort_by_key(|&(_, start, _)| start);
+    for pair in spans.windows(2) {
+        assert!(pair[0].2 <= pair[1].1, "two jobs of k at once: {spans:?}");
+    }
+    // a's job was killed after its grace, 12 s after the loss: c waited at least that.
+    assert!(
+        c.job(1).lock_wait_ms.is_some_and(|ms| ms >= 5000),
+        "{:?}",
+        c.job(1)
+    );
+}
+
+#[test]
+fn a_lost_slot_holder_s_wait_passes_on_to_the_next_holders_whatever_their_grace() {
+    // As for a key, with the fleet's one shared slot: a (--grace 12s) loses its session while
+    // its job ignores SIGTERM; whichever of b and c takes the slot next (--grace 1s) loses its
+    // session while it waits for a's job; the other must still wait for a's job.
+    let Some(pg) = Postgres::start("a_lost_slot_holder_s_wait_passes_on") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let first = scratch.write(
+        "a.tsv",
+        format!("a\ttrap '' TERM; {}; {}\n", mark("start"), await_file("go")),
+    );
+    let host = |name: &str, grace: &str, input: &Path| {
+        pg.host(&scratch, name)
+            .args(["--shared-max-concurrent", "1", "--grace", grace])
+            .arg(input)
+            .spawn()
+    };
+    let a = host("ha", "12s", &first);
+    scratch.wait_for("log.a", Duration::from_secs(10));
+    let b = host("hb", "1s", &scratch.write("b.tsv", marked_job("b", "")));
+    let c = host("hc", "1s", &scratch.write("c.tsv", marked_job("c", "")));
+    wait_for_listing(|| pg.locks(), "\"c\": held by host hc");
+    wait_for_listing(|| pg.locks(), "\"b\": held by host hb");
+    let slot_holder = || pg.psql("SELECT backend_pid FROM lanes_slot_holds");
+    let first_holder = slot_holder();
+    pg.terminate_holder("a");
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let now = slot_holder();
+            !now.is_empty() && now != first_holder
+        }),
+        "no one took the slot: {}",
+        pg.locks()
+    );
+    assert_eq!(
+        pg.psql("SELECT pg_terminate_backend(backend_pid) FROM lanes_slot_holds"),
+        "t\n"
+    );
+    let (a, b, c) = (a.wait(), b.wait(), c.wait());
+    a.code(1);
+    b.code(0);
+    c.code(0);
+    let mut spans = [
+        ("a", a.job(1).start_ms(), a.job(1).end_ms()),
+        ("b", b.job(1).start_ms(), b.job(1).end_ms()),
+        ("c", c.job(1).start_ms(), c.job(1).end_ms()),
+    ];
+    spans.sort_by_key(|&(_, start, _)| start);
+    for pair in spans.windows(2) {
+        assert!(
+            pair[0].2 <= pair[1].1,
+            "two jobs in flight under a cap of 1: {spans:?}"
+        );
+    }
 }
 
 #[test]
@@ -550,7 +672,7 @@ fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
     out.code(2);
     assert!(
         out.stderr().contains(
-            "the database's lanes tables are version 99, newer than this lanes knows (3)"
+            "the database's lanes tables are version 99, newer than this lanes knows (4)"
         ),
         "{}",
         out.stderr()
@@ -564,7 +686,7 @@ fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
     assert_eq!(locks.status.code(), Some(2), "{locks:?}");
     let stderr = String::from_utf8_lossy(&locks.stderr);
     assert!(
-        stderr.contains("version 99, newer than this lanes knows (3)"),
+        stderr.contains("version 99, newer than this lanes knows (4)"),
         "{stderr}"
     );
 }

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::Client;
 
 use self::params::Params;
 use self::session::{error_text, Session};
@@ -137,7 +138,12 @@ pub(crate) fn slot_id(namespace: &str, slot: usize) -> i64 {
 /// Takes one of the shared slots `slots` on `session` (which holds its key already): the
 /// first free one, else waits until one is let go (a notification on `lanes_slots`, or
 /// [`SLOT_RECHECK`]).
-async fn take_slot(session: &mut Session, slots: &[i64], grace: Duration) -> Result<i64, String> {
+async fn take_slot(
+    session: &mut Session,
+    slots: &[i64],
+    grace: Duration,
+    last_sign: &mut Instant,
+) -> Result<i64, String> {
     if !session.listening {
         session
             .client
@@ -170,8 +176,8 @@ async fn take_slot(session: &mut Session, slots: &[i64], grace: Duration) -> Res
                 .map_err(|err| error_text(&err))?
                 .get(0);
             if let Some(wait_ms) = lost.filter(|&ms| ms > 0) {
-                tokio::time::sleep(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0)))
-                    .await;
+                let wait = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0));
+                wait_held(&session.client, wait, last_sign).await?;
             }
             return Ok(slot);
         }
@@ -406,7 +412,8 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
         claimed
     };
     same_backend(session.backend_pid, claimed.get(0))?;
-    let claimed_at = Instant::now();
+    // The rows' last sign of life: the claim, then each heartbeat while the key waits.
+    let mut last_sign = Instant::now();
     let lost: Option<i64> = claimed.get(1);
     if let Some(wait_ms) = lost.filter(|&ms| ms > 0) {
         // The last holder lost the key without letting it go, and not long enough ago: its
@@ -418,38 +425,24 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
                 host: Some(claimed.get(2)),
             });
         }
-        tokio::time::sleep(Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0))).await;
+        let wait = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(0));
+        wait_held(&session.client, wait, &mut last_sign).await?;
     }
     let slot = match shared.settings.shared_slots {
         Some(count) => {
             let slots: Vec<i64> = (0..count)
                 .map(|i| slot_id(&shared.settings.namespace, i))
                 .collect();
-            Some(take_slot(&mut session, &slots, shared.settings.grace).await?)
+            Some(take_slot(&mut session, &slots, shared.settings.grace, &mut last_sign).await?)
         }
         None => None,
     };
-    if claimed_at.elapsed() >= HEARTBEAT {
-        // The key waited, held, for a lost holder's grace or a shared slot, with no heartbeat
-        // meanwhile: before its job may start, the session must still be alive (if it was
-        // lost, another host may hold the key already), and its rows' sign of life fresh (a
-        // host granted the key after this point waits from it).
-        let beat = session.client.simple_query(statements::HEARTBEAT);
-        match tokio::time::timeout(HEARTBEAT_TIMEOUT, beat).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(err)) => {
-                return Err(format!(
-                    "the session was lost while the key waited: {}",
-                    error_text(&err)
-                ))
-            }
-            Err(_) => {
-                return Err(format!(
-                    "the database did not answer for {} s while the key waited",
-                    HEARTBEAT_TIMEOUT.as_secs()
-                ))
-            }
-        }
+    if last_sign.elapsed() >= HEARTBEAT {
+        // The key waited, held, for a shared slot, with no heartbeat meanwhile: before its job
+        // may start, the session must still be alive (if it was lost, another host may hold
+        // the key already), and its rows' sign of life fresh (a host granted the key after
+        // this point waits from it).
+        beat(&session.client).await?;
     }
     let grant = shared.grants.fetch_add(1, Ordering::Relaxed);
     *session.holding.lock().unwrap_or_else(|e| e.into_inner()) = Some((Arc::clone(key), grant));
@@ -474,6 +467,51 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
             shared: Arc::clone(shared),
         })),
     })
+}
+
+/// Waits `wait` while a key (and maybe a shared slot) is held on `client`'s session but its
+/// job may not start yet (a lost holder's job may still run), asking the session every
+/// [`HEARTBEAT`] whether it is alive and renewing its rows' sign of life (`last_sign`: when it
+/// was last renewed). A session lost meanwhile ends the wait at once with an error, so that
+/// its lanes asks for the key again at once rather than when the wait would have ended.
+///
+/// # Errors
+/// The session is lost, or does not answer within [`HEARTBEAT_TIMEOUT`].
+async fn wait_held(client: &Client, wait: Duration, last_sign: &mut Instant) -> Result<(), String> {
+    let until = Instant::now() + wait;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Ok(());
+        }
+        tokio::time::sleep(left.min(HEARTBEAT)).await;
+        beat(client).await?;
+        *last_sign = Instant::now();
+    }
+}
+
+/// One heartbeat on `client`'s session, as [`heartbeat`] sends them, outside a hold's
+/// heartbeat task: the session must answer within [`HEARTBEAT_TIMEOUT`].
+///
+/// # Errors
+/// The session is lost, or does not answer in time.
+async fn beat(client: &Client) -> Result<(), String> {
+    match tokio::time::timeout(
+        HEARTBEAT_TIMEOUT,
+        client.simple_query(statements::HEARTBEAT),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(err)) => Err(format!(
+            "the session was lost while the key waited: {}",
+            error_text(&err)
+        )),
+        Err(_) => Err(format!(
+            "the database did not answer for {} s while the key waited",
+            HEARTBEAT_TIMEOUT.as_secs()
+        )),
+    }
 }
 
 /// Checks that a session's server process is the one it opened with: a connection pooler in
@@ -648,7 +686,8 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
         .query(
             &format!(
                 "SELECT h.key, h.host, h.pid, h.run, h.seq, EXISTS (SELECT 1 FROM pg_locks l \
-                 WHERE l.pid = h.backend_pid AND l.granted AND {lock_of} = ANY($2)) \
+                 WHERE l.pid = h.backend_pid AND l.granted AND {lock_of} = ANY($2)), \
+                 COALESCE(h.lost_until > clock_timestamp(), false) \
                  FROM lanes_holds h \
                  JOIN pg_locks l ON l.pid = h.backend_pid AND l.granted AND {lock_of} = h.lock_id \
                  WHERE h.namespace = $1 ORDER BY h.key"
@@ -699,9 +738,13 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
                     shown(row.get(3))
                 );
                 let slot: bool = row.get(5);
+                let lost_job_runs: bool = row.get(6);
                 match seq {
                     Some(seq) => {
                         let _ = write!(text, ", seq {seq})");
+                    }
+                    None if lost_job_runs => {
+                        text.push_str("), its job waiting for a lost holder's job to end");
                     }
                     // Held, but its job has not started: it waits for a shared slot (or for
                     // a lost holder's grace).

@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 pub(crate) const MIGRATION_LOCK: i64 = 0x6c61_6e65_735f_6d69;
 
 /// The newest version this lanes knows.
-pub(crate) const VERSION: i32 = 3;
+pub(crate) const VERSION: i32 = 4;
 
 /// Each version's statements, in order; version N is `STEPS[N - 1]`.
 const STEPS: [&str; VERSION as usize] = [
@@ -61,6 +61,10 @@ const STEPS: [&str; VERSION as usize] = [
         grace_ms bigint NOT NULL,
         seen_at timestamptz NOT NULL
     );",
+    // 4: until when the job of a lost earlier holder may still run, as the holder that claimed
+    // the row over it found: a later holder waits for it too, whatever this holder's grace.
+    "ALTER TABLE lanes_holds ADD COLUMN lost_until timestamptz;
+    ALTER TABLE lanes_slot_holds ADD COLUMN lost_until timestamptz;",
 ];
 
 /// Refuses tables of a newer version than this lanes knows.

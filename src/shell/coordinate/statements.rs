@@ -21,29 +21,35 @@ const LOCK: &str = "SELECT pg_advisory_lock($1)";
 /// holder's row; returns the session's server process (to check that no pooler switched it)
 /// and, when the last holder's session ended without letting the key go (its row is still
 /// there: a clean release deletes it before it lets the key go), how long in ms its job may
-/// still run — its last sign of life (`seen_at`, its heartbeat) plus its `--grace` plus `$8`,
-/// less now, at least 0; a row without `seen_at` counts as alive now — and its host, pid and
-/// run.
+/// still run, and its host, pid and run. That job may run until its last sign of life
+/// (`seen_at`, its heartbeat; a row without one counts as alive now) plus its `--grace` plus
+/// `$8`, or until the `lost_until` its row inherited from a holder lost before it, whichever is
+/// later. The new row inherits that time while it is to come, so that a holder lost in turn
+/// while it waits passes the wait on, whatever its own `--grace`.
 const CLAIM: &str = "
 WITH lost AS (
-    SELECT h.host, h.pid, h.run, GREATEST(0::bigint, (ceil(EXTRACT(EPOCH FROM
-               (COALESCE(h.seen_at, clock_timestamp()) - clock_timestamp())) * 1000)
-               + h.grace_ms + $8::bigint)::bigint) AS wait_ms
+    SELECT h.host, h.pid, h.run, GREATEST(
+               COALESCE(h.seen_at, clock_timestamp())
+                   + make_interval(secs => (h.grace_ms + $8::bigint)::double precision / 1000),
+               h.lost_until) AS until
     FROM lanes_holds h
     WHERE h.lock_id = $1 AND h.backend_pid <> pg_backend_pid()
 ), claimed AS (
     INSERT INTO lanes_holds (lock_id, namespace, key, host, pid, run, seq, backend_pid,
-                             backend_start, grace_ms, granted_at, seen_at)
+                             backend_start, grace_ms, granted_at, seen_at, lost_until)
     VALUES ($1, $2, $3, $4, $5, $6, NULL, pg_backend_pid(), NULL, $7, clock_timestamp(),
-            clock_timestamp())
+            clock_timestamp(),
+            (SELECT until FROM lost WHERE until > clock_timestamp()))
     ON CONFLICT (lock_id) DO UPDATE SET namespace = excluded.namespace, key = excluded.key,
         host = excluded.host, pid = excluded.pid, run = excluded.run, seq = NULL,
         backend_pid = excluded.backend_pid, backend_start = excluded.backend_start,
         grace_ms = excluded.grace_ms, granted_at = excluded.granted_at,
-        seen_at = excluded.seen_at
+        seen_at = excluded.seen_at, lost_until = excluded.lost_until
 )
-SELECT pg_backend_pid(), (SELECT wait_ms FROM lost), (SELECT host FROM lost),
-       (SELECT pid FROM lost), (SELECT run FROM lost)";
+SELECT pg_backend_pid(),
+       (SELECT GREATEST(0::bigint, ceil(EXTRACT(EPOCH FROM (until - clock_timestamp())) * 1000)
+                                   ::bigint) FROM lost),
+       (SELECT host FROM lost), (SELECT pid FROM lost), (SELECT run FROM lost)";
 
 /// The heartbeat of a session that holds a key (and maybe a shared slot): its rows' last sign
 /// of life.
@@ -53,30 +59,40 @@ pub(crate) const HEARTBEAT: &str =
 
 /// Records this session as the holder of shared slot `$1` (`--grace` in ms `$2`, the notice
 /// bound in ms `$3`), which it has just locked; returns how long in ms the job of a lost
-/// earlier holder of the slot may still run, as [`CLAIM`] does for a key.
+/// earlier holder of the slot may still run, and passes that time on, as [`CLAIM`] does for a
+/// key.
 pub(crate) const CLAIM_SLOT: &str = "
 WITH lost AS (
-    SELECT GREATEST(0::bigint, (ceil(EXTRACT(EPOCH FROM (h.seen_at - clock_timestamp())) * 1000)
-               + h.grace_ms + $3::bigint)::bigint) AS wait_ms
+    SELECT GREATEST(
+               h.seen_at
+                   + make_interval(secs => (h.grace_ms + $3::bigint)::double precision / 1000),
+               h.lost_until) AS until
     FROM lanes_slot_holds h
     WHERE h.slot_id = $1 AND h.backend_pid <> pg_backend_pid()
 ), claimed AS (
-    INSERT INTO lanes_slot_holds (slot_id, backend_pid, grace_ms, seen_at)
-    VALUES ($1, pg_backend_pid(), $2, clock_timestamp())
+    INSERT INTO lanes_slot_holds (slot_id, backend_pid, grace_ms, seen_at, lost_until)
+    VALUES ($1, pg_backend_pid(), $2, clock_timestamp(),
+            (SELECT until FROM lost WHERE until > clock_timestamp()))
     ON CONFLICT (slot_id) DO UPDATE SET backend_pid = excluded.backend_pid,
-        grace_ms = excluded.grace_ms, seen_at = excluded.seen_at
+        grace_ms = excluded.grace_ms, seen_at = excluded.seen_at,
+        lost_until = excluded.lost_until
 )
-SELECT (SELECT wait_ms FROM lost)";
+SELECT (SELECT GREATEST(0::bigint, ceil(EXTRACT(EPOCH FROM (until - clock_timestamp())) * 1000)
+                                   ::bigint) FROM lost)";
 
 /// The job `$1` started under lock `$2`.
 const STARTED: &str = "UPDATE lanes_holds SET seq = $1 \
                        WHERE lock_id = $2 AND backend_pid = pg_backend_pid()";
 
 /// Deletes this session's row of lock `$1` and of its shared slot, if any (before letting them
-/// go, in a statement of its own: committed before they are free).
+/// go, in a statement of its own: committed before they are free). A row that inherited a lost
+/// holder's time still to come (`lost_until`: the key let go before its wait was over) stays,
+/// so that the next holder waits for that job as this one would have.
 const FORGET: &str = "
-WITH slot AS (DELETE FROM lanes_slot_holds WHERE backend_pid = pg_backend_pid())
-DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()";
+WITH slot AS (DELETE FROM lanes_slot_holds WHERE backend_pid = pg_backend_pid()
+                  AND (lost_until IS NULL OR lost_until <= clock_timestamp()))
+DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()
+    AND (lost_until IS NULL OR lost_until <= clock_timestamp())";
 
 /// Lets lock `$1` go.
 const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
