@@ -499,6 +499,11 @@ fn a_lost_slot_holder_s_wait_passes_on_to_the_next_holders_whatever_their_grace(
         "no one took the slot: {}",
         pg.locks()
     );
+    // Its key's job waits for a's job, and says so.
+    wait_for_listing(
+        || pg.locks(),
+        "its job waiting for a lost holder's job to end",
+    );
     assert_eq!(
         pg.psql("SELECT pg_terminate_backend(backend_pid) FROM lanes_slot_holds"),
         "t\n"

@@ -687,7 +687,9 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
             &format!(
                 "SELECT h.key, h.host, h.pid, h.run, h.seq, EXISTS (SELECT 1 FROM pg_locks l \
                  WHERE l.pid = h.backend_pid AND l.granted AND {lock_of} = ANY($2)), \
-                 COALESCE(h.lost_until > clock_timestamp(), false) \
+                 COALESCE(h.lost_until > clock_timestamp(), false) OR EXISTS (SELECT 1 \
+                 FROM lanes_slot_holds s WHERE s.backend_pid = h.backend_pid \
+                 AND s.lost_until > clock_timestamp()) \
                  FROM lanes_holds h \
                  JOIN pg_locks l ON l.pid = h.backend_pid AND l.granted AND {lock_of} = h.lock_id \
                  WHERE h.namespace = $1 ORDER BY h.key"
