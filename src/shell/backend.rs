@@ -364,26 +364,11 @@ mod tests {
         assert_eq!(tail, ["--gres=gpu:2", "--mem=1500M", "sh", "-c", "x"]);
         // Bytes round up to whole mebibytes.
         let odd = |bytes: u64| {
-            let resources = vec![parse_resource("mem=1G").unwrap()];
-            let needs = Some(std::sync::Arc::new(crate::core::Needs {
+            let needs = std::sync::Arc::new(crate::core::Needs {
                 weight: 1,
                 resources: vec![(0, bytes)],
-            }));
-            let mut core = crate::core::Scheduler::new(crate::core::Limits {
-                max_concurrent: 1,
-                max_queued: 1,
             });
-            core.set_resources(resources);
-            let request = crate::core::JobRequest {
-                seq: 1,
-                key: "k".into(),
-                rank: 0,
-                timeout: None,
-                weight: 0,
-                needs,
-            };
-            let _ = core.admit(request, Duration::ZERO);
-            slurm_resource_args(&core.take(Duration::ZERO).unwrap().grant.unwrap())
+            slurm_resource_args(&granted(vec![parse_resource("mem=1G").unwrap()], needs))
         };
         assert_eq!(odd(1), ["--mem=1M"]);
         assert_eq!(odd((1 << 20) + 1), ["--mem=2M"]);
