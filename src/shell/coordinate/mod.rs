@@ -442,7 +442,7 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
         // may start, the session must still be alive (if it was lost, another host may hold
         // the key already), and its rows' sign of life fresh (a host granted the key after
         // this point waits from it).
-        beat(&session.client).await?;
+        beat_waiting(&session.client).await?;
     }
     let grant = shared.grants.fetch_add(1, Ordering::Relaxed);
     *session.holding.lock().unwrap_or_else(|e| e.into_inner()) = Some((Arc::clone(key), grant));
@@ -485,16 +485,17 @@ async fn wait_held(client: &Client, wait: Duration, last_sign: &mut Instant) -> 
             return Ok(());
         }
         tokio::time::sleep(left.min(HEARTBEAT)).await;
-        beat(client).await?;
+        beat_waiting(client).await?;
         *last_sign = Instant::now();
     }
 }
 
-/// One heartbeat on `client`'s session, as [`heartbeat`] sends them, outside a hold's
-/// heartbeat task: the session must answer within [`HEARTBEAT_TIMEOUT`].
+/// One heartbeat on `client`'s session (the holder's rows' `seen_at` renewed): the session
+/// must answer within [`HEARTBEAT_TIMEOUT`]. Sent by a hold's heartbeat task ([`heartbeat`])
+/// and by a key that waits while held ([`wait_held`]).
 ///
 /// # Errors
-/// The session is lost, or does not answer in time.
+/// Why the session counts as lost: the connection ended, or it did not answer in time.
 async fn beat(client: &Client) -> Result<(), String> {
     match tokio::time::timeout(
         HEARTBEAT_TIMEOUT,
@@ -503,15 +504,19 @@ async fn beat(client: &Client) -> Result<(), String> {
     .await
     {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(err)) => Err(format!(
-            "the session was lost while the key waited: {}",
-            error_text(&err)
-        )),
+        Ok(Err(err)) => Err(format!("connection lost: {}", error_text(&err))),
         Err(_) => Err(format!(
-            "the database did not answer for {} s while the key waited",
+            "the database did not answer for {} s",
             HEARTBEAT_TIMEOUT.as_secs()
         )),
     }
+}
+
+/// [`beat`] for a key that waits while held: its error says so.
+async fn beat_waiting(client: &Client) -> Result<(), String> {
+    beat(client)
+        .await
+        .map_err(|why| format!("the session was lost while the key waited ({why})"))
 }
 
 /// Checks that a session's server process is the one it opened with: a connection pooler in
@@ -546,14 +551,8 @@ fn heartbeat(session: &Session, grant: u64, report: mpsc::UnboundedSender<Acquir
             if !current() {
                 return;
             }
-            let beat = client.simple_query(statements::HEARTBEAT);
-            let why = match tokio::time::timeout(HEARTBEAT_TIMEOUT, beat).await {
-                Ok(Ok(_)) => continue,
-                Ok(Err(err)) => format!("connection lost: {}", error_text(&err)),
-                Err(_) => format!(
-                    "the database did not answer for {} s",
-                    HEARTBEAT_TIMEOUT.as_secs()
-                ),
+            let Err(why) = beat(&client).await else {
+                continue;
             };
             let mut holding = holding.lock().unwrap_or_else(|e| e.into_inner());
             if holding.as_ref().is_some_and(|(_, g)| *g == grant) {
