@@ -87,7 +87,12 @@ async fn refuse(stream: UnixStream, most: usize) {
          once one has closed"
     );
     let (_, write) = stream.into_split();
-    let mut writer = BufWriter::new(write);
+    say_error(BufWriter::new(write), error).await;
+}
+
+/// Writes an `error` answer on a connection that is then closed (a refused peer or one too
+/// many connections): a failure to write changes nothing.
+async fn say_error(mut writer: BufWriter<tokio::net::unix::OwnedWriteHalf>, error: String) {
     let _ = writer
         .write_all(&answer_line(&Answer::Error { error }))
         .await;
@@ -114,12 +119,9 @@ enum Pending {
 /// oversized one gets an `error` answer and the connection is closed.
 async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
     let (read, write) = stream.into_split();
-    let mut writer = BufWriter::new(write);
+    let writer = BufWriter::new(write);
     if let Err(error) = super::socket::check_peer(&read.as_ref()) {
-        let _ = writer
-            .write_all(&answer_line(&Answer::Error { error }))
-            .await;
-        let _ = writer.flush().await;
+        say_error(writer, error).await;
         return;
     }
     let (pending_tx, pending_rx) = mpsc::channel(PIPELINE_DEPTH);
