@@ -388,20 +388,8 @@ fn a_key_granted_while_it_waits_for_a_lost_holder_is_not_used_once_its_own_sessi
         "{}",
         b.stderr()
     );
-    let mut spans = [
-        ("a", a.job(1).start_ms(), a.job(1).end_ms()),
-        ("b", b.job(1).start_ms(), b.job(1).end_ms()),
-        ("c", c.job(1).start_ms(), c.job(1).end_ms()),
-    ];
-    spans.sort_by_key(|&(_, start, _)| start);
-    for pair in spans.windows(2) {
-        assert!(pair[0].2 <= pair[1].1, "two jobs of k at once: {spans:?}");
-    }
-    assert_eq!(
-        spans.map(|(host, _, _)| host),
-        ["a", "c", "b"],
-        "c held k first"
-    );
+    let order = check_one_at_a_time(&[("a", &a), ("b", &b), ("c", &c)], "two jobs of k at once");
+    assert_eq!(order, ["a", "c", "b"], "c held k first");
 }
 
 #[test]
@@ -446,15 +434,7 @@ fn a_lost_holder_s_wait_passes_on_to_the_next_holders_whatever_their_grace() {
         "{}",
         a.dump()
     );
-    let mut spans = [
-        ("a", a.job(1).start_ms(), a.job(1).end_ms()),
-        ("b", b.job(1).start_ms(), b.job(1).end_ms()),
-        ("c", c.job(1).start_ms(), c.job(1).end_ms()),
-    ];
-    spans.sort_by_key(|&(_, start, _)| start);
-    for pair in spans.windows(2) {
-        assert!(pair[0].2 <= pair[1].1, "two jobs of k at once: {spans:?}");
-    }
+    check_one_at_a_time(&[("a", &a), ("b", &b), ("c", &c)], "two jobs of k at once");
     // a's job was killed after its grace, 12 s after the loss: c waited at least that.
     assert!(
         c.job(1).lock_wait_ms.is_some_and(|ms| ms >= 5000),
@@ -512,18 +492,10 @@ fn a_lost_slot_holder_s_wait_passes_on_to_the_next_holders_whatever_their_grace(
     a.code(1);
     b.code(0);
     c.code(0);
-    let mut spans = [
-        ("a", a.job(1).start_ms(), a.job(1).end_ms()),
-        ("b", b.job(1).start_ms(), b.job(1).end_ms()),
-        ("c", c.job(1).start_ms(), c.job(1).end_ms()),
-    ];
-    spans.sort_by_key(|&(_, start, _)| start);
-    for pair in spans.windows(2) {
-        assert!(
-            pair[0].2 <= pair[1].1,
-            "two jobs in flight under a cap of 1: {spans:?}"
-        );
-    }
+    check_one_at_a_time(
+        &[("a", &a), ("b", &b), ("c", &c)],
+        "two jobs in flight under a cap of 1",
+    );
 }
 
 #[test]
@@ -532,16 +504,7 @@ fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
         return;
     };
     let scratch = Scratch::new();
-    let first = scratch.write(
-        "first.tsv",
-        marked_job(
-            "k",
-            &format!(
-                "echo $$ > \"$D/orphan.pid\"; {}; sleep 0.1",
-                await_file("go")
-            ),
-        ),
-    );
+    let first = scratch.write("first.tsv", orphan_job("k"));
     let second = scratch.write("second.tsv", marked_job("k", ""));
     let (a, b) = hold_then_queue(
         &scratch,

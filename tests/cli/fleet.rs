@@ -169,3 +169,30 @@ pub fn check_counts_under_a_cap_of_two(scratch: &Scratch) {
         "two jobs never ran at once: {counts:?}"
     );
 }
+
+/// A job line of key `key` that writes its shell's pid to `$D/orphan.pid`, waits for the file
+/// `$D/go`, stays 100 ms more and marks its end: a job that runs on once its lanes is killed.
+pub fn orphan_job(key: &str) -> String {
+    marked_job(
+        key,
+        &format!(
+            "echo $$ > \"$D/orphan.pid\"; {}; sleep 0.1",
+            await_file("go")
+        ),
+    )
+}
+
+/// Checks that the first jobs of the named `runs` never ran at once (`what` says what that
+/// would break), from their records' start and end; returns the names in the order their
+/// jobs started.
+pub fn check_one_at_a_time<'n>(runs: &[(&'n str, &Output)], what: &str) -> Vec<&'n str> {
+    let mut spans: Vec<(&str, i64, i64)> = runs
+        .iter()
+        .map(|(name, out)| (*name, out.job(1).start_ms(), out.job(1).end_ms()))
+        .collect();
+    spans.sort_by_key(|&(_, start, _)| start);
+    for pair in spans.windows(2) {
+        assert!(pair[0].2 <= pair[1].1, "{what}: {spans:?}");
+    }
+    spans.into_iter().map(|(name, _, _)| name).collect()
+}

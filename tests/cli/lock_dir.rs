@@ -146,16 +146,7 @@ fn the_shared_cap_holds_across_processes() {
 fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
     let scratch = Scratch::new();
     let dir = scratch.join("locks");
-    let first = scratch.write(
-        "first.tsv",
-        marked_job(
-            "k",
-            &format!(
-                "echo $$ > \"$D/orphan.pid\"; {}; sleep 0.1",
-                await_file("go")
-            ),
-        ),
-    );
+    let first = scratch.write("first.tsv", orphan_job("k"));
     let second = scratch.write("second.tsv", marked_job("k", ""));
     let (a, b) = hold_then_queue(
         &scratch,
