@@ -348,21 +348,26 @@ fn a_terminated_session_stops_its_job_as_lock_lost_before_another_host_starts_th
     assert_eq!(pg.locks(), "no key is held\n");
 }
 
-#[test]
-fn a_key_granted_while_it_waits_for_a_lost_holder_is_not_used_once_its_own_session_is_lost() {
-    // a holds k and loses its session: b is granted k but must wait out a's grace. b's own
-    // session is lost during that wait, and c is granted k and waits out b's. b must not start
-    // its job when its wait ends: another host holds the key by then.
-    let Some(pg) = Postgres::start("a_key_granted_while_it_waits") else {
-        return;
-    };
+/// Two holders of key k lost in a row: a (job line `first`, `--grace a_grace`) holds k and
+/// loses its session; b (`--grace 1s`) is granted k, waits for a's job (as `lanes locks`
+/// says), and loses its own session meanwhile; then c (`--grace 1s`) asks for k. b's and c's
+/// jobs are `marked_job("k", body)`. Returns the three runs once all have ended, a stopped
+/// `lock_lost` (exit 1), b and c succeeded.
+fn lose_two_holders_in_a_row(
+    pg: &Postgres,
+    first: String,
+    a_grace: &str,
+    body: &str,
+) -> (Output, Output, Output) {
     let scratch = Scratch::new();
-    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
-    let second = scratch.write("second.tsv", marked_job("k", "sleep 3"));
-    let third = scratch.write("third.tsv", marked_job("k", "sleep 3"));
+    let first = scratch.write("first.tsv", first);
+    let second = scratch.write("second.tsv", marked_job("k", body));
+    let third = scratch.write("third.tsv", marked_job("k", body));
     let (a, b) = hold_then_queue(
         &scratch,
-        pg.host(&scratch, "ha").args(["--grace", "2s"]).arg(&first),
+        pg.host(&scratch, "ha")
+            .args(["--grace", a_grace])
+            .arg(&first),
         "log.k",
         pg.host(&scratch, "hb").args(["--grace", "1s"]).arg(&second),
         || pg.locks(),
@@ -377,11 +382,34 @@ fn a_key_granted_while_it_waits_for_a_lost_holder_is_not_used_once_its_own_sessi
         pg.locks()
     );
     pg.terminate_holder("k");
-    let c = pg.host(&scratch, "hc").arg(&third).spawn();
+    let c = pg
+        .host(&scratch, "hc")
+        .args(["--grace", "1s"])
+        .arg(&third)
+        .spawn();
     let (a, b, c) = (a.wait(), b.wait(), c.wait());
     a.code(1);
+    assert_eq!(
+        a.job(1).reason.as_deref(),
+        Some("lock_lost"),
+        "{}",
+        a.dump()
+    );
     b.code(0);
     c.code(0);
+    (a, b, c)
+}
+
+#[test]
+fn a_key_granted_while_it_waits_for_a_lost_holder_is_not_used_once_its_own_session_is_lost() {
+    // a holds k and loses its session: b is granted k but must wait out a's grace. b's own
+    // session is lost during that wait, and c is granted k and waits out b's. b must not start
+    // its job when its wait ends: another host holds the key by then.
+    let Some(pg) = Postgres::start("a_key_granted_while_it_waits") else {
+        return;
+    };
+    let (a, b, c) =
+        lose_two_holders_in_a_row(&pg, marked_job("k", &await_file("go")), "2s", "sleep 3");
     assert!(
         b.stderr()
             .contains("the session was lost while the key waited"),
@@ -401,39 +429,8 @@ fn a_lost_holder_s_wait_passes_on_to_the_next_holders_whatever_their_grace() {
     let Some(pg) = Postgres::start("a_lost_holder_s_wait_passes_on") else {
         return;
     };
-    let scratch = Scratch::new();
-    let first = scratch.write(
-        "first.tsv",
-        format!("k\ttrap '' TERM; {}; {}\n", mark("start"), await_file("go")),
-    );
-    let second = scratch.write("second.tsv", marked_job("k", ""));
-    let third = scratch.write("third.tsv", marked_job("k", ""));
-    let (a, b) = hold_then_queue(
-        &scratch,
-        pg.host(&scratch, "ha").args(["--grace", "12s"]).arg(&first),
-        "log.k",
-        pg.host(&scratch, "hb").args(["--grace", "1s"]).arg(&second),
-        || pg.locks(),
-        "1 ahead",
-    );
-    pg.terminate_holder("k");
-    wait_for_listing(|| pg.locks(), "held by host hb");
-    pg.terminate_holder("k");
-    let c = pg
-        .host(&scratch, "hc")
-        .args(["--grace", "1s"])
-        .arg(&third)
-        .spawn();
-    let (a, b, c) = (a.wait(), b.wait(), c.wait());
-    a.code(1);
-    b.code(0);
-    c.code(0);
-    assert_eq!(
-        a.job(1).reason.as_deref(),
-        Some("lock_lost"),
-        "{}",
-        a.dump()
-    );
+    let first = format!("k\ttrap '' TERM; {}; {}\n", mark("start"), await_file("go"));
+    let (a, b, c) = lose_two_holders_in_a_row(&pg, first, "12s", "");
     check_one_at_a_time(&[("a", &a), ("b", &b), ("c", &c)], "two jobs of k at once");
     // a's job was killed after its grace, 12 s after the loss: c waited at least that.
     assert!(
