@@ -12,9 +12,10 @@
 //! named so are ever created or removed: a run killed with SIGKILL leaves empty ones, which the
 //! next run below the same cgroup removes.
 
+use std::ffi::CStr;
 use std::fs;
 use std::io::{self, Read as _, Seek as _, Write as _};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd as _, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -86,6 +87,9 @@ struct Slot {
     /// enabled for it and the kernel resets the peak seen through a descriptor when it is
     /// written (Linux 6.12): each job's peak is read through it after a reset.
     peak: Option<fs::File>,
+    /// Whether `memory.peak` exists (the memory controller is enabled for it): without it, no
+    /// job's peak is looked for.
+    has_peak: bool,
     /// Whether it may serve another job: not where the memory controller is enabled and its
     /// peak cannot be reset (an earlier kernel), as the next job's record would show an
     /// earlier job's peak.
@@ -113,26 +117,27 @@ impl Slot {
             }
         };
         let watch = watcher.and_then(|watcher| watcher.watch(&dir.join("cgroup.events")));
-        let (peak, reusable) = match fs::OpenOptions::new()
+        let (peak, has_peak, reusable) = match fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(dir.join("memory.peak"))
         {
             Ok(mut file) => {
                 let reset = file.write_all(b"0").is_ok();
-                (Some(file).filter(|_| reset), reset)
+                (Some(file).filter(|_| reset), true, reset)
             }
-            Err(err) if err.kind() == io::ErrorKind::NotFound => (None, true),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => (None, false, true),
             // There, but not writable: a kernel before 6.12.
-            Err(_) => (None, false),
+            Err(_) => (None, true, false),
         };
-        let controllers = fs::read_to_string(dir.join("cgroup.controllers"))
-            .map_or(true, |text| !text.trim().is_empty());
+        let controllers =
+            read_in(&fd, c"cgroup.controllers").is_none_or(|text| !text.trim().is_empty());
         Ok(Slot {
             dir,
             fd,
             watch,
             peak,
+            has_peak,
             reusable,
             controllers,
         })
@@ -142,7 +147,7 @@ impl Slot {
     /// with no cgroup below it, no controller enabled for cgroups below it and (with the
     /// memory controller) next to no memory charged to it.
     fn as_made(&self) -> bool {
-        let Ok(events) = fs::read_to_string(self.dir.join("cgroup.events")) else {
+        let Some(events) = read_in(&self.fd, c"cgroup.events") else {
             return false;
         };
         // `frozen 1` is also seen while the whole run is frozen: not reused then either.
@@ -153,22 +158,21 @@ impl Slot {
         if !settled {
             return false;
         }
-        let childless = fs::read_to_string(self.dir.join("cgroup.stat"))
-            .is_ok_and(|text| text.lines().any(|line| line.trim() == "nr_descendants 0"));
+        let childless = read_in(&self.fd, c"cgroup.stat")
+            .is_some_and(|text| text.lines().any(|line| line.trim() == "nr_descendants 0"));
         if !childless {
             return false;
         }
         if self.controllers
-            && !fs::read_to_string(self.dir.join("cgroup.subtree_control"))
-                .is_ok_and(|text| text.trim().is_empty())
+            && !read_in(&self.fd, c"cgroup.subtree_control")
+                .is_some_and(|text| text.trim().is_empty())
         {
             return false;
         }
         // A reset peak starts from the memory still charged to the cgroup (the page cache of
         // files the job wrote): the next job's peak would count it.
         self.peak.is_none()
-            || fs::read_to_string(self.dir.join("memory.current"))
-                .ok()
+            || read_in(&self.fd, c"memory.current")
                 .and_then(|text| text.trim().parse::<u64>().ok())
                 .is_some_and(|bytes| bytes <= LEFTOVER_MAX)
     }
@@ -179,7 +183,7 @@ impl Slot {
         if let Some(peak) = &mut self.peak {
             peak.write_all(b"0").ok()?;
         }
-        Some(cpu_usec(&self.dir))
+        Some(cpu_usec(&self.fd))
     }
 
     /// Removes it (its watch first), with any cgroup below it; a process still in it keeps
@@ -192,16 +196,57 @@ impl Slot {
     }
 }
 
-/// `usage_usec` of `cpu.stat` in `dir`: CPU time of every process that was ever in it.
-fn cpu_usec(dir: &Path) -> Option<u64> {
-    fs::read_to_string(dir.join("cpu.stat"))
-        .ok()
-        .and_then(|text| {
-            text.lines().find_map(|line| {
-                line.strip_prefix("usage_usec ")
-                    .and_then(|n| n.trim().parse::<u64>().ok())
-            })
+/// `usage_usec` of `cpu.stat` of the cgroup open as `dir`: CPU time of every process that was
+/// ever in it.
+fn cpu_usec(dir: &OwnedFd) -> Option<u64> {
+    read_in(dir, c"cpu.stat").and_then(|text| {
+        text.lines().find_map(|line| {
+            line.strip_prefix("usage_usec ")
+                .and_then(|n| n.trim().parse::<u64>().ok())
         })
+    })
+}
+
+/// The text of the interface file `name` of the cgroup open as `dir`, `None` when it cannot
+/// be read. Opened relative to the directory's descriptor (no walk of the whole path) and read
+/// without asking its size first: these files are small and made at once (kernfs `seq_file`s),
+/// so a read that leaves room for another line has reached the end, and the read that would
+/// return 0 is left out. A read that fills most of the buffer is followed by more.
+fn read_in(dir: &OwnedFd, name: &CStr) -> Option<String> {
+    /// Longer than any one line of a cgroup's interface files.
+    const LINE_ROOM: usize = 512;
+    // SAFETY: `name` is NUL-terminated and `dir` an open descriptor; the result is checked.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` was just opened here and nothing else owns it.
+    let mut file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let mut bytes = Vec::with_capacity(4096);
+    loop {
+        if bytes.capacity() - bytes.len() < LINE_ROOM {
+            bytes.reserve(bytes.capacity());
+        }
+        let start = bytes.len();
+        bytes.resize(bytes.capacity(), 0);
+        let read = file.read(&mut bytes[start..]);
+        let got = match read {
+            Ok(got) => got,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => 0,
+            Err(_) => return None,
+        };
+        bytes.truncate(start + got);
+        if got == 0 || bytes.capacity() - bytes.len() >= LINE_ROOM {
+            break;
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 /// Why cgroup containment is not possible here.
@@ -404,10 +449,10 @@ impl JobCgroup {
 
     /// Whether any process is in it (`cgroup.events`).
     pub(crate) fn populated(&self) -> bool {
-        match fs::read_to_string(self.dir().join("cgroup.events")) {
-            Ok(text) => text.lines().any(|line| line.trim() == "populated 1"),
+        match read_in(&self.slot().fd, c"cgroup.events") {
+            Some(text) => text.lines().any(|line| line.trim() == "populated 1"),
             // Gone or unreadable: nothing can be seen in it any more.
-            Err(_) => false,
+            None => false,
         }
     }
 
@@ -485,7 +530,7 @@ impl JobCgroup {
     /// when it was given the cgroup, and its peak memory since the reset then.
     pub(crate) fn usage(&self) -> Usage {
         let slot = self.slot();
-        let cpu = cpu_usec(&slot.dir)
+        let cpu = cpu_usec(&slot.fd)
             .zip(self.cpu_baseline)
             .map(|(now, before)| Duration::from_micros(now.saturating_sub(before)));
         let memory_peak = match &slot.peak {
@@ -498,9 +543,10 @@ impl JobCgroup {
                     .ok()
                     .and_then(|_| text.trim().parse::<u64>().ok())
             }
-            None => fs::read_to_string(slot.dir.join("memory.peak"))
-                .ok()
-                .and_then(|text| text.trim().parse::<u64>().ok()),
+            None if slot.has_peak => {
+                read_in(&slot.fd, c"memory.peak").and_then(|text| text.trim().parse::<u64>().ok())
+            }
+            None => None,
         };
         Usage { cpu, memory_peak }
     }
@@ -722,5 +768,39 @@ mod tests {
             PathBuf::from("/sys/fs/cgroup")
         );
         assert_eq!(unescape_mount("/a\\040b"), PathBuf::from("/a b"));
+    }
+
+    #[test]
+    fn interface_files_are_read_whole_whatever_their_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let fd = OwnedFd::from(fs::File::open(dir.path()).unwrap());
+        for size in [0, 1, 100, 3584, 3585, 4095, 4096, 4097, 10_000, 70_000] {
+            let text: String = (0..size)
+                .map(|i| char::from(b'a' + (i % 26) as u8))
+                .collect();
+            fs::write(dir.path().join("file"), &text).unwrap();
+            assert_eq!(
+                read_in(&fd, c"file").as_deref(),
+                Some(text.as_str()),
+                "{size} bytes"
+            );
+        }
+        assert_eq!(read_in(&fd, c"missing"), None);
+    }
+
+    #[test]
+    fn a_cgroup_interface_file_reads_as_through_its_path() {
+        // The kernel's own `seq_file`s where a cgroup2 file system is mounted, else /proc's.
+        let dir = cgroup2_mount().unwrap_or_else(|| PathBuf::from("/proc/self"));
+        let fd = OwnedFd::from(fs::File::open(&dir).unwrap());
+        let name = if dir.ends_with("self") {
+            c"status"
+        } else {
+            c"cgroup.controllers"
+        };
+        let by_path = fs::read_to_string(dir.join(name.to_str().unwrap())).unwrap();
+        let read = read_in(&fd, name).unwrap();
+        assert_eq!(read.lines().next(), by_path.lines().next());
+        assert_eq!(read.lines().count(), by_path.lines().count());
     }
 }

@@ -18,6 +18,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nix::libc;
@@ -206,6 +207,7 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
             stdout: request.stdout.map(AsRawFd::as_raw_fd),
             stderr: request.stderr.map(AsRawFd::as_raw_fd),
             locks: request.locks,
+            failure: std::ptr::null(),
         };
         return match clone_into_cgroup(&plan, cgroup) {
             Err(err) if resolved.is_some() && is_gone(&err) => {
@@ -313,8 +315,9 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
 /// What the child does between `clone3` and `execve`, all prepared beforehand: after a fork
 /// of a multi-threaded process only async-signal-safe calls may be made (POSIX `fork`), so
 /// the child allocates nothing and takes no lock. A `CLONE_VM` child (x86-64) also shares
-/// lanes' memory: it writes nothing but its own stack and errno (this thread's, unused while
-/// `CLONE_VFORK` holds the thread), and reads this plan in place.
+/// lanes' memory: it writes nothing but its own stack, errno (this thread's, unused while
+/// `CLONE_VFORK` holds the thread) and, if a step fails, `failure`, and reads this plan in
+/// place.
 #[derive(Clone, Copy)]
 struct ChildPlan {
     /// The program's path, or (with `search`) its name to look up on `PATH`.
@@ -330,6 +333,9 @@ struct ChildPlan {
     stdout: Option<RawFd>,
     stderr: Option<RawFd>,
     locks: [Option<RawFd>; 2],
+    /// Where a `CLONE_VM` child puts the errno of the step that failed (see [`fail`]); null
+    /// for a child that does not share lanes' memory.
+    failure: *const AtomicI32,
 }
 
 /// The descriptor of a job's first lock (`--lock-dir`): its key's; the shared slot's follows.
@@ -365,28 +371,50 @@ fn is_gone(err: &io::Error) -> bool {
 /// Starts a process born into the cgroup `cgroup` (`clone3` with `CLONE_INTO_CGROUP`), so
 /// that it is in the cgroup before it runs a single instruction of the job, then sets it up as
 /// `posix_spawn` would (see [`posix_spawn`]) and execs. `CLONE_VFORK` holds this thread until
-/// the exec; an exec error comes back through a close-on-exec pipe. The child is started by
-/// [`start_child`]; one whose exec failed is reaped here, any other by the [`Reaper`].
+/// the exec or the child's exit; an exec error comes back in memory the child shares with
+/// lanes (x86-64, as glibc's posix_spawn does), else through a close-on-exec pipe. The child
+/// is started by [`start_child`]; one whose exec failed is reaped here, any other by the
+/// [`Reaper`].
 ///
 /// # Errors
 /// `clone3`'s own (EAGAIN, ENOMEM, EBUSY or EOPNOTSUPP for the cgroup, …), or the errno of
 /// the child's step that failed (`setpgid`, `open`, `dup2`, `chdir`, `execve`).
 fn clone_into_cgroup(plan: &ChildPlan, cgroup: RawFd) -> io::Result<i32> {
-    let (report_read, report_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let pid = start_child(plan, cgroup, report_write.as_raw_fd());
-    drop(report_write);
-    let pid = pid?;
-    let mut errno = [0u8; 4];
-    let mut file = std::fs::File::from(report_read);
-    use std::io::Read as _;
-    match file.read(&mut errno) {
-        Ok(4) => {
-            // The exec failed and the child exited: reap it here, nobody else knows it.
-            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
-            Err(io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
+    #[cfg(target_arch = "x86_64")]
+    {
+        let failure = AtomicI32::new(0);
+        let plan = ChildPlan {
+            failure: &raw const failure,
+            ..*plan
+        };
+        let pid = start_child(&plan, cgroup, -1)?;
+        // The child has exec'd or exited (CLONE_VFORK): what it wrote is there.
+        match failure.load(Ordering::Acquire) {
+            0 => Ok(pid),
+            errno => Err(failed_child(pid, errno)),
         }
-        _ => Ok(pid),
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let (report_read, report_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        let pid = start_child(plan, cgroup, report_write.as_raw_fd());
+        drop(report_write);
+        let pid = pid?;
+        let mut errno = [0u8; 4];
+        let mut file = std::fs::File::from(report_read);
+        use std::io::Read as _;
+        match file.read(&mut errno) {
+            Ok(4) => Err(failed_child(pid, i32::from_ne_bytes(errno))),
+            _ => Ok(pid),
+        }
+    }
+}
+
+/// Reaps child `pid`, whose exec failed with `errno` (it exited 127, and nobody else knows
+/// it), and gives that error.
+fn failed_child(pid: i32, errno: i32) -> io::Error {
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+    io::Error::from_raw_os_error(errno)
 }
 
 /// `CLONE_VM` (`include/uapi/linux/sched.h`): the child shares this address space.
@@ -638,7 +666,7 @@ fn start_child(plan: &ChildPlan, cgroup: RawFd, report: RawFd) -> io::Result<i32
 /// The child's side of [`clone_into_cgroup`]: stdin from /dev/null, stdout and stderr to the
 /// pipes (or /dev/null), a process group of its own, every signal at its default action and
 /// none blocked, the working directory, then `execve` (or a `PATH` search). On failure the
-/// errno goes to `report` and the child exits 127.
+/// errno goes where [`fail`] puts it and the child exits 127.
 ///
 /// Only system calls through glibc's thin wrappers and raw `syscall`, no allocation, no lock:
 /// the same in a forked child and in a `CLONE_VM` one on its own stack.
@@ -661,13 +689,13 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
         }
     }
     if libc::setpgid(0, 0) != 0 {
-        fail(report);
+        fail(plan, report);
     }
     // Descriptors opened here are close-on-exec; `dup2` gives the standard ones without it,
     // and one that landed on its own number has the flag cleared.
     let stdin = libc::open(plan.dev_null, libc::O_RDONLY | libc::O_CLOEXEC);
     if stdin < 0 || !onto(stdin, 0) {
-        fail(report);
+        fail(plan, report);
     }
     for (target, pipe) in [(1, plan.stdout), (2, plan.stderr)] {
         let source = match pipe {
@@ -675,18 +703,18 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
             None => libc::open(plan.dev_null, libc::O_WRONLY | libc::O_CLOEXEC),
         };
         if source < 0 || !onto(source, target) {
-            fail(report);
+            fail(plan, report);
         }
     }
     for (target, lock) in (LOCK_FD_FIRST..).zip(plan.locks) {
         if let Some(fd) = lock {
             if !onto(fd, target) {
-                fail(report);
+                fail(plan, report);
             }
         }
     }
     if libc::chdir(plan.cwd) != 0 {
-        fail(report);
+        fail(plan, report);
     }
     set_signal_mask(0);
     if plan.search {
@@ -694,7 +722,7 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
     } else {
         libc::execve(plan.path, plan.argv, plan.envp);
     }
-    fail(report)
+    fail(plan, report)
 }
 
 /// The kernel's `struct sigaction` for `rt_sigaction(2)` on x86-64 and aarch64: handler,
@@ -720,14 +748,21 @@ unsafe fn onto(fd: RawFd, target: RawFd) -> bool {
     }
 }
 
-/// The child's end after a failed step of [`exec_child`]: its errno to `report`, exit 127.
+/// The child's end after a failed step of [`exec_child`]: its errno to the plan's `failure`
+/// (in lanes' memory, for a `CLONE_VM` child) and to `report` (a pipe, when not -1), then
+/// exit 127.
 ///
 /// # Safety
-/// Only in the child of [`start_child`].
-unsafe fn fail(report: RawFd) -> ! {
+/// Only in the child of [`start_child`]; `plan.failure` null or valid.
+unsafe fn fail(plan: &ChildPlan, report: RawFd) -> ! {
     let errno = *libc::__errno_location();
-    let bytes = errno.to_ne_bytes();
-    libc::write(report, bytes.as_ptr().cast(), bytes.len());
+    if let Some(failure) = plan.failure.as_ref() {
+        failure.store(errno, Ordering::Release);
+    }
+    if report >= 0 {
+        let bytes = errno.to_ne_bytes();
+        libc::write(report, bytes.as_ptr().cast(), bytes.len());
+    }
     libc::_exit(127)
 }
 
