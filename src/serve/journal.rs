@@ -21,8 +21,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::Seq;
 
-/// The format's version, in its first line.
-const VERSION: u32 = 1;
+/// The format's version, in its first line. Version 2 added the `u` line (a start that did not
+/// happen); a version 1 journal has none and reads the same.
+const VERSION: u32 = 2;
+
+/// The oldest version read.
+const OLDEST_READ: u32 = 1;
 
 /// One line of the journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +48,10 @@ enum Line {
     },
     Started {
         s: Seq,
+    },
+    /// A start journaled before its spawn did not happen: the spawn failed.
+    NotStarted {
+        u: Seq,
     },
     Ended {
         e: Seq,
@@ -104,7 +112,7 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
                 journal,
                 last,
                 report: named,
-            } if journal == VERSION => {
+            } if (OLDEST_READ..=VERSION).contains(&journal) => {
                 if last == Seq::MAX {
                     return Err(format!(
                         "line {number}: last seq {last} leaves no seq to hand out"
@@ -115,7 +123,8 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
             }
             Line::Header { journal, .. } => {
                 return Err(format!(
-                    "line {number}: journal version {journal}, this lanes reads version {VERSION}"
+                    "line {number}: journal version {journal}, this lanes reads versions \
+                     {OLDEST_READ} to {VERSION}"
                 ))
             }
             Line::Admitted { a, k, c } => {
@@ -145,6 +154,11 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
             Line::Started { s } => {
                 if let Some(job) = live.get_mut(&s) {
                     job.started = true;
+                }
+            }
+            Line::NotStarted { u } => {
+                if let Some(job) = live.get_mut(&u) {
+                    job.started = false;
                 }
             }
             Line::Ended { e } => {
@@ -283,9 +297,16 @@ impl Journal {
         });
     }
 
-    /// A job's process started.
+    /// A job's process is about to start: written before the spawn, so that a server killed
+    /// while it is under way never leaves a job that ran journaled as one that did not (the
+    /// next server would run it again).
     pub(crate) fn started(&mut self, seq: Seq) {
         self.append(&Line::Started { s: seq });
+    }
+
+    /// The spawn of a job journaled as [`Journal::started`] failed: no process of it ran.
+    pub(crate) fn not_started(&mut self, seq: Seq) {
+        self.append(&Line::NotStarted { u: seq });
     }
 
     /// A job's final record is in the report.
@@ -434,6 +455,37 @@ mod tests {
         let jobs: Vec<(Seq, bool)> = recovered.jobs.iter().map(|j| (j.seq, j.started)).collect();
         assert_eq!(jobs, vec![(1, true), (2, false)]);
         assert_eq!(recovered.jobs[1].command, "y");
+    }
+
+    #[test]
+    fn a_start_whose_spawn_failed_is_no_start_and_both_versions_read() {
+        for version in [1, 2] {
+            let recovered = replayed(&format!(
+                "{{\"journal\":{version}}}\n\
+                 {{\"a\":1,\"k\":\"a\",\"c\":\"x\"}}\n\
+                 {{\"a\":2,\"k\":\"b\",\"c\":\"y\"}}\n\
+                 {{\"s\":1}}\n{{\"s\":2}}\n{{\"u\":2}}\n"
+            ))
+            .unwrap();
+            let jobs: Vec<(Seq, bool)> =
+                recovered.jobs.iter().map(|j| (j.seq, j.started)).collect();
+            assert_eq!(jobs, vec![(1, true), (2, false)], "version {version}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        {
+            let (mut journal, _) = Journal::open(&path, false, None).unwrap();
+            journal.admitted(1, "a", "x");
+            journal.started(1);
+            journal.not_started(1);
+            journal.admitted(2, "a", "y");
+            journal.started(2);
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("{\"journal\":2"), "{text}");
+        let (_, recovered) = Journal::open(&path, false, None).unwrap();
+        let jobs: Vec<(Seq, bool)> = recovered.jobs.iter().map(|j| (j.seq, j.started)).collect();
+        assert_eq!(jobs, vec![(1, false), (2, true)]);
     }
 
     #[test]

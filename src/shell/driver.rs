@@ -374,11 +374,22 @@ impl Driver {
             ]
         });
         let (seq, key) = (start.seq, Arc::clone(&job.key));
+        // Journaled before the spawn: a server killed while it is under way leaves the job
+        // `server_lost`, never run a second time by the next server.
+        let batch = self.service.as_mut().map(|service| {
+            service.starting(&start.batch);
+            start.batch.clone()
+        });
         match self.launcher.launch(job, start, command, locks) {
             Ok(control) => {
                 self.controls.insert(seq, (control, 0));
             }
-            Err(not_started) => self.not_started(seq, &key, not_started).await,
+            Err(not_started) => {
+                if let (Some(service), Some(batch)) = (&mut self.service, batch) {
+                    service.not_started(&batch);
+                }
+                self.not_started(seq, &key, not_started).await;
+            }
         }
     }
 
@@ -394,6 +405,9 @@ impl Driver {
             Ok(pid) => pid,
             Err(not_started) => {
                 self.controls.remove(&start.seq);
+                if let Some(service) = &mut self.service {
+                    service.not_started(&start.batch);
+                }
                 self.not_started(start.seq, &key, not_started).await;
                 self.answer_started(&start, false);
                 return;
@@ -411,9 +425,6 @@ impl Driver {
                     self.host_waits.insert(seq, wait.clone());
                 }
             }
-        }
-        if let Some(service) = &mut self.service {
-            service.started(&start.batch);
         }
         self.core.spawned(start.seq, now);
         let batch = self.config.policy.batching().then_some(start.seq);

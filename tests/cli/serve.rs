@@ -809,6 +809,101 @@ fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
 }
 
 #[test]
+fn a_server_killed_while_jobs_start_journaled_each_one_that_ran_and_none_runs_twice() {
+    // 40 jobs of 40 keys admitted at once; the server is killed as soon as one of them runs,
+    // while the other spawns are under way. A job whose process ran must be journaled as
+    // started, so that the next server records it `server_lost` instead of running it again.
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let first_report = scratch.join("first.jsonl");
+    let mut first = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--report")
+        .arg(&first_report)
+        .args(["-j", "40"])
+        .env("D", scratch.path())
+        .stdout(std::fs::File::create(scratch.join("first.out")).unwrap())
+        .stderr(std::fs::File::create(scratch.join("first.err")).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    let lines: String = (1..=40)
+        .map(|i| format!("k{i}\techo \"$LANES_SEQ\" >> \"$D/ran\"\n"))
+        .collect();
+    let mut batch = Command::new(BIN)
+        .args(["submit", "--socket"])
+        .arg(&socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    batch
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    scratch.wait_for("ran", Duration::from_secs(20));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let _ = batch.wait();
+    let journal = std::fs::read_to_string(scratch.join("lanes.journal")).unwrap();
+    let (mut admitted, mut journaled) = (Vec::new(), std::collections::BTreeSet::new());
+    for line in journal.lines().skip(1) {
+        let Ok(line) = serde_json::from_str::<Value>(line) else {
+            continue; // a line torn by the kill
+        };
+        if let Some(seq) = line.get("a").and_then(Value::as_u64) {
+            admitted.push(seq);
+        } else if let Some(seq) = line.get("s").and_then(Value::as_u64) {
+            journaled.insert(seq);
+        } else if let Some(seq) = line.get("u").and_then(Value::as_u64) {
+            journaled.remove(&seq);
+        }
+    }
+    let ran_before: Vec<u64> = scratch
+        .lines("ran")
+        .iter()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    for seq in &ran_before {
+        assert!(
+            journaled.contains(seq),
+            "seq {seq} ran but is not journaled as started: {journaled:?}\n{journal}"
+        );
+    }
+    // The next server, on the same journal: what ran is recorded, the rest runs once.
+    let server = serve(&scratch, &["-j", "40"]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, second) = server.end();
+    let mut ran: Vec<u64> = scratch
+        .lines("ran")
+        .iter()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    ran.sort_unstable();
+    let mut once = ran.clone();
+    once.dedup();
+    assert_eq!(ran, once, "no job ran twice");
+    let first_text = std::fs::read_to_string(&first_report).unwrap_or_default();
+    let mut recorded: Vec<u64> = first_text
+        .lines()
+        .filter(|line| line.contains("\"type\":\"job\""))
+        .filter_map(|line| serde_json::from_str::<JobRecord>(line).ok())
+        .map(|job| job.seq)
+        .chain(second.jobs.iter().map(|job| job.seq))
+        .collect();
+    recorded.sort_unstable();
+    assert!(!admitted.is_empty());
+    assert_eq!(
+        recorded, admitted,
+        "one record per admitted job across the two reports"
+    );
+}
+
+#[test]
 fn the_webhook_example_submits_one_lane_per_service() {
     // README "Service mode": examples/serve/deploy-hook.cgi, run as a web server runs a CGI
     // script, against a server on the default socket.

@@ -79,11 +79,21 @@ impl Service {
         }
     }
 
-    /// The processes of a run started: its jobs are journaled as started.
-    pub(super) fn started(&mut self, batch: &[Seq]) {
+    /// The processes of a run are about to be spawned: its jobs are journaled as started
+    /// first (see [`Journal::started`]).
+    pub(super) fn starting(&mut self, batch: &[Seq]) {
         for &seq in batch {
             self.journal.started(seq);
             self.running.insert(seq);
+        }
+    }
+
+    /// The spawn of a run journaled as [`Service::starting`] failed: no process ran.
+    pub(super) fn not_started(&mut self, batch: &[Seq]) {
+        for &seq in batch {
+            if self.running.remove(&seq) {
+                self.journal.not_started(seq);
+            }
         }
     }
 
