@@ -10,6 +10,7 @@ use anyhow::{bail, Context as _};
 
 use super::protocol::{parse_answer, request_line, Answer, Request, Status, MAX_REQUEST_BYTES};
 use crate::exit;
+use crate::input::lines::{parse_line, Limits, LineItem};
 
 /// A client command's connection to the server.
 struct Connection {
@@ -366,27 +367,33 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                     }
                 }
                 number += 1;
-                let text = String::from_utf8_lossy(&line);
-                let text = text.trim_end_matches('\n').trim_end_matches('\r');
-                if text.trim().is_empty() || text.starts_with('#') {
-                    continue;
+                let mut raw = line.strip_suffix(b"\n").unwrap_or(&line);
+                if number == 1 {
+                    // A UTF-8 byte order mark is not part of the first key (as in a run).
+                    raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
                 }
-                let job = text
-                    .split_once('\t')
-                    .filter(|(key, command)| !key.is_empty() && !command.trim().is_empty());
-                let Some((key, command)) = job else {
-                    eprintln!("lanes: stdin line {number}: not KEY<TAB>COMMAND; not sent");
-                    status = status.max(exit::USAGE);
-                    continue;
-                };
-                if line.len() > MAX_REQUEST_BYTES / 2 {
+                if raw.len() > MAX_REQUEST_BYTES / 2 {
                     eprintln!("lanes: stdin line {number}: longer than a request may be; not sent");
                     status = status.max(exit::USAGE);
                     continue;
                 }
+                // The rules of a run's input lines; the server checks the system's limits.
+                let unlimited = Limits {
+                    key: usize::MAX,
+                    command: usize::MAX,
+                };
+                let (key, command) = match parse_line(raw, unlimited) {
+                    None => continue,
+                    Some(LineItem::Job { key, command }) => (key, command),
+                    Some(LineItem::Invalid { message, .. }) => {
+                        eprintln!("lanes: stdin line {number}: {message}; not sent");
+                        status = status.max(exit::USAGE);
+                        continue;
+                    }
+                };
                 let request = Request::Submit {
-                    key: key.to_owned(),
-                    command: command.to_owned(),
+                    key,
+                    command,
                     wait: false,
                 };
                 if writer.write_all(&request_line(&request)).is_err() {

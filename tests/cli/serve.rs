@@ -442,9 +442,39 @@ fn submit_wait_exits_as_the_job_did_and_lines_on_stdin_are_answered_in_order() {
     let bad = client_at(&server.socket, "submit", &[], Some("no tab here\n"));
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("stdin line 1"), "{}", bad.stderr);
+    // Bytes that are not UTF-8 are refused, not changed; a byte order mark is no part of the
+    // first key; an empty command is named as such. Only the good line is sent.
+    let mut child = Command::new(BIN)
+        .args(["submit", "--json", "--socket"])
+        .arg(&server.socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"\xEF\xBB\xBFbom\techo bom\na\t\xff\xfe\nc\t\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("stdin line 2") && stderr.contains("UTF-8"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("stdin line 3: empty command"), "{stderr}");
+    let sent: Vec<Answer> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0].key.as_deref(), Some("bom"));
     assert_eq!(server.client("drain", &[]).code, 0);
     let (_, report) = server.end();
-    assert_eq!(report.jobs.len(), 5);
+    assert_eq!(report.jobs.len(), 6);
 }
 
 #[test]
