@@ -83,10 +83,6 @@ struct Slot {
     fd: OwnedFd,
     /// Told when `cgroup.events` changes.
     watch: Option<Watch>,
-    /// Its `cgroup.events`, kept open: read when the watch fires and when its job is over
-    /// (one descriptor more per job cgroup; `cpu.stat`, read twice a job, is opened each time
-    /// to keep to a few descriptors per running job).
-    events: fs::File,
     /// Its `memory.peak`, open for reading and writing, where the memory controller is
     /// enabled for it and the kernel resets the peak seen through a descriptor when it is
     /// written (Linux 6.12): each job's peak is read through it after a reset.
@@ -120,11 +116,6 @@ impl Slot {
                 return Err(err);
             }
         };
-        let Some(events) = open_in(&fd, c"cgroup.events") else {
-            let err = io::Error::last_os_error();
-            let _ = fs::remove_dir(&dir);
-            return Err(err);
-        };
         let watch = watcher.and_then(|watcher| watcher.watch(&dir.join("cgroup.events")));
         let (peak, has_peak, reusable) = match fs::OpenOptions::new()
             .read(true)
@@ -145,7 +136,6 @@ impl Slot {
             dir,
             fd,
             watch,
-            events,
             peak,
             has_peak,
             reusable,
@@ -157,7 +147,7 @@ impl Slot {
     /// with no cgroup below it, no controller enabled for cgroups below it and (with the
     /// memory controller) next to no memory charged to it.
     fn as_made(&self) -> bool {
-        let Some(events) = read_whole(&self.events) else {
+        let Some(events) = read_in(&self.fd, c"cgroup.events") else {
             return false;
         };
         // `frozen 1` is also seen while the whole run is frozen: not reused then either.
@@ -193,17 +183,7 @@ impl Slot {
         if let Some(peak) = &mut self.peak {
             peak.write_all(b"0").ok()?;
         }
-        Some(self.cpu_usec())
-    }
-
-    /// `usage_usec` of its `cpu.stat`: CPU time of every process that was ever in it.
-    fn cpu_usec(&self) -> Option<u64> {
-        read_in(&self.fd, c"cpu.stat").and_then(|text| {
-            text.lines().find_map(|line| {
-                line.strip_prefix("usage_usec ")
-                    .and_then(|n| n.trim().parse::<u64>().ok())
-            })
-        })
+        Some(cpu_usec(&self.fd))
     }
 
     /// Removes it (its watch first), with any cgroup below it; a process still in it keeps
@@ -216,9 +196,25 @@ impl Slot {
     }
 }
 
-/// The interface file `name` of the cgroup open as `dir`, opened for reading relative to the
-/// directory's descriptor (no walk of the whole path).
-fn open_in(dir: &OwnedFd, name: &CStr) -> Option<fs::File> {
+/// `usage_usec` of `cpu.stat` of the cgroup open as `dir`: CPU time of every process that was
+/// ever in it.
+fn cpu_usec(dir: &OwnedFd) -> Option<u64> {
+    read_in(dir, c"cpu.stat").and_then(|text| {
+        text.lines().find_map(|line| {
+            line.strip_prefix("usage_usec ")
+                .and_then(|n| n.trim().parse::<u64>().ok())
+        })
+    })
+}
+
+/// The text of the interface file `name` of the cgroup open as `dir`, `None` when it cannot
+/// be read. Opened relative to the directory's descriptor (no walk of the whole path) and read
+/// without asking its size first: these files are small and made at once (kernfs `seq_file`s),
+/// so a read that leaves room for another line has reached the end, and the read that would
+/// return 0 is left out. A read that fills most of the buffer is followed by more.
+fn read_in(dir: &OwnedFd, name: &CStr) -> Option<String> {
+    /// Longer than any one line of a cgroup's interface files.
+    const LINE_ROOM: usize = 512;
     // SAFETY: `name` is NUL-terminated and `dir` an open descriptor; the result is checked.
     let fd = unsafe {
         libc::openat(
@@ -227,26 +223,11 @@ fn open_in(dir: &OwnedFd, name: &CStr) -> Option<fs::File> {
             libc::O_RDONLY | libc::O_CLOEXEC,
         )
     };
+    if fd < 0 {
+        return None;
+    }
     // SAFETY: `fd` was just opened here and nothing else owns it.
-    (fd >= 0).then(|| fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
-}
-
-/// The text of the interface file `name` of the cgroup open as `dir` ([`open_in`],
-/// [`read_whole`]), `None` when it cannot be read.
-fn read_in(dir: &OwnedFd, name: &CStr) -> Option<String> {
-    read_whole(&open_in(dir, name)?)
-}
-
-/// The text of the cgroup interface file `file` from its start, as it is now: read from
-/// offset 0 (`pread`), so that a file kept open reads afresh each time, without asking its
-/// size first. These files are small and made at once (kernfs `seq_file`s, which fill a read
-/// as far as whole lines fit), so a read that leaves room for another line has reached the
-/// end and the read that would return 0 is left out; one that fills most of the buffer is
-/// followed by more. `None` when it cannot be read.
-fn read_whole(file: &fs::File) -> Option<String> {
-    use std::os::unix::fs::FileExt as _;
-    /// Longer than any one line of a cgroup's interface files.
-    const LINE_ROOM: usize = 512;
+    let mut file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     let mut bytes = Vec::with_capacity(4096);
     loop {
         if bytes.capacity() - bytes.len() < LINE_ROOM {
@@ -254,7 +235,8 @@ fn read_whole(file: &fs::File) -> Option<String> {
         }
         let start = bytes.len();
         bytes.resize(bytes.capacity(), 0);
-        let got = match file.read_at(&mut bytes[start..], start as u64) {
+        let read = file.read(&mut bytes[start..]);
+        let got = match read {
             Ok(got) => got,
             Err(err) if err.kind() == io::ErrorKind::Interrupted => 0,
             Err(_) => return None,
@@ -467,7 +449,7 @@ impl JobCgroup {
 
     /// Whether any process is in it (`cgroup.events`).
     pub(crate) fn populated(&self) -> bool {
-        match read_whole(&self.slot().events) {
+        match read_in(&self.slot().fd, c"cgroup.events") {
             Some(text) => text.lines().any(|line| line.trim() == "populated 1"),
             // Gone or unreadable: nothing can be seen in it any more.
             None => false,
@@ -548,8 +530,7 @@ impl JobCgroup {
     /// when it was given the cgroup, and its peak memory since the reset then.
     pub(crate) fn usage(&self) -> Usage {
         let slot = self.slot();
-        let cpu = slot
-            .cpu_usec()
+        let cpu = cpu_usec(&slot.fd)
             .zip(self.cpu_baseline)
             .map(|(now, before)| Duration::from_micros(now.saturating_sub(before)));
         let memory_peak = match &slot.peak {
@@ -805,21 +786,6 @@ mod tests {
             );
         }
         assert_eq!(read_in(&fd, c"missing"), None);
-    }
-
-    #[test]
-    fn a_file_kept_open_reads_afresh_from_its_start_each_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("events");
-        fs::write(&path, "populated 1\nfrozen 0\n").unwrap();
-        let file = fs::File::open(&path).unwrap();
-        assert_eq!(
-            read_whole(&file).as_deref(),
-            Some("populated 1\nfrozen 0\n")
-        );
-        fs::write(&path, "populated 0\n").unwrap();
-        assert_eq!(read_whole(&file).as_deref(), Some("populated 0\n"));
-        assert_eq!(read_whole(&file).as_deref(), Some("populated 0\n"));
     }
 
     #[test]
