@@ -25,11 +25,16 @@ Examples:
 
   # Files of one directory one at a time, NUL-separated names, arguments on the command line
   find . -name '*.png' -print0 | lanes -0 --key '{//}' -- optipng {}
-  lanes echo ::: a b c";
+  lanes echo ::: a b c
+
+  # A server that callers wake: the run's options, jobs from `lanes submit`
+  lanes serve -j 4 --report served.jsonl &
+  lanes submit deploy-api -- ./deploy.sh api";
 
 const USAGE: &str = "lanes [OPTIONS] [FILE]
        lanes [OPTIONS] [--] COMMAND [ARGS]... [::: ARG...]
-       lanes [OPTIONS] ::: ARG...";
+       lanes [OPTIONS] ::: ARG...
+       lanes serve [OPTIONS]";
 
 /// Tasks besides running jobs (`lanes TASK …`); a file of jobs named like one is given as
 /// `./NAME`.
