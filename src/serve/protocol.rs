@@ -241,7 +241,7 @@ impl<'de> Deserialize<'de> for UniqueFields {
 /// a missing, unknown or repeated field, a cap out of range, an empty key or command.
 pub(crate) fn parse_request(line: &[u8]) -> Result<Request, String> {
     let UniqueFields(object) = serde_json::from_slice(line)
-        .map_err(|err| format!("the request is not a JSON object: {err}"))?;
+        .map_err(|err| format!("the request is not a valid JSON object: {err}"))?;
     let mut value = serde_json::Value::Object(object);
     let object = value
         .as_object_mut()
@@ -259,8 +259,14 @@ pub(crate) fn parse_request(line: &[u8]) -> Result<Request, String> {
             ))
         }
     }
-    let request: Request =
-        serde_json::from_value(value).map_err(|err| format!("bad request: {err}"))?;
+    let request: Request = serde_json::from_value(value).map_err(|err| {
+        // serde names Rust types; a client speaks JSON.
+        let err = err
+            .to_string()
+            .replace("expected usize", "expected a whole number of at least 1")
+            .replace("expected u64", "expected a whole number");
+        format!("bad request: {err}")
+    })?;
     match &request {
         Request::Submit { key, command, .. } => {
             if key.is_empty() {
@@ -355,8 +361,8 @@ mod tests {
     #[test]
     fn a_bad_request_says_why() {
         let error = |line: &str| parse_request(line.as_bytes()).unwrap_err();
-        assert!(error("nonsense").contains("not a JSON object"));
-        assert!(error("[1]").contains("not a JSON object"));
+        assert!(error("nonsense").contains("not a valid JSON object"));
+        assert!(error("[1]").contains("not a valid JSON object"));
         assert!(error(r#"{"op":"status"}"#).contains("no \"v\""));
         assert!(error(r#"{"v":2,"op":"status"}"#).contains("version 2"));
         assert!(error(r#"{"v":1,"op":"launch"}"#).contains("unknown variant"));
@@ -365,6 +371,16 @@ mod tests {
         assert!(error(r#"{"v":1,"op":"submit","key":"k","command":" "}"#).contains("empty"));
         assert!(error(r#"{"v":1,"op":"status","extra":1}"#).contains("unknown field"));
         assert!(error(r#"{"v":1,"op":"set","max_concurrent":0}"#).contains("at least 1"));
+        let negative = error(r#"{"v":1,"op":"set","max_concurrent":-1}"#);
+        assert!(
+            negative.contains("whole number") && !negative.contains("usize"),
+            "{negative}"
+        );
+        let twice = error(r#"{"v":1,"op":"status","op":"status"}"#);
+        assert!(
+            twice.contains("not a valid JSON object") && twice.contains("twice"),
+            "{twice}"
+        );
     }
 
     #[test]

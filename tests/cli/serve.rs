@@ -524,7 +524,7 @@ fn a_malformed_request_gets_an_error_and_the_connection_goes_on() {
     };
     let bad = ask(b"not json\n");
     assert_eq!(bad.answer, "error");
-    assert!(bad.error.unwrap().contains("not a JSON object"));
+    assert!(bad.error.unwrap().contains("not a valid JSON object"));
     let old = ask(b"{\"v\":9,\"op\":\"status\"}\n");
     assert!(old.error.unwrap().contains("version 9"));
     let good = ask(b"{\"v\":1,\"op\":\"status\"}\n");
