@@ -37,11 +37,6 @@ use crate::shell::strict::Checked;
 /// `--strict` input error, an unreadable input file, a report file that cannot be created. The
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
-    if let Some(task) = cli.task {
-        // No handler stands for them: a stop signal ends the command at once.
-        crate::shell::signal::unblock_handled();
-        return run_task(task);
-    }
     let config = RunConfig::from_cli(cli)?;
     if config.dry_run {
         let resume = load_resume(&config)?;

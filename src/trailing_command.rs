@@ -26,7 +26,7 @@ pub(crate) struct Invocation {
 }
 
 /// Parses the process's command line as [`Cli`], the trailing command and `:::` arguments
-/// included. Like clap's own `parse`, prints the error (with a hint) and exits with status 2
+/// included, for a command line that names no task (those are [`parse_task`]'s). Like clap's own `parse`, prints the error (with a hint) and exits with status 2
 /// on a usage error, and prints help or the version and exits 0 when asked.
 pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
     let mut argv: Vec<OsString> = argv.into_iter().collect();
@@ -36,8 +36,9 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
         argv.remove(1);
     }
     let mut command = Cli::command();
-    // A subcommand (`lanes locks DIR`) comes first, and is no trailing command.
-    if !serve && names_task(&argv) {
+    // `lanes help [TASK]`: clap's help over the whole command line (it prints and exits). A
+    // task's command line is [`parse_task`]'s.
+    if !serve && argv.get(1).is_some_and(|first| first == "help") {
         let matches = command
             .try_get_matches_from_mut(argv)
             .unwrap_or_else(|err| err.exit());

@@ -478,3 +478,24 @@ fn a_nul_separated_record_longer_than_any_job_is_refused_and_the_next_runs() {
     );
     assert_eq!(out.job(2).result(), ("succeeded", None));
 }
+
+#[test]
+fn lanes_help_prints_the_help_of_lanes_or_of_a_task() {
+    let scratch = Scratch::new();
+    let help = |args: &[&str]| {
+        std::process::Command::new(BIN)
+            .args(args)
+            .current_dir(scratch.path())
+            .output()
+            .unwrap()
+    };
+    let whole = help(&["help"]);
+    let text = String::from_utf8_lossy(&whole.stdout);
+    assert_eq!(whole.status.code(), Some(0), "{whole:?}");
+    assert!(text.contains("Usage: lanes [OPTIONS] [FILE]"), "{text}");
+    assert!(text.contains("lanes serve [OPTIONS]"), "{text}");
+    let submit = help(&["help", "submit"]);
+    let text = String::from_utf8_lossy(&submit.stdout);
+    assert_eq!(submit.status.code(), Some(0), "{submit:?}");
+    assert!(text.contains("Usage: lanes submit"), "{text}");
+}
