@@ -1381,3 +1381,56 @@ fn a_server_whose_journal_handed_out_the_last_seq_numbers_nothing_more() {
     let (_, report) = server.end();
     assert_eq!(report.jobs.len(), 1);
 }
+
+#[test]
+fn a_socket_that_takes_connections_but_never_answers_is_refused_and_replaced_once_closed() {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd as _;
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    // What a server killed with `kill -9` can leave for a moment: its listening socket, held
+    // by a process that never accepts (here the test itself).
+    let holder = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let asked = Instant::now();
+    let refused = Run::new()
+        .no_report()
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .run();
+    refused.code(2);
+    assert!(
+        refused.stderr().contains("does not answer within 3 s"),
+        "{}",
+        refused.stderr()
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        asked.elapsed()
+    );
+    // The refused server's connection is taken out of the way.
+    holder.set_nonblocking(true).unwrap();
+    while holder.accept().is_ok() {}
+    // A server that connected while the socket was held is not refused once its holder
+    // closes it (as the killed server's child does at its `exec`).
+    let running = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .spawn();
+    let mut connected = [PollFd::new(holder.as_fd(), PollFlags::POLLIN)];
+    assert_eq!(
+        poll(&mut connected, PollTimeout::from(20_000u16)).unwrap(),
+        1,
+        "the new server never connected"
+    );
+    drop(holder);
+    assert!(listening(&socket), "the new server does not listen");
+    let status = client_at(&socket, "status", &[], None);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert_eq!(client_at(&socket, "drain", &[], None).code, 0);
+    running.wait().code(0);
+}
