@@ -2,9 +2,11 @@
 //! uid, reads request lines in bounded memory and hands each request to the event loop as a
 //! [`Call`], writing back the answers in order. It decides nothing: the driver answers.
 
-use tokio::io::{
-    AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, BufWriter,
-};
+use std::os::fd::AsFd as _;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, Interest};
+use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
@@ -87,21 +89,117 @@ async fn refuse(stream: UnixStream, most: usize) {
          once one has closed"
     );
     let (_, write) = stream.into_split();
-    say_error(BufWriter::new(write), error).await;
+    say_error(Out::new(write), error).await;
 }
 
 /// Writes an `error` answer on a connection that is then closed (a refused peer or one too
 /// many connections): a failure to write changes nothing.
-async fn say_error(mut writer: BufWriter<tokio::net::unix::OwnedWriteHalf>, error: String) {
-    let _ = writer
-        .write_all(&answer_line(&Answer::Error { error }))
-        .await;
-    let _ = writer.flush().await;
+async fn say_error(mut out: Out, error: String) {
+    out.push(&Answer::Error { error });
+    let _ = out.flush().await;
 }
 
 /// How long a connection may go without sending a whole request before the server reads no
-/// more from it: the answers still pending are written, then it is closed.
+/// more from it (the answers still pending are written, then it is closed), and how long a
+/// write of answers may make no progress (a client that reads none) before the connection is
+/// closed.
 const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Most bytes of answers gathered before they are written, whatever answers follow.
+const OUT_BATCH: usize = 64 * 1024;
+
+/// The answers of one connection on their way out: answer lines gathered, then written
+/// together.
+struct Out {
+    stream: OwnedWriteHalf,
+    /// Answer lines not written yet (a part of the first, possibly, written already).
+    gathered: Vec<u8>,
+}
+
+impl Out {
+    fn new(stream: OwnedWriteHalf) -> Self {
+        Out {
+            stream,
+            gathered: Vec::new(),
+        }
+    }
+
+    /// Adds `answer`'s line to what is to be written.
+    fn push(&mut self, answer: &Answer) {
+        self.gathered.extend_from_slice(&answer_line(answer));
+    }
+
+    /// Whether enough is gathered to be written now, whatever follows.
+    fn full(&self) -> bool {
+        self.gathered.len() >= OUT_BATCH
+    }
+
+    /// Writes what is gathered.
+    ///
+    /// # Errors
+    /// The write fails (the peer is gone), or the peer takes nothing for [`IDLE_TIMEOUT`]
+    /// (`TimedOut`).
+    async fn flush(&mut self) -> std::io::Result<()> {
+        let mut written = 0;
+        while written < self.gathered.len() {
+            let write = self.stream.write(&self.gathered[written..]);
+            match tokio::time::timeout(IDLE_TIMEOUT, write).await {
+                Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+                Ok(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+                Ok(Ok(n)) => written += n,
+                Ok(Err(err)) => return Err(err),
+            }
+        }
+        self.gathered.clear();
+        // A large answer (a `status` of many jobs) leaves no large buffer behind.
+        if self.gathered.capacity() > 2 * OUT_BATCH {
+            self.gathered = Vec::new();
+        }
+        Ok(())
+    }
+}
+
+/// Returns once the peer of `stream` has closed its socket (the socket hangs up: `POLLHUP`);
+/// a peer that only shut down its writing (a client that sent its requests and waits for
+/// the answers) has not. Never returns when that cannot be watched (no descriptor left).
+///
+/// The watch is a duplicate of the descriptor registered for no readiness but priority data,
+/// which a Unix stream socket never has: only a hang-up (or an error) wakes it, however much
+/// unread data waits on the socket.
+async fn hung_up(stream: &UnixStream) {
+    let watch = stream.as_fd().try_clone_to_owned().and_then(|fd| {
+        // SAFETY: an `OwnedFd` stays open, on the same descriptor, until it is dropped with
+        // the `AsyncFd` that owns it.
+        unsafe { AsyncFd::register_with_interest(fd, Interest::PRIORITY) }.map_err(Into::into)
+    });
+    let Ok(watch) = watch else {
+        return std::future::pending().await;
+    };
+    loop {
+        let Ok(mut ready) = watch.ready(Interest::PRIORITY).await else {
+            return std::future::pending().await;
+        };
+        if ready.ready().is_read_closed() {
+            // A closed state stays set: without the hang-up confirmed, there is nothing to wait
+            // for (and no wake-up to loop on).
+            if peer_closed(watch.get_ref()) {
+                return;
+            }
+            return std::future::pending().await;
+        }
+        ready.clear_ready();
+    }
+}
+
+/// Whether the socket `fd` has hung up (`poll` with no wait).
+fn peer_closed(fd: &std::os::fd::OwnedFd) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(1))
+        && fds[0]
+            .revents()
+            .is_some_and(|events| events.contains(PollFlags::POLLHUP))
+}
 
 /// How many requests of one connection may be on their way to the event loop before its
 /// reading waits for their answers: a client may send many before reading (pipelining).
@@ -117,26 +215,40 @@ enum Pending {
 /// One client: its peer checked, then request after request until it hangs up, each answered
 /// in order. A malformed request gets an `error` answer and the next line is read; an
 /// oversized one gets an `error` answer and the connection is closed.
+///
+/// What one connection makes the server hold is bounded: at most [`PIPELINE_DEPTH`] requests
+/// on their way, and a request whose answer comes late or may be large (`status`, and those
+/// answered twice) is the last one read until its answer is written. A peer that closes its
+/// socket while answers are still due ends the connection at once (a job it submitted runs
+/// on), so that it holds none of the [`max_connections`].
 async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
     let (read, write) = stream.into_split();
-    let writer = BufWriter::new(write);
+    let out = Out::new(write);
     if let Err(error) = super::socket::check_peer(&read.as_ref()) {
-        say_error(writer, error).await;
+        say_error(out, error).await;
         return;
     }
     let (pending_tx, pending_rx) = mpsc::channel(PIPELINE_DEPTH);
-    let writing = tokio::spawn(write_answers(writer, pending_rx));
+    let mut writing = tokio::spawn(write_answers(out, pending_rx));
     let mut reader = BufReader::new(read);
     let mut line = Vec::new();
+    // The peer closed its socket while an answer was due.
+    let mut gone = false;
     loop {
         line.clear();
         let limit = (MAX_REQUEST_BYTES + 1) as u64;
         let mut bounded = (&mut reader).take(limit);
         let read = bounded.read_until(b'\n', &mut line);
-        match tokio::time::timeout(IDLE_TIMEOUT, read).await {
-            // Idle that long: closed, so that forgotten clients hold no descriptor.
-            Err(_) | Ok(Ok(0) | Err(_)) => break,
-            Ok(Ok(_)) => {}
+        tokio::select! {
+            // A request already buffered is taken without watching the writer.
+            biased;
+            read = tokio::time::timeout(IDLE_TIMEOUT, read) => match read {
+                // Idle that long: closed, so that forgotten clients hold no descriptor.
+                Err(_) | Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(_)) => {}
+            },
+            // The answers can be written no more (a write failed or made no progress).
+            () = pending_tx.closed() => break,
         }
         if line.last() == Some(&b'\n') {
             line.pop();
@@ -159,23 +271,36 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
             }),
             Ok(request) => {
                 // A request whose answer has a second part (`submit` with `wait`, `drain`,
-                // `close`) is the last one read until that part is written: the requests
-                // after it are answered as of their turn, not as of their arrival.
-                let answered_twice = matches!(
+                // `close`) or can be large (`status`: every running and waiting job) is the
+                // last one read until its answer is written: the requests after it are
+                // answered as of their turn, not as of their arrival, and a client that reads
+                // no answers makes the server hold at most one such answer.
+                let one_at_a_time = matches!(
                     request,
-                    Request::Submit { wait: true, .. } | Request::Drain {} | Request::Close {}
+                    Request::Submit { wait: true, .. }
+                        | Request::Drain {}
+                        | Request::Close {}
+                        | Request::Status {}
                 );
                 let (tx, rx) = oneshot::channel();
                 match calls.send(Call { request, reply: tx }).await {
-                    Ok(()) if answered_twice => {
+                    Ok(()) if one_at_a_time => {
                         let (done_tx, done_rx) = oneshot::channel();
                         if pending_tx
                             .send(Pending::Later(rx, Some(done_tx)))
                             .await
                             .is_err()
-                            || done_rx.await.is_err()
                         {
                             break;
+                        }
+                        tokio::select! {
+                            done = done_rx => if done.is_err() {
+                                break;
+                            },
+                            () = hung_up(reader.get_ref().as_ref()) => {
+                                gone = true;
+                                break;
+                            }
                         }
                         continue;
                     }
@@ -189,56 +314,54 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
         }
     }
     drop(pending_tx);
-    let _ = writing.await;
+    // The answers still due are written (a `cancel` waiting out a long grace, say), unless
+    // the peer is gone.
+    if gone
+        || tokio::select! {
+            biased;
+            _ = &mut writing => false,
+            () = hung_up(reader.get_ref().as_ref()) => true,
+        }
+    {
+        writing.abort();
+        let _ = writing.await;
+    }
 }
 
 /// Writes the answers of one connection in the order of its requests; a batch of answers
-/// ready together goes out in one write.
-async fn write_answers(
-    mut writer: BufWriter<tokio::net::unix::OwnedWriteHalf>,
-    mut pending: mpsc::Receiver<Pending>,
-) {
+/// ready together goes out in one write. Ends early when a write fails or makes no progress
+/// for [`IDLE_TIMEOUT`].
+async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Pending>) {
     while let Some(next) = pending.recv().await {
         let (reply, done) = match next {
             Pending::Now(reply) => (reply, None),
             Pending::Later(rx, done) => (rx.await.unwrap_or_else(|_| ended()), done),
         };
-        if writer.write_all(&answer_line(&reply.answer)).await.is_err() {
-            return;
-        }
+        out.push(&reply.answer);
         if let Some(then) = reply.then {
-            if writer.flush().await.is_err() {
+            if out.flush().await.is_err() {
                 return;
             }
             match then.await {
                 Ok(answer) => {
-                    if writer.write_all(&answer_line(&answer)).await.is_err() {
+                    out.push(&answer);
+                    if out.flush().await.is_err() {
                         return;
                     }
-                    if writer.flush().await.is_err() {
-                        return;
-                    }
-                    if let Some(done) = done {
-                        let _ = done.send(());
-                    }
-                    continue;
                 }
                 // Held until the server ends (`drain`, `close`): the connection closes.
-                Err(_) => {
-                    let _ = writer.flush().await;
-                    return;
-                }
+                Err(_) => return,
             }
-        }
-        if pending.is_empty() && writer.flush().await.is_err() {
+        } else if (done.is_some() || out.full() || pending.is_empty()) && out.flush().await.is_err()
+        {
             return;
         }
-        // Answered once only (refused, closed): the reading goes on.
+        // Written: the reading goes on.
         if let Some(done) = done {
             let _ = done.send(());
         }
     }
-    let _ = writer.flush().await;
+    let _ = out.flush().await;
 }
 
 /// The answer when the event loop is gone: the server is ending.
@@ -292,6 +415,119 @@ mod tests {
         // Then the connection is closed, and nothing more is read.
         assert_eq!(answer(&mut read).await, "");
         serving.await.unwrap();
+        assert!(calls.try_recv().is_err());
+    }
+
+    /// A request with `wait`, as a client sends it.
+    const WAIT: &[u8] =
+        b"{\"v\":1,\"op\":\"submit\",\"key\":\"k\",\"command\":\"true\",\"wait\":true}\n";
+
+    fn error(text: &str) -> Answer {
+        Answer::Error {
+            error: text.to_owned(),
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_peer_that_closes_its_socket_while_its_record_is_due_ends_the_connection() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (tx, mut calls) = mpsc::channel(4);
+        let serving = tokio::spawn(serve_connection(server, tx));
+        let (read, mut write) = client.into_split();
+        let mut read = BufReader::new(read);
+        write.write_all(WAIT).await.unwrap();
+        let call = calls.recv().await.unwrap();
+        let (record, then) = oneshot::channel();
+        let _ = call.reply.send(Reply {
+            answer: error("first"),
+            then: Some(then),
+        });
+        // The first answer read, the peer closes its socket.
+        assert!(answer(&mut read).await.contains("first"));
+        drop((read, write));
+        tokio::time::timeout(Duration::from_secs(20), serving)
+            .await
+            .expect("the connection ended")
+            .unwrap();
+        assert!(record.is_closed(), "nobody waits for the record any more");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_peer_that_shut_down_its_writing_gets_both_answers() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (tx, mut calls) = mpsc::channel(4);
+        let serving = tokio::spawn(serve_connection(server, tx));
+        let (read, mut write) = client.into_split();
+        let mut read = BufReader::new(read);
+        write.write_all(WAIT).await.unwrap();
+        write.shutdown().await.unwrap();
+        let call = calls.recv().await.unwrap();
+        let (record, then) = oneshot::channel();
+        let _ = call.reply.send(Reply {
+            answer: error("first"),
+            then: Some(then),
+        });
+        assert!(answer(&mut read).await.contains("first"));
+        // Time for a wrong reading of the half-close to end the connection.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let _ = record.send(error("second"));
+        assert!(answer(&mut read).await.contains("second"));
+        assert_eq!(answer(&mut read).await, "");
+        serving.await.unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_status_is_the_last_request_read_until_its_answer_is_written() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (tx, mut calls) = mpsc::channel(4);
+        let serving = tokio::spawn(serve_connection(server, tx));
+        let (read, mut write) = client.into_split();
+        let mut read = BufReader::new(read);
+        write
+            .write_all(b"{\"v\":1,\"op\":\"status\"}\n{\"v\":1,\"op\":\"status\"}\n")
+            .await
+            .unwrap();
+        let call = calls.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(calls.try_recv().is_err(), "the second status was read");
+        let _ = call.reply.send(Reply {
+            answer: error("first"),
+            then: None,
+        });
+        assert!(answer(&mut read).await.contains("first"));
+        let call = calls.recv().await.unwrap();
+        let _ = call.reply.send(Reply {
+            answer: error("second"),
+            then: None,
+        });
+        assert!(answer(&mut read).await.contains("second"));
+        drop(write);
+        assert_eq!(answer(&mut read).await, "");
+        serving.await.unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_peer_that_takes_no_answer_for_the_idle_timeout_is_closed() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (tx, mut calls) = mpsc::channel(4);
+        let serving = tokio::spawn(serve_connection(server, tx));
+        let (_read, mut write) = client.into_split();
+        write
+            .write_all(b"{\"v\":1,\"op\":\"status\"}\n")
+            .await
+            .unwrap();
+        let call = calls.recv().await.unwrap();
+        let start = tokio::time::Instant::now();
+        // An answer far larger than the socket's buffers, never read.
+        let _ = call.reply.send(Reply {
+            answer: error(&"x".repeat(4 << 20)),
+            then: None,
+        });
+        tokio::time::timeout(3 * IDLE_TIMEOUT, serving)
+            .await
+            .expect("the connection was closed")
+            .unwrap();
+        assert!(start.elapsed() >= IDLE_TIMEOUT, "{:?}", start.elapsed());
         assert!(calls.try_recv().is_err());
     }
 }

@@ -4,11 +4,13 @@
 //! There is no TCP listener.
 
 use std::io;
+use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, MetadataExt as _, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use nix::sys::socket::{getsockopt, sockopt::PeerCredentials};
+use nix::sys::socket::{getsockopt, send, sockopt::PeerCredentials, MsgFlags};
 use nix::unistd::Uid;
 
 /// The socket's file name inside the default directory.
@@ -92,11 +94,23 @@ fn check_private_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long a process accepting connections on an existing socket has to answer a `status`
+/// request before it is taken for one that listens but does not answer.
+pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Refuses a `path` a server listens on, or that is no socket: for a second server, before
 /// it makes anything ([`bind`] checks again).
 ///
+/// A server is known by its answer: a successful `connect` alone proves nothing, since a
+/// listening socket outlives its server in any process that holds a copy of it (a child of a
+/// server killed with `kill -9`, between its `clone` and its `exec`), and such a socket takes
+/// connections nobody will accept. So a `status` request is sent and an answer line awaited,
+/// for at most [`ANSWER_TIMEOUT`]: an answer is a live server; end of file, a reset or another
+/// error is a socket left behind (replaced by [`bind`]); silence is refused too.
+///
 /// # Errors
-/// A server already listens there; the path exists and is no socket.
+/// A server already listens there; a process accepts connections there but does not answer
+/// within [`ANSWER_TIMEOUT`]; the path exists and is no socket.
 pub(crate) fn check_free(path: &Path) -> anyhow::Result<()> {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return Ok(());
@@ -107,13 +121,74 @@ pub(crate) fn check_free(path: &Path) -> anyhow::Result<()> {
             path.display()
         );
     }
-    if UnixStream::connect(path).is_ok() {
-        anyhow::bail!(
+    let Ok(stream) = UnixStream::connect(path) else {
+        return Ok(());
+    };
+    match probe(&stream) {
+        Probe::Answered => anyhow::bail!(
             "a lanes server already listens on {} (stop it with `lanes close`)",
             path.display()
-        );
+        ),
+        Probe::Silent => anyhow::bail!(
+            "a process listens on {} but does not answer within {} s (no answer to a status \
+             request): refusing to replace its socket (stop that process, or give another \
+             --socket)",
+            path.display(),
+            ANSWER_TIMEOUT.as_secs()
+        ),
+        Probe::Gone => Ok(()),
     }
-    Ok(())
+}
+
+/// What a connection to an existing socket found.
+#[derive(Debug, PartialEq, Eq)]
+enum Probe {
+    /// An answer line came: a server listens.
+    Answered,
+    /// No answer within [`ANSWER_TIMEOUT`].
+    Silent,
+    /// End of file, a reset or another error: nobody will ever answer.
+    Gone,
+}
+
+/// Sends a `status` request on `stream` and waits (at most [`ANSWER_TIMEOUT`] for each write
+/// and read) for an answer line.
+fn probe(stream: &UnixStream) -> Probe {
+    use std::io::BufRead as _;
+    use std::io::Read as _;
+    /// Bytes of an answer enough to know that a server answers (a `status` answer of many
+    /// jobs is long).
+    const ENOUGH: u64 = 64 * 1024;
+    let silent = |err: &io::Error| {
+        matches!(
+            err.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        )
+    };
+    if stream.set_read_timeout(Some(ANSWER_TIMEOUT)).is_err()
+        || stream.set_write_timeout(Some(ANSWER_TIMEOUT)).is_err()
+    {
+        return Probe::Gone;
+    }
+    let mut request: &[u8] = b"{\"v\":1,\"op\":\"status\"}\n";
+    while !request.is_empty() {
+        // MSG_NOSIGNAL: a peer gone already is an error here, not a SIGPIPE.
+        match send(stream.as_raw_fd(), request, MsgFlags::MSG_NOSIGNAL) {
+            Ok(sent) => request = &request[sent..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(err) if silent(&err.into()) => return Probe::Silent,
+            Err(_) => return Probe::Gone,
+        }
+    }
+    let mut answer = Vec::new();
+    let mut reader = io::BufReader::new(stream).take(ENOUGH);
+    match reader.read_until(b'\n', &mut answer) {
+        Ok(_) if answer.last() == Some(&b'\n') || answer.len() as u64 == ENOUGH => Probe::Answered,
+        // End of file, on a line begun or not: the peer is gone.
+        Ok(_) => Probe::Gone,
+        Err(err) if silent(&err) => Probe::Silent,
+        Err(_) => Probe::Gone,
+    }
 }
 
 /// The socket file of this server, removed when dropped: when the server ends, and when it
@@ -127,7 +202,8 @@ impl Drop for SocketFile {
 }
 
 /// Binds the socket at `path`, mode 0600 from the start (the umask is narrowed around the
-/// bind). A socket file left by a server that is gone (nothing accepts on it) is replaced.
+/// bind). A socket file left by a server that is gone (nothing answers on it, see
+/// [`check_free`]) is replaced.
 ///
 /// # Errors
 /// A server already listens there; the path exists and is no socket; the bind fails.

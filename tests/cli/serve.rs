@@ -537,16 +537,14 @@ fn a_malformed_request_gets_an_error_and_the_connection_goes_on() {
     assert_eq!(report.jobs.len(), 1);
 }
 
-#[test]
-fn connections_beyond_the_most_served_at_once_are_refused_and_the_rest_go_on() {
-    // With 64 descriptors the server serves at most 16 connections at once (a quarter), so
-    // that idle clients cannot take the descriptors its jobs need.
-    let scratch = Scratch::new();
+/// A server that serves at most 16 connections at once: with 64 descriptors (`ulimit -n`), a
+/// quarter.
+fn serve_16_at_once(scratch: &Scratch) -> Server {
     let socket = scratch.join("lanes.sock");
     let report = scratch.join("report.jsonl");
     let running = Run::new()
         .no_report()
-        .scratch(&scratch)
+        .scratch(scratch)
         .wrapper("ulimit -n 64")
         .arg("serve")
         .arg("--socket")
@@ -555,11 +553,19 @@ fn connections_beyond_the_most_served_at_once_are_refused_and_the_rest_go_on() {
         .arg(&report)
         .spawn();
     assert!(listening(&socket), "the socket did not appear");
-    let server = Server {
+    Server {
         running,
         socket,
         report,
-    };
+    }
+}
+
+#[test]
+fn connections_beyond_the_most_served_at_once_are_refused_and_the_rest_go_on() {
+    // With 64 descriptors the server serves at most 16 connections at once (a quarter), so
+    // that idle clients cannot take the descriptors its jobs need.
+    let scratch = Scratch::new();
+    let server = serve_16_at_once(&scratch);
     let status = |stream: &mut UnixStream| -> String {
         stream.write_all(b"{\"v\":1,\"op\":\"status\"}\n").unwrap();
         let mut line = String::new();
@@ -1505,4 +1511,208 @@ fn a_server_whose_journal_handed_out_the_last_seq_numbers_nothing_more() {
     assert_eq!(server.client("drain", &[]).code, 0);
     let (_, report) = server.end();
     assert_eq!(report.jobs.len(), 1);
+}
+
+/// Reads one answer line from `stream` (one byte at a time: nothing after it is taken).
+fn answer_line(stream: &mut UnixStream) -> String {
+    let mut line = Vec::new();
+    let mut byte = [0u8];
+    while stream.read(&mut byte).unwrap() == 1 {
+        line.push(byte[0]);
+        if byte[0] == b'\n' {
+            break;
+        }
+    }
+    String::from_utf8(line).unwrap()
+}
+
+#[test]
+fn clients_gone_while_waiting_for_their_records_free_their_connections() {
+    // 16 connections at most. Each client submits with `wait` and closes its socket without
+    // waiting for the record; the jobs run on, and the server serves other clients.
+    let scratch = Scratch::new();
+    let server = serve_16_at_once(&scratch);
+    let submit = serde_json::json!({
+        "v": 1, "op": "submit", "key": "slow", "command": blocked_on("go"), "wait": true
+    });
+    let submit = format!("{submit}\n");
+    // One client that shuts down its writing and waits for its answers is not gone.
+    let mut patient = UnixStream::connect(&server.socket).unwrap();
+    patient.write_all(submit.as_bytes()).unwrap();
+    patient.shutdown(std::net::Shutdown::Write).unwrap();
+    let first = answer_line(&mut patient);
+    assert!(first.contains("\"answer\":\"started\""), "{first}");
+    let mut ghosts = Vec::new();
+    while ghosts.len() < 15 {
+        let mut stream = UnixStream::connect(&server.socket).unwrap();
+        stream.write_all(submit.as_bytes()).unwrap();
+        let answer = answer_line(&mut stream);
+        // A probe of `listening` may still hold its place for a moment: try again.
+        if answer.contains("\"answer\":\"queued\"") {
+            ghosts.push(stream);
+        } else {
+            assert!(answer.contains("connections already"), "{answer}");
+        }
+    }
+    // Every connection taken: one more is refused.
+    let mut refused = UnixStream::connect(&server.socket).unwrap();
+    let mut answer = String::new();
+    refused.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.contains("the server serves 16 connections already"),
+        "{answer}"
+    );
+    drop(ghosts);
+    assert!(
+        wait_until(Duration::from_secs(10), || server
+            .client("status", &[])
+            .code
+            == 0),
+        "the connections of the clients gone are freed"
+    );
+    let status = server.client("status", &["--json"]).answer();
+    assert_eq!(status.running.unwrap().as_array().unwrap().len(), 1);
+    let waiting = status.waiting.unwrap();
+    assert_eq!(
+        waiting[0]["jobs"].as_array().unwrap().len(),
+        15,
+        "{waiting}"
+    );
+    let cancel = server.client("cancel", &["--json", "slow"]);
+    assert_eq!(cancel.code, 0, "{}", cancel.stderr);
+    let cancelled = cancel.answer();
+    assert_eq!(cancelled.stopped, Some(1));
+    assert_eq!(cancelled.dropped, Some((2..=16).collect()));
+    // The client that only shut down its writing gets its record.
+    let record: Answer = serde_json::from_str(&answer_line(&mut patient)).unwrap();
+    assert_eq!(record.answer, "record");
+    assert_eq!(record.record.unwrap()["reason"], "cancelled");
+    assert_eq!(answer_line(&mut patient), "", "then the connection ends");
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 16, "every job has its record");
+    for seq in 1..=16 {
+        assert_eq!(report.job(seq).result(), ("interrupted", Some("cancelled")));
+    }
+}
+
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+#[test]
+fn clients_that_send_status_requests_and_read_no_answers_make_the_server_hold_little() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1"]);
+    // A thousand jobs of a thousand keys: one runs, the others wait, so that every status
+    // answer is long (some 40 KB).
+    let lines: String = (0..1000)
+        .map(|i| format!("k{i}\t{}\n", blocked_on("go")))
+        .collect();
+    let batch = client_at(&server.socket, "submit", &[], Some(&lines));
+    assert_eq!(batch.code, 10, "{}", batch.stderr);
+    let pid = server.running.pid();
+    assert_eq!(server.client("status", &[]).code, 0);
+    let before = rss_kib(pid);
+    // Four clients pipeline thousands of status requests each and read nothing.
+    let request = b"{\"v\":1,\"op\":\"status\"}\n".repeat(5000);
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        let mut stream = UnixStream::connect(&server.socket).unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let mut sent = 0;
+        while sent < request.len() {
+            match stream.write(&request[sent..]) {
+                Ok(n) => sent += n,
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(err) => panic!("{err}"),
+            }
+        }
+        assert!(sent > 1000, "sent {sent} bytes of requests");
+        silent.push(stream);
+    }
+    // Another client is answered promptly, again and again, and the server's memory stays
+    // within a few MiB of what it was.
+    let mut most = before;
+    for _ in 0..5 {
+        let asked = Instant::now();
+        let status = server.client("status", &["--json"]);
+        assert_eq!(status.code, 0, "{}", status.stderr);
+        assert_eq!(status.answer().submitted, Some(1000));
+        assert!(
+            asked.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            asked.elapsed()
+        );
+        most = most.max(rss_kib(pid));
+    }
+    assert!(
+        most < before + 4 * 1024,
+        "RSS {before} KiB before, {most} KiB with the silent clients"
+    );
+    drop(silent);
+    let close = server.client("close", &[]);
+    assert_eq!(close.code, 0, "{}", close.stderr);
+    let (_, report) = server.end();
+    assert_eq!(report.jobs.len(), 1000);
+}
+
+#[test]
+fn a_socket_that_takes_connections_but_never_answers_is_refused_and_replaced_once_closed() {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd as _;
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    // What a server killed with `kill -9` can leave for a moment: its listening socket, held
+    // by a process that never accepts (here the test itself).
+    let holder = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let asked = Instant::now();
+    let refused = Run::new()
+        .no_report()
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .run();
+    refused.code(2);
+    assert!(
+        refused.stderr().contains("does not answer within 3 s"),
+        "{}",
+        refused.stderr()
+    );
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        asked.elapsed()
+    );
+    // The refused server's connection is taken out of the way.
+    holder.set_nonblocking(true).unwrap();
+    while holder.accept().is_ok() {}
+    // A server that connected while the socket was held is not refused once its holder
+    // closes it (as the killed server's child does at its `exec`).
+    let running = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .spawn();
+    let mut connected = [PollFd::new(holder.as_fd(), PollFlags::POLLIN)];
+    assert_eq!(
+        poll(&mut connected, PollTimeout::from(20_000u16)).unwrap(),
+        1,
+        "the new server never connected"
+    );
+    drop(holder);
+    assert!(listening(&socket), "the new server does not listen");
+    let status = client_at(&socket, "status", &[], None);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert_eq!(client_at(&socket, "drain", &[], None).code, 0);
+    running.wait().code(0);
 }
