@@ -117,9 +117,9 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     // SIGCHLD first, so that no child's exit can be missed.
     let mut sigchld = unix_signal(SignalKind::child()).ok();
     let mut signals = signals.or_else(|| StopSignals::install(!hangup_ignored).ok());
-    // A stop signal that came before the handlers stood was pending until now: the event loop
-    // takes it in before its first turn, so that nothing starts after it.
-    tokio::task::yield_now().await;
+    // A stop signal that came before the handlers stood was pending until now: it is the
+    // first one `next` gives (see `StopSignals::install`), and the loop below, biased to
+    // signals, takes it before anything starts.
     // SIGUSR1: a status of the running jobs.
     let mut status_requests = signals.as_mut().and_then(StopSignals::take_status_requests);
     // Ctrl-Z: lanes stops with its jobs.

@@ -142,6 +142,10 @@ pub(crate) struct StopSignals {
     /// `None` when SIGHUP was ignored at start (`nohup`): it stays ignored.
     hangup: Option<Stream>,
     status: Option<Stream>,
+    /// Stop signals that were pending, blocked, when the handlers were installed (sent before
+    /// `lanes` could take them), in the order the kernel would have delivered them: the first
+    /// ones [`StopSignals::next`] gives, before the event loop's first turn.
+    early: std::collections::VecDeque<Signal>,
 }
 
 impl StopSignals {
@@ -153,7 +157,10 @@ impl StopSignals {
     /// When a handler cannot be installed; the signals are unblocked all the same, and keep
     /// their default actions.
     pub(crate) fn install(with_hangup: bool) -> std::io::Result<Self> {
-        let installed = Self::handlers(with_hangup);
+        let installed = Self::handlers(with_hangup).map(|mut signals| {
+            signals.early = take_pending(with_hangup);
+            signals
+        });
         let _ = handled_set().thread_unblock();
         installed
     }
@@ -170,11 +177,15 @@ impl StopSignals {
                 None
             },
             status: Some(signal(SignalKind::user_defined1())?),
+            early: std::collections::VecDeque::new(),
         })
     }
 
-    /// Waits for the next stop signal.
+    /// Waits for the next stop signal (at once for one that was pending at installation).
     pub(crate) async fn next(&mut self) -> Signal {
+        if let Some(signal) = self.early.pop_front() {
+            return signal;
+        }
         tokio::select! {
             _ = self.interrupt.recv() => Signal::SIGINT,
             _ = self.terminate.recv() => Signal::SIGTERM,
@@ -189,6 +200,55 @@ impl StopSignals {
     pub(crate) fn take_status_requests(&mut self) -> Option<Stream> {
         self.status.take()
     }
+}
+
+/// Dequeues the stop signals pending while blocked (`sigpending`, then `sigtimedwait` with a
+/// zero timeout for each; POSIX), lowest number first as the kernel delivers them; SIGHUP only
+/// when `with_hangup`. Taken so, each counts once: unblocking would otherwise hand it to the
+/// handler, whose delivery the event loop sees only at some later turn, after the first job
+/// may have started.
+fn take_pending(with_hangup: bool) -> std::collections::VecDeque<Signal> {
+    let mut taken = std::collections::VecDeque::new();
+    // SAFETY: `sigpending` and `sigismember` fill and read a zeroed set owned here.
+    let pending = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        if libc::sigpending(&mut set) != 0 {
+            return taken;
+        }
+        set
+    };
+    let mut stops = [
+        Signal::SIGHUP,
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGTERM,
+        Signal::SIGXCPU,
+    ]
+    .to_vec();
+    if !with_hangup {
+        stops.retain(|&s| s != Signal::SIGHUP);
+    }
+    for signal in stops {
+        // SAFETY: reads a set filled above; dequeues one signal that is blocked in this
+        // thread (all handled signals are, until `install` unblocks them), without waiting.
+        let dequeued = unsafe {
+            if libc::sigismember(&pending, signal as libc::c_int) != 1 {
+                continue;
+            }
+            let mut one: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut one);
+            libc::sigaddset(&mut one, signal as libc::c_int);
+            let now = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            libc::sigtimedwait(&one, std::ptr::null_mut(), &now) == signal as libc::c_int
+        };
+        if dequeued {
+            taken.push_back(signal);
+        }
+    }
+    taken
 }
 
 /// The next stop signal; never, without handlers.
@@ -230,4 +290,40 @@ pub(crate) async fn until_stopped<F: std::future::Future>(
         }
     }
     tokio::time::timeout(FORCED_WRITE_WAIT, work).await.ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_signals_pending_while_blocked_are_taken_once_in_delivery_order() {
+        // In a thread of its own, the signals sent to that thread alone: pending there, they
+        // are dropped with it whatever happens, and reach no other test.
+        std::thread::spawn(|| {
+            let mut set = SigSet::empty();
+            for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+                set.add(signal);
+            }
+            set.thread_block().unwrap();
+            for signal in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+                // SAFETY: signals this thread, which blocks `signal`.
+                let sent =
+                    unsafe { libc::pthread_kill(libc::pthread_self(), signal as libc::c_int) };
+                assert_eq!(sent, 0);
+            }
+            let taken: Vec<Signal> = take_pending(false).into_iter().collect();
+            assert_eq!(taken, [Signal::SIGINT, Signal::SIGTERM]);
+            assert!(take_pending(false).is_empty(), "each is taken once");
+            assert!(SigSet::thread_get_mask().unwrap().contains(Signal::SIGHUP));
+            let mut pending: libc::sigset_t = unsafe { std::mem::zeroed() };
+            // SAFETY: fills a set owned here.
+            assert_eq!(unsafe { libc::sigpending(&mut pending) }, 0);
+            // SAFETY: reads the set filled above.
+            let hangup = unsafe { libc::sigismember(&pending, libc::SIGHUP) };
+            assert_eq!(hangup, 1, "SIGHUP is left alone without its handler");
+        })
+        .join()
+        .unwrap();
+    }
 }
