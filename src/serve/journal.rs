@@ -22,7 +22,8 @@ use serde::{Deserialize, Serialize};
 use crate::core::Seq;
 
 /// The format's version, in its first line. Version 2 added the `u` line (a start that did not
-/// happen); a version 1 journal has none and reads the same.
+/// happen) and the `n` line (a seq that numbered no admitted job); a version 1 journal has
+/// neither and reads the same.
 const VERSION: u32 = 2;
 
 /// The oldest version read.
@@ -52,6 +53,11 @@ enum Line {
     /// A start journaled before its spawn did not happen: the spawn failed.
     NotStarted {
         u: Seq,
+    },
+    /// A seq handed out to a submission that was not admitted (rejected): never live, but
+    /// never handed out again.
+    Numbered {
+        n: Seq,
     },
     Ended {
         e: Seq,
@@ -163,6 +169,14 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
             }
             Line::Ended { e } => {
                 live.remove(&e);
+                // A rejected job's end names a seq no admission did (version 1 journals).
+                last_seq = last_seq.max(e.min(Seq::MAX - 1));
+            }
+            Line::Numbered { n } => {
+                if n == Seq::MAX {
+                    return Err(format!("line {number}: seq {n} is out of range"));
+                }
+                last_seq = last_seq.max(n);
             }
         }
     }
@@ -311,7 +325,16 @@ impl Journal {
 
     /// A job's final record is in the report.
     pub(crate) fn ended(&mut self, seq: Seq) {
+        self.last_seq = self.last_seq.max(seq);
         self.append(&Line::Ended { e: seq });
+    }
+
+    /// Seq `seq` was handed out to a submission that was not admitted (rejected): written
+    /// before its answer goes (with the next [`Journal::sync`]), so that no later server hands
+    /// it out again.
+    pub(crate) fn numbered(&mut self, seq: Seq) {
+        self.last_seq = self.last_seq.max(seq);
+        self.append(&Line::Numbered { n: seq });
     }
 
     /// Flushes what was appended to the disk (`fdatasync`).
@@ -486,6 +509,29 @@ mod tests {
         let (_, recovered) = Journal::open(&path, false, None).unwrap();
         let jobs: Vec<(Seq, bool)> = recovered.jobs.iter().map(|j| (j.seq, j.started)).collect();
         assert_eq!(jobs, vec![(1, false), (2, true)]);
+    }
+
+    #[test]
+    fn a_seq_that_numbered_a_rejected_job_is_never_handed_out_again() {
+        let recovered =
+            replayed("{\"journal\":2}\n{\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n{\"n\":2}\n").unwrap();
+        assert_eq!(recovered.last_seq, 2);
+        // A version 1 journal says it only through the rejected job's end.
+        let recovered = replayed("{\"journal\":1}\n{\"e\":3}\n").unwrap();
+        assert_eq!(recovered.last_seq, 3);
+        assert!(recovered.jobs.is_empty());
+        // A clean end keeps it in the emptied journal's header.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        {
+            let (mut journal, _) = Journal::open(&path, false, None).unwrap();
+            journal.admitted(1, "a", "x");
+            journal.ended(1);
+            journal.numbered(2);
+            journal.finish();
+        }
+        let (_, recovered) = Journal::open(&path, false, None).unwrap();
+        assert_eq!(recovered.last_seq, 2);
     }
 
     #[test]

@@ -940,6 +940,49 @@ fn a_server_killed_while_jobs_start_journaled_each_one_that_ran_and_none_runs_tw
 }
 
 #[test]
+fn a_seq_handed_to_a_rejected_submission_is_not_handed_out_by_the_next_server() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let mut first = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--report")
+        .arg(scratch.join("first.jsonl"))
+        .args(["-j", "1", "--max-queued", "1"])
+        .env("D", scratch.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    let submit = |key: &str, command: &str| {
+        client_at(&socket, "submit", &["--json", key, "--", command], None).answer()
+    };
+    let held = format!("touch \"$D/up\"; {}", blocked_on("never"));
+    assert_eq!(submit("a", &held).seq, Some(1));
+    scratch.wait_for("up", Duration::from_secs(20));
+    assert_eq!(submit("a", "true").answer, "queued");
+    let rejected = submit("a", "true");
+    assert_eq!(
+        (rejected.answer.as_str(), rejected.seq),
+        ("rejected", Some(3))
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    scratch.write("never", "");
+    let server = serve(&scratch, &["-j", "1"]);
+    let next = server.client("submit", &["--json", "b", "--", "true"]);
+    assert_eq!(next.answer().seq, Some(4), "seq 3 numbered a rejected job");
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, report) = server.end();
+    assert!(
+        report.jobs.iter().all(|job| job.seq != 3),
+        "{:#?}",
+        report.jobs
+    );
+}
+
+#[test]
 fn the_webhook_example_submits_one_lane_per_service() {
     // README "Service mode": examples/serve/deploy-hook.cgi, run as a web server runs a CGI
     // script, against a server on the default socket.

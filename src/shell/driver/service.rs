@@ -351,6 +351,9 @@ impl Driver {
         self.received += 1;
         let now = self.tick();
         if let Some(message) = over_limit(&spec.key, &spec.command) {
+            if let Some(service) = self.service.as_mut() {
+                service.journal.numbered(seq);
+            }
             // It could never start (E2BIG): refused as a run refuses such a line.
             let account = self.core.invalid_input(seq, now);
             let output = super::RunOutput {
@@ -378,6 +381,8 @@ impl Driver {
                 service.journal.admitted(seq, &job.key, &job.command);
             }
             self.start_ready().await;
+        } else if let Some(service) = self.service.as_mut() {
+            service.journal.numbered(seq);
         }
         let key = key.to_string();
         let answer = match admitted {
