@@ -22,7 +22,7 @@ pub(crate) fn bad_job_line(entry: &Entry<'_>) -> String {
         "  {:<11} seq {} [{}] {}",
         outcome.name(),
         entry.seq,
-        entry.key.unwrap_or("?").escape_default(),
+        shown_key(entry.key.unwrap_or("?")),
         outcome.reason().unwrap_or("")
     );
     if let (Some(code), Outcome::Failed(_)) = (entry.exit_code(), outcome) {
@@ -44,6 +44,19 @@ pub(crate) fn bad_job_line(entry: &Entry<'_>) -> String {
         let _ = write!(line, "\n      | {clean}");
     }
     line
+}
+
+/// The most characters of a key (escaped) a summary line shows; the report has it whole.
+const KEY_SHOWN: usize = 80;
+
+/// `key` escaped (control characters, quotes and non-ASCII as `\u{…}`), cut to [`KEY_SHOWN`]
+/// characters with `…` when longer, so that one line of the summary stays one line to read.
+fn shown_key(key: &str) -> String {
+    let escaped = key.escape_default().to_string();
+    match escaped.char_indices().nth(KEY_SHOWN) {
+        Some((cut, _)) => format!("{}…", &escaped[..cut]),
+        None => escaped,
+    }
 }
 
 /// The whole summary: one line of counts, then the listed bad jobs, then how many more.
@@ -80,4 +93,19 @@ pub(crate) fn summary(
         let _ = writeln!(text, "  … and {unlisted} more{see}");
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_key_is_cut_in_the_summary() {
+        assert_eq!(shown_key("a\tb"), "a\\tb");
+        let long = "k".repeat(131_062);
+        let shown = shown_key(&long);
+        assert_eq!(shown.chars().count(), KEY_SHOWN + 1);
+        assert!(shown.ends_with('…'));
+        assert_eq!(shown_key(&"k".repeat(KEY_SHOWN)), "k".repeat(KEY_SHOWN));
+    }
 }
