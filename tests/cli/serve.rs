@@ -754,24 +754,31 @@ fn other_uid_client(socket: &Path, runtime: &Path) -> Option<(i32, String)> {
     ))
 }
 
-#[test]
-fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
-    let scratch = Scratch::new();
+/// A server started directly (it is to die of SIGKILL) on `lanes.sock` in `scratch`, its report
+/// in `first.jsonl`, its output in `first.out` and `first.err`; `$D` is the scratch directory.
+/// Returns it once it listens, with its socket.
+fn first_server(scratch: &Scratch, args: &[&str]) -> (std::process::Child, PathBuf) {
     let socket = scratch.join("lanes.sock");
-    let first_report = scratch.join("first.jsonl");
-    // The first server: started directly (it is to die of SIGKILL), its output in files.
-    let mut first = Command::new(BIN)
+    let first = Command::new(BIN)
         .args(["serve", "--socket"])
         .arg(&socket)
         .arg("--report")
-        .arg(&first_report)
-        .args(["-j", "1"])
+        .arg(scratch.join("first.jsonl"))
+        .args(args)
         .env("D", scratch.path())
         .stdout(std::fs::File::create(scratch.join("first.out")).unwrap())
         .stderr(std::fs::File::create(scratch.join("first.err")).unwrap())
         .spawn()
         .unwrap();
     assert!(listening(&socket));
+    (first, socket)
+}
+
+#[test]
+fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
+    let scratch = Scratch::new();
+    let first_report = scratch.join("first.jsonl");
+    let (mut first, socket) = first_server(&scratch, &["-j", "1"]);
     let submit =
         |key: &str, command: &str| client_at(&socket, "submit", &[key, "--", command], None);
     let run = "echo \"$LANES_SEQ\" >> \"$D/order\"";
@@ -850,20 +857,8 @@ fn a_server_killed_while_jobs_start_journaled_each_one_that_ran_and_none_runs_tw
     // while the other spawns are under way. A job whose process ran must be journaled as
     // started, so that the next server records it `server_lost` instead of running it again.
     let scratch = Scratch::new();
-    let socket = scratch.join("lanes.sock");
     let first_report = scratch.join("first.jsonl");
-    let mut first = Command::new(BIN)
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .arg("--report")
-        .arg(&first_report)
-        .args(["-j", "40"])
-        .env("D", scratch.path())
-        .stdout(std::fs::File::create(scratch.join("first.out")).unwrap())
-        .stderr(std::fs::File::create(scratch.join("first.err")).unwrap())
-        .spawn()
-        .unwrap();
-    assert!(listening(&socket));
+    let (mut first, socket) = first_server(&scratch, &["-j", "40"]);
     let lines: String = (1..=40)
         .map(|i| format!("k{i}\techo \"$LANES_SEQ\" >> \"$D/ran\"\n"))
         .collect();
@@ -942,19 +937,7 @@ fn a_server_killed_while_jobs_start_journaled_each_one_that_ran_and_none_runs_tw
 #[test]
 fn a_seq_handed_to_a_rejected_submission_is_not_handed_out_by_the_next_server() {
     let scratch = Scratch::new();
-    let socket = scratch.join("lanes.sock");
-    let mut first = Command::new(BIN)
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .arg("--report")
-        .arg(scratch.join("first.jsonl"))
-        .args(["-j", "1", "--max-queued", "1"])
-        .env("D", scratch.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(listening(&socket));
+    let (mut first, socket) = first_server(&scratch, &["-j", "1", "--max-queued", "1"]);
     let submit = |key: &str, command: &str| {
         client_at(&socket, "submit", &["--json", key, "--", command], None).answer()
     };
