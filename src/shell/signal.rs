@@ -166,7 +166,7 @@ impl StopSignals {
     }
 
     fn handlers(with_hangup: bool) -> std::io::Result<Self> {
-        Ok(StopSignals {
+        let signals = StopSignals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
             quit: signal(SignalKind::quit())?,
@@ -178,27 +178,99 @@ impl StopSignals {
             },
             status: Some(signal(SignalKind::user_defined1())?),
             early: std::collections::VecDeque::new(),
-        })
+        };
+        for stop in STOPS {
+            // SAFETY: the action makes two atomic operations on statics: async-signal-safe.
+            // Registered after tokio's, it runs after it, for every delivery.
+            unsafe {
+                signal_hook_registry::register(stop as libc::c_int, move || note_arrival(stop))?;
+            }
+        }
+        Ok(signals)
     }
 
     /// Waits for the next stop signal (at once for one that was pending at installation).
+    /// Different signals come in the order they arrived: when several are there at once (the
+    /// event loop was busy), each stream's own is taken and they are sorted by arrival.
     pub(crate) async fn next(&mut self) -> Signal {
         if let Some(signal) = self.early.pop_front() {
             return signal;
         }
-        tokio::select! {
+        let first = tokio::select! {
             _ = self.interrupt.recv() => Signal::SIGINT,
             _ = self.terminate.recv() => Signal::SIGTERM,
             _ = self.quit.recv() => Signal::SIGQUIT,
             _ = self.cpu_limit.recv() => Signal::SIGXCPU,
             Some(_) = recv_optional(&mut self.hangup) => Signal::SIGHUP,
+        };
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let mut arrived = vec![first];
+        for (signal, stream) in [
+            (Signal::SIGINT, Some(&mut self.interrupt)),
+            (Signal::SIGTERM, Some(&mut self.terminate)),
+            (Signal::SIGQUIT, Some(&mut self.quit)),
+            (Signal::SIGXCPU, Some(&mut self.cpu_limit)),
+            (Signal::SIGHUP, self.hangup.as_mut()),
+        ] {
+            if let Some(stream) = stream.filter(|_| signal != first) {
+                if stream.poll_recv(&mut context).is_ready() {
+                    arrived.push(signal);
+                }
+            }
         }
+        let mut by_arrival: Vec<(u64, Signal)> = arrived
+            .into_iter()
+            .map(|signal| (take_arrival(signal), signal))
+            .collect();
+        by_arrival.sort_unstable();
+        let mut order = by_arrival.into_iter().map(|(_, signal)| signal);
+        let next = order.next().unwrap_or(first);
+        self.early.extend(order);
+        next
     }
 
     /// The status requests (SIGUSR1), to be listened to apart. Once that stream is dropped
     /// (every job has ended), SIGUSR1 does nothing.
     pub(crate) fn take_status_requests(&mut self) -> Option<Stream> {
         self.status.take()
+    }
+}
+
+/// The stop signals, whose arrival order is noted.
+const STOPS: [Signal; 5] = [
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGTERM,
+    Signal::SIGXCPU,
+];
+
+/// The next arrival's number.
+static NEXT_ARRIVAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Per signal number, the arrival number of its earliest delivery not yet taken; 0 for none.
+static ARRIVED: [std::sync::atomic::AtomicU64; 32] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 32];
+
+/// Notes a delivery of `signal` (in its handler): its arrival number, unless an earlier
+/// delivery of it is still to be taken.
+fn note_arrival(signal: Signal) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let number = NEXT_ARRIVAL.fetch_add(1, SeqCst);
+    if let Some(slot) = ARRIVED.get(signal as usize) {
+        let _ = slot.compare_exchange(0, number, SeqCst, SeqCst);
+    }
+}
+
+/// Takes the arrival number of `signal`'s earliest delivery not yet taken (`u64::MAX` when
+/// none was noted: last).
+fn take_arrival(signal: Signal) -> u64 {
+    match ARRIVED
+        .get(signal as usize)
+        .map(|slot| slot.swap(0, std::sync::atomic::Ordering::SeqCst))
+    {
+        Some(0) | None => u64::MAX,
+        Some(number) => number,
     }
 }
 
@@ -217,14 +289,7 @@ fn take_pending(with_hangup: bool) -> std::collections::VecDeque<Signal> {
         }
         set
     };
-    let mut stops = [
-        Signal::SIGHUP,
-        Signal::SIGINT,
-        Signal::SIGQUIT,
-        Signal::SIGTERM,
-        Signal::SIGXCPU,
-    ]
-    .to_vec();
+    let mut stops = STOPS.to_vec();
     if !with_hangup {
         stops.retain(|&s| s != Signal::SIGHUP);
     }
@@ -295,6 +360,39 @@ pub(crate) async fn until_stopped<F: std::future::Future>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stop_signals_there_at_once_come_in_the_order_they_arrived() {
+        // In a thread of its own, signals sent to that thread alone, after the handlers stand.
+        std::thread::spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let mut signals = StopSignals::install(true).unwrap();
+                let send = |signal: Signal| {
+                    // SAFETY: signals this thread, where a handler of the runtime stands.
+                    let sent = unsafe { libc::pthread_kill(libc::pthread_self(), signal as i32) };
+                    assert_eq!(sent, 0);
+                };
+                for round in 0..20 {
+                    let pair = if round % 2 == 0 {
+                        [Signal::SIGHUP, Signal::SIGTERM]
+                    } else {
+                        [Signal::SIGTERM, Signal::SIGHUP]
+                    };
+                    // Both delivered before the event loop looks: as when it was busy.
+                    send(pair[0]);
+                    send(pair[1]);
+                    let got = [signals.next().await, signals.next().await];
+                    assert_eq!(got, pair, "round {round}");
+                }
+            });
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn stop_signals_pending_while_blocked_are_taken_once_in_delivery_order() {
