@@ -376,20 +376,19 @@ impl Driver {
         let (seq, key) = (start.seq, Arc::clone(&job.key));
         // Journaled before the spawn: a server killed while it is under way leaves the job
         // `server_lost`, never run a second time by the next server.
-        let batch = self.service.as_mut().map(|service| {
-            service.starting(&start.batch);
-            start.batch.clone()
-        });
+        // The batch is kept only to take such a start back if the spawn fails.
+        let batch = match &mut self.service {
+            Some(service) => {
+                service.starting(&start.batch);
+                start.batch.clone()
+            }
+            None => Vec::new(),
+        };
         match self.launcher.launch(job, start, command, locks) {
             Ok(control) => {
                 self.controls.insert(seq, (control, 0));
             }
-            Err(not_started) => {
-                if let (Some(service), Some(batch)) = (&mut self.service, batch) {
-                    service.not_started(&batch);
-                }
-                self.not_started(seq, &key, not_started).await;
-            }
+            Err(not_started) => self.not_started(seq, &batch, &key, not_started).await,
         }
     }
 
@@ -405,10 +404,8 @@ impl Driver {
             Ok(pid) => pid,
             Err(not_started) => {
                 self.controls.remove(&start.seq);
-                if let Some(service) = &mut self.service {
-                    service.not_started(&start.batch);
-                }
-                self.not_started(start.seq, &key, not_started).await;
+                self.not_started(start.seq, &start.batch, &key, not_started)
+                    .await;
                 self.answer_started(&start, false);
                 return;
             }
@@ -445,7 +442,17 @@ impl Driver {
 
     /// A run whose process could not be started: the core decides whether it is tried again
     /// later or ends, with the error in its record.
-    async fn not_started(&mut self, seq: Seq, key: &Arc<str>, not_started: NotStarted) {
+    async fn not_started(
+        &mut self,
+        seq: Seq,
+        batch: &[Seq],
+        key: &Arc<str>,
+        not_started: NotStarted,
+    ) {
+        // Its start, journaled before the spawn, is taken back: no process of it ran.
+        if let Some(service) = &mut self.service {
+            service.not_started(batch);
+        }
         let now = self.tick();
         match self.core.spawn_failed(seq, not_started.failure, now) {
             SpawnVerdict::Deferred { .. } => {}
