@@ -90,10 +90,6 @@ struct Slot {
     /// Whether `memory.peak` exists (the memory controller is enabled for it): without it, no
     /// job's peak is looked for.
     has_peak: bool,
-    /// Whether it may serve another job: not where the memory controller is enabled and its
-    /// peak cannot be reset (an earlier kernel), as the next job's record would show an
-    /// earlier job's peak.
-    reusable: bool,
     /// Whether controllers are enabled for it (`cgroup.controllers`): then a job may have
     /// enabled them for cgroups below it (`cgroup.subtree_control`), which keeps processes
     /// out of it, and that is looked at before it is reused.
@@ -117,18 +113,18 @@ impl Slot {
             }
         };
         let watch = watcher.and_then(|watcher| watcher.watch(&dir.join("cgroup.events")));
-        let (peak, has_peak, reusable) = match fs::OpenOptions::new()
+        let (peak, has_peak) = match fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(dir.join("memory.peak"))
         {
             Ok(mut file) => {
                 let reset = file.write_all(b"0").is_ok();
-                (Some(file).filter(|_| reset), true, reset)
+                (Some(file).filter(|_| reset), true)
             }
-            Err(err) if err.kind() == io::ErrorKind::NotFound => (None, false, true),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => (None, false),
             // There, but not writable: a kernel before 6.12.
-            Err(_) => (None, true, false),
+            Err(_) => (None, true),
         };
         let controllers =
             read_in(&fd, c"cgroup.controllers").is_none_or(|text| !text.trim().is_empty());
@@ -138,9 +134,15 @@ impl Slot {
             watch,
             peak,
             has_peak,
-            reusable,
             controllers,
         })
+    }
+
+    /// Whether it may serve another job: not where the memory controller is enabled and its
+    /// peak cannot be reset (an earlier kernel), as the next job's record would show an
+    /// earlier job's peak.
+    fn reusable(&self) -> bool {
+        self.peak.is_some() || !self.has_peak
     }
 
     /// Whether the job that was in it left it as it was made: empty, not frozen (by itself),
@@ -568,7 +570,7 @@ impl Drop for JobCgroup {
             return;
         };
         // Looked at once more: a cgroup is reused only when nothing of its job is left.
-        if slot.reusable && !self.killed.load(Ordering::Relaxed) && slot.as_made() {
+        if slot.reusable() && !self.killed.load(Ordering::Relaxed) && slot.as_made() {
             let mut state = self.pool.state();
             if !state.closed && state.idle.len() < POOL_MAX {
                 state.idle.push(slot);
