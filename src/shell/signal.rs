@@ -179,7 +179,9 @@ impl StopSignals {
             status: Some(signal(SignalKind::user_defined1())?),
             early: std::collections::VecDeque::new(),
         };
-        for stop in STOPS {
+        // SIGHUP's only with its stream: an action would install a handler, and SIGHUP stays
+        // ignored under `nohup`.
+        for stop in stops(with_hangup) {
             // SAFETY: the action makes two atomic operations on statics: async-signal-safe.
             // Registered after tokio's, it runs after it, for every delivery.
             unsafe {
@@ -245,6 +247,13 @@ const STOPS: [Signal; 5] = [
     Signal::SIGXCPU,
 ];
 
+/// [`STOPS`], SIGHUP only when `with_hangup` (it stays ignored under `nohup` otherwise).
+fn stops(with_hangup: bool) -> impl Iterator<Item = Signal> {
+    STOPS
+        .into_iter()
+        .filter(move |&signal| with_hangup || signal != Signal::SIGHUP)
+}
+
 /// The next arrival's number.
 static NEXT_ARRIVAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -289,11 +298,7 @@ fn take_pending(with_hangup: bool) -> std::collections::VecDeque<Signal> {
         }
         set
     };
-    let mut stops = STOPS.to_vec();
-    if !with_hangup {
-        stops.retain(|&s| s != Signal::SIGHUP);
-    }
-    for signal in stops {
+    for signal in stops(with_hangup) {
         // SAFETY: reads a set filled above; dequeues one signal that is blocked in this
         // thread (all handled signals are, until `install` unblocks them), without waiting.
         let dequeued = unsafe {
