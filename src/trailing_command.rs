@@ -26,8 +26,9 @@ pub(crate) struct Invocation {
 }
 
 /// Parses the process's command line as [`Cli`], the trailing command and `:::` arguments
-/// included, for a command line that names no task (those are [`parse_task`]'s). Like clap's own `parse`, prints the error (with a hint) and exits with status 2
-/// on a usage error, and prints help or the version and exits 0 when asked.
+/// included, for a command line that names no task (those are [`parse_task`]'s). Like clap's
+/// own `parse`, prints the error (with a hint) and exits with status 2 on a usage error, and
+/// prints help or the version and exits 0 when asked.
 pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
     let mut argv: Vec<OsString> = argv.into_iter().collect();
     // `lanes serve [OPTIONS]`: a run's options, its jobs from the socket.

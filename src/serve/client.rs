@@ -344,9 +344,14 @@ fn job_status(record: &serde_json::Value) -> u8 {
 
 /// Submissions read from stdin, sent by a thread of their own while the answers are read
 /// (the server answers in order): one answer line each. The exit status is the highest of the
-/// answers' statuses; a line that is no job (no tab, empty key or command) is said on stderr,
-/// not sent, and makes it 2.
+/// answers' statuses; a line that is no job by a run's rules (no tab, an empty key or command,
+/// bytes that are not UTF-8, a NUL) is said on stderr, not sent, and makes it 2.
 fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
+    // The rules of a run's input lines; the server checks the system's limits.
+    const UNLIMITED: Limits = Limits {
+        key: usize::MAX,
+        command: usize::MAX,
+    };
     let mut connection = Connection::open(socket)?;
     let mut writer = std::io::BufWriter::with_capacity(64 * 1024, connection.writer.try_clone()?);
     let sender = std::thread::Builder::new()
@@ -377,12 +382,7 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                     status = status.max(exit::USAGE);
                     continue;
                 }
-                // The rules of a run's input lines; the server checks the system's limits.
-                let unlimited = Limits {
-                    key: usize::MAX,
-                    command: usize::MAX,
-                };
-                let (key, command) = match parse_line(raw, unlimited) {
+                let (key, command) = match parse_line(raw, UNLIMITED) {
                     None => continue,
                     Some(LineItem::Job { key, command }) => (key, command),
                     Some(LineItem::Invalid { message, .. }) => {
