@@ -379,6 +379,23 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    type Client = (
+        tokio::task::JoinHandle<()>,
+        mpsc::Receiver<Call>,
+        BufReader<tokio::net::unix::OwnedReadHalf>,
+        OwnedWriteHalf,
+    );
+
+    /// A connection served as a client's would be: the task serving it, the calls it makes,
+    /// and the client's reading and writing ends.
+    fn connect() -> Client {
+        let (client, server) = UnixStream::pair().unwrap();
+        let (tx, calls) = mpsc::channel(4);
+        let serving = tokio::spawn(serve_connection(server, tx));
+        let (read, write) = client.into_split();
+        (serving, calls, BufReader::new(read), write)
+    }
+
     /// Reads one answer line from `read`.
     async fn answer(read: &mut BufReader<tokio::net::unix::OwnedReadHalf>) -> String {
         let mut line = String::new();
@@ -388,20 +405,14 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn an_idle_connection_is_read_no_more_but_its_pending_answers_are_written() {
-        let (client, server) = UnixStream::pair().unwrap();
-        let (tx, mut calls) = mpsc::channel(4);
-        let serving = tokio::spawn(serve_connection(server, tx));
-        let (read, mut write) = client.into_split();
-        let mut read = BufReader::new(read);
+        let (serving, mut calls, mut read, mut write) = connect();
         let status = b"{\"v\":1,\"op\":\"status\"}\n";
         // Just short of the limit, a request is still read and answered.
         tokio::time::sleep(IDLE_TIMEOUT - Duration::from_secs(1)).await;
         write.write_all(status).await.unwrap();
         let call = calls.recv().await.unwrap();
-        let reply = |error: &str| Reply {
-            answer: Answer::Error {
-                error: error.to_owned(),
-            },
+        let reply = |text: &str| Reply {
+            answer: error(text),
             then: None,
         };
         let _ = call.reply.send(reply("first"));
@@ -430,11 +441,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_peer_that_closes_its_socket_while_its_record_is_due_ends_the_connection() {
-        let (client, server) = UnixStream::pair().unwrap();
-        let (tx, mut calls) = mpsc::channel(4);
-        let serving = tokio::spawn(serve_connection(server, tx));
-        let (read, mut write) = client.into_split();
-        let mut read = BufReader::new(read);
+        let (serving, mut calls, mut read, mut write) = connect();
         write.write_all(WAIT).await.unwrap();
         let call = calls.recv().await.unwrap();
         let (record, then) = oneshot::channel();
@@ -454,11 +461,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_peer_that_shut_down_its_writing_gets_both_answers() {
-        let (client, server) = UnixStream::pair().unwrap();
-        let (tx, mut calls) = mpsc::channel(4);
-        let serving = tokio::spawn(serve_connection(server, tx));
-        let (read, mut write) = client.into_split();
-        let mut read = BufReader::new(read);
+        let (serving, mut calls, mut read, mut write) = connect();
         write.write_all(WAIT).await.unwrap();
         write.shutdown().await.unwrap();
         let call = calls.recv().await.unwrap();
@@ -478,11 +481,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_status_is_the_last_request_read_until_its_answer_is_written() {
-        let (client, server) = UnixStream::pair().unwrap();
-        let (tx, mut calls) = mpsc::channel(4);
-        let serving = tokio::spawn(serve_connection(server, tx));
-        let (read, mut write) = client.into_split();
-        let mut read = BufReader::new(read);
+        let (serving, mut calls, mut read, mut write) = connect();
         write
             .write_all(b"{\"v\":1,\"op\":\"status\"}\n{\"v\":1,\"op\":\"status\"}\n")
             .await
@@ -508,10 +507,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn a_peer_that_takes_no_answer_for_the_idle_timeout_is_closed() {
-        let (client, server) = UnixStream::pair().unwrap();
-        let (tx, mut calls) = mpsc::channel(4);
-        let serving = tokio::spawn(serve_connection(server, tx));
-        let (_read, mut write) = client.into_split();
+        let (serving, mut calls, _read, mut write) = connect();
         write
             .write_all(b"{\"v\":1,\"op\":\"status\"}\n")
             .await

@@ -560,39 +560,45 @@ fn serve_16_at_once(scratch: &Scratch) -> Server {
     }
 }
 
+/// Connects to `socket` until `places` connections are held, each sent `request` and answered
+/// with an answer containing `served`. A probe of `listening` may still hold a place for a
+/// moment: a connection refused for it is tried again.
+fn take_places(socket: &Path, places: usize, request: &str, served: &str) -> Vec<UnixStream> {
+    let mut held = Vec::new();
+    while held.len() < places {
+        let mut stream = UnixStream::connect(socket).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let answer = answer_line(&mut stream);
+        if answer.contains(served) {
+            held.push(stream);
+        } else {
+            assert!(answer.contains("connections already"), "{answer}");
+        }
+    }
+    held
+}
+
+/// One more connection to `socket`, whose every place is taken, is refused with an error.
+fn assert_refused(socket: &Path, places: usize) {
+    let mut refused = UnixStream::connect(socket).unwrap();
+    let mut answer = String::new();
+    refused.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.contains(&format!("the server serves {places} connections already")),
+        "{answer}"
+    );
+}
+
 #[test]
 fn connections_beyond_the_most_served_at_once_are_refused_and_the_rest_go_on() {
     // With 64 descriptors the server serves at most 16 connections at once (a quarter), so
     // that idle clients cannot take the descriptors its jobs need.
     let scratch = Scratch::new();
     let server = serve_16_at_once(&scratch);
-    let status = |stream: &mut UnixStream| -> String {
-        stream.write_all(b"{\"v\":1,\"op\":\"status\"}\n").unwrap();
-        let mut line = String::new();
-        BufReader::new(stream.try_clone().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        line
-    };
     // Sixteen clients that stay connected, each served once.
-    let mut open: Vec<UnixStream> = Vec::new();
-    while open.len() < 16 {
-        let mut stream = UnixStream::connect(&server.socket).unwrap();
-        let answer = status(&mut stream);
-        // A probe of `listening` may still hold its place for a moment: try again.
-        if answer.contains("\"answer\":\"status\"") {
-            open.push(stream);
-        } else {
-            assert!(answer.contains("connections already"), "{answer}");
-        }
-    }
-    let mut refused = UnixStream::connect(&server.socket).unwrap();
-    let mut answer = String::new();
-    refused.read_to_string(&mut answer).unwrap();
-    assert!(
-        answer.contains("the server serves 16 connections already"),
-        "{answer}"
-    );
+    let status = "{\"v\":1,\"op\":\"status\"}\n";
+    let mut open = take_places(&server.socket, 16, status, "\"answer\":\"status\"");
+    assert_refused(&server.socket, 16);
     let client = server.client("status", &[]);
     assert_eq!(client.code, 2, "{}", client.stderr);
     // One leaves: a client is served again.
@@ -602,7 +608,8 @@ fn connections_beyond_the_most_served_at_once_are_refused_and_the_rest_go_on() {
         .code
         == 0));
     // The connections still open were not disturbed.
-    assert!(status(&mut open[0]).contains("\"answer\":\"status\""));
+    open[0].write_all(status.as_bytes()).unwrap();
+    assert!(answer_line(&mut open[0]).contains("\"answer\":\"status\""));
     drop(open);
     assert_eq!(server.client("drain", &[]).code, 0);
     server.end().0.code(0);
@@ -1568,26 +1575,9 @@ fn clients_gone_while_waiting_for_their_records_free_their_connections() {
     patient.shutdown(std::net::Shutdown::Write).unwrap();
     let first = answer_line(&mut patient);
     assert!(first.contains("\"answer\":\"started\""), "{first}");
-    let mut ghosts = Vec::new();
-    while ghosts.len() < 15 {
-        let mut stream = UnixStream::connect(&server.socket).unwrap();
-        stream.write_all(submit.as_bytes()).unwrap();
-        let answer = answer_line(&mut stream);
-        // A probe of `listening` may still hold its place for a moment: try again.
-        if answer.contains("\"answer\":\"queued\"") {
-            ghosts.push(stream);
-        } else {
-            assert!(answer.contains("connections already"), "{answer}");
-        }
-    }
+    let ghosts = take_places(&server.socket, 15, &submit, "\"answer\":\"queued\"");
     // Every connection taken: one more is refused.
-    let mut refused = UnixStream::connect(&server.socket).unwrap();
-    let mut answer = String::new();
-    refused.read_to_string(&mut answer).unwrap();
-    assert!(
-        answer.contains("the server serves 16 connections already"),
-        "{answer}"
-    );
+    assert_refused(&server.socket, 16);
     drop(ghosts);
     assert!(
         wait_until(Duration::from_secs(10), || server
