@@ -37,120 +37,148 @@ const USAGE: &str = "lanes [OPTIONS] [FILE]
        lanes serve [OPTIONS]";
 
 /// Tasks besides running jobs (`lanes TASK …`); a file of jobs named like one is given as
-/// `./NAME`.
+/// `./NAME`. Each task's options, and its help (the doc comment of its options), are a struct of
+/// their own, so that a task's command line is parsed with its own definition alone
+/// ([`crate::trailing_command::parse_task`]). A variant has no doc comment of its own: clap
+/// would show it instead of its struct's.
 #[derive(Debug, clap::Subcommand)]
+#[allow(missing_docs)]
 pub enum Task {
-    /// List the keys held in a lock directory (--lock-dir) or a fleet's database
-    /// (--coordinate), their holders and their waiters.
-    Locks {
-        /// The lock directory.
-        #[arg(value_name = "DIR")]
-        dir: Option<PathBuf>,
-        /// The fleet's database (also `LANES_COORDINATE`).
-        #[arg(long, value_name = "URL", conflicts_with = "dir",
-              value_parser = clap::builder::NonEmptyStringValueParser::new())]
-        coordinate: Option<String>,
-        /// The fleet's namespace in the database.
-        #[arg(long, value_name = "NAME", default_value = "lanes",
-              value_parser = clap::builder::NonEmptyStringValueParser::new())]
-        namespace: String,
-    },
-    /// Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin
-    /// line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected,
-    /// 13 closed, 2 error; with --wait, the job's own.
-    Submit {
-        /// The server's socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock,
-        /// else /tmp/lanes-UID/lanes.sock).
-        #[arg(long, value_name = "PATH")]
-        socket: Option<PathBuf>,
-        /// Print the answers (and with --wait the record) as JSON lines.
-        #[arg(long)]
-        json: bool,
-        /// Wait for the job's record and exit as the job did (0, its exit status, 128 + the
-        /// signal, or 1).
-        #[arg(long)]
-        wait: bool,
-        /// The job's key.
-        #[arg(value_name = "KEY")]
-        key: Option<String>,
-        /// The command: one word is shell text, several a program and its arguments.
-        #[arg(last = true, value_name = "COMMAND")]
-        command: Vec<String>,
-    },
-    /// Drop a key's waiting jobs and stop its running job (reason `cancelled`) on a `lanes
-    /// serve`; returns once that job's processes are gone.
-    Cancel {
-        /// The server's socket.
-        #[arg(long, value_name = "PATH")]
-        socket: Option<PathBuf>,
-        /// Print the answer as JSON.
-        #[arg(long)]
-        json: bool,
-        /// The key.
-        #[arg(value_name = "KEY")]
-        key: String,
-    },
-    /// What a `lanes serve` runs and what waits, its counters and its cap.
-    Status {
-        /// The server's socket.
-        #[arg(long, value_name = "PATH")]
-        socket: Option<PathBuf>,
-        /// Print the answer as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Change a `lanes serve`'s cap on running jobs; lowering it stops nothing.
-    Set {
-        /// The server's socket.
-        #[arg(long, value_name = "PATH")]
-        socket: Option<PathBuf>,
-        /// Print the answer as JSON.
-        #[arg(long)]
-        json: bool,
-        /// The new cap.
-        #[arg(short = 'j', long = "max-concurrent", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-        max_concurrent: u32,
-    },
-    /// Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once
-    /// it has written its report.
-    Drain {
-        /// The server's socket.
-        #[arg(long, value_name = "PATH")]
-        socket: Option<PathBuf>,
-        /// Print the answer as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end;
-    /// returns once it has written its report.
-    Close {
-        /// The server's socket.
-        #[arg(long, value_name = "PATH")]
-        socket: Option<PathBuf>,
-        /// Print the answer as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Draw a run from its report (--report): what ran when, in which slot, and why every job
-    /// waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid
-    /// Gantt chart.
-    Timeline {
-        /// The report of the run (JSON Lines, as --report writes it; one still being written
-        /// will do).
-        #[arg(value_name = "REPORT")]
-        report: PathBuf,
-        /// The run's events file (--events): jobs still running or waiting, which have no
-        /// record yet, are drawn from it.
-        #[arg(long, value_name = "EVENTS")]
-        events: Option<PathBuf>,
-        /// Where to write the timeline (`-`: stdout).
-        #[arg(short = 'o', long = "output", value_name = "OUT")]
-        output: PathBuf,
-        /// html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT's
-        /// extension (.html/.htm, .json, .md).
-        #[arg(long, value_name = "FORMAT", value_parser = ["html", "json", "md"])]
-        format: Option<String>,
-    },
+    Locks(LocksArgs),
+    Submit(SubmitArgs),
+    Cancel(CancelArgs),
+    Status(StatusArgs),
+    Set(SetArgs),
+    Drain(DrainArgs),
+    Close(CloseArgs),
+    Timeline(TimelineArgs),
+}
+
+/// List the keys held in a lock directory (--lock-dir) or a fleet's database
+/// (--coordinate), their holders and their waiters.
+#[derive(Debug, clap::Args)]
+pub struct LocksArgs {
+    /// The lock directory.
+    #[arg(value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The fleet's database (also `LANES_COORDINATE`).
+    #[arg(long, value_name = "URL", conflicts_with = "dir",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub coordinate: Option<String>,
+    /// The fleet's namespace in the database.
+    #[arg(long, value_name = "NAME", default_value = "lanes",
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
+    pub namespace: String,
+}
+
+/// Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin
+/// line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected,
+/// 13 closed, 2 error; with --wait, the job's own.
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    /// The server's socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock,
+    /// else /tmp/lanes-UID/lanes.sock).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Print the answers (and with --wait the record) as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Wait for the job's record and exit as the job did (0, its exit status, 128 + the
+    /// signal, or 1).
+    #[arg(long)]
+    pub wait: bool,
+    /// The job's key.
+    #[arg(value_name = "KEY")]
+    pub key: Option<String>,
+    /// The command: one word is shell text, several a program and its arguments.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Drop a key's waiting jobs and stop its running job (reason `cancelled`) on a `lanes
+/// serve`; returns once that job's processes are gone.
+#[derive(Debug, clap::Args)]
+pub struct CancelArgs {
+    /// The server's socket.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Print the answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The key.
+    #[arg(value_name = "KEY")]
+    pub key: String,
+}
+
+/// What a `lanes serve` runs and what waits, its counters and its cap.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// The server's socket.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Print the answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Change a `lanes serve`'s cap on running jobs; lowering it stops nothing.
+#[derive(Debug, clap::Args)]
+pub struct SetArgs {
+    /// The server's socket.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Print the answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The new cap.
+    #[arg(short = 'j', long = "max-concurrent", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent: u32,
+}
+
+/// Make a `lanes serve` admit nothing more, finish what it admitted and end; returns once
+/// it has written its report.
+#[derive(Debug, clap::Args)]
+pub struct DrainArgs {
+    /// The server's socket.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Print the answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Make a `lanes serve` admit nothing more, stop every job (reason `shutdown`) and end;
+/// returns once it has written its report.
+#[derive(Debug, clap::Args)]
+pub struct CloseArgs {
+    /// The server's socket.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Print the answer as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Draw a run from its report (--report): what ran when, in which slot, and why every job
+/// waited; as an HTML page, a Chrome trace (JSON, for Perfetto) or Markdown with a Mermaid
+/// Gantt chart.
+#[derive(Debug, clap::Args)]
+pub struct TimelineArgs {
+    /// The report of the run (JSON Lines, as --report writes it; one still being written
+    /// will do).
+    #[arg(value_name = "REPORT")]
+    pub report: PathBuf,
+    /// The run's events file (--events): jobs still running or waiting, which have no
+    /// record yet, are drawn from it.
+    #[arg(long, value_name = "EVENTS")]
+    pub events: Option<PathBuf>,
+    /// Where to write the timeline (`-`: stdout).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: PathBuf,
+    /// html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT's
+    /// extension (.html/.htm, .json, .md).
+    #[arg(long, value_name = "FORMAT", value_parser = ["html", "json", "md"])]
+    pub format: Option<String>,
 }
 
 /// Run keyed shell jobs through per-key lanes: at most one job of a key in flight, a key's jobs

@@ -268,24 +268,27 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
 /// What stops the task: no server to reach, a bad report, an unreachable database; the caller
 /// prints it and exits with [`exit::USAGE`].
 pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
-    use crate::cli::Task;
+    use crate::cli::{
+        CancelArgs, CloseArgs, DrainArgs, LocksArgs, SetArgs, StatusArgs, SubmitArgs, Task,
+        TimelineArgs,
+    };
     use crate::serve::client;
     use crate::serve::protocol::Request;
     match task {
-        Task::Timeline {
+        Task::Timeline(TimelineArgs {
             report,
             events,
             output,
             format,
-        } => {
+        }) => {
             crate::timeline::write(&report, events.as_deref(), &output, format.as_deref())?;
             Ok(0)
         }
-        Task::Locks {
+        Task::Locks(LocksArgs {
             dir,
             coordinate,
             namespace,
-        } => {
+        }) => {
             let coordinate = coordinate.or_else(|| {
                 std::env::var("LANES_COORDINATE")
                     .ok()
@@ -306,32 +309,36 @@ pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
             }
             Ok(0)
         }
-        Task::Submit {
+        Task::Submit(SubmitArgs {
             socket,
             json,
             wait,
             key,
             command,
-        } => client::submit(socket.as_deref(), json, wait, key, &command),
-        Task::Cancel { socket, json, key } => {
+        }) => client::submit(socket.as_deref(), json, wait, key, &command),
+        Task::Cancel(CancelArgs { socket, json, key }) => {
             client::request(socket.as_deref(), json, Request::Cancel { key })
         }
-        Task::Status { socket, json } => {
+        Task::Status(StatusArgs { socket, json }) => {
             client::request(socket.as_deref(), json, Request::Status {})
         }
-        Task::Set {
+        Task::Set(SetArgs {
             socket,
             json,
             max_concurrent,
-        } => client::request(
+        }) => client::request(
             socket.as_deref(),
             json,
             Request::Set {
                 max_concurrent: max_concurrent as usize,
             },
         ),
-        Task::Drain { socket, json } => client::request(socket.as_deref(), json, Request::Drain {}),
-        Task::Close { socket, json } => client::request(socket.as_deref(), json, Request::Close {}),
+        Task::Drain(DrainArgs { socket, json }) => {
+            client::request(socket.as_deref(), json, Request::Drain {})
+        }
+        Task::Close(CloseArgs { socket, json }) => {
+            client::request(socket.as_deref(), json, Request::Close {})
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use clap::{CommandFactory, FromArgMatches, Subcommand as _};
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, Task};
 use crate::template::shell_quote;
@@ -73,34 +73,43 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
 }
 
 /// Parses a task's command line (`lanes submit …`: its first word names a [`Task`]) with
-/// only the tasks' definitions. Building the run's hundred options too would be most of a
-/// client command's start-up (about 1.8 ms of 3.7 for a `lanes submit` on a 2-CPU machine).
-/// `None` when the first word names no task (a run, `lanes serve`, `lanes help`). Usage
-/// errors and help are printed as by [`parse_args`], with the same texts, and end the process.
+/// only that task's definition. Building the run's hundred options too would be most of a
+/// client command's start-up (about 1.8 ms of 3.7 for a `lanes submit` on a 2-CPU machine),
+/// and building every task's, about 0.1 ms of 1.8 of a dynamic build. `None` when the first
+/// word names no task (a run, `lanes serve`, `lanes help`). Usage errors and help are printed
+/// as by [`parse_args`], with the same texts, and end the process.
 pub fn parse_task(argv: &[OsString]) -> Option<Task> {
-    if !names_task(argv) {
-        return None;
-    }
-    let matches = task_command()
+    let command = task_command(argv.get(1)?.to_str()?)?;
+    let matches = command
         .try_get_matches_from(argv)
         .unwrap_or_else(|err| err.exit());
     Some(Task::from_arg_matches(&matches).unwrap_or_else(|err| err.exit()))
 }
 
-/// Whether the word after the program name names a task.
-fn names_task(argv: &[OsString]) -> bool {
-    argv.get(1)
-        .and_then(|first| first.to_str())
-        .is_some_and(Task::has_subcommand)
-}
-
-/// The tasks alone, under the settings of [`Cli`] that reach a task's parsing and help.
-fn task_command() -> clap::Command {
-    Task::augment_subcommands(
+/// The task named `name` alone, under the settings of [`Cli`] that reach a task's parsing and
+/// help; `None` when `name` names no task.
+fn task_command(name: &str) -> Option<clap::Command> {
+    use crate::cli::{
+        CancelArgs, CloseArgs, DrainArgs, LocksArgs, SetArgs, StatusArgs, SubmitArgs, TimelineArgs,
+    };
+    use clap::Args as _;
+    let (name, options): (&'static str, fn(clap::Command) -> clap::Command) = match name {
+        "locks" => ("locks", LocksArgs::augment_args),
+        "submit" => ("submit", SubmitArgs::augment_args),
+        "cancel" => ("cancel", CancelArgs::augment_args),
+        "status" => ("status", StatusArgs::augment_args),
+        "set" => ("set", SetArgs::augment_args),
+        "drain" => ("drain", DrainArgs::augment_args),
+        "close" => ("close", CloseArgs::augment_args),
+        "timeline" => ("timeline", TimelineArgs::augment_args),
+        _ => return None,
+    };
+    Some(
         clap::Command::new("lanes")
             .max_term_width(100)
             .args_override_self(true)
-            .subcommand_required(true),
+            .subcommand_required(true)
+            .subcommand(options(clap::Command::new(name))),
     )
 }
 
@@ -492,8 +501,6 @@ mod tests {
     fn a_task_parsed_alone_is_parsed_and_helped_as_under_the_whole_command_line() {
         let mut whole = Cli::command();
         whole.build();
-        let mut alone = task_command();
-        alone.build();
         let names: Vec<String> = whole
             .get_subcommands()
             .map(|task| task.get_name().to_owned())
@@ -501,6 +508,8 @@ mod tests {
             .collect();
         assert!(names.iter().any(|name| name == "submit"), "{names:?}");
         for name in &names {
+            let mut alone = task_command(name).unwrap_or_else(|| panic!("{name}: no task"));
+            alone.build();
             let mut a = whole.find_subcommand_mut(name).unwrap().clone();
             let mut b = alone.find_subcommand_mut(name).unwrap().clone();
             assert_eq!(
@@ -510,21 +519,37 @@ mod tests {
             );
             assert_eq!(a.render_usage().to_string(), b.render_usage().to_string());
         }
-        let lines: [&[&str]; 6] = [
+        assert!(task_command("help").is_none() && task_command("serve").is_none());
+        let lines: [&[&str]; 12] = [
             &[
                 "lanes", "submit", "--socket", "s", "--json", "k", "--", "a", "b",
             ],
             &["lanes", "submit", "--wait", "--wait", "k", "--", "true"],
             &["lanes", "submit", "--bogus"],
+            &["lanes", "submit", "--help"],
             &["lanes", "cancel", "k"],
+            &["lanes", "cancel"],
+            &["lanes", "status", "--json"],
             &["lanes", "set", "-j", "0"],
+            &["lanes", "drain", "--socket", "s"],
+            &["lanes", "close", "extra"],
             &["lanes", "locks", "dir", "--coordinate", "x"],
+            &[
+                "lanes",
+                "timeline",
+                "report.jsonl",
+                "--format",
+                "svg",
+                "-o",
+                "t",
+            ],
         ];
         for line in lines {
             let whole = Cli::command()
                 .try_get_matches_from(os(line))
                 .map(|matches| format!("{:?}", Cli::from_arg_matches(&matches).unwrap().task));
-            let alone = task_command()
+            let alone = task_command(line[1])
+                .unwrap()
                 .try_get_matches_from(os(line))
                 .map(|matches| format!("{:?}", Some(Task::from_arg_matches(&matches).unwrap())));
             match (whole, alone) {
