@@ -9,6 +9,9 @@ SERVE_BATCH (100000 lines per batch), SERVE_TOTAL (1000000 jobs for the RSS figu
 SERVE_JOURNAL_DIR (where the journal goes; default beside the socket under /tmp; the default
 socket's directory, $XDG_RUNTIME_DIR, is usually a tmpfs: /dev/shm shows that case).
 
+The same harness starts `true`, `lanes --version` and a C client that does only a
+submission's socket work (bench/submit-client.c, compiled with cc), for the floors.
+
 Every job is submitted to one key of a server started with --coalesce latest while that key's
 running job waits: each submission is admitted (journaled, flushed, answered) and supersedes
 the one before it, which gets its record at once. So the figures are the service's own costs,
@@ -116,10 +119,18 @@ def main():
                 starts.append(time.perf_counter() - start)
             return statistics.median(starts) * 1000
 
-        # The floor: a process that does nothing, started by the same harness.
+        # The floors: a process that does nothing, and one that does a submission's socket
+        # work and nothing else (bench/submit-client.c), started by the same harness.
         print(f"process start alone, same harness: median "
               f"{median_start([shutil.which('true') or '/bin/true']):.2f} ms for true, "
               f"{median_start([LANES, '--version']):.2f} ms for lanes --version")
+        client = os.path.join(directory, "submit-client")
+        source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "submit-client.c")
+        if subprocess.run(["cc", "-O2", "-o", client, source]).returncode == 0:
+            print(f"a C client doing only the socket work (bench/submit-client.c): median "
+                  f"{median_start([client, server.socket, 'hot', 'true']):.2f} ms")
+        else:
+            print("a C client: not measured (no C compiler)")
         print(f"submit round trip, process start included: median "
               f"{statistics.median(times) * 1000:.2f} ms, p90 "
               f"{times[int(len(times) * 0.9)] * 1000:.2f} ms ({ROUND_TRIPS} submissions)")
