@@ -205,6 +205,19 @@ fn peer_closed(fd: &std::os::fd::OwnedFd) -> bool {
 /// reading waits for their answers: a client may send many before reading (pipelining).
 const PIPELINE_DEPTH: usize = 256;
 
+/// How many bytes of requests of one connection may be on their way (read, their answers not
+/// yet gathered for writing) before its reading waits: 1 MiB. An answer repeats its request's
+/// key, so this bounds what the answers of a client that reads none can hold too, whatever
+/// the size of its keys; a longer request still goes through, alone.
+const PIPELINE_BYTES: usize = 1 << 20;
+
+/// A request's answer due on a connection, with the share of [`PIPELINE_BYTES`] its request
+/// holds until the answer is gathered for writing.
+struct Due {
+    pending: Pending,
+    held: tokio::sync::OwnedSemaphorePermit,
+}
+
 /// An answer on its way to a connection: ready, or still to come from the event loop (and,
 /// for a request answered twice, who waits until both answers are written).
 enum Pending {
@@ -217,7 +230,7 @@ enum Pending {
 /// oversized one gets an `error` answer and the connection is closed.
 ///
 /// What one connection makes the server hold is bounded: at most [`PIPELINE_DEPTH`] requests
-/// on their way, and a request whose answer comes late or may be large (`status`, and those
+/// and [`PIPELINE_BYTES`] of them on their way, and a request whose answer comes late or may be large (`status`, and those
 /// answered twice) is the last one read until its answer is written. A peer that closes its
 /// socket while answers are still due ends the connection at once (a job it submitted runs
 /// on), so that it holds none of the [`max_connections`].
@@ -228,8 +241,9 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
         say_error(out, error).await;
         return;
     }
-    let (pending_tx, pending_rx) = mpsc::channel(PIPELINE_DEPTH);
+    let (pending_tx, pending_rx) = mpsc::channel::<Due>(PIPELINE_DEPTH);
     let mut writing = tokio::spawn(write_answers(out, pending_rx));
+    let budget = std::sync::Arc::new(tokio::sync::Semaphore::new(PIPELINE_BYTES));
     let mut reader = BufReader::new(read);
     let mut line = Vec::new();
     // The peer closed its socket while an answer was due.
@@ -250,6 +264,15 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
             // The answers can be written no more (a write failed or made no progress).
             () = pending_tx.closed() => break,
         }
+        // Its share of the bytes on their way: waits while the answers before it are unwritten.
+        let cost = u32::try_from(line.len().clamp(1, PIPELINE_BYTES)).unwrap_or(u32::MAX);
+        let Ok(held) = std::sync::Arc::clone(&budget)
+            .acquire_many_owned(cost)
+            .await
+        else {
+            break;
+        };
+        let due = |pending| Due { pending, held };
         if line.last() == Some(&b'\n') {
             line.pop();
         } else if line.len() > MAX_REQUEST_BYTES {
@@ -257,10 +280,10 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                 "the request is longer than {MAX_REQUEST_BYTES} bytes; the connection is closed"
             );
             let _ = pending_tx
-                .send(Pending::Now(Reply {
+                .send(due(Pending::Now(Reply {
                     answer: Answer::Error { error },
                     then: None,
-                }))
+                })))
                 .await;
             break;
         }
@@ -287,7 +310,7 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                     Ok(()) if one_at_a_time => {
                         let (done_tx, done_rx) = oneshot::channel();
                         if pending_tx
-                            .send(Pending::Later(rx, Some(done_tx)))
+                            .send(due(Pending::Later(rx, Some(done_tx))))
                             .await
                             .is_err()
                         {
@@ -309,7 +332,7 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                 }
             }
         };
-        if pending_tx.send(pending).await.is_err() {
+        if pending_tx.send(due(pending)).await.is_err() {
             break;
         }
     }
@@ -331,13 +354,15 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
 /// Writes the answers of one connection in the order of its requests; a batch of answers
 /// ready together goes out in one write. Ends early when a write fails or makes no progress
 /// for [`IDLE_TIMEOUT`].
-async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Pending>) {
+async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
     while let Some(next) = pending.recv().await {
-        let (reply, done) = match next {
+        let (reply, done) = match next.pending {
             Pending::Now(reply) => (reply, None),
             Pending::Later(rx, done) => (rx.await.unwrap_or_else(|_| ended()), done),
         };
+        // Gathered (at most [`OUT_BATCH`] before a write): its request's share is given back.
         out.push(&reply.answer);
+        drop(next.held);
         if let Some(then) = reply.then {
             if out.flush().await.is_err() {
                 return;
@@ -501,6 +526,56 @@ mod tests {
         });
         assert!(answer(&mut read).await.contains("second"));
         drop(write);
+        assert_eq!(answer(&mut read).await, "");
+        serving.await.unwrap();
+    }
+
+    /// A client that sends requests with large keys and reads no answers makes the server
+    /// take about [`PIPELINE_BYTES`] of them, not [`PIPELINE_DEPTH`]; once it reads, every
+    /// one is answered.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn the_requests_on_their_way_are_bounded_in_bytes_as_well_as_in_number() {
+        const KEY: usize = 100 << 10;
+        const SENT: usize = 40;
+        let (serving, mut calls, mut read, mut write) = connect();
+        let key = "k".repeat(KEY);
+        let request =
+            format!("{{\"v\":1,\"op\":\"submit\",\"key\":\"{key}\",\"command\":\"true\"}}\n");
+        let sending = tokio::spawn(async move {
+            for _ in 0..SENT {
+                write.write_all(request.as_bytes()).await.unwrap();
+            }
+            write
+        });
+        // The event loop's part: each request answered at once, as large as its key.
+        let reply = |key: &str| Reply {
+            answer: error(key),
+            then: None,
+        };
+        let mut taken = 0;
+        while let Ok(Some(call)) = tokio::time::timeout(Duration::from_secs(5), calls.recv()).await
+        {
+            let _ = call.reply.send(reply(&key));
+            taken += 1;
+        }
+        // The budget's worth (10), and what the socket's buffers and one batch of answers hold.
+        assert!(
+            (10..20).contains(&taken),
+            "{taken} requests of {KEY} bytes taken with no answer read"
+        );
+        let reading = tokio::spawn(async move {
+            for _ in 0..SENT {
+                assert!(answer(&mut read).await.starts_with("{"));
+            }
+            read
+        });
+        while taken < SENT {
+            let call = calls.recv().await.unwrap();
+            let _ = call.reply.send(reply(&key));
+            taken += 1;
+        }
+        let mut read = reading.await.unwrap();
+        drop(sending.await.unwrap());
         assert_eq!(answer(&mut read).await, "");
         serving.await.unwrap();
     }
