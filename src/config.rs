@@ -808,10 +808,7 @@ fn check_distinct_files(
     junit: &Option<PathBuf>,
     resume: &Option<PathBuf>,
 ) -> Result<(), ConfigError> {
-    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    };
+    let same = same_file;
     let input = match source {
         Source::LinesFile(path) | Source::Manifest { path, .. } => Some(path.as_path()),
         Source::Stdin | Source::List(_) | Source::Socket(_) => None,
@@ -845,6 +842,15 @@ fn check_distinct_files(
         }
     }
     Ok(())
+}
+
+/// Whether `a` and `b` name the same file: the same path once resolved when both exist, else
+/// the same path as given.
+pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 fn load_manifest(path: PathBuf) -> Result<Source, ConfigError> {

@@ -56,10 +56,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     }
     let cgroups = containment(config.containment)?;
     let runtime = event_loop()?;
-    // `lanes serve`: a second server on the same socket or journal fails before anything is
-    // made; the journal is read before the report is created (it may be the earlier
-    // server's, holding records the journal needs); the socket is bound once the outputs
-    // are open, so that no client is accepted by a server still opening them.
+    // `lanes serve`: a second server on the same socket or journal, or a socket that cannot be
+    // bound, fails before any file is made; the journal is read before the report is created
+    // (it may be the earlier server's, holding records the journal needs); the socket is bound
+    // once the outputs are open, so that no client is accepted by a server still opening them.
     let serving = match &config.source {
         Source::Socket(given) => {
             let path = crate::serve::socket::serve_path(given.as_deref())?;
@@ -68,6 +68,8 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 .journal
                 .clone()
                 .unwrap_or_else(|| crate::serve::journal::default_path(&path));
+            check_journal_apart(&journal_path, &config)?;
+            crate::serve::socket::check_bindable(&path)?;
             let journal = crate::serve::journal::Journal::open(
                 &journal_path,
                 config.requeue_lost,
@@ -340,6 +342,38 @@ pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
             client::request(socket.as_deref(), json, Request::Close {})
         }
     }
+}
+
+/// Refuses a `lanes serve` journal that is not a regular file (`/dev/null` would keep
+/// nothing, so no admission would survive a crash) or that is also the report, the events or
+/// the JUnit file (creating that would empty the journal, or the journal overwrite it).
+fn check_journal_apart(journal: &std::path::Path, config: &RunConfig) -> anyhow::Result<()> {
+    if let Ok(meta) = std::fs::metadata(journal) {
+        if !meta.is_file() {
+            bail!(
+                "the journal {} is not a regular file: it would keep no admission (give \
+                 --journal a file)",
+                journal.display()
+            );
+        }
+    }
+    let outputs = [
+        ("--report", &config.report),
+        ("--events", &config.events),
+        ("--junit", &config.junit),
+    ];
+    for (flag, output) in outputs {
+        if output
+            .as_deref()
+            .is_some_and(|output| crate::config::same_file(output, journal))
+        {
+            bail!(
+                "{flag} {} is the journal of `lanes serve`: give each its own file",
+                journal.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Creates (truncates) an output file. A FIFO without a reader holds the open back until

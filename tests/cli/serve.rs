@@ -1732,3 +1732,85 @@ fn a_socket_that_takes_connections_but_never_answers_is_refused_and_replaced_onc
     assert_eq!(client_at(&socket, "drain", &[], None).code, 0);
     running.wait().code(0);
 }
+
+/// A server that cannot bind its socket (a path too long for one, a directory that does not
+/// exist) fails before it makes or empties any file: the outputs of another server given by
+/// mistake keep their contents, and no journal is made.
+#[test]
+fn a_server_that_cannot_bind_its_socket_leaves_every_file_as_it_was() {
+    let scratch = Scratch::new();
+    let outputs = ["report.jsonl", "events.jsonl", "junit.xml"].map(|name| scratch.join(name));
+    for output in &outputs {
+        std::fs::write(output, "another server's\n").unwrap();
+    }
+    let long = scratch.join(&format!("{}.sock", "l".repeat(120)));
+    let missing = scratch.join("no-such-dir").join("lanes.sock");
+    for socket in [&long, &missing] {
+        let journal = scratch.join("lanes.journal");
+        let run = Run::new()
+            .no_report()
+            .scratch(&scratch)
+            .arg("serve")
+            .arg("--socket")
+            .arg(socket)
+            .arg("--journal")
+            .arg(&journal)
+            .arg("--report")
+            .arg(&outputs[0])
+            .arg("--events")
+            .arg(&outputs[1])
+            .arg("--junit")
+            .arg(&outputs[2])
+            .run();
+        run.code(2);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stderr.contains("cannot listen on"), "{stderr}");
+        for output in &outputs {
+            assert_eq!(
+                std::fs::read_to_string(output).unwrap(),
+                "another server's\n",
+                "{} changed by a server that could not start ({stderr})",
+                output.display()
+            );
+        }
+        assert!(!journal.exists(), "a journal was made: {stderr}");
+    }
+}
+
+/// The journal must be a regular file of its own: one that is also the report, or a FIFO
+/// (as `/dev/null` would be, a device), is refused before anything is made.
+#[test]
+fn a_journal_that_is_an_output_or_no_regular_file_is_refused() {
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    std::fs::write(&report, "kept\n").unwrap();
+    let fifo = scratch.join("journal.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    for (journal, says) in [(&report, "is the journal"), (&fifo, "not a regular file")] {
+        let run = Run::new()
+            .no_report()
+            .scratch(&scratch)
+            .arg("serve")
+            .arg("--socket")
+            .arg(scratch.join("lanes.sock"))
+            .arg("--journal")
+            .arg(journal)
+            .arg("--report")
+            .arg(&report)
+            .run();
+        run.code(2);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(stderr.contains(says), "{stderr}");
+        assert_eq!(std::fs::read_to_string(&report).unwrap(), "kept\n");
+        assert!(!scratch.join("lanes.sock").exists());
+    }
+    let made: Vec<String> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        made.iter()
+            .all(|name| ["report.jsonl", "journal.fifo"].contains(&name.as_str())),
+        "{made:?}"
+    );
+}
