@@ -227,6 +227,12 @@ pub(crate) struct Journal {
     last_seq: Seq,
     /// Written and not yet flushed to the disk.
     unsynced: bool,
+    /// The file's length after its last line written whole: a write that fails part way (the
+    /// disk full) is cut back to it, so that the file stays a journal.
+    len: u64,
+    /// Why a line could not be written, since the first such failure: an admission can no
+    /// longer be promised durable (see [`Journal::failure`]).
+    failure: Option<String>,
 }
 
 /// Lines beyond twice the live jobs that the journal may hold before it is rewritten.
@@ -278,11 +284,13 @@ impl Journal {
             Journal {
                 _lock: lock,
                 path: path.to_owned(),
+                len: file.metadata().map_or(0, |meta| meta.len()),
                 file,
                 report,
                 lines: 0,
                 last_seq: recovered.last_seq,
                 unsynced: false,
+                failure: None,
             },
             recovered,
         ))
@@ -292,10 +300,16 @@ impl Journal {
         let mut bytes = serde_json::to_vec(line).expect("journal lines always serialise");
         bytes.push(b'\n');
         // One write per line: a kill leaves the lines written whole (the page cache outlives
-        // the process); `sync` makes them outlive the machine too. A failure is found by the
-        // `sync` that must precede the answer.
-        if self.file.write_all(&bytes).is_err() {
-            self.unsynced = true;
+        // the process); `sync` makes them outlive the machine too. A write that fails (the
+        // disk full) is cut back, kept as the failure, and reported by the `sync` that must
+        // precede the answer: the write's error is not one `fdatasync` would return.
+        match self.file.write_all(&bytes) {
+            Ok(()) => self.len += bytes.len() as u64,
+            Err(err) => {
+                let _ = self.file.set_len(self.len);
+                self.failure
+                    .get_or_insert_with(|| format!("{}: {err}", self.path.display()));
+            }
         }
         self.lines += 1;
         self.unsynced = true;
@@ -346,7 +360,17 @@ impl Journal {
             self.file.sync_data()?;
             self.unsynced = false;
         }
-        Ok(())
+        match &self.failure {
+            Some(failure) => Err(std::io::Error::other(failure.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Why a line could not be written, since the first failure (the journal's path and the
+    /// error): from then on no admission can be promised durable, and the server admits no
+    /// more jobs.
+    pub(crate) fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
     }
 
     /// Whether the file holds so many more lines than `live` jobs that it should be
@@ -365,6 +389,7 @@ impl Journal {
         jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
     ) -> std::io::Result<()> {
         self.file = rewrite(&self.path, self.last_seq, self.report.as_deref(), jobs)?;
+        self.len = self.file.metadata().map_or(0, |meta| meta.len());
         self.lines = 0;
         self.unsynced = false;
         Ok(())

@@ -1814,3 +1814,57 @@ fn a_journal_that_is_an_output_or_no_regular_file_is_refused() {
         "{made:?}"
     );
 }
+
+/// A journal line that cannot be written (here a file-size limit, `ulimit -f`, as a full disk
+/// would) makes no admission durable: the submission it was for is answered with an error
+/// saying so, not `queued`; later submissions are refused; and the journal is cut back to its
+/// last whole line, so that a next server can still read it.
+#[test]
+fn an_admission_the_journal_cannot_hold_is_answered_with_an_error_and_admissions_stop() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let journal = scratch.join("lanes.journal");
+    let stderr_path = scratch.join("server.err");
+    let mut server = Command::new("prlimit")
+        .arg("--fsize=4096")
+        .arg("--")
+        .arg(BIN)
+        .args(["serve", "-j", "1", "--socket"])
+        .arg(&socket)
+        .arg("--journal")
+        .arg(&journal)
+        .env("D", scratch.path())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    let first = client_at(&socket, "submit", &["hold", "--", &blocked_on("go")], None);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    // Its journal line crosses the 4 KiB limit: the write fails.
+    let long = format!("true {}", "x".repeat(6000));
+    let second = client_at(&socket, "submit", &["--json", "big", "--", &long], None);
+    assert_eq!(second.code, 2, "{}{}", second.stdout, second.stderr);
+    let error = second.answer().error.unwrap_or_default();
+    assert!(error.contains("journal could not be written"), "{error}");
+    let third = client_at(&socket, "submit", &["--json", "small", "--", "true"], None);
+    assert_eq!(third.code, 2, "{}{}", third.stdout, third.stderr);
+    let error = third.answer().error.unwrap_or_default();
+    assert!(error.contains("admits no more jobs"), "{error}");
+    // Every line of the journal is whole.
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(text.ends_with('\n'), "{text:?}");
+    for line in text.lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|err| panic!("{line:?}: {err}"));
+    }
+    std::fs::write(scratch.join("go"), "").unwrap();
+    let close = client_at(&socket, "close", &[], None);
+    assert_eq!(close.code, 0, "{}{}", close.stdout, close.stderr);
+    server.wait().unwrap();
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap();
+    assert_eq!(
+        stderr.matches("cannot write the journal").count(),
+        1,
+        "{stderr}"
+    );
+}

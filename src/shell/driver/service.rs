@@ -57,6 +57,8 @@ pub(super) struct Service {
     submitted: u64,
     /// Records written since the start.
     ended: u64,
+    /// The journal's first write failure was said on stderr.
+    failure_said: bool,
 }
 
 impl Service {
@@ -76,6 +78,7 @@ impl Service {
             cancels: HashMap::new(),
             submitted: 0,
             ended: 0,
+            failure_said: false,
         }
     }
 
@@ -134,6 +137,27 @@ pub(super) async fn next_call(calls: &mut Option<mpsc::Receiver<Call>>) -> Optio
     }
 }
 
+/// An admission's answer (`started`, `queued`, `coalesced`) made when the journal could not be
+/// written (`err`): an `error` saying so, since the job, admitted and run, would not outlive a
+/// crash of the server. Other answers are left as they are.
+fn not_durable(reply: Reply, err: &str) -> Reply {
+    let seq = match &reply.answer {
+        Answer::Started { seq, .. }
+        | Answer::Queued { seq, .. }
+        | Answer::Coalesced { seq, .. } => *seq,
+        _ => return reply,
+    };
+    Reply {
+        answer: Answer::Error {
+            error: format!(
+                "seq {seq} was admitted and runs, but the journal could not be written ({err}): \
+                 it would not outlive a crash of the server, which admits no more jobs"
+            ),
+        },
+        then: None,
+    }
+}
+
 fn reply(call: Call, answer: Answer) {
     let _ = call.reply.send(Reply { answer, then: None });
 }
@@ -170,10 +194,12 @@ impl Driver {
         let Some(service) = &mut self.service else {
             return;
         };
-        if let Err(err) = service.journal.sync() {
+        let failed = service.journal.sync().err().map(|err| err.to_string());
+        if let Some(err) = failed.as_ref().filter(|_| !service.failure_said) {
+            service.failure_said = true;
             let message = format!(
-                "lanes: cannot flush the journal ({err}): the jobs admitted now would not outlive \
-                 a crash\n"
+                "lanes: cannot write the journal ({err}): the jobs admitted now would not outlive \
+                 a crash; no more jobs are admitted (restart the server once that is mended)\n"
             );
             let _ = self.launcher.stderr().send(message.into_bytes()).await;
         }
@@ -181,6 +207,10 @@ impl Driver {
             return;
         };
         for (reply, answer) in service.deferred.drain(..) {
+            let answer = match &failed {
+                Some(err) => not_durable(answer, err),
+                None => answer,
+            };
             let _ = reply.send(answer);
         }
     }
@@ -318,6 +348,14 @@ impl Driver {
         let Some(service) = self.service.as_mut() else {
             return;
         };
+        if let Some(failure) = service.journal.failure() {
+            let error = format!(
+                "the journal cannot be written ({failure}): this server admits no more jobs \
+                 (restart it once that is mended)"
+            );
+            reply(call, Answer::Error { error });
+            return;
+        }
         // The journal holds seqs below `Seq::MAX`: past the last one, nothing is numbered.
         if service.last_seq >= Seq::MAX - 1 {
             let error = format!(
@@ -463,7 +501,15 @@ impl Driver {
             } else {
                 Answer::Queued { seq, key, ahead }
             };
-            let _ = reply.send(Reply { answer, then });
+            let made = Reply { answer, then };
+            let failure = self
+                .service
+                .as_ref()
+                .and_then(|service| service.journal.failure());
+            let _ = reply.send(match failure {
+                Some(err) => not_durable(made, err),
+                None => made,
+            });
         }
     }
 
