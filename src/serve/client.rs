@@ -130,6 +130,9 @@ fn human(answer: &Answer) -> String {
             running,
             waiting,
         } => format!("{why}: {running} running, {waiting} waiting"),
+        Answer::Ended { exit_code } => {
+            format!("ended: its report is written (exit status {exit_code})")
+        }
         Answer::Status(status) => human_status(status),
         Answer::Record { record } => record.to_string(),
         Answer::Error { error } => format!("error: {error}"),
@@ -451,7 +454,8 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
 
 /// `lanes cancel KEY`, `lanes status`, `lanes set -j N`: one request, one answer; `status`
 /// exits 13 when the server admits no more. `drain` and `close`: their answer, then the wait
-/// until the server has ended (it closes the connection once its report is written).
+/// until the server has ended: its `ended` answer, once its report is written, then end of
+/// file; an end of file without it is an error (the server was killed).
 ///
 /// # Errors
 /// No server, or a broken connection.
@@ -468,7 +472,19 @@ pub(crate) fn request(socket: Option<&Path>, json: bool, request: Request) -> an
         _ => exit::SUCCESS,
     };
     if waits_for_end && matches!(answer, Answer::Ending { .. }) {
-        while connection.answer()?.is_some() {}
+        let mut ended = false;
+        while let Some((line, answer)) = connection.answer()? {
+            if matches!(answer, Answer::Ended { .. }) {
+                print(&line, &answer, json)?;
+                ended = true;
+            }
+        }
+        if !ended {
+            bail!(
+                "the server ended without saying its report was written (it was killed, or \
+                 crashed): its report may lack the jobs' records and the summary"
+            );
+        }
     }
     Ok(status)
 }

@@ -136,6 +136,13 @@ pub(crate) enum Answer {
         /// Jobs waiting now (`drain`: still to run; `close`: dropped).
         waiting: usize,
     },
+    /// `drain` or `close`: the server has ended, its report (and JUnit file) written; sent
+    /// after [`Answer::Ending`], just before the connection closes. A connection that closes
+    /// without it lost its server before the end (killed).
+    Ended {
+        /// The server's exit status.
+        exit_code: u8,
+    },
     /// The record of a job submitted with `wait`: the report's own line, as an object.
     Record {
         /// The record.

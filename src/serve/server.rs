@@ -28,6 +28,9 @@ pub(crate) struct Reply {
     /// it comes. Its sender dropped unsent: nothing more is written, and the connection stays
     /// open until then (`drain`, `close`: until the server ends).
     pub then: Option<oneshot::Receiver<Answer>>,
+    /// Told once the later answer is written (`drain`, `close`: the server waits for it
+    /// before it exits, so that its `ended` answer is not lost).
+    pub written: Option<oneshot::Sender<()>>,
 }
 
 /// How many calls may wait for the event loop before connections wait to hand theirs over.
@@ -283,6 +286,7 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                 .send(due(Pending::Now(Reply {
                     answer: Answer::Error { error },
                     then: None,
+                    written: None,
                 })))
                 .await;
             break;
@@ -291,6 +295,7 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
             Err(error) => Pending::Now(Reply {
                 answer: Answer::Error { error },
                 then: None,
+                written: None,
             }),
             Ok(request) => {
                 // A request whose answer has a second part (`submit` with `wait`, `drain`,
@@ -373,6 +378,9 @@ async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
                     if out.flush().await.is_err() {
                         return;
                     }
+                    if let Some(written) = reply.written {
+                        let _ = written.send(());
+                    }
                 }
                 // Held until the server ends (`drain`, `close`): the connection closes.
                 Err(_) => return,
@@ -396,6 +404,7 @@ fn ended() -> Reply {
             why: "ending".into(),
         },
         then: None,
+        written: None,
     }
 }
 
@@ -439,6 +448,7 @@ mod tests {
         let reply = |text: &str| Reply {
             answer: error(text),
             then: None,
+            written: None,
         };
         let _ = call.reply.send(reply("first"));
         assert!(answer(&mut read).await.contains("first"));
@@ -473,6 +483,7 @@ mod tests {
         let _ = call.reply.send(Reply {
             answer: error("first"),
             then: Some(then),
+            written: None,
         });
         // The first answer read, the peer closes its socket.
         assert!(answer(&mut read).await.contains("first"));
@@ -494,6 +505,7 @@ mod tests {
         let _ = call.reply.send(Reply {
             answer: error("first"),
             then: Some(then),
+            written: None,
         });
         assert!(answer(&mut read).await.contains("first"));
         // Time for a wrong reading of the half-close to end the connection.
@@ -517,12 +529,14 @@ mod tests {
         let _ = call.reply.send(Reply {
             answer: error("first"),
             then: None,
+            written: None,
         });
         assert!(answer(&mut read).await.contains("first"));
         let call = calls.recv().await.unwrap();
         let _ = call.reply.send(Reply {
             answer: error("second"),
             then: None,
+            written: None,
         });
         assert!(answer(&mut read).await.contains("second"));
         drop(write);
@@ -551,6 +565,7 @@ mod tests {
         let reply = |key: &str| Reply {
             answer: error(key),
             then: None,
+            written: None,
         };
         let mut taken = 0;
         while let Ok(Some(call)) = tokio::time::timeout(Duration::from_secs(5), calls.recv()).await
@@ -593,6 +608,7 @@ mod tests {
         let _ = call.reply.send(Reply {
             answer: error(&"x".repeat(4 << 20)),
             then: None,
+            written: None,
         });
         tokio::time::timeout(3 * IDLE_TIMEOUT, serving)
             .await

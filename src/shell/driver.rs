@@ -981,6 +981,9 @@ impl Driver {
             }
         }
         let summary_written = until_stopped(self.ledger.written(), &mut forced, signals).await;
+        // `lanes serve`: the `drain` and `close` clients hear that the report is written.
+        let ended = self.say_ended(code);
+        let _ = until_stopped(ended, &mut forced, signals).await;
         // Files given up on (a reader that did not read them after the second stop signal):
         // said, as a file that could not be stored is.
         let mut given_up = String::new();

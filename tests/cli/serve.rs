@@ -144,6 +144,7 @@ struct Answer {
     ended: Option<u64>,
     record: Option<Value>,
     error: Option<String>,
+    exit_code: Option<u8>,
 }
 
 /// A job that waits for `$D/NAME`, then succeeds.
@@ -349,7 +350,13 @@ fn status_set_and_close() {
     // close: every job stopped, the connection held until the report is written.
     let close = server.client("close", &["--json"]);
     assert_eq!(close.code, 0, "{}", close.stderr);
-    assert_eq!(close.answer().answer, "ending");
+    let answers = close.answers();
+    let told: Vec<(&str, Option<u8>)> = answers
+        .iter()
+        .map(|answer| (answer.answer.as_str(), answer.exit_code))
+        .collect();
+    // Its jobs were stopped (interrupted): the server's exit status is 1.
+    assert_eq!(told, [("ending", None), ("ended", Some(1))]);
     let text = std::fs::read_to_string(&server.report).unwrap();
     assert!(
         text.contains("\"type\":\"summary\""),
@@ -1825,7 +1832,7 @@ fn an_admission_the_journal_cannot_hold_is_answered_with_an_error_and_admissions
     let socket = scratch.join("lanes.sock");
     let journal = scratch.join("lanes.journal");
     let stderr_path = scratch.join("server.err");
-    let mut server = Command::new("prlimit")
+    let server = Command::new("prlimit")
         .arg("--fsize=4096")
         .arg("--")
         .arg(BIN)
@@ -1838,8 +1845,9 @@ fn an_admission_the_journal_cannot_hold_is_answered_with_an_error_and_admissions
         .stderr(std::fs::File::create(&stderr_path).unwrap())
         .spawn()
         .unwrap();
+    let mut server = Reaped(server);
     assert!(listening(&socket));
-    let first = client_at(&socket, "submit", &["hold", "--", &blocked_on("go")], None);
+    let first = client_at(&socket, "submit", &["first", "--", "true"], None);
     assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
     // Its journal line crosses the 4 KiB limit: the write fails.
     let long = format!("true {}", "x".repeat(6000));
@@ -1857,14 +1865,72 @@ fn an_admission_the_journal_cannot_hold_is_answered_with_an_error_and_admissions
     for line in text.lines() {
         serde_json::from_str::<Value>(line).unwrap_or_else(|err| panic!("{line:?}: {err}"));
     }
-    std::fs::write(scratch.join("go"), "").unwrap();
     let close = client_at(&socket, "close", &[], None);
     assert_eq!(close.code, 0, "{}{}", close.stdout, close.stderr);
-    server.wait().unwrap();
+    server.0.wait().unwrap();
     let stderr = std::fs::read_to_string(&stderr_path).unwrap();
     assert_eq!(
         stderr.matches("cannot write the journal").count(),
         1,
         "{stderr}"
     );
+}
+
+/// `drain` and `close` end with the server's `ended` answer once its report is written: a
+/// server killed while they wait leaves them with an error (exit status 2), not a success.
+#[test]
+fn drain_and_close_whose_server_is_killed_before_its_end_say_so() {
+    let scratch = Scratch::new();
+    let (server, socket) = first_server(&scratch, &["-j", "1", "--grace", "30"]);
+    let mut server = Reaped(server);
+    // A job that ignores SIGTERM, and ends once the test is done.
+    let job = "trap '' TERM; touch \"$D/running\"; until [ -e \"$D/stop\" ] || [ ! -d \"$D\" ]; do sleep 0.1; done";
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", job], None).code,
+        0
+    );
+    assert!(wait_until(Duration::from_secs(20), || scratch
+        .join("running")
+        .exists()));
+    let mut waiting = Vec::new();
+    for task in ["drain", "close"] {
+        let mut client = Command::new(BIN)
+            .arg(task)
+            .arg("--socket")
+            .arg(&socket)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut reader = BufReader::new(client.stdout.take().unwrap());
+        let mut first = String::new();
+        reader.read_line(&mut first).unwrap();
+        assert!(first.contains("running"), "{task}: {first}");
+        waiting.push((client, reader));
+    }
+    // Both are held: the job ignores SIGTERM for its 30 s grace.
+    let _ = server.0.kill();
+    server.0.wait().unwrap();
+    for (client, mut reader) in waiting {
+        let mut rest = String::new();
+        reader.read_to_string(&mut rest).unwrap();
+        let out = client.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{rest}{stderr}");
+        assert!(
+            stderr.contains("without saying its report was written"),
+            "{stderr}"
+        );
+    }
+    scratch.write("stop", "");
+}
+
+/// A server started by hand, killed and reaped if the test ends before it does.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

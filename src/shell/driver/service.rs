@@ -25,6 +25,10 @@ type AwaitingStart = (
     usize,
 );
 
+/// How long the server waits, at its end, for its `ended` answers to be written (a client
+/// that reads nothing is not waited for longer).
+const ENDED_WRITE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What the service keeps between requests.
 pub(super) struct Service {
     /// Admissions, starts and records, for a server started after this one dies.
@@ -46,9 +50,9 @@ pub(super) struct Service {
     last_seq: Seq,
     /// Set by `drain` or `close`: nothing more is admitted.
     ending: Option<&'static str>,
-    /// The connections of `drain` and `close`, held open until the server ends (their
-    /// senders are dropped with the driver).
-    held: Vec<oneshot::Sender<Answer>>,
+    /// The connections of `drain` and `close`, held open until the server ends: where their
+    /// `ended` answer goes, and what tells that it was written ([`Driver::say_ended`]).
+    held: Vec<(oneshot::Sender<Answer>, oneshot::Receiver<()>)>,
     /// `submit --wait`: who waits for each job's record.
     records: HashMap<Seq, Vec<oneshot::Sender<Answer>>>,
     /// `cancel`: the answers sent once the stopped run (by its first seq) has its record.
@@ -123,7 +127,11 @@ impl Service {
         }
         if let Some(cancels) = self.cancels.remove(&seq) {
             for (reply, answer) in cancels {
-                let _ = reply.send(Reply { answer, then: None });
+                let _ = reply.send(Reply {
+                    answer,
+                    then: None,
+                    written: None,
+                });
             }
         }
     }
@@ -155,11 +163,16 @@ fn not_durable(reply: Reply, err: &str) -> Reply {
             ),
         },
         then: None,
+        written: None,
     }
 }
 
 fn reply(call: Call, answer: Answer) {
-    let _ = call.reply.send(Reply { answer, then: None });
+    let _ = call.reply.send(Reply {
+        answer,
+        then: None,
+        written: None,
+    });
 }
 
 impl Driver {
@@ -409,7 +422,14 @@ impl Driver {
             };
             let then = wait.then_some(record_rx);
             if let Some(service) = self.service.as_mut() {
-                service.deferred.push((call.reply, Reply { answer, then }));
+                service.deferred.push((
+                    call.reply,
+                    Reply {
+                        answer,
+                        then,
+                        written: None,
+                    },
+                ));
             }
             return;
         }
@@ -470,7 +490,14 @@ impl Driver {
         // its process could not start).
         let then = wait.then_some(record_rx);
         if let Some(service) = self.service.as_mut() {
-            service.deferred.push((call.reply, Reply { answer, then }));
+            service.deferred.push((
+                call.reply,
+                Reply {
+                    answer,
+                    then,
+                    written: None,
+                },
+            ));
         }
     }
 
@@ -501,7 +528,11 @@ impl Driver {
             } else {
                 Answer::Queued { seq, key, ahead }
             };
-            let made = Reply { answer, then };
+            let made = Reply {
+                answer,
+                then,
+                written: None,
+            };
             let failure = self
                 .service
                 .as_ref()
@@ -592,6 +623,27 @@ impl Driver {
     /// `drain` (`why` is `draining`): nothing more is admitted, what was admitted runs. `close`
     /// (`closing`): the run halts as on a stop signal, without one. Either way the server
     /// ends once nothing runs, and the connection is held open until then.
+    /// The server has ended, its report written with exit status `code`: tells each `drain`
+    /// and `close` connection so (`ended`) and waits, at most [`ENDED_WRITE`], for each answer
+    /// to be written, so that the process does not end before it.
+    pub(super) async fn say_ended(&mut self, code: u8) {
+        let Some(service) = self.service.as_mut() else {
+            return;
+        };
+        let mut written = Vec::new();
+        for (held, ack) in service.held.drain(..) {
+            if held.send(Answer::Ended { exit_code: code }).is_ok() {
+                written.push(ack);
+            }
+        }
+        let _ = tokio::time::timeout(ENDED_WRITE, async {
+            for ack in written {
+                let _ = ack.await;
+            }
+        })
+        .await;
+    }
+
     async fn end_service(&mut self, call: Call, why: &'static str) {
         let (running, waiting) = (self.core.running(), self.core.queued());
         let stopping = self.core.stopping().is_some();
@@ -610,8 +662,9 @@ impl Driver {
             self.apply_halt(halt).await;
         }
         let (held, then) = oneshot::channel();
+        let (written_tx, written) = oneshot::channel();
         if let Some(service) = self.service.as_mut() {
-            service.held.push(held);
+            service.held.push((held, written));
         }
         let _ = call.reply.send(Reply {
             answer: Answer::Ending {
@@ -620,6 +673,7 @@ impl Driver {
                 waiting,
             },
             then: Some(then),
+            written: Some(written_tx),
         });
     }
 }
