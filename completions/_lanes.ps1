@@ -96,7 +96,7 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters')
-            [CompletionResult]::new('submit', 'submit', [CompletionResultType]::ParameterValue, 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own')
+            [CompletionResult]::new('submit', 'submit', [CompletionResultType]::ParameterValue, 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 1 failed (its process could not start), 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own')
             [CompletionResult]::new('cancel', 'cancel', [CompletionResultType]::ParameterValue, 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'What a `lanes serve` runs and what waits, its counters and its cap')
             [CompletionResult]::new('set', 'set', [CompletionResultType]::ParameterValue, 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing')
@@ -169,7 +169,7 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
         }
         'lanes;help' {
             [CompletionResult]::new('locks', 'locks', [CompletionResultType]::ParameterValue, 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters')
-            [CompletionResult]::new('submit', 'submit', [CompletionResultType]::ParameterValue, 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own')
+            [CompletionResult]::new('submit', 'submit', [CompletionResultType]::ParameterValue, 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 1 failed (its process could not start), 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own')
             [CompletionResult]::new('cancel', 'cancel', [CompletionResultType]::ParameterValue, 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'What a `lanes serve` runs and what waits, its counters and its cap')
             [CompletionResult]::new('set', 'set', [CompletionResultType]::ParameterValue, 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing')

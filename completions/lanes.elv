@@ -93,7 +93,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand locks 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters'
-            cand submit 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own'
+            cand submit 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 1 failed (its process could not start), 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own'
             cand cancel 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone'
             cand status 'What a `lanes serve` runs and what waits, its counters and its cap'
             cand set 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing'
@@ -157,7 +157,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
         }
         &'lanes;help'= {
             cand locks 'List the keys held in a lock directory (--lock-dir) or a fleet''s database (--coordinate), their holders and their waiters'
-            cand submit 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own'
+            cand submit 'Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin line of KEY<TAB>COMMAND. Exit status: 0 started, 1 failed (its process could not start), 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job''s own'
             cand cancel 'Drop a key''s waiting jobs and stop its running job (reason `cancelled`) on a `lanes serve`; returns once that job''s processes are gone'
             cand status 'What a `lanes serve` runs and what waits, its counters and its cap'
             cand set 'Change a `lanes serve`''s cap on running jobs; lowering it stops nothing'

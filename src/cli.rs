@@ -72,8 +72,8 @@ pub struct LocksArgs {
 }
 
 /// Submit a job to a `lanes serve` (KEY -- COMMAND...), or without KEY one job per stdin
-/// line of KEY<TAB>COMMAND. Exit status: 0 started, 10 queued, 11 coalesced, 12 rejected,
-/// 13 closed, 2 error; with --wait, the job's own.
+/// line of KEY<TAB>COMMAND. Exit status: 0 started, 1 failed (its process could not start),
+/// 10 queued, 11 coalesced, 12 rejected, 13 closed, 2 error; with --wait, the job's own.
 #[derive(Debug, clap::Args)]
 pub struct SubmitArgs {
     /// The server's socket (default: LANES_SOCKET, else $XDG_RUNTIME_DIR/lanes/lanes.sock,

@@ -129,7 +129,17 @@ pub(crate) fn write(
         Target::Stdout => {
             let stdout = std::io::stdout();
             let mut lock = stdout.lock();
-            write_to(report, events, format, output, &mut lock)?;
+            // A reader that stopped reading (`| head`) ends the timeline quietly.
+            if let Err(err) = write_to(report, events, format, output, &mut lock) {
+                let broken_pipe = err.chain().any(|cause| {
+                    cause
+                        .downcast_ref::<std::io::Error>()
+                        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+                });
+                if !broken_pipe {
+                    return Err(err);
+                }
+            }
         }
         Target::Direct(path) => {
             let mut file = std::fs::OpenOptions::new()

@@ -852,3 +852,30 @@ fn bidi_and_control_characters_are_shown_escaped_on_the_page() {
     }
     assert!(page.contains("lines.push(visible(k) + \": \" + visible("));
 }
+
+/// A timeline written to a stdout whose reader is gone (`| head -c 10`) ends quietly, with
+/// exit status 0, as the other client commands do.
+#[test]
+fn a_timeline_on_a_closed_stdout_ends_quietly() {
+    let mut child = Command::new(BIN)
+        .current_dir(fixtures())
+        .args(["timeline", "small.jsonl", "-o", "-", "--format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader is gone before anything is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
