@@ -99,6 +99,8 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
     let mut last_admitted = 0;
     let mut report = None;
     let mut torn: Option<usize> = None;
+    // The header's version, once read: it comes first.
+    let mut version = None;
     for (index, line) in text.split(b'\n').enumerate() {
         let number = index + 1;
         let line = line.map_err(|err| format!("cannot read it: {err}"))?;
@@ -113,6 +115,11 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
             torn = Some(number);
             continue;
         };
+        if version.is_none() && !matches!(parsed, Line::Header { .. }) {
+            return Err(format!(
+                "line {number}: a journal begins with its header line"
+            ));
+        }
         match parsed {
             Line::Header {
                 journal,
@@ -126,6 +133,7 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
                 }
                 last_seq = last_seq.max(last);
                 report = named;
+                version = Some(journal);
             }
             Line::Header { journal, .. } => {
                 return Err(format!(
@@ -157,18 +165,22 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
                     },
                 );
             }
-            Line::Started { s } => {
-                if let Some(job) = live.get_mut(&s) {
-                    job.started = true;
-                }
-            }
-            Line::NotStarted { u } => {
-                if let Some(job) = live.get_mut(&u) {
-                    job.started = false;
-                }
-            }
+            // A start, or its taking back, is of a job admitted and not ended.
+            Line::Started { s } => match live.get_mut(&s) {
+                Some(job) => job.started = true,
+                None => return Err(unknown(number, s, "started")),
+            },
+            Line::NotStarted { u } => match live.get_mut(&u) {
+                Some(job) => job.started = false,
+                None => return Err(unknown(number, u, "not started")),
+            },
             Line::Ended { e } => {
-                live.remove(&e);
+                // From version 2 on, an end is of a job admitted, or of a seq handed out
+                // before (a rejected submission's, numbered by an `n` line, or one journaled
+                // before a rewrite).
+                if live.remove(&e).is_none() && version >= Some(2) && e > last_seq {
+                    return Err(unknown(number, e, "ended"));
+                }
                 // A rejected job's end names a seq no admission did (version 1 journals).
                 last_seq = last_seq.max(e.min(Seq::MAX - 1));
             }
@@ -185,6 +197,11 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
         last_seq,
         report,
     })
+}
+
+/// The error for a line about seq `seq` that no admission before it made.
+fn unknown(number: usize, seq: Seq, what: &str) -> String {
+    format!("line {number}: seq {seq} {what}, but no line before it admitted it")
 }
 
 /// The seqs among `live` that have a job record in the report at `path` (JSON Lines; a line
@@ -569,6 +586,29 @@ mod tests {
         assert!(err.contains("line 2"), "{err}");
         let err = replayed("{\"journal\":7}\n").unwrap_err();
         assert!(err.contains("version 7"), "{err}");
+    }
+
+    #[test]
+    fn lines_about_seqs_never_admitted_and_a_missing_header_are_refused() {
+        let header = "{\"journal\":2}\n{\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n";
+        for (tail, line) in [
+            ("{\"s\":5}\n", "line 3: seq 5 started"),
+            ("{\"u\":5}\n", "line 3: seq 5 not started"),
+            ("{\"e\":5}\n", "line 3: seq 5 ended"),
+            // Started after its end.
+            ("{\"e\":1}\n{\"s\":1}\n", "line 4: seq 1 started"),
+        ] {
+            let err = replayed(&format!("{header}{tail}")).unwrap_err();
+            assert!(err.contains(line), "{tail}: {err}");
+        }
+        // An end of a seq handed out before: a rejected job's, or one from before a rewrite.
+        assert!(replayed(&format!("{header}{{\"n\":2}}\n{{\"e\":2}}\n")).is_ok());
+        assert!(replayed("{\"journal\":2,\"last\":9}\n{\"e\":4}\n").is_ok());
+        let err = replayed("{\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n").unwrap_err();
+        assert!(
+            err.contains("line 1: a journal begins with its header"),
+            "{err}"
+        );
     }
 
     #[test]
