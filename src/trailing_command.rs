@@ -31,12 +31,21 @@ pub(crate) struct Invocation {
 /// prints help or the version and exits 0 when asked.
 pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
     let mut argv: Vec<OsString> = argv.into_iter().collect();
+    // `lanes help serve` is `lanes serve --help`.
+    if argv.len() == 3 && argv[1] == "help" && argv[2] == "serve" {
+        argv.truncate(1);
+        argv.extend(["serve".into(), "--help".into()]);
+    }
     // `lanes serve [OPTIONS]`: a run's options, its jobs from the socket.
     let serve = argv.get(1).is_some_and(|first| first == "serve");
     if serve {
         argv.remove(1);
     }
-    let mut command = Cli::command();
+    let mut command = if serve {
+        serve_command()
+    } else {
+        Cli::command()
+    };
     // `lanes help [TASK]`: clap's help over the whole command line (it prints and exits). A
     // task's command line is [`parse_task`]'s.
     if !serve && argv.get(1).is_some_and(|first| first == "help") {
@@ -70,6 +79,60 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
     cli.arguments = invocation.arguments;
     cli.serve = serve;
     cli
+}
+
+/// The options of a run that `lanes serve` refuses (its jobs come from the socket; see
+/// `config::check_serve`): left out of its help.
+const REFUSED_BY_SERVE: [&str; 18] = [
+    "file",
+    "manifest",
+    "arg_file",
+    "null",
+    "key",
+    "dry_run",
+    "strict",
+    "resume",
+    "lock_dir",
+    "shared_max_concurrent",
+    "coordinate",
+    "namespace",
+    "coordinate_records",
+    "host_id",
+    "no_null",
+    "no_dry_run",
+    "no_strict",
+    "no_coordinate_records",
+];
+
+/// `lanes serve`'s command line: a run's options under a server's usage, description and
+/// examples, without the options a server refuses.
+fn serve_command() -> clap::Command {
+    let mut command = Cli::command()
+        .override_usage("lanes serve [OPTIONS]")
+        .about(
+            "Serve jobs submitted on a Unix socket (`lanes submit`, `cancel`, `status`, `set`, \
+             `drain`, `close`) with a run's options, until `lanes drain`, `lanes close` or a \
+             stop signal. See the README's \"Service mode\".",
+        )
+        .long_about(None)
+        .after_help(
+            "Examples:\n  lanes serve -j 4 --report served.jsonl &\n  lanes submit deploy-api -- \
+             ./deploy.sh api\n  lanes status\n  lanes drain",
+        );
+    for id in REFUSED_BY_SERVE {
+        if command.get_arguments().any(|arg| arg.get_id() == id) {
+            command = command.mut_arg(id, |arg| arg.hide(true));
+        }
+    }
+    // The tasks are not a server's.
+    let tasks: Vec<String> = command
+        .get_subcommands()
+        .map(|task| task.get_name().to_owned())
+        .collect();
+    for task in tasks {
+        command = command.mut_subcommand(task, |task| task.hide(true));
+    }
+    command.disable_help_subcommand(true)
 }
 
 /// Parses a task's command line (`lanes submit …`: its first word names a [`Task`]) with

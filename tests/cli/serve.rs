@@ -1934,3 +1934,35 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// `lanes serve --help` and `lanes help serve` show a server's usage and options: not the
+/// tasks, nor the options a server refuses.
+#[test]
+fn serve_has_a_help_of_its_own() {
+    let help = |args: &[&str]| {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = help(&["serve", "--help"]);
+    assert_eq!(text, help(&["help", "serve"]));
+    assert!(text.contains("Usage: lanes serve [OPTIONS]"), "{text}");
+    for shown in [
+        "--socket",
+        "--journal",
+        "--requeue-lost",
+        "--max-concurrent",
+    ] {
+        assert!(text.contains(shown), "{shown} missing:\n{text}");
+    }
+    for hidden in [
+        "--dry-run",
+        "--strict",
+        "--lock-dir",
+        "--resume",
+        "Commands:",
+        "[FILE]",
+    ] {
+        assert!(!text.contains(hidden), "{hidden} shown:\n{text}");
+    }
+}
