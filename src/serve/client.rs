@@ -87,22 +87,28 @@ fn status_of(answer: &Answer) -> u8 {
 fn human(answer: &Answer) -> String {
     match answer {
         Answer::Started { seq, key, slot } => {
-            format!("started seq {seq} (key {key}) in slot {slot}")
+            format!("started seq {seq} (key {}) in slot {slot}", shown(key))
         }
         Answer::Failed { seq, key, reason } => {
-            format!("failed seq {seq} (key {key}): it could not start ({reason}); see its record")
+            format!(
+                "failed seq {seq} (key {}): it could not start ({reason}); see its record",
+                shown(key)
+            )
         }
         Answer::Queued { seq, key, ahead } => {
-            format!("queued seq {seq} (key {key}), {ahead} ahead")
+            format!("queued seq {seq} (key {}), {ahead} ahead", shown(key))
         }
         Answer::Coalesced {
             seq,
             key,
             ahead,
             replaced,
-        } => format!("coalesced seq {seq} (key {key}), replacing seq {replaced}, {ahead} ahead"),
+        } => format!(
+            "coalesced seq {seq} (key {}), replacing seq {replaced}, {ahead} ahead",
+            shown(key)
+        ),
         Answer::Rejected { seq, key, reason } => {
-            format!("rejected seq {seq} (key {key}): {reason}")
+            format!("rejected seq {seq} (key {}): {reason}", shown(key))
         }
         Answer::Closed { why } => format!("closed: the server admits no more jobs ({why})"),
         Answer::Cancelled {
@@ -117,8 +123,11 @@ fn human(answer: &Answer) -> String {
                 format!("dropped seq {}", seqs.join(", "))
             };
             match stopped {
-                Some(seq) => format!("cancelled key {key}: {dropped}; stopped seq {seq}"),
-                None => format!("cancelled key {key}: {dropped}; nothing was running"),
+                Some(seq) => format!("cancelled key {}: {dropped}; stopped seq {seq}", shown(key)),
+                None => format!(
+                    "cancelled key {}: {dropped}; nothing was running",
+                    shown(key)
+                ),
             }
         }
         Answer::Set {
@@ -137,6 +146,12 @@ fn human(answer: &Answer) -> String {
         Answer::Record { record } => record.to_string(),
         Answer::Error { error } => format!("error: {error}"),
     }
+}
+
+/// A key or command as shown to a person: control characters escaped, so that none can break
+/// a line or move the cursor (as in a run's output).
+fn shown(text: &str) -> String {
+    crate::output::framing::escape_controls(text)
 }
 
 fn human_status(status: &Status) -> String {
@@ -161,7 +176,11 @@ fn human_status(status: &Status) -> String {
             .unwrap_or_default();
         text.push_str(&format!(
             "\nrunning seq {} (key {}) in slot {}, {:.1}s{stopping}: {}",
-            run.seq, run.key, run.slot, run.elapsed, run.command
+            run.seq,
+            shown(&run.key),
+            run.slot,
+            run.elapsed,
+            shown(&run.command)
         ));
     }
     for lane in &status.waiting {
@@ -172,7 +191,7 @@ fn human_status(status: &Status) -> String {
             .collect();
         text.push_str(&format!(
             "\nwaiting (key {}): {}",
-            lane.key,
+            shown(&lane.key),
             jobs.join(", ")
         ));
     }

@@ -1966,3 +1966,36 @@ fn serve_has_a_help_of_its_own() {
         assert!(!text.contains(hidden), "{hidden} shown:\n{text}");
     }
 }
+
+/// A key's control characters are escaped in the clients' lines for people: an escape
+/// sequence or a newline in a key can neither colour the terminal nor forge a line.
+#[test]
+fn keys_are_shown_with_their_control_characters_escaped() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1"]);
+    let key = "evil\u{1b}[31mRED\nforged";
+    let submitted = server.client("submit", &[key, "--", "sleep 30"]);
+    assert_eq!(submitted.code, 0, "{}", submitted.stderr);
+    assert_eq!(
+        submitted.stdout,
+        "started seq 1 (key evil\\u{1b}[31mRED\\nforged) in slot 1\n"
+    );
+    let status = server.client("status", &[]);
+    assert!(!status.stdout.contains('\u{1b}'), "{}", status.stdout);
+    assert!(
+        status.stdout.contains("(key evil\\u{1b}[31mRED\\nforged)"),
+        "{}",
+        status.stdout
+    );
+    let cancelled = server.client("cancel", &[key]);
+    assert!(
+        cancelled
+            .stdout
+            .starts_with("cancelled key evil\\u{1b}[31mRED\\nforged:"),
+        "{}",
+        cancelled.stdout
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, _) = server.end();
+    out.code(0);
+}
