@@ -129,6 +129,11 @@ pub(crate) fn check_free(path: &Path) -> anyhow::Result<()> {
             "a lanes server already listens on {} (stop it with `lanes close`)",
             path.display()
         ),
+        Probe::Other => anyhow::bail!(
+            "a process listens on {} and answers, but not as a lanes server: refusing to \
+             replace its socket (stop that process, or give another --socket)",
+            path.display()
+        ),
         Probe::Silent => anyhow::bail!(
             "a process listens on {} but does not answer within {} s (no answer to a status \
              request): refusing to replace its socket (stop that process, or give another \
@@ -143,8 +148,10 @@ pub(crate) fn check_free(path: &Path) -> anyhow::Result<()> {
 /// What a connection to an existing socket found.
 #[derive(Debug, PartialEq, Eq)]
 enum Probe {
-    /// An answer line came: a server listens.
+    /// An answer line of the protocol came: a lanes server listens.
     Answered,
+    /// Something else came back: a process that is no lanes server listens.
+    Other,
     /// No answer within [`ANSWER_TIMEOUT`].
     Silent,
     /// End of file, a reset or another error: nobody will ever answer.
@@ -183,7 +190,13 @@ fn probe(stream: &UnixStream) -> Probe {
     let mut answer = Vec::new();
     let mut reader = io::BufReader::new(stream).take(ENOUGH);
     match reader.read_until(b'\n', &mut answer) {
-        Ok(_) if answer.last() == Some(&b'\n') || answer.len() as u64 == ENOUGH => Probe::Answered,
+        Ok(_) if answer.last() == Some(&b'\n') || answer.len() as u64 == ENOUGH => {
+            if answer.starts_with(b"{\"v\":") {
+                Probe::Answered
+            } else {
+                Probe::Other
+            }
+        }
         // End of file, on a line begun or not: the peer is gone.
         Ok(_) => Probe::Gone,
         Err(err) if silent(&err) => Probe::Silent,

@@ -1999,3 +1999,32 @@ fn keys_are_shown_with_their_control_characters_escaped() {
     let (out, _) = server.end();
     out.code(0);
 }
+
+/// A process that answers on the socket, but not as a lanes server, is not taken for one.
+#[test]
+fn a_socket_answered_by_another_kind_of_server_is_refused_as_such() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let answering = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = [0u8; 64];
+        let _ = stream.read(&mut request);
+        stream
+            .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            .unwrap();
+    });
+    let refused = Run::new()
+        .no_report()
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .run();
+    refused.code(2);
+    assert!(
+        refused.stderr().contains("but not as a lanes server"),
+        "{}",
+        refused.stderr()
+    );
+    answering.join().unwrap();
+}
