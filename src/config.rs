@@ -761,7 +761,8 @@ fn check_serve(cli: &Cli) -> Result<(), ConfigError> {
         ];
         if let Some((_, what)) = given.iter().find(|(given, _)| *given) {
             return Err(ConfigError::Usage(format!(
-                "{what} goes with `lanes serve`"
+                "{what} goes with `lanes serve` (and `--socket` with the client commands, each \
+                 named first: `lanes status --socket PATH`)"
             )));
         }
         return Ok(());

@@ -363,9 +363,17 @@ pub(crate) fn check_program(
     if found {
         return Ok(());
     }
+    // `lanes -j 2 status`: a task named after a run's options.
+    let task = if program == "serve"
+        || <crate::cli::Task as clap::Subcommand>::has_subcommand(program)
+    {
+        format!("; `lanes {program}` is named first, before its own options: `lanes {program} [OPTIONS]`")
+    } else {
+        String::new()
+    };
     Err(format!(
         "`{program}` is neither an existing file of jobs nor a command on PATH (a trailing \
-         command runs for each input line: `lanes [OPTIONS] -- COMMAND [ARGS...]`)"
+         command runs for each input line: `lanes [OPTIONS] -- COMMAND [ARGS...]`){task}"
     ))
 }
 

@@ -128,3 +128,22 @@ fn counts_read_right() {
     let out = Run::new().stdin("k\ttrue\nk\ttrue\n").run();
     assert!(out.stderr().contains("lanes: 2 jobs in "), "{}", out.dump());
 }
+
+/// A task (or `serve`) named after a run's options, and `--socket` before a task, are told
+/// how to write them: the task first.
+#[test]
+fn a_task_after_options_is_told_to_come_first() {
+    for (args, hint) in [
+        (&["-j", "2", "status"][..], "`lanes status` is named first"),
+        (&["-j", "2", "serve"][..], "`lanes serve` is named first"),
+        (
+            &["--socket", "s", "status"][..],
+            "`lanes status --socket PATH`",
+        ),
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(hint), "{args:?}: {stderr}");
+    }
+}
