@@ -296,6 +296,12 @@ pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
                     .ok()
                     .filter(|url| !url.is_empty())
             });
+            // As a run takes them: the flag, then the environment.
+            let dir = dir.or_else(|| {
+                std::env::var_os("LANES_LOCK_DIR")
+                    .filter(|dir| !dir.is_empty() && coordinate.is_none())
+                    .map(std::path::PathBuf::from)
+            });
             match (dir, coordinate) {
                 (Some(dir), _) => print_quietly(&crate::shell::lock_dir::describe(&dir)?)?,
                 (None, Some(url)) => {
@@ -305,8 +311,8 @@ pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
                     print_quietly(&text)?;
                 }
                 (None, None) => bail!(
-                    "lanes locks: name a lock directory (DIR) or a database (--coordinate URL, or \
-                     LANES_COORDINATE)"
+                    "lanes locks: name a lock directory (DIR, or LANES_LOCK_DIR) or a database \
+                     (--coordinate URL, or LANES_COORDINATE)"
                 ),
             }
             Ok(0)

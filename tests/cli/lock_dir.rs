@@ -49,6 +49,26 @@ fn two_and_three_processes_never_run_a_key_twice_at_once() {
         }
         assert_eq!(locks(&dir), "no key is held\n");
     }
+    // `LANES_LOCK_DIR` names the directory to `lanes locks` too, as it does to a run.
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    member(&scratch, &dir)
+        .arg("--")
+        .arg("true")
+        .stdin("k\n")
+        .run()
+        .code(0);
+    let out = Command::new(BIN)
+        .arg("locks")
+        .env("LANES_LOCK_DIR", &dir)
+        .env_remove("LANES_COORDINATE")
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "no key is held\n",
+        "{out:?}"
+    );
 }
 
 #[test]
