@@ -101,9 +101,23 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
     let mut torn: Option<usize> = None;
     // The header's version, once read: it comes first.
     let mut version = None;
-    for (index, line) in text.split(b'\n').enumerate() {
-        let number = index + 1;
-        let line = line.map_err(|err| format!("cannot read it: {err}"))?;
+    let mut text = text;
+    let mut number = 0;
+    loop {
+        let mut line = Vec::new();
+        let read = text
+            .read_until(b'\n', &mut line)
+            .map_err(|err| format!("cannot read it: {err}"))?;
+        if read == 0 {
+            break;
+        }
+        number += 1;
+        // Each line is written with one `write`, its newline last: only a last line without
+        // its newline can be a write a crash cut short.
+        let whole = line.last() == Some(&b'\n');
+        if whole {
+            line.pop();
+        }
         if line.is_empty() {
             continue;
         }
@@ -111,7 +125,11 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
             return Err(format!("line {previous} is not a journal line"));
         }
         let Ok(parsed) = serde_json::from_slice::<Line>(&line) else {
-            // Only the last line may be cut short.
+            // The header is never cut short (a new journal is written whole, then renamed
+            // into place): a first line that is none is no journal.
+            if whole || version.is_none() {
+                return Err(format!("line {number} is not a journal line"));
+            }
             torn = Some(number);
             continue;
         };
@@ -250,6 +268,9 @@ pub(crate) struct Journal {
     /// Why a line could not be written, since the first such failure: an admission can no
     /// longer be promised durable (see [`Journal::failure`]).
     failure: Option<String>,
+    /// Jobs whose admission could not be written: no later line names them (a start or an
+    /// end of a seq the file never admitted would make it no journal).
+    unjournaled: std::collections::HashSet<Seq>,
 }
 
 /// Lines beyond twice the live jobs that the journal may hold before it is rewritten.
@@ -271,6 +292,8 @@ impl Journal {
         requeue_lost: bool,
         report: Option<&Path>,
     ) -> anyhow::Result<(Journal, Recovered)> {
+        let real = one_name(path)?;
+        let path = real.as_path();
         let lock = lock(path)?;
         let mut recovered = match File::open(path) {
             Ok(file) => replay(BufReader::new(file))
@@ -308,56 +331,72 @@ impl Journal {
                 last_seq: recovered.last_seq,
                 unsynced: false,
                 failure: None,
+                unjournaled: std::collections::HashSet::new(),
             },
             recovered,
         ))
     }
 
-    fn append(&mut self, line: &Line) {
+    /// Appends `line`; whether it was written whole.
+    fn append(&mut self, line: &Line) -> bool {
         let mut bytes = serde_json::to_vec(line).expect("journal lines always serialise");
         bytes.push(b'\n');
         // One write per line: a kill leaves the lines written whole (the page cache outlives
         // the process); `sync` makes them outlive the machine too. A write that fails (the
         // disk full) is cut back, kept as the failure, and reported by the `sync` that must
         // precede the answer: the write's error is not one `fdatasync` would return.
-        match self.file.write_all(&bytes) {
-            Ok(()) => self.len += bytes.len() as u64,
+        let written = match self.file.write_all(&bytes) {
+            Ok(()) => {
+                self.len += bytes.len() as u64;
+                true
+            }
             Err(err) => {
                 let _ = self.file.set_len(self.len);
                 self.failure
                     .get_or_insert_with(|| format!("{}: {err}", self.path.display()));
+                false
             }
-        }
+        };
         self.lines += 1;
         self.unsynced = true;
+        written
     }
 
     /// A job was admitted.
     pub(crate) fn admitted(&mut self, seq: Seq, key: &str, command: &str) {
         self.last_seq = self.last_seq.max(seq);
-        self.append(&Line::Admitted {
+        let written = self.append(&Line::Admitted {
             a: seq,
             k: key.to_owned(),
             c: command.to_owned(),
         });
+        if !written {
+            self.unjournaled.insert(seq);
+        }
     }
 
     /// A job's process is about to start: written before the spawn, so that a server killed
     /// while it is under way never leaves a job that ran journaled as one that did not (the
     /// next server would run it again).
     pub(crate) fn started(&mut self, seq: Seq) {
-        self.append(&Line::Started { s: seq });
+        if !self.unjournaled.contains(&seq) {
+            self.append(&Line::Started { s: seq });
+        }
     }
 
     /// The spawn of a job journaled as [`Journal::started`] failed: no process of it ran.
     pub(crate) fn not_started(&mut self, seq: Seq) {
-        self.append(&Line::NotStarted { u: seq });
+        if !self.unjournaled.contains(&seq) {
+            self.append(&Line::NotStarted { u: seq });
+        }
     }
 
     /// A job's final record is in the report.
     pub(crate) fn ended(&mut self, seq: Seq) {
         self.last_seq = self.last_seq.max(seq);
-        self.append(&Line::Ended { e: seq });
+        if !self.unjournaled.remove(&seq) {
+            self.append(&Line::Ended { e: seq });
+        }
     }
 
     /// Seq `seq` was handed out to a submission that was not admitted (rejected): written
@@ -365,7 +404,7 @@ impl Journal {
     /// it out again.
     pub(crate) fn numbered(&mut self, seq: Seq) {
         self.last_seq = self.last_seq.max(seq);
-        self.append(&Line::Numbered { n: seq });
+        let _ = self.append(&Line::Numbered { n: seq });
     }
 
     /// Flushes what was appended to the disk (`fdatasync`).
@@ -418,6 +457,38 @@ impl Journal {
     }
 }
 
+/// The one name of the journal at `path`: symbolic links followed (the lock and the rewrites
+/// then go by the file's own name, so that a second server given another path to it is
+/// refused). A journal with other hard links is refused: a second server through one of them
+/// would take another lock, and a report linked to it would be overwritten.
+///
+/// # Errors
+/// The file has more than one hard link.
+fn one_name(path: &Path) -> anyhow::Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt as _;
+    let real = std::fs::canonicalize(path).or_else(|_| {
+        // Not there yet: its directory's own name, and its file name.
+        match (path.parent(), path.file_name()) {
+            (Some(dir), Some(name)) if !dir.as_os_str().is_empty() => {
+                std::fs::canonicalize(dir).map(|dir| dir.join(name))
+            }
+            _ => std::path::absolute(path),
+        }
+    });
+    let real = real.unwrap_or_else(|_| path.to_owned());
+    if let Ok(meta) = std::fs::metadata(&real) {
+        if meta.nlink() > 1 {
+            anyhow::bail!(
+                "the journal {} has {} hard links: a journal has one name (a second server, or \
+                 the report, under another would share it unseen)",
+                path.display(),
+                meta.nlink()
+            );
+        }
+    }
+    Ok(real)
+}
+
 /// Takes the journal's lock, `PATH.lock` (created mode 0600).
 ///
 /// # Errors
@@ -455,12 +526,28 @@ fn rewrite<'a>(
     let mut name = path.as_os_str().to_owned();
     name.push(".new");
     let new = PathBuf::from(name);
+    let written = write_new(&new, path, last, report, jobs);
+    if written.is_err() {
+        // A disk full leaves no half-written file behind.
+        let _ = std::fs::remove_file(&new);
+    }
+    written
+}
+
+/// [`rewrite`]'s work: the new file at `new`, then renamed over `path`.
+fn write_new<'a>(
+    new: &Path,
+    path: &Path,
+    last: Seq,
+    report: Option<&Path>,
+    jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
+) -> std::io::Result<File> {
     let mut file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&new)?;
+        .open(new)?;
     let mut out = std::io::BufWriter::new(&mut file);
     let mut line = |entry: &Line| -> std::io::Result<()> {
         serde_json::to_writer(&mut out, entry)?;
@@ -484,7 +571,7 @@ fn rewrite<'a>(
     out.flush()?;
     drop(out);
     file.sync_data()?;
-    std::fs::rename(&new, path)?;
+    std::fs::rename(new, path)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Ok(dir) = File::open(dir) {
             let _ = dir.sync_all();
@@ -609,6 +696,68 @@ mod tests {
             err.contains("line 1: a journal begins with its header"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_whole_line_that_is_no_journal_line_is_refused_even_last_and_so_is_a_first_line_cut_short()
+    {
+        // A user's file given by mistake is refused, not overwritten.
+        for text in ["{\"a\":1}\n", "ORIG\n", "ORIG"] {
+            assert!(replayed(text).is_err(), "{text:?}");
+        }
+        let err = replayed(
+            "{\"journal\":2}\n{\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n\
+             {\"a\":2,\"k\":\"b\",\"c\":\"y\",\"typo\":1}\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("line 3 is not a journal line"), "{err}");
+        // Only a last line without its newline is a write cut short.
+        let recovered =
+            replayed("{\"journal\":2}\n{\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n{\"a\":2,").unwrap();
+        assert_eq!(recovered.jobs.len(), 1);
+    }
+
+    #[test]
+    fn a_job_whose_admission_could_not_be_written_gets_no_later_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        let (mut journal, _) = Journal::open(&path, false, None).unwrap();
+        journal.admitted(1, "a", "x");
+        // The disk refuses the next admission (here: the descriptor cannot write).
+        let writable = std::mem::replace(&mut journal.file, File::open(&path).unwrap());
+        journal.admitted(2, "b", "y");
+        assert!(journal.failure().is_some());
+        journal.file = writable;
+        journal.started(2);
+        journal.ended(2);
+        journal.started(1);
+        assert!(journal.sync().is_err(), "the failure stays said");
+        drop(journal);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let recovered = replayed(&text).unwrap();
+        let jobs: Vec<(Seq, bool)> = recovered.jobs.iter().map(|j| (j.seq, j.started)).collect();
+        assert_eq!(jobs, vec![(1, true)], "{text}");
+    }
+
+    #[test]
+    fn a_journal_is_known_by_one_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        let (first, _) = Journal::open(&path, false, None).unwrap();
+        // Through a symbolic link: the same lock, refused.
+        let link = dir.path().join("link.journal");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let err = Journal::open(&link, false, None).err().unwrap().to_string();
+        assert!(err.contains("another lanes serve"), "{err}");
+        assert!(link.is_symlink(), "the link was replaced");
+        drop(first);
+        // Through a hard link: refused whichever name is given.
+        let hard = dir.path().join("hard.journal");
+        std::fs::hard_link(&path, &hard).unwrap();
+        for name in [&path, &hard] {
+            let err = Journal::open(name, false, None).err().unwrap().to_string();
+            assert!(err.contains("hard links"), "{err}");
+        }
     }
 
     #[test]
