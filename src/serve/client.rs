@@ -418,7 +418,18 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                     command,
                     wait: false,
                 };
-                if writer.write_all(&request_line(&request)).is_err() {
+                // Control characters grow sixfold in JSON (`\u0001`): the request, not the
+                // line, must fit, or the server would close the connection on the whole batch.
+                let encoded = request_line(&request);
+                if encoded.len() > MAX_REQUEST_BYTES + 1 {
+                    eprintln!(
+                        "lanes: stdin line {number}: longer than a request may be once encoded \
+                         as JSON; not sent"
+                    );
+                    status = status.max(exit::USAGE);
+                    continue;
+                }
+                if writer.write_all(&encoded).is_err() {
                     failure = Some("the server closed the connection".into());
                     break;
                 }

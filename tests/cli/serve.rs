@@ -2028,3 +2028,32 @@ fn a_socket_answered_by_another_kind_of_server_is_refused_as_such() {
     );
     answering.join().unwrap();
 }
+
+/// A stdin line under 1 MiB whose request, encoded as JSON, is over it (control characters
+/// grow sixfold) is not sent, and the lines after it still are.
+#[test]
+fn a_batch_line_too_long_once_encoded_is_not_sent_and_the_rest_go_on() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1"]);
+    let grown = "\u{1}".repeat(180_000);
+    let input = format!("a\ttrue\nc\t{grown}\nb\ttrue\n");
+    let batch = client_at(&server.socket, "submit", &["--json"], Some(&input));
+    assert_eq!(batch.code, 2, "{}", batch.stderr);
+    assert!(
+        batch
+            .stderr
+            .contains("stdin line 2: longer than a request may be once encoded"),
+        "{}",
+        batch.stderr
+    );
+    let keys: Vec<String> = batch
+        .answers()
+        .into_iter()
+        .map(|answer| answer.key.unwrap_or_default())
+        .collect();
+    assert_eq!(keys, ["a", "b"]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 2);
+}
