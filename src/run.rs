@@ -60,6 +60,19 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // bound, fails before any file is made; the journal is read before the report is created
     // (it may be the earlier server's, holding records the journal needs); the socket is bound
     // once the outputs are open, so that no client is accepted by a server still opening them.
+    // The outputs can be made: checked before anything is (a journal rewritten, an output
+    // emptied), so that a failed start leaves every file as it was.
+    let outputs = [
+        ("the report", &config.report),
+        ("the events file", &config.events),
+        ("the JUnit file", &config.junit),
+    ];
+    for (what, path) in outputs {
+        if let Some(path) = path {
+            check_output(path)
+                .with_context(|| format!("cannot create {what} {}", path.display()))?;
+        }
+    }
     let serving = match &config.source {
         Source::Socket(given) => {
             let path = crate::serve::socket::serve_path(given.as_deref())?;
@@ -347,6 +360,28 @@ pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
         Task::Close(CloseArgs { socket, json }) => {
             client::request(socket.as_deref(), json, Request::Close {})
         }
+    }
+}
+
+/// Whether the output file `path` can be made without making it: an existing one writable,
+/// a new one's directory there and writable (`access(2)`, as the process's real ids).
+///
+/// # Errors
+/// Why it cannot, as the system says it.
+fn check_output(path: &std::path::Path) -> std::io::Result<()> {
+    use nix::unistd::{access, AccessFlags};
+    let os = |errno: nix::errno::Errno| std::io::Error::from_raw_os_error(errno as i32);
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Err(std::io::Error::from_raw_os_error(nix::libc::EISDIR)),
+        Ok(_) => access(path, AccessFlags::W_OK).map_err(os),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            let dir = match path.parent() {
+                Some(dir) if !dir.as_os_str().is_empty() => dir,
+                _ => std::path::Path::new("."),
+            };
+            access(dir, AccessFlags::W_OK | AccessFlags::X_OK).map_err(os)
+        }
+        Err(err) => Err(err),
     }
 }
 

@@ -2057,3 +2057,38 @@ fn a_batch_line_too_long_once_encoded_is_not_sent_and_the_rest_go_on() {
     out.code(0);
     assert_eq!(report.jobs.len(), 2);
 }
+
+/// An output that cannot be made (its directory missing) fails a server's start before the
+/// journal an earlier server left is rewritten, and before any other output is emptied.
+#[test]
+fn an_output_that_cannot_be_made_leaves_the_journal_and_the_other_outputs_as_they_were() {
+    let scratch = Scratch::new();
+    let journal = scratch.join("lanes.journal");
+    let text = "{\"journal\":2,\"last\":3}\n{\"a\":3,\"k\":\"k\",\"c\":\"true\"}\n";
+    std::fs::write(&journal, text).unwrap();
+    let keep = scratch.join("keep.jsonl");
+    std::fs::write(&keep, "kept\n").unwrap();
+    for (flag, other) in [("--report", "--events"), ("--events", "--report")] {
+        let run = Run::new()
+            .no_report()
+            .scratch(&scratch)
+            .arg("serve")
+            .arg("--socket")
+            .arg(scratch.join("lanes.sock"))
+            .arg("--journal")
+            .arg(&journal)
+            .arg(flag)
+            .arg(scratch.join("missing").join("out.jsonl"))
+            .arg(other)
+            .arg(&keep)
+            .run();
+        run.code(2);
+        assert!(
+            run.stderr().contains("No such file or directory"),
+            "{}",
+            run.stderr()
+        );
+        assert_eq!(std::fs::read_to_string(&journal).unwrap(), text);
+        assert_eq!(std::fs::read_to_string(&keep).unwrap(), "kept\n");
+    }
+}

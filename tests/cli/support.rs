@@ -891,6 +891,8 @@ pub struct Run {
     capture_stdout: bool,
     /// Signals blocked in the mask lanes inherits.
     blocked: Vec<Signal>,
+    /// Signals sent to the child just before its exec, blocked: pending when lanes starts.
+    pending: Vec<Signal>,
     dir: TempDir,
 }
 
@@ -905,6 +907,7 @@ impl Run {
             wrapper: None,
             capture_stdout: true,
             blocked: Vec::new(),
+            pending: Vec::new(),
             dir: tempfile::Builder::new()
                 .prefix("lanes-it-run-")
                 .tempdir()
@@ -983,6 +986,14 @@ impl Run {
         self
     }
 
+    /// Blocks `signals` and sends them to lanes before its exec: they are pending, blocked,
+    /// when its first instruction runs.
+    pub fn pending(mut self, signals: &[Signal]) -> Run {
+        self.blocked.extend_from_slice(signals);
+        self.pending.extend_from_slice(signals);
+        self
+    }
+
     /// Where the report goes.
     pub fn report_path(&self) -> PathBuf {
         self.dir.path().join("report.jsonl")
@@ -1030,9 +1041,17 @@ impl Run {
             for &signal in &self.blocked {
                 set.add(signal);
             }
-            // SAFETY: sigprocmask is async-signal-safe; nothing else runs in the child.
+            let pending = self.pending.clone();
+            // SAFETY: sigprocmask and kill are async-signal-safe; nothing else runs in the
+            // child.
             unsafe {
-                command.pre_exec(move || set.thread_block().map_err(io::Error::from));
+                command.pre_exec(move || {
+                    set.thread_block().map_err(io::Error::from)?;
+                    for &signal in &pending {
+                        nix::sys::signal::raise(signal).map_err(io::Error::from)?;
+                    }
+                    Ok(())
+                });
             }
         }
         let mut bytes = None;
