@@ -1697,12 +1697,7 @@ fn a_socket_that_takes_connections_but_never_answers_is_refused_and_replaced_onc
     // by a process that never accepts (here the test itself).
     let holder = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let asked = Instant::now();
-    let refused = Run::new()
-        .no_report()
-        .arg("serve")
-        .arg("--socket")
-        .arg(&socket)
-        .run();
+    let refused = serve_alone(&socket);
     refused.code(2);
     assert!(
         refused.stderr().contains("does not answer within 3 s"),
@@ -2014,12 +2009,7 @@ fn a_socket_answered_by_another_kind_of_server_is_refused_as_such() {
             .write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n")
             .unwrap();
     });
-    let refused = Run::new()
-        .no_report()
-        .arg("serve")
-        .arg("--socket")
-        .arg(&socket)
-        .run();
+    let refused = serve_alone(&socket);
     refused.code(2);
     assert!(
         refused.stderr().contains("but not as a lanes server"),
@@ -2091,4 +2081,14 @@ fn an_output_that_cannot_be_made_leaves_the_journal_and_the_other_outputs_as_the
         assert_eq!(std::fs::read_to_string(&journal).unwrap(), text);
         assert_eq!(std::fs::read_to_string(&keep).unwrap(), "kept\n");
     }
+}
+
+/// `lanes serve --socket SOCKET`, nothing else, run to its end (a start refused, here).
+fn serve_alone(socket: &Path) -> Output {
+    Run::new()
+        .no_report()
+        .arg("serve")
+        .arg("--socket")
+        .arg(socket)
+        .run()
 }

@@ -421,16 +421,7 @@ impl Driver {
                     .to_owned(),
             };
             let then = wait.then_some(record_rx);
-            if let Some(service) = self.service.as_mut() {
-                service.deferred.push((
-                    call.reply,
-                    Reply {
-                        answer,
-                        then,
-                        written: None,
-                    },
-                ));
-            }
+            self.defer(call.reply, answer, then);
             return;
         }
         let admitted = self.admit_job(spec, now).await;
@@ -489,9 +480,20 @@ impl Driver {
         // With `wait`, the record follows: at once when it is written already (refused, or
         // its process could not start).
         let then = wait.then_some(record_rx);
+        self.defer(call.reply, answer, then);
+    }
+
+    /// Holds a submission's answer (and, with `wait`, where its record follows) until the
+    /// journal is flushed ([`Driver::on_calls`]).
+    fn defer(
+        &mut self,
+        reply: oneshot::Sender<Reply>,
+        answer: Answer,
+        then: Option<oneshot::Receiver<Answer>>,
+    ) {
         if let Some(service) = self.service.as_mut() {
             service.deferred.push((
-                call.reply,
+                reply,
                 Reply {
                     answer,
                     then,
