@@ -575,11 +575,13 @@ fn an_unreachable_database_is_refused_and_no_password_is_shown() {
     let out = Command::new(BIN)
         .arg("locks")
         .env_remove("LANES_COORDINATE")
+        .env_remove("LANES_LOCK_DIR")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("name a lock directory (DIR) or a database"),
+        String::from_utf8_lossy(&out.stderr)
+            .contains("name a lock directory (DIR, or LANES_LOCK_DIR) or a database"),
         "{out:?}"
     );
     // --namespace and --host-id need --coordinate.
