@@ -33,6 +33,17 @@ pub(crate) struct Reply {
     pub written: Option<oneshot::Sender<()>>,
 }
 
+impl Reply {
+    /// `answer` alone: nothing follows it.
+    pub(crate) fn now(answer: Answer) -> Reply {
+        Reply {
+            answer,
+            then: None,
+            written: None,
+        }
+    }
+}
+
 /// How many calls may wait for the event loop before connections wait to hand theirs over.
 const CALL_DEPTH: usize = 1024;
 
@@ -283,20 +294,12 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                 "the request is longer than {MAX_REQUEST_BYTES} bytes; the connection is closed"
             );
             let _ = pending_tx
-                .send(due(Pending::Now(Reply {
-                    answer: Answer::Error { error },
-                    then: None,
-                    written: None,
-                })))
+                .send(due(Pending::Now(Reply::now(Answer::Error { error }))))
                 .await;
             break;
         }
         let pending = match parse_request(&line) {
-            Err(error) => Pending::Now(Reply {
-                answer: Answer::Error { error },
-                then: None,
-                written: None,
-            }),
+            Err(error) => Pending::Now(Reply::now(Answer::Error { error })),
             Ok(request) => {
                 // A request whose answer has a second part (`submit` with `wait`, `drain`,
                 // `close`) or can be large (`status`: every running and waiting job) is the
@@ -399,13 +402,9 @@ async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
 
 /// The answer when the event loop is gone: the server is ending.
 fn ended() -> Reply {
-    Reply {
-        answer: Answer::Closed {
-            why: "ending".into(),
-        },
-        then: None,
-        written: None,
-    }
+    Reply::now(Answer::Closed {
+        why: "ending".into(),
+    })
 }
 
 #[cfg(test)]
@@ -445,11 +444,7 @@ mod tests {
         tokio::time::sleep(IDLE_TIMEOUT - Duration::from_secs(1)).await;
         write.write_all(status).await.unwrap();
         let call = calls.recv().await.unwrap();
-        let reply = |text: &str| Reply {
-            answer: error(text),
-            then: None,
-            written: None,
-        };
+        let reply = |text: &str| Reply::now(error(text));
         let _ = call.reply.send(reply("first"));
         assert!(answer(&mut read).await.contains("first"));
         // Another request, answered only after the connection has been idle too long.
@@ -526,18 +521,10 @@ mod tests {
         let call = calls.recv().await.unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert!(calls.try_recv().is_err(), "the second status was read");
-        let _ = call.reply.send(Reply {
-            answer: error("first"),
-            then: None,
-            written: None,
-        });
+        let _ = call.reply.send(Reply::now(error("first")));
         assert!(answer(&mut read).await.contains("first"));
         let call = calls.recv().await.unwrap();
-        let _ = call.reply.send(Reply {
-            answer: error("second"),
-            then: None,
-            written: None,
-        });
+        let _ = call.reply.send(Reply::now(error("second")));
         assert!(answer(&mut read).await.contains("second"));
         drop(write);
         assert_eq!(answer(&mut read).await, "");
@@ -562,11 +549,7 @@ mod tests {
             write
         });
         // The event loop's part: each request answered at once, as large as its key.
-        let reply = |key: &str| Reply {
-            answer: error(key),
-            then: None,
-            written: None,
-        };
+        let reply = |key: &str| Reply::now(error(key));
         let mut taken = 0;
         while let Ok(Some(call)) = tokio::time::timeout(Duration::from_secs(5), calls.recv()).await
         {
@@ -605,11 +588,7 @@ mod tests {
         let call = calls.recv().await.unwrap();
         let start = tokio::time::Instant::now();
         // An answer far larger than the socket's buffers, never read.
-        let _ = call.reply.send(Reply {
-            answer: error(&"x".repeat(4 << 20)),
-            then: None,
-            written: None,
-        });
+        let _ = call.reply.send(Reply::now(error(&"x".repeat(4 << 20))));
         tokio::time::timeout(3 * IDLE_TIMEOUT, serving)
             .await
             .expect("the connection was closed")

@@ -127,11 +127,7 @@ impl Service {
         }
         if let Some(cancels) = self.cancels.remove(&seq) {
             for (reply, answer) in cancels {
-                let _ = reply.send(Reply {
-                    answer,
-                    then: None,
-                    written: None,
-                });
+                let _ = reply.send(Reply::now(answer));
             }
         }
     }
@@ -145,34 +141,30 @@ pub(super) async fn next_call(calls: &mut Option<mpsc::Receiver<Call>>) -> Optio
     }
 }
 
-/// An admission's answer (`started`, `queued`, `coalesced`) made when the journal could not be
-/// written (`err`): an `error` saying so, since the job, admitted and run, would not outlive a
-/// crash of the server. Other answers are left as they are.
-fn not_durable(reply: Reply, err: &str) -> Reply {
+/// An admission's answer (`started`, `queued`, `coalesced`) as it may go out: as it is while
+/// the journal holds what it promises, else (`failure`: why the journal could not be written)
+/// an `error` saying so, since the job, admitted and run, would not outlive a crash of the
+/// server. Other answers are left as they are.
+fn as_journaled(reply: Reply, failure: Option<&str>) -> Reply {
+    let Some(err) = failure else {
+        return reply;
+    };
     let seq = match &reply.answer {
         Answer::Started { seq, .. }
         | Answer::Queued { seq, .. }
         | Answer::Coalesced { seq, .. } => *seq,
         _ => return reply,
     };
-    Reply {
-        answer: Answer::Error {
-            error: format!(
-                "seq {seq} was admitted and runs, but the journal could not be written ({err}): \
-                 it would not outlive a crash of the server, which admits no more jobs"
-            ),
-        },
-        then: None,
-        written: None,
-    }
+    Reply::now(Answer::Error {
+        error: format!(
+            "seq {seq} was admitted and runs, but the journal could not be written ({err}): it \
+             would not outlive a crash of the server, which admits no more jobs"
+        ),
+    })
 }
 
 fn reply(call: Call, answer: Answer) {
-    let _ = call.reply.send(Reply {
-        answer,
-        then: None,
-        written: None,
-    });
+    let _ = call.reply.send(Reply::now(answer));
 }
 
 impl Driver {
@@ -220,11 +212,7 @@ impl Driver {
             return;
         };
         for (reply, answer) in service.deferred.drain(..) {
-            let answer = match &failed {
-                Some(err) => not_durable(answer, err),
-                None => answer,
-            };
-            let _ = reply.send(answer);
+            let _ = reply.send(as_journaled(answer, failed.as_deref()));
         }
     }
 
@@ -539,10 +527,7 @@ impl Driver {
                 .service
                 .as_ref()
                 .and_then(|service| service.journal.failure());
-            let _ = reply.send(match failure {
-                Some(err) => not_durable(made, err),
-                None => made,
-            });
+            let _ = reply.send(as_journaled(made, failure));
         }
     }
 
