@@ -82,7 +82,8 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 .clone()
                 .unwrap_or_else(|| crate::serve::journal::default_path(&path));
             check_journal_apart(&journal_path, &config)?;
-            crate::serve::socket::check_bindable(&path)?;
+            crate::serve::socket::check_length(&path)?;
+            check_output(&path).with_context(|| format!("cannot listen on {}", path.display()))?;
             let journal = crate::serve::journal::Journal::open(
                 &journal_path,
                 config.requeue_lost,
@@ -363,8 +364,9 @@ pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
     }
 }
 
-/// Whether the output file `path` can be made without making it: an existing one writable,
-/// a new one's directory there and writable (`access(2)`, as the process's real ids).
+/// Whether the output file `path` (or a server's socket) can be made without making it: an
+/// existing one writable, a new one's directory there and writable (`access(2)`, as the
+/// process's real ids).
 ///
 /// # Errors
 /// Why it cannot, as the system says it.

@@ -214,14 +214,13 @@ impl Drop for SocketFile {
     }
 }
 
-/// Checks, before the server makes any file, that a socket can be bound at `path` (the bind
-/// itself comes once the outputs are open): the path's length (at most 107 bytes on Linux,
-/// `unix(7)`), and a trial bind of a socket with a short name in its directory, removed at
-/// once (the directory exists, is one, and may be written).
+/// Checks, before the server makes any file, that `path` is short enough for a socket (at
+/// most 107 bytes on Linux, `unix(7)`); whether its directory takes a new file is checked as
+/// for every output ([`crate::run`]).
 ///
 /// # Errors
-/// The path is too long, or the trial bind fails; the message names `path`.
-pub(crate) fn check_bindable(path: &Path) -> anyhow::Result<()> {
+/// The path is too long; the message names it.
+pub(crate) fn check_length(path: &Path) -> anyhow::Result<()> {
     if nix::sys::socket::UnixAddr::new(path).is_err() {
         anyhow::bail!(
             "cannot listen on {}: a socket's path may be at most 107 bytes long (unix(7)); give \
@@ -229,25 +228,7 @@ pub(crate) fn check_bindable(path: &Path) -> anyhow::Result<()> {
             path.display()
         );
     }
-    let dir = match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
-    };
-    let trial = dir.join(format!(".lanes-{}", std::process::id()));
-    // One left by a process of the same pid killed in its trial.
-    if std::fs::symlink_metadata(&trial).is_ok_and(|meta| meta.file_type().is_socket()) {
-        let _ = std::fs::remove_file(&trial);
-    }
-    match UnixListener::bind(&trial) {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&trial);
-            Ok(())
-        }
-        // The trial's name made the path too long where the socket's own is not: no verdict.
-        Err(err) if err.raw_os_error() == Some(nix::libc::ENAMETOOLONG) => Ok(()),
-        Err(err) if err.kind() == io::ErrorKind::InvalidInput => Ok(()),
-        Err(err) => anyhow::bail!("cannot listen on {}: {err}", path.display()),
-    }
+    Ok(())
 }
 
 /// Binds the socket at `path`, mode 0600 from the start (the umask is narrowed around the
