@@ -809,7 +809,6 @@ fn check_distinct_files(
     junit: &Option<PathBuf>,
     resume: &Option<PathBuf>,
 ) -> Result<(), ConfigError> {
-    let same = same_file;
     let input = match source {
         Source::LinesFile(path) | Source::Manifest { path, .. } => Some(path.as_path()),
         Source::Stdin | Source::List(_) | Source::Socket(_) => None,
@@ -821,21 +820,21 @@ fn check_distinct_files(
     ];
     for (i, (flag, path)) in outputs.iter().enumerate() {
         let Some(path) = path else { continue };
-        if input.is_some_and(|input| same(input, path)) {
+        if input.is_some_and(|input| same_file(input, path)) {
             return Err(ConfigError::Usage(format!(
                 "{flag} {} is the input file: it would be overwritten",
                 path.display()
             )));
         }
         for (other_flag, other) in &outputs[i + 1..] {
-            if other.as_deref().is_some_and(|other| same(other, path)) {
+            if other.as_deref().is_some_and(|other| same_file(other, path)) {
                 return Err(ConfigError::Usage(format!(
                     "{flag} and {other_flag} name the same file {}",
                     path.display()
                 )));
             }
         }
-        if *flag != "--report" && resume.as_deref().is_some_and(|r| same(r, path)) {
+        if *flag != "--report" && resume.as_deref().is_some_and(|r| same_file(r, path)) {
             return Err(ConfigError::Usage(format!(
                 "{flag} {} is the report to resume from",
                 path.display()

@@ -62,12 +62,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // once the outputs are open, so that no client is accepted by a server still opening them.
     // The outputs can be made: checked before anything is (a journal rewritten, an output
     // emptied), so that a failed start leaves every file as it was.
-    let outputs = [
-        ("the report", &config.report),
-        ("the events file", &config.events),
-        ("the JUnit file", &config.junit),
-    ];
-    for (what, path) in outputs {
+    for (_, what, path) in outputs(&config) {
         if let Some(path) = path {
             check_output(path)
                 .with_context(|| format!("cannot create {what} {}", path.display()))?;
@@ -364,6 +359,15 @@ pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
     }
 }
 
+/// A run's output files: each one's flag, its name in messages, and its path when given.
+fn outputs(config: &RunConfig) -> [(&'static str, &'static str, Option<&std::path::Path>); 3] {
+    [
+        ("--report", "the report", config.report.as_deref()),
+        ("--events", "the events file", config.events.as_deref()),
+        ("--junit", "the JUnit file", config.junit.as_deref()),
+    ]
+}
+
 /// Whether the output file `path` (or a server's socket) can be made without making it: an
 /// existing one writable, a new one's directory there and writable (`access(2)`, as the
 /// process's real ids).
@@ -400,16 +404,8 @@ fn check_journal_apart(journal: &std::path::Path, config: &RunConfig) -> anyhow:
             );
         }
     }
-    let outputs = [
-        ("--report", &config.report),
-        ("--events", &config.events),
-        ("--junit", &config.junit),
-    ];
-    for (flag, output) in outputs {
-        if output
-            .as_deref()
-            .is_some_and(|output| crate::config::same_file(output, journal))
-        {
+    for (flag, _, output) in outputs(config) {
+        if output.is_some_and(|output| crate::config::same_file(output, journal)) {
             bail!(
                 "{flag} {} is the journal of `lanes serve`: give each its own file",
                 journal.display()
