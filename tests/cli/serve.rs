@@ -1749,14 +1749,7 @@ fn a_server_that_cannot_bind_its_socket_leaves_every_file_as_it_was() {
     let missing = scratch.join("no-such-dir").join("lanes.sock");
     for socket in [&long, &missing] {
         let journal = scratch.join("lanes.journal");
-        let run = Run::new()
-            .no_report()
-            .scratch(&scratch)
-            .arg("serve")
-            .arg("--socket")
-            .arg(socket)
-            .arg("--journal")
-            .arg(&journal)
+        let run = serve_on(&scratch, socket, &journal)
             .arg("--report")
             .arg(&outputs[0])
             .arg("--events")
@@ -1789,14 +1782,7 @@ fn a_journal_that_is_an_output_or_no_regular_file_is_refused() {
     let fifo = scratch.join("journal.fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     for (journal, says) in [(&report, "is the journal"), (&fifo, "not a regular file")] {
-        let run = Run::new()
-            .no_report()
-            .scratch(&scratch)
-            .arg("serve")
-            .arg("--socket")
-            .arg(scratch.join("lanes.sock"))
-            .arg("--journal")
-            .arg(journal)
+        let run = serve_on(&scratch, &scratch.join("lanes.sock"), journal)
             .arg("--report")
             .arg(&report)
             .run();
@@ -2059,14 +2045,7 @@ fn an_output_that_cannot_be_made_leaves_the_journal_and_the_other_outputs_as_the
     let keep = scratch.join("keep.jsonl");
     std::fs::write(&keep, "kept\n").unwrap();
     for (flag, other) in [("--report", "--events"), ("--events", "--report")] {
-        let run = Run::new()
-            .no_report()
-            .scratch(&scratch)
-            .arg("serve")
-            .arg("--socket")
-            .arg(scratch.join("lanes.sock"))
-            .arg("--journal")
-            .arg(&journal)
+        let run = serve_on(&scratch, &scratch.join("lanes.sock"), &journal)
             .arg(flag)
             .arg(scratch.join("missing").join("out.jsonl"))
             .arg(other)
@@ -2091,4 +2070,17 @@ fn serve_alone(socket: &Path) -> Output {
         .arg("--socket")
         .arg(socket)
         .run()
+}
+
+/// `lanes serve` in `scratch` on `socket` and `journal`, for more arguments, with no report of
+/// the harness's own.
+fn serve_on(scratch: &Scratch, socket: &Path, journal: &Path) -> Run {
+    Run::new()
+        .no_report()
+        .scratch(scratch)
+        .arg("serve")
+        .arg("--socket")
+        .arg(socket)
+        .arg("--journal")
+        .arg(journal)
 }
