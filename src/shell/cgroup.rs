@@ -83,6 +83,10 @@ struct Slot {
     fd: OwnedFd,
     /// Told when `cgroup.events` changes.
     watch: Option<Watch>,
+    /// Its `cgroup.events`, `cpu.stat` and `cgroup.stat`, read for every job it serves.
+    events: Interface,
+    cpu_stat: Interface,
+    stat: Interface,
     /// Its `memory.peak`, open for reading and writing, where the memory controller is
     /// enabled for it and the kernel resets the peak seen through a descriptor when it is
     /// written (Linux 6.12): each job's peak is read through it after a reset.
@@ -129,6 +133,9 @@ impl Slot {
         let controllers =
             read_in(&fd, c"cgroup.controllers").is_none_or(|text| !text.trim().is_empty());
         Ok(Slot {
+            events: Interface::open(&fd, c"cgroup.events"),
+            cpu_stat: Interface::open(&fd, c"cpu.stat"),
+            stat: Interface::open(&fd, c"cgroup.stat"),
             dir,
             fd,
             watch,
@@ -149,7 +156,7 @@ impl Slot {
     /// with no cgroup below it, no controller enabled for cgroups below it and (with the
     /// memory controller) next to no memory charged to it.
     fn as_made(&self) -> bool {
-        let Some(events) = read_in(&self.fd, c"cgroup.events") else {
+        let Some(events) = self.events.read(&self.fd) else {
             return false;
         };
         // `frozen 1` is also seen while the whole run is frozen: not reused then either.
@@ -160,7 +167,9 @@ impl Slot {
         if !settled {
             return false;
         }
-        let childless = read_in(&self.fd, c"cgroup.stat")
+        let childless = self
+            .stat
+            .read(&self.fd)
             .is_some_and(|text| text.lines().any(|line| line.trim() == "nr_descendants 0"));
         if !childless {
             return false;
@@ -185,7 +194,17 @@ impl Slot {
         if let Some(peak) = &mut self.peak {
             peak.write_all(b"0").ok()?;
         }
-        Some(cpu_usec(&self.fd))
+        Some(self.cpu_usec())
+    }
+
+    /// `usage_usec` of its `cpu.stat`: CPU time of every process that was ever in it.
+    fn cpu_usec(&self) -> Option<u64> {
+        self.cpu_stat.read(&self.fd).and_then(|text| {
+            text.lines().find_map(|line| {
+                line.strip_prefix("usage_usec ")
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+            })
+        })
     }
 
     /// Removes it (its watch first), with any cgroup below it; a process still in it keeps
@@ -198,25 +217,53 @@ impl Slot {
     }
 }
 
-/// `usage_usec` of `cpu.stat` of the cgroup open as `dir`: CPU time of every process that was
-/// ever in it.
-fn cpu_usec(dir: &OwnedFd) -> Option<u64> {
-    read_in(dir, c"cpu.stat").and_then(|text| {
-        text.lines().find_map(|line| {
-            line.strip_prefix("usage_usec ")
-                .and_then(|n| n.trim().parse::<u64>().ok())
-        })
+/// One interface file of a job's cgroup, kept open and read again from its start for each
+/// job: a `pread` at offset 0 makes the kernel's `seq_file` produce the file anew, which
+/// spares an `openat` and a `close` at every read. Where it is not kept open ([`keep_open`])
+/// or could not be opened, each read opens it by name.
+#[derive(Debug)]
+struct Interface {
+    name: &'static CStr,
+    file: Option<OwnedFd>,
+}
+
+/// The least soft limit on open descriptors (`RLIMIT_NOFILE`) at which job cgroups keep their
+/// interface files open ([`Interface`]): three more descriptors for each job cgroup, running
+/// or kept for the next job, are spent only where descriptors are plenty (`lanes` raises its
+/// soft limit to the hard one, often 524,288 or more); under a tight `ulimit -n` each read
+/// opens the file by name, as descriptors are kept for jobs.
+const KEEP_OPEN_FROM: u64 = 8192;
+
+/// Whether job cgroups keep their interface files open: see [`KEEP_OPEN_FROM`].
+fn keep_open() -> bool {
+    static KEEP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *KEEP.get_or_init(|| {
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+            .is_ok_and(|(soft, _)| soft >= KEEP_OPEN_FROM)
     })
 }
 
-/// The text of the interface file `name` of the cgroup open as `dir`, `None` when it cannot
-/// be read. Opened relative to the directory's descriptor (no walk of the whole path) and read
-/// without asking its size first: these files are small and made at once (kernfs `seq_file`s),
-/// so a read that leaves room for another line has reached the end, and the read that would
-/// return 0 is left out. A read that fills most of the buffer is followed by more.
-fn read_in(dir: &OwnedFd, name: &CStr) -> Option<String> {
-    /// Longer than any one line of a cgroup's interface files.
-    const LINE_ROOM: usize = 512;
+impl Interface {
+    /// Opens `name` in the cgroup open as `dir`, where descriptors are plenty ([`keep_open`]).
+    fn open(dir: &OwnedFd, name: &'static CStr) -> Self {
+        Interface {
+            name,
+            file: keep_open().then(|| open_in(dir, name)).flatten(),
+        }
+    }
+
+    /// Its text now; `None` when it cannot be read.
+    fn read(&self, dir: &OwnedFd) -> Option<String> {
+        match &self.file {
+            Some(file) => read_whole(file),
+            None => read_in(dir, self.name),
+        }
+    }
+}
+
+/// The interface file `name` of the cgroup open as `dir`, open for reading. Opened relative
+/// to the directory's descriptor: no walk of the whole path.
+fn open_in(dir: &OwnedFd, name: &CStr) -> Option<OwnedFd> {
     // SAFETY: `name` is NUL-terminated and `dir` an open descriptor; the result is checked.
     let fd = unsafe {
         libc::openat(
@@ -225,11 +272,24 @@ fn read_in(dir: &OwnedFd, name: &CStr) -> Option<String> {
             libc::O_RDONLY | libc::O_CLOEXEC,
         )
     };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: `fd` was just opened here and nothing else owns it.
-    let mut file = fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    // SAFETY: `fd`, when valid, was just opened here and nothing else owns it.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The text of the interface file `name` of the cgroup open as `dir`, `None` when it cannot
+/// be read ([`read_whole`]).
+fn read_in(dir: &OwnedFd, name: &CStr) -> Option<String> {
+    read_whole(&open_in(dir, name)?)
+}
+
+/// The whole text of an open interface file, read from its start with `pread` (so the same
+/// descriptor can be read again), without asking its size first: these files are small and
+/// made at once (kernfs `seq_file`s), so a read that leaves room for another line has reached
+/// the end, and the read that would return 0 is left out. A read that fills most of the buffer
+/// is followed by more. `None` when it cannot be read.
+fn read_whole(file: &OwnedFd) -> Option<String> {
+    /// Longer than any one line of a cgroup's interface files.
+    const LINE_ROOM: usize = 512;
     let mut bytes = Vec::with_capacity(4096);
     loop {
         if bytes.capacity() - bytes.len() < LINE_ROOM {
@@ -237,10 +297,10 @@ fn read_in(dir: &OwnedFd, name: &CStr) -> Option<String> {
         }
         let start = bytes.len();
         bytes.resize(bytes.capacity(), 0);
-        let read = file.read(&mut bytes[start..]);
+        let read = nix::sys::uio::pread(file, &mut bytes[start..], start as libc::off_t);
         let got = match read {
             Ok(got) => got,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => 0,
+            Err(nix::errno::Errno::EINTR) => 0,
             Err(_) => return None,
         };
         bytes.truncate(start + got);
@@ -451,7 +511,8 @@ impl JobCgroup {
 
     /// Whether any process is in it (`cgroup.events`).
     pub(crate) fn populated(&self) -> bool {
-        match read_in(&self.slot().fd, c"cgroup.events") {
+        let slot = self.slot();
+        match slot.events.read(&slot.fd) {
             Some(text) => text.lines().any(|line| line.trim() == "populated 1"),
             // Gone or unreadable: nothing can be seen in it any more.
             None => false,
@@ -532,7 +593,8 @@ impl JobCgroup {
     /// when it was given the cgroup, and its peak memory since the reset then.
     pub(crate) fn usage(&self) -> Usage {
         let slot = self.slot();
-        let cpu = cpu_usec(&slot.fd)
+        let cpu = slot
+            .cpu_usec()
             .zip(self.cpu_baseline)
             .map(|(now, before)| Duration::from_micros(now.saturating_sub(before)));
         let memory_peak = match &slot.peak {
@@ -788,6 +850,30 @@ mod tests {
             );
         }
         assert_eq!(read_in(&fd, c"missing"), None);
+    }
+
+    #[test]
+    fn an_interface_file_kept_open_reads_whole_again_from_its_start() {
+        // A plain `read` would continue where the first left off and give nothing; `pread` at
+        // offset 0 makes the `seq_file` anew. A cgroup's file where cgroup2 is mounted, else
+        // /proc's.
+        let dir = cgroup2_mount().unwrap_or_else(|| PathBuf::from("/proc/self"));
+        let fd = OwnedFd::from(fs::File::open(&dir).unwrap());
+        let name = if dir.ends_with("self") {
+            c"status"
+        } else {
+            c"cgroup.stat"
+        };
+        let kept = Interface {
+            name,
+            file: open_in(&fd, name),
+        };
+        assert!(kept.file.is_some());
+        let first = kept.read(&fd).unwrap();
+        let second = kept.read(&fd).unwrap();
+        assert!(!first.is_empty());
+        assert_eq!(first.lines().next(), second.lines().next());
+        assert_eq!(first.lines().count(), second.lines().count());
     }
 
     #[test]
