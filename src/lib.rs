@@ -43,48 +43,55 @@ pub fn block_handled_signals() {
 /// ignored at start (`nohup`). The signals `lanes` handles are blocked first, until their
 /// handlers stand, so that one that comes early waits ([`shell::signal`]); inherited ignored
 /// signals are reset ([`shell::unix::reset_ignored_signals`]), and the signals whose default
-/// action would end `lanes` without stopping its jobs are ignored.
+/// action would end `lanes` without stopping its jobs are ignored or blocked
+/// ([`shell::signal::disarm_harmless`]).
 pub fn prepare_process() -> bool {
     shell::signal::block_handled();
     shell::unix::use_one_malloc_arena();
     let hangup_ignored = shell::unix::reset_ignored_signals();
-    shell::signal::ignore_harmless();
+    shell::signal::disarm_harmless();
     shell::unix::close_inherited_descriptors_on_exec();
+    shell::unix::raise_descriptor_limit();
     shell::unix::become_subreaper();
     hangup_ignored
 }
 
 /// Process-wide set-up for a task (`lanes submit`, `lanes locks`, …: see [`run_task`]),
-/// which starts no job: the signals whose default action would end `lanes` are ignored as in
-/// a run, and the signals `lanes` handles are unblocked, so that a stop signal ends the task at
+/// which starts no job: the signals whose default action would end `lanes` are ignored or
+/// blocked as in a run, and the signals `lanes` handles are unblocked, so that a stop signal ends the task at
 /// once. A run's other set-up (resetting inherited dispositions for jobs, descriptors,
 /// subreaper) is for jobs and is skipped.
 pub fn prepare_task_process() {
     shell::unix::use_one_malloc_arena();
-    shell::signal::ignore_harmless();
+    shell::signal::disarm_harmless();
     shell::signal::unblock_handled();
 }
 
 /// Makes a panic (a bug in `lanes`) print one line naming where it happened, without a raw
 /// backtrace (unless `RUST_BACKTRACE` asks for one); the process then exits with status 101
-/// ([`exit::INTERNAL_ERROR`]).
+/// ([`exit::INTERNAL_ERROR`]): the main thread's panic unwinds to that end, and a panic on any
+/// other thread (a spawning thread, the input's) ends the process from the hook, since the run
+/// would otherwise wait forever for what that thread was doing.
 pub fn report_panics_briefly() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
             default(info);
-            return;
+        } else {
+            let message = info
+                .payload()
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            let place = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            eprintln!("lanes: internal error{place}: {message} (a bug in lanes; please report it)");
         }
-        let message = info
-            .payload()
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| info.payload().downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        let place = info
-            .location()
-            .map(|l| format!(" at {}:{}", l.file(), l.line()))
-            .unwrap_or_default();
-        eprintln!("lanes: internal error{place}: {message} (a bug in lanes; please report it)");
+        if std::thread::current().name() != Some("main") {
+            std::process::exit(i32::from(exit::INTERNAL_ERROR));
+        }
     }));
 }

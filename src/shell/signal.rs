@@ -2,9 +2,9 @@
 //! come as one stream; what each means (the first a graceful shutdown, any later one SIGKILL
 //! now) is the core's decision ([`crate::core::Scheduler::signal_received`]). SIGUSR1 asks for
 //! a status of the running jobs. Every other signal whose default action would end `lanes`
-//! without stopping its jobs is ignored from the start ([`ignore_harmless`]), except those
-//! that mean `lanes` itself is broken (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGABRT) and
-//! SIGKILL, which nothing can catch.
+//! without stopping its jobs is ignored or blocked from the start ([`disarm_harmless`]),
+//! except those that mean `lanes` itself is broken (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP,
+//! SIGABRT) and SIGKILL, which nothing can catch.
 
 use nix::libc;
 use nix::sys::signal::{SigSet, Signal};
@@ -103,33 +103,106 @@ fn handled_set() -> SigSet {
     set
 }
 
-/// Ignores (`SIG_IGN`) every signal whose default action ends the process and that `lanes`
-/// does not handle: a write past `ulimit -f` is then an EFBIG error (SIGXFSZ), a write to a
-/// closed pipe an EPIPE error (SIGPIPE), and SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO,
-/// SIGSYS, SIGPWR, SIGSTKFLT and the real-time signals sent to `lanes` do nothing. Jobs start
-/// with every signal at its default all the same ([`super::spawn`]). Call it before any thread
-/// starts, after [`super::unix::reset_ignored_signals`].
-pub(crate) fn ignore_harmless() {
-    let named = [
-        libc::SIGXFSZ,
-        libc::SIGPIPE,
-        libc::SIGUSR2,
-        libc::SIGALRM,
-        libc::SIGVTALRM,
-        libc::SIGPROF,
-        libc::SIGIO,
-        libc::SIGSYS,
-        libc::SIGPWR,
-        libc::SIGSTKFLT,
-    ];
-    // The real-time signals are 32..=64 on Linux; glibc refuses its two internal ones (32 and
-    // 33), which stay as they are.
-    for signal in named.into_iter().chain(32..=64) {
+/// The signals whose default action would end `lanes` and that it neither handles nor ignores:
+/// blocked by [`disarm_harmless`], so that one sent to `lanes` does nothing.
+const HARMLESS: [libc::c_int; 8] = [
+    libc::SIGUSR2,
+    libc::SIGALRM,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGIO,
+    libc::SIGSYS,
+    libc::SIGPWR,
+    libc::SIGSTKFLT,
+];
+
+/// The real-time signals glibc leaves to programs (`SIGRTMIN..=SIGRTMAX`, 34..=64 on Linux;
+/// 32 and 33 are glibc's own): blocked with [`HARMLESS`].
+pub(crate) const REAL_TIME: std::ops::RangeInclusive<libc::c_int> = 34..=64;
+
+/// Makes every signal whose default action ends the process and that `lanes` does not handle
+/// harmless: SIGXFSZ and SIGPIPE are ignored (`SIG_IGN`), so that a write past `ulimit -f` is
+/// an EFBIG error and a write to a closed pipe an EPIPE error; [`HARMLESS`] and the real-time
+/// signals are blocked in the calling thread, and so in every thread it starts, so that one
+/// sent to `lanes` stays pending and does nothing. Blocked rather than ignored, they keep
+/// their default action, and a job's process need not reset them before its `exec` (a
+/// disposition of `SIG_IGN` would survive the `exec`, a blocked signal does not: the child
+/// empties its mask). Jobs start with every signal at its default and none blocked all the
+/// same ([`super::spawn`]). Call it before any thread starts, after
+/// [`super::unix::reset_ignored_signals`].
+pub(crate) fn disarm_harmless() {
+    for signal in [libc::SIGXFSZ, libc::SIGPIPE] {
         // SAFETY: installs SIG_IGN, which runs no code of ours; no other thread exists yet.
         unsafe {
             libc::signal(signal, libc::SIG_IGN);
         }
     }
+    // SAFETY: a zeroed set, filled and applied to this thread's mask; glibc accepts every
+    // number added (none is one of its internal 32 and 33).
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in HARMLESS.into_iter().chain(REAL_TIME) {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Bit N-1 for signal N: the kernel's signal set on 64-bit Linux.
+const fn bit(signal: libc::c_int) -> u64 {
+    1 << (signal - 1)
+}
+
+/// The signals whose disposition `lanes` may have changed from the default, one bit per
+/// signal ([`bit`]): the handled ones ([`HANDLED`], SIGHUP also when it stays ignored under
+/// `nohup`), those the event loop takes (SIGCHLD, SIGTSTP, SIGWINCH), the two ignored by
+/// [`disarm_harmless`] (SIGPIPE, SIGXFSZ), SIGSEGV and SIGBUS (Rust's runtime catches them to
+/// tell a stack overflow), and glibc's internal 32 and 33, whose handlers glibc installs. Every other signal is at its default in `lanes`: an inherited `SIG_IGN` is
+/// reset ([`super::unix::reset_ignored_signals`]) and the rest are blocked, not ignored
+/// ([`disarm_harmless`]). So a job's process resets only these before its `exec`
+/// ([`super::spawn`]), and debug builds check the rest before every spawn
+/// ([`unchanged_are_default`]).
+pub(crate) const CHANGED_DISPOSITIONS: u64 = bit(libc::SIGINT)
+    | bit(libc::SIGTERM)
+    | bit(libc::SIGHUP)
+    | bit(libc::SIGQUIT)
+    | bit(libc::SIGXCPU)
+    | bit(libc::SIGUSR1)
+    | bit(libc::SIGCHLD)
+    | bit(libc::SIGTSTP)
+    | bit(libc::SIGWINCH)
+    | bit(libc::SIGPIPE)
+    | bit(libc::SIGXFSZ)
+    | bit(libc::SIGSEGV)
+    | bit(libc::SIGBUS)
+    | bit(32)
+    | bit(33);
+
+/// Whether every signal outside [`CHANGED_DISPOSITIONS`] (SIGKILL and SIGSTOP aside) is at
+/// its default action in `lanes`; `Err(N)` names the first that is not. What lets a job's
+/// process reset only [`CHANGED_DISPOSITIONS`]: a handler of `lanes` left in place could run
+/// in a `CLONE_VM` child on `lanes`' memory, and an ignored signal would reach the job.
+pub(crate) fn unchanged_are_default() -> Result<(), libc::c_int> {
+    for signal in 1..=64 {
+        if CHANGED_DISPOSITIONS & bit(signal) != 0
+            || signal == libc::SIGKILL
+            || signal == libc::SIGSTOP
+        {
+            continue;
+        }
+        // SAFETY: only reads the current action (a null new action changes nothing), into a
+        // zeroed `sigaction` owned here.
+        let default = unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(signal, std::ptr::null(), &mut current) != 0
+                || current.sa_sigaction == libc::SIG_DFL
+        };
+        if !default {
+            return Err(signal);
+        }
+    }
+    Ok(())
 }
 
 /// The stop signals, merged, and the status request (SIGUSR1).

@@ -1,16 +1,20 @@
 //! Starting a job: its command line, environment, working directory and pipes prepared
-//! ([`spawn`]), and its process started with `posix_spawnp(3)`: stdin from /dev/null, stdout and stderr to
-//! the given pipes (or /dev/null), a process group of its own, an empty signal mask and every
-//! signal at its default action, in the given directory, with a prepared environment.
+//! ([`spawn`]), and its process started: stdin from /dev/null, stdout and stderr to the given
+//! pipes (or /dev/null), a process group of its own, an empty signal mask and every signal at
+//! its default action, in the given directory, with a prepared environment built once for the
+//! run instead of at every spawn.
 //!
-//! Rust's `Command` also uses posix_spawn, but cannot ask for every signal to be reset: glibc
-//! then starts the child with its two internal signals (32 and 33) ignored. Asking here with
-//! `POSIX_SPAWN_SETSIGDEF` for all signals, those two included, keeps SPEC §2's promise, and
-//! the environment of the run is built once instead of at every spawn.
+//! On x86-64 every job is started by hand ([`clone_child`]): `clone3(2)` with `CLONE_VM |
+//! CLONE_VFORK` on a stack of its own, as glibc's posix_spawn does ([`start_child`]), and with
+//! `CLONE_INTO_CGROUP` for a job contained in a cgroup, which posix_spawn cannot ask for. The
+//! child resets only the signals `lanes` may have changed
+//! ([`super::signal::CHANGED_DISPOSITIONS`], 15 system calls), where posix_spawn makes one
+//! for each of the 64, and `dup2`s a `/dev/null` opened once.
 //!
-//! A job contained in a cgroup is started the same way by hand ([`clone_into_cgroup`]):
-//! `clone3(2)` with `CLONE_INTO_CGROUP`, which posix_spawn cannot ask for; on x86-64 with
-//! `CLONE_VM | CLONE_VFORK` on a stack of its own, as cheap as posix_spawn ([`start_child`]).
+//! Elsewhere a job outside a cgroup is started with `posix_spawn(3)`. Rust's `Command` also
+//! uses posix_spawn, but cannot ask for every signal to be reset: glibc then starts the child
+//! with its two internal signals (32 and 33) ignored. Asking here with `POSIX_SPAWN_SETSIGDEF`
+//! for all signals, those two included, keeps SPEC §2's promise.
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
@@ -29,6 +33,7 @@ use std::time::Duration;
 use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
+use super::signal::CHANGED_DISPOSITIONS;
 use super::unix::set_nonblocking;
 use crate::config::Backend;
 use crate::core::ExitFacts;
@@ -159,9 +164,9 @@ pub(crate) struct Request<'a> {
 /// Starts the process; returns its pid, which is also its process group id.
 ///
 /// # Errors
-/// The error `posix_spawnp` reports: the program not found (ENOENT), the directory missing,
+/// The error `posix_spawnp` would report: the program not found (ENOENT), the directory missing,
 /// EAGAIN/EMFILE/ENFILE when processes or descriptors run short, or a NUL byte in an argument.
-pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
+pub(crate) fn spawn_process(request: &Request<'_>) -> io::Result<i32> {
     let program = cstring(request.program.as_bytes())?;
     let mut argv_owned = vec![program.clone()];
     for arg in request.args {
@@ -191,7 +196,16 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
     argv.push(std::ptr::null());
     let cwd = cstring(request.cwd.as_os_str().as_bytes())?;
     let dev_null = c"/dev/null";
-    if let Some(cgroup) = request.cgroup {
+    // Where the `CLONE_VM` child is built (x86-64), every job is started by it: it resets only
+    // the signals lanes may have changed, where posix_spawn, asked to reset all, makes a
+    // system call for each of the 64. Elsewhere only a job born into a cgroup needs it.
+    if cfg!(target_arch = "x86_64") || request.cgroup.is_some() {
+        let cgroup = request.cgroup;
+        debug_assert_eq!(
+            super::signal::unchanged_are_default(),
+            Ok(()),
+            "a signal outside CHANGED_DISPOSITIONS is not at its default"
+        );
         let name = request.program.as_bytes();
         let resolved = request.programs.resolve(name);
         let plan = ChildPlan {
@@ -204,12 +218,14 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
             envp: envp.as_ptr(),
             cwd: cwd.as_ptr(),
             dev_null: dev_null.as_ptr(),
+            null: opened_dev_null(),
+            descriptor_limit: super::unix::job_descriptor_limit(),
             stdout: request.stdout.map(AsRawFd::as_raw_fd),
             stderr: request.stderr.map(AsRawFd::as_raw_fd),
             locks: request.locks,
             failure: std::ptr::null(),
         };
-        return match clone_into_cgroup(&plan, cgroup) {
+        return match clone_child(&plan, cgroup) {
             Err(err) if resolved.is_some() && is_gone(&err) => {
                 // Gone or changed since it was found: search again, as posix_spawnp does.
                 request.programs.forget(name);
@@ -218,7 +234,7 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
                     search: true,
                     ..plan
                 };
-                clone_into_cgroup(&plan, cgroup)
+                clone_child(&plan, cgroup)
             }
             other => other,
         };
@@ -312,6 +328,20 @@ pub(crate) fn posix_spawn(request: &Request<'_>) -> io::Result<i32> {
     }
 }
 
+/// `/dev/null` opened once for the whole run, for reading and for writing, close-on-exec:
+/// what every job's stdin and uncaptured streams are `dup2`'d from, instead of the child
+/// opening the path at each spawn. -1 for one that could not be opened (the child then opens
+/// the path, and fails the spawn with its error). Kept open until `lanes` exits.
+fn opened_dev_null() -> [RawFd; 2] {
+    static OPENED: std::sync::OnceLock<[RawFd; 2]> = std::sync::OnceLock::new();
+    *OPENED.get_or_init(|| {
+        // SAFETY: opens a path given as a C string; the descriptors are never closed, so no
+        // other owner can come to hold the same numbers.
+        [libc::O_RDONLY, libc::O_WRONLY]
+            .map(|mode| unsafe { libc::open(c"/dev/null".as_ptr(), mode | libc::O_CLOEXEC) })
+    })
+}
+
 /// What the child does between `clone3` and `execve`, all prepared beforehand: after a fork
 /// of a multi-threaded process only async-signal-safe calls may be made (POSIX `fork`), so
 /// the child allocates nothing and takes no lock. A `CLONE_VM` child (x86-64) also shares
@@ -330,6 +360,12 @@ struct ChildPlan {
     envp: *const *const libc::c_char,
     cwd: *const libc::c_char,
     dev_null: *const libc::c_char,
+    /// `/dev/null` open for reading and for writing ([`opened_dev_null`]); -1: open
+    /// `dev_null` instead.
+    null: [RawFd; 2],
+    /// The limit on open descriptors (soft, hard) to set before the `exec`: the one `lanes`
+    /// was started with, when it raised its own ([`super::unix::raise_descriptor_limit`]).
+    descriptor_limit: Option<[u64; 2]>,
     stdout: Option<RawFd>,
     stderr: Option<RawFd>,
     locks: [Option<RawFd>; 2],
@@ -361,6 +397,15 @@ struct CloneArgs {
 /// `CLONE_INTO_CGROUP` (Linux 5.7, `include/uapi/linux/sched.h`).
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 
+/// `clone3`'s flag for a child born into `cgroup`: none without one.
+fn into_cgroup(cgroup: Option<RawFd>) -> u64 {
+    if cgroup.is_some() {
+        CLONE_INTO_CGROUP
+    } else {
+        0
+    }
+}
+
 fn is_gone(err: &io::Error) -> bool {
     matches!(
         err.raw_os_error(),
@@ -368,18 +413,18 @@ fn is_gone(err: &io::Error) -> bool {
     )
 }
 
-/// Starts a process born into the cgroup `cgroup` (`clone3` with `CLONE_INTO_CGROUP`), so
-/// that it is in the cgroup before it runs a single instruction of the job, then sets it up as
-/// `posix_spawn` would (see [`posix_spawn`]) and execs. `CLONE_VFORK` holds this thread until
-/// the exec or the child's exit; an exec error comes back in memory the child shares with
-/// lanes (x86-64, as glibc's posix_spawn does), else through a close-on-exec pipe. The child
-/// is started by [`start_child`]; one whose exec failed is reaped here, any other by the
-/// [`Reaper`].
+/// Starts the job's process with `clone3`, born into the cgroup `cgroup` when there is one
+/// (`CLONE_INTO_CGROUP`, so that it is in the cgroup before it runs a single instruction of
+/// the job), then sets it up as `posix_spawn` would (see [`spawn_process`]) and execs.
+/// `CLONE_VFORK` holds this thread until the exec or the child's exit; an exec error comes
+/// back in memory the child shares with lanes (x86-64, as glibc's posix_spawn does), else
+/// through a close-on-exec pipe. The child is started by [`start_child`]; one whose exec
+/// failed is reaped here, any other by the [`Reaper`].
 ///
 /// # Errors
 /// `clone3`'s own (EAGAIN, ENOMEM, EBUSY or EOPNOTSUPP for the cgroup, …), or the errno of
 /// the child's step that failed (`setpgid`, `open`, `dup2`, `chdir`, `execve`).
-fn clone_into_cgroup(plan: &ChildPlan, cgroup: RawFd) -> io::Result<i32> {
+fn clone_child(plan: &ChildPlan, cgroup: Option<RawFd>) -> io::Result<i32> {
     #[cfg(target_arch = "x86_64")]
     {
         let failure = AtomicI32::new(0);
@@ -498,7 +543,7 @@ thread_local! {
     static CHILD_STACK: std::cell::RefCell<Option<ChildStack>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Starts the child of [`clone_into_cgroup`] with `clone3(CLONE_VM | CLONE_VFORK |
+/// Starts the child of [`clone_child`] with `clone3(CLONE_VM | CLONE_VFORK |
 /// CLONE_INTO_CGROUP)`, as cheap as `posix_spawn`: the child shares lanes' address space
 /// (no page tables copied, no copy-on-write faults afterwards) until it execs, and this thread
 /// waits meanwhile. It is glibc's posix_spawn's way (`sysdeps/unix/sysv/linux/spawni.c`:
@@ -520,7 +565,7 @@ thread_local! {
 /// # Errors
 /// `clone3`'s, or `mmap`'s for a first stack.
 #[cfg(target_arch = "x86_64")]
-fn start_child(plan: &ChildPlan, cgroup: RawFd, report: RawFd) -> io::Result<i32> {
+fn start_child(plan: &ChildPlan, cgroup: Option<RawFd>, report: RawFd) -> io::Result<i32> {
     // SAFETY: sysconf has no preconditions.
     let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
         .unwrap_or(4096)
@@ -538,11 +583,11 @@ fn start_child(plan: &ChildPlan, cgroup: RawFd, report: RawFd) -> io::Result<i32
         }
         let (stack, stack_size) = slot.as_ref().map_or((0, 0), |s| s.usable(page));
         let args = CloneArgs {
-            flags: CLONE_VM | libc::CLONE_VFORK as u64 | CLONE_INTO_CGROUP,
+            flags: CLONE_VM | libc::CLONE_VFORK as u64 | into_cgroup(cgroup),
             exit_signal: libc::SIGCHLD as u64,
             stack,
             stack_size,
-            cgroup: cgroup as u64,
+            cgroup: cgroup.map_or(0, |fd| fd as u64),
             ..CloneArgs::default()
         };
         // Every signal blocked: no handler of lanes may run in the child.
@@ -629,18 +674,18 @@ fn set_signal_mask(mask: u64) -> u64 {
     old
 }
 
-/// Starts the child of [`clone_into_cgroup`] where no assembly trampoline is built: `clone3`
+/// Starts the child of [`clone_child`] where no assembly trampoline is built: `clone3`
 /// with `CLONE_VFORK | CLONE_INTO_CGROUP` but without `CLONE_VM`, a fork (the child copies
 /// lanes' page tables) that returns into this frame on its copy of the stack.
 ///
 /// # Errors
 /// `clone3`'s.
 #[cfg(not(target_arch = "x86_64"))]
-fn start_child(plan: &ChildPlan, cgroup: RawFd, report: RawFd) -> io::Result<i32> {
+fn start_child(plan: &ChildPlan, cgroup: Option<RawFd>, report: RawFd) -> io::Result<i32> {
     let args = CloneArgs {
-        flags: CLONE_INTO_CGROUP | libc::CLONE_VFORK as u64,
+        flags: into_cgroup(cgroup) | libc::CLONE_VFORK as u64,
         exit_signal: libc::SIGCHLD as u64,
-        cgroup: cgroup as u64,
+        cgroup: cgroup.map_or(0, |fd| fd as u64),
         ..CloneArgs::default()
     };
     // SAFETY: clone3 without CLONE_VM forks: the child runs on a copy of this address space and
@@ -663,7 +708,7 @@ fn start_child(plan: &ChildPlan, cgroup: RawFd, report: RawFd) -> io::Result<i32
     Ok(pid as i32)
 }
 
-/// The child's side of [`clone_into_cgroup`]: stdin from /dev/null, stdout and stderr to the
+/// The child's side of [`clone_child`]: stdin from /dev/null, stdout and stderr to the
 /// pipes (or /dev/null), a process group of its own, every signal at its default action and
 /// none blocked, the working directory, then `execve` (or a `PATH` search). On failure the
 /// errno goes where [`fail`] puts it and the child exits 127.
@@ -674,11 +719,13 @@ fn start_child(plan: &ChildPlan, cgroup: RawFd, report: RawFd) -> io::Result<i32
 /// # Safety
 /// Only in the child of [`start_child`]; `plan`'s pointers must be valid there.
 unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
-    // Raw system calls: glibc's `sigaction` and `sigprocmask` refuse its two internal signals
-    // (32, 33), which must start at their default too.
+    // Only the signals lanes may have changed: every other is at its default already
+    // (`signal::unchanged_are_default`), and a blocked one is unblocked below. Raw system
+    // calls: glibc's `sigaction` and `sigprocmask` refuse its two internal signals (32, 33),
+    // which must start at their default too.
     let default = KernelSigaction::default();
     for signal in 1..=64 {
-        if signal != libc::SIGKILL && signal != libc::SIGSTOP {
+        if CHANGED_DISPOSITIONS & (1 << (signal - 1)) != 0 {
             libc::syscall(
                 libc::SYS_rt_sigaction,
                 signal,
@@ -693,13 +740,17 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
     }
     // Descriptors opened here are close-on-exec; `dup2` gives the standard ones without it,
     // and one that landed on its own number has the flag cleared.
-    let stdin = libc::open(plan.dev_null, libc::O_RDONLY | libc::O_CLOEXEC);
+    let stdin = match plan.null[0] {
+        -1 => libc::open(plan.dev_null, libc::O_RDONLY | libc::O_CLOEXEC),
+        fd => fd,
+    };
     if stdin < 0 || !onto(stdin, 0) {
         fail(plan, report);
     }
     for (target, pipe) in [(1, plan.stdout), (2, plan.stderr)] {
         let source = match pipe {
             Some(fd) => fd,
+            None if plan.null[1] >= 0 => plan.null[1],
             None => libc::open(plan.dev_null, libc::O_WRONLY | libc::O_CLOEXEC),
         };
         if source < 0 || !onto(source, target) {
@@ -715,6 +766,16 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
     }
     if libc::chdir(plan.cwd) != 0 {
         fail(plan, report);
+    }
+    if let Some(limit) = &plan.descriptor_limit {
+        // `prlimit64` of this process (pid 0): lowering a soft limit cannot fail.
+        libc::syscall(
+            libc::SYS_prlimit64,
+            0,
+            libc::RLIMIT_NOFILE,
+            limit.as_ptr(),
+            std::ptr::null_mut::<u64>(),
+        );
     }
     set_signal_mask(0);
     if plan.search {
@@ -1095,7 +1156,7 @@ impl Order {
             cgroup: self.cgroup,
             locks: self.locks,
         };
-        let pid = posix_spawn(&request).map_err(|err| classify_error(err, &self.program))?;
+        let pid = spawn_process(&request).map_err(|err| classify_error(err, &self.program))?;
         let pipes = Pipes {
             stdout: out_pipe.map(|out| out.0),
             stderr: err_pipe.0,

@@ -1,7 +1,7 @@
 //! Spawning off the event loop: a few threads that start prepared jobs ([`Order`]) and hand
 //! back what came of each.
 //!
-//! `posix_spawn(3)` (and the cgroup path's `clone3` with `CLONE_VFORK`) holds the calling
+//! Starting a process (`clone3` with `CLONE_VFORK`, or `posix_spawn(3)`) holds the calling
 //! thread until the child has called `execve`: one thread can never have two spawns in
 //! progress, and while it spawns it does nothing else. Spawning here instead lets the event
 //! loop read pipes, reap and write records while children start, and lets several children

@@ -82,6 +82,37 @@ pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
     Some(ProcStat { state, ppid, pgid })
 }
 
+/// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`) `lanes` was started with,
+/// when [`raise_descriptor_limit`] raised its own soft limit: what every job is given back.
+static STARTING_DESCRIPTOR_LIMIT: std::sync::OnceLock<[u64; 2]> = std::sync::OnceLock::new();
+
+/// Raises `lanes`' own soft limit on open descriptors to its hard limit, as Go's runtime does
+/// (Go 1.19 release notes, "os"): a run of many jobs holds a few descriptors for each (pipes,
+/// its cgroup), and the usual soft limit of 1024 would hold a `-j 300` run back for want of
+/// them. Jobs are given the limit `lanes` was started with back before their `exec`
+/// ([`job_descriptor_limit`]), so a job that uses `select(2)` never meets descriptors past
+/// 1023. Only where every job is started by `lanes`' own child ([`super::spawn`], x86-64):
+/// `posix_spawn` cannot set a limit. Call it before any thread starts.
+pub(crate) fn raise_descriptor_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        let _ = STARTING_DESCRIPTOR_LIMIT.set([soft, hard]);
+    }
+}
+
+/// The limit on open descriptors (`RLIMIT_NOFILE`: soft, hard) a job's process sets before its
+/// `exec`: the one `lanes` was started with, when [`raise_descriptor_limit`] raised its own;
+/// `None` when it did not (jobs inherit `lanes`' own, the same).
+pub(crate) fn job_descriptor_limit() -> Option<[u64; 2]> {
+    STARTING_DESCRIPTOR_LIMIT.get().copied()
+}
+
 /// Makes `lanes` a child subreaper (Linux `prctl(PR_SET_CHILD_SUBREAPER)`, see `prctl(2)`):
 /// orphans of its jobs are re-parented to it, so it can reap them and see when a job's
 /// process group is really empty. Elsewhere this does nothing.
@@ -131,32 +162,36 @@ pub(crate) fn set_nonblocking(fd: &impl AsRawFd) -> std::io::Result<()> {
 /// that jobs start with default dispositions (SPEC §2) even when `lanes` was started in the
 /// background by a non-interactive shell (which ignores SIGINT and SIGQUIT for it, POSIX
 /// "Shell Command Language" §2.11). SIGHUP stays ignored when it was (`nohup lanes …`), and
-/// the return value says so; SIGPIPE is left to Rust, whose `Command` resets it in children.
+/// the return value says so; SIGPIPE is left to Rust, which ignores it itself. The real-time
+/// signals (34..=64) are reset too: a job's process resets only the signals `lanes` may have
+/// changed ([`super::signal::CHANGED_DISPOSITIONS`]), so every other must be at its default.
 ///
 /// Call it first thing in `main`, before any thread starts.
 pub(crate) fn reset_ignored_signals() -> bool {
     use nix::libc;
     let mut hangup_ignored = false;
-    for signal in Signal::iterator() {
-        if matches!(signal, Signal::SIGKILL | Signal::SIGSTOP | Signal::SIGPIPE) {
-            continue;
-        }
+    let standard = Signal::iterator()
+        .filter(|signal| !matches!(signal, Signal::SIGKILL | Signal::SIGSTOP | Signal::SIGPIPE))
+        .map(|signal| signal as libc::c_int);
+    for signal in standard.chain(super::signal::REAL_TIME) {
         // SAFETY: only reads the current action (a null new action changes nothing), into a
         // zeroed `sigaction` owned here.
         let ignored = unsafe {
             let mut current: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(signal as libc::c_int, std::ptr::null(), &mut current) == 0
+            libc::sigaction(signal, std::ptr::null(), &mut current) == 0
                 && current.sa_sigaction == libc::SIG_IGN
         };
         if !ignored {
             continue;
         }
-        if signal == Signal::SIGHUP {
+        if signal == libc::SIGHUP {
             hangup_ignored = true;
             continue;
         }
         // SAFETY: installs SIG_DFL; no handler of ours runs, and no other thread exists yet.
-        let _ = unsafe { nix::sys::signal::signal(signal, nix::sys::signal::SigHandler::SigDfl) };
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+        }
     }
     hangup_ignored
 }

@@ -144,6 +144,31 @@ fn jobs_start_with_no_signal_blocked_or_ignored_even_when_lanes_was() {
 }
 
 #[test]
+fn jobs_start_with_no_real_time_signal_ignored_or_blocked_even_when_lanes_was() {
+    // Real-time signals ignored and blocked when lanes is exec'd: a job's process resets only
+    // the dispositions lanes itself may change, so lanes must reset inherited ones at start.
+    for containment in ["auto", "process-group"] {
+        let out = Run::new()
+            .wrapper(
+                "exec python3 -c 'import os, signal, sys; \
+                 [signal.signal(s, signal.SIG_IGN) for s in (34, 40, 64, signal.SIGUSR2, signal.SIGTTOU)]; \
+                 signal.pthread_sigmask(signal.SIG_BLOCK, {45, 63}); \
+                 os.execv(sys.argv[1], sys.argv[1:])' \"$0\" \"$@\"",
+            )
+            .args(["--containment", containment])
+            .stdin(PRINT_MASKS)
+            .run();
+        out.code(0);
+        assert_eq!(
+            masks(&out),
+            [("SigBlk".to_owned(), 0), ("SigIgn".to_owned(), 0)],
+            "--containment {containment}\n{}",
+            out.dump()
+        );
+    }
+}
+
+#[test]
 fn a_setsid_process_holding_the_pipes_is_leaked_and_gone_after_the_run() {
     let scratch = Scratch::new();
     let started = Instant::now();

@@ -132,3 +132,52 @@ fn lanes_own_output_survives_when_no_thread_can_be_started() {
         "{stderr}"
     );
 }
+
+#[test]
+fn lanes_raises_its_own_descriptor_limit_and_jobs_get_the_one_it_was_given() {
+    // A soft limit under the hard one (as a login's 1024): lanes takes the hard limit for
+    // itself (its parent here, `$PPID`), and gives its jobs the soft limit it was given, so a
+    // job using select(2) never meets descriptors past it.
+    let hard = std::process::Command::new("sh")
+        .args(["-c", "ulimit -Hn"])
+        .output()
+        .unwrap();
+    let hard: u64 = String::from_utf8_lossy(&hard.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    if hard <= 200 {
+        eprintln!("the hard limit on descriptors is {hard}: nothing to raise; skipped");
+        return;
+    }
+    for containment in ["auto", "process-group"] {
+        let out = Run::new()
+            .wrapper("ulimit -Sn 200")
+            .args(["--containment", containment])
+            .stdin(
+                "k\techo \"job $(ulimit -Sn) $(ulimit -Hn)\"; \
+                 grep '^Max open files' /proc/$PPID/limits\n",
+            )
+            .run();
+        out.code(0);
+        assert!(
+            out.stdout().contains(&format!("[k] job 200 {hard}\n")),
+            "--containment {containment}\n{}",
+            out.dump()
+        );
+        let lanes_own: Vec<String> = out
+            .stdout()
+            .lines()
+            .find_map(|l| l.strip_prefix("[k] Max open files"))
+            .unwrap_or_else(|| panic!("no limits line\n{}", out.dump()))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(
+            lanes_own[..2],
+            [hard.to_string(), hard.to_string()],
+            "--containment {containment}\n{}",
+            out.dump()
+        );
+    }
+}

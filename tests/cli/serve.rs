@@ -1728,7 +1728,10 @@ fn a_socket_that_takes_connections_but_never_answers_is_refused_and_replaced_onc
         "the new server never connected"
     );
     drop(holder);
-    assert!(listening(&socket), "the new server does not listen");
+    if !listening(&socket) {
+        let out = running.wait();
+        panic!("the new server does not listen\n{}", out.dump());
+    }
     let status = client_at(&socket, "status", &[], None);
     assert_eq!(status.code, 0, "{}", status.stderr);
     assert_eq!(client_at(&socket, "drain", &[], None).code, 0);

@@ -93,7 +93,11 @@ fn signals_that_would_end_lanes_by_default_change_nothing() {
     let scratch = Scratch::new();
     let running = Run::new()
         .scratch(&scratch)
-        .stdin("k\t: > \"$D/up\"; while [ ! -e \"$D/go\" ]; do sleep 0.02; done; echo done\n")
+        .stdin(
+            "k\t: > \"$D/up\"; while [ ! -e \"$D/go\" ]; do sleep 0.02; done; echo done\n\
+             k\twhile IFS= read -r l; do case $l in SigPnd*|ShdPnd*|SigBlk*|SigIgn*) echo \"$l\";; esac; \
+             done < /proc/$$/status\n",
+        )
         .spawn();
     scratch.wait_for("up", WAIT);
     let pid = Pid::from_raw(running.pid());
@@ -120,6 +124,24 @@ fn signals_that_would_end_lanes_by_default_change_nothing() {
     out.code(0);
     assert_eq!(out.job(1).result(), ("succeeded", None), "{}", out.dump());
     assert!(out.stdout().contains("done"), "{}", out.dump());
+    // lanes holds the signals it blocks pending; a job started afterwards has none of them
+    // pending, blocked or ignored.
+    let stdout = out.stdout();
+    let sets: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("[k] "))
+        .filter(|l| l.contains(":\t"))
+        .collect();
+    assert_eq!(sets.len(), 4, "{}", out.dump());
+    for line in sets {
+        let (_, hex) = line.split_once(":\t").unwrap();
+        assert_eq!(
+            u64::from_str_radix(hex.trim(), 16),
+            Ok(0),
+            "{line}\n{}",
+            out.dump()
+        );
+    }
 }
 
 #[test]
