@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use nix::errno::Errno;
+use nix::libc;
 use nix::sys::signal::Signal;
-use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use tokio::sync::oneshot;
 
@@ -114,18 +115,34 @@ impl Reaper {
     /// Reaps every child that has exited (`waitpid(-1, WNOHANG)` until none is left), and
     /// delivers the exit facts of watched ones. Orphans are reaped and forgotten (kept a
     /// while, when spawns are in flight: see [`Reaper`]).
+    ///
+    /// The raw `waitpid` of libc: nix's turns the status of a child killed by a signal it has
+    /// no name for (the real-time signals, 32..=64) into an error, after the kernel has reaped
+    /// it, and that child's end would be lost.
     pub(crate) fn reap(&self) {
         loop {
-            let (pid, facts) = match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(pid, code)) => (pid, ExitFacts::Exited(code)),
-                Ok(WaitStatus::Signaled(pid, signal, _)) => {
-                    (pid, ExitFacts::Signaled(signal as i32))
+            let mut status: libc::c_int = 0;
+            // SAFETY: `status` is a valid place for the status; WNOHANG never blocks.
+            let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+            if pid == 0 {
+                return;
+            }
+            if pid < 0 {
+                match Errno::last() {
+                    Errno::EINTR => continue,
+                    // ECHILD: no child left.
+                    _ => return,
                 }
-                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return,
-                Ok(_) | Err(Errno::EINTR) => continue,
-                Err(_) => return,
+            }
+            let facts = if libc::WIFEXITED(status) {
+                ExitFacts::Exited(libc::WEXITSTATUS(status))
+            } else if libc::WIFSIGNALED(status) {
+                ExitFacts::Signaled(libc::WTERMSIG(status))
+            } else {
+                // Stopped or continued: not asked for, so not reported.
+                continue;
             };
-            self.lock().reaped(pid.as_raw(), facts);
+            self.lock().reaped(pid, facts);
         }
     }
 

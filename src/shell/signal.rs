@@ -128,8 +128,9 @@ pub(crate) const REAL_TIME: std::ops::RangeInclusive<libc::c_int> = 34..=64;
 /// their default action, and a job's process need not reset them before its `exec` (a
 /// disposition of `SIG_IGN` would survive the `exec`, a blocked signal does not: the child
 /// empties its mask). Jobs start with every signal at its default and none blocked all the
-/// same ([`super::spawn`]). Call it before any thread starts, after
-/// [`super::unix::reset_ignored_signals`].
+/// same ([`super::spawn`]). Every other signal `lanes` inherited blocked is unblocked, but for
+/// the handled ones, which stay blocked ([`block_handled`]). Call it before any thread starts,
+/// after [`super::unix::reset_ignored_signals`].
 pub(crate) fn disarm_harmless() {
     for signal in [libc::SIGXFSZ, libc::SIGPIPE] {
         // SAFETY: installs SIG_IGN, which runs no code of ours; no other thread exists yet.
@@ -137,15 +138,19 @@ pub(crate) fn disarm_harmless() {
             libc::signal(signal, libc::SIG_IGN);
         }
     }
-    // SAFETY: a zeroed set, filled and applied to this thread's mask; glibc accepts every
-    // number added (none is one of its internal 32 and 33).
+    // The whole mask is set: a signal inherited blocked that lanes needs (SIGCHLD for reaping,
+    // SIGTSTP for Ctrl-Z, SIGWINCH, SIGCONT) is unblocked here, and the handled ones stay
+    // blocked until their handlers stand ([`block_handled`]).
+    // SAFETY: a zeroed set, filled and made this thread's mask; glibc accepts every number
+    // added (none is one of its internal 32 and 33).
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for signal in HARMLESS.into_iter().chain(REAL_TIME) {
+        let handled = HANDLED.map(|signal| signal as libc::c_int);
+        for signal in HARMLESS.into_iter().chain(REAL_TIME).chain(handled) {
             libc::sigaddset(&mut set, signal);
         }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
     }
 }
 

@@ -624,3 +624,67 @@ fn after_ctrl_c_each_job_has_one_record_saying_whether_it_finished() {
     let s = &report.summary;
     assert_eq!((s.succeeded, s.interrupted, s.failed), (2, 10, 0));
 }
+
+#[test]
+fn a_job_killed_by_a_real_time_signal_is_recorded_and_its_lane_moves_on() {
+    // Signals 32..=64 have no name in most libraries: a status decoded through one that knows
+    // only the named signals would lose the job's end.
+    for containment in ["auto", "process-group"] {
+        let out = Run::new()
+            .args(["--containment", containment])
+            .stdin("k\tkill -40 $$; echo survived\nk\techo next\n")
+            .run();
+        out.code(1);
+        let killed = out.job(1);
+        assert_eq!(
+            killed.result(),
+            ("failed", Some("killed")),
+            "--containment {containment}\n{}",
+            out.dump()
+        );
+        assert_eq!(killed.signal.as_deref(), Some("SIG40"), "{}", out.dump());
+        assert_eq!(out.job(2).result(), ("succeeded", None), "{}", out.dump());
+        assert!(!out.stdout().contains("survived"), "{}", out.dump());
+        assert!(out.stdout().contains("[k] next"), "{}", out.dump());
+    }
+}
+
+#[test]
+fn signals_lanes_inherits_blocked_that_it_needs_are_unblocked() {
+    // SIGCHLD blocked would keep lanes from ever learning that its jobs ended; SIGTSTP and
+    // SIGWINCH blocked would take Ctrl-Z and the display's resizing. The job prints lanes'
+    // own mask (its parent's, `$PPID`).
+    let out = Run::new()
+        .wrapper(
+            "exec python3 -c 'import os, signal, sys; \
+             signal.pthread_sigmask(signal.SIG_BLOCK, \
+             {signal.SIGCHLD, signal.SIGTSTP, signal.SIGWINCH, signal.SIGCONT}); \
+             os.execv(sys.argv[1], sys.argv[1:])' \"$0\" \"$@\"",
+        )
+        .stdin(
+            "k\tgrep '^SigBlk' /proc/$PPID/status\n\
+             k\techo second\n",
+        )
+        .run();
+    out.code(0);
+    assert!(out.stdout().contains("[k] second"), "{}", out.dump());
+    let blocked = out
+        .stdout()
+        .lines()
+        .find_map(|l| l.strip_prefix("[k] SigBlk:\t"))
+        .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+        .unwrap_or_else(|| panic!("no mask\n{}", out.dump()));
+    for signal in [
+        Signal::SIGCHLD,
+        Signal::SIGTSTP,
+        Signal::SIGWINCH,
+        Signal::SIGCONT,
+    ] {
+        assert_eq!(
+            blocked & (1 << (signal as i32 - 1)),
+            0,
+            "{signal} blocked in lanes (SigBlk {blocked:#x})\n{}",
+            out.dump()
+        );
+    }
+}
