@@ -64,6 +64,94 @@ pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32, with_unreadable: bool) -
     found
 }
 
+/// How long after its last use a `/proc` snapshot still serves [`strays_to_signal`], and the
+/// oldest it may be: a stop that reaches hundreds of jobs at once (Ctrl-C, timeouts falling
+/// due together) then reads `/proc` once, and each process's environment once, instead of
+/// once per job, which grew with the square of the jobs running (300 jobs and their 300
+/// processes: seconds of lanes' CPU per stop, and the last jobs stopped seconds late).
+const SNAPSHOT_REUSE: std::time::Duration = std::time::Duration::from_millis(20);
+const SNAPSHOT_MAX_AGE: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// A `/proc` snapshot for [`strays_to_signal`]: the processes when it was taken, and the
+/// `LANES_SEQ` and `LANES_ATTEMPT` of each descendant looked at so far.
+struct Snapshot {
+    taken: std::time::Instant,
+    used: std::time::Instant,
+    procs: HashMap<i32, ProcStat>,
+    descends: HashMap<i32, bool>,
+    jobs: HashMap<i32, Option<(u64, u32)>>,
+}
+
+thread_local! {
+    /// The event loop's last snapshot (supervisors run on its thread).
+    static SNAPSHOT: std::cell::RefCell<Option<Snapshot>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The processes of job `seq`'s try `attempt` outside its process group `pgid`, to be
+/// signalled along with the group: as [`strays`] without the unreadable ones, from a `/proc`
+/// snapshot last used at most [`SNAPSHOT_REUSE`] ago and at most [`SNAPSHOT_MAX_AGE`] old. A
+/// process started after the snapshot is missed by this pass, as one started after a fresh
+/// scan would be; the next pass (SIGKILL after the grace period) looks again.
+pub(crate) fn strays_to_signal(pgid: i32, seq: u64, attempt: u32) -> Vec<i32> {
+    SNAPSHOT.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let stale = cell.as_ref().is_none_or(|snapshot| {
+            snapshot.used.elapsed() > SNAPSHOT_REUSE || snapshot.taken.elapsed() > SNAPSHOT_MAX_AGE
+        });
+        if stale {
+            let Ok(pids) = proc_pids() else {
+                return Vec::new();
+            };
+            *cell = Some(Snapshot {
+                taken: std::time::Instant::now(),
+                used: std::time::Instant::now(),
+                procs: pids
+                    .filter_map(|pid| proc_stat(pid).map(|stat| (pid, stat)))
+                    .collect(),
+                descends: HashMap::new(),
+                jobs: HashMap::new(),
+            });
+        }
+        let Some(snapshot) = cell.as_mut() else {
+            return Vec::new();
+        };
+        let me = std::process::id() as i32;
+        let mut found = Vec::new();
+        for (&pid, info) in &snapshot.procs {
+            if zombie(info) || info.pgid == pgid || pid == me {
+                continue;
+            }
+            if !descends_from(pid, me, &snapshot.procs, &mut snapshot.descends) {
+                continue;
+            }
+            let job = *snapshot
+                .jobs
+                .entry(pid)
+                .or_insert_with(|| environ(pid).and_then(|environ| job_of(&environ)));
+            if job == Some((seq, attempt)) {
+                found.push(pid);
+            }
+        }
+        snapshot.used = std::time::Instant::now();
+        found.sort_unstable();
+        found
+    })
+}
+
+/// The `LANES_SEQ` and `LANES_ATTEMPT` an environment (`/proc/PID/environ`) carries.
+fn job_of(environ: &[u8]) -> Option<(u64, u32)> {
+    let value = |name: &[u8]| {
+        environ
+            .split(|&b| b == 0)
+            .find_map(|var| var.strip_prefix(name))
+            .and_then(|value| std::str::from_utf8(value).ok())
+    };
+    Some((
+        value(b"LANES_SEQ=")?.parse().ok()?,
+        value(b"LANES_ATTEMPT=")?.parse().ok()?,
+    ))
+}
+
 /// The processes that left the process groups of the runs `runs` (first seq, process group):
 /// the live descendants of `lanes` outside those groups carrying one of their `LANES_SEQ`s.
 pub(crate) fn strays_of(runs: &[(u64, i32)]) -> Vec<i32> {

@@ -322,7 +322,7 @@ impl Job {
         match &self.cgroup {
             Some(cgroup) => cgroup.signal_all(signal),
             None => {
-                let strays = lineage::strays(self.pid, self.seq, self.attempt, false);
+                let strays = lineage::strays_to_signal(self.pid, self.seq, self.attempt);
                 signal_group(self.pid, signal);
                 for &pid in &strays {
                     signal_process(pid, signal);

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
 use nix::sys::stat::Mode;
 
 use crate::support::*;
@@ -245,5 +246,61 @@ timeout = "1s"
     for seq in 2..=4 {
         let job = out.job(seq);
         assert_eq!(job.result(), ("interrupted", Some("timeout")), "{job:?}");
+    }
+}
+
+#[test]
+fn hundreds_of_timeouts_at_once_in_process_group_mode_are_all_applied_on_time() {
+    // Each stop looks in /proc for the job's processes that left its group: once per job
+    // against every process of the run, that grew with the square of the jobs running, and
+    // at -j 200 the last jobs were stopped seconds late (many ran to their own end first).
+    const JOBS: usize = 200;
+    let input: String = (0..JOBS).map(|i| format!("k{i}\tsleep 3\n")).collect();
+    let out = Run::new()
+        .args(["--containment", "process-group", "-j", "200"])
+        .args(["--timeout", "1", "--grace", "1"])
+        .stdin(input)
+        .run();
+    out.code(1);
+    let report = out.report();
+    assert_eq!(report.jobs.len(), JOBS, "{}", out.stderr());
+    for job in &report.jobs {
+        assert_eq!(job.result(), ("interrupted", Some("timeout")), "{job:?}");
+        assert_eq!(job.signal.as_deref(), Some("SIGTERM"), "{job:?}");
+    }
+}
+
+#[test]
+fn a_stop_signal_reaches_hundreds_of_jobs_at_once_in_process_group_mode() {
+    let scratch = Scratch::new();
+    const JOBS: usize = 200;
+    let input: String = (0..JOBS)
+        .map(|i| format!("k{i}\techo up >> \"$D/up\"; sleep 3\n"))
+        .collect();
+    let running = Run::new()
+        .scratch(&scratch)
+        .args([
+            "--containment",
+            "process-group",
+            "-j",
+            "200",
+            "--grace",
+            "1",
+        ])
+        .stdin(input)
+        .spawn();
+    assert!(
+        wait_until(Duration::from_secs(20), || scratch.exists("up")
+            && scratch.read("up").lines().count() == JOBS),
+        "the jobs did not all start"
+    );
+    running.signal(Signal::SIGINT);
+    let out = running.wait();
+    out.code(130);
+    let report = out.report();
+    assert_eq!(report.jobs.len(), JOBS, "{}", out.stderr());
+    for job in &report.jobs {
+        assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
+        assert_eq!(job.signal.as_deref(), Some("SIGINT"), "{job:?}");
     }
 }
