@@ -852,18 +852,25 @@ mod tests {
         assert_eq!(read_in(&fd, c"missing"), None);
     }
 
-    #[test]
-    fn an_interface_file_kept_open_reads_whole_again_from_its_start() {
-        // A plain `read` would continue where the first left off and give nothing; `pread` at
-        // offset 0 makes the `seq_file` anew. A cgroup's file where cgroup2 is mounted, else
-        // /proc's.
+    /// A file the kernel makes with a `seq_file`: the root cgroup's `name` where a cgroup2
+    /// file system is mounted, else `/proc/self/status`. (Its directory, the directory open,
+    /// its name.)
+    fn kernel_file(name: &'static CStr) -> (PathBuf, OwnedFd, &'static CStr) {
         let dir = cgroup2_mount().unwrap_or_else(|| PathBuf::from("/proc/self"));
         let fd = OwnedFd::from(fs::File::open(&dir).unwrap());
         let name = if dir.ends_with("self") {
             c"status"
         } else {
-            c"cgroup.stat"
+            name
         };
+        (dir, fd, name)
+    }
+
+    #[test]
+    fn an_interface_file_kept_open_reads_whole_again_from_its_start() {
+        // A plain `read` would continue where the first left off and give nothing; `pread` at
+        // offset 0 makes the `seq_file` anew.
+        let (_, fd, name) = kernel_file(c"cgroup.stat");
         let kept = Interface {
             name,
             file: open_in(&fd, name),
@@ -878,14 +885,7 @@ mod tests {
 
     #[test]
     fn a_cgroup_interface_file_reads_as_through_its_path() {
-        // The kernel's own `seq_file`s where a cgroup2 file system is mounted, else /proc's.
-        let dir = cgroup2_mount().unwrap_or_else(|| PathBuf::from("/proc/self"));
-        let fd = OwnedFd::from(fs::File::open(&dir).unwrap());
-        let name = if dir.ends_with("self") {
-            c"status"
-        } else {
-            c"cgroup.controllers"
-        };
+        let (dir, fd, name) = kernel_file(c"cgroup.controllers");
         let by_path = fs::read_to_string(dir.join(name.to_str().unwrap())).unwrap();
         let read = read_in(&fd, name).unwrap();
         assert_eq!(read.lines().next(), by_path.lines().next());

@@ -159,6 +159,17 @@ const fn bit(signal: libc::c_int) -> u64 {
     1 << (signal - 1)
 }
 
+/// The [`bit`]s of `signals`.
+const fn bits(signals: &[Signal]) -> u64 {
+    let mut set = 0;
+    let mut i = 0;
+    while i < signals.len() {
+        set |= bit(signals[i] as libc::c_int);
+        i += 1;
+    }
+    set
+}
+
 /// The signals whose disposition `lanes` may have changed from the default, one bit per
 /// signal ([`bit`]): the handled ones ([`HANDLED`], SIGHUP also when it stays ignored under
 /// `nohup`), those the event loop takes (SIGCHLD, SIGTSTP, SIGWINCH), the two ignored by
@@ -168,12 +179,7 @@ const fn bit(signal: libc::c_int) -> u64 {
 /// ([`disarm_harmless`]). So a job's process resets only these before its `exec`
 /// ([`super::spawn`]), and debug builds check the rest before every spawn
 /// ([`unchanged_are_default`]).
-pub(crate) const CHANGED_DISPOSITIONS: u64 = bit(libc::SIGINT)
-    | bit(libc::SIGTERM)
-    | bit(libc::SIGHUP)
-    | bit(libc::SIGQUIT)
-    | bit(libc::SIGXCPU)
-    | bit(libc::SIGUSR1)
+pub(crate) const CHANGED_DISPOSITIONS: u64 = bits(&HANDLED)
     | bit(libc::SIGCHLD)
     | bit(libc::SIGTSTP)
     | bit(libc::SIGWINCH)

@@ -109,6 +109,18 @@ fn masks(out: &Output) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// That the run succeeded and its job ([`PRINT_MASKS`]) started with no signal blocked or
+/// ignored; `context` goes into the failure's message.
+fn assert_nothing_blocked_or_ignored(out: &Output, context: &str) {
+    out.code(0);
+    assert_eq!(
+        masks(out),
+        [("SigBlk".to_owned(), 0), ("SigIgn".to_owned(), 0)],
+        "{context}\n{}",
+        out.dump()
+    );
+}
+
 #[test]
 fn jobs_start_with_no_signal_blocked_or_ignored_even_when_lanes_was() {
     // A shell that ignores SIGINT (as `cmd &` in a script does).
@@ -116,13 +128,7 @@ fn jobs_start_with_no_signal_blocked_or_ignored_even_when_lanes_was() {
         .wrapper("trap '' INT QUIT")
         .stdin(PRINT_MASKS)
         .run();
-    out.code(0);
-    assert_eq!(
-        masks(&out),
-        [("SigBlk".to_owned(), 0), ("SigIgn".to_owned(), 0)],
-        "{}",
-        out.dump()
-    );
+    assert_nothing_blocked_or_ignored(&out, "");
     // Python: SIGPIPE and SIGXFSZ ignored by default; here also SIGINT ignored and two
     // signals blocked, then lanes exec'd with all of that.
     let out = Run::new()
@@ -134,13 +140,7 @@ fn jobs_start_with_no_signal_blocked_or_ignored_even_when_lanes_was() {
         )
         .stdin(PRINT_MASKS)
         .run();
-    out.code(0);
-    assert_eq!(
-        masks(&out),
-        [("SigBlk".to_owned(), 0), ("SigIgn".to_owned(), 0)],
-        "{}",
-        out.dump()
-    );
+    assert_nothing_blocked_or_ignored(&out, "");
 }
 
 #[test]
@@ -158,13 +158,7 @@ fn jobs_start_with_no_real_time_signal_ignored_or_blocked_even_when_lanes_was() 
             .args(["--containment", containment])
             .stdin(PRINT_MASKS)
             .run();
-        out.code(0);
-        assert_eq!(
-            masks(&out),
-            [("SigBlk".to_owned(), 0), ("SigIgn".to_owned(), 0)],
-            "--containment {containment}\n{}",
-            out.dump()
-        );
+        assert_nothing_blocked_or_ignored(&out, &format!("--containment {containment}"));
     }
 }
 
