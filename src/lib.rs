@@ -3,6 +3,16 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+/// `eprintln!` that never panics: a line to `lanes`' stderr that cannot be written (a closed
+/// pipe, a full disk, `ulimit -f`) is dropped, as output that cannot be written is. `eprintln!`
+/// panics then, and on a writer thread that ended `lanes` with status 101.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub(crate) mod arg_limit;
 pub mod cli;
 pub(crate) mod config;

@@ -31,7 +31,9 @@ fn finish(result: anyhow::Result<u8>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("lanes: {err:#}");
+            // Not `eprintln!`, which panics when stderr cannot be written.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "lanes: {err:#}");
             ExitCode::from(lanes::exit::USAGE)
         }
     }

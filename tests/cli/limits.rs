@@ -181,3 +181,28 @@ fn lanes_raises_its_own_descriptor_limit_and_jobs_get_the_one_it_was_given() {
         );
     }
 }
+
+#[test]
+fn stdout_and_stderr_past_the_file_size_limit_are_no_crash() {
+    // Both of lanes' own streams are files under `ulimit -f 1` (512 bytes): writing the jobs'
+    // output fails with EFBIG on both, and so does the message saying so. A message that
+    // cannot be written must not end lanes (it panicked on its stderr writer thread, exit 101).
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("ulimit -f 1; exec >\"$D/out\" 2>\"$D/err\"")
+        .args(["-j", "1"])
+        .stdin(
+            "a\tseq 1 300; seq 1 300 >&2\n\
+             b\ttouch \"$D/b-ran\"\n",
+        )
+        .run();
+    out.code(0);
+    assert!(scratch.exists("b-ran"), "{}", out.dump());
+    assert!(
+        scratch.read("err").contains("File too large"),
+        "{}",
+        scratch.read("err")
+    );
+}
