@@ -21,47 +21,15 @@ pub(crate) fn has_orphans(watched: impl Fn(i32) -> bool) -> bool {
         .any(|pid| !watched(pid))
 }
 
-/// The live processes of job `seq`'s try `attempt` outside its process group `pgid`: the
-/// descendants of `lanes` whose environment carries the job's `LANES_SEQ` and
-/// `LANES_ATTEMPT`. With `with_unreadable`, also those whose environment cannot be read at
-/// this moment (a running `execve`): right for "is the job over", wrong for signalling.
-pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32, with_unreadable: bool) -> Vec<i32> {
-    let Ok(pids) = proc_pids() else {
-        return Vec::new();
-    };
-    let procs: HashMap<i32, ProcStat> = pids
-        .filter_map(|pid| proc_stat(pid).map(|stat| (pid, stat)))
-        .collect();
-    let me = std::process::id() as i32;
-    let mut descends: HashMap<i32, bool> = HashMap::new();
-    let seq_var = format!("LANES_SEQ={seq}");
-    let attempt_var = format!("LANES_ATTEMPT={attempt}");
-    let mut found = Vec::new();
-    for (&pid, info) in &procs {
-        if zombie(info) || info.pgid == pgid || pid == me {
-            continue;
-        }
-        if !descends_from(pid, me, &procs, &mut descends) {
-            continue;
-        }
-        match environ(pid) {
-            Some(environ) => {
-                let vars: HashSet<&[u8]> = environ.split(|&b| b == 0).collect();
-                if vars.contains(seq_var.as_bytes()) && vars.contains(attempt_var.as_bytes()) {
-                    found.push(pid);
-                }
-            }
-            // A live descendant whose environment cannot be read (it is in the middle of an
-            // `execve`): counted as the job's, so that the job does not end while one of its
-            // processes may run; the next look settles it.
-            None if with_unreadable && proc_stat(pid).is_some_and(|s| !zombie(&s)) => {
-                found.push(pid);
-            }
-            None => {}
-        }
-    }
-    found.sort_unstable();
-    found
+/// The live processes of job `seq`'s try `attempt` outside its process group `pgid`, from a
+/// fresh look at `/proc`: the descendants of `lanes` whose environment carries the job's
+/// `LANES_SEQ` and `LANES_ATTEMPT`, and those whose environment cannot be read at this moment
+/// (a running `execve`), so that "is the job over" is not answered yes while one of its
+/// processes may run.
+pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32) -> Vec<i32> {
+    Snapshot::take().map_or_else(Vec::new, |mut snapshot| {
+        snapshot.strays(pgid, seq, attempt, true)
+    })
 }
 
 /// How long after its last use a `/proc` snapshot still serves [`strays_to_signal`], and the
@@ -72,18 +40,8 @@ pub(crate) fn strays(pgid: i32, seq: u64, attempt: u32, with_unreadable: bool) -
 const SNAPSHOT_REUSE: std::time::Duration = std::time::Duration::from_millis(20);
 const SNAPSHOT_MAX_AGE: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// A `/proc` snapshot for [`strays_to_signal`]: the processes when it was taken, and the
-/// `LANES_SEQ` and `LANES_ATTEMPT` of each descendant looked at so far.
-struct Snapshot {
-    taken: std::time::Instant,
-    used: std::time::Instant,
-    procs: HashMap<i32, ProcStat>,
-    descends: HashMap<i32, bool>,
-    jobs: HashMap<i32, Option<(u64, u32)>>,
-}
-
 thread_local! {
-    /// The event loop's last snapshot (supervisors run on its thread).
+    /// The event loop's last snapshot for [`strays_to_signal`] (supervisors run on its thread).
     static SNAPSHOT: std::cell::RefCell<Option<Snapshot>> = const { std::cell::RefCell::new(None) };
 }
 
@@ -99,57 +57,111 @@ pub(crate) fn strays_to_signal(pgid: i32, seq: u64, attempt: u32) -> Vec<i32> {
             snapshot.used.elapsed() > SNAPSHOT_REUSE || snapshot.taken.elapsed() > SNAPSHOT_MAX_AGE
         });
         if stale {
-            let Ok(pids) = proc_pids() else {
-                return Vec::new();
-            };
-            *cell = Some(Snapshot {
-                taken: std::time::Instant::now(),
-                used: std::time::Instant::now(),
-                procs: pids
-                    .filter_map(|pid| proc_stat(pid).map(|stat| (pid, stat)))
-                    .collect(),
-                descends: HashMap::new(),
-                jobs: HashMap::new(),
-            });
+            *cell = Snapshot::take();
         }
         let Some(snapshot) = cell.as_mut() else {
             return Vec::new();
         };
-        let me = std::process::id() as i32;
-        let mut found = Vec::new();
-        for (&pid, info) in &snapshot.procs {
-            if zombie(info) || info.pgid == pgid || pid == me {
-                continue;
-            }
-            if !descends_from(pid, me, &snapshot.procs, &mut snapshot.descends) {
-                continue;
-            }
-            let job = *snapshot
-                .jobs
-                .entry(pid)
-                .or_insert_with(|| environ(pid).and_then(|environ| job_of(&environ)));
-            if job == Some((seq, attempt)) {
-                found.push(pid);
-            }
-        }
+        let found = snapshot.strays(pgid, seq, attempt, false);
         snapshot.used = std::time::Instant::now();
-        found.sort_unstable();
         found
     })
 }
 
-/// The `LANES_SEQ` and `LANES_ATTEMPT` an environment (`/proc/PID/environ`) carries.
-fn job_of(environ: &[u8]) -> Option<(u64, u32)> {
-    let value = |name: &[u8]| {
-        environ
-            .split(|&b| b == 0)
-            .find_map(|var| var.strip_prefix(name))
-            .and_then(|value| std::str::from_utf8(value).ok())
-    };
-    Some((
-        value(b"LANES_SEQ=")?.parse().ok()?,
-        value(b"LANES_ATTEMPT=")?.parse().ok()?,
-    ))
+/// A look at `/proc`: every process then, which of them descend from `lanes` (memoised as
+/// asked), and the job variables of each descendant looked at so far (`None`: its
+/// environment could not be read).
+struct Snapshot {
+    taken: std::time::Instant,
+    used: std::time::Instant,
+    procs: HashMap<i32, ProcStat>,
+    descends: HashMap<i32, bool>,
+    vars: HashMap<i32, Option<JobVars>>,
+}
+
+impl Snapshot {
+    /// The processes now; `None` when `/proc` cannot be listed.
+    fn take() -> Option<Snapshot> {
+        let procs = proc_pids()
+            .ok()?
+            .filter_map(|pid| proc_stat(pid).map(|stat| (pid, stat)))
+            .collect();
+        let now = std::time::Instant::now();
+        Some(Snapshot {
+            taken: now,
+            used: now,
+            procs,
+            descends: HashMap::new(),
+            vars: HashMap::new(),
+        })
+    }
+
+    /// The live descendants of `lanes` outside process group `pgid` whose environment carries
+    /// job `seq`'s try `attempt`, sorted; with `with_unreadable`, also those whose environment
+    /// cannot be read and that are still alive now: right for "is the job over", wrong for
+    /// signalling.
+    fn strays(&mut self, pgid: i32, seq: u64, attempt: u32, with_unreadable: bool) -> Vec<i32> {
+        let me = std::process::id() as i32;
+        let (seq, attempt) = (seq.to_string(), attempt.to_string());
+        let mut found = Vec::new();
+        for (&pid, info) in &self.procs {
+            if zombie(info) || info.pgid == pgid || pid == me {
+                continue;
+            }
+            if !descends_from(pid, me, &self.procs, &mut self.descends) {
+                continue;
+            }
+            let vars = self
+                .vars
+                .entry(pid)
+                .or_insert_with(|| environ(pid).map(|environ| JobVars::of(&environ)));
+            match vars {
+                Some(vars) if vars.name(&seq, &attempt) => found.push(pid),
+                Some(_) => {}
+                // A live descendant whose environment cannot be read (it is in the middle of
+                // an `execve`): counted as the job's, so that the job does not end while one
+                // of its processes may run; the next look settles it.
+                None if with_unreadable && proc_stat(pid).is_some_and(|s| !zombie(&s)) => {
+                    found.push(pid);
+                }
+                None => {}
+            }
+        }
+        found.sort_unstable();
+        found
+    }
+}
+
+/// Every `LANES_SEQ` and `LANES_ATTEMPT` value an environment (`/proc/PID/environ`) carries,
+/// as written.
+struct JobVars {
+    seqs: Vec<Box<[u8]>>,
+    attempts: Vec<Box<[u8]>>,
+}
+
+impl JobVars {
+    fn of(environ: &[u8]) -> JobVars {
+        let values = |name: &[u8]| -> Vec<Box<[u8]>> {
+            environ
+                .split(|&b| b == 0)
+                .filter_map(|var| var.strip_prefix(name))
+                .map(Box::from)
+                .collect()
+        };
+        JobVars {
+            seqs: values(b"LANES_SEQ="),
+            attempts: values(b"LANES_ATTEMPT="),
+        }
+    }
+
+    /// Whether they name the job `seq`'s try `attempt` (both as written in decimal).
+    fn name(&self, seq: &str, attempt: &str) -> bool {
+        self.seqs.iter().any(|value| **value == *seq.as_bytes())
+            && self
+                .attempts
+                .iter()
+                .any(|value| **value == *attempt.as_bytes())
+    }
 }
 
 /// The processes that left the process groups of the runs `runs` (first seq, process group):

@@ -296,9 +296,8 @@ impl Job {
                 // A `/proc` scan is a snapshot of processes that change while it is read (a
                 // process leaving the group, or in the middle of an `execve`): "none left" is
                 // believed when two scans a moment apart agree.
-                let none_left = |this: &Self| {
-                    lineage::strays(this.pid, this.seq, this.attempt, true).is_empty()
-                };
+                let none_left =
+                    |this: &Self| lineage::strays(this.pid, this.seq, this.attempt).is_empty();
                 if !none_left(self) {
                     return true;
                 }
