@@ -155,7 +155,7 @@ pub(crate) fn disarm_harmless() {
 }
 
 /// Bit N-1 for signal N: the kernel's signal set on 64-bit Linux.
-const fn bit(signal: libc::c_int) -> u64 {
+pub(crate) const fn bit(signal: libc::c_int) -> u64 {
     1 << (signal - 1)
 }
 
@@ -202,18 +202,23 @@ pub(crate) fn unchanged_are_default() -> Result<(), libc::c_int> {
         {
             continue;
         }
-        // SAFETY: only reads the current action (a null new action changes nothing), into a
-        // zeroed `sigaction` owned here.
-        let default = unsafe {
-            let mut current: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(signal, std::ptr::null(), &mut current) != 0
-                || current.sa_sigaction == libc::SIG_DFL
-        };
-        if !default {
+        if disposition(signal).is_some_and(|action| action != libc::SIG_DFL) {
             return Err(signal);
         }
     }
     Ok(())
+}
+
+/// The current action of `signal` (`SIG_DFL`, `SIG_IGN` or a handler's address); `None` when
+/// it cannot be read (glibc refuses its internal 32 and 33).
+pub(crate) fn disposition(signal: libc::c_int) -> Option<libc::sighandler_t> {
+    // SAFETY: only reads the current action (a null new action changes nothing), into a
+    // zeroed `sigaction` owned here.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        (libc::sigaction(signal, std::ptr::null(), &mut current) == 0)
+            .then_some(current.sa_sigaction)
+    }
 }
 
 /// The stop signals, merged, and the status request (SIGUSR1).

@@ -33,7 +33,7 @@ use std::time::Duration;
 use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
-use super::signal::CHANGED_DISPOSITIONS;
+use super::signal::{bit, CHANGED_DISPOSITIONS};
 use super::unix::set_nonblocking;
 use crate::config::Backend;
 use crate::core::ExitFacts;
@@ -161,6 +161,13 @@ pub(crate) struct Request<'a> {
     pub locks: [Option<RawFd>; 2],
 }
 
+/// Whether every job is started by lanes' own child ([`clone_child`]), and not only one born
+/// into a cgroup: where the `CLONE_VM` child is built (x86-64). It resets only the signals
+/// lanes may have changed, where posix_spawn, asked to reset all, makes a system call for each
+/// of the 64, and it can set the job's descriptor limit
+/// ([`super::unix::raise_descriptor_limit`]), which posix_spawn cannot.
+pub(crate) const EVERY_JOB_BY_OWN_CHILD: bool = cfg!(target_arch = "x86_64");
+
 /// Starts the process; returns its pid, which is also its process group id.
 ///
 /// # Errors
@@ -196,10 +203,7 @@ pub(crate) fn spawn_process(request: &Request<'_>) -> io::Result<i32> {
     argv.push(std::ptr::null());
     let cwd = cstring(request.cwd.as_os_str().as_bytes())?;
     let dev_null = c"/dev/null";
-    // Where the `CLONE_VM` child is built (x86-64), every job is started by it: it resets only
-    // the signals lanes may have changed, where posix_spawn, asked to reset all, makes a
-    // system call for each of the 64. Elsewhere only a job born into a cgroup needs it.
-    if cfg!(target_arch = "x86_64") || request.cgroup.is_some() {
+    if EVERY_JOB_BY_OWN_CHILD || request.cgroup.is_some() {
         let cgroup = request.cgroup;
         debug_assert_eq!(
             super::signal::unchanged_are_default(),
@@ -360,8 +364,8 @@ struct ChildPlan {
     envp: *const *const libc::c_char,
     cwd: *const libc::c_char,
     dev_null: *const libc::c_char,
-    /// `/dev/null` open for reading and for writing ([`opened_dev_null`]); -1: open
-    /// `dev_null` instead.
+    /// `/dev/null` open for reading and for writing, in that order ([`opened_dev_null`]);
+    /// -1: open `dev_null` instead ([`dev_null_for`]).
     null: [RawFd; 2],
     /// The limit on open descriptors (soft, hard) to set before the `exec`: the one `lanes`
     /// was started with, when it raised its own ([`super::unix::raise_descriptor_limit`]).
@@ -725,7 +729,7 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
     // which must start at their default too.
     let default = KernelSigaction::default();
     for signal in 1..=64 {
-        if CHANGED_DISPOSITIONS & (1 << (signal - 1)) != 0 {
+        if CHANGED_DISPOSITIONS & bit(signal) != 0 {
             libc::syscall(
                 libc::SYS_rt_sigaction,
                 signal,
@@ -740,18 +744,14 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
     }
     // Descriptors opened here are close-on-exec; `dup2` gives the standard ones without it,
     // and one that landed on its own number has the flag cleared.
-    let stdin = match plan.null[0] {
-        -1 => libc::open(plan.dev_null, libc::O_RDONLY | libc::O_CLOEXEC),
-        fd => fd,
-    };
+    let stdin = dev_null_for(plan, libc::O_RDONLY);
     if stdin < 0 || !onto(stdin, 0) {
         fail(plan, report);
     }
     for (target, pipe) in [(1, plan.stdout), (2, plan.stderr)] {
         let source = match pipe {
             Some(fd) => fd,
-            None if plan.null[1] >= 0 => plan.null[1],
-            None => libc::open(plan.dev_null, libc::O_WRONLY | libc::O_CLOEXEC),
+            None => dev_null_for(plan, libc::O_WRONLY),
         };
         if source < 0 || !onto(source, target) {
             fail(plan, report);
@@ -795,6 +795,20 @@ struct KernelSigaction {
     flags: u64,
     restorer: usize,
     mask: u64,
+}
+
+/// `/dev/null` for reading (`O_RDONLY`) or writing (`O_WRONLY`): the descriptor opened once
+/// ([`opened_dev_null`]), else opened now, close-on-exec; -1 when it cannot be.
+///
+/// # Safety
+/// Only in the child of [`start_child`].
+unsafe fn dev_null_for(plan: &ChildPlan, mode: libc::c_int) -> RawFd {
+    let opened = plan.null[usize::from(mode == libc::O_WRONLY)];
+    if opened >= 0 {
+        opened
+    } else {
+        libc::open(plan.dev_null, mode | libc::O_CLOEXEC)
+    }
 }
 
 /// Makes `fd` descriptor `target` without close-on-exec.

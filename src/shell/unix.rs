@@ -91,11 +91,12 @@ static STARTING_DESCRIPTOR_LIMIT: std::sync::OnceLock<[u64; 2]> = std::sync::Onc
 /// its cgroup), and the usual soft limit of 1024 would hold a `-j 300` run back for want of
 /// them. Jobs are given the limit `lanes` was started with back before their `exec`
 /// ([`job_descriptor_limit`]), so a job that uses `select(2)` never meets descriptors past
-/// 1023. Only where every job is started by `lanes`' own child ([`super::spawn`], x86-64):
-/// `posix_spawn` cannot set a limit. Call it before any thread starts.
+/// 1023. Only where every job is started by `lanes`' own child
+/// ([`super::spawn::EVERY_JOB_BY_OWN_CHILD`]): `posix_spawn` cannot set a limit. Call it
+/// before any thread starts.
 pub(crate) fn raise_descriptor_limit() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
-    if !cfg!(target_arch = "x86_64") {
+    if !super::spawn::EVERY_JOB_BY_OWN_CHILD {
         return;
     }
     let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
@@ -174,14 +175,7 @@ pub(crate) fn reset_ignored_signals() -> bool {
         .filter(|signal| !matches!(signal, Signal::SIGKILL | Signal::SIGSTOP | Signal::SIGPIPE))
         .map(|signal| signal as libc::c_int);
     for signal in standard.chain(super::signal::REAL_TIME) {
-        // SAFETY: only reads the current action (a null new action changes nothing), into a
-        // zeroed `sigaction` owned here.
-        let ignored = unsafe {
-            let mut current: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(signal, std::ptr::null(), &mut current) == 0
-                && current.sa_sigaction == libc::SIG_IGN
-        };
-        if !ignored {
+        if super::signal::disposition(signal) != Some(libc::SIG_IGN) {
             continue;
         }
         if signal == libc::SIGHUP {
