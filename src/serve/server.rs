@@ -36,9 +36,15 @@ pub(crate) struct Reply {
 impl Reply {
     /// `answer` alone: nothing follows it.
     pub(crate) fn now(answer: Answer) -> Reply {
+        Reply::followed_by(answer, None)
+    }
+
+    /// `answer`, then what comes on `then` when there is one (a record), with nobody told when
+    /// it is written.
+    pub(crate) fn followed_by(answer: Answer, then: Option<oneshot::Receiver<Answer>>) -> Reply {
         Reply {
             answer,
-            then: None,
+            then,
             written: None,
         }
     }
@@ -475,11 +481,9 @@ mod tests {
         write.write_all(WAIT).await.unwrap();
         let call = calls.recv().await.unwrap();
         let (record, then) = oneshot::channel();
-        let _ = call.reply.send(Reply {
-            answer: error("first"),
-            then: Some(then),
-            written: None,
-        });
+        let _ = call
+            .reply
+            .send(Reply::followed_by(error("first"), Some(then)));
         // The first answer read, the peer closes its socket.
         assert!(answer(&mut read).await.contains("first"));
         drop((read, write));
@@ -497,11 +501,9 @@ mod tests {
         write.shutdown().await.unwrap();
         let call = calls.recv().await.unwrap();
         let (record, then) = oneshot::channel();
-        let _ = call.reply.send(Reply {
-            answer: error("first"),
-            then: Some(then),
-            written: None,
-        });
+        let _ = call
+            .reply
+            .send(Reply::followed_by(error("first"), Some(then)));
         assert!(answer(&mut read).await.contains("first"));
         // Time for a wrong reading of the half-close to end the connection.
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -480,14 +480,9 @@ impl Driver {
         then: Option<oneshot::Receiver<Answer>>,
     ) {
         if let Some(service) = self.service.as_mut() {
-            service.deferred.push((
-                reply,
-                Reply {
-                    answer,
-                    then,
-                    written: None,
-                },
-            ));
+            service
+                .deferred
+                .push((reply, Reply::followed_by(answer, then)));
         }
     }
 
@@ -518,11 +513,7 @@ impl Driver {
             } else {
                 Answer::Queued { seq, key, ahead }
             };
-            let made = Reply {
-                answer,
-                then,
-                written: None,
-            };
+            let made = Reply::followed_by(answer, then);
             let failure = self
                 .service
                 .as_ref()
@@ -607,9 +598,6 @@ impl Driver {
         }
     }
 
-    /// `drain` (`why` is `draining`): nothing more is admitted, what was admitted runs. `close`
-    /// (`closing`): the run halts as on a stop signal, without one. Either way the server
-    /// ends once nothing runs, and the connection is held open until then.
     /// The server has ended, its report written with exit status `code`: tells each `drain`
     /// and `close` connection so (`ended`) and waits, at most [`ENDED_WRITE`], for each answer
     /// to be written, so that the process does not end before it.
@@ -631,6 +619,9 @@ impl Driver {
         .await;
     }
 
+    /// `drain` (`why` is `draining`): nothing more is admitted, what was admitted runs. `close`
+    /// (`closing`): the run halts as on a stop signal, without one. Either way the server
+    /// ends once nothing runs, and the connection is held open until then.
     async fn end_service(&mut self, call: Call, why: &'static str) {
         let (running, waiting) = (self.core.running(), self.core.queued());
         let stopping = self.core.stopping().is_some();
