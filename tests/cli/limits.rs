@@ -138,14 +138,9 @@ fn lanes_raises_its_own_descriptor_limit_and_jobs_get_the_one_it_was_given() {
     // A soft limit under the hard one (as a login's 1024): lanes takes the hard limit for
     // itself (its parent here, `$PPID`), and gives its jobs the soft limit it was given, so a
     // job using select(2) never meets descriptors past it.
-    let hard = std::process::Command::new("sh")
-        .args(["-c", "ulimit -Hn"])
-        .output()
-        .unwrap();
-    let hard: u64 = String::from_utf8_lossy(&hard.stdout)
-        .trim()
-        .parse()
-        .unwrap();
+    // What lanes inherits from this process.
+    let (_, hard) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
     if hard <= 200 {
         eprintln!("the hard limit on descriptors is {hard}: nothing to raise; skipped");
         return;
