@@ -84,6 +84,9 @@ pub(crate) struct RunConfig {
     timeout: Option<Duration>,
     pub grace: Duration,
     pub leak_window: Duration,
+    /// How many threads start jobs beside the event loop (0: the event loop starts them);
+    /// see [`spawn_threads`].
+    pub spawn_threads: usize,
     /// `--containment`.
     pub containment: ContainmentMode,
     pub shell: String,
@@ -603,6 +606,7 @@ impl RunConfig {
             timeout: cli.timeout.or(settings.timeout),
             grace: cli.grace.or(settings.grace).unwrap_or(DEFAULT_GRACE),
             leak_window: cli.leak_window,
+            spawn_threads: spawn_threads(std::env::var_os("LANES_SPAWN_THREADS").as_deref(), cpus)?,
             containment: cli.containment,
             shell: cli
                 .shell
@@ -632,6 +636,37 @@ impl RunConfig {
             },
             source,
         })
+    }
+}
+
+/// The most spawning threads `LANES_SPAWN_THREADS` may ask for.
+const MOST_SPAWN_THREADS: usize = 16;
+
+/// How many threads start jobs beside the event loop: `LANES_SPAWN_THREADS` when set (0 to
+/// [`MOST_SPAWN_THREADS`]), else none on a machine of `cpus` ≤ 2 and one per CPU, at most
+/// four, on a larger one.
+///
+/// Starting a process holds its thread until the child has called `execve`, so only threads
+/// overlap spawns; but each start handed to a thread costs two wake-ups between threads (the
+/// order there, the outcome back). With two CPUs there is no idle one for a second spawn, and
+/// the threads cost lanes 50–60 µs of CPU per job for no wall time (`bench/README.md`).
+///
+/// # Errors
+/// A value that is not a whole number from 0 to [`MOST_SPAWN_THREADS`].
+fn spawn_threads(value: Option<&std::ffi::OsStr>, cpus: usize) -> Result<usize, ConfigError> {
+    match value.filter(|value| !value.is_empty()) {
+        None if cpus <= 2 => Ok(0),
+        None => Ok(cpus.min(4)),
+        Some(value) => value
+            .to_str()
+            .and_then(|text| text.trim().parse::<usize>().ok())
+            .filter(|&threads| threads <= MOST_SPAWN_THREADS)
+            .ok_or_else(|| {
+                ConfigError::Usage(format!(
+                    "LANES_SPAWN_THREADS must be a number of threads from 0 to \
+                     {MOST_SPAWN_THREADS}, not {value:?}"
+                ))
+            }),
     }
 }
 
@@ -957,5 +992,26 @@ mod tests {
         let long = format!("echo {}", "x".repeat(60_000));
         let text = long.len() + 1; // and the space before the appended `{}`
         assert_eq!(config(&long), crate::arg_limit::max_argument_bytes() - text);
+    }
+
+    #[test]
+    fn spawning_threads_are_left_out_on_two_cpus_unless_asked_for() {
+        use std::ffi::OsStr;
+        let threads = |value: Option<&str>, cpus| spawn_threads(value.map(OsStr::new), cpus);
+        assert_eq!(threads(None, 1).unwrap(), 0);
+        assert_eq!(threads(None, 2).unwrap(), 0);
+        assert_eq!(threads(None, 3).unwrap(), 3);
+        assert_eq!(threads(None, 64).unwrap(), 4);
+        assert_eq!(threads(Some(""), 8).unwrap(), 4, "empty is unset");
+        assert_eq!(threads(Some("2"), 2).unwrap(), 2);
+        assert_eq!(threads(Some(" 0 "), 64).unwrap(), 0);
+        assert_eq!(threads(Some("16"), 1).unwrap(), 16);
+        for bad in ["17", "-1", "two", "1.5"] {
+            let err = threads(Some(bad), 2).unwrap_err().to_string();
+            assert!(
+                err.contains("LANES_SPAWN_THREADS") && err.contains(bad),
+                "{err}"
+            );
+        }
     }
 }

@@ -55,11 +55,13 @@ pub(crate) struct Launcher {
     ended_tx: mpsc::UnboundedSender<Ended>,
     /// The run's cgroup, when jobs are contained in cgroups.
     cgroups: Option<CgroupRun>,
-    /// The threads that start jobs, started with the first job; `None` before, and when none
-    /// could be started or they were given up (jobs then start on this thread).
+    /// The threads that start jobs, started with the first job; `None` before, when the run
+    /// has none (`spawn_threads` 0), and when none could be started or they were given up
+    /// (jobs then start on this thread).
     spawner: Option<Spawner>,
-    /// Whether spawning threads may (still) be started.
-    may_thread: bool,
+    /// How many spawning threads to start with the first job; 0 once they may not (or need
+    /// not) be started.
+    spawn_threads: usize,
     /// Where spawn outcomes go (the spawner's channel, used directly without it).
     outcomes: mpsc::UnboundedSender<SpawnOutcome>,
     /// The runs whose spawn is in flight, by first seq: what their start needs once the pid
@@ -130,7 +132,7 @@ impl Launcher {
             ended_tx,
             cgroups,
             spawner: None,
-            may_thread: true,
+            spawn_threads: config.spawn_threads,
             outcomes,
             starting: HashMap::new(),
         }
@@ -264,15 +266,17 @@ impl Launcher {
                 timing,
             },
         );
-        if self.spawner.is_none() && self.may_thread {
+        if self.spawner.is_none() && self.spawn_threads > 0 {
             // Started with the first job: a run with nothing to do starts no thread.
             self.spawner = Spawner::new(
-                Spawner::default_threads(),
+                self.spawn_threads,
                 self.reaper.clone(),
                 self.outcomes.clone(),
             )
             .ok();
-            self.may_thread = self.spawner.is_some();
+            if self.spawner.is_none() {
+                self.spawn_threads = 0;
+            }
         }
         match &self.spawner {
             Some(spawner) => spawner.submit(seq, order),
@@ -314,7 +318,7 @@ impl Launcher {
                     // RLIMIT_NPROC, so they end (once they have started what they hold), and
                     // jobs start on this thread from now on.
                     self.spawner = None;
-                    self.may_thread = false;
+                    self.spawn_threads = 0;
                 }
                 if let Some(cgroup) = cgroup {
                     cgroup.discard();

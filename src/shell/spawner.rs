@@ -5,7 +5,9 @@
 //! thread until the child has called `execve`: one thread can never have two spawns in
 //! progress, and while it spawns it does nothing else. Spawning here instead lets the event
 //! loop read pipes, reap and write records while children start, and lets several children
-//! start at once where the machine has the CPUs for it.
+//! start at once where the machine has the CPUs for it. Each start handed over costs two
+//! wake-ups between threads, so on a machine with two CPUs or fewer the event loop starts jobs
+//! itself (`LANES_SPAWN_THREADS`, see `crate::config`).
 //!
 //! What the single thread guaranteed still holds:
 //! - exact reaping: a child that exits before its spawning thread knows its pid is still
@@ -81,14 +83,6 @@ impl Spawner {
     pub(crate) fn submit(&self, seq: Seq, order: Order) {
         // The threads live as long as this sender: the send cannot fail.
         let _ = self.orders.send((seq, order));
-    }
-
-    /// How many spawning threads suit this machine: one per CPU, at least two (so that the
-    /// event loop never waits for a spawn behind another), at most four.
-    pub(crate) fn default_threads() -> usize {
-        std::thread::available_parallelism()
-            .map_or(2, std::num::NonZero::get)
-            .clamp(2, 4)
     }
 }
 

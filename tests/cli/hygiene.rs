@@ -383,21 +383,31 @@ fn thousands_of_jobs_hold_descriptors_for_running_jobs_only_and_lose_none() {
     );
 }
 
-/// Jobs start from several spawning threads at once: each still gets only its own 0, 1 and 2
-/// (and no pipe of a job spawned beside it).
+/// The values of `LANES_SPAWN_THREADS` the spawn tests run under: every job started on the
+/// event loop's thread, and from two spawning threads (whatever the machine's default).
+const SPAWN_THREADS: [&str; 2] = ["0", "2"];
+
+/// Jobs start from several spawning threads at once (or one after another on the event loop):
+/// each still gets only its own 0, 1 and 2 (and no pipe of a job spawned beside it).
 #[test]
 fn jobs_spawned_side_by_side_get_only_their_own_0_1_2() {
-    let input: String = (0..64).map(|i| format!("k{i}\t{LIST_FDS}\n")).collect();
-    let out = Run::new().args(["-j", "8"]).stdin(input).run();
-    out.code(0);
-    let stdout = out.stdout();
-    for i in 0..64 {
-        assert_eq!(
-            fds_of(&stdout, &format!("k{i}")),
-            ["0", "1", "2"],
-            "descriptors of job k{i}\n{}",
-            out.dump()
-        );
+    for threads in SPAWN_THREADS {
+        let input: String = (0..64).map(|i| format!("k{i}\t{LIST_FDS}\n")).collect();
+        let out = Run::new()
+            .env("LANES_SPAWN_THREADS", threads)
+            .args(["-j", "8"])
+            .stdin(input)
+            .run();
+        out.code(0);
+        let stdout = out.stdout();
+        for i in 0..64 {
+            assert_eq!(
+                fds_of(&stdout, &format!("k{i}")),
+                ["0", "1", "2"],
+                "descriptors of job k{i}, {threads} spawning threads\n{}",
+                out.dump()
+            );
+        }
     }
 }
 
@@ -409,20 +419,67 @@ fn every_job_of_a_fast_stream_has_its_own_exit_status() {
     let input: String = (1..=JOBS)
         .map(|i| format!("k{}\texit $((LANES_SEQ % 7))\n", i % 50))
         .collect();
-    let out = Run::new().args(["-j", "8"]).stdin(input).run();
-    out.code(1);
-    let report = out.report();
-    assert_eq!(report.jobs.len() as u64, JOBS);
-    for job in &report.jobs {
-        let want = i32::try_from(job.seq % 7).unwrap();
-        assert_eq!(
-            job.exit_code,
-            Some(want),
-            "seq {} ({})",
-            job.seq,
-            job.outcome
-        );
-        assert_eq!(job.outcome, if want == 0 { "succeeded" } else { "failed" });
+    for threads in SPAWN_THREADS {
+        let out = Run::new()
+            .env("LANES_SPAWN_THREADS", threads)
+            .args(["-j", "8"])
+            .stdin(input.as_str())
+            .run();
+        out.code(1);
+        let report = out.report();
+        assert_eq!(report.jobs.len() as u64, JOBS);
+        for job in &report.jobs {
+            let want = i32::try_from(job.seq % 7).unwrap();
+            assert_eq!(
+                job.exit_code,
+                Some(want),
+                "seq {} ({}), {threads} spawning threads",
+                job.seq,
+                job.outcome
+            );
+            assert_eq!(job.outcome, if want == 0 { "succeeded" } else { "failed" });
+        }
+        assert_no_overlap_per_key(&report.jobs);
     }
-    assert_no_overlap_per_key(&report.jobs);
+}
+
+/// `LANES_SPAWN_THREADS` sets how many threads start jobs beside the event loop: a job sees
+/// that many `spawn-N` threads in lanes, its parent.
+#[test]
+fn lanes_spawn_threads_sets_the_spawning_threads() {
+    for (threads, want) in [("0", 0), ("2", 2), ("3", 3)] {
+        let out = Run::new()
+            .env("LANES_SPAWN_THREADS", threads)
+            .stdin("k\tgrep -c '^spawn-' /proc/$PPID/task/*/comm | awk -F: '{ n += $2 } END { print n }'\n")
+            .run();
+        out.code(0);
+        let shown = out.stdout();
+        let count = shown.trim().rsplit(' ').next().unwrap_or_default();
+        assert_eq!(count, want.to_string(), "{threads}: {}", out.dump());
+    }
+}
+
+/// `LANES_SPAWN_THREADS` that is not a number of threads from 0 to 16 is a usage error that
+/// names it, before any job runs.
+#[test]
+fn a_bad_spawn_thread_count_is_a_usage_error() {
+    for bad in ["many", "-1", "17", "2.5"] {
+        let scratch = Scratch::new();
+        let marker = scratch.join("ran");
+        let out = Run::new()
+            .env("LANES_SPAWN_THREADS", bad)
+            .stdin(format!(
+                "k\ttouch {}\n",
+                sh_quote(&marker.to_string_lossy())
+            ))
+            .no_report()
+            .run();
+        out.code(2);
+        assert!(
+            out.stderr().contains("LANES_SPAWN_THREADS") && out.stderr().contains(bad),
+            "{}",
+            out.dump()
+        );
+        assert!(!marker.exists(), "a job ran with LANES_SPAWN_THREADS={bad}");
+    }
 }
