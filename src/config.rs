@@ -642,8 +642,8 @@ impl RunConfig {
 /// The most spawning threads `LANES_SPAWN_THREADS` may ask for.
 const MOST_SPAWN_THREADS: usize = 16;
 
-/// How many threads start jobs beside the event loop: `LANES_SPAWN_THREADS` when set (0 to
-/// [`MOST_SPAWN_THREADS`]), else none on a machine of `cpus` ≤ 2 and one per CPU, at most
+/// How many threads start jobs beside the event loop: `LANES_SPAWN_THREADS` when set (digits
+/// only, 0 to [`MOST_SPAWN_THREADS`]), else none on a machine of `cpus` ≤ 2 and one per CPU, at most
 /// four, on a larger one.
 ///
 /// Starting a process holds its thread until the child has called `execve`, so only threads
@@ -659,7 +659,8 @@ fn spawn_threads(value: Option<&std::ffi::OsStr>, cpus: usize) -> Result<usize, 
         None => Ok(cpus.min(4)),
         Some(value) => value
             .to_str()
-            .and_then(|text| text.trim().parse::<usize>().ok())
+            .filter(|text| text.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|text| text.parse::<usize>().ok())
             .filter(|&threads| threads <= MOST_SPAWN_THREADS)
             .ok_or_else(|| {
                 ConfigError::Usage(format!(
@@ -1004,9 +1005,9 @@ mod tests {
         assert_eq!(threads(None, 64).unwrap(), 4);
         assert_eq!(threads(Some(""), 8).unwrap(), 4, "empty is unset");
         assert_eq!(threads(Some("2"), 2).unwrap(), 2);
-        assert_eq!(threads(Some(" 0 "), 64).unwrap(), 0);
+        assert_eq!(threads(Some("0"), 64).unwrap(), 0);
         assert_eq!(threads(Some("16"), 1).unwrap(), 16);
-        for bad in ["17", "-1", "two", "1.5"] {
+        for bad in ["17", "-1", "two", "1.5", "+2", " 2", "2 ", "0x2"] {
             let err = threads(Some(bad), 2).unwrap_err().to_string();
             assert!(
                 err.contains("LANES_SPAWN_THREADS") && err.contains(bad),

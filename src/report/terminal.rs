@@ -162,17 +162,19 @@ impl Echo {
     pub(super) fn off() -> Option<Echo> {
         use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
         let stderr = std::io::stderr();
-        if !in_foreground(&stderr) {
-            return None;
-        }
-        let saved = tcgetattr(&stderr).ok()?;
-        if !saved.local_flags.contains(LocalFlags::ECHO) {
-            return None;
-        }
-        let mut quiet = saved.clone();
-        quiet.local_flags.remove(LocalFlags::ECHO);
-        tcsetattr(&stderr, SetArg::TCSANOW, &quiet).ok()?;
-        Some(Echo { saved })
+        without_sigttou(|| {
+            if !in_foreground(&stderr) {
+                return None;
+            }
+            let saved = tcgetattr(&stderr).ok()?;
+            if !saved.local_flags.contains(LocalFlags::ECHO) {
+                return None;
+            }
+            let mut quiet = saved.clone();
+            quiet.local_flags.remove(LocalFlags::ECHO);
+            tcsetattr(&stderr, SetArg::TCSANOW, &quiet).ok()?;
+            Some(Echo { saved })
+        })
     }
 
     /// Puts the settings back, when `lanes` is still in the foreground (a shell that took the
@@ -180,21 +182,48 @@ impl Echo {
     pub(super) fn restore(self) {
         use nix::sys::termios::{tcgetattr, tcsetattr, LocalFlags, SetArg};
         let stderr = std::io::stderr();
-        if !in_foreground(&stderr) {
-            return;
-        }
-        // Only echo is given back: other settings may have been changed meanwhile.
-        if let Ok(mut now) = tcgetattr(&stderr) {
-            now.local_flags.set(
-                LocalFlags::ECHO,
-                self.saved.local_flags.contains(LocalFlags::ECHO),
-            );
-            let _ = tcsetattr(&stderr, SetArg::TCSANOW, &now);
-        }
+        without_sigttou(|| {
+            if !in_foreground(&stderr) {
+                return;
+            }
+            // Only echo is given back: other settings may have been changed meanwhile.
+            if let Ok(mut now) = tcgetattr(&stderr) {
+                now.local_flags.set(
+                    LocalFlags::ECHO,
+                    self.saved.local_flags.contains(LocalFlags::ECHO),
+                );
+                let _ = tcsetattr(&stderr, SetArg::TCSANOW, &now);
+            }
+        });
     }
 }
 
-/// Whether `lanes` is in the foreground of the terminal `fd` is.
+/// Whether `lanes` is in the foreground of the terminal `fd` is. Not when its process group
+/// cannot be seen: in a PID namespace that its group's leader is outside of (`unshare --pid
+/// --fork lanes …`), `getpgrp` and `tcgetpgrp` both give 0 whoever is in the foreground.
 fn in_foreground(fd: &std::io::Stderr) -> bool {
-    nix::unistd::tcgetpgrp(fd).is_ok_and(|group| group == nix::unistd::getpgrp())
+    let own = nix::unistd::getpgrp();
+    own.as_raw() != 0 && nix::unistd::tcgetpgrp(fd).is_ok_and(|group| group == own)
+}
+
+/// Runs `f` with SIGTTOU blocked in the calling thread: a terminal's settings changed from the
+/// background are then changed (tcsetattr(3)) instead of stopping lanes in the middle of the
+/// call. `f` checks [`in_foreground`] first; blocking closes the moment between that check and
+/// the change in which a shell could take the terminal back (after Ctrl-Z, as soon as the rest
+/// of lanes' job has stopped). A stop there would be undone by `fg`, after which lanes would
+/// stop itself again, for good.
+fn without_sigttou<T>(f: impl FnOnce() -> T) -> T {
+    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
+    let mut earlier = SigSet::empty();
+    let blocked = pthread_sigmask(
+        SigmaskHow::SIG_BLOCK,
+        Some(&SigSet::from(Signal::SIGTTOU)),
+        Some(&mut earlier),
+    )
+    .is_ok();
+    let result = f();
+    if blocked {
+        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&earlier), None);
+    }
+    result
 }

@@ -804,7 +804,14 @@ impl Driver {
     /// Ctrl-Z (SIGTSTP): every job stops with lanes, and the time stopped counts toward no
     /// deadline. lanes stops itself as the signal's default action would (SIGSTOP), and goes on
     /// here when continued (`fg`, `bg`, SIGCONT).
+    ///
+    /// Not as the first process of a PID namespace (a container's entrypoint): the kernel
+    /// stops no namespace's init, so lanes could not stop itself, and it goes on as any init
+    /// does, jobs and timers included.
     fn on_terminal_stop(&mut self) {
+        if std::process::id() == 1 {
+            return;
+        }
         let runs = self.runs();
         let strays = self.launcher.freeze(&runs);
         if let Some(progress) = self.ledger.progress() {

@@ -43,8 +43,8 @@ pub(crate) struct Launcher {
     base_env: Arc<BaseEnv>,
     /// Where the shell (or `srun`) was found on `PATH`.
     programs: Arc<ProgramPaths>,
-    /// lanes' own working directory, physical.
-    own_cwd: PathBuf,
+    /// lanes' own working directory, physical; `None` when it has none (deleted under it).
+    own_cwd: Option<PathBuf>,
     backend: Arc<Backend>,
     output: OutputMode,
     results_dir: Option<Arc<Path>>,
@@ -115,13 +115,13 @@ impl Launcher {
                         .resources
                         .iter()
                         .map(|resource| crate::resources::env_name(&resource.name))
+                        // Set for each job where its directory is known.
+                        .chain(["PWD".to_owned()])
                         .collect::<Vec<_>>(),
                 ),
             ),
             programs: Arc::default(),
-            own_cwd: std::env::current_dir()
-                .and_then(std::fs::canonicalize)
-                .unwrap_or_else(|_| PathBuf::from(".")),
+            own_cwd: std::env::current_dir().and_then(std::fs::canonicalize).ok(),
             backend: Arc::new(config.backend.clone()),
             output: config.output,
             results_dir: config.results.as_deref().map(Arc::from),
@@ -213,7 +213,7 @@ impl Launcher {
             shell: &self.shell,
             command: &command,
             cwd: job.cwd.as_deref(),
-            own_cwd: &self.own_cwd,
+            own_cwd: self.own_cwd.as_deref(),
             env: &self.base_env,
             programs: &self.programs,
             job_env: &job.env,

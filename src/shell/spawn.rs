@@ -216,7 +216,6 @@ pub(crate) fn spawn_process(request: &Request<'_>) -> io::Result<i32> {
             path: resolved
                 .as_ref()
                 .map_or(argv_owned[0].as_ptr(), |p| p.as_ptr()),
-            search: resolved.is_none(),
             argv: argv.as_ptr(),
             argc: argv_owned.len(),
             envp: envp.as_ptr(),
@@ -235,7 +234,6 @@ pub(crate) fn spawn_process(request: &Request<'_>) -> io::Result<i32> {
                 request.programs.forget(name);
                 let plan = ChildPlan {
                     path: argv_owned[0].as_ptr(),
-                    search: true,
                     ..plan
                 };
                 clone_child(&plan, cgroup)
@@ -354,9 +352,9 @@ fn opened_dev_null() -> [RawFd; 2] {
 /// place.
 #[derive(Clone, Copy)]
 struct ChildPlan {
-    /// The program's path, or (with `search`) its name to look up on `PATH`.
+    /// The program's path, or its name (without a `/`) to look up on `PATH`: execvpe(3)
+    /// tells them apart.
     path: *const libc::c_char,
-    search: bool,
     argv: *const *const libc::c_char,
     /// The number of arguments in `argv` (for the size of a `CLONE_VM` child's stack).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -714,7 +712,8 @@ fn start_child(plan: &ChildPlan, cgroup: Option<RawFd>, report: RawFd) -> io::Re
 
 /// The child's side of [`clone_child`]: stdin from /dev/null, stdout and stderr to the
 /// pipes (or /dev/null), a process group of its own, every signal at its default action and
-/// none blocked, the working directory, then `execve` (or a `PATH` search). On failure the
+/// none blocked, the working directory, then `execvpe` (a `PATH` search only for a name
+/// without `/`; a file without `#!` runs with /bin/sh). On failure the
 /// errno goes where [`fail`] puts it and the child exits 127.
 ///
 /// Only system calls through glibc's thin wrappers and raw `syscall`, no allocation, no lock:
@@ -778,11 +777,9 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
         );
     }
     set_signal_mask(0);
-    if plan.search {
-        libc::execvpe(plan.path, plan.argv, plan.envp);
-    } else {
-        libc::execve(plan.path, plan.argv, plan.envp);
-    }
+    // A path (holding a `/`, as a program found on PATH does) is not searched for, and a file
+    // without `#!` (ENOEXEC) runs with /bin/sh, as execvp(3) runs it.
+    libc::execvpe(plan.path, plan.argv, plan.envp);
     fail(plan, report)
 }
 
@@ -973,8 +970,9 @@ pub(crate) struct Launch<'a> {
     pub command: &'a str,
     /// The job's working directory; `None` for lanes' own.
     pub cwd: Option<&'a Path>,
-    /// lanes' own working directory, physical, for `PWD` when `cwd` is `None`.
-    pub own_cwd: &'a Path,
+    /// lanes' own working directory, physical, for `PWD` when `cwd` is `None`; `None` when
+    /// lanes has none (it was deleted): the job then starts in it without `PWD`.
+    pub own_cwd: Option<&'a Path>,
     /// lanes' own environment with the run's additions (the manifest's `[env]`).
     pub env: &'a Arc<BaseEnv>,
     /// Where programs were found on `PATH` (the shell, `srun`).
@@ -1067,9 +1065,9 @@ impl Pipes {
 /// [`SpawnError::Transient`] for EAGAIN/EMFILE/ENFILE, [`SpawnError::Failed`] for anything
 /// else, naming the missing directory.
 pub(crate) fn prepare(launch: &Launch<'_>) -> Result<Order, SpawnError> {
-    let pwd: PathBuf = match launch.cwd {
+    let pwd: Option<PathBuf> = match launch.cwd {
         Some(dir) => match std::fs::canonicalize(dir) {
-            Ok(real) if real.is_dir() => real,
+            Ok(real) if real.is_dir() => Some(real),
             Ok(_) => {
                 return Err(SpawnError::Failed(format!(
                     "cannot use working directory {}: not a directory",
@@ -1084,7 +1082,7 @@ pub(crate) fn prepare(launch: &Launch<'_>) -> Result<Order, SpawnError> {
                 )))
             }
         },
-        None => launch.own_cwd.to_path_buf(),
+        None => launch.own_cwd.map(Path::to_path_buf),
     };
     let job = super::backend::JobIdentity {
         key: launch.key,
@@ -1111,8 +1109,10 @@ pub(crate) fn prepare(launch: &Launch<'_>) -> Result<Order, SpawnError> {
             "LANES_ATTEMPT".to_owned(),
             launch.attempt.to_string().into(),
         ),
-        ("PWD".to_owned(), pwd.clone().into_os_string()),
     ]);
+    if let Some(pwd) = &pwd {
+        env.push(("PWD".to_owned(), pwd.clone().into_os_string()));
+    }
     if let Some(grant) = launch.grant {
         env.extend(grant.parts().filter_map(|part| {
             let value = crate::resources::granted_value(grant, part.name)?;
@@ -1131,7 +1131,7 @@ pub(crate) fn prepare(launch: &Launch<'_>) -> Result<Order, SpawnError> {
         base_env: Arc::clone(launch.env),
         programs: Arc::clone(launch.programs),
         env,
-        cwd: pwd,
+        cwd: pwd.unwrap_or_else(|| PathBuf::from(".")),
         capture: launch.capture,
         cgroup: launch.cgroup,
         locks: launch.locks,

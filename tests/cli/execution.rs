@@ -245,6 +245,36 @@ fn a_shell_that_cannot_be_executed_is_a_spawn_error() {
     );
 }
 
+/// A shell that is a script without `#!` runs with /bin/sh, as execvp(3) runs it, whether it
+/// is named by its path or found on `PATH`.
+#[test]
+fn a_shell_script_without_a_shebang_runs_with_bin_sh_by_path_and_by_name() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let scratch = Scratch::new();
+    let dir = scratch.mkdir("bin");
+    let shell = dir.join("plainsh");
+    std::fs::write(&shell, "echo \"plain shell: $*\"\n").unwrap();
+    std::fs::set_permissions(&shell, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for given in [shell.to_str().unwrap(), "plainsh"] {
+        let out = Run::new()
+            .env("PATH", &path)
+            .args(["--shell", given])
+            .stdin("a\tx\n")
+            .run();
+        out.code(0);
+        assert!(
+            out.stdout().contains("plain shell: -c x"),
+            "--shell {given}: {}",
+            out.dump()
+        );
+    }
+}
+
 #[test]
 fn a_job_ended_by_a_signal_is_killed_with_the_signals_name() {
     let scratch = Scratch::new();

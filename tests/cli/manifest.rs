@@ -194,6 +194,32 @@ fn every_job_gets_pwd_set_to_its_physical_working_directory() {
     assert_eq!(out.stdout(), want, "{}", out.dump());
 }
 
+/// lanes started in a directory deleted under it: a job runs there (a command with absolute
+/// paths works) and starts without `PWD`, neither an empty one nor the stale inherited one.
+#[test]
+fn a_job_of_lanes_in_a_deleted_directory_starts_without_pwd() {
+    let scratch = Scratch::new();
+    let gone = scratch.mkdir("gone");
+    let seen = scratch.join("seen");
+    let out = Run::new()
+        .cwd(&gone)
+        .env("PWD", &gone)
+        .wrapper(&format!("rmdir {}", sh_quote(gone.to_str().unwrap())))
+        .stdin(format!(
+            "k\ttr '\\0' '\\n' < /proc/$$/environ | grep -c ^PWD= > {}; true\n",
+            sh_quote(seen.to_str().unwrap())
+        ))
+        .run();
+    out.code(0);
+    assert!(!gone.exists());
+    assert_eq!(
+        fs::read_to_string(&seen).unwrap().trim(),
+        "0",
+        "{}",
+        out.dump()
+    );
+}
+
 #[test]
 fn env_is_added_per_job_and_isolated_between_jobs() {
     let scratch = Scratch::new();

@@ -478,3 +478,107 @@ fn with_stdout_piped_to_the_terminal_the_display_erases_nothing() {
     assert!(history.contains("lanes: 3 jobs in"), "{history}");
     assert_eq!(report.summary.succeeded, 3);
 }
+
+/// Whether `unshare --pid --fork --mount-proc` works here (root, util-linux); says so when not.
+fn pid_namespaces(test: &str) -> bool {
+    let works = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !works {
+        eprintln!("skipped: {test} needs `unshare --pid` (root and util-linux)");
+    }
+    works
+}
+
+/// lanes in a PID namespace under a shell there, its process group (the `unshare`'s) outside
+/// it, where neither its own group nor the terminal's foreground one can be seen: Ctrl-Z with
+/// the display on stops it and its job, and `fg` continues both, once.
+#[test]
+fn ctrl_z_then_fg_in_a_pid_namespace_with_the_display_on() {
+    if !pid_namespaces("ctrl_z_then_fg_in_a_pid_namespace_with_the_display_on") {
+        return;
+    }
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("ctrl_z_ns", 120, 30, scratch.path()) else {
+        return;
+    };
+    scratch.write(
+        "jobs",
+        "a\techo $$ > \"$D/a.pid\"; sleep 1; touch \"$D/a.done\"\n",
+    );
+    tmux.type_line(&format!(
+        "D={}; export D; unshare --pid --fork --mount-proc --kill-child sh -c {}",
+        sh_quote(scratch.path().to_str().unwrap()),
+        sh_quote(&format!(
+            "{} --progress always --timeout 30 --report \"$D/report\" \"$D/jobs\"",
+            sh_quote(BIN)
+        ))
+    ));
+    scratch.wait_for("a.pid", Duration::from_secs(10));
+    tmux.key("C-z");
+    tmux.wait_screen(
+        "the shell saying the job stopped",
+        Duration::from_secs(5),
+        |s| s.contains("Stopped"),
+    );
+    tmux.type_line("fg");
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.summary.exit_code, 0, "{}", tmux.history());
+    assert_eq!(report.jobs.len(), 1);
+    assert_eq!(report.jobs[0].outcome, "succeeded");
+    assert!(scratch.exists("a.done"));
+}
+
+/// lanes as the first process of a PID namespace cannot be stopped: Ctrl-Z (which stops the
+/// `unshare` in front of it) changes nothing for lanes, its job runs to its end meanwhile,
+/// well within its timeout, and lanes ends as soon as `fg` lets the `unshare` wait for it.
+#[test]
+fn ctrl_z_changes_nothing_for_lanes_as_a_namespace_init() {
+    if !pid_namespaces("ctrl_z_changes_nothing_for_lanes_as_a_namespace_init") {
+        return;
+    }
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("ctrl_z_init", 120, 30, scratch.path()) else {
+        return;
+    };
+    scratch.write(
+        "jobs",
+        "a\techo $$ > \"$D/a.pid\"; sleep 1; touch \"$D/a.done\"\n",
+    );
+    tmux.type_line(&format!(
+        "D={}; export D; unshare --pid --fork --mount-proc --kill-child {} --progress always \
+         --timeout 10 --report \"$D/report\" \"$D/jobs\"",
+        sh_quote(scratch.path().to_str().unwrap()),
+        sh_quote(BIN)
+    ));
+    scratch.wait_for("a.pid", Duration::from_secs(10));
+    tmux.key("C-z");
+    tmux.wait_screen(
+        "the shell saying the job stopped",
+        Duration::from_secs(5),
+        |s| s.contains("Stopped"),
+    );
+    // lanes goes on: its job ends and its record is written while the shell has the terminal.
+    scratch.wait_for("a.done", Duration::from_secs(8));
+    let mut report = None;
+    assert!(
+        wait_until(Duration::from_secs(8), || {
+            report = fs::read_to_string(scratch.join("report"))
+                .ok()
+                .and_then(|text| Report::parse(&text).ok());
+            report.is_some()
+        }),
+        "lanes did not end while the unshare in front of it was stopped:\n{}",
+        tmux.history()
+    );
+    let report = report.unwrap();
+    assert_eq!(report.summary.exit_code, 0, "{}", tmux.history());
+    assert_eq!(report.jobs[0].outcome, "succeeded");
+    tmux.type_line("fg");
+    tmux.wait_screen("the shell's prompt", Duration::from_secs(10), |screen| {
+        screen.lines().rev().find(|l| !l.trim().is_empty()) == Some("$")
+    });
+}
