@@ -84,9 +84,8 @@ pub(crate) struct RunConfig {
     timeout: Option<Duration>,
     pub grace: Duration,
     pub leak_window: Duration,
-    /// How many threads start jobs beside the event loop (0: the event loop starts them);
-    /// see [`spawn_threads`].
-    pub spawn_threads: usize,
+    /// How many threads start jobs beside the event loop, and when; see [`spawn_threads`].
+    pub spawn_threads: SpawnThreads,
     /// `--containment`.
     pub containment: ContainmentMode,
     pub shell: String,
@@ -642,26 +641,52 @@ impl RunConfig {
 /// The most spawning threads `LANES_SPAWN_THREADS` may ask for.
 const MOST_SPAWN_THREADS: usize = 16;
 
-/// How many threads start jobs beside the event loop: `LANES_SPAWN_THREADS` when set (digits
-/// only, 0 to [`MOST_SPAWN_THREADS`]), else none on a machine of `cpus` ≤ 2 and one per CPU, at most
-/// four, on a larger one.
+/// How jobs are started: by how many spawning threads beside the event loop, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SpawnThreads {
+    /// 0: the event loop starts every job itself.
+    pub threads: usize,
+    /// The threads take a start only while jobs' ends wait for the event loop behind it (a
+    /// burst); any other start the event loop makes itself.
+    pub only_in_bursts: bool,
+}
+
+/// How jobs are started: `LANES_SPAWN_THREADS` threads, taking every start, when it is set
+/// (digits only, 0 to [`MOST_SPAWN_THREADS`]); else, on a machine of `cpus` ≤ 2, one thread
+/// taking starts only in bursts, and on a larger one, one thread per CPU, at most four, taking
+/// every start.
 ///
 /// Starting a process holds its thread until the child has called `execve`, so only threads
 /// overlap spawns; but each start handed to a thread costs two wake-ups between threads (the
-/// order there, the outcome back). With two CPUs there is no idle one for a second spawn, and
-/// the threads cost lanes 50–60 µs of CPU per job for no wall time (`bench/README.md`).
+/// order there, the outcome back). With two CPUs, busy with short jobs, there is no idle one
+/// for a second spawn: the threads cost lanes 50–60 µs of CPU per job for no wall time. When
+/// many jobs end at once, a thread lets the event loop handle the next end while a job starts
+/// (`bench/README.md`).
 ///
 /// # Errors
 /// A value that is not a whole number from 0 to [`MOST_SPAWN_THREADS`].
-fn spawn_threads(value: Option<&std::ffi::OsStr>, cpus: usize) -> Result<usize, ConfigError> {
+fn spawn_threads(
+    value: Option<&std::ffi::OsStr>,
+    cpus: usize,
+) -> Result<SpawnThreads, ConfigError> {
     match value.filter(|value| !value.is_empty()) {
-        None if cpus <= 2 => Ok(0),
-        None => Ok(cpus.min(4)),
+        None if cpus <= 2 => Ok(SpawnThreads {
+            threads: 1,
+            only_in_bursts: true,
+        }),
+        None => Ok(SpawnThreads {
+            threads: cpus.min(4),
+            only_in_bursts: false,
+        }),
         Some(value) => value
             .to_str()
             .filter(|text| text.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|text| text.parse::<usize>().ok())
             .filter(|&threads| threads <= MOST_SPAWN_THREADS)
+            .map(|threads| SpawnThreads {
+                threads,
+                only_in_bursts: false,
+            })
             .ok_or_else(|| {
                 ConfigError::Usage(format!(
                     "LANES_SPAWN_THREADS must be a number of threads from 0 to \
@@ -996,17 +1021,25 @@ mod tests {
     }
 
     #[test]
-    fn spawning_threads_are_left_out_on_two_cpus_unless_asked_for() {
+    fn spawning_threads_take_only_bursts_on_two_cpus_unless_asked_for() {
         use std::ffi::OsStr;
         let threads = |value: Option<&str>, cpus| spawn_threads(value.map(OsStr::new), cpus);
-        assert_eq!(threads(None, 1).unwrap(), 0);
-        assert_eq!(threads(None, 2).unwrap(), 0);
-        assert_eq!(threads(None, 3).unwrap(), 3);
-        assert_eq!(threads(None, 64).unwrap(), 4);
-        assert_eq!(threads(Some(""), 8).unwrap(), 4, "empty is unset");
-        assert_eq!(threads(Some("2"), 2).unwrap(), 2);
-        assert_eq!(threads(Some("0"), 64).unwrap(), 0);
-        assert_eq!(threads(Some("16"), 1).unwrap(), 16);
+        let always = |threads| SpawnThreads {
+            threads,
+            only_in_bursts: false,
+        };
+        let in_bursts = SpawnThreads {
+            threads: 1,
+            only_in_bursts: true,
+        };
+        assert_eq!(threads(None, 1).unwrap(), in_bursts);
+        assert_eq!(threads(None, 2).unwrap(), in_bursts);
+        assert_eq!(threads(None, 3).unwrap(), always(3));
+        assert_eq!(threads(None, 64).unwrap(), always(4));
+        assert_eq!(threads(Some(""), 8).unwrap(), always(4), "empty is unset");
+        assert_eq!(threads(Some("2"), 2).unwrap(), always(2));
+        assert_eq!(threads(Some("0"), 64).unwrap(), always(0));
+        assert_eq!(threads(Some("16"), 1).unwrap(), always(16));
         for bad in ["17", "-1", "two", "1.5", "+2", " 2", "2 ", "0x2"] {
             let err = threads(Some(bad), 2).unwrap_err().to_string();
             assert!(

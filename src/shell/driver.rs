@@ -200,6 +200,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         driver.tell_waits();
+        driver.launcher.set_backlog(!ended_rx.is_empty());
         driver.start_ready().await;
         driver.journal_ends().await;
         if driver.is_done() {
@@ -344,6 +345,8 @@ impl Driver {
             self.tell_waits();
             self.launch(start).await;
             self.tell_waits();
+            // The round's next starts wait behind this one: a burst.
+            self.launcher.set_backlog(true);
         }
     }
 

@@ -14,6 +14,7 @@ use super::reap::Reaper;
 use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
 use super::spawner::{SpawnOutcome, Spawner};
 use super::supervise::{self, Control, Ended, Timing};
+use crate::config::SpawnThreads;
 use crate::config::{Backend, RunConfig};
 use crate::core::{SpawnFailure, Start};
 use crate::input::JobSpec;
@@ -59,9 +60,13 @@ pub(crate) struct Launcher {
     /// has none (`spawn_threads` 0), and when none could be started or they were given up
     /// (jobs then start on this thread).
     spawner: Option<Spawner>,
-    /// How many spawning threads to start with the first job; 0 once they may not (or need
-    /// not) be started.
-    spawn_threads: usize,
+    /// How many spawning threads to start with the first start handed to them, and when they
+    /// take one; 0 threads once they may not (or need not) be started.
+    spawn_threads: SpawnThreads,
+    /// Whether jobs' ends wait for the event loop ([`Launcher::set_backlog`]).
+    backlog: bool,
+    /// Starts handed to spawning threads whose outcome has not come back.
+    on_threads: usize,
     /// Where spawn outcomes go (the spawner's channel, used directly without it).
     outcomes: mpsc::UnboundedSender<SpawnOutcome>,
     /// The runs whose spawn is in flight, by first seq: what their start needs once the pid
@@ -78,6 +83,8 @@ struct Starting {
     cgroup: Option<JobCgroup>,
     plan: OutputPlan,
     timing: Timing,
+    /// Handed to a spawning thread (counted in `on_threads` until its outcome comes back).
+    by_thread: bool,
 }
 
 /// What came of a spawn ([`Launcher::spawned`]): the run as it was taken, its command, and the
@@ -133,6 +140,8 @@ impl Launcher {
             cgroups,
             spawner: None,
             spawn_threads: config.spawn_threads,
+            backlog: false,
+            on_threads: 0,
             outcomes,
             starting: HashMap::new(),
         }
@@ -264,22 +273,31 @@ impl Launcher {
                 cgroup,
                 plan,
                 timing,
+                by_thread: false,
             },
         );
-        if self.spawner.is_none() && self.spawn_threads > 0 {
-            // Started with the first job: a run with nothing to do starts no thread.
-            self.spawner = Spawner::new(
-                self.spawn_threads,
-                self.reaper.clone(),
-                self.outcomes.clone(),
-            )
-            .ok();
+        let SpawnThreads {
+            threads,
+            only_in_bursts,
+        } = self.spawn_threads;
+        let to_thread =
+            threads > 0 && (!only_in_bursts || (self.backlog && self.on_threads < threads));
+        if to_thread && self.spawner.is_none() {
+            // Started with the first start handed over: a run that never hands one over
+            // starts no thread.
+            self.spawner = Spawner::new(threads, self.reaper.clone(), self.outcomes.clone()).ok();
             if self.spawner.is_none() {
-                self.spawn_threads = 0;
+                self.spawn_threads.threads = 0;
             }
         }
-        match &self.spawner {
-            Some(spawner) => spawner.submit(seq, order),
+        match self.spawner.as_ref().filter(|_| to_thread) {
+            Some(spawner) => {
+                if let Some(starting) = self.starting.get_mut(&seq) {
+                    starting.by_thread = true;
+                }
+                self.on_threads += 1;
+                spawner.submit(seq, order);
+            }
             None => {
                 // No spawning thread: started here.
                 let result = super::spawner::start(order, &self.reaper);
@@ -287,6 +305,13 @@ impl Launcher {
             }
         }
         Ok(control_tx)
+    }
+
+    /// Whether jobs' ends wait for the event loop behind the starts to come: with spawning
+    /// threads that take only bursts, a start is then handed to one, so that the event loop
+    /// goes on to the next end while the job starts.
+    pub(crate) fn set_backlog(&mut self, backlog: bool) {
+        self.backlog = backlog;
     }
 
     /// Whether the run job `seq` belongs to was handed over and its spawn is in flight.
@@ -308,7 +333,11 @@ impl Launcher {
             cgroup,
             plan,
             timing,
+            by_thread,
         } = self.starting.remove(&outcome.seq)?;
+        if by_thread {
+            self.on_threads -= 1;
+        }
         let (pid, exit, pipes) = match outcome.result {
             Ok(started) => started,
             Err(err) => {
@@ -318,7 +347,7 @@ impl Launcher {
                     // RLIMIT_NPROC, so they end (once they have started what they hold), and
                     // jobs start on this thread from now on.
                     self.spawner = None;
-                    self.spawn_threads = 0;
+                    self.spawn_threads.threads = 0;
                 }
                 if let Some(cgroup) = cgroup {
                     cgroup.discard();

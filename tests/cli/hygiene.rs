@@ -383,9 +383,10 @@ fn thousands_of_jobs_hold_descriptors_for_running_jobs_only_and_lose_none() {
     );
 }
 
-/// The values of `LANES_SPAWN_THREADS` the spawn tests run under: every job started on the
-/// event loop's thread, and from two spawning threads (whatever the machine's default).
-const SPAWN_THREADS: [&str; 2] = ["0", "2"];
+/// The values of `LANES_SPAWN_THREADS` the spawn tests run under: the machine's default (empty
+/// is unset; on two CPUs, the event loop and one thread for bursts, both in one run), every job
+/// started on the event loop's thread, and every job from two spawning threads.
+const SPAWN_THREADS: [&str; 3] = ["", "0", "2"];
 
 /// Jobs start from several spawning threads at once (or one after another on the event loop):
 /// each still gets only its own 0, 1 and 2 (and no pipe of a job spawned beside it).

@@ -493,29 +493,31 @@ fn pid_namespaces(test: &str) -> bool {
     works
 }
 
-/// lanes in a PID namespace under a shell there, its process group (the `unshare`'s) outside
-/// it, where neither its own group nor the terminal's foreground one can be seen: Ctrl-Z with
-/// the display on stops it and its job, and `fg` continues both, once.
-#[test]
-fn ctrl_z_then_fg_in_a_pid_namespace_with_the_display_on() {
-    if !pid_namespaces("ctrl_z_then_fg_in_a_pid_namespace_with_the_display_on") {
-        return;
+/// One job (`sleep 1`, its pid in `a.pid`, then `a.done`) run by `lanes ARGS` in a new PID
+/// namespace, started from a tmux pane as `unshare … COMMAND`, where `{lanes}` in `command`
+/// stands for lanes and its arguments (`{quoted}` for the same as one shell word); Ctrl-Z once
+/// the job runs, and the shell has said the job stopped. `None` (said) where PID namespaces or
+/// tmux cannot be had.
+fn ctrl_z_under_unshare(test: &str, command: &str, args: &str) -> Option<(Scratch, Tmux)> {
+    if !pid_namespaces(test) {
+        return None;
     }
     let scratch = Scratch::new();
-    let Some(tmux) = Tmux::start("ctrl_z_ns", 120, 30, scratch.path()) else {
-        return;
-    };
+    let tmux = Tmux::start(test, 120, 30, scratch.path())?;
     scratch.write(
         "jobs",
         "a\techo $$ > \"$D/a.pid\"; sleep 1; touch \"$D/a.done\"\n",
     );
+    let lanes = format!(
+        "{} --progress always {args} --report \"$D/report\" \"$D/jobs\"",
+        sh_quote(BIN)
+    );
     tmux.type_line(&format!(
-        "D={}; export D; unshare --pid --fork --mount-proc --kill-child sh -c {}",
+        "D={}; export D; unshare --pid --fork --mount-proc --kill-child {}",
         sh_quote(scratch.path().to_str().unwrap()),
-        sh_quote(&format!(
-            "{} --progress always --timeout 30 --report \"$D/report\" \"$D/jobs\"",
-            sh_quote(BIN)
-        ))
+        command
+            .replace("{quoted}", &sh_quote(&lanes))
+            .replace("{lanes}", &lanes)
     ));
     scratch.wait_for("a.pid", Duration::from_secs(10));
     tmux.key("C-z");
@@ -524,6 +526,21 @@ fn ctrl_z_then_fg_in_a_pid_namespace_with_the_display_on() {
         Duration::from_secs(5),
         |s| s.contains("Stopped"),
     );
+    Some((scratch, tmux))
+}
+
+/// lanes in a PID namespace under a shell there, its process group (the `unshare`'s) outside
+/// it, where neither its own group nor the terminal's foreground one can be seen: Ctrl-Z with
+/// the display on stops it and its job, and `fg` continues both, once.
+#[test]
+fn ctrl_z_then_fg_in_a_pid_namespace_with_the_display_on() {
+    let Some((scratch, tmux)) = ctrl_z_under_unshare(
+        "ctrl_z_then_fg_in_a_pid_namespace_with_the_display_on",
+        "sh -c {quoted}",
+        "--timeout 30",
+    ) else {
+        return;
+    };
     tmux.type_line("fg");
     let report = ended(&scratch, &tmux, Duration::from_secs(20));
     assert_eq!(report.summary.exit_code, 0, "{}", tmux.history());
@@ -537,30 +554,13 @@ fn ctrl_z_then_fg_in_a_pid_namespace_with_the_display_on() {
 /// well within its timeout, and lanes ends as soon as `fg` lets the `unshare` wait for it.
 #[test]
 fn ctrl_z_changes_nothing_for_lanes_as_a_namespace_init() {
-    if !pid_namespaces("ctrl_z_changes_nothing_for_lanes_as_a_namespace_init") {
-        return;
-    }
-    let scratch = Scratch::new();
-    let Some(tmux) = Tmux::start("ctrl_z_init", 120, 30, scratch.path()) else {
+    let Some((scratch, tmux)) = ctrl_z_under_unshare(
+        "ctrl_z_changes_nothing_for_lanes_as_a_namespace_init",
+        "{lanes}",
+        "--timeout 10",
+    ) else {
         return;
     };
-    scratch.write(
-        "jobs",
-        "a\techo $$ > \"$D/a.pid\"; sleep 1; touch \"$D/a.done\"\n",
-    );
-    tmux.type_line(&format!(
-        "D={}; export D; unshare --pid --fork --mount-proc --kill-child {} --progress always \
-         --timeout 10 --report \"$D/report\" \"$D/jobs\"",
-        sh_quote(scratch.path().to_str().unwrap()),
-        sh_quote(BIN)
-    ));
-    scratch.wait_for("a.pid", Duration::from_secs(10));
-    tmux.key("C-z");
-    tmux.wait_screen(
-        "the shell saying the job stopped",
-        Duration::from_secs(5),
-        |s| s.contains("Stopped"),
-    );
     // lanes goes on: its job ends and its record is written while the shell has the terminal.
     scratch.wait_for("a.done", Duration::from_secs(8));
     let mut report = None;
