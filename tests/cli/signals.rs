@@ -653,7 +653,9 @@ fn a_job_killed_by_a_real_time_signal_is_recorded_and_its_lane_moves_on() {
 fn signals_lanes_inherits_blocked_that_it_needs_are_unblocked() {
     // SIGCHLD blocked would keep lanes from ever learning that its jobs ended; SIGTSTP and
     // SIGWINCH blocked would take Ctrl-Z and the display's resizing. The job prints lanes'
-    // own mask (its parent's, `$PPID`).
+    // own mask (its parent's, `$PPID`): its event loop's, which blocks every signal it can
+    // for the moment of a spawn, and may still do so just after the job's exec (it is woken
+    // then, and may not have run yet). The job reads the mask again until it is not that one.
     let out = Run::new()
         .wrapper(
             "exec python3 -c 'import os, signal, sys; \
@@ -662,7 +664,8 @@ fn signals_lanes_inherits_blocked_that_it_needs_are_unblocked() {
              os.execv(sys.argv[1], sys.argv[1:])' \"$0\" \"$@\"",
         )
         .stdin(
-            "k\tgrep '^SigBlk' /proc/$PPID/status\n\
+            "k\tfor i in $(seq 200); do m=$(grep '^SigBlk' /proc/$PPID/status); \
+             case $m in *fffffffffffbfeff) sleep 0.01;; *) break;; esac; done; echo \"$m\"\n\
              k\techo second\n",
         )
         .run();
