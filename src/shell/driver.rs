@@ -200,8 +200,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         driver.tell_waits();
-        driver.launcher.set_backlog(!ended_rx.is_empty());
-        driver.start_ready().await;
+        driver.start_ready(!ended_rx.is_empty()).await;
         driver.journal_ends().await;
         if driver.is_done() {
             break;
@@ -323,8 +322,10 @@ impl Driver {
         }
     }
 
-    /// Starts every job the core says may start now.
-    async fn start_ready(&mut self) {
+    /// Starts every job the core says may start now. `backlog`: other work waits for the event
+    /// loop behind these starts (jobs' ends, input lines); a round's later starts wait behind
+    /// its first ([`Launcher::set_backlog`]).
+    async fn start_ready(&mut self, backlog: bool) {
         self.core.set_output_backlog(self.grouped.waiting());
         if let Some(lock_dir) = &self.lock_dir {
             let orders = self.core.host_keys();
@@ -340,6 +341,7 @@ impl Driver {
             }
         }
         self.tell_waits();
+        self.launcher.set_backlog(backlog);
         while let Some(start) = self.core.take(self.tick()) {
             // What the take itself decided (a delay that ran out) comes before `started`.
             self.tell_waits();
@@ -480,7 +482,8 @@ impl Driver {
         self.accept(item).await;
         for _ in 0..INPUT_BURST {
             if self.core.starts_between_admissions() {
-                self.start_ready().await;
+                // The input's next lines wait behind these starts.
+                self.start_ready(true).await;
             }
             if !self.core.may_read_input() {
                 break;

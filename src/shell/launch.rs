@@ -14,8 +14,7 @@ use super::reap::Reaper;
 use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
 use super::spawner::{SpawnOutcome, Spawner};
 use super::supervise::{self, Control, Ended, Timing};
-use crate::config::SpawnThreads;
-use crate::config::{Backend, RunConfig};
+use crate::config::{Backend, RunConfig, SpawnThreads};
 use crate::core::{SpawnFailure, Start};
 use crate::input::JobSpec;
 use crate::output::framing::prefix_for;
@@ -63,7 +62,8 @@ pub(crate) struct Launcher {
     /// How many spawning threads to start with the first start handed to them, and when they
     /// take one; 0 threads once they may not (or need not) be started.
     spawn_threads: SpawnThreads,
-    /// Whether jobs' ends wait for the event loop ([`Launcher::set_backlog`]).
+    /// Whether other work waits for the event loop behind the next start
+    /// ([`Launcher::set_backlog`]).
     backlog: bool,
     /// Starts handed to spawning threads whose outcome has not come back.
     on_threads: usize,
@@ -264,6 +264,7 @@ impl Launcher {
         };
         let (control_tx, control) = mpsc::unbounded_channel();
         let seq = start.seq;
+        let by_thread = self.hand_to_spawning_thread();
         self.starting.insert(
             seq,
             Starting {
@@ -273,33 +274,16 @@ impl Launcher {
                 cgroup,
                 plan,
                 timing,
-                by_thread: false,
+                by_thread,
             },
         );
-        let SpawnThreads {
-            threads,
-            only_in_bursts,
-        } = self.spawn_threads;
-        let to_thread =
-            threads > 0 && (!only_in_bursts || (self.backlog && self.on_threads < threads));
-        if to_thread && self.spawner.is_none() {
-            // Started with the first start handed over: a run that never hands one over
-            // starts no thread.
-            self.spawner = Spawner::new(threads, self.reaper.clone(), self.outcomes.clone()).ok();
-            if self.spawner.is_none() {
-                self.spawn_threads.threads = 0;
-            }
-        }
-        match self.spawner.as_ref().filter(|_| to_thread) {
+        match self.spawner.as_ref().filter(|_| by_thread) {
             Some(spawner) => {
-                if let Some(starting) = self.starting.get_mut(&seq) {
-                    starting.by_thread = true;
-                }
                 self.on_threads += 1;
                 spawner.submit(seq, order);
             }
             None => {
-                // No spawning thread: started here.
+                // Started here.
                 let result = super::spawner::start(order, &self.reaper);
                 let _ = self.outcomes.send(SpawnOutcome { seq, result });
             }
@@ -307,9 +291,30 @@ impl Launcher {
         Ok(control_tx)
     }
 
-    /// Whether jobs' ends wait for the event loop behind the starts to come: with spawning
-    /// threads that take only bursts, a start is then handed to one, so that the event loop
-    /// goes on to the next end while the job starts.
+    /// Whether the start to be made now is the spawning threads' (see [`SpawnThreads`]): then
+    /// they are there, started with the first start handed over, so that a run that never
+    /// hands one over starts no thread. Otherwise the event loop makes it.
+    fn hand_to_spawning_thread(&mut self) -> bool {
+        let SpawnThreads {
+            threads,
+            only_in_bursts,
+        } = self.spawn_threads;
+        if threads == 0 || (only_in_bursts && !(self.backlog && self.on_threads < threads)) {
+            return false;
+        }
+        if self.spawner.is_none() {
+            self.spawner = Spawner::new(threads, self.reaper.clone(), self.outcomes.clone()).ok();
+            if self.spawner.is_none() {
+                self.spawn_threads.threads = 0;
+            }
+        }
+        self.spawner.is_some()
+    }
+
+    /// Whether other work (jobs' ends, input lines, the round's later starts) waits for the
+    /// event loop behind the starts to come: with spawning threads that take only bursts, a
+    /// start is then handed to one, so that the event loop goes on with that work while the
+    /// job starts.
     pub(crate) fn set_backlog(&mut self, backlog: bool) {
         self.backlog = backlog;
     }

@@ -417,7 +417,7 @@ impl Driver {
             if let (Some(service), Some(job)) = (self.service.as_mut(), self.jobs.get(&seq)) {
                 service.journal.admitted(seq, &job.key, &job.command);
             }
-            self.start_ready().await;
+            self.start_ready(false).await;
         } else if let Some(service) = self.service.as_mut() {
             service.journal.numbered(seq);
         }
