@@ -213,17 +213,11 @@ fn in_foreground(fd: &std::io::Stderr) -> bool {
 /// of lanes' job has stopped). A stop there would be undone by `fg`, after which lanes would
 /// stop itself again, for good.
 fn without_sigttou<T>(f: impl FnOnce() -> T) -> T {
-    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
-    let mut earlier = SigSet::empty();
-    let blocked = pthread_sigmask(
-        SigmaskHow::SIG_BLOCK,
-        Some(&SigSet::from(Signal::SIGTTOU)),
-        Some(&mut earlier),
-    )
-    .is_ok();
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+    let earlier = SigSet::from(Signal::SIGTTOU).thread_swap_mask(SigmaskHow::SIG_BLOCK);
     let result = f();
-    if blocked {
-        let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&earlier), None);
+    if let Ok(earlier) = earlier {
+        let _ = earlier.thread_set_mask();
     }
     result
 }
