@@ -150,6 +150,13 @@ fn lanes_line(args: &str, dir: &Path) -> String {
 
 /// Waits for lanes' end (its report whole, and the shell's prompt back); returns the report.
 fn ended(scratch: &Scratch, tmux: &Tmux, timeout: Duration) -> Report {
+    let report = report_whole(scratch, tmux, timeout);
+    prompt_back(tmux, timeout);
+    report
+}
+
+/// Waits for lanes' report to be whole; returns it.
+fn report_whole(scratch: &Scratch, tmux: &Tmux, timeout: Duration) -> Report {
     let mut report = None;
     if !wait_until(timeout, || {
         report = fs::read_to_string(scratch.join("report"))
@@ -159,10 +166,14 @@ fn ended(scratch: &Scratch, tmux: &Tmux, timeout: Duration) -> Report {
     }) {
         panic!("lanes did not end within {timeout:?}:\n{}", tmux.history());
     }
+    report.unwrap()
+}
+
+/// Waits for the shell's prompt to be the pane's last line.
+fn prompt_back(tmux: &Tmux, timeout: Duration) {
     tmux.wait_screen("the shell's prompt", timeout, |screen| {
         screen.lines().rev().find(|l| !l.trim().is_empty()) == Some("$")
     });
-    report.unwrap()
 }
 
 /// Whether `pid`'s cgroup (v2) is frozen (`cgroup.events`: `frozen 1`).
@@ -563,22 +574,9 @@ fn ctrl_z_changes_nothing_for_lanes_as_a_namespace_init() {
     };
     // lanes goes on: its job ends and its record is written while the shell has the terminal.
     scratch.wait_for("a.done", Duration::from_secs(8));
-    let mut report = None;
-    assert!(
-        wait_until(Duration::from_secs(8), || {
-            report = fs::read_to_string(scratch.join("report"))
-                .ok()
-                .and_then(|text| Report::parse(&text).ok());
-            report.is_some()
-        }),
-        "lanes did not end while the unshare in front of it was stopped:\n{}",
-        tmux.history()
-    );
-    let report = report.unwrap();
+    let report = report_whole(&scratch, &tmux, Duration::from_secs(8));
     assert_eq!(report.summary.exit_code, 0, "{}", tmux.history());
     assert_eq!(report.jobs[0].outcome, "succeeded");
     tmux.type_line("fg");
-    tmux.wait_screen("the shell's prompt", Duration::from_secs(10), |screen| {
-        screen.lines().rev().find(|l| !l.trim().is_empty()) == Some("$")
-    });
+    prompt_back(&tmux, Duration::from_secs(10));
 }
