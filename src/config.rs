@@ -646,8 +646,9 @@ const MOST_SPAWN_THREADS: usize = 16;
 pub(crate) struct SpawnThreads {
     /// 0: the event loop starts every job itself.
     pub threads: usize,
-    /// The threads take a start only while jobs' ends wait for the event loop behind it (a
-    /// burst); any other start the event loop makes itself.
+    /// The threads take a start only while other work (jobs' ends, input lines, the round's
+    /// later starts) waits for the event loop behind it (a burst); any other start the event
+    /// loop makes itself.
     pub only_in_bursts: bool,
 }
 
