@@ -124,6 +124,8 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     let mut status_requests = signals.as_mut().and_then(StopSignals::take_status_requests);
     // Ctrl-Z: lanes stops with its jobs.
     let mut terminal_stop = unix_signal(SignalKind::from_raw(nix::libc::SIGTSTP)).ok();
+    // Should it fail (only a refused `sigaction` would), no stop is ever taken as called off.
+    let _ = super::signal::note_job_control();
     // The terminal was resized: the display is laid out again.
     let mut resized = unix_signal(SignalKind::window_change()).ok();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
@@ -813,9 +815,11 @@ impl Driver {
     ///
     /// Not as the first process of a PID namespace (a container's entrypoint): the kernel
     /// stops no namespace's init, so lanes could not stop itself, and it goes on as any init
-    /// does, jobs and timers included.
+    /// does, jobs and timers included. Nor when a SIGCONT came after the SIGTSTP, before lanes
+    /// could act on it (`kill -TSTP` then `kill -CONT`): the stop was called off, and a lanes
+    /// stopped now would wait for a continue already spent.
     fn on_terminal_stop(&mut self) {
-        if std::process::id() == 1 {
+        if std::process::id() == 1 || super::signal::stop_called_off() {
             return;
         }
         let runs = self.runs();

@@ -70,6 +70,7 @@ pub(crate) fn hold_early() {
         }
     }
     block_handled();
+    block_harmless();
     let caught = CAUGHT_EARLY.load(std::sync::atomic::Ordering::SeqCst);
     for signal in HANDLED {
         let number = signal as libc::c_int;
@@ -85,6 +86,27 @@ pub(crate) fn hold_early() {
             }
             libc::signal(number, libc::SIG_DFL);
         }
+    }
+}
+
+/// Blocks, from `lanes`' first instruction, the signals [`disarm_harmless`] makes harmless
+/// later ([`HARMLESS`], the real-time ones, SIGPIPE and SIGXFSZ): one sent in `lanes`' first
+/// moments waits, pending, instead of ending it by its default action, and is then blocked
+/// for good or discarded (`SIG_IGN` discards a pending signal; POSIX, `sigaction`).
+fn block_harmless() {
+    // SAFETY: a zeroed set, filled and added to this thread's mask (no other thread exists
+    // yet); glibc accepts every number added (none is one of its internal 32 and 33).
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in HARMLESS
+            .into_iter()
+            .chain(REAL_TIME)
+            .chain([libc::SIGPIPE, libc::SIGXFSZ])
+        {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }
 
@@ -172,7 +194,8 @@ const fn bits(signals: &[Signal]) -> u64 {
 
 /// The signals whose disposition `lanes` may have changed from the default, one bit per
 /// signal ([`bit`]): the handled ones ([`HANDLED`], SIGHUP also when it stays ignored under
-/// `nohup`), those the event loop takes (SIGCHLD, SIGTSTP, SIGWINCH), the two ignored by
+/// `nohup`), those the event loop takes (SIGCHLD, SIGTSTP, SIGWINCH), SIGCONT
+/// ([`note_job_control`]), the two ignored by
 /// [`disarm_harmless`] (SIGPIPE, SIGXFSZ), SIGSEGV and SIGBUS (Rust's runtime catches them to
 /// tell a stack overflow), and glibc's internal 32 and 33, whose handlers glibc installs. Every other signal is at its default in `lanes`: an inherited `SIG_IGN` is
 /// reset ([`super::unix::reset_ignored_signals`]) and the rest are blocked, not ignored
@@ -182,6 +205,7 @@ const fn bits(signals: &[Signal]) -> u64 {
 pub(crate) const CHANGED_DISPOSITIONS: u64 = bits(&HANDLED)
     | bit(libc::SIGCHLD)
     | bit(libc::SIGTSTP)
+    | bit(libc::SIGCONT)
     | bit(libc::SIGWINCH)
     | bit(libc::SIGPIPE)
     | bit(libc::SIGXFSZ)
@@ -325,6 +349,39 @@ impl StopSignals {
     pub(crate) fn take_status_requests(&mut self) -> Option<Stream> {
         self.status.take()
     }
+}
+
+/// The arrival number ([`NEXT_ARRIVAL`]) of the latest SIGTSTP, and of the latest SIGCONT;
+/// 0 before the first.
+static LAST_TERMINAL_STOP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static LAST_CONTINUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Notes the arrivals of SIGTSTP and SIGCONT, in order, for [`stop_called_off`]. Installs a
+/// handler for SIGCONT (its continuing the process is the kernel's, and happens all the
+/// same); SIGTSTP's is the event loop's stream's.
+///
+/// # Errors
+/// When an action cannot be registered.
+pub(crate) fn note_job_control() -> std::io::Result<()> {
+    use std::sync::atomic::Ordering::SeqCst;
+    // SAFETY: each action makes two atomic operations on statics: async-signal-safe.
+    unsafe {
+        signal_hook_registry::register(libc::SIGTSTP, || {
+            LAST_TERMINAL_STOP.store(NEXT_ARRIVAL.fetch_add(1, SeqCst), SeqCst);
+        })?;
+        signal_hook_registry::register(libc::SIGCONT, || {
+            LAST_CONTINUE.store(NEXT_ARRIVAL.fetch_add(1, SeqCst), SeqCst);
+        })?;
+    }
+    Ok(())
+}
+
+/// Whether a SIGCONT came after the latest SIGTSTP ([`note_job_control`]): the stop it asked
+/// for was called off (`kill -TSTP` then `kill -CONT` before `lanes` could act), and `lanes`
+/// must not stop itself now, or nothing would ever continue it.
+pub(crate) fn stop_called_off() -> bool {
+    use std::sync::atomic::Ordering::SeqCst;
+    LAST_CONTINUE.load(SeqCst) > LAST_TERMINAL_STOP.load(SeqCst)
 }
 
 /// The stop signals, whose arrival order is noted.

@@ -8,13 +8,15 @@
 //! CLONE_VFORK` on a stack of its own, as glibc's posix_spawn does ([`start_child`]), and with
 //! `CLONE_INTO_CGROUP` for a job contained in a cgroup, which posix_spawn cannot ask for. The
 //! child resets only the signals `lanes` may have changed
-//! ([`super::signal::CHANGED_DISPOSITIONS`], 15 system calls), where posix_spawn makes one
+//! ([`super::signal::CHANGED_DISPOSITIONS`], 16 system calls), where posix_spawn makes one
 //! for each of the 64, and `dup2`s a `/dev/null` opened once.
 //!
 //! Elsewhere a job outside a cgroup is started with `posix_spawn(3)`. Rust's `Command` also
 //! uses posix_spawn, but cannot ask for every signal to be reset: glibc then starts the child
 //! with its two internal signals (32 and 33) ignored. Asking here with `POSIX_SPAWN_SETSIGDEF`
-//! for all signals, those two included, keeps SPEC §2's promise.
+//! for all signals, those two included, keeps SPEC §2's promise. glibc's child keeps pending
+//! what was sent to lanes' process group before its `setpgid`, which lanes' own child discards
+//! ([`discard_pending_signals`]); README "Limits" says so.
 
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
@@ -711,8 +713,8 @@ fn start_child(plan: &ChildPlan, cgroup: Option<RawFd>, report: RawFd) -> io::Re
 }
 
 /// The child's side of [`clone_child`]: stdin from /dev/null, stdout and stderr to the
-/// pipes (or /dev/null), a process group of its own, every signal at its default action and
-/// none blocked, the working directory, then `execvpe` (a `PATH` search only for a name
+/// pipes (or /dev/null), a process group of its own, every signal at its default action,
+/// none pending ([`discard_pending_signals`]) and none blocked, the working directory, then `execvpe` (a `PATH` search only for a name
 /// without `/`; a file without `#!` runs with /bin/sh). On failure the
 /// errno goes where [`fail`] puts it and the child exits 127.
 ///
@@ -741,6 +743,7 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
     if libc::setpgid(0, 0) != 0 {
         fail(plan, report);
     }
+    discard_pending_signals();
     // Descriptors opened here are close-on-exec; `dup2` gives the standard ones without it,
     // and one that landed on its own number has the flag cleared.
     let stdin = dev_null_for(plan, libc::O_RDONLY);
@@ -781,6 +784,49 @@ unsafe fn exec_child(plan: &ChildPlan, report: RawFd) -> ! {
     // without `#!` (ENOEXEC) runs with /bin/sh, as execvp(3) runs it.
     libc::execvpe(plan.path, plan.argv, plan.envp);
     fail(plan, report)
+}
+
+/// Discards every signal pending in the child. Until its `setpgid` the child was in lanes'
+/// process group, and what was sent to that group meanwhile (Ctrl-Z or Ctrl-C at the terminal,
+/// `kill -TSTP -PGID`) reached it too, and waits, blocked. It was meant for lanes, which takes
+/// it itself; nothing else knows the child's pid before its `exec`. Left pending, it would act
+/// at the unblocking: SIGTSTP would stop the child before its `exec`, and with it the thread
+/// that spawned it (`CLONE_VFORK` holds that thread until the `exec`) for good; SIGINT would
+/// end a job that never ran; others would reach the job. A pending signal is discarded by
+/// setting its action to `SIG_IGN` (POSIX, `sigaction`), and the default is then set again.
+///
+/// # Safety
+/// Only in the child of [`start_child`], after its `setpgid` and before it unblocks signals.
+unsafe fn discard_pending_signals() {
+    let mut pending: u64 = 0;
+    // SAFETY: the kernel writes an 8-byte set, its sigset size on 64-bit Linux.
+    libc::syscall(
+        libc::SYS_rt_sigpending,
+        std::ptr::addr_of_mut!(pending),
+        8usize,
+    );
+    if pending == 0 {
+        return;
+    }
+    let ignore = KernelSigaction {
+        handler: libc::SIG_IGN,
+        ..KernelSigaction::default()
+    };
+    let default = KernelSigaction::default();
+    for signal in 1..=64 {
+        if pending & bit(signal) == 0 {
+            continue;
+        }
+        for action in [&ignore, &default] {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                std::ptr::from_ref(action),
+                std::ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            );
+        }
+    }
 }
 
 /// The kernel's `struct sigaction` for `rt_sigaction(2)` on x86-64 and aarch64: handler,

@@ -77,3 +77,82 @@ fn the_events_tell_when_a_job_is_found_stopped_and_running_again() {
     out.code(0);
     assert_eq!(out.job(1).result(), ("succeeded", None));
 }
+
+/// Whether `pid` (lanes, the test's child) is stopped, or has exited (a zombie, not yet
+/// waited for, or gone).
+fn stopped_or_gone(pid: i32) -> bool {
+    matches!(state(pid), Some('T' | 'Z' | 'X') | None)
+}
+
+#[test]
+fn a_ctrl_z_while_jobs_start_stops_lanes_and_a_continue_lets_the_run_finish() {
+    // Ctrl-Z reaches lanes' whole process group, and a job's process is in it for a moment
+    // as it starts: the Ctrl-Z must stop lanes, never that process before its exec (which
+    // would hold lanes, waiting for that exec, for good).
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    let jobs: String = (1..=3000).map(|n| format!("k{}\ttrue\n", n % 16)).collect();
+    let running = Run::new().args(["-j", "4"]).stdin(jobs).spawn();
+    let pid = running.pid();
+    let group = Pid::from_raw(pid);
+    let mut stops = 0;
+    while state(pid).is_some_and(|state| state != 'Z') {
+        if killpg(group, Signal::SIGTSTP).is_err() {
+            break;
+        }
+        assert!(
+            wait_until(Duration::from_secs(10), || stopped_or_gone(pid)),
+            "lanes did not stop within 10 s of SIGTSTP number {} (state {:?})",
+            stops + 1,
+            state(pid)
+        );
+        stops += 1;
+        let _ = killpg(group, Signal::SIGCONT);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let out = running.wait();
+    out.code(0);
+    assert!(stops > 5, "only {stops} stops during the run");
+    let report = out.report();
+    assert_eq!(report.jobs.len(), 3000);
+    assert!(report
+        .jobs
+        .iter()
+        .all(|job| job.result() == ("succeeded", None)));
+}
+
+#[test]
+fn a_sigtstp_called_off_by_sigcont_before_lanes_acts_stops_nothing() {
+    // `kill -TSTP` then `kill -CONT` at once: lanes must not stop itself after the SIGCONT
+    // came, or nothing would continue it.
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    let jobs: String = (1..=400)
+        .map(|n| format!("k{}\tsleep 0.01\n", n % 16))
+        .collect();
+    let running = Run::new().args(["-j", "8"]).stdin(jobs).spawn();
+    let pid = running.pid();
+    let group = Pid::from_raw(pid);
+    let mut pairs = 0;
+    while state(pid).is_some_and(|state| state != 'Z') && pairs < 300 {
+        if killpg(group, Signal::SIGTSTP).is_err() || killpg(group, Signal::SIGCONT).is_err() {
+            break;
+        }
+        pairs += 1;
+        // Continued at once, lanes may have stopped for a moment: it is never stopped for
+        // long.
+        assert!(
+            wait_until(Duration::from_secs(10), || state(pid) != Some('T')),
+            "lanes stayed stopped after SIGTSTP and SIGCONT number {pairs}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let out = running.wait();
+    out.code(0);
+    assert!(pairs > 20, "only {pairs} pairs during the run");
+    assert!(out
+        .report()
+        .jobs
+        .iter()
+        .all(|job| job.result() == ("succeeded", None)));
+}

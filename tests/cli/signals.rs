@@ -691,3 +691,60 @@ fn signals_lanes_inherits_blocked_that_it_needs_are_unblocked() {
         );
     }
 }
+
+/// Sends `signal` to lanes' process group (`pid`'s) over and over, a fraction of a
+/// millisecond apart, until `done` is set or lanes is gone.
+fn signal_group_until(
+    pid: i32,
+    signal: Signal,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let mut sent = 0;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            if killpg(Pid::from_raw(pid), signal).is_err() {
+                break;
+            }
+            sent += 1;
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        sent
+    })
+}
+
+#[test]
+fn a_signal_sent_to_lanes_process_group_never_reaches_a_job_still_starting() {
+    // A job's process is in lanes' group until it takes its own: what is sent to lanes' group
+    // meanwhile is lanes' business. SIGUSR2 does nothing to lanes (blocked) and would end a
+    // job's process that kept it pending into its exec. The signals start once lanes runs
+    // jobs: one that comes before lanes' first instruction ends it, as any program.
+    let scratch = Scratch::new();
+    let jobs: String = std::iter::once("up\t: > \"$D/up\"\n".to_string())
+        .chain((2..=3000).map(|n| format!("k{}\ttrue\n", n % 16)))
+        .collect();
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "4"])
+        .stdin(jobs)
+        .spawn();
+    scratch.wait_for("up", WAIT);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let storm = signal_group_until(running.pid(), Signal::SIGUSR2, done.clone());
+    let out = running.wait();
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let sent = storm.join().unwrap();
+    assert!(sent > 100, "only {sent} signals were sent during the run");
+    let report = out.report();
+    let hit: Vec<_> = report
+        .jobs
+        .iter()
+        .filter(|job| job.result() != ("succeeded", None))
+        .collect();
+    assert!(
+        hit.is_empty(),
+        "{} of 3000 jobs did not succeed ({sent} SIGUSR2 sent to lanes' group), first: {:?}",
+        hit.len(),
+        hit.first()
+    );
+    out.code(0);
+}

@@ -736,6 +736,13 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// The state letter of `pid` (`/proc/PID/stat`: `R`, `S`, `T` when stopped...), while it
+/// exists.
+pub fn state(pid: i32) -> Option<char> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
 /// `(pid, state, ppid, pgrp)` of every process, from `/proc/PID/stat`.
 fn processes() -> Vec<(i32, char, i32, i32)> {
     let mut found = Vec::new();

@@ -11,7 +11,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::{await_file, group_members, sh_quote, wait_until, Report, Run, Scratch, BIN};
+use crate::support::{
+    await_file, group_members, sh_quote, state, wait_until, Report, Run, Scratch, BIN,
+};
 
 /// One tmux server with one pane running an interactive shell, `width` × `height`.
 struct Tmux {
@@ -197,12 +199,6 @@ fn frozen(pid: i32) -> bool {
             fs::read_to_string(format!("{mount}{path}/cgroup.events"))
                 .is_ok_and(|events| events.lines().any(|l| l == "frozen 1"))
         })
-}
-
-/// The state letter of `pid` (`/proc/PID/stat`), while it exists.
-fn state(pid: i32) -> Option<char> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
 #[test]
