@@ -402,11 +402,12 @@ impl Driver {
     /// A spawn handed to the spawning threads came back: the run started (the core, the
     /// events and the fleet are told), or it did not.
     async fn on_spawned(&mut self, outcome: SpawnOutcome) {
+        // The process started when its spawn returned, not when the loop came to it.
+        let now = Instant::from_std(outcome.at).saturating_duration_since(self.t0);
         let Some((start, command, launched)) = self.launcher.spawned(outcome) else {
             return;
         };
         let key = Arc::clone(&start.key);
-        let now = self.tick();
         let pid = match launched {
             Ok(pid) => pid,
             Err(not_started) => {

@@ -285,7 +285,7 @@ impl Launcher {
             None => {
                 // Started here.
                 let result = super::spawner::start(order, &self.reaper);
-                let _ = self.outcomes.send(SpawnOutcome { seq, result });
+                let _ = self.outcomes.send(SpawnOutcome::now(seq, result));
             }
         }
         Ok(control_tx)

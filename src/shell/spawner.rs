@@ -34,6 +34,21 @@ pub(crate) struct SpawnOutcome {
     /// The run's first job.
     pub(crate) seq: Seq,
     pub(crate) result: Result<Started, SpawnError>,
+    /// When the spawn returned: the job's start, which its record and its timeout count
+    /// from, however long the outcome then waits for the event loop (a round of starts, a
+    /// busy loop).
+    pub(crate) at: std::time::Instant,
+}
+
+impl SpawnOutcome {
+    /// The outcome of the spawn of run `seq` that returned `result` just now.
+    pub(crate) fn now(seq: Seq, result: Result<Started, SpawnError>) -> Self {
+        SpawnOutcome {
+            seq,
+            result,
+            at: std::time::Instant::now(),
+        }
+    }
 }
 
 /// A started process: its pid, the channel of its exit facts and its pipes' read ends.
@@ -105,7 +120,7 @@ fn serve(
             return;
         };
         let result = start(order, reaper);
-        let _ = outcomes.send(SpawnOutcome { seq, result });
+        let _ = outcomes.send(SpawnOutcome::now(seq, result));
     }
 }
 

@@ -122,6 +122,37 @@ fn times_are_rfc3339_utc_milliseconds_and_durations_integer_milliseconds() {
 }
 
 #[test]
+fn a_jobs_started_at_is_when_its_process_started_not_when_its_round_of_starts_ended() {
+    // 60 jobs start at once, one after the other: each one's started_at is no later than the
+    // moment its own shell ran (both on the wall clock, in milliseconds; 5 ms of slack).
+    let scratch = Scratch::new();
+    let jobs: String = (1..=60)
+        .map(|n| format!("k{n}\tdate +%s%3N > \"$D/t.$LANES_SEQ\"\n"))
+        .collect();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "60"])
+        .stdin(jobs)
+        .run();
+    out.code(0);
+    for job in &out.report().jobs {
+        let ran: i64 = scratch
+            .read(&format!("t.{}", job.seq))
+            .trim()
+            .parse()
+            .expect("a time in ms");
+        assert!(
+            job.start_ms() <= ran + 5,
+            "job {} ran at {ran} but its started_at says {} ({} ms later)\n{}",
+            job.seq,
+            job.start_ms(),
+            job.start_ms() - ran,
+            out.dump()
+        );
+    }
+}
+
+#[test]
 fn an_empty_input_writes_a_run_and_a_summary() {
     let out = Run::new().stdin("# nothing\n\n").run();
     out.code(0);
