@@ -215,7 +215,9 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             Some(signal) = next_signal(&mut signals) => driver.on_signal(signal).await,
             Some(()) = recv_optional(&mut status_requests) => driver.on_status_request().await,
             Some(()) = recv_optional(&mut sigchld) => driver.launcher.reaper().reap(),
-            Some(()) = recv_optional(&mut terminal_stop) => driver.on_terminal_stop(),
+            Some(()) = recv_optional(&mut terminal_stop) => {
+                driver.on_terminal_stop(&mut spawned_rx).await;
+            }
             Some(outcome) = spawned_rx.recv() => driver.on_spawned(outcome).await,
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
             Some(acquired) = acquired_rx.recv(), if driver.lock_dir.is_some() => {
@@ -819,8 +821,21 @@ impl Driver {
     /// does, jobs and timers included. Nor when a SIGCONT came after the SIGTSTP, before lanes
     /// could act on it (`kill -TSTP` then `kill -CONT`): the stop was called off, and a lanes
     /// stopped now would wait for a continue already spent.
-    fn on_terminal_stop(&mut self) {
-        if std::process::id() == 1 || super::signal::stop_called_off() {
+    ///
+    /// Starts under way on the spawning threads are waited for first (their outcomes come on
+    /// `spawned`), so that their jobs stop with the rest instead of running while lanes is
+    /// stopped.
+    async fn on_terminal_stop(&mut self, spawned: &mut mpsc::UnboundedReceiver<SpawnOutcome>) {
+        if std::process::id() == 1 {
+            return;
+        }
+        while self.launcher.spawning_on_threads() {
+            match spawned.recv().await {
+                Some(outcome) => self.on_spawned(outcome).await,
+                None => break,
+            }
+        }
+        if super::signal::stop_called_off() {
             return;
         }
         let runs = self.runs();

@@ -441,6 +441,12 @@ impl Launcher {
         &self.backend
     }
 
+    /// Whether starts handed to the spawning threads are under way (their outcomes not yet
+    /// taken by [`Launcher::spawned`]).
+    pub(crate) fn spawning_on_threads(&self) -> bool {
+        self.on_threads > 0
+    }
+
     /// The reaper every start registers with.
     pub(crate) fn reaper(&self) -> &Reaper {
         &self.reaper

@@ -15,7 +15,8 @@
 //!   attributed to it (see [`Reaper`]);
 //! - a key's jobs start in order: its next job is taken only after the previous one ended;
 //! - stops: an order sent to a job whose spawn is in flight waits in its supervisor's channel
-//!   and is carried out as soon as the job has started;
+//!   and is carried out as soon as the job has started; Ctrl-Z waits for the starts under way,
+//!   so that their jobs stop with the rest;
 //! - no descriptor leaks into a job: every descriptor lanes opens is close-on-exec, and a
 //!   spawn only places its own job's pipes and locks;
 //! - these threads block every signal, so that handlers run on the event loop's thread.

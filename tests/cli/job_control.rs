@@ -156,3 +156,56 @@ fn a_sigtstp_called_off_by_sigcont_before_lanes_acts_stops_nothing() {
         .iter()
         .all(|job| job.result() == ("succeeded", None)));
 }
+
+#[test]
+fn no_job_runs_while_lanes_is_stopped_even_one_starting_at_the_ctrl_z() {
+    // Each job looks at lanes (its parent) once it runs: stopped ('T') means the job ran
+    // while lanes was stopped by Ctrl-Z, which stops every job with it. Spawning threads
+    // (LANES_SPAWN_THREADS) make starts that are under way when the Ctrl-Z comes.
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    for threads in ["0", "2"] {
+        let scratch = Scratch::new();
+        let jobs: String = (1..=1500)
+            .map(|n| {
+                format!(
+                    "k{}\tset -- $(sed 's/.*) //' /proc/$PPID/stat); \
+                     [ \"$1\" = T ] && echo $LANES_SEQ >> \"$D/ran-while-stopped\"; true\n",
+                    n % 16
+                )
+            })
+            .collect();
+        let running = Run::new()
+            .scratch(&scratch)
+            .env("LANES_SPAWN_THREADS", threads)
+            .args(["-j", "8", "--containment", "process-group"])
+            .stdin(jobs)
+            .spawn();
+        let pid = running.pid();
+        let group = Pid::from_raw(pid);
+        let mut stops = 0;
+        while state(pid).is_some_and(|state| state != 'Z') {
+            if killpg(group, Signal::SIGTSTP).is_err() {
+                break;
+            }
+            assert!(
+                wait_until(Duration::from_secs(10), || stopped_or_gone(pid)),
+                "lanes did not stop within 10 s of SIGTSTP number {}",
+                stops + 1
+            );
+            stops += 1;
+            // Stopped a while: a job left running would look at lanes meanwhile.
+            std::thread::sleep(Duration::from_millis(5));
+            let _ = killpg(group, Signal::SIGCONT);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let out = running.wait();
+        out.code(0);
+        assert!(stops > 5, "only {stops} stops during the run");
+        assert!(
+            !scratch.exists("ran-while-stopped"),
+            "LANES_SPAWN_THREADS={threads}: jobs ran while lanes was stopped: {}",
+            scratch.read("ran-while-stopped")
+        );
+    }
+}
