@@ -737,9 +737,19 @@ impl Watcher {
     }
 }
 
-/// Where cgroup2 is mounted (`/proc/self/mountinfo`, proc(5)): the first mount of type
-/// `cgroup2`.
+/// Where cgroup2 is mounted: `/sys/fs/cgroup`, or `/sys/fs/cgroup/unified` on a hybrid host,
+/// when one of them is of type cgroup2 (`statfs(2)`), else the first mount of type `cgroup2`
+/// in `/proc/self/mountinfo` (proc(5)).
 fn cgroup2_mount() -> Option<PathBuf> {
+    // Where systemd and container runtimes mount it, checked first with one `statfs` each:
+    // the kernel writes the whole mount table for a read of mountinfo.
+    for usual in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        if nix::sys::statfs::statfs(usual)
+            .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::CGROUP2_SUPER_MAGIC)
+        {
+            return Some(PathBuf::from(usual));
+        }
+    }
     let text = fs::read_to_string("/proc/self/mountinfo").ok()?;
     text.lines().find_map(|line| {
         let (before, after) = line.split_once(" - ")?;
