@@ -182,6 +182,8 @@ fn stdout_and_stderr_past_the_file_size_limit_are_no_crash() {
     // Both of lanes' own streams are files under `ulimit -f 1` (512 bytes): writing the jobs'
     // output fails with EFBIG on both, and so does the message saying so. A message that
     // cannot be written must not end lanes (it panicked on its stderr writer thread, exit 101).
+    // The job fills stdout first and its stderr only once lanes has said so there (or after
+    // 5 s): its own stderr lines would otherwise fill the 512 bytes before the message.
     let scratch = Scratch::new();
     let out = Run::new()
         .scratch(&scratch)
@@ -189,7 +191,8 @@ fn stdout_and_stderr_past_the_file_size_limit_are_no_crash() {
         .wrapper("ulimit -f 1; exec >\"$D/out\" 2>\"$D/err\"")
         .args(["-j", "1"])
         .stdin(
-            "a\tseq 1 300; seq 1 300 >&2\n\
+            "a\tseq 1 300; n=0; until grep -q 'File too large' \"$D/err\"; do \
+             n=$((n+1)); [ $n -gt 500 ] && break; sleep 0.01; done; seq 1 300 >&2\n\
              b\ttouch \"$D/b-ran\"\n",
         )
         .run();
