@@ -141,7 +141,9 @@ impl TryEntry {
             slot: self.slot,
             started_at: self.started_at.map(timestamp),
             ended_at: timestamp(self.ended_at),
-            duration_ms: self.duration.map(millis),
+            duration_ms: self
+                .started_at
+                .map(|started_at| written_duration_ms(started_at, self.ended_at)),
         }
     }
 }
@@ -206,7 +208,9 @@ impl Entry<'_> {
             started: self.started(),
             started_at: self.started_at.map(timestamp),
             ended_at: timestamp(self.ended_at),
-            duration_ms: self.duration.map(millis),
+            duration_ms: self
+                .started_at
+                .map(|started_at| written_duration_ms(started_at, self.ended_at)),
             wait_ms: self.waited.map(millis),
             attempts: self.attempts,
             flaky: self.flaky(),
@@ -253,4 +257,15 @@ pub(crate) fn signal_name(signal: i32) -> String {
 /// Whole milliseconds of `duration`, saturating.
 pub(crate) fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `duration_ms` of a record: its `ended_at` minus its `started_at` as both are written, in
+/// whole milliseconds, so that the three always agree (the times are cut to the millisecond
+/// each on its own: the difference of the cut times, not the cut difference).
+fn written_duration_ms(started_at: SystemTime, ended_at: SystemTime) -> u64 {
+    let epoch_ms = |time: SystemTime| {
+        time.duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis())
+    };
+    u64::try_from(epoch_ms(ended_at).saturating_sub(epoch_ms(started_at))).unwrap_or(u64::MAX)
 }

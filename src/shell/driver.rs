@@ -124,8 +124,6 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     let mut status_requests = signals.as_mut().and_then(StopSignals::take_status_requests);
     // Ctrl-Z: lanes stops with its jobs.
     let mut terminal_stop = unix_signal(SignalKind::from_raw(nix::libc::SIGTSTP)).ok();
-    // Should it fail (only a refused `sigaction` would), no stop is ever taken as called off.
-    let _ = super::signal::note_job_control();
     // The terminal was resized: the display is laid out again.
     let mut resized = unix_signal(SignalKind::window_change()).ok();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
@@ -404,7 +402,7 @@ impl Driver {
     /// A spawn handed to the spawning threads came back: the run started (the core, the
     /// events and the fleet are told), or it did not.
     async fn on_spawned(&mut self, outcome: SpawnOutcome) {
-        // The process started when its spawn returned, not when the loop came to it.
+        // The process started when its spawn began, not when the loop came to it.
         let now = Instant::from_std(outcome.at).saturating_duration_since(self.t0);
         let Some((start, command, launched)) = self.launcher.spawned(outcome) else {
             return;
@@ -813,8 +811,9 @@ impl Driver {
     }
 
     /// Ctrl-Z (SIGTSTP): every job stops with lanes, and the time stopped counts toward no
-    /// deadline. lanes stops itself as the signal's default action would (SIGSTOP), and goes on
-    /// here when continued (`fg`, `bg`, SIGCONT).
+    /// deadline. lanes stops itself as the signal's default action would (SIGSTOP:
+    /// [`super::signal::stop_unless_continued`]), and goes on here when continued (`fg`, `bg`,
+    /// SIGCONT).
     ///
     /// Not as the first process of a PID namespace (a container's entrypoint): the kernel
     /// stops no namespace's init, so lanes could not stop itself, and it goes on as any init
@@ -835,16 +834,13 @@ impl Driver {
                 None => break,
             }
         }
-        if super::signal::stop_called_off() {
-            return;
-        }
         let runs = self.runs();
         let strays = self.launcher.freeze(&runs);
         if let Some(progress) = self.ledger.progress() {
             progress.pause();
         }
         let stopped_at = Instant::now();
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+        super::signal::stop_unless_continued();
         let stopped = stopped_at.elapsed();
         self.launcher.thaw(&runs, &strays);
         self.core.resumed(stopped);

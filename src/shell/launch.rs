@@ -284,8 +284,9 @@ impl Launcher {
             }
             None => {
                 // Started here.
+                let at = std::time::Instant::now();
                 let result = super::spawner::start(order, &self.reaper);
-                let _ = self.outcomes.send(SpawnOutcome::now(seq, result));
+                let _ = self.outcomes.send(SpawnOutcome { seq, result, at });
             }
         }
         Ok(control_tx)

@@ -150,9 +150,10 @@ pub(crate) const REAL_TIME: std::ops::RangeInclusive<libc::c_int> = 34..=64;
 /// their default action, and a job's process need not reset them before its `exec` (a
 /// disposition of `SIG_IGN` would survive the `exec`, a blocked signal does not: the child
 /// empties its mask). Jobs start with every signal at its default and none blocked all the
-/// same ([`super::spawn`]). Every other signal `lanes` inherited blocked is unblocked, but for
-/// the handled ones, which stay blocked ([`block_handled`]). Call it before any thread starts,
-/// after [`super::unix::reset_ignored_signals`].
+/// same ([`super::spawn`]). SIGCONT is blocked too: it continues `lanes` all the same, and
+/// stays pending for [`stop_unless_continued`]. Every other signal `lanes` inherited blocked is
+/// unblocked, but for the handled ones, which stay blocked ([`block_handled`]). Call it before
+/// any thread starts, after [`super::unix::reset_ignored_signals`].
 pub(crate) fn disarm_harmless() {
     for signal in [libc::SIGXFSZ, libc::SIGPIPE] {
         // SAFETY: installs SIG_IGN, which runs no code of ours; no other thread exists yet.
@@ -161,15 +162,20 @@ pub(crate) fn disarm_harmless() {
         }
     }
     // The whole mask is set: a signal inherited blocked that lanes needs (SIGCHLD for reaping,
-    // SIGTSTP for Ctrl-Z, SIGWINCH, SIGCONT) is unblocked here, and the handled ones stay
-    // blocked until their handlers stand ([`block_handled`]).
+    // SIGTSTP for Ctrl-Z, SIGWINCH) is unblocked here, and the handled ones stay blocked until
+    // their handlers stand ([`block_handled`]).
     // SAFETY: a zeroed set, filled and made this thread's mask; glibc accepts every number
     // added (none is one of its internal 32 and 33).
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
         let handled = HANDLED.map(|signal| signal as libc::c_int);
-        for signal in HARMLESS.into_iter().chain(REAL_TIME).chain(handled) {
+        for signal in HARMLESS
+            .into_iter()
+            .chain(REAL_TIME)
+            .chain(handled)
+            .chain([libc::SIGCONT])
+        {
             libc::sigaddset(&mut set, signal);
         }
         libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
@@ -194,8 +200,7 @@ const fn bits(signals: &[Signal]) -> u64 {
 
 /// The signals whose disposition `lanes` may have changed from the default, one bit per
 /// signal ([`bit`]): the handled ones ([`HANDLED`], SIGHUP also when it stays ignored under
-/// `nohup`), those the event loop takes (SIGCHLD, SIGTSTP, SIGWINCH), SIGCONT
-/// ([`note_job_control`]), the two ignored by
+/// `nohup`), those the event loop takes (SIGCHLD, SIGTSTP, SIGWINCH), the two ignored by
 /// [`disarm_harmless`] (SIGPIPE, SIGXFSZ), SIGSEGV and SIGBUS (Rust's runtime catches them to
 /// tell a stack overflow), and glibc's internal 32 and 33, whose handlers glibc installs. Every other signal is at its default in `lanes`: an inherited `SIG_IGN` is
 /// reset ([`super::unix::reset_ignored_signals`]) and the rest are blocked, not ignored
@@ -205,7 +210,6 @@ const fn bits(signals: &[Signal]) -> u64 {
 pub(crate) const CHANGED_DISPOSITIONS: u64 = bits(&HANDLED)
     | bit(libc::SIGCHLD)
     | bit(libc::SIGTSTP)
-    | bit(libc::SIGCONT)
     | bit(libc::SIGWINCH)
     | bit(libc::SIGPIPE)
     | bit(libc::SIGXFSZ)
@@ -351,37 +355,50 @@ impl StopSignals {
     }
 }
 
-/// The arrival number ([`NEXT_ARRIVAL`]) of the latest SIGTSTP, and of the latest SIGCONT;
-/// 0 before the first.
-static LAST_TERMINAL_STOP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-static LAST_CONTINUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Notes the arrivals of SIGTSTP and SIGCONT, in order, for [`stop_called_off`]. Installs a
-/// handler for SIGCONT (its continuing the process is the kernel's, and happens all the
-/// same); SIGTSTP's is the event loop's stream's.
+/// Stops `lanes` (SIGSTOP), unless a SIGCONT came since the SIGTSTP that asked for the stop
+/// (`kill -TSTP` then `kill -CONT` before `lanes` could act): a `lanes` stopped then would
+/// wait for a continue already spent. Returns once `lanes` is continued, or at once when the
+/// stop was called off.
 ///
-/// # Errors
-/// When an action cannot be registered.
-pub(crate) fn note_job_control() -> std::io::Result<()> {
-    use std::sync::atomic::Ordering::SeqCst;
-    // SAFETY: each action makes two atomic operations on statics: async-signal-safe.
-    unsafe {
-        signal_hook_registry::register(libc::SIGTSTP, || {
-            LAST_TERMINAL_STOP.store(NEXT_ARRIVAL.fetch_add(1, SeqCst), SeqCst);
-        })?;
-        signal_hook_registry::register(libc::SIGCONT, || {
-            LAST_CONTINUE.store(NEXT_ARRIVAL.fetch_add(1, SeqCst), SeqCst);
-        })?;
+/// SIGCONT is blocked in every thread of `lanes` ([`disarm_harmless`]; that does not keep it
+/// from continuing the process) and has no handler, so that one sent stays pending from that
+/// moment, and is found here (`sigtimedwait` with a zero timeout). A pending SIGCONT came after
+/// the latest stop signal: sending a stop signal discards a pending SIGCONT (POSIX, `kill`;
+/// Linux `prepare_signal`). The SIGSTOP is sent by the very next system call, so that what is
+/// left is a SIGCONT that comes between the two: the SIGSTOP discards it, and `lanes` waits
+/// for another. Nothing can close that gap: any stop signal sent discards a pending SIGCONT.
+pub(crate) fn stop_unless_continued() {
+    if take_pending_one(libc::SIGCONT) {
+        return;
     }
-    Ok(())
+    // SAFETY: `tgkill` of this very thread; a raw system call, with nothing between it and
+    // the look above (glibc's `raise` would first change the mask).
+    unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            libc::getpid(),
+            libc::gettid(),
+            libc::SIGSTOP,
+        );
+    }
+    // The SIGCONT that continued `lanes`: spent.
+    take_pending_one(libc::SIGCONT);
 }
 
-/// Whether a SIGCONT came after the latest SIGTSTP ([`note_job_control`]): the stop it asked
-/// for was called off (`kill -TSTP` then `kill -CONT` before `lanes` could act), and `lanes`
-/// must not stop itself now, or nothing would ever continue it.
-pub(crate) fn stop_called_off() -> bool {
-    use std::sync::atomic::Ordering::SeqCst;
-    LAST_CONTINUE.load(SeqCst) > LAST_TERMINAL_STOP.load(SeqCst)
+/// Dequeues `signal`, blocked in this thread, when it is pending (`sigtimedwait` with a zero
+/// timeout): whether it was.
+fn take_pending_one(signal: libc::c_int) -> bool {
+    // SAFETY: a set built here; `sigtimedwait` does not wait with a zero timeout.
+    unsafe {
+        let mut one: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut one);
+        libc::sigaddset(&mut one, signal);
+        let now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        libc::sigtimedwait(&one, std::ptr::null_mut(), &now) == signal
+    }
 }
 
 /// The stop signals, whose arrival order is noted.

@@ -8,7 +8,7 @@
 //! CLONE_VFORK` on a stack of its own, as glibc's posix_spawn does ([`start_child`]), and with
 //! `CLONE_INTO_CGROUP` for a job contained in a cgroup, which posix_spawn cannot ask for. The
 //! child resets only the signals `lanes` may have changed
-//! ([`super::signal::CHANGED_DISPOSITIONS`], 16 system calls), where posix_spawn makes one
+//! ([`super::signal::CHANGED_DISPOSITIONS`], 15 system calls), where posix_spawn makes one
 //! for each of the 64, and `dup2`s a `/dev/null` opened once.
 //!
 //! Elsewhere a job outside a cgroup is started with `posix_spawn(3)`. Rust's `Command` also

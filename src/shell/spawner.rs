@@ -35,21 +35,12 @@ pub(crate) struct SpawnOutcome {
     /// The run's first job.
     pub(crate) seq: Seq,
     pub(crate) result: Result<Started, SpawnError>,
-    /// When the spawn returned: the job's start, which its record and its timeout count
-    /// from, however long the outcome then waits for the event loop (a round of starts, a
-    /// busy loop).
+    /// When the spawn began: the job's start, which its record and its timeout count from,
+    /// however long the outcome then waits for the event loop (a round of starts, a busy
+    /// loop). Taken just before the process is made, so that nothing the job does comes
+    /// before it (its `execve` is after it; a busy machine may run the job a while before
+    /// the spawning thread runs again).
     pub(crate) at: std::time::Instant,
-}
-
-impl SpawnOutcome {
-    /// The outcome of the spawn of run `seq` that returned `result` just now.
-    pub(crate) fn now(seq: Seq, result: Result<Started, SpawnError>) -> Self {
-        SpawnOutcome {
-            seq,
-            result,
-            at: std::time::Instant::now(),
-        }
-    }
 }
 
 /// A started process: its pid, the channel of its exit facts and its pipes' read ends.
@@ -120,8 +111,9 @@ fn serve(
         let Ok((seq, order)) = next else {
             return;
         };
+        let at = std::time::Instant::now();
         let result = start(order, reaper);
-        let _ = outcomes.send(SpawnOutcome::now(seq, result));
+        let _ = outcomes.send(SpawnOutcome { seq, result, at });
     }
 }
 

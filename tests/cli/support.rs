@@ -490,7 +490,8 @@ fn check_job(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(),
         if started < run_start || ended < started {
             return Err("started_at out of order".into());
         }
-        if (ended - started - duration as i64).abs() > 10 {
+        // README: a record's `duration_ms` is its `ended_at` minus its `started_at`.
+        if ended - started != duration as i64 {
             return Err(format!(
                 "duration_ms {duration} but ended_at - started_at = {}",
                 ended - started
@@ -547,8 +548,12 @@ fn check_tries(job: &JobRecord, max_concurrent: u64, run_start: i64) -> Result<(
                 if started < run_start || ended < started {
                     return Err(format!("try {}: times out of order", t.attempt));
                 }
-                if (ended - started - duration as i64).abs() > 10 {
-                    return Err(format!("try {}: duration_ms {duration}", t.attempt));
+                if ended - started != duration as i64 {
+                    return Err(format!(
+                        "try {}: duration_ms {duration} but ended_at - started_at = {}",
+                        t.attempt,
+                        ended - started
+                    ));
                 }
                 if slot == 0 || u64::from(slot) > max_concurrent {
                     return Err(format!("try {}: slot {slot}", t.attempt));
@@ -1350,6 +1355,12 @@ mod harness {
             JOB.replace(r#","batch":null"#, ""),
             JOB.replace(r#""duration_ms":10"#, r#""duration_ms":10.0"#),
             JOB.replace(r#""duration_ms":10"#, r#""duration_ms":90"#),
+            // A millisecond off: `duration_ms` is exactly `ended_at - started_at`.
+            JOB.replace(
+                r#""duration_ms":10,"wait_ms""#,
+                r#""duration_ms":9,"wait_ms""#,
+            ),
+            JOB.replace(r#""duration_ms":10}"#, r#""duration_ms":11}"#),
             JOB.replace(r#"05.020Z"#, r#"05.02Z"#),
             JOB.replace(r#"05.020Z"#, r#"05.020+00:00"#),
             JOB.replace(r#""slot":1,"leaked""#, r#""slot":3,"leaked""#),
