@@ -362,42 +362,28 @@ impl StopSignals {
 ///
 /// SIGCONT is blocked in every thread of `lanes` ([`disarm_harmless`]; that does not keep it
 /// from continuing the process) and has no handler, so that one sent stays pending from that
-/// moment, and is found here (`sigtimedwait` with a zero timeout). A pending SIGCONT came after
-/// the latest stop signal: sending a stop signal discards a pending SIGCONT (POSIX, `kill`;
-/// Linux `prepare_signal`). The SIGSTOP is sent by the very next system call, so that what is
-/// left is a SIGCONT that comes between the two: the SIGSTOP discards it, and `lanes` waits
-/// for another. Nothing can close that gap: any stop signal sent discards a pending SIGCONT.
+/// moment, and is seen here (`sigpending`). A pending SIGCONT came after the latest stop
+/// signal: sending a stop signal discards a pending SIGCONT (POSIX, `kill`; Linux
+/// `prepare_signal`). So none is ever taken: the next SIGTSTP, or the SIGSTOP here, discards
+/// it, and a SIGCONT pending at a later look is a later one. The SIGSTOP is sent by the very
+/// next system call, so that what is left is a SIGCONT that comes between the two: the SIGSTOP
+/// discards it, and `lanes` waits for another. Nothing can close that gap: any stop signal
+/// sent discards a pending SIGCONT.
 pub(crate) fn stop_unless_continued() {
-    if take_pending_one(libc::SIGCONT) {
-        return;
-    }
-    // SAFETY: `tgkill` of this very thread; a raw system call, with nothing between it and
-    // the look above (glibc's `raise` would first change the mask).
+    // SAFETY: `sigpending` fills a zeroed set owned here; `tgkill` of this very thread, a raw
+    // system call with nothing between it and the look (glibc's `raise` would first change
+    // the mask).
     unsafe {
+        let mut pending: libc::sigset_t = std::mem::zeroed();
+        if libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGCONT) == 1 {
+            return;
+        }
         libc::syscall(
             libc::SYS_tgkill,
             libc::getpid(),
             libc::gettid(),
             libc::SIGSTOP,
         );
-    }
-    // The SIGCONT that continued `lanes`: spent.
-    take_pending_one(libc::SIGCONT);
-}
-
-/// Dequeues `signal`, blocked in this thread, when it is pending (`sigtimedwait` with a zero
-/// timeout): whether it was.
-fn take_pending_one(signal: libc::c_int) -> bool {
-    // SAFETY: a set built here; `sigtimedwait` does not wait with a zero timeout.
-    unsafe {
-        let mut one: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut one);
-        libc::sigaddset(&mut one, signal);
-        let now = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        libc::sigtimedwait(&one, std::ptr::null_mut(), &now) == signal
     }
 }
 
