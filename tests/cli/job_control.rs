@@ -84,17 +84,12 @@ fn stopped_or_gone(pid: i32) -> bool {
     matches!(state(pid), Some('T' | 'Z' | 'X') | None)
 }
 
-#[test]
-fn a_ctrl_z_while_jobs_start_stops_lanes_and_a_continue_lets_the_run_finish() {
-    // Ctrl-Z reaches lanes' whole process group, and a job's process is in it for a moment
-    // as it starts: the Ctrl-Z must stop lanes, never that process before its exec (which
-    // would hold lanes, waiting for that exec, for good).
+/// Ctrl-Z and `fg` as a shell makes them, over and over until lanes (`pid`, its process
+/// group's leader) has exited: SIGTSTP to the group, lanes seen stopped (10 s at most, else the
+/// test fails), `stopped_for`, SIGCONT to the group. Returns how many stops there were.
+fn ctrl_z_and_fg_until_the_end(pid: i32, stopped_for: Duration) -> usize {
     use nix::sys::signal::{killpg, Signal};
-    use nix::unistd::Pid;
-    let jobs: String = (1..=3000).map(|n| format!("k{}\ttrue\n", n % 16)).collect();
-    let running = Run::new().args(["-j", "4"]).stdin(jobs).spawn();
-    let pid = running.pid();
-    let group = Pid::from_raw(pid);
+    let group = nix::unistd::Pid::from_raw(pid);
     let mut stops = 0;
     while state(pid).is_some_and(|state| state != 'Z') {
         if killpg(group, Signal::SIGTSTP).is_err() {
@@ -107,9 +102,21 @@ fn a_ctrl_z_while_jobs_start_stops_lanes_and_a_continue_lets_the_run_finish() {
             state(pid)
         );
         stops += 1;
+        std::thread::sleep(stopped_for);
         let _ = killpg(group, Signal::SIGCONT);
         std::thread::sleep(Duration::from_millis(2));
     }
+    stops
+}
+
+#[test]
+fn a_ctrl_z_while_jobs_start_stops_lanes_and_a_continue_lets_the_run_finish() {
+    // Ctrl-Z reaches lanes' whole process group, and a job's process is in it for a moment
+    // as it starts: the Ctrl-Z must stop lanes, never that process before its exec (which
+    // would hold lanes, waiting for that exec, for good).
+    let jobs: String = (1..=3000).map(|n| format!("k{}\ttrue\n", n % 16)).collect();
+    let running = Run::new().args(["-j", "4"]).stdin(jobs).spawn();
+    let stops = ctrl_z_and_fg_until_the_end(running.pid(), Duration::ZERO);
     let out = running.wait();
     out.code(0);
     assert!(stops > 5, "only {stops} stops during the run");
@@ -157,8 +164,6 @@ fn no_job_runs_while_lanes_is_stopped_even_one_starting_at_the_ctrl_z() {
     // Each job looks at lanes (its parent) once it runs: stopped ('T') means the job ran
     // while lanes was stopped by Ctrl-Z, which stops every job with it. Spawning threads
     // (LANES_SPAWN_THREADS) make starts that are under way when the Ctrl-Z comes.
-    use nix::sys::signal::{killpg, Signal};
-    use nix::unistd::Pid;
     for threads in ["0", "2"] {
         let scratch = Scratch::new();
         let jobs: String = (1..=1500)
@@ -176,24 +181,8 @@ fn no_job_runs_while_lanes_is_stopped_even_one_starting_at_the_ctrl_z() {
             .args(["-j", "8", "--containment", "process-group"])
             .stdin(jobs)
             .spawn();
-        let pid = running.pid();
-        let group = Pid::from_raw(pid);
-        let mut stops = 0;
-        while state(pid).is_some_and(|state| state != 'Z') {
-            if killpg(group, Signal::SIGTSTP).is_err() {
-                break;
-            }
-            assert!(
-                wait_until(Duration::from_secs(10), || stopped_or_gone(pid)),
-                "lanes did not stop within 10 s of SIGTSTP number {}",
-                stops + 1
-            );
-            stops += 1;
-            // Stopped a while: a job left running would look at lanes meanwhile.
-            std::thread::sleep(Duration::from_millis(5));
-            let _ = killpg(group, Signal::SIGCONT);
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        // Stopped a while each time: a job left running would look at lanes meanwhile.
+        let stops = ctrl_z_and_fg_until_the_end(running.pid(), Duration::from_millis(5));
         let out = running.wait();
         out.code(0);
         assert!(stops > 5, "only {stops} stops during the run");
