@@ -284,9 +284,9 @@ impl Launcher {
             }
             None => {
                 // Started here.
-                let at = std::time::Instant::now();
-                let result = super::spawner::start(order, &self.reaper);
-                let _ = self.outcomes.send(SpawnOutcome { seq, result, at });
+                let _ = self
+                    .outcomes
+                    .send(super::spawner::start(seq, order, &self.reaper));
             }
         }
         Ok(control_tx)

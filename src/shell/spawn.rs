@@ -714,9 +714,9 @@ fn start_child(plan: &ChildPlan, cgroup: Option<RawFd>, report: RawFd) -> io::Re
 
 /// The child's side of [`clone_child`]: stdin from /dev/null, stdout and stderr to the
 /// pipes (or /dev/null), a process group of its own, every signal at its default action,
-/// none pending ([`discard_pending_signals`]) and none blocked, the working directory, then `execvpe` (a `PATH` search only for a name
-/// without `/`; a file without `#!` runs with /bin/sh). On failure the
-/// errno goes where [`fail`] puts it and the child exits 127.
+/// none pending ([`discard_pending_signals`]) and none blocked, the working directory, then
+/// `execvpe` (a `PATH` search only for a name without `/`; a file without `#!` runs with
+/// /bin/sh). On failure the errno goes where [`fail`] puts it and the child exits 127.
 ///
 /// Only system calls through glibc's thin wrappers and raw `syscall`, no allocation, no lock:
 /// the same in a forked child and in a `CLONE_VM` one on its own stack.

@@ -111,22 +111,23 @@ fn serve(
         let Ok((seq, order)) = next else {
             return;
         };
-        let at = std::time::Instant::now();
-        let result = start(order, reaper);
-        let _ = outcomes.send(SpawnOutcome { seq, result, at });
+        let _ = outcomes.send(start(seq, order, reaper));
     }
 }
 
-/// Starts `order`'s process, announced to `reaper` (see [`Reaper`]).
-pub(crate) fn start(order: Order, reaper: &Reaper) -> Result<Started, SpawnError> {
+/// Starts `order`'s process, run `seq`'s, announced to `reaper` (see [`Reaper`]): what came
+/// of it, with the moment the spawn began.
+pub(crate) fn start(seq: Seq, order: Order, reaper: &Reaper) -> SpawnOutcome {
+    let at = std::time::Instant::now();
     let ticket = reaper.spawn_begins();
-    match order.start() {
+    let result = match order.start() {
         Ok((pid, pipes)) => Ok((pid, reaper.spawn_ended(ticket, pid), pipes)),
         Err(err) => {
             reaper.spawn_failed(ticket);
             Err(err)
         }
-    }
+    };
+    SpawnOutcome { seq, result, at }
 }
 
 /// Blocks every signal in the calling thread: handlers then run on the event loop's thread,
