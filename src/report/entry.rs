@@ -262,7 +262,7 @@ pub(crate) fn millis(duration: Duration) -> u64 {
 /// `duration_ms` of a record: its `ended_at` minus its `started_at` as both are written, in
 /// whole milliseconds, so that the three always agree (the times are cut to the millisecond
 /// each on its own: the difference of the cut times, not the cut difference).
-fn written_duration_ms(started_at: SystemTime, ended_at: SystemTime) -> u64 {
+pub(crate) fn written_duration_ms(started_at: SystemTime, ended_at: SystemTime) -> u64 {
     let epoch_ms = |time: SystemTime| {
         time.duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |since| since.as_millis())

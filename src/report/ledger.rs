@@ -343,15 +343,17 @@ impl Ledger {
         }
     }
 
-    /// Writes the `summary` record; returns the human summary and, under `--json`, the task
-    /// still handing records to stdout (see [`Recorder::finish`]).
+    /// Writes the `summary` record, the run ending at `now`; returns the human summary and,
+    /// under `--json`, the task still handing records to stdout (see [`Recorder::finish`]).
+    /// Its `duration_ms` is the run's end minus the `run` record's `started_at` as both are
+    /// written to the millisecond, as a job record's is: never less than any record's
+    /// `ended_at` minus that `started_at`.
     pub(crate) async fn finish(
         &mut self,
-        elapsed: Duration,
+        now: Tick,
         exit_code: u8,
     ) -> (String, Option<tokio::task::JoinHandle<()>>) {
-        self.recorder
-            .finish(super::entry::millis(elapsed), exit_code)
-            .await
+        let duration_ms = super::entry::written_duration_ms(self.origin, self.at(now));
+        self.recorder.finish(duration_ms, exit_code).await
     }
 }

@@ -835,14 +835,14 @@ impl Driver {
             }
         }
         let runs = self.runs();
-        let strays = self.launcher.freeze(&runs);
+        let frozen = self.launcher.freeze(&runs);
         if let Some(progress) = self.ledger.progress() {
             progress.pause();
         }
         let stopped_at = Instant::now();
         super::signal::stop_unless_continued();
         let stopped = stopped_at.elapsed();
-        self.launcher.thaw(&runs, &strays);
+        self.launcher.thaw(&runs, &frozen);
         self.core.resumed(stopped);
         if let Some(progress) = self.ledger.progress() {
             progress.resume();

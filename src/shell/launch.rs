@@ -2,7 +2,7 @@
 //! environment, and a task that supervises it until its process group is empty and then
 //! reports how it ended.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -392,16 +392,19 @@ impl Launcher {
 
     /// Ctrl-Z: stops every running job (`runs`: first seq and process group) as `lanes` stops;
     /// in cgroup mode the run's cgroup is frozen (`cgroup.freeze`), which holds every process
-    /// of every job; without, each job's process group and the processes that left it get
-    /// SIGSTOP. Returns the latter, for [`Launcher::thaw`].
-    pub(crate) fn freeze(&self, runs: &[(crate::core::Seq, i32)]) -> Vec<i32> {
+    /// of every job and leaves a process's own stop alone; without, each job's process group
+    /// and the processes that left it get SIGSTOP, and the processes already stopped before
+    /// (a job that stopped itself, SIGTTIN, a debugger) are noted, so that [`Launcher::thaw`]
+    /// leaves them stopped as a thawed cgroup does.
+    pub(crate) fn freeze(&self, runs: &[(crate::core::Seq, i32)]) -> Frozen {
         use nix::sys::signal::Signal;
         match &self.cgroups {
             Some(run) => {
                 run.freeze(true);
-                Vec::new()
+                Frozen::default()
             }
             None => {
+                let already_stopped = super::stopped::stopped_processes(runs);
                 for &(_, pgid) in runs {
                     super::unix::signal_group(pgid, Signal::SIGSTOP);
                 }
@@ -411,23 +414,51 @@ impl Launcher {
                 for &pid in &strays {
                     super::unix::signal_escapee(pid, Signal::SIGSTOP);
                 }
-                strays
+                Frozen {
+                    strays,
+                    already_stopped,
+                }
             }
         }
     }
 
-    /// `fg`/`bg`: continues what [`Launcher::freeze`] stopped (`strays`: what it returned).
-    pub(crate) fn thaw(&self, runs: &[(crate::core::Seq, i32)], strays: &[i32]) {
+    /// `fg`/`bg`: continues what [`Launcher::freeze`] stopped (`frozen`: what it returned).
+    /// A process group with a process that was stopped before the freeze is continued process
+    /// by process, that one left out; every other group with one `killpg`. Nothing forks
+    /// meanwhile: every process of every job is stopped.
+    pub(crate) fn thaw(&self, runs: &[(crate::core::Seq, i32)], frozen: &Frozen) {
+        use super::unix::{signal_escapee, signal_group, signal_process};
         use nix::sys::signal::Signal;
-        match &self.cgroups {
-            Some(run) => run.freeze(false),
-            None => {
-                for &(_, pgid) in runs {
-                    super::unix::signal_group(pgid, Signal::SIGCONT);
+        if let Some(run) = &self.cgroups {
+            run.freeze(false);
+            return;
+        }
+        let held = &frozen.already_stopped;
+        let procs = if held.is_empty() {
+            None
+        } else {
+            super::unix::proc_snapshot()
+        };
+        let held_groups: HashSet<i32> = procs.as_ref().map_or_else(HashSet::new, |procs| {
+            held.iter()
+                .filter_map(|pid| procs.get(pid).map(|stat| stat.pgid))
+                .collect()
+        });
+        for &(_, pgid) in runs {
+            match &procs {
+                Some(procs) if held_groups.contains(&pgid) => {
+                    for (&pid, stat) in procs {
+                        if stat.pgid == pgid && !held.contains(&pid) {
+                            signal_process(pid, Signal::SIGCONT);
+                        }
+                    }
                 }
-                for &pid in strays {
-                    super::unix::signal_escapee(pid, Signal::SIGCONT);
-                }
+                _ => signal_group(pgid, Signal::SIGCONT),
+            }
+        }
+        for &pid in &frozen.strays {
+            if !held.contains(&pid) {
+                signal_escapee(pid, Signal::SIGCONT);
             }
         }
     }
@@ -452,6 +483,15 @@ impl Launcher {
     pub(crate) fn reaper(&self) -> &Reaper {
         &self.reaper
     }
+}
+
+/// What [`Launcher::freeze`] stopped without cgroups, for [`Launcher::thaw`]: the processes
+/// that left their jobs' groups (each signalled on its own), and the processes that were
+/// stopped already and stay so.
+#[derive(Default)]
+pub(crate) struct Frozen {
+    strays: Vec<i32>,
+    already_stopped: HashSet<i32>,
 }
 
 /// What the core is told of a start that failed, and the message for the record.

@@ -11,7 +11,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 
-use super::unix::{proc_pids, proc_stat, ProcStat};
+use super::unix::{proc_pids, proc_snapshot, proc_stat, ProcStat};
 
 /// Whether any child of `lanes` is not the direct child of a running job (`watched`): only then
 /// can a job have processes outside its group whose group-mates are all gone.
@@ -167,12 +167,9 @@ impl JobVars {
 /// The processes that left the process groups of the runs `runs` (first seq, process group):
 /// the live descendants of `lanes` outside those groups carrying one of their `LANES_SEQ`s.
 pub(crate) fn strays_of(runs: &[(u64, i32)]) -> Vec<i32> {
-    let Ok(pids) = proc_pids() else {
+    let Some(procs) = proc_snapshot() else {
         return Vec::new();
     };
-    let procs: HashMap<i32, ProcStat> = pids
-        .filter_map(|pid| proc_stat(pid).map(|stat| (pid, stat)))
-        .collect();
     let groups: HashSet<i32> = runs.iter().map(|&(_, pgid)| pgid).collect();
     let seqs: HashSet<u64> = runs.iter().map(|&(seq, _)| seq).collect();
     strays_by_seq(&procs, &groups)

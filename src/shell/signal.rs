@@ -94,19 +94,28 @@ pub(crate) fn hold_early() {
 /// moments waits, pending, instead of ending it by its default action, and is then blocked
 /// for good or discarded (`SIG_IGN` discards a pending signal; POSIX, `sigaction`).
 fn block_harmless() {
-    // SAFETY: a zeroed set, filled and added to this thread's mask (no other thread exists
-    // yet); glibc accepts every number added (none is one of its internal 32 and 33).
+    change_mask(
+        libc::SIG_BLOCK,
+        HARMLESS
+            .into_iter()
+            .chain(REAL_TIME)
+            .chain([libc::SIGPIPE, libc::SIGXFSZ]),
+    );
+}
+
+/// Changes the calling thread's signal mask by `signals` (`how`: `SIG_BLOCK` adds them,
+/// `SIG_SETMASK` makes them the whole mask; `pthread_sigmask(3)`). No allocation: it serves
+/// [`hold_early`]'s constructor too.
+fn change_mask(how: libc::c_int, signals: impl IntoIterator<Item = libc::c_int>) {
+    // SAFETY: a zeroed set owned here, filled and handed to `pthread_sigmask`; glibc accepts
+    // every number its callers add (none is one of its internal 32 and 33).
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for signal in HARMLESS
-            .into_iter()
-            .chain(REAL_TIME)
-            .chain([libc::SIGPIPE, libc::SIGXFSZ])
-        {
+        for signal in signals {
             libc::sigaddset(&mut set, signal);
         }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::pthread_sigmask(how, &set, std::ptr::null_mut());
     }
 }
 
@@ -164,22 +173,14 @@ pub(crate) fn disarm_harmless() {
     // The whole mask is set: a signal inherited blocked that lanes needs (SIGCHLD for reaping,
     // SIGTSTP for Ctrl-Z, SIGWINCH) is unblocked here, and the handled ones stay blocked until
     // their handlers stand ([`block_handled`]).
-    // SAFETY: a zeroed set, filled and made this thread's mask; glibc accepts every number
-    // added (none is one of its internal 32 and 33).
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        let handled = HANDLED.map(|signal| signal as libc::c_int);
-        for signal in HARMLESS
+    change_mask(
+        libc::SIG_SETMASK,
+        HARMLESS
             .into_iter()
             .chain(REAL_TIME)
-            .chain(handled)
-            .chain([libc::SIGCONT])
-        {
-            libc::sigaddset(&mut set, signal);
-        }
-        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut());
-    }
+            .chain(HANDLED.map(|signal| signal as libc::c_int))
+            .chain([libc::SIGCONT]),
+    );
 }
 
 /// Bit N-1 for signal N: the kernel's signal set on 64-bit Linux.

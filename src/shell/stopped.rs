@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 
 use super::lineage;
 use super::reap::stop_signal;
-use super::unix::{proc_pids, proc_stat, ProcStat};
+use super::unix::{proc_snapshot, proc_stat};
 use crate::core::Seq;
 
 /// Of the runs in flight (`runs`: first seq and process group), those whose processes are all
@@ -23,12 +23,9 @@ use crate::core::Seq;
 /// outside the groups are read only when a group is found stopped.
 pub(crate) fn stopped_runs(runs: &[(Seq, i32)]) -> HashMap<Seq, &'static str> {
     let groups: HashMap<i32, Seq> = runs.iter().map(|&(seq, pgid)| (pgid, seq)).collect();
-    let Ok(pids) = proc_pids() else {
+    let Some(procs) = proc_snapshot() else {
         return HashMap::new();
     };
-    let procs: HashMap<i32, ProcStat> = pids
-        .filter_map(|pid| proc_stat(pid).map(|stat| (pid, stat)))
-        .collect();
     // Per group: whether every live member is stopped, and whether one is traced.
     let mut seen: HashMap<Seq, (bool, bool)> = HashMap::new();
     for stat in procs.values() {
@@ -71,6 +68,38 @@ pub(crate) fn stopped_runs(runs: &[(Seq, i32)]) -> HashMap<Seq, &'static str> {
             (seq, why)
         })
         .collect()
+}
+
+/// The processes of the runs in flight (`runs`: first seq and process group) that are stopped
+/// now (state `T` or `t`), whether or not the rest of their job is: members of the runs'
+/// process groups, and processes that left them ([`lineage`]). One pass over `/proc`;
+/// environments are read only when a stopped process is outside the groups. What a Ctrl-Z
+/// must leave stopped when it continues the jobs it stopped.
+pub(crate) fn stopped_processes(runs: &[(Seq, i32)]) -> HashSet<i32> {
+    let Some(procs) = proc_snapshot() else {
+        return HashSet::new();
+    };
+    let groups: HashSet<i32> = runs.iter().map(|&(_, pgid)| pgid).collect();
+    let mut stopped: HashSet<i32> = procs
+        .iter()
+        .filter(|(_, stat)| groups.contains(&stat.pgid) && is_stopped(stat.state))
+        .map(|(&pid, _)| pid)
+        .collect();
+    let outside = procs
+        .values()
+        .any(|stat| !groups.contains(&stat.pgid) && is_stopped(stat.state));
+    if outside {
+        let seqs: HashSet<Seq> = runs.iter().map(|&(seq, _)| seq).collect();
+        stopped.extend(
+            lineage::strays_by_seq(&procs, &groups)
+                .into_iter()
+                .filter(|&(pid, seq)| {
+                    seqs.contains(&seq) && procs.get(&pid).is_some_and(|s| is_stopped(s.state))
+                })
+                .map(|(pid, _)| pid),
+        );
+    }
+    stopped
 }
 
 /// Whether the job's direct child `pid` is stopped, and then its whole job: a cheap first look

@@ -69,6 +69,17 @@ pub(crate) fn proc_pids() -> std::io::Result<impl Iterator<Item = i32>> {
         .filter_map(|entry| entry.file_name().to_str().and_then(|n| n.parse().ok())))
 }
 
+/// Every process listed in `/proc` now, by pid, with its state, parent and process group: one
+/// pass, for the looks that need the whole process tree. `None` when `/proc` cannot be read.
+pub(crate) fn proc_snapshot() -> Option<std::collections::HashMap<i32, ProcStat>> {
+    Some(
+        proc_pids()
+            .ok()?
+            .filter_map(|pid| proc_stat(pid).map(|stat| (pid, stat)))
+            .collect(),
+    )
+}
+
 /// `pid`'s state, parent and process group, when it still exists.
 pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

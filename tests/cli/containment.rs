@@ -294,6 +294,55 @@ fn ctrl_z_stops_the_jobs_with_lanes_and_stopped_time_counts_toward_no_timeout() 
     }
 }
 
+#[test]
+fn fg_leaves_a_job_process_that_stopped_itself_stopped_and_continues_the_rest() {
+    // The job's shell stops itself (as a job reading the terminal, or one a debugger holds,
+    // is stopped); a loop it started goes on. Ctrl-Z stops the loop with lanes; `fg` must
+    // continue the loop and leave the shell stopped, as it was before the Ctrl-Z.
+    for mode in modes() {
+        let scratch = Scratch::new();
+        let job = "( while :; do echo x >> \"$D/ticks\"; sleep 0.02; done ) & \
+                   echo $! > \"$D/loop\"; echo $$ > \"$D/sh.tmp\"; mv \"$D/sh.tmp\" \"$D/sh\"; \
+                   kill -STOP $$; kill $(cat \"$D/loop\"); touch \"$D/resumed\"";
+        let running = Run::new()
+            .scratch(&scratch)
+            .args(["--containment", mode])
+            .stdin(format!("k\t{job}\n"))
+            .spawn();
+        assert!(wait_until(WAIT, || scratch.exists("sh")
+            && state(scratch.pid("sh")) == Some('T')
+            && count(&scratch, "ticks") >= 3));
+        let shell = scratch.pid("sh");
+        running.signal(Signal::SIGTSTP);
+        assert!(wait_until(WAIT, || state(running.pid()) == Some('T')));
+        // A cgroup is frozen a moment after lanes is seen stopped.
+        std::thread::sleep(Duration::from_millis(300));
+        let stopped_at = count(&scratch, "ticks");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            count(&scratch, "ticks"),
+            stopped_at,
+            "{mode}: the job's loop ran on while lanes was stopped"
+        );
+        running.signal(Signal::SIGCONT);
+        assert!(
+            wait_until(WAIT, || count(&scratch, "ticks") > stopped_at + 3),
+            "{mode}: the job's loop was not continued"
+        );
+        assert_eq!(
+            state(shell),
+            Some('T'),
+            "{mode}: the shell that stopped itself was continued"
+        );
+        assert!(!scratch.exists("resumed"), "{mode}");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(shell), Signal::SIGCONT).unwrap();
+        let out = running.wait();
+        out.code(0);
+        assert_eq!(out.job(1).result(), ("succeeded", None), "{mode}");
+        assert!(scratch.exists("resumed"), "{mode}");
+    }
+}
+
 /// The cgroup2 directory this process is in (as lanes finds its own).
 fn own_cgroup_dir() -> Option<std::path::PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;

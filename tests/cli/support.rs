@@ -292,6 +292,18 @@ impl Report {
         if s.skipped != 0 {
             return Err("skipped without --resume".into());
         }
+        // The summary's duration covers every record: the run ends after its last job.
+        let mut last_end = run_start;
+        for job in &self.jobs {
+            last_end = last_end.max(parse_time(&job.ended_at)?);
+        }
+        if (s.duration_ms as i64) < last_end - run_start {
+            return Err(format!(
+                "summary duration_ms {} is less than the last ended_at minus the run's started_at ({} ms)",
+                s.duration_ms,
+                last_end - run_start
+            ));
+        }
         Ok(())
     }
 
@@ -1376,6 +1388,10 @@ mod harness {
         let torn = report(JOB);
         assert!(Report::parse(torn.trim_end()).is_err());
         assert!(Report::parse(&torn.replace(SUMMARY, "")).is_err());
+        // The job ended 14 ms into the run: a summary of 13 ms ends before it.
+        let short = torn.replace(r#""duration_ms":15"#, r#""duration_ms":13"#);
+        assert!(Report::parse(&short).is_err());
+        Report::must_parse(&torn.replace(r#""duration_ms":15"#, r#""duration_ms":14"#));
     }
 
     #[test]
