@@ -378,13 +378,13 @@ impl CgroupRun {
             pool: Arc::default(),
         };
         // A cgroup the jobs cannot be given (cgroup.max.depth, cgroup.max.descendants) is no
-        // containment: found out now, not at the first job.
-        let probe = run.dir.join("job-probe");
-        fs::create_dir(&probe).map_err(|source| Unavailable::NotWritable {
+        // containment: found out now, not at the first job. The probe is the first job's
+        // cgroup ([`CgroupRun::job`] makes `job-1` first and finds it made), removed with the
+        // run's when no job comes.
+        fs::create_dir(run.dir.join("job-1")).map_err(|source| Unavailable::NotWritable {
             path: run.dir.clone(),
             source,
         })?;
-        let _ = fs::remove_dir(&probe);
         Ok(run)
     }
 

@@ -358,6 +358,50 @@ fn own_cgroup_dir() -> Option<std::path::PathBuf> {
 }
 
 #[test]
+fn a_cgroup_where_no_job_cgroup_can_be_made_is_no_containment() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    // lanes in a cgroup whose `cgroup.max.depth` is 1: the run's cgroup can be made below it,
+    // no job's below that. Found out before the run: `auto` runs without cgroups, `cgroup` is
+    // a usage error.
+    let parent = own_cgroup_dir().expect("a cgroup2 directory");
+    let limited = parent.join(format!("depth-one-{}", std::process::id()));
+    std::fs::create_dir(&limited).unwrap();
+    std::fs::write(limited.join("cgroup.max.depth"), "1").unwrap();
+    let enter = format!(
+        "echo $$ > {}",
+        sh_quote(limited.join("cgroup.procs").to_str().unwrap())
+    );
+    let auto = Run::new().wrapper(&enter).stdin("k\ttrue\n").run();
+    let cgroup = Run::new()
+        .wrapper(&enter)
+        .args(["--containment", "cgroup"])
+        .stdin("k\ttrue\n")
+        .run();
+    // Nothing of lanes' is left in it: it can be removed.
+    let removed = std::fs::remove_dir(&limited);
+    auto.code(0);
+    assert_eq!(
+        auto.report().run.containment,
+        "process_group",
+        "{}",
+        auto.dump()
+    );
+    assert_eq!(auto.job(1).result(), ("succeeded", None));
+    cgroup.code(2);
+    assert!(
+        cgroup
+            .stderr()
+            .contains("--containment cgroup: cannot create a cgroup under"),
+        "{}",
+        cgroup.dump()
+    );
+    removed.unwrap();
+}
+
+#[test]
 fn cgroups_of_runs_that_were_killed_are_removed_by_the_next_run_and_only_those() {
     if !cgroups_available() {
         eprintln!("cgroup containment not available here: skipped");
