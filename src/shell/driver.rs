@@ -842,7 +842,7 @@ impl Driver {
         let stopped_at = Instant::now();
         super::signal::stop_unless_continued();
         let stopped = stopped_at.elapsed();
-        self.launcher.thaw(&runs, &frozen);
+        self.launcher.thaw(&runs, &frozen, stopped);
         self.core.resumed(stopped);
         if let Some(progress) = self.ledger.progress() {
             progress.resume();

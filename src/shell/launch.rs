@@ -13,7 +13,7 @@ use super::cgroup::{CgroupRun, JobCgroup};
 use super::reap::Reaper;
 use super::spawn::{self, BaseEnv, Launch, ProgramPaths, SpawnError};
 use super::spawner::{SpawnOutcome, Spawner};
-use super::supervise::{self, Control, Ended, Timing};
+use super::supervise::{self, Control, Ended, TimeStopped, Timing};
 use crate::config::{Backend, RunConfig, SpawnThreads};
 use crate::core::{SpawnFailure, Start};
 use crate::input::JobSpec;
@@ -50,6 +50,8 @@ pub(crate) struct Launcher {
     results_dir: Option<Arc<Path>>,
     grace: Duration,
     leak_window: Duration,
+    /// How long lanes has been stopped by Ctrl-Z: every supervisor's clock leaves it out.
+    time_stopped: TimeStopped,
     streams: Streams,
     reaper: Reaper,
     ended_tx: mpsc::UnboundedSender<Ended>,
@@ -134,6 +136,7 @@ impl Launcher {
             results_dir: config.results.as_deref().map(Arc::from),
             grace: config.grace,
             leak_window: config.leak_window,
+            time_stopped: TimeStopped::default(),
             streams,
             reaper,
             ended_tx,
@@ -261,6 +264,7 @@ impl Launcher {
             attempt: start.attempt,
             grace: self.grace,
             leak_window: self.leak_window,
+            time_stopped: self.time_stopped.clone(),
         };
         let (control_tx, control) = mpsc::unbounded_channel();
         let seq = start.seq;
@@ -394,7 +398,8 @@ impl Launcher {
     /// in cgroup mode the run's cgroup is frozen (`cgroup.freeze`), which holds every process
     /// of every job and leaves a process's own stop alone; without, each job's process group
     /// and the processes that left it get SIGSTOP, and the processes already stopped before
-    /// (a job that stopped itself, SIGTTIN, a debugger) are noted, so that [`Launcher::thaw`]
+    /// by a stop signal (a job that stopped itself, SIGTTIN; not one a debugger holds, see
+    /// [`super::stopped::stopped_processes`]) are noted, so that [`Launcher::thaw`]
     /// leaves them stopped as a thawed cgroup does.
     pub(crate) fn freeze(&self, runs: &[(crate::core::Seq, i32)]) -> Frozen {
         use nix::sys::signal::Signal;
@@ -422,13 +427,20 @@ impl Launcher {
         }
     }
 
-    /// `fg`/`bg`: continues what [`Launcher::freeze`] stopped (`frozen`: what it returned).
+    /// `fg`/`bg`: continues what [`Launcher::freeze`] stopped (`frozen`: what it returned),
+    /// lanes having been stopped for `stopped`, which no grace period or leak window counts.
     /// A process group with a process that was stopped before the freeze is continued process
     /// by process, that one left out; every other group with one `killpg`. Nothing forks
     /// meanwhile: every process of every job is stopped.
-    pub(crate) fn thaw(&self, runs: &[(crate::core::Seq, i32)], frozen: &Frozen) {
+    pub(crate) fn thaw(
+        &self,
+        runs: &[(crate::core::Seq, i32)],
+        frozen: &Frozen,
+        stopped: Duration,
+    ) {
         use super::unix::{signal_escapee, signal_group, signal_process};
         use nix::sys::signal::Signal;
+        self.time_stopped.add(stopped);
         if let Some(run) = &self.cgroups {
             run.freeze(false);
             return;

@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 
 use super::lineage;
 use super::reap::stop_signal;
-use super::unix::{proc_snapshot, proc_stat};
+use super::unix::{proc_snapshot, proc_stat, ProcStat};
 use crate::core::Seq;
 
 /// Of the runs in flight (`runs`: first seq and process group), those whose processes are all
@@ -71,31 +71,34 @@ pub(crate) fn stopped_runs(runs: &[(Seq, i32)]) -> HashMap<Seq, &'static str> {
 }
 
 /// The processes of the runs in flight (`runs`: first seq and process group) that are stopped
-/// now (state `T` or `t`), whether or not the rest of their job is: members of the runs'
-/// process groups, and processes that left them ([`lineage`]). One pass over `/proc`;
+/// now by a stop signal (state `T`), whether or not the rest of their job is: members of the
+/// runs' process groups, and processes that left them ([`lineage`]). One pass over `/proc`;
 /// environments are read only when a stopped process is outside the groups. What a Ctrl-Z
 /// must leave stopped when it continues the jobs it stopped.
+///
+/// Not a process a debugger holds (`t`): SIGCONT does not end a trace stop, and the SIGSTOP of
+/// the Ctrl-Z waits, pending, until the debugger lets go, when it would stop the process for
+/// good unless the SIGCONT of `fg` (which discards a pending stop signal) reached it too.
 pub(crate) fn stopped_processes(runs: &[(Seq, i32)]) -> HashSet<i32> {
     let Some(procs) = proc_snapshot() else {
         return HashSet::new();
     };
+    let by_signal = |stat: &ProcStat| stat.state == 'T';
     let groups: HashSet<i32> = runs.iter().map(|&(_, pgid)| pgid).collect();
     let mut stopped: HashSet<i32> = procs
         .iter()
-        .filter(|(_, stat)| groups.contains(&stat.pgid) && is_stopped(stat.state))
+        .filter(|(_, stat)| groups.contains(&stat.pgid) && by_signal(stat))
         .map(|(&pid, _)| pid)
         .collect();
     let outside = procs
         .values()
-        .any(|stat| !groups.contains(&stat.pgid) && is_stopped(stat.state));
+        .any(|stat| !groups.contains(&stat.pgid) && by_signal(stat));
     if outside {
         let seqs: HashSet<Seq> = runs.iter().map(|&(seq, _)| seq).collect();
         stopped.extend(
             lineage::strays_by_seq(&procs, &groups)
                 .into_iter()
-                .filter(|&(pid, seq)| {
-                    seqs.contains(&seq) && procs.get(&pid).is_some_and(|s| is_stopped(s.state))
-                })
+                .filter(|&(pid, seq)| seqs.contains(&seq) && procs.get(&pid).is_some_and(by_signal))
                 .map(|(pid, _)| pid),
         );
     }

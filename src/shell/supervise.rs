@@ -2,6 +2,7 @@
 //! by [`crate::output::pump`]), and the stop escalation the core decides
 //! ([`crate::core::Escalation`]) carried out on the process group (SPEC §2, §4).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +44,28 @@ pub(crate) struct Timing {
     pub grace: Duration,
     /// After the direct child exits: how long the rest of the group and the pipes get.
     pub leak_window: Duration,
+    /// How long lanes has been stopped (Ctrl-Z) in this run: the grace period and the leak
+    /// window stand still meanwhile, as the jobs do.
+    pub time_stopped: TimeStopped,
+}
+
+/// The time `lanes` has spent stopped by Ctrl-Z so far in the run, in nanoseconds: added to
+/// by the event loop when it is continued ([`super::launch::Launcher::thaw`]), read by every
+/// supervisor, whose clock leaves it out.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TimeStopped(Arc<AtomicU64>);
+
+impl TimeStopped {
+    /// `lanes` was stopped for `stopped`.
+    pub(crate) fn add(&self, stopped: Duration) {
+        let nanos = u64::try_from(stopped.as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// The whole time stopped so far.
+    fn total(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
 }
 
 /// How a supervised job ended: facts only; the core classifies them.
@@ -100,8 +123,13 @@ pub(crate) async fn supervise(
         .results_dir
         .as_deref()
         .map(|dir| ResultFiles::create(dir, seq, &plan.key));
+    // The supervisor's clock: time since the start, less the time lanes spent stopped since.
     let origin = Instant::now();
-    let tick = || origin.elapsed();
+    let stopped_before = timing.time_stopped.total();
+    let tick = || {
+        let stopped = timing.time_stopped.total().saturating_sub(stopped_before);
+        origin.elapsed().saturating_sub(stopped)
+    };
     let mut escalation = Escalation::new(timing.grace, timing.leak_window);
     let job = Job {
         pid,
@@ -138,7 +166,11 @@ pub(crate) async fn supervise(
                 }
             }
         }
-        let wake = escalation.next_deadline().map(|at| origin + at);
+        // Taken afresh each time round: after a stop the deadline lies later by the time
+        // stopped (a timer set before fires early, and finds nothing due).
+        let wake = escalation
+            .next_deadline()
+            .map(|at| Instant::now() + at.saturating_sub(tick()));
         let actions = tokio::select! {
             biased;
             message = control.recv(), if control_open => match message {

@@ -343,6 +343,102 @@ fn fg_leaves_a_job_process_that_stopped_itself_stopped_and_continues_the_rest() 
     }
 }
 
+/// A job's tracer: starts `sleep 60` as its child and holds it as a debugger does
+/// (`PTRACE_ATTACH`; state `t`), says so in `$D/held`, lets it go (`PTRACE_DETACH`) once
+/// `$D/go` exists, and writes the state it is in a moment later to `$D/state`. Exits 3 when it
+/// may not trace.
+const TRACER: &str = r#"
+import ctypes, os, signal, time
+D = os.environ["D"]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+pid = os.fork()
+if pid == 0:
+    os.execvp("sleep", ["sleep", "60"])
+if libc.ptrace(16, pid, None, None) != 0:
+    os.kill(pid, signal.SIGKILL)
+    raise SystemExit(3)
+os.waitpid(pid, os.WUNTRACED)
+open(D + "/held", "w").close()
+while not os.path.exists(D + "/go"):
+    time.sleep(0.01)
+libc.ptrace(17, pid, None, None)
+time.sleep(0.3)
+state = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()[0]
+open(D + "/state", "w").write(state)
+os.kill(pid, signal.SIGKILL)
+os.waitpid(pid, 0)
+"#;
+
+#[test]
+fn a_process_a_debugger_held_through_ctrl_z_runs_on_once_let_go() {
+    // Ctrl-Z stops the job's processes, one in a debugger's trace stop included (the stop
+    // waits, pending); `fg` must continue that one too, or it would stop for good the moment
+    // the debugger lets it go.
+    for mode in modes() {
+        let scratch = Scratch::new();
+        scratch.write("tracer.py", TRACER);
+        let running = Run::new()
+            .scratch(&scratch)
+            .args(["--containment", mode])
+            .stdin("k\tpython3 \"$D/tracer.py\"\n")
+            .spawn();
+        assert!(wait_until(WAIT, || scratch.exists("held") || !alive(running.pid())));
+        if !scratch.exists("held") {
+            let out = running.wait();
+            assert_eq!(out.job(1).exit_code, Some(3), "{}", out.dump());
+            eprintln!("{mode}: no ptrace here: skipped");
+            return;
+        }
+        running.signal(Signal::SIGTSTP);
+        assert!(wait_until(WAIT, || state(running.pid()) == Some('T')));
+        // A cgroup is frozen a moment after lanes is seen stopped.
+        std::thread::sleep(Duration::from_millis(200));
+        running.signal(Signal::SIGCONT);
+        assert!(wait_until(WAIT, || state(running.pid()) != Some('T')));
+        scratch.write("go", "");
+        let out = running.wait();
+        out.code(0);
+        assert_eq!(
+            scratch.read("state"),
+            "S",
+            "{mode}: the process the debugger let go is not running"
+        );
+        assert_eq!(out.job(1).result(), ("succeeded", None), "{mode}");
+    }
+}
+
+#[test]
+fn the_grace_period_stands_still_while_lanes_is_stopped() {
+    // Ctrl-C gives a job that ignores SIGINT and SIGTERM a 3 s grace period before SIGKILL;
+    // 0.5 s into it lanes is stopped for 3 s. After `fg` the job still has about 2.5 s.
+    for mode in modes() {
+        let scratch = Scratch::new();
+        let running = Run::new()
+            .scratch(&scratch)
+            .args(["--containment", mode, "--grace", "3"])
+            .stdin("k\ttrap '' INT TERM; touch \"$D/up\"; sleep 30\n")
+            .spawn();
+        assert!(wait_until(WAIT, || scratch.exists("up")));
+        running.signal(Signal::SIGINT);
+        std::thread::sleep(Duration::from_millis(500));
+        running.signal(Signal::SIGTSTP);
+        assert!(wait_until(WAIT, || state(running.pid()) == Some('T')));
+        std::thread::sleep(Duration::from_secs(3));
+        let continued = std::time::Instant::now();
+        running.signal(Signal::SIGCONT);
+        let out = running.wait();
+        let after = continued.elapsed();
+        out.code(130);
+        assert_eq!(out.job(1).result(), ("interrupted", Some("shutdown")), "{mode}");
+        assert_eq!(out.job(1).signal.as_deref(), Some("SIGKILL"), "{mode}");
+        assert!(
+            after >= Duration::from_millis(1500),
+            "{mode}: SIGKILL {after:?} after fg: the time stopped counted toward the grace period"
+        );
+    }
+}
+
 /// The cgroup2 directory this process is in (as lanes finds its own).
 fn own_cgroup_dir() -> Option<std::path::PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
