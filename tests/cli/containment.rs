@@ -430,7 +430,11 @@ fn the_grace_period_stands_still_while_lanes_is_stopped() {
         let out = running.wait();
         let after = continued.elapsed();
         out.code(130);
-        assert_eq!(out.job(1).result(), ("interrupted", Some("shutdown")), "{mode}");
+        assert_eq!(
+            out.job(1).result(),
+            ("interrupted", Some("shutdown")),
+            "{mode}"
+        );
         assert_eq!(out.job(1).signal.as_deref(), Some("SIGKILL"), "{mode}");
         assert!(
             after >= Duration::from_millis(1500),
