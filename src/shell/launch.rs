@@ -429,8 +429,9 @@ impl Launcher {
 
     /// `fg`/`bg`: continues what [`Launcher::freeze`] stopped (`frozen`: what it returned),
     /// lanes having been stopped for `stopped`, which no grace period or leak window counts.
-    /// A process group with a process that was stopped before the freeze is continued process
-    /// by process, that one left out; every other group with one `killpg`. Nothing forks
+    /// With no process stopped before the freeze, each job's group gets one `killpg` and each
+    /// stray as [`Launcher::freeze`] signalled it; else every process of those groups and
+    /// every stray is continued on its own, those stopped before left out. Nothing forks
     /// meanwhile: every process of every job is stopped.
     pub(crate) fn thaw(
         &self,
@@ -451,26 +452,31 @@ impl Launcher {
         } else {
             super::unix::proc_snapshot()
         };
-        let held_groups: HashSet<i32> = procs.as_ref().map_or_else(HashSet::new, |procs| {
-            held.iter()
-                .filter_map(|pid| procs.get(pid).map(|stat| stat.pgid))
-                .collect()
-        });
-        for &(_, pgid) in runs {
-            match &procs {
-                Some(procs) if held_groups.contains(&pgid) => {
-                    for (&pid, stat) in procs {
-                        if stat.pgid == pgid && !held.contains(&pid) {
-                            signal_process(pid, Signal::SIGCONT);
-                        }
-                    }
-                }
-                _ => signal_group(pgid, Signal::SIGCONT),
+        let Some(procs) = procs else {
+            for &(_, pgid) in runs {
+                signal_group(pgid, Signal::SIGCONT);
             }
-        }
-        for &pid in &frozen.strays {
-            if !held.contains(&pid) {
+            for &pid in &frozen.strays {
                 signal_escapee(pid, Signal::SIGCONT);
+            }
+            return;
+        };
+        // The groups the freeze stopped: the jobs', and those the strays lead.
+        let groups: HashSet<i32> = runs
+            .iter()
+            .map(|&(_, pgid)| pgid)
+            .chain(
+                frozen
+                    .strays
+                    .iter()
+                    .copied()
+                    .filter(|pid| procs.get(pid).is_some_and(|stat| stat.pgid == *pid)),
+            )
+            .collect();
+        for (&pid, stat) in &procs {
+            let frozen_here = groups.contains(&stat.pgid) || frozen.strays.contains(&pid);
+            if frozen_here && !held.contains(&pid) {
+                signal_process(pid, Signal::SIGCONT);
             }
         }
     }

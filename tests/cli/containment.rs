@@ -343,6 +343,61 @@ fn fg_leaves_a_job_process_that_stopped_itself_stopped_and_continues_the_rest() 
     }
 }
 
+#[test]
+fn fg_leaves_stopped_a_process_that_stopped_itself_in_a_group_that_left_the_job() {
+    // A `setsid` shell (a group of its own, outside the job's) runs a loop, and its child
+    // stops itself. Ctrl-Z stops that group with the job; `fg` must continue the loop and
+    // leave the child stopped.
+    for mode in modes() {
+        let scratch = Scratch::new();
+        scratch.write(
+            "child.sh",
+            "echo $$ > \"$D/sh.tmp\"; mv \"$D/sh.tmp\" \"$D/sh\"; kill -STOP $$; touch \"$D/resumed\"\n",
+        );
+        scratch.write(
+            "leader.sh",
+            "sh \"$D/child.sh\" & c=$!\n\
+             until [ -e \"$D/done\" ]; do echo x >> \"$D/ticks\"; sleep 0.02; done\n\
+             kill -CONT $c; wait $c\n",
+        );
+        let running = Run::new()
+            .scratch(&scratch)
+            .args(["--containment", mode])
+            .stdin("k\tsetsid sh \"$D/leader.sh\" & wait\n")
+            .spawn();
+        assert!(wait_until(WAIT, || scratch.exists("sh")
+            && state(scratch.pid("sh")) == Some('T')
+            && count(&scratch, "ticks") >= 3));
+        let child = scratch.pid("sh");
+        running.signal(Signal::SIGTSTP);
+        assert!(wait_until(WAIT, || state(running.pid()) == Some('T')));
+        std::thread::sleep(Duration::from_millis(300));
+        let stopped_at = count(&scratch, "ticks");
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(
+            count(&scratch, "ticks"),
+            stopped_at,
+            "{mode}: the loop ran on while lanes was stopped"
+        );
+        running.signal(Signal::SIGCONT);
+        assert!(
+            wait_until(WAIT, || count(&scratch, "ticks") > stopped_at + 3),
+            "{mode}: the loop was not continued"
+        );
+        assert_eq!(
+            state(child),
+            Some('T'),
+            "{mode}: the stopped child was continued"
+        );
+        assert!(!scratch.exists("resumed"), "{mode}");
+        scratch.write("done", "");
+        let out = running.wait();
+        out.code(0);
+        assert_eq!(out.job(1).result(), ("succeeded", None), "{mode}");
+        assert!(scratch.exists("resumed"), "{mode}");
+    }
+}
+
 /// A job's tracer: starts `sleep 60` as its child and holds it as a debugger does
 /// (`PTRACE_ATTACH`; state `t`), says so in `$D/held`, lets it go (`PTRACE_DETACH`) once
 /// `$D/go` exists, and writes the state it is in a moment later to `$D/state`. Exits 3 when it
