@@ -16,6 +16,7 @@ macro_rules! eprintln {
 pub(crate) mod arg_limit;
 pub mod cli;
 pub(crate) mod config;
+pub(crate) mod containing_dir;
 pub mod core;
 pub(crate) mod dry_run;
 pub(crate) mod duration;

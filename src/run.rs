@@ -381,10 +381,7 @@ fn check_output(path: &std::path::Path) -> std::io::Result<()> {
         Ok(meta) if meta.is_dir() => Err(std::io::Error::from_raw_os_error(nix::libc::EISDIR)),
         Ok(_) => access(path, AccessFlags::W_OK).map_err(os),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            let dir = match path.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => dir,
-                _ => std::path::Path::new("."),
-            };
+            let dir = crate::containing_dir::containing_dir(path);
             access(dir, AccessFlags::W_OK | AccessFlags::X_OK).map_err(os)
         }
         Err(err) => Err(err),

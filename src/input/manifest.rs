@@ -222,10 +222,7 @@ fn to_u64(n: usize) -> u64 {
 
 /// The directory relative `cwd` values are resolved against.
 fn manifest_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
+    crate::containing_dir::containing_dir(path).to_path_buf()
 }
 
 #[derive(Deserialize)]

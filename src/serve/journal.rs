@@ -468,11 +468,10 @@ fn one_name(path: &Path) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::MetadataExt as _;
     let real = std::fs::canonicalize(path).or_else(|_| {
         // Not there yet: its directory's own name, and its file name.
-        match (path.parent(), path.file_name()) {
-            (Some(dir), Some(name)) if !dir.as_os_str().is_empty() => {
-                std::fs::canonicalize(dir).map(|dir| dir.join(name))
-            }
-            _ => std::path::absolute(path),
+        match path.file_name() {
+            Some(name) => std::fs::canonicalize(crate::containing_dir::containing_dir(path))
+                .map(|dir| dir.join(name)),
+            None => std::path::absolute(path),
         }
     });
     let real = real.unwrap_or_else(|_| path.to_owned());
@@ -572,10 +571,9 @@ fn write_new<'a>(
     drop(out);
     file.sync_data()?;
     std::fs::rename(new, path)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if let Ok(dir) = File::open(dir) {
-            let _ = dir.sync_all();
-        }
+    // The rename is durable once the directory that holds it is.
+    if let Ok(dir) = File::open(crate::containing_dir::containing_dir(path)) {
+        let _ = dir.sync_all();
     }
     OpenOptions::new().append(true).open(path)
 }

@@ -149,10 +149,7 @@ pub(crate) fn write(
             write_to(report, events, format, output, &mut file)?;
         }
         Target::Replace(path, permissions) => {
-            let dir = match path.parent() {
-                Some(dir) if !dir.as_os_str().is_empty() => dir,
-                _ => Path::new("."),
-            };
+            let dir = crate::containing_dir::containing_dir(&path);
             let mut file = tempfile::NamedTempFile::new_in(dir).with_context(cannot)?;
             write_to(report, events, format, output, file.as_file_mut())?;
             // An existing file keeps its permission bits; a new one is readable by others, as

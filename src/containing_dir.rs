@@ -1,0 +1,34 @@
+//! The directory a file is in, as a path names it.
+
+use std::path::Path;
+
+/// The directory that holds the file `path` names: its parent, or `.` for a bare file name
+/// (whose parent is the empty path, which no system call takes).
+pub(crate) fn containing_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::containing_dir;
+    use std::path::Path;
+
+    #[test]
+    fn a_bare_name_is_in_the_current_directory() {
+        assert_eq!(containing_dir(Path::new("report.jsonl")), Path::new("."));
+        assert_eq!(containing_dir(Path::new("")), Path::new("."));
+    }
+
+    #[test]
+    fn a_path_with_directories_is_in_its_parent() {
+        assert_eq!(
+            containing_dir(Path::new("out/report.jsonl")),
+            Path::new("out")
+        );
+        assert_eq!(containing_dir(Path::new("/report.jsonl")), Path::new("/"));
+        assert_eq!(containing_dir(Path::new("./r")), Path::new("."));
+    }
+}
