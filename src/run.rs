@@ -369,23 +369,84 @@ fn outputs(config: &RunConfig) -> [(&'static str, &'static str, Option<&std::pat
 }
 
 /// Whether the output file `path` (or a server's socket) can be made without making it: an
-/// existing one writable, a new one's directory there and writable (`access(2)`, as the
-/// process's real ids).
+/// existing one writable and not in use ([`check_unclaimed`]), a new one's directory there and
+/// writable (`access(2)`, as the process's real ids).
 ///
 /// # Errors
-/// Why it cannot, as the system says it.
+/// Why it cannot, as the system says it, or whose file it is.
 fn check_output(path: &std::path::Path) -> std::io::Result<()> {
     use nix::unistd::{access, AccessFlags};
     let os = |errno: nix::errno::Errno| std::io::Error::from_raw_os_error(errno as i32);
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err(std::io::Error::from_raw_os_error(nix::libc::EISDIR)),
-        Ok(_) => access(path, AccessFlags::W_OK).map_err(os),
+        Ok(meta) => {
+            access(path, AccessFlags::W_OK).map_err(os)?;
+            if meta.is_file() {
+                if let Ok(file) = File::open(path) {
+                    check_unclaimed(&file, path, nix::fcntl::FlockArg::LockSharedNonblock)?;
+                }
+            }
+            Ok(())
+        }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             let dir = crate::containing_dir::containing_dir(path);
             access(dir, AccessFlags::W_OK | AccessFlags::X_OK).map_err(os)
         }
         Err(err) => Err(err),
     }
+}
+
+/// Refuses a regular file that is another lanes' output ([`check_unlocked`]) or a `lanes
+/// serve` journal (it begins as one does, `{"journal":`).
+///
+/// # Errors
+/// Whose file it is, in words.
+fn check_unclaimed(
+    file: &File,
+    path: &std::path::Path,
+    lock: nix::fcntl::FlockArg,
+) -> std::io::Result<()> {
+    check_unlocked(file, lock)?;
+    if crate::serve::journal::is_journal(path) {
+        return Err(std::io::Error::other(
+            "it is the journal of a `lanes serve`, which would lose the jobs it keeps",
+        ));
+    }
+    Ok(())
+}
+
+/// How long a lock held on an output file is waited for before the file is refused as
+/// another lanes': for a moment after `kill -9` of a lanes, a child of it that has not yet
+/// started its command still holds the lock (its descriptor closes only at its `execve`).
+const OUTPUT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Refuses a file another lanes writes its report or events to: `file` is locked with
+/// `lock` (`flock(2)`, tried again for up to [`OUTPUT_LOCK_WAIT`]), which fails while such a
+/// lanes holds its exclusive lock (for its whole run). A file system without `flock` refuses
+/// nothing.
+///
+/// # Errors
+/// The lock is held (`WouldBlock`).
+fn check_unlocked(file: &File, lock: nix::fcntl::FlockArg) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd as _;
+    let operation = match lock {
+        nix::fcntl::FlockArg::LockSharedNonblock => nix::libc::LOCK_SH | nix::libc::LOCK_NB,
+        _ => nix::libc::LOCK_EX | nix::libc::LOCK_NB,
+    };
+    let until = std::time::Instant::now() + OUTPUT_LOCK_WAIT;
+    // SAFETY: `file` is open for as long as the calls last.
+    while unsafe { nix::libc::flock(file.as_raw_fd(), operation) } != 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(nix::libc::EWOULDBLOCK)
+    {
+        if std::time::Instant::now() >= until {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "another lanes writes its report or events to it (it holds the file's lock)",
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(())
 }
 
 /// Refuses a `lanes serve` journal that is not a regular file (`/dev/null` would keep
@@ -401,6 +462,11 @@ fn check_journal_apart(journal: &std::path::Path, config: &RunConfig) -> anyhow:
             );
         }
     }
+    if let Ok(file) = File::open(journal) {
+        if let Err(err) = check_unlocked(&file, nix::fcntl::FlockArg::LockSharedNonblock) {
+            bail!("the journal {} cannot be used: {err}", journal.display());
+        }
+    }
     for (flag, _, output) in outputs(config) {
         if output.is_some_and(|output| crate::config::same_file(output, journal)) {
             bail!(
@@ -412,19 +478,36 @@ fn check_journal_apart(journal: &std::path::Path, config: &RunConfig) -> anyhow:
     Ok(())
 }
 
-/// Creates (truncates) an output file. A FIFO without a reader holds the open back until
-/// one comes: meanwhile a stop signal ends `lanes` at once (nothing has started yet), instead
-/// of waiting, blocked, for handlers that stand only once the outputs are open.
+/// Creates an output file, or empties an existing one, and holds it (an exclusive `flock` for
+/// as long as the file stays open) so that no other lanes takes it for its own output
+/// meanwhile; a file another lanes holds, or a `lanes serve` journal, is refused and left as
+/// it was ([`check_unclaimed`]). A FIFO or a device is opened as it is. A FIFO without a
+/// reader holds the open back until one comes: meanwhile a stop signal ends `lanes` at once
+/// (nothing has started yet), instead of waiting, blocked, for handlers that stand only once
+/// the outputs are open.
+///
+/// # Errors
+/// It cannot be opened or emptied, or it is another's.
 fn create_output(path: &std::path::Path) -> std::io::Result<File> {
     use std::os::unix::fs::FileTypeExt as _;
-    let fifo = std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_fifo());
-    if !fifo {
+    let meta = std::fs::metadata(path);
+    if meta.as_ref().is_ok_and(|meta| meta.file_type().is_fifo()) {
+        crate::shell::signal::unblock_handled();
+        let opened = File::create(path);
+        crate::shell::signal::block_handled();
+        return opened;
+    }
+    if meta.as_ref().is_ok_and(|meta| !meta.is_file()) {
         return File::create(path);
     }
-    crate::shell::signal::unblock_handled();
-    let opened = File::create(path);
-    crate::shell::signal::block_handled();
-    opened
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    check_unclaimed(&file, path, nix::fcntl::FlockArg::LockExclusiveNonblock)?;
+    file.set_len(0)?;
+    Ok(file)
 }
 
 /// Writes `text` to stdout; a closed stdout (`lanes locks DIR | head -1`) is no error.

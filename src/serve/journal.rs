@@ -466,12 +466,13 @@ impl Journal {
 /// The file has more than one hard link.
 fn one_name(path: &Path) -> anyhow::Result<PathBuf> {
     use std::os::unix::fs::MetadataExt as _;
-    let real = std::fs::canonicalize(path).or_else(|_| {
+    let target = link_target(path);
+    let real = std::fs::canonicalize(&target).or_else(|_| {
         // Not there yet: its directory's own name, and its file name.
-        match path.file_name() {
-            Some(name) => std::fs::canonicalize(crate::containing_dir::containing_dir(path))
+        match target.file_name() {
+            Some(name) => std::fs::canonicalize(crate::containing_dir::containing_dir(&target))
                 .map(|dir| dir.join(name)),
-            None => std::path::absolute(path),
+            None => std::path::absolute(&target),
         }
     });
     let real = real.unwrap_or_else(|_| path.to_owned());
@@ -488,30 +489,58 @@ fn one_name(path: &Path) -> anyhow::Result<PathBuf> {
     Ok(real)
 }
 
-/// Takes the journal's lock, `PATH.lock` (created mode 0600).
+/// Where the symbolic link `path` leads, followed link by link (at most 40, as the kernel
+/// does), even when the file at its end does not exist yet (a dangling link, which
+/// `canonicalize` does not follow): the journal is then made there, not in the link's place.
+/// A path that is no link is returned as it is.
+fn link_target(path: &Path) -> PathBuf {
+    let mut at = path.to_owned();
+    for _ in 0..40 {
+        let Ok(next) = std::fs::read_link(&at) else {
+            return at;
+        };
+        at = crate::containing_dir::containing_dir(&at).join(next);
+    }
+    at
+}
+
+/// How long a journal's lock held by another process is waited for before a second server is
+/// refused: for a moment after `kill -9` of a server, a child of it that has not yet started
+/// its command still holds the lock (its descriptor closes only at its `execve`).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Takes the journal's lock, `PATH.lock` (created mode 0600), waiting up to [`LOCK_WAIT`]
+/// while another process holds it.
 ///
 /// # Errors
 /// Another server holds it, or it cannot be made.
 fn lock(path: &Path) -> anyhow::Result<nix::fcntl::Flock<File>> {
+    use nix::fcntl::{Flock, FlockArg};
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
     let lock_path = PathBuf::from(name);
-    let file = OpenOptions::new()
+    let mut file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
         .open(&lock_path)
         .map_err(|err| anyhow::anyhow!("cannot create {}: {err}", lock_path.display()))?;
-    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
-        |(_, errno)| match errno {
-            nix::errno::Errno::EWOULDBLOCK => anyhow::anyhow!(
+    let until = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => return Ok(lock),
+            Err((back, nix::errno::Errno::EWOULDBLOCK)) if std::time::Instant::now() < until => {
+                file = back;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => anyhow::bail!(
                 "another lanes serve uses the journal {} (give each server its own --journal)",
                 path.display()
             ),
-            other => anyhow::anyhow!("cannot lock {}: {other}", lock_path.display()),
-        },
-    )
+            Err((_, other)) => anyhow::bail!("cannot lock {}: {other}", lock_path.display()),
+        }
+    }
 }
 
 /// Writes a journal holding `jobs` beside `path`, flushes it and renames it over `path`;
@@ -578,6 +607,17 @@ fn write_new<'a>(
     OpenOptions::new().append(true).open(path)
 }
 
+/// Whether the file at `path` begins as a journal does (its header's `{"journal":`): a file
+/// no report, events or JUnit file may replace.
+pub(crate) fn is_journal(path: &Path) -> bool {
+    use std::io::Read as _;
+    const START: &[u8] = b"{\"journal\":";
+    let mut start = [0u8; START.len()];
+    File::open(path)
+        .and_then(|mut file| file.read_exact(&mut start))
+        .is_ok_and(|()| start == START)
+}
+
 /// The default journal: beside the socket, named after it (`lanes.sock` → `lanes.journal`).
 pub(crate) fn default_path(socket: &Path) -> PathBuf {
     socket.with_extension("journal")
@@ -589,6 +629,45 @@ mod tests {
 
     fn replayed(text: &str) -> Result<Recovered, String> {
         replay(text.as_bytes())
+    }
+
+    #[test]
+    fn a_link_is_followed_to_its_end_even_to_a_file_not_made_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("real")).unwrap();
+        std::fs::create_dir(dir.path().join("cli")).unwrap();
+        let first = dir.path().join("cli").join("a");
+        std::os::unix::fs::symlink("b", &first).unwrap();
+        std::os::unix::fs::symlink("../real/j.journal", dir.path().join("cli").join("b")).unwrap();
+        assert_eq!(
+            link_target(&first),
+            dir.path().join("cli").join("../real/j.journal")
+        );
+        let plain = dir.path().join("plain");
+        assert_eq!(link_target(&plain), plain);
+        let real = one_name(&first).unwrap();
+        assert_eq!(
+            real,
+            std::fs::canonicalize(dir.path().join("real"))
+                .unwrap()
+                .join("j.journal")
+        );
+    }
+
+    #[test]
+    fn a_journal_is_known_by_its_first_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        for (text, journal) in [
+            ("{\"journal\":2,\"last\":0}\n", true),
+            ("{\"type\":\"run\"}\n", false),
+            ("{\"jour", false),
+            ("", false),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            assert_eq!(is_journal(&path), journal, "{text:?}");
+        }
+        assert!(!is_journal(&dir.path().join("missing")));
     }
 
     #[test]

@@ -150,7 +150,9 @@ pub(crate) fn write(
         }
         Target::Replace(path, permissions) => {
             let dir = crate::containing_dir::containing_dir(&path);
-            let mut file = tempfile::NamedTempFile::new_in(dir).with_context(cannot)?;
+            let mut file = tempfile::NamedTempFile::new_in(dir)
+                .map_err(without_temporary_name)
+                .with_context(cannot)?;
             write_to(report, events, format, output, file.as_file_mut())?;
             // An existing file keeps its permission bits; a new one is readable by others, as
             // a file written with the usual umask is (a temporary file is private).
@@ -158,11 +160,21 @@ pub(crate) fn write(
                 permissions.unwrap_or_else(|| std::os::unix::fs::PermissionsExt::from_mode(0o644));
             std::fs::set_permissions(file.path(), permissions).with_context(cannot)?;
             file.persist(&path)
-                .map_err(|err| err.error)
+                .map_err(|err| without_temporary_name(err.error))
                 .with_context(cannot)?;
         }
     }
     Ok(())
+}
+
+/// The error without the name of the temporary file it befell, a name the user never gave:
+/// the `tempfile` crate's errors end in ` at path "…"`.
+fn without_temporary_name(err: std::io::Error) -> std::io::Error {
+    let text = err.to_string();
+    match text.split_once(" at path ") {
+        Some((bare, _)) => std::io::Error::new(err.kind(), bare.to_owned()),
+        None => err,
+    }
 }
 
 /// Writes the timeline into `sink`, buffered (`output` names it in errors).
@@ -198,4 +210,18 @@ fn write_to(
     }
     out.flush().with_context(cannot)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_error_names_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing");
+        let err = tempfile::NamedTempFile::new_in(&missing).unwrap_err();
+        assert!(err.to_string().contains(".tmp"), "{err}");
+        let bare = super::without_temporary_name(err);
+        assert!(!bare.to_string().contains(".tmp"), "{bare}");
+        assert_eq!(bare.kind(), std::io::ErrorKind::NotFound);
+    }
 }

@@ -2087,3 +2087,163 @@ fn serve_on(scratch: &Scratch, socket: &Path, journal: &Path) -> Run {
         .arg("--journal")
         .arg(journal)
 }
+
+/// A running server's journal and report belong to it: a second server (on its own socket
+/// and journal) or a plain run that names either of them as an output is refused before
+/// anything is made, and the running server goes on to record every job it admitted.
+#[test]
+fn a_running_servers_journal_and_report_are_no_other_lanes_outputs() {
+    let scratch = Scratch::new();
+    let journal = scratch.join("a.journal");
+    let first = serve(
+        &scratch,
+        &["-j", "1", "--journal", journal.to_str().unwrap()],
+    );
+    let admitted = first.client("submit", &["k", "--", "echo first"]);
+    assert_eq!(admitted.code, 0, "{}", admitted.stderr);
+    let header = |journal: &Path| {
+        let text = std::fs::read_to_string(journal).unwrap();
+        text.lines().next().unwrap_or_default().to_owned()
+    };
+    let header_before = header(&journal);
+    assert!(
+        header_before.starts_with("{\"journal\":"),
+        "{header_before}"
+    );
+    let second_socket = scratch.join("b.sock");
+    let second_journal = scratch.join("b.journal");
+    let refusals = [
+        ("--report", &journal, "is the journal of a `lanes serve`"),
+        ("--events", &journal, "is the journal of a `lanes serve`"),
+        ("--report", &first.report, "another lanes writes its report"),
+        ("--events", &first.report, "another lanes writes its report"),
+    ];
+    for (flag, path, says) in refusals {
+        let second = serve_on(&scratch, &second_socket, &second_journal)
+            .arg(flag)
+            .arg(path)
+            .run();
+        second.code(2);
+        assert!(
+            second.stderr().contains(says),
+            "{flag}: {}",
+            second.stderr()
+        );
+        assert!(
+            !second_socket.exists(),
+            "{flag}: the refused server left its socket"
+        );
+        assert!(
+            !second_journal.exists(),
+            "{flag}: the refused server made its journal"
+        );
+        let plain = Run::new()
+            .no_report()
+            .scratch(&scratch)
+            .arg(flag)
+            .arg(path)
+            .stdin("k\ttrue\n")
+            .run();
+        plain.code(2);
+        assert!(plain.stderr().contains(says), "{flag}: {}", plain.stderr());
+    }
+    // A journal that is the running server's report is refused before its lock is made.
+    let on_report = serve_on(&scratch, &second_socket, &first.report).run();
+    on_report.code(2);
+    assert!(
+        on_report
+            .stderr()
+            .contains("another lanes writes its report"),
+        "{}",
+        on_report.stderr()
+    );
+    let mut lock = first.report.as_os_str().to_owned();
+    lock.push(".lock");
+    assert!(
+        !Path::new(&lock).exists(),
+        "the refused server made a lock file"
+    );
+    // Still the first server's journal, naming its report.
+    assert_eq!(header(&journal), header_before);
+    let later = first.client("submit", &["k", "--", "echo second"]);
+    assert_eq!(later.code, 0, "{}", later.stderr);
+    assert_eq!(first.client("drain", &[]).code, 0);
+    let (out, report) = first.end();
+    out.code(0);
+    assert_eq!(report.summary.succeeded, 2, "{}", out.dump());
+    assert_eq!(report.jobs.len(), 2, "{}", out.dump());
+}
+
+/// `--journal` naming a symbolic link to a file not made yet makes the journal where the
+/// link points (the link stays), as every output follows such a link; a second server
+/// given the target's own path is refused.
+#[test]
+fn a_journal_named_by_a_dangling_link_is_made_where_the_link_points() {
+    let scratch = Scratch::new();
+    std::fs::create_dir(scratch.join("real")).unwrap();
+    std::fs::create_dir(scratch.join("cli")).unwrap();
+    let link = scratch.join("cli").join("j.journal");
+    std::os::unix::fs::symlink("../real/j.journal", &link).unwrap();
+    let socket = scratch.join("lanes.sock");
+    let running = serve_on(&scratch, &socket, &link).spawn();
+    assert!(listening(&socket), "the socket did not appear");
+    let server = Server {
+        running,
+        socket,
+        report: scratch.join("unused"),
+    };
+    let admitted = server.client("submit", &["k", "--", "true"]);
+    assert_eq!(admitted.code, 0, "{}", admitted.stderr);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link was replaced"
+    );
+    let target = scratch.join("real").join("j.journal");
+    assert!(target.is_file(), "no journal where the link points");
+    let second = serve_on(&scratch, &scratch.join("b.sock"), &target).run();
+    second.code(2);
+    assert!(
+        second
+            .stderr()
+            .contains("another lanes serve uses the journal"),
+        "{}",
+        second.stderr()
+    );
+    assert_eq!(server.client("close", &[]).code, 0);
+    server.running.wait().code(0);
+}
+
+/// For a moment after `kill -9` of a server, a child of it that has not yet started its
+/// command still holds the journal's lock: a server started then waits for it (up to a
+/// second) rather than say that another server uses the journal. Here the test holds the lock
+/// for 300 ms after the server starts.
+#[test]
+fn a_journal_lock_held_for_a_moment_is_waited_for() {
+    use std::os::fd::AsRawFd as _;
+    let scratch = Scratch::new();
+    let journal = scratch.join("lanes.journal");
+    let lock = std::fs::File::create(scratch.join("lanes.journal.lock")).unwrap();
+    // SAFETY: `lock` is open for the call.
+    assert_eq!(
+        unsafe { nix::libc::flock(lock.as_raw_fd(), nix::libc::LOCK_EX) },
+        0
+    );
+    let socket = scratch.join("lanes.sock");
+    let running = serve_on(&scratch, &socket, &journal).spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(lock);
+    assert!(
+        listening(&socket),
+        "the server did not start once the lock was free"
+    );
+    let server = Server {
+        running,
+        socket,
+        report: scratch.join("unused"),
+    };
+    assert_eq!(server.client("close", &[]).code, 0);
+    server.running.wait().code(0);
+}
