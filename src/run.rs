@@ -64,6 +64,14 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // emptied), so that a failed start leaves every file as it was.
     for (_, what, path) in outputs(&config) {
         if let Some(path) = path {
+            let socket = std::fs::metadata(path)
+                .is_ok_and(|meta| std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
+            if socket {
+                bail!(
+                    "cannot create {what} {}: it is a socket (a lanes serve's?), not a file",
+                    path.display()
+                );
+            }
             check_output(path)
                 .with_context(|| format!("cannot create {what} {}", path.display()))?;
         }
@@ -407,12 +415,36 @@ fn check_unclaimed(
     lock: nix::fcntl::FlockArg,
 ) -> std::io::Result<()> {
     check_unlocked(file, lock)?;
+    if let Some(stream) = own_stream(file) {
+        let hint = if stream == "stdout" {
+            " (for the report on stdout, give --json)"
+        } else {
+            ""
+        };
+        return Err(std::io::Error::other(format!(
+            "it is the file lanes' {stream} goes to, which it would overwrite from its start{hint}"
+        )));
+    }
     if crate::serve::journal::is_journal(path) {
         return Err(std::io::Error::other(
             "it is the journal of a `lanes serve`, which would lose the jobs it keeps",
         ));
     }
     Ok(())
+}
+
+/// Which of lanes' own stdout and stderr is the regular file `file` is (the same device and
+/// inode), if either: an output opened on it apart would write over what goes to the stream.
+fn own_stream(file: &File) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = file.metadata().ok().filter(std::fs::Metadata::is_file)?;
+    [(1, "stdout"), (2, "stderr")]
+        .into_iter()
+        .find(|&(fd, _)| {
+            nix::sys::stat::fstat(fd)
+                .is_ok_and(|stream| stream.st_dev == meta.dev() && stream.st_ino == meta.ino())
+        })
+        .map(|(_, name)| name)
 }
 
 /// How long a lock held on an output file is waited for before the file is refused as
@@ -451,7 +483,9 @@ fn check_unlocked(file: &File, lock: nix::fcntl::FlockArg) -> std::io::Result<()
 
 /// Refuses a `lanes serve` journal that is not a regular file (`/dev/null` would keep
 /// nothing, so no admission would survive a crash) or that is also the report, the events or
-/// the JUnit file (creating that would empty the journal, or the journal overwrite it).
+/// the JUnit file (creating that would empty the journal, or the journal overwrite it), that
+/// another lanes writes its report or events to, or that holds something other than a
+/// journal: all found out before the journal's lock file is made.
 fn check_journal_apart(journal: &std::path::Path, config: &RunConfig) -> anyhow::Result<()> {
     if let Ok(meta) = std::fs::metadata(journal) {
         if !meta.is_file() {
@@ -462,15 +496,25 @@ fn check_journal_apart(journal: &std::path::Path, config: &RunConfig) -> anyhow:
             );
         }
     }
-    if let Ok(file) = File::open(journal) {
-        if let Err(err) = check_unlocked(&file, nix::fcntl::FlockArg::LockSharedNonblock) {
-            bail!("the journal {} cannot be used: {err}", journal.display());
-        }
-    }
     for (flag, _, output) in outputs(config) {
         if output.is_some_and(|output| crate::config::same_file(output, journal)) {
             bail!(
                 "{flag} {} is the journal of `lanes serve`: give each its own file",
+                journal.display()
+            );
+        }
+    }
+    if let Ok(file) = File::open(journal) {
+        if let Err(err) = check_unlocked(&file, nix::fcntl::FlockArg::LockSharedNonblock) {
+            bail!("the journal {} cannot be used: {err}", journal.display());
+        }
+        // Found out before its lock is made: a file of another kind is no journal.
+        if file.metadata().is_ok_and(|meta| meta.len() > 0)
+            && !crate::serve::journal::is_journal(journal)
+        {
+            bail!(
+                "the journal {}: line 1 is not a journal line (a journal begins with \
+                 {{\"journal\":); start the server on a new journal",
                 journal.display()
             );
         }

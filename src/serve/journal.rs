@@ -222,10 +222,13 @@ fn unknown(number: usize, seq: Seq, what: &str) -> String {
     format!("line {number}: seq {seq} {what}, but no line before it admitted it")
 }
 
-/// The seqs among `live` that have a job record in the report at `path` (JSON Lines; a line
-/// that is no record, such as one a kill cut short, is passed over). A missing or unreadable
-/// file has none, and so has one that is no regular file (a FIFO would wait for a writer).
-fn recorded_in(path: &Path, live: &std::collections::BTreeSet<Seq>) -> Vec<Seq> {
+/// The seqs among `live` (each with its key and command) that have a job record in the
+/// report at `path` (JSON Lines; a line that is no record, such as one a kill cut short, is
+/// passed over). A record counts only with the key and command the journal admitted under its
+/// seq: the file may have been replaced since (another run's report under the same name,
+/// whose seqs mean other jobs). A missing or unreadable file has none, and so has one that is
+/// no regular file (a FIFO would wait for a writer).
+fn recorded_in(path: &Path, live: &BTreeMap<Seq, (&str, &str)>) -> Vec<Seq> {
     if !std::fs::metadata(path).is_ok_and(|meta| meta.is_file()) {
         return Vec::new();
     }
@@ -234,6 +237,8 @@ fn recorded_in(path: &Path, live: &std::collections::BTreeSet<Seq>) -> Vec<Seq> 
         #[serde(rename = "type")]
         kind: String,
         seq: Seq,
+        key: Option<String>,
+        command: Option<String>,
     }
     let Ok(file) = File::open(path) else {
         return Vec::new();
@@ -242,7 +247,12 @@ fn recorded_in(path: &Path, live: &std::collections::BTreeSet<Seq>) -> Vec<Seq> 
         .split(b'\n')
         .map_while(Result::ok)
         .filter_map(|line| serde_json::from_slice::<Record>(&line).ok())
-        .filter(|record| record.kind == "job" && live.contains(&record.seq))
+        .filter(|record| {
+            record.kind == "job"
+                && live.get(&record.seq).is_some_and(|&(key, command)| {
+                    record.key.as_deref() == Some(key) && record.command.as_deref() == Some(command)
+                })
+        })
         .map(|record| record.seq)
         .collect()
 }
@@ -302,7 +312,11 @@ impl Journal {
             Err(err) => anyhow::bail!("cannot read the journal {}: {err}", path.display()),
         };
         if let Some(earlier) = recovered.report.as_deref() {
-            let live = recovered.jobs.iter().map(|job| job.seq).collect();
+            let live = recovered
+                .jobs
+                .iter()
+                .map(|job| (job.seq, (job.key.as_str(), job.command.as_str())))
+                .collect();
             let recorded = recorded_in(earlier, &live);
             recovered.jobs.retain(|job| !recorded.contains(&job.seq));
         }
@@ -912,7 +926,7 @@ mod tests {
         // record of seq 2 was cut short.
         std::fs::write(
             &first,
-            "{\"type\":\"run\",\"seq\":2}\n{\"type\":\"job\",\"seq\":1,\"outcome\":\"succeeded\"}\n{\"type\":\"job\",\"se",
+            "{\"type\":\"run\",\"seq\":2}\n{\"type\":\"job\",\"seq\":1,\"key\":\"a\",\"command\":\"x\",\"outcome\":\"succeeded\"}\n{\"type\":\"job\",\"se",
         )
         .unwrap();
         let second = dir.path().join("second.jsonl");
@@ -924,5 +938,37 @@ mod tests {
         let (_, recovered) = Journal::open(&path, false, None).unwrap();
         assert_eq!(recovered.report.as_deref(), Some(second.as_path()));
         assert_eq!(recovered.jobs.len(), 1);
+    }
+
+    #[test]
+    fn a_record_of_another_job_under_a_live_seq_leaves_it_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        let first = dir.path().join("first.jsonl");
+        {
+            let (mut journal, _) = Journal::open(&path, false, Some(&first)).unwrap();
+            journal.admitted(1, "a", "sleep 30");
+            journal.admitted(2, "b", "sleep 30");
+            journal.admitted(3, "c", "sleep 30");
+            journal.started(1);
+            journal.sync().unwrap();
+        }
+        // The report's name was reused by an unrelated run: its seqs 1–3 are other jobs; only
+        // a record with seq 3's own key and command counts.
+        let unrelated = [("x", "true"), ("b", "true"), ("c", "sleep 30")]
+            .iter()
+            .enumerate()
+            .map(|(n, (key, command))| {
+                format!(
+                    "{{\"type\":\"job\",\"seq\":{},\"key\":\"{key}\",\"command\":\"{command}\"}}\n",
+                    n + 1
+                )
+            })
+            .collect::<String>();
+        std::fs::write(&first, unrelated).unwrap();
+        let (_, recovered) =
+            Journal::open(&path, false, Some(&dir.path().join("second.jsonl"))).unwrap();
+        let seqs: Vec<Seq> = recovered.jobs.iter().map(|j| j.seq).collect();
+        assert_eq!(seqs, vec![1, 2]);
     }
 }

@@ -379,3 +379,50 @@ fn a_report_given_up_on_after_a_second_stop_signal_is_said() {
         out.dump()
     );
 }
+
+/// An output that is the very file lanes' stdout or stderr goes to (`--report /dev/stdout >
+/// out`, `>> out`, `--report out > out`) would be written over from its start, apart from the
+/// stream: refused, exit 2, the file left as it was. Through a pipe it is only mixed, and
+/// allowed.
+#[test]
+fn an_output_that_is_lanes_own_stdout_or_stderr_file_is_refused() {
+    use std::process::{Command, Stdio};
+    let scratch = Scratch::new();
+    let out = scratch.join("out.txt");
+    for (flag, path, stream) in [
+        ("--report", "/dev/stdout", "stdout"),
+        ("--report", out.to_str().unwrap(), "stdout"),
+        ("--events", "/dev/stderr", "stderr"),
+        ("--junit", "/dev/stdout", "stdout"),
+    ] {
+        std::fs::write(&out, "kept\n").unwrap();
+        let file = || std::fs::OpenOptions::new().append(true).open(&out).unwrap();
+        let mut command = Command::new(BIN);
+        command
+            .args([flag, path, ":::", "echo job"])
+            .stdin(Stdio::null());
+        let (stdout, stderr) = if stream == "stdout" {
+            (Stdio::from(file()), Stdio::piped())
+        } else {
+            (Stdio::piped(), Stdio::from(file()))
+        };
+        let run = command.stdout(stdout).stderr(stderr).output().unwrap();
+        assert_eq!(run.status.code(), Some(2), "{flag} {path}");
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.starts_with("kept\n"), "{flag} {path}: {text}");
+        assert!(
+            text.contains(&format!("it is the file lanes' {stream} goes to"))
+                || String::from_utf8_lossy(&run.stderr)
+                    .contains(&format!("it is the file lanes' {stream} goes to")),
+            "{flag} {path}: {text}"
+        );
+    }
+    // Through a pipe: allowed, the report's lines among the job's output.
+    let piped = Command::new(BIN)
+        .args(["--report", "/dev/stdout", ":::", "echo job"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(piped.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&piped.stdout).contains("\"type\":\"summary\""));
+}

@@ -1262,7 +1262,7 @@ fn a_record_written_before_a_kill_9_is_not_recorded_again() {
     // before its end reached the journal: seq 1 journaled as running, its record in the report.
     let first = scratch.write(
         "first.jsonl",
-        "{\"type\":\"job\",\"seq\":1,\"key\":\"a\",\"outcome\":\"succeeded\"}\n",
+        "{\"type\":\"job\",\"seq\":1,\"key\":\"a\",\"command\":\"true\",\"outcome\":\"succeeded\"}\n",
     );
     scratch.write(
         "lanes.journal",
@@ -2246,4 +2246,87 @@ fn a_journal_lock_held_for_a_moment_is_waited_for() {
     };
     assert_eq!(server.client("close", &[]).code, 0);
     server.running.wait().code(0);
+}
+
+/// A killed server's report replaced by another run's under the same name: its records'
+/// seqs are other jobs, and the next server takes none of its own jobs as recorded.
+#[test]
+fn a_report_replaced_after_kill_9_records_none_of_the_servers_jobs() {
+    let scratch = Scratch::new();
+    let (mut first, socket) = first_server(&scratch, &["-j", "1"]);
+    let submitted = client_at(
+        &socket,
+        "submit",
+        &[],
+        Some("a\techo $$ > \"$D/pid\"; exec sleep 30\nb\ttrue\nc\ttrue\n"),
+    );
+    assert_eq!(submitted.code, 10, "{}", submitted.stderr);
+    scratch.wait_for("pid", Duration::from_secs(20));
+    let pid = scratch.pid("pid");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    // An unrelated run reuses the first server's report name: its seqs 1–3 are x, y, z.
+    let unrelated = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .arg("--report")
+        .arg(scratch.join("first.jsonl"))
+        .stdin("x\ttrue\ny\ttrue\nz\ttrue\n")
+        .run();
+    unrelated.code(0);
+    let server = serve(&scratch, &["-j", "1"]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    let seqs: Vec<u64> = report.jobs.iter().map(|job| job.seq).collect();
+    assert_eq!(seqs, [1, 2, 3], "{}", out.dump());
+    assert_eq!(
+        report.job(1).result(),
+        ("interrupted", Some("server_lost")),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(report.job(2).result(), ("succeeded", None));
+    assert_eq!(report.job(3).result(), ("succeeded", None));
+}
+
+/// A `--journal` that is some other file (a finished report), and an output that is a socket
+/// (another server's), are refused before the journal or its lock is made.
+#[test]
+fn a_journal_of_another_kind_and_a_socket_output_make_nothing() {
+    let scratch = Scratch::new();
+    let finished = scratch.write("fin.jsonl", "{\"type\":\"run\"}\n");
+    let run = serve_on(&scratch, &scratch.join("lanes.sock"), &finished).run();
+    run.code(2);
+    assert!(
+        run.stderr().contains("line 1 is not a journal line"),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        !scratch.join("fin.jsonl.lock").exists(),
+        "a lock file was made"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&finished).unwrap(),
+        "{\"type\":\"run\"}\n"
+    );
+    let other = serve(&scratch, &["-j", "1"]);
+    let journal = scratch.join("second.journal");
+    let run = serve_on(&scratch, &scratch.join("second.sock"), &journal)
+        .arg("--report")
+        .arg(&other.socket)
+        .run();
+    run.code(2);
+    assert!(run.stderr().contains("it is a socket"), "{}", run.stderr());
+    assert!(!journal.exists(), "the journal was made");
+    assert!(
+        !scratch.join("second.journal.lock").exists(),
+        "a lock file was made"
+    );
+    assert_eq!(other.client("close", &[]).code, 0);
+    other.running.wait().code(0);
 }
