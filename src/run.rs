@@ -79,6 +79,14 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let serving = match &config.source {
         Source::Socket(given) => {
             let path = crate::serve::socket::serve_path(given.as_deref())?;
+            for (flag, _, output) in outputs(&config) {
+                if output.is_some_and(|output| crate::config::same_file(output, &path)) {
+                    bail!(
+                        "{flag} {} is the server's socket: give each its own path",
+                        path.display()
+                    );
+                }
+            }
             crate::serve::socket::check_free(&path)?;
             let journal_path = config
                 .journal
@@ -195,11 +203,16 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         config.json.then(|| stdout.sender()),
     );
     if let Some(path) = &config.junit {
-        // Made now, so that a path that cannot be written fails before anything runs.
-        create_output(path)
+        // Made now, so that a path that cannot be written fails before anything runs; a
+        // regular file is held (locked) until it is written at the end.
+        let held = create_output(path)
             .with_context(|| format!("cannot create the JUnit file {}", path.display()))?;
+        let held = held
+            .metadata()
+            .is_ok_and(|meta| meta.is_file())
+            .then_some(held);
         let name = format!("lanes {}", config.source.describe());
-        recorder = recorder.with_junit(path.clone(), JunitReport::new(&name, origin));
+        recorder = recorder.with_junit(path.clone(), JunitReport::new(&name, origin), held);
     }
     if let Some(mut progress) = progress {
         // Under `--resume` the jobs skipped are not counted: the total comes at the input's end.
@@ -416,13 +429,8 @@ fn check_unclaimed(
 ) -> std::io::Result<()> {
     check_unlocked(file, lock)?;
     if let Some(stream) = own_stream(file) {
-        let hint = if stream == "stdout" {
-            " (for the report on stdout, give --json)"
-        } else {
-            ""
-        };
         return Err(std::io::Error::other(format!(
-            "it is the file lanes' {stream} goes to, which it would overwrite from its start{hint}"
+            "it is the file lanes' {stream} goes to, which it would overwrite from its start"
         )));
     }
     if crate::serve::journal::is_journal(path) {
@@ -544,10 +552,11 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
     if meta.as_ref().is_ok_and(|meta| !meta.is_file()) {
         return File::create(path);
     }
+    // Appended to: a job that writes to the file too (its own run's report) adds its lines
+    // among the records instead of having them written over, or leaving a hole.
     let file = std::fs::OpenOptions::new()
-        .write(true)
+        .append(true)
         .create(true)
-        .truncate(false)
         .open(path)?;
     check_unclaimed(&file, path, nix::fcntl::FlockArg::LockExclusiveNonblock)?;
     file.set_len(0)?;

@@ -32,7 +32,9 @@ pub(crate) struct Recorder {
     any_bad: bool,
     /// The JUnit file could not be written whole.
     report_lost: bool,
-    junit: Option<(PathBuf, JunitReport)>,
+    /// With the file, when it is a regular one, held open (and so locked, see `run.rs`'s
+    /// `create_output`) until it is written.
+    junit: Option<(PathBuf, JunitReport, Option<std::fs::File>)>,
     progress: Option<Progress>,
     /// `--coordinate-records`: job records also go to the fleet's database.
     fleet: Option<super::mirror::Mirror>,
@@ -62,8 +64,13 @@ impl Recorder {
     }
 
     /// Also collects a JUnit XML file, written to `path` by [`Recorder::finish`].
-    pub(crate) fn with_junit(mut self, path: PathBuf, report: JunitReport) -> Self {
-        self.junit = Some((path, report));
+    pub(crate) fn with_junit(
+        mut self,
+        path: PathBuf,
+        report: JunitReport,
+        held: Option<std::fs::File>,
+    ) -> Self {
+        self.junit = Some((path, report, held));
         self
     }
 
@@ -113,7 +120,7 @@ impl Recorder {
                 self.unlisted += 1;
             }
         }
-        if let Some((_, junit)) = &mut self.junit {
+        if let Some((_, junit, _)) = &mut self.junit {
             junit.add(entry);
         }
         if let Some(progress) = &mut self.progress {
@@ -171,14 +178,16 @@ impl Recorder {
     /// be written makes it 1, like the report), on a thread of its own: the caller may give up
     /// on a reader that does not read (a FIFO), and the file then counts as not written.
     pub(crate) async fn write_junit(&mut self) {
-        let Some((path, junit)) = self.junit.take() else {
+        let Some((path, junit, held)) = self.junit.take() else {
             return;
         };
         // Counted lost until written: a wait given up leaves it so.
         self.report_lost = true;
         let xml = junit.to_xml();
         let written = tokio::task::spawn_blocking(move || {
-            std::fs::write(&path, xml).map_err(|err| (path, err))
+            let written = std::fs::write(&path, xml).map_err(|err| (path, err));
+            drop(held);
+            written
         })
         .await;
         match written {

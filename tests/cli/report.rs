@@ -426,3 +426,69 @@ fn an_output_that_is_lanes_own_stdout_or_stderr_file_is_refused() {
     assert_eq!(piped.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&piped.stdout).contains("\"type\":\"summary\""));
 }
+
+/// A run's JUnit file is held from its start until it is written at the end: another run may
+/// not take it for its report meanwhile (it would be written over at that end).
+#[test]
+fn a_junit_file_is_held_for_the_whole_run() {
+    let scratch = Scratch::new();
+    let junit = scratch.join("ju.xml");
+    let first = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .arg("--junit")
+        .arg(&junit)
+        .stdin(format!("a\ttouch \"$D/started\"; {}\n", await_file("go")))
+        .spawn();
+    scratch.wait_for("started", Duration::from_secs(20));
+    let second = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .arg("--report")
+        .arg(&junit)
+        .stdin("b\ttrue\n")
+        .run();
+    second.code(2);
+    assert!(
+        second.stderr().contains("another lanes writes"),
+        "{}",
+        second.stderr()
+    );
+    scratch.write("go", "");
+    first.wait().code(0);
+    assert!(std::fs::read_to_string(&junit)
+        .unwrap()
+        .starts_with("<?xml"));
+}
+
+/// A job that writes to its own run's report adds its lines among the records: every record
+/// stays whole (the report is appended to, not written at lanes' own offset).
+#[test]
+fn a_job_writing_to_its_own_report_leaves_every_record_whole() {
+    let scratch = Scratch::new();
+    let report = scratch.join("self.jsonl");
+    let out = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .arg("--report")
+        .arg(&report)
+        .args(["-j", "1"])
+        .stdin(format!(
+            "a\tprintf '%03000d\\n' 0 >> \"$D/self.jsonl\"\nb\ttrue\n"
+        ))
+        .run();
+    out.code(0);
+    let text = std::fs::read_to_string(&report).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.contains(&"0".repeat(3000).as_str()), "{text}");
+    let records: Vec<serde_json::Value> = lines
+        .iter()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|r| r["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["run", "job", "job", "summary"], "{text}");
+}

@@ -2330,3 +2330,23 @@ fn a_journal_of_another_kind_and_a_socket_output_make_nothing() {
     assert_eq!(other.client("close", &[]).code, 0);
     other.running.wait().code(0);
 }
+
+/// An output given the server's own socket path is refused before anything is made.
+#[test]
+fn an_output_on_the_servers_own_socket_path_is_refused() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("a.sock");
+    let journal = scratch.join("a.journal");
+    let run = serve_on(&scratch, &socket, &journal)
+        .arg("--report")
+        .arg(&socket)
+        .run();
+    run.code(2);
+    assert!(
+        run.stderr().contains("is the server's socket"),
+        "{}",
+        run.stderr()
+    );
+    assert!(!socket.exists(), "a file was made at the socket's path");
+    assert!(!journal.exists(), "the journal was made");
+}
