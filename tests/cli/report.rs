@@ -473,9 +473,7 @@ fn a_job_writing_to_its_own_report_leaves_every_record_whole() {
         .arg("--report")
         .arg(&report)
         .args(["-j", "1"])
-        .stdin(format!(
-            "a\tprintf '%03000d\\n' 0 >> \"$D/self.jsonl\"\nb\ttrue\n"
-        ))
+        .stdin("a\tprintf '%03000d\\n' 0 >> \"$D/self.jsonl\"\nb\ttrue\n")
         .run();
     out.code(0);
     let text = std::fs::read_to_string(&report).unwrap();
