@@ -404,7 +404,7 @@ fn check_output(path: &std::path::Path) -> std::io::Result<()> {
             access(path, AccessFlags::W_OK).map_err(os)?;
             if meta.is_file() {
                 if let Ok(file) = File::open(path) {
-                    check_unclaimed(&file, path, nix::fcntl::FlockArg::LockSharedNonblock)?;
+                    check_unclaimed(&file, path, nix::libc::LOCK_SH)?;
                 }
             }
             Ok(())
@@ -425,9 +425,9 @@ fn check_output(path: &std::path::Path) -> std::io::Result<()> {
 fn check_unclaimed(
     file: &File,
     path: &std::path::Path,
-    lock: nix::fcntl::FlockArg,
+    operation: nix::libc::c_int,
 ) -> std::io::Result<()> {
-    check_unlocked(file, lock)?;
+    check_unlocked(file, operation)?;
     if let Some(stream) = own_stream(file) {
         return Err(std::io::Error::other(format!(
             "it is the file lanes' {stream} goes to, which it would overwrite from its start"
@@ -455,38 +455,21 @@ fn own_stream(file: &File) -> Option<&'static str> {
         .map(|(_, name)| name)
 }
 
-/// How long a lock held on an output file is waited for before the file is refused as
-/// another lanes': for a moment after `kill -9` of a lanes, a child of it that has not yet
-/// started its command still holds the lock (its descriptor closes only at its `execve`).
-const OUTPUT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// Refuses a file another lanes writes its report or events to: `file` is locked with
-/// `lock` (`flock(2)`, tried again for up to [`OUTPUT_LOCK_WAIT`]), which fails while such a
-/// lanes holds its exclusive lock (for its whole run). A file system without `flock` refuses
-/// nothing.
+/// `operation` (`LOCK_SH` or `LOCK_EX`; `flock(2)`, waited for only through a brief hold, see
+/// [`crate::shell::unix::BRIEF_HOLD`]), which fails while such a lanes holds its exclusive
+/// lock (for its whole run). A file system without `flock` refuses nothing.
 ///
 /// # Errors
 /// The lock is held (`WouldBlock`).
-fn check_unlocked(file: &File, lock: nix::fcntl::FlockArg) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd as _;
-    let operation = match lock {
-        nix::fcntl::FlockArg::LockSharedNonblock => nix::libc::LOCK_SH | nix::libc::LOCK_NB,
-        _ => nix::libc::LOCK_EX | nix::libc::LOCK_NB,
-    };
-    let until = std::time::Instant::now() + OUTPUT_LOCK_WAIT;
-    // SAFETY: `file` is open for as long as the calls last.
-    while unsafe { nix::libc::flock(file.as_raw_fd(), operation) } != 0
-        && std::io::Error::last_os_error().raw_os_error() == Some(nix::libc::EWOULDBLOCK)
-    {
-        if std::time::Instant::now() >= until {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::WouldBlock,
-                "another lanes writes its report or events to it (it holds the file's lock)",
-            ));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+fn check_unlocked(file: &File, operation: nix::libc::c_int) -> std::io::Result<()> {
+    match crate::shell::unix::flock_after_brief_hold(file, operation) {
+        Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => Err(std::io::Error::new(
+            std::io::ErrorKind::WouldBlock,
+            "another lanes writes its report or events to it (it holds the file's lock)",
+        )),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// Refuses a `lanes serve` journal that is not a regular file (`/dev/null` would keep
@@ -513,7 +496,7 @@ fn check_journal_apart(journal: &std::path::Path, config: &RunConfig) -> anyhow:
         }
     }
     if let Ok(file) = File::open(journal) {
-        if let Err(err) = check_unlocked(&file, nix::fcntl::FlockArg::LockSharedNonblock) {
+        if let Err(err) = check_unlocked(&file, nix::libc::LOCK_SH) {
             bail!("the journal {} cannot be used: {err}", journal.display());
         }
         // Found out before its lock is made: a file of another kind is no journal.
@@ -558,7 +541,7 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
         .append(true)
         .create(true)
         .open(path)?;
-    check_unclaimed(&file, path, nix::fcntl::FlockArg::LockExclusiveNonblock)?;
+    check_unclaimed(&file, path, nix::libc::LOCK_EX)?;
     file.set_len(0)?;
     Ok(file)
 }

@@ -259,9 +259,9 @@ fn recorded_in(path: &Path, live: &BTreeMap<Seq, (&str, &str)>) -> Vec<Seq> {
 
 /// The journal file, open for appending.
 pub(crate) struct Journal {
-    /// An exclusive `flock` on `PATH.lock`, held while the server runs: two servers on one
-    /// journal would each re-admit the other's jobs.
-    _lock: nix::fcntl::Flock<File>,
+    /// `PATH.lock`, open with an exclusive `flock` on it while the server runs: two servers
+    /// on one journal would each re-admit the other's jobs.
+    _lock: File,
     path: PathBuf,
     file: File,
     /// The report file named in the header (absolute).
@@ -518,42 +518,30 @@ fn link_target(path: &Path) -> PathBuf {
     at
 }
 
-/// How long a journal's lock held by another process is waited for before a second server is
-/// refused: for a moment after `kill -9` of a server, a child of it that has not yet started
-/// its command still holds the lock (its descriptor closes only at its `execve`).
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Takes the journal's lock, `PATH.lock` (created mode 0600), waiting up to [`LOCK_WAIT`]
-/// while another process holds it.
+/// Takes the journal's lock, `PATH.lock` (created mode 0600): an exclusive `flock`, held
+/// while the returned file is open, waited for only through a brief hold
+/// ([`crate::shell::unix::BRIEF_HOLD`]).
 ///
 /// # Errors
 /// Another server holds it, or it cannot be made.
-fn lock(path: &Path) -> anyhow::Result<nix::fcntl::Flock<File>> {
-    use nix::fcntl::{Flock, FlockArg};
+fn lock(path: &Path) -> anyhow::Result<File> {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");
     let lock_path = PathBuf::from(name);
-    let mut file = OpenOptions::new()
+    let file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
         .open(&lock_path)
         .map_err(|err| anyhow::anyhow!("cannot create {}: {err}", lock_path.display()))?;
-    let until = std::time::Instant::now() + LOCK_WAIT;
-    loop {
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(lock),
-            Err((back, nix::errno::Errno::EWOULDBLOCK)) if std::time::Instant::now() < until => {
-                file = back;
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => anyhow::bail!(
-                "another lanes serve uses the journal {} (give each server its own --journal)",
-                path.display()
-            ),
-            Err((_, other)) => anyhow::bail!("cannot lock {}: {other}", lock_path.display()),
-        }
+    match crate::shell::unix::flock_after_brief_hold(&file, nix::libc::LOCK_EX) {
+        Ok(()) => Ok(file),
+        Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => anyhow::bail!(
+            "another lanes serve uses the journal {} (give each server its own --journal)",
+            path.display()
+        ),
+        Err(err) => anyhow::bail!("cannot lock {}: {err}", lock_path.display()),
     }
 }
 

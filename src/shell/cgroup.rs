@@ -361,7 +361,9 @@ impl CgroupRun {
             // Held for the whole run: another run finds a run cgroup stale only when it can
             // take this lock, that is when this run is gone.
             match fs::File::open(&dir).map(OwnedFd::from) {
-                Ok(fd) if flock(&fd, libc::LOCK_EX | libc::LOCK_NB) => break (dir, fd),
+                Ok(fd) if super::unix::flock(&fd, libc::LOCK_EX | libc::LOCK_NB).is_ok() => {
+                    break (dir, fd)
+                }
                 _ => {
                     let _ = fs::remove_dir(&dir);
                     return Err(Unavailable::NotWritable {
@@ -807,7 +809,7 @@ fn remove_stale_runs(parent: &Path) {
         let Ok(fd) = fs::File::open(&path).map(OwnedFd::from) else {
             continue;
         };
-        if flock(&fd, libc::LOCK_EX | libc::LOCK_NB) {
+        if super::unix::flock(&fd, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
             remove_dirs(&path);
         }
     }
@@ -823,12 +825,6 @@ fn remove_dirs(dir: &Path) {
         }
     }
     let _ = fs::remove_dir(dir);
-}
-
-/// `flock(2)` on `fd`; whether it was taken.
-fn flock(fd: &OwnedFd, operation: libc::c_int) -> bool {
-    // SAFETY: `fd` is an open descriptor owned by the caller.
-    unsafe { libc::flock(fd.as_raw_fd(), operation) == 0 }
 }
 
 #[cfg(test)]

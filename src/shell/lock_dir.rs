@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
+use super::unix::flock;
 use crate::report::entry::HostWait;
 use crate::report::json::LockHolder;
 
@@ -333,20 +334,6 @@ pub(crate) fn above_placements(fd: OwnedFd) -> OwnedFd {
         // SAFETY: a descriptor just returned by `fcntl`, owned by nothing else.
         Ok(moved) => unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(moved) },
         Err(_) => fd,
-    }
-}
-
-/// `flock(2)` on `file`, retried when interrupted.
-fn flock(file: &impl AsRawFd, operation: libc::c_int) -> io::Result<()> {
-    loop {
-        // SAFETY: `flock` on an open descriptor has no memory effects.
-        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
-            return Ok(());
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
     }
 }
 
