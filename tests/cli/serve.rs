@@ -2187,12 +2187,7 @@ fn a_journal_named_by_a_dangling_link_is_made_where_the_link_points() {
     let socket = scratch.join("lanes.sock");
     let running = serve_on(&scratch, &socket, &link).spawn();
     assert!(listening(&socket), "the socket did not appear");
-    let server = Server {
-        running,
-        socket,
-        report: scratch.join("unused"),
-    };
-    let admitted = server.client("submit", &["k", "--", "true"]);
+    let admitted = client_at(&socket, "submit", &["k", "--", "true"], None);
     assert_eq!(admitted.code, 0, "{}", admitted.stderr);
     assert!(
         std::fs::symlink_metadata(&link)
@@ -2212,8 +2207,8 @@ fn a_journal_named_by_a_dangling_link_is_made_where_the_link_points() {
         "{}",
         second.stderr()
     );
-    assert_eq!(server.client("close", &[]).code, 0);
-    server.running.wait().code(0);
+    assert_eq!(client_at(&socket, "close", &[], None).code, 0);
+    running.wait().code(0);
 }
 
 /// For a moment after `kill -9` of a server, a child of it that has not yet started its
@@ -2239,13 +2234,8 @@ fn a_journal_lock_held_for_a_moment_is_waited_for() {
         listening(&socket),
         "the server did not start once the lock was free"
     );
-    let server = Server {
-        running,
-        socket,
-        report: scratch.join("unused"),
-    };
-    assert_eq!(server.client("close", &[]).code, 0);
-    server.running.wait().code(0);
+    assert_eq!(client_at(&socket, "close", &[], None).code, 0);
+    running.wait().code(0);
 }
 
 /// A killed server's report replaced by another run's under the same name: its records'
