@@ -518,8 +518,8 @@ fn check_journal_apart(journal: &std::path::Path, config: &RunConfig) -> anyhow:
 /// meanwhile; a file another lanes holds, or a `lanes serve` journal, is refused and left as
 /// it was ([`check_unclaimed`]). A FIFO or a device is opened as it is. A FIFO without a
 /// reader holds the open back until one comes: meanwhile a stop signal ends `lanes` at once
-/// (nothing has started yet), instead of waiting, blocked, for handlers that stand only once
-/// the outputs are open.
+/// and Ctrl-Z stops it (nothing has started yet), instead of waiting, blocked, for handlers
+/// that stand only once the outputs are open.
 ///
 /// # Errors
 /// It cannot be opened or emptied, or it is another's.
@@ -528,7 +528,9 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
     let meta = std::fs::metadata(path);
     if meta.as_ref().is_ok_and(|meta| meta.file_type().is_fifo()) {
         crate::shell::signal::unblock_handled();
+        crate::shell::signal::release_terminal_stop();
         let opened = File::create(path);
+        crate::shell::signal::hold_terminal_stop();
         crate::shell::signal::block_handled();
         return opened;
     }

@@ -17,7 +17,9 @@ use super::key_locks::{CheckedKeyLocks, KeyLocks};
 use super::launch::{Launcher, NotStarted, Streams};
 use super::lock_dir::{Acquired, Grant};
 use super::reap::{sweep_escapees, Reaper};
-use super::signal::{next_signal, recv_optional, until_stopped, StopSignals};
+use super::signal::{
+    next_signal, recv_optional, terminal_stop_requested, until_stopped, StopSignals,
+};
 use super::sleep_until_opt;
 use super::spawner::SpawnOutcome;
 use super::supervise::{Control, Ended};
@@ -123,7 +125,10 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     // SIGUSR1: a status of the running jobs.
     let mut status_requests = signals.as_mut().and_then(StopSignals::take_status_requests);
     // Ctrl-Z: lanes stops with its jobs.
-    let mut terminal_stop = unix_signal(SignalKind::from_raw(nix::libc::SIGTSTP)).ok();
+    let terminal_stop = super::signal::TerminalStop::listen().ok();
+    if terminal_stop.is_none() {
+        super::signal::release_terminal_stop();
+    }
     // The terminal was resized: the display is laid out again.
     let mut resized = unix_signal(SignalKind::window_change()).ok();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
@@ -213,8 +218,10 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             Some(signal) = next_signal(&mut signals) => driver.on_signal(signal).await,
             Some(()) = recv_optional(&mut status_requests) => driver.on_status_request().await,
             Some(()) = recv_optional(&mut sigchld) => driver.launcher.reaper().reap(),
-            Some(()) = recv_optional(&mut terminal_stop) => {
-                driver.on_terminal_stop(&mut spawned_rx).await;
+            Some(()) = terminal_stop_requested(&terminal_stop) => {
+                if let Some(stop) = &terminal_stop {
+                    driver.on_terminal_stop(stop, &mut spawned_rx).await;
+                }
             }
             Some(outcome) = spawned_rx.recv() => driver.on_spawned(outcome).await,
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,
@@ -811,21 +818,26 @@ impl Driver {
     }
 
     /// Ctrl-Z (SIGTSTP): every job stops with lanes, and the time stopped counts toward no
-    /// deadline. lanes stops itself as the signal's default action would (SIGSTOP:
-    /// [`super::signal::stop_unless_continued`]), and goes on here when continued (`fg`, `bg`,
+    /// deadline. lanes then lets the SIGTSTP, still pending, act as its default action
+    /// ([`super::signal::TerminalStop`]), and goes on here when continued (`fg`, `bg`,
     /// SIGCONT).
     ///
     /// Not as the first process of a PID namespace (a container's entrypoint): the kernel
     /// stops no namespace's init, so lanes could not stop itself, and it goes on as any init
     /// does, jobs and timers included. Nor when a SIGCONT came after the SIGTSTP, before lanes
-    /// could act on it (`kill -TSTP` then `kill -CONT`): the stop was called off, and a lanes
-    /// stopped now would wait for a continue already spent.
+    /// could act on it (`kill -TSTP` then `kill -CONT`): the SIGCONT discarded the SIGTSTP,
+    /// so the stop was called off, and the jobs go on at once.
     ///
     /// Starts under way on the spawning threads are waited for first (their outcomes come on
     /// `spawned`), so that their jobs stop with the rest instead of running while lanes is
     /// stopped.
-    async fn on_terminal_stop(&mut self, spawned: &mut mpsc::UnboundedReceiver<SpawnOutcome>) {
+    async fn on_terminal_stop(
+        &mut self,
+        stop: &super::signal::TerminalStop,
+        spawned: &mut mpsc::UnboundedReceiver<SpawnOutcome>,
+    ) {
         if std::process::id() == 1 {
+            stop.discard();
             return;
         }
         while self.launcher.spawning_on_threads() {
@@ -840,7 +852,7 @@ impl Driver {
             progress.pause();
         }
         let stopped_at = Instant::now();
-        super::signal::stop_unless_continued();
+        stop.stop_if_still_requested();
         let stopped = stopped_at.elapsed();
         self.launcher.thaw(&runs, &frozen, stopped);
         self.core.resumed(stopped);

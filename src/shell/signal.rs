@@ -159,10 +159,9 @@ pub(crate) const REAL_TIME: std::ops::RangeInclusive<libc::c_int> = 34..=64;
 /// their default action, and a job's process need not reset them before its `exec` (a
 /// disposition of `SIG_IGN` would survive the `exec`, a blocked signal does not: the child
 /// empties its mask). Jobs start with every signal at its default and none blocked all the
-/// same ([`super::spawn`]). SIGCONT is blocked too: it continues `lanes` all the same, and
-/// stays pending for [`stop_unless_continued`]. Every other signal `lanes` inherited blocked is
-/// unblocked, but for the handled ones, which stay blocked ([`block_handled`]). Call it before
-/// any thread starts, after [`super::unix::reset_ignored_signals`].
+/// same ([`super::spawn`]). Every other signal `lanes` inherited blocked is unblocked, but
+/// for the handled ones, which stay blocked ([`block_handled`]). Call it before any thread
+/// starts, after [`super::unix::reset_ignored_signals`].
 pub(crate) fn disarm_harmless() {
     for signal in [libc::SIGXFSZ, libc::SIGPIPE] {
         // SAFETY: installs SIG_IGN, which runs no code of ours; no other thread exists yet.
@@ -171,15 +170,15 @@ pub(crate) fn disarm_harmless() {
         }
     }
     // The whole mask is set: a signal inherited blocked that lanes needs (SIGCHLD for reaping,
-    // SIGTSTP for Ctrl-Z, SIGWINCH) is unblocked here, and the handled ones stay blocked until
-    // their handlers stand ([`block_handled`]).
+    // SIGTSTP for Ctrl-Z in a task, SIGWINCH) is unblocked here, and the handled ones stay
+    // blocked until their handlers stand ([`block_handled`]). A run blocks SIGTSTP again
+    // ([`hold_terminal_stop`]).
     change_mask(
         libc::SIG_SETMASK,
         HARMLESS
             .into_iter()
             .chain(REAL_TIME)
-            .chain(HANDLED.map(|signal| signal as libc::c_int))
-            .chain([libc::SIGCONT]),
+            .chain(HANDLED.map(|signal| signal as libc::c_int)),
     );
 }
 
@@ -201,7 +200,7 @@ const fn bits(signals: &[Signal]) -> u64 {
 
 /// The signals whose disposition `lanes` may have changed from the default, one bit per
 /// signal ([`bit`]): the handled ones ([`HANDLED`], SIGHUP also when it stays ignored under
-/// `nohup`), those the event loop takes (SIGCHLD, SIGTSTP, SIGWINCH), the two ignored by
+/// `nohup`), those the event loop takes (SIGCHLD, SIGWINCH), the two ignored by
 /// [`disarm_harmless`] (SIGPIPE, SIGXFSZ), SIGSEGV and SIGBUS (Rust's runtime catches them to
 /// tell a stack overflow), and glibc's internal 32 and 33, whose handlers glibc installs. Every other signal is at its default in `lanes`: an inherited `SIG_IGN` is
 /// reset ([`super::unix::reset_ignored_signals`]) and the rest are blocked, not ignored
@@ -210,7 +209,6 @@ const fn bits(signals: &[Signal]) -> u64 {
 /// ([`unchanged_are_default`]).
 pub(crate) const CHANGED_DISPOSITIONS: u64 = bits(&HANDLED)
     | bit(libc::SIGCHLD)
-    | bit(libc::SIGTSTP)
     | bit(libc::SIGWINCH)
     | bit(libc::SIGPIPE)
     | bit(libc::SIGXFSZ)
@@ -356,35 +354,84 @@ impl StopSignals {
     }
 }
 
-/// Stops `lanes` (SIGSTOP), unless a SIGCONT came since the SIGTSTP that asked for the stop
-/// (`kill -TSTP` then `kill -CONT` before `lanes` could act): a `lanes` stopped then would
-/// wait for a continue already spent. Returns once `lanes` is continued, or at once when the
-/// stop was called off.
-///
-/// SIGCONT is blocked in every thread of `lanes` ([`disarm_harmless`]; that does not keep it
-/// from continuing the process) and has no handler, so that one sent stays pending from that
-/// moment, and is seen here (`sigpending`). A pending SIGCONT came after the latest stop
-/// signal: sending a stop signal discards a pending SIGCONT (POSIX, `kill`; Linux
-/// `prepare_signal`). So none is ever taken: the next SIGTSTP, or the SIGSTOP here, discards
-/// it, and a SIGCONT pending at a later look is a later one. The SIGSTOP is sent by the very
-/// next system call, so that what is left is a SIGCONT that comes between the two: the SIGSTOP
-/// discards it, and `lanes` waits for another. Nothing can close that gap: any stop signal
-/// sent discards a pending SIGCONT.
-pub(crate) fn stop_unless_continued() {
-    // SAFETY: `sigpending` fills a zeroed set owned here; `tgkill` of this very thread, a raw
-    // system call with nothing between it and the look (glibc's `raise` would first change
-    // the mask).
-    unsafe {
-        let mut pending: libc::sigset_t = std::mem::zeroed();
-        if libc::sigpending(&mut pending) == 0 && libc::sigismember(&pending, libc::SIGCONT) == 1 {
-            return;
+/// Ctrl-Z (SIGTSTP), kept pending until `lanes` has stopped its jobs, then let act as its
+/// default action (the whole process stops). SIGTSTP is blocked in every thread of a run
+/// ([`hold_terminal_stop`]) and has no handler: one sent waits, pending, and a `signalfd`
+/// tells the event loop that it came, without taking it. A SIGCONT sent meanwhile
+/// (`kill -TSTP` then `kill -CONT` before `lanes` could act) discards the pending SIGTSTP
+/// (POSIX, `kill`; Linux `prepare_signal`), so the stop is called off by the kernel itself, at
+/// whatever moment the SIGCONT comes: there is no look-then-stop gap in which a continue
+/// could be spent before the stop it was meant to end.
+pub(crate) struct TerminalStop(tokio::io::unix::AsyncFd<nix::sys::signalfd::SignalFd>);
+
+impl TerminalStop {
+    /// Listens for SIGTSTP. Must run inside the tokio runtime, after [`hold_terminal_stop`].
+    ///
+    /// # Errors
+    /// When the `signalfd` cannot be made or registered: the caller then lets SIGTSTP act at
+    /// once ([`release_terminal_stop`]), as it would in any program.
+    pub(crate) fn listen() -> std::io::Result<Self> {
+        use nix::sys::signalfd::{SfdFlags, SignalFd};
+        let fd = SignalFd::with_flags(
+            &SigSet::from(Signal::SIGTSTP),
+            SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
+        )?;
+        // SAFETY: `SignalFd` owns its descriptor and closes it only when dropped, with the
+        // `AsyncFd` that holds it.
+        let registered = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+        };
+        Ok(TerminalStop(registered.map_err(std::io::Error::from)?))
+    }
+
+    /// Waits until a SIGTSTP is pending (at once for one that came before [`Self::listen`]).
+    /// The readiness is cleared before the stop is acted on, so that a SIGTSTP that comes
+    /// while `lanes` is stopped or resuming is seen at the next call.
+    pub(crate) async fn requested(&self) {
+        if let Ok(mut ready) = self.0.readable().await {
+            ready.clear_ready();
         }
-        libc::syscall(
-            libc::SYS_tgkill,
-            libc::getpid(),
-            libc::gettid(),
-            libc::SIGSTOP,
-        );
+    }
+
+    /// Stops `lanes` if the SIGTSTP is still pending, by unblocking it in this thread for one
+    /// system call: the kernel then takes it with its default action (the whole process
+    /// stops, and the shell sees it stopped) before that call returns to `lanes`. Returns once
+    /// `lanes` is continued, or at once when a SIGCONT has called the stop off. As for any
+    /// program, the kernel discards the SIGTSTP instead in an orphaned process group, which
+    /// no job control could continue.
+    pub(crate) fn stop_if_still_requested(&self) {
+        let set = SigSet::from(Signal::SIGTSTP);
+        let _ = set.thread_unblock();
+        let _ = set.thread_block();
+    }
+
+    /// Takes a pending SIGTSTP without stopping: for the first process of a PID namespace,
+    /// which the kernel never stops.
+    pub(crate) fn discard(&self) {
+        let _ = self.0.get_ref().read_signal();
+    }
+}
+
+/// Blocks SIGTSTP in the calling thread, and so in every thread it starts, for
+/// [`TerminalStop`]. Call it in a run's set-up, before any thread starts.
+pub(crate) fn hold_terminal_stop() {
+    let _ = SigSet::from(Signal::SIGTSTP).thread_block();
+}
+
+/// Unblocks SIGTSTP in the calling thread: a Ctrl-Z then stops `lanes` at once, as in any
+/// program (before any job has started, or when [`TerminalStop::listen`] failed).
+pub(crate) fn release_terminal_stop() {
+    let _ = SigSet::from(Signal::SIGTSTP).thread_unblock();
+}
+
+/// The next SIGTSTP; never, without a [`TerminalStop`].
+pub(crate) async fn terminal_stop_requested(stop: &Option<TerminalStop>) -> Option<()> {
+    match stop {
+        Some(stop) => {
+            stop.requested().await;
+            Some(())
+        }
+        None => std::future::pending().await,
     }
 }
 

@@ -160,6 +160,83 @@ fn a_sigtstp_called_off_by_sigcont_before_lanes_acts_stops_nothing() {
 }
 
 #[test]
+fn a_sigcont_right_behind_a_sigtstp_never_leaves_lanes_stopped() {
+    // SIGTSTP and SIGCONT back to back, thousands of times and unevenly spaced, so that some
+    // SIGCONT comes at every moment of lanes' work on the SIGTSTP, the last moment before it stops included:
+    // however late it comes, lanes must not stay stopped. Checked after every 20th pair.
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let scratch = Scratch::new();
+    let jobs: String = (1..=50_000)
+        .map(|n| format!("k{}\ttouch \"$D/started\"; sleep 0.02\n", n % 64))
+        .collect();
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "8"])
+        .stdin(jobs)
+        .spawn();
+    let pid = running.pid();
+    let lanes = Pid::from_raw(pid);
+    assert!(wait_until(Duration::from_secs(10), || scratch.exists("started")));
+    for pair in 1..=3000 {
+        let sent = kill(lanes, Signal::SIGTSTP).and_then(|()| kill(lanes, Signal::SIGCONT));
+        assert!(sent.is_ok(), "lanes ended before pair {pair}");
+        // Spread over lanes' work: 0 to 250 µs apart.
+        std::thread::sleep(Duration::from_micros((pair * 37) % 250));
+        if pair % 20 == 0 {
+            assert!(
+                wait_until(Duration::from_secs(3), || state(pid) != Some('T')),
+                "lanes stayed stopped after SIGTSTP and SIGCONT number {pair}"
+            );
+        }
+    }
+    running.signal(Signal::SIGINT);
+    let out = running.wait();
+    out.code(130);
+}
+
+#[test]
+fn a_sigtstp_stops_lanes_and_its_job_even_when_lanes_inherits_it_blocked() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    for blocked in [false, true] {
+        let scratch = Scratch::new();
+        let mut run = Run::new()
+            .scratch(&scratch)
+            .args(["--containment", "process-group"])
+            .stdin(format!("k\techo $$ > \"$D/pid\"; {}\n", await_file("go")));
+        if blocked {
+            run = run.blocking(&[Signal::SIGTSTP]);
+        }
+        let running = run.spawn();
+        let pid = running.pid();
+        let lanes = Pid::from_raw(pid);
+        assert!(wait_until(Duration::from_secs(10), || scratch.exists("pid")));
+        let job = scratch.pid("pid");
+        kill(lanes, Signal::SIGTSTP).unwrap();
+        assert!(
+            wait_until(Duration::from_secs(10), || state(pid) == Some('T')
+                && state(job) == Some('T')),
+            "blocked {blocked}: lanes {:?}, its job {:?} after SIGTSTP",
+            state(pid),
+            state(job)
+        );
+        kill(lanes, Signal::SIGCONT).unwrap();
+        assert!(
+            wait_until(Duration::from_secs(10), || state(pid) != Some('T')
+                && state(job) != Some('T')),
+            "blocked {blocked}: lanes {:?}, its job {:?} after SIGCONT",
+            state(pid),
+            state(job)
+        );
+        scratch.write("go", "");
+        let out = running.wait();
+        out.code(0);
+        assert_eq!(out.job(1).result(), ("succeeded", None));
+    }
+}
+
+#[test]
 fn no_job_runs_while_lanes_is_stopped_even_one_starting_at_the_ctrl_z() {
     // Each job looks at lanes (its parent) once it runs: stopped ('T') means the job ran
     // while lanes was stopped by Ctrl-Z, which stops every job with it. Spawning threads
