@@ -55,14 +55,14 @@ pub fn block_handled_signals() {
 /// handlers stand, so that one that comes early waits ([`shell::signal`]); inherited ignored
 /// signals are reset ([`shell::unix::reset_ignored_signals`]), and the signals whose default
 /// action would end `lanes` without stopping its jobs are ignored or blocked
-/// ([`shell::signal::disarm_harmless`]). SIGTSTP is blocked too, and kept pending for the
-/// event loop, which stops the jobs before `lanes` itself ([`shell::signal::TerminalStop`]).
+/// ([`shell::signal::disarm_harmless`]). SIGCHLD and SIGTSTP are blocked too, and read by the
+/// event loop from `signalfd`s ([`shell::signal::hold_watched`]).
 pub fn prepare_process() -> bool {
     shell::signal::block_handled();
     shell::unix::use_one_malloc_arena();
     let hangup_ignored = shell::unix::reset_ignored_signals();
     shell::signal::disarm_harmless();
-    shell::signal::hold_terminal_stop();
+    shell::signal::hold_watched();
     shell::unix::close_inherited_descriptors_on_exec();
     shell::unix::raise_descriptor_limit();
     shell::unix::become_subreaper();

@@ -528,9 +528,9 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
     let meta = std::fs::metadata(path);
     if meta.as_ref().is_ok_and(|meta| meta.file_type().is_fifo()) {
         crate::shell::signal::unblock_handled();
-        crate::shell::signal::release_terminal_stop();
+        crate::shell::signal::release_watched(nix::sys::signal::Signal::SIGTSTP);
         let opened = File::create(path);
-        crate::shell::signal::hold_terminal_stop();
+        crate::shell::signal::hold_watched();
         crate::shell::signal::block_handled();
         return opened;
     }

@@ -18,7 +18,7 @@ use super::launch::{Launcher, NotStarted, Streams};
 use super::lock_dir::{Acquired, Grant};
 use super::reap::{sweep_escapees, Reaper};
 use super::signal::{
-    next_signal, recv_optional, terminal_stop_requested, until_stopped, StopSignals,
+    child_exited, next_signal, recv_optional, terminal_stop_requested, until_stopped, StopSignals,
 };
 use super::sleep_until_opt;
 use super::spawner::SpawnOutcome;
@@ -117,7 +117,15 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     };
     let reaper = Reaper::default();
     // SIGCHLD first, so that no child's exit can be missed.
-    let mut sigchld = unix_signal(SignalKind::child()).ok();
+    let child_exits = super::signal::ChildExits::listen().ok();
+    let mut sigchld = if child_exits.is_none() {
+        // The handler first: one pending now is then taken by it, not discarded.
+        let stream = unix_signal(SignalKind::child()).ok();
+        super::signal::release_watched(nix::sys::signal::Signal::SIGCHLD);
+        stream
+    } else {
+        None
+    };
     let mut signals = signals.or_else(|| StopSignals::install(!hangup_ignored).ok());
     // A stop signal that came before the handlers stood was pending until now: it is the
     // first one `next` gives (see `StopSignals::install`), and the loop below, biased to
@@ -127,7 +135,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     // Ctrl-Z: lanes stops with its jobs.
     let terminal_stop = super::signal::TerminalStop::listen().ok();
     if terminal_stop.is_none() {
-        super::signal::release_terminal_stop();
+        super::signal::release_watched(nix::sys::signal::Signal::SIGTSTP);
     }
     // The terminal was resized: the display is laid out again.
     let mut resized = unix_signal(SignalKind::window_change()).ok();
@@ -217,6 +225,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             biased;
             Some(signal) = next_signal(&mut signals) => driver.on_signal(signal).await,
             Some(()) = recv_optional(&mut status_requests) => driver.on_status_request().await,
+            Some(()) = child_exited(&child_exits) => driver.launcher.reaper().reap(),
             Some(()) = recv_optional(&mut sigchld) => driver.launcher.reaper().reap(),
             Some(()) = terminal_stop_requested(&terminal_stop) => {
                 if let Some(stop) = &terminal_stop {
