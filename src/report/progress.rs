@@ -1,5 +1,5 @@
 //! The live display on a terminal (SPEC §5.4): one status line — elapsed, done/total, running,
-//! stopped, queued, failed, rejected — and one line per running job (key, elapsed, command),
+//! stopped, queued, failed, interrupted, rejected — and one line per running job (key, elapsed, command),
 //! drawn on stderr with `indicatif`. Job output is written above it through
 //! [`Progress::handle`]'s `suspend`, never through it.
 //!
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use console::{measure_text_width, truncate_str};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::terminal::{draw_target, Echo};
+use super::terminal::{draw_target, in_background, Echo};
 
 use crate::core::Outcome;
 
@@ -32,12 +32,17 @@ pub(crate) struct Progress {
     running: BTreeMap<u64, RunLine>,
     done: u64,
     failed: u64,
+    interrupted: u64,
     rejected: u64,
     queued: usize,
     total: Option<u64>,
     phase: Phase,
     /// Echo turned off while the display is drawn, when it was.
     echo: Option<Echo>,
+    /// `lanes` is in the background of its terminal (`bg`, `lanes … &`): nothing is drawn, so
+    /// that the shell's prompt and what is typed there are not drawn over, until it is in the
+    /// foreground again (`fg`; looked at on every [`Progress::tick`]).
+    background: bool,
     /// The terminal's echo is left alone (the input is typed there).
     keep_echo: bool,
 }
@@ -79,6 +84,10 @@ impl Progress {
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         frame.enable_steady_tick(Duration::from_millis(100));
+        let background = in_background();
+        if background {
+            multi.set_draw_target(ProgressDrawTarget::hidden());
+        }
         let mut progress = Progress {
             multi,
             frame,
@@ -86,11 +95,13 @@ impl Progress {
             running: BTreeMap::new(),
             done: 0,
             failed: 0,
+            interrupted: 0,
             rejected: 0,
             queued: 0,
             total: None,
             phase: Phase::Running,
             echo: (!keep_echo).then(Echo::off).flatten(),
+            background,
             keep_echo,
         };
         progress.redraw();
@@ -140,10 +151,12 @@ impl Progress {
     /// A job's record was written with `outcome`.
     pub(crate) fn recorded(&mut self, outcome: Outcome) {
         self.done += 1;
+        // As the summary counts them.
         match outcome {
             Outcome::Rejected(_) => self.rejected += 1,
-            _ if outcome.is_bad() => self.failed += 1,
-            _ => {}
+            Outcome::Failed(_) => self.failed += 1,
+            Outcome::Interrupted(_) => self.interrupted += 1,
+            Outcome::Succeeded | Outcome::Skipped => {}
         }
         self.redraw();
     }
@@ -162,8 +175,23 @@ impl Progress {
         }
     }
 
-    /// Redraws the display, so that elapsed times move.
+    /// Redraws the display, so that elapsed times move; hides it while `lanes` is in the
+    /// background of its terminal, and draws it afresh once it is in the foreground again.
     pub(crate) fn tick(&mut self) {
+        if self.phase == Phase::Finished {
+            return;
+        }
+        let background = in_background();
+        if background && !self.background {
+            self.background = true;
+            self.multi.set_draw_target(ProgressDrawTarget::hidden());
+            // The shell that took the terminal sets its own settings: nothing to give back.
+            self.echo = None;
+        } else if !background && self.background {
+            self.background = false;
+            self.show();
+            return;
+        }
         self.redraw();
     }
 
@@ -205,12 +233,21 @@ impl Progress {
         }
     }
 
-    /// `lanes` goes on after [`Progress::pause`]: the display is drawn afresh, without echo
-    /// again when lanes is in the terminal's foreground (after `fg`, not `bg`).
+    /// `lanes` goes on after [`Progress::pause`]: after `fg`, the display is drawn afresh,
+    /// without echo again; after `bg`, nothing is drawn until `lanes` is in the foreground
+    /// again ([`Progress::tick`]).
     pub(crate) fn resume(&mut self) {
         if self.phase == Phase::Finished {
             return;
         }
+        self.background = in_background();
+        if !self.background {
+            self.show();
+        }
+    }
+
+    /// Draws the display on the terminal again, without echo unless it is kept.
+    fn show(&mut self) {
         if !self.keep_echo && self.echo.is_none() {
             self.echo = Echo::off();
         }
@@ -295,6 +332,9 @@ fn frame(progress: &Progress, now: Instant, rows: usize, columns: usize) -> Stri
                 " · {} queued · {} failed",
                 progress.queued, progress.failed
             );
+            if progress.interrupted > 0 {
+                let _ = write!(status, " · {} interrupted", progress.interrupted);
+            }
             if progress.rejected > 0 {
                 let _ = write!(status, " · {} rejected", progress.rejected);
             }
@@ -393,11 +433,13 @@ mod tests {
             running,
             done: 2,
             failed: 1,
+            interrupted: 0,
             rejected: 1,
             queued: 5,
             total: Some(20),
             phase: Phase::Running,
             echo: None,
+            background: false,
             keep_echo: true,
         }
     }
@@ -444,7 +486,7 @@ mod tests {
     }
 
     #[test]
-    fn rejected_lines_are_counted_apart_from_failures() {
+    fn failed_interrupted_and_rejected_jobs_are_counted_as_the_summary_counts_them() {
         use crate::core::{FailReason, RejectReason, StopReason};
         let mut progress = progress_with(0);
         (progress.done, progress.failed, progress.rejected) = (0, 0, 0);
@@ -452,13 +494,24 @@ mod tests {
         progress.recorded(Outcome::Rejected(RejectReason::QueueFull));
         progress.recorded(Outcome::Failed(FailReason::ExitStatus));
         progress.recorded(Outcome::Interrupted(StopReason::Superseded));
+        progress.recorded(Outcome::Interrupted(StopReason::Timeout));
+        progress.recorded(Outcome::Interrupted(StopReason::Timeout));
         progress.recorded(Outcome::Succeeded);
+        progress.recorded(Outcome::Skipped);
         assert_eq!(
-            (progress.done, progress.failed, progress.rejected),
-            (5, 1, 2)
+            (
+                progress.done,
+                progress.failed,
+                progress.interrupted,
+                progress.rejected
+            ),
+            (8, 1, 3, 2)
         );
         let text = frame(&progress, progress.since, 24, 120);
-        assert!(text.contains("· 1 failed · 2 rejected"), "{text}");
+        assert!(
+            text.contains("· 1 failed · 3 interrupted · 2 rejected"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -206,6 +206,14 @@ fn in_foreground(fd: &std::io::Stderr) -> bool {
     own.as_raw() != 0 && nix::unistd::tcgetpgrp(fd).is_ok_and(|group| group == own)
 }
 
+/// Whether `lanes` is known to be in the background of its terminal (stderr): the terminal's
+/// foreground process group is another's (`lanes … &`, or `bg` after Ctrl-Z). Not when that
+/// cannot be told ([`in_foreground`]'s PID namespace), nor when stderr is no terminal.
+pub(super) fn in_background() -> bool {
+    let own = nix::unistd::getpgrp();
+    own.as_raw() != 0 && nix::unistd::tcgetpgrp(std::io::stderr()).is_ok_and(|group| group != own)
+}
+
 /// Runs `f` with SIGTTOU blocked in the calling thread: a terminal's settings changed from the
 /// background are then changed (tcsetattr(3)) instead of stopping lanes in the middle of the
 /// call. `f` checks [`in_foreground`] first; blocking closes the moment between that check and

@@ -1,7 +1,8 @@
 //! `--strict`: the whole input is read and checked before anything starts (SPEC §1.1), in
 //! bounded memory. The lines are copied, as read, to an unnamed temporary file (in `TMPDIR`),
 //! which the run then reads as its input; only the line being checked is held in memory
-//! ([`LineReader`] bounds it). A stop signal while checking ends the wait at once.
+//! ([`LineReader`] bounds it). A stop signal while checking ends the wait at once; Ctrl-Z
+//! stops `lanes` at once.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Seek, Write};
@@ -12,7 +13,9 @@ use anyhow::{bail, Context as _};
 use nix::sys::signal::Signal;
 
 use super::input::Feed;
-use super::signal::{next_signal, StopSignals};
+use super::signal::{
+    hold_watched, next_signal, release_watched, terminal_stop_requested, StopSignals, TerminalStop,
+};
 use crate::input::arguments::{RecordFormat, RecordReader};
 use crate::input::lines::LineItem;
 
@@ -51,17 +54,38 @@ pub(crate) async fn check(
             let _ = tx.send(check_all(reader, &source, format, &counter));
         })
         .context("cannot start the thread that checks the input")?;
-    tokio::select! {
-        biased;
-        Some(signal) = next_signal(signals) => Ok(Checked::Interrupted {
-            signal,
-            lines: checked.load(Ordering::Relaxed),
-        }),
-        result = rx => match result {
-            Ok(result) => result.map(Checked::Valid),
-            Err(_) => bail!("the check of the input (--strict) ended without an answer"),
-        },
+    // Ctrl-Z while checking: nothing has started, so lanes stops at once, as any program would
+    // (a producer stopped with it would otherwise leave lanes waiting for its input, holding
+    // the terminal).
+    let terminal_stop = TerminalStop::listen().ok();
+    if terminal_stop.is_none() {
+        release_watched(Signal::SIGTSTP);
     }
+    let mut rx = rx;
+    let checked = loop {
+        tokio::select! {
+            biased;
+            Some(signal) = next_signal(signals) => break Ok(Checked::Interrupted {
+                signal,
+                lines: checked.load(Ordering::Relaxed),
+            }),
+            Some(()) = terminal_stop_requested(&terminal_stop) => {
+                if let Some(stop) = &terminal_stop {
+                    stop.stop_if_still_requested();
+                }
+            }
+            result = &mut rx => break match result {
+                Ok(result) => result.map(Checked::Valid),
+                Err(_) => Err(anyhow::anyhow!(
+                    "the check of the input (--strict) ended without an answer"
+                )),
+            },
+        }
+    };
+    if terminal_stop.is_none() {
+        hold_watched();
+    }
+    checked
 }
 
 /// Checks every line, copying them to a temporary file while all are valid; counts the lines

@@ -237,6 +237,44 @@ fn a_sigtstp_stops_lanes_and_its_job_even_when_lanes_inherits_it_blocked() {
 }
 
 #[test]
+fn a_ctrl_z_while_strict_checks_the_input_stops_lanes_at_once() {
+    // With --strict nothing starts before the input ends: a producer stopped by the same
+    // Ctrl-Z would never end it, so lanes must stop then, not once the check is over.
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    use std::io::Write as _;
+    let mut running = Run::new().arg("--strict").stdin_piped().spawn();
+    let pid = running.pid();
+    running.stdin().write_all(b"k\techo one\n").unwrap();
+    running.stdin().flush().unwrap();
+    // The check runs on a thread of its own: once it is there, lanes is checking.
+    let checking = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|task| {
+                std::fs::read_to_string(task.path().join("comm"))
+                    .is_ok_and(|comm| comm.trim() == "lanes-strict")
+            })
+    };
+    assert!(wait_until(Duration::from_secs(10), checking));
+    kill(Pid::from_raw(pid), Signal::SIGTSTP).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || state(pid) == Some('T')),
+        "lanes {:?} 10 s after SIGTSTP, its input still open",
+        state(pid)
+    );
+    kill(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || state(pid) != Some('T')));
+    running.stdin().write_all(b"k\techo two\n").unwrap();
+    running.close_stdin();
+    let out = running.wait();
+    out.code(0);
+    assert_eq!(out.report().jobs.len(), 2);
+}
+
+#[test]
 fn no_job_runs_while_lanes_is_stopped_even_one_starting_at_the_ctrl_z() {
     // Each job looks at lanes (its parent) once it runs: stopped ('T') means the job ran
     // while lanes was stopped by Ctrl-Z, which stops every job with it. Spawning threads

@@ -298,6 +298,53 @@ fn ctrl_z_then_fg(containment: &str) {
 }
 
 #[test]
+fn after_ctrl_z_and_bg_nothing_is_drawn_until_fg() {
+    // In the background the display would draw over the shell's prompt and what is typed
+    // there: it waits for `fg`.
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("ctrl_z_bg", 120, 30, scratch.path()) else {
+        return;
+    };
+    scratch.write(
+        "jobs",
+        "a\techo $$ > \"$D/a.pid\"; until [ -e \"$D/go\" ]; do sleep 0.05; done\n",
+    );
+    tmux.type_line(&lanes_line("--progress always \"$D/jobs\"", scratch.path()));
+    scratch.wait_for("a.pid", Duration::from_secs(10));
+    tmux.wait_screen("the display", Duration::from_secs(5), |s| {
+        s.contains(" running · ")
+    });
+    tmux.key("C-z");
+    tmux.wait_screen("lanes stopped", Duration::from_secs(5), |s| {
+        s.contains("Stopped")
+    });
+    tmux.type_line("bg");
+    tmux.type_line("echo typed-after-bg");
+    tmux.wait_screen("the shell's answer", Duration::from_secs(5), |s| {
+        s.lines().any(|line| line == "typed-after-bg")
+    });
+    // The display is looked at once a second: three looks.
+    std::thread::sleep(Duration::from_millis(3200));
+    let screen = tmux.screen();
+    assert!(
+        !screen.contains(" running · "),
+        "drawn in the background:\n{screen}"
+    );
+    assert!(
+        screen.lines().any(|line| line == "typed-after-bg"),
+        "{screen}"
+    );
+    tmux.type_line("fg");
+    tmux.wait_screen("the display after fg", Duration::from_secs(5), |s| {
+        s.contains(" running · ")
+    });
+    scratch.write("go", "");
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.summary.exit_code, 0);
+    assert_eq!(report.jobs.len(), 1);
+}
+
+#[test]
 fn a_job_reading_the_terminal_shows_as_stopped_and_says_why() {
     let scratch = Scratch::new();
     let Some(tmux) = Tmux::start("tty_read", 120, 30, scratch.path()) else {
