@@ -128,62 +128,30 @@ fn a_ctrl_z_while_jobs_start_stops_lanes_and_a_continue_lets_the_run_finish() {
         .all(|job| job.result() == ("succeeded", None)));
 }
 
-#[test]
-fn a_sigtstp_called_off_by_sigcont_before_lanes_acts_stops_nothing() {
-    // `kill -TSTP` then `kill -CONT` at once, to lanes' pid or to its group, while lanes
-    // reads a long input and runs jobs: lanes must not stop itself after the SIGCONT came, or
-    // nothing would continue it. Continued at once, it may stop for a moment, never for long.
+/// Sends lanes (`running`) `pairs` SIGTSTP and SIGCONT pairs, back to back, each to lanes'
+/// pid or, where `to_group(pair)`, to its process group, `apart(pair)` after the last; after
+/// every `check_every`th pair, lanes must leave state `T` within 3 s (stopped by a SIGTSTP,
+/// it is continued by the SIGCONT behind it). Then stops lanes with SIGINT.
+fn tstp_cont_pairs(
+    running: Running,
+    pairs: u64,
+    to_group: impl Fn(u64) -> bool,
+    apart: impl Fn(u64) -> Duration,
+    check_every: u64,
+) {
     use nix::sys::signal::{kill, killpg, Signal};
     use nix::unistd::Pid;
-    let jobs: String = (1..=20_000)
-        .map(|n| format!("k{}\tsleep 0.02\n", n % 64))
-        .collect();
-    let running = Run::new().args(["-j", "8"]).stdin(jobs).spawn();
     let pid = running.pid();
     let lanes = Pid::from_raw(pid);
-    for pair in 1..=150 {
-        let sent = if pair % 2 == 0 {
+    for pair in 1..=pairs {
+        let sent = if to_group(pair) {
             killpg(lanes, Signal::SIGTSTP).and_then(|()| killpg(lanes, Signal::SIGCONT))
         } else {
             kill(lanes, Signal::SIGTSTP).and_then(|()| kill(lanes, Signal::SIGCONT))
         };
         assert!(sent.is_ok(), "lanes ended before pair {pair}");
-        std::thread::sleep(Duration::from_millis(10));
-        assert!(
-            wait_until(Duration::from_secs(3), || state(pid) != Some('T')),
-            "lanes stayed stopped after SIGTSTP and SIGCONT number {pair}"
-        );
-    }
-    running.signal(Signal::SIGINT);
-    let out = running.wait();
-    out.code(130);
-}
-
-#[test]
-fn a_sigcont_right_behind_a_sigtstp_never_leaves_lanes_stopped() {
-    // SIGTSTP and SIGCONT back to back, thousands of times and unevenly spaced, so that some
-    // SIGCONT comes at every moment of lanes' work on the SIGTSTP, the last moment before it stops included:
-    // however late it comes, lanes must not stay stopped. Checked after every 20th pair.
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
-    let scratch = Scratch::new();
-    let jobs: String = (1..=50_000)
-        .map(|n| format!("k{}\ttouch \"$D/started\"; sleep 0.02\n", n % 64))
-        .collect();
-    let running = Run::new()
-        .scratch(&scratch)
-        .args(["-j", "8"])
-        .stdin(jobs)
-        .spawn();
-    let pid = running.pid();
-    let lanes = Pid::from_raw(pid);
-    assert!(wait_until(Duration::from_secs(10), || scratch.exists("started")));
-    for pair in 1..=3000 {
-        let sent = kill(lanes, Signal::SIGTSTP).and_then(|()| kill(lanes, Signal::SIGCONT));
-        assert!(sent.is_ok(), "lanes ended before pair {pair}");
-        // Spread over lanes' work: 0 to 250 µs apart.
-        std::thread::sleep(Duration::from_micros((pair * 37) % 250));
-        if pair % 20 == 0 {
+        std::thread::sleep(apart(pair));
+        if pair % check_every == 0 {
             assert!(
                 wait_until(Duration::from_secs(3), || state(pid) != Some('T')),
                 "lanes stayed stopped after SIGTSTP and SIGCONT number {pair}"
@@ -193,6 +161,49 @@ fn a_sigcont_right_behind_a_sigtstp_never_leaves_lanes_stopped() {
     running.signal(Signal::SIGINT);
     let out = running.wait();
     out.code(130);
+}
+
+#[test]
+fn a_sigtstp_called_off_by_sigcont_before_lanes_acts_stops_nothing() {
+    // `kill -TSTP` then `kill -CONT` at once, to lanes' pid or to its group, while lanes
+    // reads a long input and runs jobs: lanes must not stop itself after the SIGCONT came, or
+    // nothing would continue it. Continued at once, it may stop for a moment, never for long.
+    let jobs: String = (1..=20_000)
+        .map(|n| format!("k{}\tsleep 0.02\n", n % 64))
+        .collect();
+    let running = Run::new().args(["-j", "8"]).stdin(jobs).spawn();
+    tstp_cont_pairs(
+        running,
+        150,
+        |pair| pair % 2 == 0,
+        |_| Duration::from_millis(10),
+        1,
+    );
+}
+
+#[test]
+fn a_sigcont_right_behind_a_sigtstp_never_leaves_lanes_stopped() {
+    // SIGTSTP and SIGCONT back to back, thousands of times and unevenly spaced (0 to 250 µs
+    // apart), so that some SIGCONT comes at every moment of lanes' work on the SIGTSTP, the
+    // last moment before it stops included: however late it comes, lanes must not stay
+    // stopped. Checked after every 20th pair.
+    let scratch = Scratch::new();
+    let jobs: String = (1..=50_000)
+        .map(|n| format!("k{}\ttouch \"$D/started\"; sleep 0.02\n", n % 64))
+        .collect();
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "8"])
+        .stdin(jobs)
+        .spawn();
+    assert!(wait_until(Duration::from_secs(10), || scratch.exists("started")));
+    tstp_cont_pairs(
+        running,
+        3000,
+        |_| false,
+        |pair| Duration::from_micros((pair * 37) % 250),
+        20,
+    );
 }
 
 #[test]
