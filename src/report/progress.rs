@@ -323,7 +323,8 @@ fn frame(progress: &Progress, now: Instant, rows: usize, columns: usize) -> Stri
                 Some(total) => format!("{elapsed} {}/{total} done", progress.done),
                 None => format!("{elapsed} {} done", progress.done),
             };
-            let _ = write!(status, " · {running} running");
+            // Separate buckets: a stopped job is counted as stopped, not also as running.
+            let _ = write!(status, " · {} running", running - stopped);
             if stopped > 0 {
                 let _ = write!(status, " · {stopped} stopped");
             }
@@ -471,7 +472,7 @@ mod tests {
             lines[1].contains("[key-3]")
                 && lines[1].contains("STOPPED (waiting for terminal input)")
         );
-        assert!(lines[0].contains("10 running · 1 stopped · 5 queued · 1 failed · 1 rejected"));
+        assert!(lines[0].contains("9 running · 1 stopped · 5 queued · 1 failed · 1 rejected"));
         // 3 rows: the status line and the count.
         let tiny = frame(&progress, progress.since, 3, 120);
         assert_eq!(

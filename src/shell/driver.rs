@@ -687,6 +687,9 @@ impl Driver {
             usage,
         } = output;
         if finished.retry {
+            if let Some(progress) = self.ledger.progress() {
+                progress.set_queued(self.core.queued());
+            }
             self.grouped.retried(first, block);
             self.retry_tails.insert(first, stderr_tail);
             return;
@@ -909,6 +912,8 @@ impl Driver {
         }
         if let Some(progress) = self.ledger.progress() {
             progress.set_stopped(&stopped);
+            // Also what no event told the display: a retry queued again after its try.
+            progress.set_queued(self.core.queued());
             progress.tick();
         }
     }

@@ -345,6 +345,31 @@ fn after_ctrl_z_and_bg_nothing_is_drawn_until_fg() {
 }
 
 #[test]
+fn a_job_waiting_for_its_retry_is_counted_as_queued() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("retry_queued", 120, 30, scratch.path()) else {
+        return;
+    };
+    scratch.write(
+        "jobs",
+        "r\ttouch \"$D/tried\"; [ -e \"$D/go\" ]\n\
+         other\tuntil [ -e \"$D/go\" ]; do sleep 0.05; done\n",
+    );
+    tmux.type_line(&lanes_line(
+        "--progress always --retries 1 --retry-delay 30s \"$D/jobs\"",
+        scratch.path(),
+    ));
+    scratch.wait_for("tried", Duration::from_secs(10));
+    // r's first try failed: it waits for its retry, queued again; other runs.
+    tmux.wait_screen("the retry counted", Duration::from_secs(5), |s| {
+        s.contains("0/2 done · 1 running · 1 queued")
+    });
+    tmux.key("C-c");
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.jobs.len(), 2);
+}
+
+#[test]
 fn a_job_reading_the_terminal_shows_as_stopped_and_says_why() {
     let scratch = Scratch::new();
     let Some(tmux) = Tmux::start("tty_read", 120, 30, scratch.path()) else {
@@ -362,7 +387,8 @@ fn a_job_reading_the_terminal_shows_as_stopped_and_says_why() {
     let stopped: Vec<&str> = screen.lines().filter(|l| l.contains("STOPPED")).collect();
     assert_eq!(stopped.len(), 1, "{screen}");
     assert!(stopped[0].starts_with("  [asks]"), "{screen}");
-    assert!(screen.contains("2 running · 1 stopped"), "{screen}");
+    // Separate buckets: the stopped job is not counted as running too.
+    assert!(screen.contains("1 running · 1 stopped"), "{screen}");
     tmux.key("C-c");
     let report = ended(&scratch, &tmux, Duration::from_secs(20));
     assert_eq!(report.summary.exit_code, 130);
