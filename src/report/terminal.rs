@@ -198,20 +198,28 @@ impl Echo {
     }
 }
 
-/// Whether `lanes` is in the foreground of the terminal `fd` is. Not when its process group
-/// cannot be seen: in a PID namespace that its group's leader is outside of (`unshare --pid
-/// --fork lanes …`), `getpgrp` and `tcgetpgrp` both give 0 whoever is in the foreground.
-fn in_foreground(fd: &std::io::Stderr) -> bool {
+/// Whether `lanes` is in the foreground of the terminal `fd` is: `None` when that cannot be
+/// told, because `fd` is no terminal, or because `lanes`' process group cannot be seen (in a
+/// PID namespace that its group's leader is outside of, `unshare --pid --fork lanes …`,
+/// `getpgrp` and `tcgetpgrp` both give 0 whoever is in the foreground).
+fn foreground(fd: &std::io::Stderr) -> Option<bool> {
     let own = nix::unistd::getpgrp();
-    own.as_raw() != 0 && nix::unistd::tcgetpgrp(fd).is_ok_and(|group| group == own)
+    if own.as_raw() == 0 {
+        return None;
+    }
+    nix::unistd::tcgetpgrp(fd).ok().map(|group| group == own)
+}
+
+/// Whether `lanes` is known to be in the foreground of the terminal `fd` is ([`foreground`]).
+fn in_foreground(fd: &std::io::Stderr) -> bool {
+    foreground(fd) == Some(true)
 }
 
 /// Whether `lanes` is known to be in the background of its terminal (stderr): the terminal's
 /// foreground process group is another's (`lanes … &`, or `bg` after Ctrl-Z). Not when that
-/// cannot be told ([`in_foreground`]'s PID namespace), nor when stderr is no terminal.
+/// cannot be told ([`foreground`]).
 pub(super) fn in_background() -> bool {
-    let own = nix::unistd::getpgrp();
-    own.as_raw() != 0 && nix::unistd::tcgetpgrp(std::io::stderr()).is_ok_and(|group| group != own)
+    foreground(&std::io::stderr()) == Some(false)
 }
 
 /// Runs `f` with SIGTTOU blocked in the calling thread: a terminal's settings changed from the

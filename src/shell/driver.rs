@@ -133,10 +133,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     // SIGUSR1: a status of the running jobs.
     let mut status_requests = signals.as_mut().and_then(StopSignals::take_status_requests);
     // Ctrl-Z: lanes stops with its jobs.
-    let terminal_stop = super::signal::TerminalStop::listen().ok();
-    if terminal_stop.is_none() {
-        super::signal::release_watched(nix::sys::signal::Signal::SIGTSTP);
-    }
+    let terminal_stop = super::signal::TerminalStop::listen_or_release();
     // The terminal was resized: the display is laid out again.
     let mut resized = unix_signal(SignalKind::window_change()).ok();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
@@ -227,10 +224,8 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             Some(()) = recv_optional(&mut status_requests) => driver.on_status_request().await,
             Some(()) = child_exited(&child_exits) => driver.launcher.reaper().reap(),
             Some(()) = recv_optional(&mut sigchld) => driver.launcher.reaper().reap(),
-            Some(()) = terminal_stop_requested(&terminal_stop) => {
-                if let Some(stop) = &terminal_stop {
-                    driver.on_terminal_stop(stop, &mut spawned_rx).await;
-                }
+            Some(stop) = terminal_stop_requested(&terminal_stop) => {
+                driver.on_terminal_stop(stop, &mut spawned_rx).await;
             }
             Some(outcome) = spawned_rx.recv() => driver.on_spawned(outcome).await,
             Some(ended) = ended_rx.recv() => driver.on_ended(ended).await,

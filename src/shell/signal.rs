@@ -411,6 +411,16 @@ impl TerminalStop {
         watch(Signal::SIGTSTP).map(TerminalStop)
     }
 
+    /// [`Self::listen`], or, when it cannot, `None` with SIGTSTP let act at once in the
+    /// calling thread ([`release_watched`]).
+    pub(crate) fn listen_or_release() -> Option<Self> {
+        let listening = Self::listen().ok();
+        if listening.is_none() {
+            release_watched(Signal::SIGTSTP);
+        }
+        listening
+    }
+
     /// Waits until a SIGTSTP is pending (at once for one that came before [`Self::listen`]).
     /// The readiness is cleared before the stop is acted on, so that a SIGTSTP that comes
     /// while `lanes` is stopped or resuming is seen at the next call.
@@ -477,12 +487,12 @@ pub(crate) async fn child_exited(exits: &Option<ChildExits>) -> Option<()> {
     }
 }
 
-/// The next SIGTSTP; never, without a [`TerminalStop`].
-pub(crate) async fn terminal_stop_requested(stop: &Option<TerminalStop>) -> Option<()> {
+/// The next SIGTSTP, with the [`TerminalStop`] that saw it; never, without one.
+pub(crate) async fn terminal_stop_requested(stop: &Option<TerminalStop>) -> Option<&TerminalStop> {
     match stop {
         Some(stop) => {
             stop.requested().await;
-            Some(())
+            Some(stop)
         }
         None => std::future::pending().await,
     }

@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 
 use super::input::Feed;
 use super::signal::{
-    hold_watched, next_signal, release_watched, terminal_stop_requested, StopSignals, TerminalStop,
+    hold_watched, next_signal, terminal_stop_requested, StopSignals, TerminalStop,
 };
 use crate::input::arguments::{RecordFormat, RecordReader};
 use crate::input::lines::LineItem;
@@ -57,10 +57,7 @@ pub(crate) async fn check(
     // Ctrl-Z while checking: nothing has started, so lanes stops at once, as any program would
     // (a producer stopped with it would otherwise leave lanes waiting for its input, holding
     // the terminal).
-    let terminal_stop = TerminalStop::listen().ok();
-    if terminal_stop.is_none() {
-        release_watched(Signal::SIGTSTP);
-    }
+    let terminal_stop = TerminalStop::listen_or_release();
     let mut rx = rx;
     let checked = loop {
         tokio::select! {
@@ -69,11 +66,7 @@ pub(crate) async fn check(
                 signal,
                 lines: checked.load(Ordering::Relaxed),
             }),
-            Some(()) = terminal_stop_requested(&terminal_stop) => {
-                if let Some(stop) = &terminal_stop {
-                    stop.stop_if_still_requested();
-                }
-            }
+            Some(stop) = terminal_stop_requested(&terminal_stop) => stop.stop_if_still_requested(),
             result = &mut rx => break match result {
                 Ok(result) => result.map(Checked::Valid),
                 Err(_) => Err(anyhow::anyhow!(
