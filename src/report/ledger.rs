@@ -80,20 +80,15 @@ impl Ledger {
             .await;
     }
 
-    /// A job was admitted into its lane, `ahead` jobs of its key before it; `queued` jobs
-    /// wait in all; `held_by` is the process holding its key host-wide (`--lock-dir`).
+    /// A job was admitted into its lane, `ahead` jobs of its key before it; `held_by` is the process holding its key host-wide (`--lock-dir`).
     pub(crate) fn queued(
         &mut self,
         seq: Seq,
         key: &str,
         ahead: usize,
-        queued: usize,
         held_by: Option<LockHolder>,
         now: Tick,
     ) {
-        if let Some(progress) = self.recorder.progress() {
-            progress.set_queued(queued);
-        }
         if self.events.enabled() {
             let at = timestamp(self.at(now));
             self.events.write(&Event::Queued {
@@ -129,17 +124,14 @@ impl Ledger {
         }
     }
 
-    /// A try of the run `members` (its first job first) started in `slot`, as `command`.
-    #[allow(clippy::too_many_arguments)]
+    /// A try of the run `members` (its first job first) started in `slot`.
     pub(crate) fn started(
         &mut self,
         members: &[Seq],
         key: &str,
-        command: &str,
         slot: u32,
         attempt: u32,
         batch: Option<Seq>,
-        queued: usize,
         now: Tick,
     ) {
         if self.events.enabled() {
@@ -154,10 +146,6 @@ impl Ledger {
                     at: at.clone(),
                 });
             }
-        }
-        if let Some(progress) = self.recorder.progress() {
-            progress.started(members[0], key, command);
-            progress.set_queued(queued);
         }
     }
 
@@ -307,7 +295,6 @@ impl Ledger {
         }
     }
 
-    /// The live display, when there is one.
     /// Also writes job records into the fleet's database (`--coordinate-records`).
     pub(crate) fn record_to_fleet(&mut self, fleet: super::mirror::Mirror) {
         self.recorder.record_to_fleet(fleet);

@@ -12,31 +12,29 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use console::{measure_text_width, truncate_str};
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressState, ProgressStyle};
 
 use super::terminal::{draw_target, in_background, Echo};
 
 use crate::core::Outcome;
 
 /// The live display. Everything is a no-op once [`Progress::finish`] has run.
+///
+/// The frame is laid out when it is drawn (ten times a second, on `indicatif`'s ticking
+/// thread, and at once after a resize or a stop signal), from the [`Board`] the run keeps up to
+/// date, so that elapsed times are those of the moment of drawing. The run changes the board
+/// one event at a time and calls [`Progress::settle`] once it has carried out all that an event
+/// brings (a job's end, its record, the next job's start): the status line shows the counts as
+/// they were then, so that no frame counts a job twice or not at all.
 pub(crate) struct Progress {
     multi: MultiProgress,
-    /// The whole frame: one bar whose message holds every line.
+    /// The whole frame: one bar whose template lays every line out (`{frame}`).
     frame: ProgressBar,
-    /// When the display started: the status line's elapsed time.
-    since: Instant,
-    /// Every run in flight, by its first job's seq.
-    running: BTreeMap<u64, RunLine>,
-    done: u64,
-    failed: u64,
-    interrupted: u64,
-    rejected: u64,
-    queued: usize,
-    total: Option<u64>,
-    phase: Phase,
+    board: Arc<Mutex<Board>>,
     /// Echo turned off while the display is drawn, when it was.
     echo: Option<Echo>,
     /// `lanes` is in the background of its terminal (`bg`, `lanes … &`): nothing is drawn, so
@@ -45,9 +43,40 @@ pub(crate) struct Progress {
     background: bool,
     /// The terminal's echo is left alone (the input is typed there).
     keep_echo: bool,
+    finished: bool,
+}
+
+/// What the display shows, shared with the thread that draws it.
+struct Board {
+    /// When the display started: the status line's elapsed time.
+    since: Instant,
+    /// Every run in flight, by its first job's seq.
+    running: BTreeMap<u64, RunLine>,
+    /// The counts as the events carried out so far leave them.
+    counts: Counts,
+    /// The counts when the run last settled ([`Progress::settle`]): the status line's.
+    shown: Counts,
+    phase: Phase,
+}
+
+/// The status line's numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counts {
+    /// Jobs with their record.
+    done: u64,
+    failed: u64,
+    interrupted: u64,
+    rejected: u64,
+    /// Runs in flight, stopped ones included.
+    running: usize,
+    /// Runs in flight whose processes are stopped.
+    stopped: usize,
+    queued: usize,
+    total: Option<u64>,
 }
 
 /// One run in flight, as its line shows it.
+#[derive(Clone)]
 struct RunLine {
     /// The key, control characters escaped.
     key: String,
@@ -66,11 +95,36 @@ enum Phase {
     Stopping,
     /// A second stop signal came: running jobs are being killed.
     Killing,
-    Finished,
 }
 
 /// The most job lines drawn, however tall the terminal.
 const MAX_JOB_LINES: usize = 20;
+
+impl Board {
+    fn new(since: Instant) -> Self {
+        Board {
+            since,
+            running: BTreeMap::new(),
+            counts: Counts::default(),
+            shown: Counts::default(),
+            phase: Phase::Running,
+        }
+    }
+
+    /// Everything an event brings is carried out, and `queued` jobs wait: the status line
+    /// shows the counts as they are now.
+    fn settle(&mut self, queued: usize) {
+        self.counts.queued = queued;
+        self.counts.running = self.running.len();
+        self.shown = self.counts;
+    }
+
+    /// The frame to draw at `now`, for the terminal's size.
+    fn draw(&self, now: Instant) -> String {
+        let (rows, columns) = console::Term::stderr().size_checked().unwrap_or((24, 80));
+        frame(self, now, usize::from(rows), usize::from(columns))
+    }
+}
 
 impl Progress {
     /// A display on stderr. `keep_echo`: the terminal's echo is left on (someone types the
@@ -78,34 +132,34 @@ impl Progress {
     pub(crate) fn new(keep_echo: bool) -> Self {
         let multi = MultiProgress::with_draw_target(draw_target());
         multi.set_move_cursor(true);
+        let board = Arc::new(Mutex::new(Board::new(Instant::now())));
         let frame = multi.add(ProgressBar::new_spinner());
+        let drawn = Arc::clone(&board);
         frame.set_style(
-            ProgressStyle::with_template("{spinner} {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            ProgressStyle::with_template("{spinner} {frame}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner())
+                .with_key(
+                    "frame",
+                    move |_: &ProgressState, out: &mut dyn std::fmt::Write| {
+                        let board = drawn.lock().unwrap_or_else(PoisonError::into_inner);
+                        let _ = out.write_str(&board.draw(Instant::now()));
+                    },
+                ),
         );
         frame.enable_steady_tick(Duration::from_millis(100));
         let background = in_background();
         if background {
             multi.set_draw_target(ProgressDrawTarget::hidden());
         }
-        let mut progress = Progress {
+        Progress {
             multi,
             frame,
-            since: Instant::now(),
-            running: BTreeMap::new(),
-            done: 0,
-            failed: 0,
-            interrupted: 0,
-            rejected: 0,
-            queued: 0,
-            total: None,
-            phase: Phase::Running,
+            board,
             echo: (!keep_echo).then(Echo::off).flatten(),
             background,
             keep_echo,
-        };
-        progress.redraw();
-        progress
+            finished: false,
+        }
     }
 
     /// The handle writers use to print above the display (`suspend`).
@@ -113,18 +167,20 @@ impl Progress {
         self.multi.clone()
     }
 
-    /// The number of jobs in all, once the input has ended.
-    pub(crate) fn set_total(&mut self, total: u64) {
-        self.total = Some(total);
-        self.redraw();
+    /// The board, to change it; the status lines drawn meanwhile show it as it last settled.
+    fn change(&self) -> MutexGuard<'_, Board> {
+        self.board.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// How many jobs wait now.
-    pub(crate) fn set_queued(&mut self, queued: usize) {
-        if queued != self.queued {
-            self.queued = queued;
-            self.redraw();
-        }
+    /// An event has been carried out whole, and `queued` jobs wait now: the status lines drawn
+    /// from now on count what the board holds now.
+    pub(crate) fn settle(&mut self, queued: usize) {
+        self.change().settle(queued);
+    }
+
+    /// The number of jobs in all, once the input has ended.
+    pub(crate) fn set_total(&mut self, total: u64) {
+        self.change().counts.total = Some(total);
     }
 
     /// A run started (a job, or a batch known by its first job's seq).
@@ -138,47 +194,60 @@ impl Progress {
             started: Instant::now(),
             stopped: None,
         };
-        self.running.insert(seq, line);
-        self.redraw();
+        self.change().running.insert(seq, line);
     }
 
     /// A run (known by its first job's seq) ended; its line goes.
     pub(crate) fn run_ended(&mut self, seq: u64) {
-        self.running.remove(&seq);
-        self.redraw();
+        let mut board = self.change();
+        if let Some(line) = board.running.remove(&seq) {
+            if line.stopped.is_some() {
+                board.counts.stopped -= 1;
+            }
+        }
     }
 
     /// A job's record was written with `outcome`.
     pub(crate) fn recorded(&mut self, outcome: Outcome) {
-        self.done += 1;
+        let counts = &mut self.change().counts;
+        counts.done += 1;
         // As the summary counts them.
         match outcome {
-            Outcome::Rejected(_) => self.rejected += 1,
-            Outcome::Failed(_) => self.failed += 1,
-            Outcome::Interrupted(_) => self.interrupted += 1,
+            Outcome::Rejected(_) => counts.rejected += 1,
+            Outcome::Failed(_) => counts.failed += 1,
+            Outcome::Interrupted(_) => counts.interrupted += 1,
             Outcome::Succeeded | Outcome::Skipped => {}
         }
-        self.redraw();
     }
 
     /// Which runs in flight are stopped now, and why (by first seq); the others are not.
     pub(crate) fn set_stopped(&mut self, stopped: &HashMap<u64, &'static str>) {
         let mut changed = false;
-        for (seq, line) in &mut self.running {
-            let now = stopped.get(seq).copied();
-            changed |= now != line.stopped;
-            line.stopped = now;
+        {
+            let mut board = self.change();
+            let mut count = 0;
+            for (seq, line) in &mut board.running {
+                let now = stopped.get(seq).copied();
+                changed |= now != line.stopped;
+                line.stopped = now;
+                count += usize::from(now.is_some());
+            }
+            board.counts.stopped = count;
+            // Seen by the user at once, with the counts as they are.
+            if changed {
+                let queued = board.counts.queued;
+                board.settle(queued);
+            }
         }
         if changed {
-            self.redraw();
-            self.frame.force_draw();
+            self.draw_now();
         }
     }
 
-    /// Redraws the display, so that elapsed times move; hides it while `lanes` is in the
-    /// background of its terminal, and draws it afresh once it is in the foreground again.
+    /// Looks whether `lanes` is in the background of its terminal (once a second): hides the
+    /// display while it is, and draws it afresh once it is in the foreground again.
     pub(crate) fn tick(&mut self) {
-        if self.phase == Phase::Finished {
+        if self.finished {
             return;
         }
         let background = in_background();
@@ -190,32 +259,40 @@ impl Progress {
         } else if !background && self.background {
             self.background = false;
             self.show();
-            return;
         }
-        self.redraw();
     }
 
     /// The terminal's size changed (SIGWINCH): the display is laid out again at once.
     pub(crate) fn resized(&mut self) {
-        self.redraw();
-        self.frame.force_draw();
+        self.draw_now();
     }
 
     /// A stop signal came: the status line says that the running jobs are being stopped until
     /// they are gone.
     pub(crate) fn stopping(&mut self) {
-        if self.phase == Phase::Running {
-            self.phase = Phase::Stopping;
-            self.redraw();
-            self.frame.force_draw();
-        }
+        self.enter(Phase::Stopping);
     }
 
     /// A second stop signal came: the running jobs are being killed.
     pub(crate) fn killing(&mut self) {
-        if matches!(self.phase, Phase::Running | Phase::Stopping) {
-            self.phase = Phase::Killing;
-            self.redraw();
+        self.enter(Phase::Killing);
+    }
+
+    /// The run goes on to `phase` (never back), and the status line says so at once.
+    fn enter(&mut self, phase: Phase) {
+        {
+            let mut board = self.board.lock().unwrap_or_else(PoisonError::into_inner);
+            if board.phase == Phase::Killing || board.phase == phase {
+                return;
+            }
+            board.phase = phase;
+        }
+        self.draw_now();
+    }
+
+    /// Draws the frame now, not at the next tick (unless the display is hidden or finished).
+    fn draw_now(&self) {
+        if !self.finished {
             self.frame.force_draw();
         }
     }
@@ -223,7 +300,7 @@ impl Progress {
     /// `lanes` is about to stop (Ctrl-Z): the display is cleared and the terminal's echo given
     /// back, so that the shell finds its terminal as it left it.
     pub(crate) fn pause(&mut self) {
-        if self.phase == Phase::Finished {
+        if self.finished {
             return;
         }
         let _ = self.multi.clear();
@@ -237,7 +314,7 @@ impl Progress {
     /// without echo again; after `bg`, nothing is drawn until `lanes` is in the foreground
     /// again ([`Progress::tick`]).
     pub(crate) fn resume(&mut self) {
-        if self.phase == Phase::Finished {
+        if self.finished {
             return;
         }
         self.background = in_background();
@@ -253,17 +330,15 @@ impl Progress {
         }
         self.multi.set_draw_target(draw_target());
         self.multi.set_move_cursor(true);
-        self.redraw();
-        self.frame.force_draw();
+        self.draw_now();
     }
 
     /// Clears the display for good, and gives the terminal its echo back.
     pub(crate) fn finish(&mut self) {
-        if self.phase == Phase::Finished {
+        if self.finished {
             return;
         }
-        self.phase = Phase::Finished;
-        self.running.clear();
+        self.finished = true;
         self.frame.finish_and_clear();
         let _ = self.multi.clear();
         // Writers still hold the handle: from now on they write plainly, nothing is redrawn.
@@ -271,22 +346,6 @@ impl Progress {
         if let Some(echo) = self.echo.take() {
             echo.restore();
         }
-    }
-
-    /// Lays the frame out for the terminal's size now and hands it to the bar, which draws it
-    /// at its next refresh.
-    fn redraw(&mut self) {
-        if self.phase == Phase::Finished {
-            return;
-        }
-        let (rows, columns) = console::Term::stderr().size_checked().unwrap_or((24, 80));
-        let text = frame(
-            self,
-            Instant::now(),
-            usize::from(rows),
-            usize::from(columns),
-        );
-        self.frame.set_message(text);
     }
 }
 
@@ -301,16 +360,12 @@ impl Drop for Progress {
 /// The frame's text for a terminal of `rows` × `columns`: the status line (after the
 /// spinner, which takes 2 columns), the job lines, stopped jobs first, then by seq, and how
 /// many running jobs are not shown. No line is wider than `columns - 1`.
-fn frame(progress: &Progress, now: Instant, rows: usize, columns: usize) -> String {
+fn frame(board: &Board, now: Instant, rows: usize, columns: usize) -> String {
     let width = columns.saturating_sub(1).max(1);
-    let elapsed = clock(now.saturating_duration_since(progress.since));
-    let running = progress.running.len();
-    let stopped = progress
-        .running
-        .values()
-        .filter(|line| line.stopped.is_some())
-        .count();
-    let mut status = match progress.phase {
+    let elapsed = clock(now.saturating_duration_since(board.since));
+    let counts = &board.shown;
+    let (running, stopped) = (counts.running, counts.stopped);
+    let mut status = match board.phase {
         // Once no job runs, what is left is processes that escaped their jobs and output.
         Phase::Stopping | Phase::Killing if running == 0 => format!("{elapsed} stopping…"),
         Phase::Stopping => format!(
@@ -318,10 +373,10 @@ fn frame(progress: &Progress, now: Instant, rows: usize, columns: usize) -> Stri
             plural(running)
         ),
         Phase::Killing => format!("{elapsed} killing {running} job{}…", plural(running)),
-        Phase::Running | Phase::Finished => {
-            let mut status = match progress.total {
-                Some(total) => format!("{elapsed} {}/{total} done", progress.done),
-                None => format!("{elapsed} {} done", progress.done),
+        Phase::Running => {
+            let mut status = match counts.total {
+                Some(total) => format!("{elapsed} {}/{total} done", counts.done),
+                None => format!("{elapsed} {} done", counts.done),
             };
             // Separate buckets: a stopped job is counted as stopped, not also as running.
             let _ = write!(status, " · {} running", running - stopped);
@@ -331,13 +386,13 @@ fn frame(progress: &Progress, now: Instant, rows: usize, columns: usize) -> Stri
             let _ = write!(
                 status,
                 " · {} queued · {} failed",
-                progress.queued, progress.failed
+                counts.queued, counts.failed
             );
-            if progress.interrupted > 0 {
-                let _ = write!(status, " · {} interrupted", progress.interrupted);
+            if counts.interrupted > 0 {
+                let _ = write!(status, " · {} interrupted", counts.interrupted);
             }
-            if progress.rejected > 0 {
-                let _ = write!(status, " · {} rejected", progress.rejected);
+            if counts.rejected > 0 {
+                let _ = write!(status, " · {} rejected", counts.rejected);
             }
             status
         }
@@ -349,19 +404,21 @@ fn frame(progress: &Progress, now: Instant, rows: usize, columns: usize) -> Stri
         0 | 1 => 0,
         _ => rows.saturating_sub(3).clamp(1, MAX_JOB_LINES),
     };
-    let shown = if running <= job_rows {
-        running
+    // The job lines are the runs in flight now, even before the run settles.
+    let lines = board.running.len();
+    let shown = if lines <= job_rows {
+        lines
     } else {
         job_rows.saturating_sub(1)
     };
-    let mut order: Vec<&RunLine> = progress.running.values().collect();
+    let mut order: Vec<&RunLine> = board.running.values().collect();
     order.sort_by_key(|line| line.stopped.is_none());
     let mut text = status;
     for line in order.into_iter().take(shown) {
         text.push('\n');
         text.push_str(&job_line(line, now, width));
     }
-    let hidden = running - shown;
+    let hidden = lines - shown;
     if hidden > 0 && job_rows > 0 {
         text.push('\n');
         text.push_str(&fit(&format!("  … and {hidden} more running"), width));
@@ -410,11 +467,10 @@ fn plural(n: usize) -> &'static str {
 mod tests {
     use super::*;
 
-    fn progress_with(jobs: usize) -> Progress {
-        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
-        let frame = multi.add(ProgressBar::new_spinner());
+    fn board_with(jobs: usize) -> Board {
         let now = Instant::now();
-        let running = (0..jobs as u64)
+        let mut board = Board::new(now);
+        board.running = (0..jobs as u64)
             .map(|seq| {
                 (
                     seq,
@@ -427,29 +483,42 @@ mod tests {
                 )
             })
             .collect();
+        board.counts.stopped = usize::from(jobs > 3);
+        (
+            board.counts.done,
+            board.counts.failed,
+            board.counts.rejected,
+        ) = (2, 1, 1);
+        board.counts.total = Some(20);
+        board.settle(5);
+        board
+    }
+
+    /// A display drawn nowhere, on `board`.
+    fn hidden(board: Board) -> Progress {
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
+        let frame = multi.add(ProgressBar::hidden());
         Progress {
             multi,
             frame,
-            since: now,
-            running,
-            done: 2,
-            failed: 1,
-            interrupted: 0,
-            rejected: 1,
-            queued: 5,
-            total: Some(20),
-            phase: Phase::Running,
+            board: Arc::new(Mutex::new(board)),
             echo: None,
             background: false,
             keep_echo: true,
+            finished: false,
         }
+    }
+
+    fn drawn(progress: &Progress) -> String {
+        let board = progress.board.lock().unwrap();
+        board.draw(board.since)
     }
 
     #[test]
     fn no_line_is_wider_than_the_terminal_less_a_column() {
-        let progress = progress_with(4);
+        let board = board_with(4);
         for columns in [10, 20, 33, 80] {
-            let text = frame(&progress, progress.since, 24, columns);
+            let text = frame(&board, board.since, 24, columns);
             let mut lines = text.lines();
             // The status line follows the 2-column spinner.
             assert!(measure_text_width(lines.next().unwrap()) + 2 < columns.max(4));
@@ -461,8 +530,8 @@ mod tests {
 
     #[test]
     fn a_short_terminal_counts_the_running_jobs_not_shown() {
-        let progress = progress_with(10);
-        let text = frame(&progress, progress.since, 8, 120);
+        let board = board_with(10);
+        let text = frame(&board, board.since, 8, 120);
         let lines: Vec<&str> = text.lines().collect();
         // 8 rows: 5 for jobs: 4 jobs and the count of the other 6.
         assert_eq!(lines.len(), 6, "{text}");
@@ -474,14 +543,14 @@ mod tests {
         );
         assert!(lines[0].contains("9 running · 1 stopped · 5 queued · 1 failed · 1 rejected"));
         // 3 rows: the status line and the count.
-        let tiny = frame(&progress, progress.since, 3, 120);
+        let tiny = frame(&board, board.since, 3, 120);
         assert_eq!(
             tiny.lines().nth(1),
             Some("  … and 10 more running"),
             "{tiny}"
         );
         assert_eq!(tiny.lines().count(), 2);
-        let all = frame(&progress, progress.since, 40, 80);
+        let all = frame(&board, board.since, 40, 80);
         assert_eq!(all.lines().count(), 11, "{all}");
         assert!(!all.contains("more running"));
     }
@@ -489,8 +558,9 @@ mod tests {
     #[test]
     fn failed_interrupted_and_rejected_jobs_are_counted_as_the_summary_counts_them() {
         use crate::core::{FailReason, RejectReason, StopReason};
-        let mut progress = progress_with(0);
-        (progress.done, progress.failed, progress.rejected) = (0, 0, 0);
+        let mut board = board_with(0);
+        board.counts = Counts::default();
+        let mut progress = hidden(board);
         progress.recorded(Outcome::Rejected(RejectReason::InvalidInput));
         progress.recorded(Outcome::Rejected(RejectReason::QueueFull));
         progress.recorded(Outcome::Failed(FailReason::ExitStatus));
@@ -499,16 +569,19 @@ mod tests {
         progress.recorded(Outcome::Interrupted(StopReason::Timeout));
         progress.recorded(Outcome::Succeeded);
         progress.recorded(Outcome::Skipped);
+        progress.settle(5);
+        let board = progress.board.lock().unwrap();
+        let counts = board.shown;
         assert_eq!(
             (
-                progress.done,
-                progress.failed,
-                progress.interrupted,
-                progress.rejected
+                counts.done,
+                counts.failed,
+                counts.interrupted,
+                counts.rejected
             ),
             (8, 1, 3, 2)
         );
-        let text = frame(&progress, progress.since, 24, 120);
+        let text = frame(&board, board.since, 24, 120);
         assert!(
             text.contains("· 1 failed · 3 interrupted · 2 rejected"),
             "{text}"
@@ -516,10 +589,49 @@ mod tests {
     }
 
     #[test]
+    fn the_status_line_counts_an_event_only_once_it_is_carried_out_whole() {
+        let mut board = board_with(2);
+        board.counts = Counts {
+            total: Some(3),
+            ..Counts::default()
+        };
+        board.settle(1);
+        let mut progress = hidden(board);
+        let before = drawn(&progress);
+        assert!(
+            before.contains("0/3 done · 2 running · 1 queued"),
+            "{before}"
+        );
+        // A job ends and has its record, and the queued job starts: the status line waits
+        // for all three.
+        let status = |text: &str| text.lines().next().unwrap().to_owned();
+        progress.run_ended(0);
+        assert_eq!(status(&drawn(&progress)), status(&before));
+        progress.recorded(Outcome::Succeeded);
+        assert_eq!(status(&drawn(&progress)), status(&before));
+        progress.started(2, "key-2", "true");
+        assert_eq!(status(&drawn(&progress)), status(&before));
+        progress.settle(0);
+        let after = drawn(&progress);
+        assert!(after.contains("1/3 done · 2 running · 0 queued"), "{after}");
+    }
+
+    #[test]
+    fn a_job_line_says_how_long_the_job_has_run_when_it_is_drawn() {
+        let board = board_with(1);
+        let since = board.since;
+        let text = board.draw(since + Duration::from_millis(2_500));
+        assert!(text.contains("[key-0]   2s "), "{text}");
+        let text = board.draw(since + Duration::from_secs(61));
+        assert!(text.starts_with("00:01:01 "), "{text}");
+        assert!(text.contains("[key-0]  61s "), "{text}");
+    }
+
+    #[test]
     fn stopping_says_how_many_jobs_are_left() {
-        let mut progress = progress_with(3);
-        progress.phase = Phase::Stopping;
-        let text = frame(&progress, progress.since, 24, 80);
+        let mut board = board_with(3);
+        board.phase = Phase::Stopping;
+        let text = frame(&board, board.since, 24, 80);
         assert!(
             text.starts_with("00:00:00 stopping 3 jobs… (Ctrl-C again to kill)"),
             "{text}"

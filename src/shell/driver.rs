@@ -212,6 +212,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         driver.tell_waits();
         driver.start_ready(!ended_rx.is_empty()).await;
         driver.journal_ends().await;
+        driver.settle_display();
         if driver.is_done() {
             break;
         }
@@ -309,6 +310,15 @@ impl Driver {
         self.t0.elapsed()
     }
 
+    /// Everything the last event brought is carried out: the live display may show it, with
+    /// the number of jobs waiting now (a retry waiting out its delay among them).
+    fn settle_display(&mut self) {
+        let queued = self.core.queued();
+        if let Some(progress) = self.ledger.progress() {
+            progress.settle(queued);
+        }
+    }
+
     fn is_done(&self) -> bool {
         !self.input.is_open()
             && self.core.is_idle()
@@ -402,9 +412,14 @@ impl Driver {
             }
             None => Vec::new(),
         };
-        match self.launcher.launch(job, start, command, locks) {
+        match self.launcher.launch(job, start, &command, locks) {
             Ok(control) => {
                 self.controls.insert(seq, (control, 0));
+                // The display shows the run from now on: the core no longer counts it as
+                // waiting, though its spawn may come back only on a later turn of the loop.
+                if let Some(progress) = self.ledger.progress() {
+                    progress.started(seq, &key, &command);
+                }
             }
             Err(not_started) => self.not_started(seq, &batch, &key, not_started).await,
         }
@@ -415,7 +430,7 @@ impl Driver {
     async fn on_spawned(&mut self, outcome: SpawnOutcome) {
         // The process started when its spawn began, not when the loop came to it.
         let now = Instant::from_std(outcome.at).saturating_duration_since(self.t0);
-        let Some((start, command, launched)) = self.launcher.spawned(outcome) else {
+        let Some((start, launched)) = self.launcher.spawned(outcome) else {
             return;
         };
         let key = Arc::clone(&start.key);
@@ -444,18 +459,9 @@ impl Driver {
         }
         self.core.spawned(start.seq, now);
         let batch = self.config.policy.batching().then_some(start.seq);
-        let queued = self.core.queued();
         let (slot, attempt) = (start.slot, start.attempt);
-        self.ledger.started(
-            &start.batch,
-            &key,
-            &command,
-            slot,
-            attempt,
-            batch,
-            queued,
-            now,
-        );
+        self.ledger
+            .started(&start.batch, &key, slot, attempt, batch, now);
         self.answer_started(&start, true);
     }
 
@@ -471,6 +477,9 @@ impl Driver {
         // Its start, journaled before the spawn, is taken back: no process of it ran.
         if let Some(service) = &mut self.service {
             service.not_started(batch);
+        }
+        if let Some(progress) = self.ledger.progress() {
+            progress.run_ended(seq);
         }
         let now = self.tick();
         match self.core.spawn_failed(seq, not_started.failure, now) {
@@ -594,10 +603,8 @@ impl Driver {
                 replaced,
                 cancel,
             } => {
-                let queued = self.core.queued();
                 let held_by = self.lock_dir.as_ref().and_then(|dir| dir.holder(&spec.key));
-                self.ledger
-                    .queued(spec.seq, &spec.key, ahead, queued, held_by, now);
+                self.ledger.queued(spec.seq, &spec.key, ahead, held_by, now);
                 self.tell_waits();
                 self.jobs.insert(spec.seq, Box::new(spec));
                 let replaced_seq = replaced.as_ref().map(|account| account.seq);
@@ -682,9 +689,6 @@ impl Driver {
             usage,
         } = output;
         if finished.retry {
-            if let Some(progress) = self.ledger.progress() {
-                progress.set_queued(self.core.queued());
-            }
             self.grouped.retried(first, block);
             self.retry_tails.insert(first, stderr_tail);
             return;
@@ -907,8 +911,6 @@ impl Driver {
         }
         if let Some(progress) = self.ledger.progress() {
             progress.set_stopped(&stopped);
-            // Also what no event told the display: a retry queued again after its try.
-            progress.set_queued(self.core.queued());
             progress.tick();
         }
     }

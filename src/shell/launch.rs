@@ -76,11 +76,10 @@ pub(crate) struct Launcher {
     starting: HashMap<crate::core::Seq, Starting>,
 }
 
-/// A run handed to the spawner: how it was taken, its command, and what its supervisor needs
-/// once it has started.
+/// A run handed to the spawner: how it was taken, and what its supervisor needs once it has
+/// started.
 struct Starting {
     start: Start,
-    command: String,
     control: mpsc::UnboundedReceiver<Control>,
     cgroup: Option<JobCgroup>,
     plan: OutputPlan,
@@ -89,9 +88,9 @@ struct Starting {
     by_thread: bool,
 }
 
-/// What came of a spawn ([`Launcher::spawned`]): the run as it was taken, its command, and the
-/// pid of its direct child or why it did not start.
-pub(crate) type Spawned = (Start, String, Result<i32, NotStarted>);
+/// What came of a spawn ([`Launcher::spawned`]): the run as it was taken, and the pid of its
+/// direct child or why it did not start.
+pub(crate) type Spawned = (Start, Result<i32, NotStarted>);
 
 /// A run that could not start: what the core is told, and the message for its record.
 pub(crate) struct NotStarted {
@@ -195,7 +194,7 @@ impl Launcher {
         &mut self,
         job: &JobSpec,
         start: Start,
-        command: String,
+        command: &str,
         locks: [Option<std::os::fd::RawFd>; 2],
     ) -> Result<mpsc::UnboundedSender<Control>, NotStarted> {
         let cgroup = match &self.cgroups {
@@ -223,7 +222,7 @@ impl Launcher {
         };
         let launch = Launch {
             shell: &self.shell,
-            command: &command,
+            command,
             cwd: job.cwd.as_deref(),
             own_cwd: self.own_cwd.as_deref(),
             env: &self.base_env,
@@ -273,7 +272,6 @@ impl Launcher {
             seq,
             Starting {
                 start,
-                command,
                 control,
                 cgroup,
                 plan,
@@ -331,14 +329,13 @@ impl Launcher {
             .any(|starting| starting.start.batch.contains(&seq))
     }
 
-    /// What came of a spawn, with the run as it was taken and its command: on success the
+    /// What came of a spawn, with the run as it was taken: on success the
     /// task supervising the job is started and the pid of its direct child (its process
     /// group) given; `None` for a run not handed over. The result is an error when its
     /// process could not be started: a shortage (EAGAIN, EMFILE, ENFILE) or a failure.
     pub(crate) fn spawned(&mut self, outcome: SpawnOutcome) -> Option<Spawned> {
         let Starting {
             start,
-            command,
             control,
             cgroup,
             plan,
@@ -363,7 +360,7 @@ impl Launcher {
                     cgroup.discard();
                 }
                 let result = Err(self.after_shortage(not_started(err)));
-                return Some((start, command, result));
+                return Some((start, result));
             }
         };
         let spawned = pipes.spawned(pid, exit);
@@ -375,7 +372,7 @@ impl Launcher {
                 supervise::supervise(seq, spawned, cgroup, control, plan, timing, reaper).await;
             let _ = ended_tx.send(ended);
         });
-        Some((start, command, Ok(pid)))
+        Some((start, Ok(pid)))
     }
 
     /// A start that ran out of lanes' descriptors while empty job cgroups were kept open for

@@ -369,6 +369,81 @@ fn a_job_waiting_for_its_retry_is_counted_as_queued() {
     assert_eq!(report.jobs.len(), 2);
 }
 
+/// The counts of every status line in `raw` (what was written to the terminal) that tells the
+/// total `total`: (done, running, stopped, queued).
+fn status_counts(raw: &str, total: usize) -> Vec<[usize; 4]> {
+    let marker = format!("/{total} done · ");
+    let mut counts = Vec::new();
+    let mut rest = raw;
+    while let Some(at) = rest.find(&marker) {
+        let digits = rest[..at]
+            .bytes()
+            .rev()
+            .take_while(u8::is_ascii_digit)
+            .count();
+        let done: usize = rest[at - digits..at].parse().unwrap();
+        let after = &rest[at + marker.len()..];
+        // Up to the failed count: `N running · [N stopped · ]N queued`.
+        let line = &after[..after.find(" failed").expect("a whole status line")];
+        let line = &line[..line.rfind(" · ").expect("a failed count")];
+        let mut parts = [done, 0, 0, 0];
+        for part in line.split(" · ") {
+            let (n, what) = part
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("{part:?} in {line:?}"));
+            let slot = match what {
+                "running" => 1,
+                "stopped" => 2,
+                "queued" => 3,
+                other => panic!("{other:?} in {line:?}"),
+            };
+            parts[slot] = n.parse().unwrap();
+        }
+        counts.push(parts);
+        rest = after;
+    }
+    counts
+}
+
+#[test]
+fn every_frame_counts_each_job_once() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("each_once", 120, 30, scratch.path()) else {
+        return;
+    };
+    let total = 3_000;
+    let jobs: String = (0..total).map(|i| format!("k{}\ttrue\n", i % 8)).collect();
+    scratch.write("jobs", jobs);
+    // Every byte written to the pane, escape sequences and all: each frame drawn.
+    let raw = scratch.join("raw");
+    let piped = tmux.run(&[
+        "pipe-pane",
+        "-o",
+        &format!("cat >> {}", sh_quote(raw.to_str().unwrap())),
+    ]);
+    assert!(piped.status.success());
+    tmux.type_line(&lanes_line(
+        "--progress always -j 4 \"$D/jobs\"",
+        scratch.path(),
+    ));
+    let report = ended(&scratch, &tmux, Duration::from_secs(60));
+    assert_eq!(report.jobs.len(), total);
+    let raw = fs::read_to_string(&raw).unwrap();
+    let frames = status_counts(&raw, total);
+    assert!(frames.len() >= 3, "too few frames to tell:\n{raw}");
+    // Each job is done, running, stopped or queued: never in two of them, never in none.
+    let wrong: Vec<_> = frames
+        .iter()
+        .filter(|counts| counts.iter().sum::<usize>() != total)
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of {} frames do not add up to {total}: {wrong:?}",
+        wrong.len(),
+        frames.len()
+    );
+}
+
 #[test]
 fn a_job_reading_the_terminal_shows_as_stopped_and_says_why() {
     let scratch = Scratch::new();
