@@ -85,6 +85,9 @@ struct RunLine {
     started: Instant,
     /// Why its processes are stopped, when they are (`waiting for terminal input`).
     stopped: Option<&'static str>,
+    /// Why lanes is stopping it, once it is (the report's reason: `timeout`, `superseded`…):
+    /// its grace period runs.
+    stopping: Option<&'static str>,
 }
 
 /// What the run is doing, as the status line says.
@@ -193,6 +196,7 @@ impl Progress {
                 .collect(),
             started: Instant::now(),
             stopped: None,
+            stopping: None,
         };
         self.change().running.insert(seq, line);
     }
@@ -217,6 +221,14 @@ impl Progress {
             Outcome::Failed(_) => counts.failed += 1,
             Outcome::Interrupted(_) => counts.interrupted += 1,
             Outcome::Succeeded | Outcome::Skipped => {}
+        }
+    }
+
+    /// lanes is stopping the run `seq` (its first job), for `why` (the report's reason): its
+    /// line says so until it has ended.
+    pub(crate) fn stopping_run(&mut self, seq: u64, why: &'static str) {
+        if let Some(line) = self.change().running.get_mut(&seq) {
+            line.stopping.get_or_insert(why);
         }
     }
 
@@ -426,8 +438,10 @@ fn frame(board: &Board, now: Instant, rows: usize, columns: usize) -> String {
     text
 }
 
-/// One job's line, at most `width` columns: `  [key]  12s command`, or
-/// `  [key]  12s STOPPED (why): command`. Long keys are cut to a third of the width.
+/// One job's line, at most `width` columns: `  [key]  12s command`,
+/// `  [key]  12s STOPPED (why): command` while its processes are stopped, or
+/// `  [key]  12s stopping (timeout): command` while lanes stops it. Long keys are cut to a
+/// third of the width.
 fn job_line(line: &RunLine, now: Instant, width: usize) -> String {
     let most = (width / 3).max(8);
     let key = truncate_str(&line.key, most, "…");
@@ -435,6 +449,8 @@ fn job_line(line: &RunLine, now: Instant, width: usize) -> String {
     let mut text = format!("  [{key}] {secs:>3}s ");
     if let Some(why) = line.stopped {
         let _ = write!(text, "STOPPED ({why}): ");
+    } else if let Some(why) = line.stopping {
+        let _ = write!(text, "stopping ({why}): ");
     }
     text.push_str(&line.command);
     fit(&text, width)
@@ -479,6 +495,7 @@ mod tests {
                         command: "a rather long command line ".repeat(4),
                         started: now,
                         stopped: (seq == 3).then_some("waiting for terminal input"),
+                        stopping: None,
                     },
                 )
             })
@@ -625,6 +642,23 @@ mod tests {
         let text = board.draw(since + Duration::from_secs(61));
         assert!(text.starts_with("00:01:01 "), "{text}");
         assert!(text.contains("[key-0]  61s "), "{text}");
+    }
+
+    #[test]
+    fn a_job_being_stopped_says_why_until_it_ends() {
+        let mut progress = hidden(board_with(2));
+        progress.stopping_run(1, "timeout");
+        // A later order does not change why.
+        progress.stopping_run(1, "shutdown");
+        let text = drawn(&progress);
+        let line = text.lines().find(|l| l.contains("[key-1]")).unwrap();
+        assert!(line.contains("stopping (timeout): a rather"), "{text}");
+        assert!(!text
+            .lines()
+            .any(|l| l.contains("[key-0]") && l.contains("stopping")));
+        progress.run_ended(1);
+        progress.stopping_run(1, "timeout");
+        assert!(!drawn(&progress).contains("[key-1]"));
     }
 
     #[test]

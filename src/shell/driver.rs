@@ -620,13 +620,19 @@ impl Driver {
         }
     }
 
-    /// Sends each stop the core ordered to its job's supervisor.
-    fn send_stops(&self, stops: impl IntoIterator<Item = StopOrder>) {
+    /// Sends each stop the core ordered to its job's supervisor; the display says why.
+    fn send_stops(&mut self, stops: impl IntoIterator<Item = StopOrder>) {
         for stop in stops {
             if let Some((control, _)) = self.controls.get(&stop.seq) {
                 let _ = control.send(Control::Stop {
                     signal: stop.signal,
                 });
+                if let (Some(progress), Some(why)) = (
+                    self.ledger.progress(),
+                    Outcome::Interrupted(stop.reason).reason(),
+                ) {
+                    progress.stopping_run(stop.seq, why);
+                }
             }
         }
     }

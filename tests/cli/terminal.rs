@@ -445,6 +445,38 @@ fn every_frame_counts_each_job_once() {
 }
 
 #[test]
+fn a_job_past_its_timeout_shows_as_stopping_until_its_grace_period_ends() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("timeout_shown", 120, 30, scratch.path()) else {
+        return;
+    };
+    // It ignores SIGTERM: it lives on through its grace period, until SIGKILL.
+    scratch.write(
+        "jobs",
+        "slow\ttrap '' TERM; touch \"$D/up\"; sleep 30\n\
+         quick\tsleep 30\n",
+    );
+    tmux.type_line(&lanes_line(
+        "--progress always --timeout 1 --grace 3 \"$D/jobs\"",
+        scratch.path(),
+    ));
+    scratch.wait_for("up", Duration::from_secs(10));
+    let screen = tmux.wait_screen("the timeout's stop shown", Duration::from_secs(10), |s| {
+        s.contains("[slow]") && s.contains("stopping (timeout): trap")
+    });
+    assert!(
+        !screen.contains("[quick]") || screen.contains("stopping (timeout): sleep 30"),
+        "{screen}"
+    );
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.jobs.len(), 2);
+    assert!(report
+        .jobs
+        .iter()
+        .all(|job| job.reason.as_deref() == Some("timeout")));
+}
+
+#[test]
 fn a_job_reading_the_terminal_shows_as_stopped_and_says_why() {
     let scratch = Scratch::new();
     let Some(tmux) = Tmux::start("tty_read", 120, 30, scratch.path()) else {
