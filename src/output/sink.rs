@@ -23,9 +23,53 @@ struct Pending {
     /// write would block.
     fd: Option<std::os::fd::RawFd>,
     display: Option<indicatif::MultiProgress>,
+    /// With the display: the end of the last line written, held back until its newline (or
+    /// the end), since the display, drawn below a part of a line, would draw over it.
+    partial: Vec<u8>,
     rx: mpsc::Receiver<Vec<u8>>,
     /// A write failed: the rest is dropped.
     closed: bool,
+}
+
+impl Pending {
+    /// Writes `buffer` whole (with the display, up to its last newline: see `partial`).
+    fn write(&mut self, buffer: &[u8]) -> std::io::Result<()> {
+        let Some(display) = &self.display else {
+            return self.destination.write_all(buffer);
+        };
+        let Some(end) = buffer.iter().rposition(|&byte| byte == b'\n') else {
+            self.partial.extend_from_slice(buffer);
+            return Ok(());
+        };
+        let (lines, rest) = buffer.split_at(end + 1);
+        let written = if self.partial.is_empty() {
+            display.suspend(|| self.destination.write_all(lines))
+        } else {
+            self.partial.extend_from_slice(lines);
+            let whole = std::mem::take(&mut self.partial);
+            display.suspend(|| self.destination.write_all(&whole))
+        };
+        self.partial.extend_from_slice(rest);
+        written
+    }
+
+    /// The end: writes what was held back, and flushes.
+    fn finish(&mut self) {
+        if self.closed {
+            return;
+        }
+        if !self.partial.is_empty() {
+            let rest = std::mem::take(&mut self.partial);
+            let written = match &self.display {
+                Some(display) => display.suspend(|| self.destination.write_all(&rest)),
+                None => self.destination.write_all(&rest),
+            };
+            if written.is_err() {
+                return;
+            }
+        }
+        let _ = self.destination.flush();
+    }
 }
 
 /// A writer thread's state: not started yet (everything it needs), started, or a task of the
@@ -125,9 +169,7 @@ fn start(writer: &Mutex<Writer>) {
                 while let Some(buffer) = pending.rx.recv().await {
                     write_one(&mut pending, &buffer);
                 }
-                if !pending.closed {
-                    let _ = pending.destination.flush();
-                }
+                pending.finish();
             }));
         }
         // No event loop either: the channel closes with `pending`, and the output is dropped
@@ -158,26 +200,12 @@ fn writable_now(fd: std::os::fd::RawFd, len: usize) -> bool {
             .is_some_and(|r| r.contains(PollFlags::POLLOUT))
 }
 
-/// Writes `buffer` whole, with the live display, if any, suspended meanwhile.
-fn write_to(
-    destination: &mut Box<dyn Write + Send>,
-    display: Option<&indicatif::MultiProgress>,
-    buffer: &[u8],
-) -> std::io::Result<()> {
-    match display {
-        Some(display) => display.suspend(|| destination.write_all(buffer)),
-        None => destination.write_all(buffer),
-    }
-}
-
 /// The writer thread: writes each buffer with one `write_all` until every sender is gone.
 fn write_all(mut pending: Pending) {
     while let Some(buffer) = pending.rx.blocking_recv() {
         write_one(&mut pending, &buffer);
     }
-    if !pending.closed {
-        let _ = pending.destination.flush();
-    }
+    pending.finish();
 }
 
 /// Writes one buffer whole, unless an earlier write failed; the first failure is reported.
@@ -185,7 +213,7 @@ fn write_one(pending: &mut Pending, buffer: &[u8]) {
     if pending.closed {
         return;
     }
-    let written = write_to(&mut pending.destination, pending.display.as_ref(), buffer);
+    let written = pending.write(buffer);
     if let Err(err) = written {
         let name = pending.name;
         pending.closed = true;
@@ -227,6 +255,7 @@ impl Sink {
             destination,
             fd: None,
             display,
+            partial: Vec::new(),
             rx,
             closed: false,
         });
@@ -288,8 +317,7 @@ impl Sink {
         if !pending.fd.is_none_or(|fd| writable_now(fd, buffer.len())) {
             return false;
         }
-        let written = write_to(&mut pending.destination, pending.display.as_ref(), buffer);
-        if written.is_ok() {
+        if pending.write(buffer).is_ok() {
             let _ = pending.destination.flush();
         }
         true
@@ -316,7 +344,11 @@ impl Sink {
             Writer::Started(thread) => thread,
             // Only the event loop can wait for its task ([`Sink::closed`]).
             Writer::Task(task) => return task.is_finished(),
-            Writer::Pending(_) | Writer::Closed => return true,
+            Writer::Pending(mut pending) => {
+                pending.finish();
+                return true;
+            }
+            Writer::Closed => return true,
         };
         if let Some(patience) = patience {
             let give_up = std::time::Instant::now() + patience;
@@ -348,7 +380,11 @@ impl Sink {
                 thread.join().is_ok()
             }
             Writer::Task(task) => task.await.is_ok(),
-            Writer::Pending(_) | Writer::Closed => true,
+            Writer::Pending(mut pending) => {
+                pending.finish();
+                true
+            }
+            Writer::Closed => true,
         }
     }
 }

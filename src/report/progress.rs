@@ -24,12 +24,13 @@ use crate::core::Outcome;
 
 /// The live display. Everything is a no-op once [`Progress::finish`] has run.
 ///
-/// The frame is laid out when it is drawn (ten times a second, on `indicatif`'s ticking
-/// thread, and at once after a resize or a stop signal), from the [`Board`] the run keeps up to
+/// The frame is laid out when it is drawn (ten times a second, and at once after a resize or
+/// a stop signal), from the [`Board`] the run keeps up to
 /// date, so that elapsed times are those of the moment of drawing. The run changes the board
 /// one event at a time and calls [`Progress::settle`] once it has carried out all that an event
-/// brings (a job's end, its record, the next job's start): the status line shows the counts as
-/// they were then, so that no frame counts a job twice or not at all.
+/// brings (a job's end, its record, the next job's start): frames show the board as it was
+/// then, so that no frame counts a job twice or not at all, and the job lines are the runs the
+/// status line counts.
 pub(crate) struct Progress {
     multi: MultiProgress,
     /// The whole frame: one bar whose template lays every line out (`{frame}`).
@@ -50,9 +51,12 @@ pub(crate) struct Progress {
 struct Board {
     /// When the display started: the status line's elapsed time.
     since: Instant,
-    /// Every run in flight, by its first job's seq.
+    /// Every run in flight when the run last settled, by its first job's seq.
     running: BTreeMap<u64, RunLine>,
-    /// The counts as the events carried out so far leave them.
+    /// What happened to the runs' lines since the run last settled, in order.
+    pending: Vec<LineChange>,
+    /// The counts as the events carried out so far leave them (`running` and `stopped` as
+    /// of the last settling).
     counts: Counts,
     /// The counts when the run last settled ([`Progress::settle`]): the status line's.
     shown: Counts,
@@ -75,8 +79,14 @@ struct Counts {
     total: Option<u64>,
 }
 
+/// A change to the runs' lines, kept until the run settles.
+enum LineChange {
+    Started(u64, RunLine),
+    Ended(u64),
+    Stopping(u64, &'static str),
+}
+
 /// One run in flight, as its line shows it.
-#[derive(Clone)]
 struct RunLine {
     /// The key, control characters escaped.
     key: String,
@@ -100,6 +110,9 @@ enum Phase {
     Killing,
 }
 
+/// How often [`Progress::spin`] is called.
+pub(crate) const SPIN: Duration = Duration::from_millis(100);
+
 /// The most job lines drawn, however tall the terminal.
 const MAX_JOB_LINES: usize = 20;
 
@@ -108,6 +121,7 @@ impl Board {
         Board {
             since,
             running: BTreeMap::new(),
+            pending: Vec::new(),
             counts: Counts::default(),
             shown: Counts::default(),
             phase: Phase::Running,
@@ -117,6 +131,24 @@ impl Board {
     /// Everything an event brings is carried out, and `queued` jobs wait: the status line
     /// shows the counts as they are now.
     fn settle(&mut self, queued: usize) {
+        for change in std::mem::take(&mut self.pending) {
+            match change {
+                LineChange::Started(seq, line) => {
+                    self.running.insert(seq, line);
+                }
+                LineChange::Ended(seq) => {
+                    let line = self.running.remove(&seq);
+                    if line.is_some_and(|line| line.stopped.is_some()) {
+                        self.counts.stopped -= 1;
+                    }
+                }
+                LineChange::Stopping(seq, why) => {
+                    if let Some(line) = self.running.get_mut(&seq) {
+                        line.stopping.get_or_insert(why);
+                    }
+                }
+            }
+        }
         self.counts.queued = queued;
         self.counts.running = self.running.len();
         self.shown = self.counts;
@@ -149,7 +181,6 @@ impl Progress {
                     },
                 ),
         );
-        frame.enable_steady_tick(Duration::from_millis(100));
         let background = in_background();
         if background {
             multi.set_draw_target(ProgressDrawTarget::hidden());
@@ -170,13 +201,13 @@ impl Progress {
         self.multi.clone()
     }
 
-    /// The board, to change it; the status lines drawn meanwhile show it as it last settled.
+    /// The board, to change it; the frames drawn meanwhile show it as it last settled.
     fn change(&self) -> MutexGuard<'_, Board> {
         self.board.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// An event has been carried out whole, and `queued` jobs wait now: the status lines drawn
-    /// from now on count what the board holds now.
+    /// An event has been carried out whole, and `queued` jobs wait now: the frames drawn from
+    /// now on show the board as it is now.
     pub(crate) fn settle(&mut self, queued: usize) {
         self.change().settle(queued);
     }
@@ -198,17 +229,12 @@ impl Progress {
             stopped: None,
             stopping: None,
         };
-        self.change().running.insert(seq, line);
+        self.change().pending.push(LineChange::Started(seq, line));
     }
 
     /// A run (known by its first job's seq) ended; its line goes.
     pub(crate) fn run_ended(&mut self, seq: u64) {
-        let mut board = self.change();
-        if let Some(line) = board.running.remove(&seq) {
-            if line.stopped.is_some() {
-                board.counts.stopped -= 1;
-            }
-        }
+        self.change().pending.push(LineChange::Ended(seq));
     }
 
     /// A job's record was written with `outcome`.
@@ -227,16 +253,17 @@ impl Progress {
     /// lanes is stopping the run `seq` (its first job), for `why` (the report's reason): its
     /// line says so until it has ended.
     pub(crate) fn stopping_run(&mut self, seq: u64, why: &'static str) {
-        if let Some(line) = self.change().running.get_mut(&seq) {
-            line.stopping.get_or_insert(why);
-        }
+        self.change().pending.push(LineChange::Stopping(seq, why));
     }
 
     /// Which runs in flight are stopped now, and why (by first seq); the others are not.
+    /// Called between events: the run is settled.
     pub(crate) fn set_stopped(&mut self, stopped: &HashMap<u64, &'static str>) {
         let mut changed = false;
         {
             let mut board = self.change();
+            let queued = board.counts.queued;
+            board.settle(queued);
             let mut count = 0;
             for (seq, line) in &mut board.running {
                 let now = stopped.get(seq).copied();
@@ -274,6 +301,38 @@ impl Progress {
         }
     }
 
+    /// `lanes` was continued (SIGCONT). After a stop it could not see coming (SIGSTOP) and
+    /// `fg`, the shell has had the terminal: echo is on again, and the shell's lines are where
+    /// the frame was. Then the frame starts afresh below them, without echo. A SIGCONT that
+    /// did not follow such a stop, or that followed a Ctrl-Z (whose return already drew the
+    /// display afresh), finds echo still off and changes nothing; in the background the next
+    /// [`Progress::tick`] hides the display.
+    pub(crate) fn continued(&mut self) {
+        if self.finished || self.background {
+            return;
+        }
+        if self.echo.as_ref().is_some_and(Echo::turned_back_on) {
+            // A frame drawn now would be drawn over the shell's lines.
+            self.echo = None;
+            if in_background() {
+                self.tick();
+            } else {
+                self.show();
+            }
+        }
+    }
+
+    /// Draws the next frame, the spinner moved on: called ten times a second ([`SPIN`]) by
+    /// the event loop, which draws every frame, so that none is drawn while the loop has yet
+    /// to hear of a stop and continue ([`Progress::continued`]).
+    pub(crate) fn spin(&mut self) {
+        // SIGCONT may not have been heard yet: the terminal tells.
+        self.continued();
+        if !self.finished && !self.background {
+            self.frame.tick();
+        }
+    }
+
     /// The terminal's size changed (SIGWINCH): the display is laid out again at once.
     pub(crate) fn resized(&mut self) {
         self.draw_now();
@@ -303,7 +362,8 @@ impl Progress {
     }
 
     /// Draws the frame now, not at the next tick (unless the display is hidden or finished).
-    fn draw_now(&self) {
+    fn draw_now(&mut self) {
+        self.continued();
         if !self.finished {
             self.frame.force_draw();
         }
@@ -416,7 +476,6 @@ fn frame(board: &Board, now: Instant, rows: usize, columns: usize) -> String {
         0 | 1 => 0,
         _ => rows.saturating_sub(3).clamp(1, MAX_JOB_LINES),
     };
-    // The job lines are the runs in flight now, even before the run settles.
     let lines = board.running.len();
     let shown = if lines <= job_rows {
         lines
@@ -606,7 +665,7 @@ mod tests {
     }
 
     #[test]
-    fn the_status_line_counts_an_event_only_once_it_is_carried_out_whole() {
+    fn a_frame_shows_an_event_only_once_it_is_carried_out_whole() {
         let mut board = board_with(2);
         board.counts = Counts {
             total: Some(3),
@@ -619,18 +678,21 @@ mod tests {
             before.contains("0/3 done · 2 running · 1 queued"),
             "{before}"
         );
-        // A job ends and has its record, and the queued job starts: the status line waits
-        // for all three.
-        let status = |text: &str| text.lines().next().unwrap().to_owned();
+        // A job ends and has its record, and the queued job starts: the frame waits for all
+        // three.
         progress.run_ended(0);
-        assert_eq!(status(&drawn(&progress)), status(&before));
+        assert_eq!(drawn(&progress), before);
         progress.recorded(Outcome::Succeeded);
-        assert_eq!(status(&drawn(&progress)), status(&before));
+        assert_eq!(drawn(&progress), before);
         progress.started(2, "key-2", "true");
-        assert_eq!(status(&drawn(&progress)), status(&before));
+        assert_eq!(drawn(&progress), before);
         progress.settle(0);
         let after = drawn(&progress);
         assert!(after.contains("1/3 done · 2 running · 0 queued"), "{after}");
+        // Its job lines are the two the status line counts.
+        assert!(
+            !after.contains("[key-0]") && after.contains("[key-1]") && after.contains("[key-2]")
+        );
     }
 
     #[test]
@@ -650,6 +712,7 @@ mod tests {
         progress.stopping_run(1, "timeout");
         // A later order does not change why.
         progress.stopping_run(1, "shutdown");
+        progress.settle(5);
         let text = drawn(&progress);
         let line = text.lines().find(|l| l.contains("[key-1]")).unwrap();
         assert!(line.contains("stopping (timeout): a rather"), "{text}");
@@ -658,6 +721,7 @@ mod tests {
             .any(|l| l.contains("[key-0]") && l.contains("stopping")));
         progress.run_ended(1);
         progress.stopping_run(1, "timeout");
+        progress.settle(5);
         assert!(!drawn(&progress).contains("[key-1]"));
     }
 

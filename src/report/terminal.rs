@@ -177,6 +177,13 @@ impl Echo {
         })
     }
 
+    /// Whether the terminal echoes again although this turned echo off: someone else (a shell
+    /// that had the terminal while `lanes` was stopped) set its own settings meanwhile.
+    pub(super) fn turned_back_on(&self) -> bool {
+        use nix::sys::termios::{tcgetattr, LocalFlags};
+        tcgetattr(std::io::stderr()).is_ok_and(|now| now.local_flags.contains(LocalFlags::ECHO))
+    }
+
     /// Puts the settings back, when `lanes` is still in the foreground (a shell that took the
     /// terminal back sets its own).
     pub(super) fn restore(self) {

@@ -136,6 +136,8 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     let terminal_stop = super::signal::TerminalStop::listen_or_release();
     // The terminal was resized: the display is laid out again.
     let mut resized = unix_signal(SignalKind::window_change()).ok();
+    // lanes was continued, maybe after a SIGSTOP: the display may have to start afresh.
+    let mut continued = unix_signal(SignalKind::from_raw(nix::libc::SIGCONT)).ok();
     let (ended_tx, mut ended_rx) = mpsc::unbounded_channel();
     let (spawned_tx, mut spawned_rx) = mpsc::unbounded_channel();
     let mut core = Scheduler::with_policy(
@@ -208,6 +210,8 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     }
     let mut redraw = tokio::time::interval(Duration::from_secs(1));
     redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut spin = tokio::time::interval(crate::report::progress::SPIN);
+    spin.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         driver.tell_waits();
         driver.start_ready(!ended_rx.is_empty()).await;
@@ -221,6 +225,13 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         let backlogged = driver.core.output_backlogged();
         tokio::select! {
             biased;
+            // First: after a stop lanes could not see coming (SIGSTOP), nothing may be drawn
+            // before the display has started afresh.
+            Some(()) = recv_optional(&mut continued), if driver.ledger.progress().is_some() => {
+                if let Some(progress) = driver.ledger.progress() {
+                    progress.continued();
+                }
+            }
             Some(signal) = next_signal(&mut signals) => driver.on_signal(signal).await,
             Some(()) = recv_optional(&mut status_requests) => driver.on_status_request().await,
             Some(()) = child_exited(&child_exits) => driver.launcher.reaper().reap(),
@@ -241,6 +252,11 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             Some(()) = recv_optional(&mut resized), if driver.ledger.progress().is_some() => {
                 if let Some(progress) = driver.ledger.progress() {
                     progress.resized();
+                }
+            }
+            _ = spin.tick(), if driver.ledger.progress().is_some() => {
+                if let Some(progress) = driver.ledger.progress() {
+                    progress.spin();
                 }
             }
         }

@@ -200,7 +200,7 @@ const fn bits(signals: &[Signal]) -> u64 {
 
 /// The signals whose disposition `lanes` may have changed from the default, one bit per
 /// signal ([`bit`]): the handled ones ([`HANDLED`], SIGHUP also when it stays ignored under
-/// `nohup`), those the event loop takes (SIGCHLD, SIGWINCH), the two ignored by
+/// `nohup`), those the event loop takes (SIGCHLD, SIGWINCH, SIGCONT), the two ignored by
 /// [`disarm_harmless`] (SIGPIPE, SIGXFSZ), SIGSEGV and SIGBUS (Rust's runtime catches them to
 /// tell a stack overflow), and glibc's internal 32 and 33, whose handlers glibc installs. Every other signal is at its default in `lanes`: an inherited `SIG_IGN` is
 /// reset ([`super::unix::reset_ignored_signals`]) and the rest are blocked, not ignored
@@ -210,6 +210,7 @@ const fn bits(signals: &[Signal]) -> u64 {
 pub(crate) const CHANGED_DISPOSITIONS: u64 = bits(&HANDLED)
     | bit(libc::SIGCHLD)
     | bit(libc::SIGWINCH)
+    | bit(libc::SIGCONT)
     | bit(libc::SIGPIPE)
     | bit(libc::SIGXFSZ)
     | bit(libc::SIGSEGV)

@@ -370,8 +370,8 @@ fn a_job_waiting_for_its_retry_is_counted_as_queued() {
 }
 
 /// The counts of every status line in `raw` (what was written to the terminal) that tells the
-/// total `total`: (done, running, stopped, queued).
-fn status_counts(raw: &str, total: usize) -> Vec<[usize; 4]> {
+/// total `total`: (done, running, stopped, queued, and the job lines under it, `  [key]`).
+fn status_counts(raw: &str, total: usize) -> Vec<[usize; 5]> {
     let marker = format!("/{total} done · ");
     let mut counts = Vec::new();
     let mut rest = raw;
@@ -386,7 +386,7 @@ fn status_counts(raw: &str, total: usize) -> Vec<[usize; 4]> {
         // Up to the failed count: `N running · [N stopped · ]N queued`.
         let line = &after[..after.find(" failed").expect("a whole status line")];
         let line = &line[..line.rfind(" · ").expect("a failed count")];
-        let mut parts = [done, 0, 0, 0];
+        let mut parts = [done, 0, 0, 0, 0];
         for part in line.split(" · ") {
             let (n, what) = part
                 .split_once(' ')
@@ -399,6 +399,10 @@ fn status_counts(raw: &str, total: usize) -> Vec<[usize; 4]> {
             };
             parts[slot] = n.parse().unwrap();
         }
+        // The frame's job lines: up to the next frame's status line, or the summary.
+        let frame = &after[..after.find(&marker).unwrap_or(after.len())];
+        let frame = &frame[..frame.find("lanes: ").unwrap_or(frame.len())];
+        parts[4] = frame.matches("  [").count();
         counts.push(parts);
         rest = after;
     }
@@ -431,14 +435,18 @@ fn every_frame_counts_each_job_once() {
     let raw = fs::read_to_string(&raw).unwrap();
     let frames = status_counts(&raw, total);
     assert!(frames.len() >= 3, "too few frames to tell:\n{raw}");
-    // Each job is done, running, stopped or queued: never in two of them, never in none.
+    // Each job is done, running, stopped or queued: never in two of them, never in none; and
+    // each running or stopped one has its line.
     let wrong: Vec<_> = frames
         .iter()
-        .filter(|counts| counts.iter().sum::<usize>() != total)
+        .filter(|[done, running, stopped, queued, lines]| {
+            done + running + stopped + queued != total || running + stopped != *lines
+        })
         .collect();
     assert!(
         wrong.is_empty(),
-        "{} of {} frames do not add up to {total}: {wrong:?}",
+        "{} of {} frames do not add up to {total} or do not show a line per running job \
+         (done, running, stopped, queued, lines): {wrong:?}",
         wrong.len(),
         frames.len()
     );
@@ -474,6 +482,94 @@ fn a_job_past_its_timeout_shows_as_stopping_until_its_grace_period_ends() {
         .jobs
         .iter()
         .all(|job| job.reason.as_deref() == Some("timeout")));
+}
+
+#[test]
+fn after_a_sigstop_and_fg_the_display_starts_afresh_below_the_shell_without_echo() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("sigstop_fg", 120, 30, scratch.path()) else {
+        return;
+    };
+    // The job's shell is lanes' child.
+    scratch.write("jobs", "a\techo $PPID > \"$D/lanes.pid\"; sleep 30\n");
+    tmux.type_line(&lanes_line("--progress always \"$D/jobs\"", scratch.path()));
+    scratch.wait_for("lanes.pid", Duration::from_secs(10));
+    tmux.wait_screen("the display", Duration::from_secs(10), |s| {
+        s.contains("1 running")
+    });
+    // A stop lanes cannot see coming: the shell takes the terminal, with echo on.
+    let lanes = scratch.pid("lanes.pid");
+    let stopped = Command::new("kill")
+        .args(["-STOP", &lanes.to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    tmux.wait_screen(
+        "the shell saying lanes stopped",
+        Duration::from_secs(5),
+        |s| s.contains("Stopped"),
+    );
+    tmux.type_line("fg");
+    // lanes draws a new frame below what the shell wrote (`fg`, the command), not over it.
+    let screen = tmux.wait_screen("a frame below `fg`", Duration::from_secs(5), |s| {
+        s.split_once("$ fg\n")
+            .is_some_and(|(_, below)| below.contains(" running · "))
+    });
+    let below = screen.split_once("$ fg\n").unwrap().1;
+    assert!(
+        below.contains("--progress always"),
+        "the shell's line was drawn over:\n{screen}"
+    );
+    // And echo is off again while the display is drawn.
+    let tty =
+        String::from_utf8(tmux.run(&["display-message", "-p", "#{pane_tty}"]).stdout).unwrap();
+    let echo_off = || {
+        let settings = Command::new("stty")
+            .args(["-a", "-F", tty.trim()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&settings.stdout)
+            .split_whitespace()
+            .any(|flag| flag == "-echo")
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), echo_off),
+        "echo stayed on after fg:\n{}",
+        tmux.screen()
+    );
+    tmux.key("C-c");
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.jobs.len(), 1);
+}
+
+#[test]
+fn raw_output_s_unfinished_line_is_not_drawn_over_by_the_display() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("raw_partial", 120, 30, scratch.path()) else {
+        return;
+    };
+    scratch.write(
+        "jobs",
+        "p\tprintf 'partial-'; touch \"$D/printed\"; \
+         until [ -e \"$D/go\" ]; do sleep 0.05; done; echo line\n",
+    );
+    tmux.type_line(&lanes_line(
+        "--progress always --output raw \"$D/jobs\"",
+        scratch.path(),
+    ));
+    scratch.wait_for("printed", Duration::from_secs(10));
+    // A frame drawn a second after the job's start, well after its `printf`.
+    tmux.wait_screen("a frame after the printf", Duration::from_secs(10), |s| {
+        s.contains("[p]   1s")
+    });
+    scratch.write("go", "");
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.jobs.len(), 1);
+    let history = tmux.history();
+    assert!(
+        history.lines().any(|line| line == "partial-line"),
+        "the line is not whole:\n{history}"
+    );
 }
 
 #[test]
