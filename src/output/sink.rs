@@ -13,6 +13,9 @@ use tokio::sync::mpsc;
 /// How many buffers may wait for a writer thread before senders wait.
 const DEPTH: usize = 16;
 
+/// The most bytes of an unfinished line held back while the live display is drawn.
+const PARTIAL_MAX: usize = 64 * 1024;
+
 /// What a writer thread needs, kept until the first buffer is sent: a run that writes nothing
 /// to a destination starts no thread for it.
 struct Pending {
@@ -39,6 +42,11 @@ impl Pending {
         };
         let Some(end) = buffer.iter().rposition(|&byte| byte == b'\n') else {
             self.partial.extend_from_slice(buffer);
+            if self.partial.len() > PARTIAL_MAX {
+                // A line this long is written as it is: memory stays bounded.
+                let long = std::mem::take(&mut self.partial);
+                return display.suspend(|| self.destination.write_all(&long));
+            }
             return Ok(());
         };
         let (lines, rest) = buffer.split_at(end + 1);

@@ -311,14 +311,15 @@ impl Progress {
         if self.finished || self.background {
             return;
         }
+        // Continued in the background (`kill -CONT` without `fg`): hidden at once.
+        if in_background() {
+            self.tick();
+            return;
+        }
         if self.echo.as_ref().is_some_and(Echo::turned_back_on) {
             // A frame drawn now would be drawn over the shell's lines.
             self.echo = None;
-            if in_background() {
-                self.tick();
-            } else {
-                self.show();
-            }
+            self.show();
         }
     }
 

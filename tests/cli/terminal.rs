@@ -543,6 +543,60 @@ fn after_a_sigstop_and_fg_the_display_starts_afresh_below_the_shell_without_echo
 }
 
 #[test]
+fn after_a_sigstop_and_a_sigcont_without_fg_nothing_is_drawn_over_the_shell() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("sigstop_cont", 120, 30, scratch.path()) else {
+        return;
+    };
+    // A clock: t1, t2, … five a second, for as long as the job runs.
+    scratch.write(
+        "jobs",
+        "a\techo $PPID > \"$D/lanes.pid\"; i=0; \
+         while :; do i=$((i+1)); touch \"$D/t$i\"; sleep 0.2; done\n",
+    );
+    tmux.type_line(&lanes_line("--progress always \"$D/jobs\"", scratch.path()));
+    scratch.wait_for("lanes.pid", Duration::from_secs(10));
+    tmux.wait_screen("the display", Duration::from_secs(10), |s| {
+        s.contains("1 running")
+    });
+    let lanes = scratch.pid("lanes.pid").to_string();
+    assert!(Command::new("kill")
+        .args(["-STOP", &lanes])
+        .status()
+        .unwrap()
+        .success());
+    tmux.wait_screen(
+        "the shell saying lanes stopped",
+        Duration::from_secs(5),
+        |s| s.contains("Stopped"),
+    );
+    assert!(Command::new("kill")
+        .args(["-CONT", &lanes])
+        .status()
+        .unwrap()
+        .success());
+    // Two seconds of the job's clock later: past any once-a-second look.
+    let now = (1..)
+        .take_while(|i| scratch.exists(&format!("t{i}")))
+        .count();
+    scratch.wait_for(&format!("t{}", now + 10), Duration::from_secs(10));
+    let screen = tmux.screen();
+    let below = screen.split_once("Stopped").map_or("", |(_, below)| below);
+    assert!(
+        !below.contains(" running · "),
+        "drawn over the shell while in the background:\n{screen}"
+    );
+    tmux.type_line("fg");
+    tmux.wait_screen("the display after fg", Duration::from_secs(5), |s| {
+        s.split_once("$ fg\n")
+            .is_some_and(|(_, b)| b.contains(" running · "))
+    });
+    tmux.key("C-c");
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.jobs.len(), 1);
+}
+
+#[test]
 fn raw_output_s_unfinished_line_is_not_drawn_over_by_the_display() {
     let scratch = Scratch::new();
     let Some(tmux) = Tmux::start("raw_partial", 120, 30, scratch.path()) else {
