@@ -605,7 +605,11 @@ impl RunConfig {
             timeout: cli.timeout.or(settings.timeout),
             grace: cli.grace.or(settings.grace).unwrap_or(DEFAULT_GRACE),
             leak_window: cli.leak_window,
-            spawn_threads: spawn_threads(std::env::var_os("LANES_SPAWN_THREADS").as_deref(), cpus)?,
+            spawn_threads: spawn_threads(
+                std::env::var_os("LANES_SPAWN_THREADS").as_deref(),
+                cpus,
+                max_concurrent,
+            )?,
             containment: cli.containment,
             shell: cli
                 .shell
@@ -653,24 +657,35 @@ pub(crate) struct SpawnThreads {
 }
 
 /// How jobs are started: `LANES_SPAWN_THREADS` threads, taking every start, when it is set
-/// (digits only, 0 to [`MOST_SPAWN_THREADS`]); else, on a machine of `cpus` ≤ 2, one thread
-/// taking starts only in bursts, and on a larger one, one thread per CPU, at most four, taking
-/// every start.
+/// (digits only, 0 to [`MOST_SPAWN_THREADS`]); else, with `max_concurrent` jobs in flight at
+/// most on a machine of `cpus`:
+/// - 3 CPUs or more: one thread per CPU, at most four, taking every start;
+/// - 2 CPUs and `max_concurrent` above 2: two threads, taking every start;
+/// - otherwise (1 CPU, or no more jobs in flight than CPUs): one thread taking starts only in
+///   bursts.
 ///
 /// Starting a process holds its thread until the child has called `execve`, so only threads
 /// overlap spawns; but each start handed to a thread costs two wake-ups between threads (the
-/// order there, the outcome back). With two CPUs, busy with short jobs, there is no idle one
-/// for a second spawn: the threads cost lanes 50–60 µs of CPU per job for no wall time. When
-/// many jobs end at once, a thread lets the event loop handle the next end while a job starts
-/// (`bench/README.md`).
+/// order there, the outcome back), and that wait falls on the one job that ends and the one
+/// that starts in its place. With no more jobs in flight than CPUs, each end waits for that
+/// hand-over while a CPU has nothing else to run: the event loop starting the next job itself
+/// is faster (5,000 × `sh -c true` at `-j 2` on 2 CPUs: 2.26 s against 2.77 s with two
+/// threads). With more jobs in flight than CPUs, other jobs keep the CPUs busy meanwhile and
+/// two starts overlap: `-j 8`, 2.03 s against 2.29 s. When many jobs end at once, a thread lets
+/// the event loop handle the next end while a job starts (`bench/README.md`).
 ///
 /// # Errors
 /// A value that is not a whole number from 0 to [`MOST_SPAWN_THREADS`].
 fn spawn_threads(
     value: Option<&std::ffi::OsStr>,
     cpus: usize,
+    max_concurrent: usize,
 ) -> Result<SpawnThreads, ConfigError> {
     match value.filter(|value| !value.is_empty()) {
+        None if cpus == 2 && max_concurrent > cpus => Ok(SpawnThreads {
+            threads: 2,
+            only_in_bursts: false,
+        }),
         None if cpus <= 2 => Ok(SpawnThreads {
             threads: 1,
             only_in_bursts: true,
@@ -1022,9 +1037,9 @@ mod tests {
     }
 
     #[test]
-    fn spawning_threads_take_only_bursts_on_two_cpus_unless_asked_for() {
+    fn spawning_threads_take_only_bursts_on_two_cpus_unless_more_jobs_than_cpus_run() {
         use std::ffi::OsStr;
-        let threads = |value: Option<&str>, cpus| spawn_threads(value.map(OsStr::new), cpus);
+        let threads = |value: Option<&str>, cpus| spawn_threads(value.map(OsStr::new), cpus, cpus);
         let always = |threads| SpawnThreads {
             threads,
             only_in_bursts: false,
@@ -1037,6 +1052,17 @@ mod tests {
         assert_eq!(threads(None, 2).unwrap(), in_bursts);
         assert_eq!(threads(None, 3).unwrap(), always(3));
         assert_eq!(threads(None, 64).unwrap(), always(4));
+        let with_jobs = |cpus, jobs| spawn_threads(None, cpus, jobs).unwrap();
+        assert_eq!(with_jobs(2, 3), always(2), "more jobs in flight than CPUs");
+        assert_eq!(with_jobs(2, 8), always(2));
+        assert_eq!(with_jobs(2, 1), in_bursts);
+        assert_eq!(with_jobs(1, 8), in_bursts, "one CPU overlaps no spawns");
+        assert_eq!(with_jobs(4, 1), always(4));
+        assert_eq!(
+            spawn_threads(Some(OsStr::new("1")), 2, 8).unwrap(),
+            always(1),
+            "asked for"
+        );
         assert_eq!(threads(Some(""), 8).unwrap(), always(4), "empty is unset");
         assert_eq!(threads(Some("2"), 2).unwrap(), always(2));
         assert_eq!(threads(Some("0"), 64).unwrap(), always(0));

@@ -445,13 +445,19 @@ fn every_job_of_a_fast_stream_has_its_own_exit_status() {
 }
 
 /// `LANES_SPAWN_THREADS` sets how many threads start jobs beside the event loop: a job sees
-/// that many `spawn-N` threads in lanes, its parent.
+/// that many `spawn-N` threads in lanes, its parent. A thread takes its name once it runs, so
+/// the job looks again (for up to 10 s) until it sees as many as wanted.
 #[test]
 fn lanes_spawn_threads_sets_the_spawning_threads() {
     for (threads, want) in [("0", 0), ("2", 2), ("3", 3)] {
+        let count =
+            "grep -c '^spawn-' /proc/$PPID/task/*/comm | awk -F: '{ n += $2 } END { print n }'";
         let out = Run::new()
             .env("LANES_SPAWN_THREADS", threads)
-            .stdin("k\tgrep -c '^spawn-' /proc/$PPID/task/*/comm | awk -F: '{ n += $2 } END { print n }'\n")
+            .stdin(format!(
+                "k\ti=0; while [ \"$({count})\" -lt {want} ] && [ $i -lt 200 ]; do \
+                 sleep 0.05; i=$((i + 1)); done; {count}\n"
+            ))
             .run();
         out.code(0);
         let shown = out.stdout();
