@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use nix::libc;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
@@ -50,9 +50,8 @@ const POOL_MAX: usize = 64;
 /// still charged to it (bytes: page cache its job left) is not reused.
 const LEFTOVER_MAX: u64 = 1 << 20;
 
-/// The run's empty jobs' cgroups, kept open with their watch: handing one to the next job
-/// costs a few reads and writes where making and removing one costs a `mkdir`, an `rmdir` and
-/// an inotify watch.
+/// The run's empty jobs' cgroups, kept open: handing one to the next job costs a few reads and
+/// writes where making and removing one costs a `mkdir` and an `rmdir`.
 #[derive(Debug, Default)]
 struct Pool {
     state: Mutex<PoolState>,
@@ -81,8 +80,9 @@ struct Slot {
     dir: PathBuf,
     /// The directory, open: what `CLONE_INTO_CGROUP` takes.
     fd: OwnedFd,
-    /// Told when `cgroup.events` changes.
-    watch: Option<Watch>,
+    /// The run's inotify instance, which a job that leaves processes behind watches its
+    /// `cgroup.events` with ([`JobCgroup::populated`]); `None` where inotify cannot be had.
+    watcher: Option<Arc<Watcher>>,
     /// Its `cgroup.events`, `cpu.stat` and `cgroup.stat`, read for every job it serves.
     events: Interface,
     cpu_stat: Interface,
@@ -116,7 +116,6 @@ impl Slot {
                 return Err(err);
             }
         };
-        let watch = watcher.and_then(|watcher| watcher.watch(&dir.join("cgroup.events")));
         let (peak, has_peak) = match fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -138,7 +137,7 @@ impl Slot {
             stat: Interface::open(&fd, c"cgroup.stat"),
             dir,
             fd,
-            watch,
+            watcher: watcher.cloned(),
             peak,
             has_peak,
             controllers,
@@ -207,12 +206,9 @@ impl Slot {
         })
     }
 
-    /// Removes it (its watch first), with any cgroup below it; a process still in it keeps
-    /// it, and the run's removal tries again.
+    /// Removes it, with any cgroup below it; a process still in it keeps it, and the run's
+    /// removal tries again.
     fn remove(self) {
-        if let Some(watch) = &self.watch {
-            watch.watcher.forget(watch.wd);
-        }
         remove_dirs(&self.dir);
     }
 }
@@ -406,6 +402,7 @@ impl CgroupRun {
                         pool: Arc::clone(&self.pool),
                         cpu_baseline: baseline,
                         killed: AtomicBool::new(false),
+                        watch: OnceLock::new(),
                     })
                 }
                 None => slot.remove(),
@@ -423,6 +420,7 @@ impl CgroupRun {
             pool: Arc::clone(&self.pool),
             cpu_baseline: Some(0),
             killed: AtomicBool::new(false),
+            watch: OnceLock::new(),
         })
     }
 }
@@ -475,6 +473,12 @@ pub(crate) struct JobCgroup {
     /// afterwards with `CLONE_INTO_CGROUP` (its kill count differs from the one the clone
     /// started with), so the cgroup serves no other job.
     killed: AtomicBool,
+    /// The inotify watch on its `cgroup.events`, made the first time processes of the job
+    /// were seen left in it ([`JobCgroup::populated`]); `Some(None)` when it could not be
+    /// made. A job whose exit and pipes' end find it empty needs none: the kernel's
+    /// notifications of `cgroup.events` (delayed to one per 10 ms per file, then handed out by
+    /// a kernel worker) would wake lanes once more per job for nothing.
+    watch: OnceLock<Option<Watch>>,
 }
 
 /// What a job used, read from its cgroup when it ended.
@@ -511,14 +515,28 @@ impl JobCgroup {
         self.slot().fd.as_raw_fd()
     }
 
-    /// Whether any process is in it (`cgroup.events`).
+    /// Whether any process is in it (`cgroup.events`). The first time one is, its
+    /// `cgroup.events` is watched from then on (see [`JobCgroup::changed`]) and read once
+    /// more, so that a change between the read and the watch is not missed.
     pub(crate) fn populated(&self) -> bool {
         let slot = self.slot();
-        match slot.events.read(&slot.fd) {
+        let read = || match slot.events.read(&slot.fd) {
             Some(text) => text.lines().any(|line| line.trim() == "populated 1"),
             // Gone or unreadable: nothing can be seen in it any more.
             None => false,
+        };
+        if !read() {
+            return false;
         }
+        if self.watch.get().is_some() {
+            return true;
+        }
+        let _ = self.watch.set(
+            slot.watcher
+                .as_ref()
+                .and_then(|watcher| watcher.watch(&slot.dir.join("cgroup.events"))),
+        );
+        read()
     }
 
     /// Sends `signal` to every process in it (and in cgroups the job made below it), then
@@ -617,19 +635,24 @@ impl JobCgroup {
         Usage { cpu, memory_peak }
     }
 
-    /// Resolves when the cgroup's state (`cgroup.events`: populated, frozen) may have changed;
-    /// without a watch, after `fallback`. A change seen for the cgroup's earlier job may wake
-    /// it once for nothing.
+    /// Resolves when the cgroup's state (`cgroup.events`: populated, frozen) may have changed
+    /// since [`JobCgroup::populated`] last found processes in it; without a watch, after
+    /// `fallback`. Never, before `populated` has found any: until then the job's exit and its
+    /// pipes' end are what tell it may be over.
     pub(crate) async fn changed(&self, fallback: Duration) {
-        match &self.slot().watch {
-            Some(watch) => watch.notify.notified().await,
-            None => tokio::time::sleep(fallback).await,
+        match self.watch.get() {
+            Some(Some(watch)) => watch.notify.notified().await,
+            Some(None) => tokio::time::sleep(fallback).await,
+            None => std::future::pending().await,
         }
     }
 }
 
 impl Drop for JobCgroup {
     fn drop(&mut self) {
+        // The watch goes before the cgroup may serve another job, whose own watch on the same
+        // file would have the same descriptor.
+        drop(self.watch.take());
         let Some(slot) = self.slot.take() else {
             return;
         };
@@ -654,12 +677,18 @@ struct Watcher {
     waiters: Mutex<HashMap<WatchDescriptor, Arc<Notify>>>,
 }
 
-/// One job's watch on its `cgroup.events`.
+/// One job's watch on its `cgroup.events`, removed when dropped.
 #[derive(Debug)]
 struct Watch {
     watcher: Arc<Watcher>,
     wd: WatchDescriptor,
     notify: Arc<Notify>,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.watcher.forget(self.wd);
+    }
 }
 
 /// The inotify instance, as tokio wants it.

@@ -137,6 +137,33 @@ fn a_plain_end_waits_for_every_process_of_the_job() {
     }
 }
 
+/// A job whose shell exits while a process it left goes on (its pipes closed) ends as soon as
+/// that process ends, well within the leak window: in cgroup mode lanes then watches the job's
+/// `cgroup.events`, in process-group mode it looks at the group from time to time.
+#[test]
+fn a_job_ends_when_the_last_process_it_left_ends_within_the_leak_window() {
+    for mode in modes() {
+        let scratch = Scratch::new();
+        // The shell exits at once; the process it leaves ends half a second later.
+        let jobs = "k\tsleep 0.5 >/dev/null 2>&1 &\n";
+        let out = Run::new()
+            .scratch(&scratch)
+            .args(["--containment", mode, "--leak-window", "120s"])
+            .stdin(jobs)
+            .run();
+        out.code(0);
+        let job = out.job(1);
+        assert_eq!(job.result(), ("succeeded", None), "{mode}: {}", out.dump());
+        assert!(!job.leaked, "{mode}: {job:?}");
+        let took = job.duration_ms.unwrap_or(u64::MAX);
+        assert!(
+            took < 60_000,
+            "{mode}: the job ended {took} ms after it started, at its leak window, not when \
+             the process it left ended"
+        );
+    }
+}
+
 #[test]
 fn cancel_in_progress_ends_every_process_of_the_job_before_the_newer_one_starts() {
     for mode in modes() {
