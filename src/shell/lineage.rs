@@ -214,19 +214,24 @@ fn zombie(stat: &ProcStat) -> bool {
 }
 
 /// The environment of `pid` (`/proc/PID/environ`), read again a few times while a running
-/// `execve` leaves it empty or unreadable.
+/// `execve` leaves it empty or unreadable. `None` only when it could not be read at all: an
+/// environment that reads empty every time is the process's own (`env -i`), which carries no
+/// job's variables, not an `execve` under way; counted as unreadable, it would hold every job
+/// that has processes outside its group until it ends, and be signalled by none of them.
 fn environ(pid: i32) -> Option<Vec<u8>> {
+    let mut read_empty = false;
     for attempt in 0..5 {
         if let Ok(environ) = fs::read(format!("/proc/{pid}/environ")) {
             if !environ.is_empty() {
                 return Some(environ);
             }
+            read_empty = true;
         }
         if attempt < 4 {
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
     }
-    None
+    read_empty.then(Vec::new)
 }
 
 /// Whether `ancestor` is on `pid`'s chain of parents (memoised in `known`).

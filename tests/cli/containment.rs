@@ -164,6 +164,42 @@ fn a_job_ends_when_the_last_process_it_left_ends_within_the_leak_window() {
     }
 }
 
+/// In process-group mode, a process that left the job's group with an empty environment
+/// (`env -i setsid`) carries no job's variables: no job waits for it (it escapes its key's
+/// order, as the README says), and it is still terminated when the run ends. It used to be
+/// taken for a process in the middle of an `execve`: every job with processes outside its group
+/// then waited for it, a timeout and Ctrl-C could not end it, and the run lasted as long as it.
+#[test]
+fn a_process_with_an_empty_environment_holds_no_job_and_outlives_no_run() {
+    let scratch = Scratch::new();
+    let jobs = "k\tenv -i setsid sleep 30 </dev/null >/dev/null 2>&1 & echo $! > \"$D/esc.pid\"\n\
+                j\tsleep 0.2 >/dev/null 2>&1 &\n";
+    let out = Run::new()
+        .scratch(&scratch)
+        .args([
+            "--containment",
+            "process-group",
+            "--timeout",
+            "10",
+            "--grace",
+            "1",
+        ])
+        .stdin(jobs)
+        .run();
+    out.code(0);
+    for seq in [1, 2] {
+        let job = out.job(seq);
+        assert_eq!(job.result(), ("succeeded", None), "{}", out.dump());
+        let took = job.duration_ms.unwrap_or(u64::MAX);
+        assert!(took < 5_000, "job {seq} took {took} ms: {job:?}");
+    }
+    let pid = scratch.pid("esc.pid");
+    assert!(
+        !alive(pid),
+        "the process with an empty environment outlived the run"
+    );
+}
+
 #[test]
 fn cancel_in_progress_ends_every_process_of_the_job_before_the_newer_one_starts() {
     for mode in modes() {
