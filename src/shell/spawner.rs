@@ -6,10 +6,9 @@
 //! progress, and while it spawns it does nothing else. Spawning here instead lets the event
 //! loop read pipes, reap and write records while children start, and lets several children
 //! start at once where the machine has the CPUs for it. Each start handed over costs two
-//! wake-ups between threads, so on a machine with two CPUs or fewer running no more jobs at
-//! once than it has CPUs, the event loop starts jobs itself, and hands a start to the one
-//! thread only while other work waits behind it (`LANES_SPAWN_THREADS`, see
-//! `crate::config::spawn_threads`).
+//! wake-ups between threads, so on one CPU, or on two running no more jobs at once than that,
+//! the event loop starts jobs itself, and hands a start to the one thread only while other
+//! work waits behind it (`LANES_SPAWN_THREADS`, see `crate::config::spawn_threads`).
 //!
 //! What the single thread guaranteed still holds:
 //! - exact reaping: a child that exits before its spawning thread knows its pid is still
