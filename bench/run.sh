@@ -158,9 +158,11 @@ run_workload() { # NAME JOBS [ROUNDS]
 
 # The contenders. Globals: J (jobs in flight), TOKEN (marks the timeout workload's processes).
 # The floor spawns from several threads (posix_spawn holds its calling thread until the
-# child has exec'd, so only threads overlap spawns); floor-1thread is the one-thread loop.
+# child has exec'd, so only threads overlap spawns); floor-1thread is the one-thread loop,
+# floor-capture the several threads reading each child's stdout through a pipe.
 a_floor() { M -- "$FLOOR" threads "$A_N" "$J" true; }
 a_floor1() { M -- "$FLOOR" run "$A_N" "$J" true; }
+a_floorcap() { M -- "$FLOOR" threads-capture "$A_N" "$J" true; }
 a_lanes() { M --stdin "$IN/a.lanes" -- "$LANES" -j "$J"; }
 a_xargs() { M --stdin "$IN/a.cmds" -- xargs "${SEQ_ARGS[@]}" -P "$J" sh -c; }
 a_parallel() { M --stdin "$IN/a.cmds" -- parallel --will-cite -j "$J"; }
@@ -224,6 +226,7 @@ if wants a; then
   for J in 2 8; do
     contender floor a_floor
     contender floor-1thread a_floor1
+    contender floor-capture a_floorcap
     contender lanes a_lanes
     contender xargs a_xargs
     [ $HAVE_PARALLEL = 0 ] || contender parallel a_parallel "$SLOW_REPS" # ~5 ms CPU per job

@@ -1,7 +1,7 @@
 /*
  * spawn-floor: the practical floor for a job runner on this machine.
  *
- *   spawn-floor [run|threads|capture] N J [COMMAND]
+ *   spawn-floor [run|threads|capture|threads-capture] N J [COMMAND]
  *
  * Starts `sh -c COMMAND` (default COMMAND: `true`) N times with at most J children in
  * flight, with posix_spawn, reaping with waitpid.
@@ -14,6 +14,10 @@
  *            a runner that spawns in parallel.
  *   capture  each child gets a pipe as its stdout; everything read from the pipes is copied
  *            to our stdout (64 KiB reads, poll over the J pipes), the "capture floor".
+ *   threads-capture
+ *            capture from several threads (as many as for threads, at most J), each with its
+ *            own share of N and J: the floor of a runner that reads its jobs' output and
+ *            spawns in parallel.
  *
  * Built by bench/run.sh with `cc -O2`. Exits 1 if a child failed, 2 on a usage or system
  * error.
@@ -165,11 +169,13 @@ static int write_all(const char *buf, size_t len) {
     return 0;
 }
 
-static void capture_mode(long n, long j) {
+/* capture mode, also one share of threads-capture mode: returns the children that failed. */
+static int capture_loop(long n, long j) {
     struct pollfd *fds = calloc((size_t)j, sizeof *fds);
     pid_t *pids = calloc((size_t)j, sizeof *pids);
-    static char buf[64 * 1024];
-    if (!fds || !pids)
+    char *buf = malloc(64 * 1024);
+    int failed = 0;
+    if (!fds || !pids || !buf)
         die("calloc");
     long started = 0, running = 0;
     for (long i = 0; i < j; i++)
@@ -196,7 +202,7 @@ static void capture_mode(long n, long j) {
         for (long i = 0; i < j; i++) {
             if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
-            ssize_t r = read(fds[i].fd, buf, sizeof buf);
+            ssize_t r = read(fds[i].fd, buf, 64 * 1024);
             if (r > 0) {
                 if (write_all(buf, (size_t)r) != 0)
                     die("write");
@@ -211,19 +217,64 @@ static void capture_mode(long n, long j) {
             while (waitpid(pids[i], &status, 0) < 0)
                 if (errno != EINTR)
                     die("waitpid");
-            check_status(status);
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                failed++;
             running--;
         }
     }
     free(fds);
     free(pids);
+    free(buf);
+    return failed;
+}
+
+static void capture_mode(long n, long j) { failures += capture_loop(n, j); }
+
+/* threads-capture mode: each thread runs capture_loop over its share of N and J. */
+struct share {
+    long n, j;
+    int failed;
+};
+
+static void *capture_worker(void *arg) {
+    struct share *share = arg;
+    share->failed = capture_loop(share->n, share->j);
+    return NULL;
+}
+
+static void threads_capture_mode(long n, long j) {
+    long threads = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *wanted = getenv("FLOOR_THREADS");
+    if (wanted && *wanted)
+        threads = strtol(wanted, NULL, 10);
+    if (threads < 2)
+        threads = 2;
+    if (threads > j)
+        threads = j;
+    pthread_t *ids = calloc((size_t)threads, sizeof *ids);
+    struct share *shares = calloc((size_t)threads, sizeof *shares);
+    if (!ids || !shares)
+        die("calloc");
+    for (long i = 0; i < threads; i++) {
+        shares[i].n = n / threads + (i < n % threads);
+        shares[i].j = j / threads + (i < j % threads);
+        if (pthread_create(&ids[i], NULL, capture_worker, &shares[i]) != 0)
+            die("pthread_create");
+    }
+    for (long i = 0; i < threads; i++) {
+        pthread_join(ids[i], NULL);
+        failures += shares[i].failed;
+    }
+    free(ids);
+    free(shares);
 }
 
 int main(int argc, char **argv) {
     if (argc < 4 || argc > 5 ||
         (strcmp(argv[1], "run") != 0 && strcmp(argv[1], "threads") != 0 &&
-         strcmp(argv[1], "capture") != 0)) {
-        fprintf(stderr, "usage: %s run|threads|capture N J [COMMAND]\n", argv[0]);
+         strcmp(argv[1], "capture") != 0 && strcmp(argv[1], "threads-capture") != 0)) {
+        fprintf(stderr, "usage: %s run|threads|capture|threads-capture N J [COMMAND]\n",
+                argv[0]);
         return 2;
     }
     long n = strtol(argv[2], NULL, 10);
@@ -238,7 +289,9 @@ int main(int argc, char **argv) {
         run_mode(n, j);
     else if (strcmp(argv[1], "threads") == 0)
         threads_mode(n, j);
-    else
+    else if (strcmp(argv[1], "capture") == 0)
         capture_mode(n, j);
+    else
+        threads_capture_mode(n, j);
     return failures ? 1 : 0;
 }

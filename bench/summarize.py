@@ -192,6 +192,9 @@ def main():
         if get(w, "floor-1thread"):
             r = wall_ratio(rows, w, "lanes", "floor-1thread")
             check(f"({w}) against the one-thread spawn loop (no target)", r, f"{fmt(r, '.2f')}×", None)
+        if get(w, "floor-capture"):
+            r = wall_ratio(rows, w, "lanes", "floor-capture")
+            check(f"({w}) against the spawn loop that reads its jobs' output (no target)", r, f"{fmt(r, '.2f')}×", None)
     if get("b", "lanes"):
         r = wall_ratio(rows, "b", "lanes", "floor")
         check("(b) ≤ 1.15× floor", r, f"{fmt(r, '.2f')}×", r is not None and r <= 1.15)
