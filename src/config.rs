@@ -136,8 +136,8 @@ pub(crate) struct SlurmOptions {
     pub qos: Option<String>,
 }
 
-/// The backend of a run: where its jobs run. What a backend does to processes is in
-/// `shell::backend`.
+/// The backend of a run: where its jobs run (this machine, or a Slurm cluster through
+/// `sbatch`). A plain setting; starting and stopping jobs on it is the shell's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Backend {
     Local,

@@ -21,6 +21,7 @@ pub mod core;
 pub(crate) mod dry_run;
 pub(crate) mod duration;
 pub mod exit;
+pub(crate) mod file_lock;
 #[cfg(test)]
 mod generate;
 pub(crate) mod input;

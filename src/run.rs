@@ -457,13 +457,13 @@ fn own_stream(file: &File) -> Option<&'static str> {
 
 /// Refuses a file another lanes writes its report or events to: `file` is locked with
 /// `operation` (`LOCK_SH` or `LOCK_EX`; `flock(2)`, waited for only through a brief hold, see
-/// [`crate::shell::unix::BRIEF_HOLD`]), which fails while such a lanes holds its exclusive
+/// [`crate::file_lock::BRIEF_HOLD`]), which fails while such a lanes holds its exclusive
 /// lock (for its whole run). A file system without `flock` refuses nothing.
 ///
 /// # Errors
 /// The lock is held (`WouldBlock`).
 fn check_unlocked(file: &File, operation: nix::libc::c_int) -> std::io::Result<()> {
-    match crate::shell::unix::flock_after_brief_hold(file, operation) {
+    match crate::file_lock::flock_after_brief_hold(file, operation) {
         Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => Err(std::io::Error::new(
             std::io::ErrorKind::WouldBlock,
             "another lanes writes its report or events to it (it holds the file's lock)",

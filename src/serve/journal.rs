@@ -520,7 +520,7 @@ fn link_target(path: &Path) -> PathBuf {
 
 /// Takes the journal's lock, `PATH.lock` (created mode 0600): an exclusive `flock`, held
 /// while the returned file is open, waited for only through a brief hold
-/// ([`crate::shell::unix::BRIEF_HOLD`]).
+/// ([`crate::file_lock::BRIEF_HOLD`]).
 ///
 /// # Errors
 /// Another server holds it, or it cannot be made.
@@ -535,7 +535,7 @@ fn lock(path: &Path) -> anyhow::Result<File> {
         .mode(0o600)
         .open(&lock_path)
         .map_err(|err| anyhow::anyhow!("cannot create {}: {err}", lock_path.display()))?;
-    match crate::shell::unix::flock_after_brief_hold(&file, nix::libc::LOCK_EX) {
+    match crate::file_lock::flock_after_brief_hold(&file, nix::libc::LOCK_EX) {
         Ok(()) => Ok(file),
         Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => anyhow::bail!(
             "another lanes serve uses the journal {} (give each server its own --journal)",

@@ -357,7 +357,7 @@ impl CgroupRun {
             // Held for the whole run: another run finds a run cgroup stale only when it can
             // take this lock, that is when this run is gone.
             match fs::File::open(&dir).map(OwnedFd::from) {
-                Ok(fd) if super::unix::flock(&fd, libc::LOCK_EX | libc::LOCK_NB).is_ok() => {
+                Ok(fd) if crate::file_lock::flock(&fd, libc::LOCK_EX | libc::LOCK_NB).is_ok() => {
                     break (dir, fd)
                 }
                 _ => {
@@ -838,7 +838,7 @@ fn remove_stale_runs(parent: &Path) {
         let Ok(fd) = fs::File::open(&path).map(OwnedFd::from) else {
             continue;
         };
-        if super::unix::flock(&fd, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+        if crate::file_lock::flock(&fd, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
             remove_dirs(&path);
         }
     }

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use super::unix::flock;
+use crate::file_lock::flock;
 use crate::report::entry::HostWait;
 use crate::report::json::LockHolder;
 
