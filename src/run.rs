@@ -125,6 +125,9 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         }
         (None, None) => None,
     };
+    // The run's one clock: every time in the report is tick zero plus a tick. It starts
+    // before `--strict` checks the input, so that the run's duration covers the check.
+    let (origin, t0) = (SystemTime::now(), tokio::time::Instant::now());
     let (feed, check_signals) = feed_for(&config, &runtime, hangup_ignored)?;
     let resume = load_resume(&config)?;
     if let Some(dir) = &config.results {
@@ -188,8 +191,6 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         },
         color_stderr,
     };
-    // The run's one clock: every time in the report is tick zero plus a tick.
-    let (origin, t0) = (SystemTime::now(), tokio::time::Instant::now());
     let report_file = report_file
         .zip(config.report.as_ref())
         .map(|(file, path)| Spool::new(format!("the report {}", path.display()), file));
@@ -735,8 +736,9 @@ async fn interrupted_check(
     RunEnd {
         code,
         summary: format!(
-            "lanes: {signal} while checking the input (--strict): {lines} lines checked, none \
-             invalid so far; nothing was run\n"
+            "lanes: {signal} while checking the input (--strict): {} checked, none invalid so \
+             far; nothing was run\n",
+            crate::plural::plural(lines, "line")
         ),
         forced,
         signals,

@@ -423,6 +423,7 @@ fn strict_checks_a_huge_input_in_bounded_memory_and_says_so_when_interrupted() {
         .arg(scratch.join("events.jsonl"))
         .stdin_piped()
         .spawn();
+    let spawned = std::time::Instant::now();
     let line = format!("k\ttouch \"$D/ran\" {}\n", "x".repeat(1000));
     let chunk = line.repeat(64);
     for _ in 0..LINES / 64 {
@@ -430,9 +431,25 @@ fn strict_checks_a_huge_input_in_bounded_memory_and_says_so_when_interrupted() {
     }
     running.stdin().flush().unwrap();
     let peak_kib = peak_rss_kib(running.pid());
+    let checking = spawned.elapsed();
     running.signal(nix::sys::signal::Signal::SIGINT);
     let out = running.wait();
     out.code(130);
+    // Every line but what the pipe still held was read and checked before the signal.
+    let checked: u64 = out
+        .stderr()
+        .split(" checked")
+        .next()
+        .and_then(|head| head.rsplit(": ").next())
+        .and_then(|count| count.strip_suffix(" lines"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of lines checked\n{}", out.dump()));
+    let in_pipe = (1 << 20) / line.len() as u64;
+    assert!(
+        (LINES as u64 - in_pipe..=LINES as u64).contains(&checked),
+        "{checked} lines checked of {LINES}\n{}",
+        out.dump()
+    );
     assert!(
         peak_kib < 48 * 1024,
         "lanes' peak RSS was {peak_kib} KiB for {} MiB of input",
@@ -448,6 +465,14 @@ fn strict_checks_a_huge_input_in_bounded_memory_and_says_so_when_interrupted() {
     let report = out.report();
     assert!(report.jobs.is_empty(), "{}", out.dump());
     assert_eq!((report.summary.jobs, report.summary.exit_code), (0, 130));
+    // The run's clock started before the check: its duration covers the time lanes spent
+    // reading the input (less its own start-up, which the test's clock also counts).
+    assert!(
+        u128::from(report.summary.duration_ms) + 200 >= checking.as_millis(),
+        "duration_ms {} after {checking:?} of checking\n{}",
+        report.summary.duration_ms,
+        out.dump()
+    );
     assert!(!scratch.exists("ran"));
     assert_eq!(scratch.read("events.jsonl"), "");
 }
