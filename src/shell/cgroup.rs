@@ -62,7 +62,8 @@ struct PoolState {
     idle: Vec<Slot>,
     /// How many jobs' cgroups were made: the next is `job-N` with N one more.
     made: u64,
-    /// The run is over: cgroups given back are removed.
+    /// The run is over, or no job waits to start ([`CgroupRun::keep_no_more`]): cgroups
+    /// given back are removed.
     closed: bool,
 }
 
@@ -435,6 +436,23 @@ impl CgroupRun {
             slot.remove();
         }
         released
+    }
+
+    /// Keeps no more empty job cgroups for later jobs: those kept are removed now, and each
+    /// job's is removed when its job ends, so that the run's end has none left to remove.
+    /// Idempotent; a job that starts after makes a new cgroup ([`CgroupRun::job`]).
+    pub(crate) fn keep_no_more(&self) {
+        let idle = {
+            let mut state = self.pool.state();
+            if state.closed {
+                return;
+            }
+            state.closed = true;
+            std::mem::take(&mut state.idle)
+        };
+        for slot in idle {
+            slot.remove();
+        }
     }
 
     /// Freezes (or thaws) every job of the run at once (`cgroup.freeze` of the run's cgroup).

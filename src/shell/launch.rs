@@ -375,6 +375,15 @@ impl Launcher {
         Some((start, Ok(pid)))
     }
 
+    /// No job waits to start (the input is over and every job admitted has started): job
+    /// cgroups are no longer kept for later jobs ([`CgroupRun::keep_no_more`]). A retry that
+    /// comes after makes a cgroup of its own.
+    pub(crate) fn last_jobs_started(&self) {
+        if let Some(run) = &self.cgroups {
+            run.keep_no_more();
+        }
+    }
+
     /// A start that ran out of lanes' descriptors while empty job cgroups were kept open for
     /// later jobs: they are let go, and the start may be tried again even with no job
     /// running. (The failed start's own cgroup is removed before, not counted: else a start

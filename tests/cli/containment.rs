@@ -872,6 +872,47 @@ fn a_job_in_the_cgroup_an_earlier_job_left_is_told_only_its_own_cpu_time_and_mem
 }
 
 #[test]
+fn once_every_job_has_started_a_job_cgroup_goes_when_its_job_ends_and_a_retry_gets_a_new_one() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    let scratch = Scratch::new();
+    // Jobs 1 and 2 end at once; job 2 fails its first try and is tried again. Job 3 waits
+    // (for up to 20 s) until its own cgroup is the only job cgroup left in the run's, then
+    // lists them.
+    let wait_alone = format!(
+        "{JOB_CGROUP_DIR}; RUN=$(dirname \"$CG\"); i=0; \
+         while [ $(ls -d \"$RUN\"/job-* | wc -l) -gt 1 ] && [ $i -lt 1000 ]; do \
+         sleep 0.02; i=$((i + 1)); done; \
+         ls -d \"$RUN\"/job-* > \"$D/left\"; echo \"$CG\" > \"$D/own\""
+    );
+    let fail_once = "[ -e \"$D/once\" ] || { touch \"$D/once\"; exit 1; }";
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "cgroup", "-j", "3", "--retries", "1"])
+        .stdin(format!(
+            "a\ttrue\nb\t{NOTE_CGROUP}; {fail_once}\nc\t{wait_alone}\n"
+        ))
+        .run();
+    out.code(0);
+    assert_eq!(out.job(2).attempts, 2, "{}", out.dump());
+    // The retry ran in a cgroup of the run, made for it after every job had started.
+    assert!(
+        scratch.read("cg2").trim().contains("/job-"),
+        "{:?}\n{}",
+        scratch.read("cg2"),
+        out.dump()
+    );
+    assert_eq!(
+        scratch.lines("left"),
+        vec![scratch.read("own").trim().to_string()],
+        "the cgroups of jobs that ended were kept while nothing could use them\n{}",
+        out.dump()
+    );
+}
+
+#[test]
 fn a_cgroup_a_job_left_a_cgroup_in_is_not_given_to_the_next_job() {
     if !cgroups_available() {
         eprintln!("cgroup containment not available here: skipped");
