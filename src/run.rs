@@ -654,7 +654,10 @@ fn feed_for(
                 };
                 eprintln!("lanes: reading {what} from the terminal (end with Ctrl-D)");
             }
-            Box::new(BufReader::with_capacity(64 * 1024, std::io::stdin()))
+            Box::new(BufReader::with_capacity(
+                64 * 1024,
+                crate::shell::input::WatchedStdin::new(),
+            ))
         }
         Source::LinesFile(path) => Box::new(BufReader::with_capacity(
             64 * 1024,
@@ -678,6 +681,8 @@ fn feed_for(
             &mut signals,
         )
         .await?;
+        // The jobs are read from the checked copy, not from stdin.
+        crate::shell::input::WatchedStdin::unwatch();
         Ok((checked, signals))
     })
 }

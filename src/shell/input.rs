@@ -1,8 +1,10 @@
 //! The input thread: reads jobs from stdin, a lines file or a loaded manifest and hands them
 //! to the driver over a bounded channel, so that a full queue pauses reading (backpressure).
 
-use std::io::BufRead;
+use std::io::{BufRead, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
@@ -26,6 +28,49 @@ pub(crate) enum Feed {
 
 /// The most items that may wait in the channel between the input thread and the driver.
 const CHANNEL_DEPTH: usize = 64;
+
+/// Whether the input is stdin read through [`WatchedStdin`]: then [`Input::close`] waits for
+/// the item the input thread may hold.
+static STDIN_WATCHED: AtomicBool = AtomicBool::new(false);
+
+/// Set while the input thread is inside a `read` of stdin ([`WatchedStdin`]): it then holds
+/// no whole line it has not handed over (a line it read is parsed and sent before the next
+/// `read`).
+static IN_STDIN_READ: AtomicBool = AtomicBool::new(false);
+
+/// How long [`Input::close`] waits at most for the input thread to hand over what it read:
+/// parsing and sending a buffer of lines takes microseconds, unless the thread is not
+/// scheduled.
+const HANDOVER_WAIT: Duration = Duration::from_secs(2);
+
+/// Stdin, read so that [`Input::close`] can tell whether the input thread is waiting for more
+/// input (inside a `read`) or holds lines it read and has not handed over yet.
+pub(crate) struct WatchedStdin(std::io::Stdin);
+
+impl WatchedStdin {
+    /// Stdin, watched; one run reads it.
+    pub(crate) fn new() -> Self {
+        STDIN_WATCHED.store(true, Ordering::SeqCst);
+        WatchedStdin(std::io::stdin())
+    }
+}
+
+impl WatchedStdin {
+    /// The input thread does not read stdin after all (`--strict` read it to its end, and the
+    /// thread reads the copy): [`Input::close`] has no read to wait for.
+    pub(crate) fn unwatch() {
+        STDIN_WATCHED.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Read for WatchedStdin {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        IN_STDIN_READ.store(true, Ordering::SeqCst);
+        let read = self.0.read(buf);
+        IN_STDIN_READ.store(false, Ordering::SeqCst);
+        read
+    }
+}
 
 /// Starts the input thread; its items arrive on the returned receiver, which ends at EOF.
 /// `max_queued` bounds the read-ahead: the channel holds at most an eighth of it (1 to 64
@@ -195,16 +240,43 @@ impl Input {
     }
 
     /// Stops reading: the input thread stops at its next item. Returns what it had already
-    /// handed over.
+    /// read: the items it handed over, and, for stdin, every line it read before its next
+    /// `read` (it may hold one while the driver closes; nothing it took from stdin may go
+    /// without a record). That wait ends when the thread is back in a `read`, ends, or after
+    /// [`HANDOVER_WAIT`].
     pub(crate) fn close(&mut self) -> Vec<InputItem> {
         let mut pending = Vec::new();
         if let Some(mut rx) = self.rx.take() {
+            if STDIN_WATCHED.load(Ordering::SeqCst) {
+                take_until_reading(&mut rx, &mut pending);
+            }
             rx.close();
             while let Ok(item) = rx.try_recv() {
                 pending.push(item);
             }
         }
         pending
+    }
+}
+
+/// Takes what the input thread hands over until it is inside a `read` of stdin (then it
+/// holds nothing more), it has ended, or [`HANDOVER_WAIT`] has passed.
+fn take_until_reading(rx: &mut mpsc::Receiver<InputItem>, pending: &mut Vec<InputItem>) {
+    let until = Instant::now() + HANDOVER_WAIT;
+    loop {
+        // Looked at before the channel is emptied: what it sent before its `read` is there.
+        let reading = IN_STDIN_READ.load(Ordering::SeqCst);
+        loop {
+            match rx.try_recv() {
+                Ok(item) => pending.push(item),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => return,
+            }
+        }
+        if reading || Instant::now() >= until {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(100));
     }
 }
 
@@ -224,5 +296,68 @@ fn forward(
         if !send(item) {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(seq: u64) -> InputItem {
+        InputItem::Invalid {
+            seq,
+            line: seq,
+            key: None,
+            message: String::new(),
+        }
+    }
+
+    /// One test for both cases: they share the process-wide flags.
+    #[test]
+    fn closing_takes_what_the_input_thread_holds_and_does_not_wait_on_a_read() {
+        STDIN_WATCHED.store(true, Ordering::SeqCst);
+
+        // The thread has read line 2 and is not scheduled before the driver closes.
+        IN_STDIN_READ.store(false, Ordering::SeqCst);
+        let (tx, rx) = mpsc::channel(4);
+        tx.try_send(item(1)).unwrap();
+        let mut input = Input::new(rx);
+        let (go, closing) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            closing.recv().unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            let sent = tx.blocking_send(item(2)).is_ok();
+            IN_STDIN_READ.store(true, Ordering::SeqCst);
+            // Back in a `read` that never returns: the sender stays.
+            (sent, tx)
+        });
+        go.send(()).unwrap();
+        let pending = input.close();
+        let (sent, _tx) = thread.join().unwrap();
+        assert!(sent, "the thread could not hand its line over");
+        let seqs: Vec<u64> = pending
+            .iter()
+            .map(|item| match item {
+                InputItem::Invalid { seq, .. } => *seq,
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(seqs, [1, 2]);
+
+        // The thread is inside a read: nothing to wait for.
+        IN_STDIN_READ.store(true, Ordering::SeqCst);
+        let (tx, rx) = mpsc::channel(4);
+        let mut input = Input::new(rx);
+        let started = Instant::now();
+        assert!(input.close().is_empty());
+        assert!(
+            started.elapsed() < HANDOVER_WAIT / 2,
+            "{:?}",
+            started.elapsed()
+        );
+        drop(tx);
+
+        STDIN_WATCHED.store(false, Ordering::SeqCst);
+        IN_STDIN_READ.store(false, Ordering::SeqCst);
     }
 }
