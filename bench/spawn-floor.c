@@ -134,13 +134,17 @@ static void *threads_worker(void *unused) {
     }
 }
 
-static void threads_mode(long n, long j) {
+/* The spawning threads: FLOOR_THREADS, else one per CPU online; at least 2. */
+static long thread_count(void) {
     long threads = sysconf(_SC_NPROCESSORS_ONLN);
     const char *wanted = getenv("FLOOR_THREADS");
     if (wanted && *wanted)
         threads = strtol(wanted, NULL, 10);
-    if (threads < 2)
-        threads = 2;
+    return threads < 2 ? 2 : threads;
+}
+
+static void threads_mode(long n, long j) {
+    long threads = thread_count();
     t_n = n;
     t_j = j;
     pthread_t *ids = calloc((size_t)threads, sizeof *ids);
@@ -243,12 +247,7 @@ static void *capture_worker(void *arg) {
 }
 
 static void threads_capture_mode(long n, long j) {
-    long threads = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *wanted = getenv("FLOOR_THREADS");
-    if (wanted && *wanted)
-        threads = strtol(wanted, NULL, 10);
-    if (threads < 2)
-        threads = 2;
+    long threads = thread_count();
     if (threads > j)
         threads = j;
     pthread_t *ids = calloc((size_t)threads, sizeof *ids);
