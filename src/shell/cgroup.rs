@@ -440,7 +440,8 @@ impl CgroupRun {
 
     /// Keeps no more empty job cgroups for later jobs: those kept are removed now, and each
     /// job's is removed when its job ends, so that the run's end has none left to remove.
-    /// Idempotent; a job that starts after makes a new cgroup ([`CgroupRun::job`]).
+    /// Idempotent (once closed, no cgroup is kept again); a job that starts after makes a new
+    /// cgroup ([`CgroupRun::job`]).
     pub(crate) fn keep_no_more(&self) {
         let idle = {
             let mut state = self.pool.state();
@@ -466,14 +467,7 @@ impl CgroupRun {
 
 impl Drop for CgroupRun {
     fn drop(&mut self) {
-        let idle = {
-            let mut state = self.pool.state();
-            state.closed = true;
-            std::mem::take(&mut state.idle)
-        };
-        for slot in idle {
-            slot.remove();
-        }
+        self.keep_no_more();
         remove_dirs(&self.dir);
     }
 }

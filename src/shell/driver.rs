@@ -176,7 +176,6 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         jobs: HashMap::with_capacity(job_capacity),
         controls: HashMap::new(),
         input: Input::new(input),
-        input_over: false,
         read_error: false,
         ledger,
         resume,
@@ -293,8 +292,6 @@ struct Driver {
     /// 0 while its spawn is in flight).
     controls: HashMap<Seq, (mpsc::UnboundedSender<Control>, i32)>,
     input: Input,
-    /// The input is at its end: no job comes but those admitted (and their retries).
-    input_over: bool,
     read_error: bool,
     ledger: Ledger,
     /// `--resume`: the successes of an earlier report.
@@ -392,9 +389,10 @@ impl Driver {
             // The round's next starts wait behind this one: a burst.
             self.launcher.set_backlog(true);
         }
-        if self.input_over && self.core.queued() == 0 {
-            // Every job has started: the empty job cgroups kept for later jobs go now, and
-            // each job's when it ends, while other jobs still run, not all at the run's end.
+        if !self.input.is_open() && self.service.is_none() && self.core.queued() == 0 {
+            // No job comes from the input any more and every job has started: the empty job
+            // cgroups kept for later jobs go now, and each job's when it ends, while other
+            // jobs still run, not all at the run's end. (`lanes serve` has no input to end.)
             self.launcher.last_jobs_started();
         }
     }
@@ -552,7 +550,6 @@ impl Driver {
             // `lanes serve` has no input: its jobs come from the socket, with no total.
             return;
         }
-        self.input_over = true;
         self.ledger.input_ended(self.received);
     }
 

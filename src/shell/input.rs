@@ -53,9 +53,7 @@ impl WatchedStdin {
         STDIN_WATCHED.store(true, Ordering::SeqCst);
         WatchedStdin(std::io::stdin())
     }
-}
 
-impl WatchedStdin {
     /// The input thread does not read stdin after all (`--strict` read it to its end, and the
     /// thread reads the copy): [`Input::close`] has no read to wait for.
     pub(crate) fn unwatch() {
