@@ -261,6 +261,15 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             }
         }
     }
+    // Every job has ended and has its record: from here on Ctrl-Z stops lanes as it would
+    // any program, while it waits for processes that escaped their jobs and for the readers
+    // of its output. There is no job to stop with it, and the display is done, so that the
+    // terminal goes back to the shell as it was.
+    if let Some(progress) = driver.ledger.progress() {
+        progress.finish();
+    }
+    drop(terminal_stop);
+    super::signal::release_watched(nix::sys::signal::Signal::SIGTSTP);
     let mut end = driver.finish(&mut signals).await;
     end.signals = signals;
     end

@@ -369,7 +369,7 @@ pub(crate) fn hold_watched() {
 
 /// Unblocks `signal` (one of [`WATCHED`]) in the calling thread: it then acts at once, by its
 /// handler or its default action, as in any program. For when its `signalfd` could not be
-/// made, and for SIGTSTP while no job can have started yet.
+/// made, and for SIGTSTP while no job can have started yet or once every job has ended.
 pub(crate) fn release_watched(signal: Signal) {
     let _ = SigSet::from(signal).thread_unblock();
 }

@@ -78,6 +78,21 @@ fn the_events_tell_when_a_job_is_found_stopped_and_running_again() {
     assert_eq!(out.job(1).result(), ("succeeded", None));
 }
 
+/// Whether the job's shell `pid` is held by a stop: stopped itself (`T`), or waiting
+/// (`D`, in `vfork`, as `dash` starts a command) for a child that was stopped before its
+/// `exec`.
+fn held_stopped(pid: i32) -> bool {
+    match state(pid) {
+        Some('T') => true,
+        Some('D') => std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|child| child.parse().ok())
+            .any(|child| state(child) == Some('T')),
+        _ => false,
+    }
+}
+
 /// Whether `pid` (lanes, the test's child) is stopped, or has exited (a zombie, not yet
 /// waited for, or gone).
 fn stopped_or_gone(pid: i32) -> bool {
@@ -227,7 +242,7 @@ fn a_sigtstp_stops_lanes_and_its_job_even_when_lanes_inherits_it_blocked() {
         kill(lanes, Signal::SIGTSTP).unwrap();
         assert!(
             wait_until(Duration::from_secs(10), || state(pid) == Some('T')
-                && state(job) == Some('T')),
+                && held_stopped(job)),
             "blocked {blocked}: lanes {:?}, its job {:?} after SIGTSTP",
             state(pid),
             state(job)
@@ -318,4 +333,48 @@ fn no_job_runs_while_lanes_is_stopped_even_one_starting_at_the_ctrl_z() {
             scratch.read("ran-while-stopped")
         );
     }
+}
+
+#[test]
+fn a_ctrl_z_while_lanes_waits_for_a_reader_of_its_last_output_stops_lanes() {
+    // Every job has ended and has its record; only its output waits for a reader that does
+    // not read (a pager left paused). Ctrl-Z must stop lanes then too, as any program.
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let mut running = Run::new()
+        .own_stdout()
+        .stdin("a\thead -c 100000 /dev/zero | tr '\\0' a | fold -w 99\n")
+        .spawn();
+    let stdout = running.take_stdout();
+    assert!(wait_until(Duration::from_secs(10), || running
+        .report_so_far()
+        .contains("\"type\":\"summary\"")));
+    let pid = running.pid();
+    kill(Pid::from_raw(pid), Signal::SIGTSTP).unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || state(pid) == Some('T')),
+        "lanes {:?} 10 s after SIGTSTP, waiting for its reader",
+        state(pid)
+    );
+    kill(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || state(pid) != Some('T')));
+    // The reader comes back: every byte of the job's output reaches it.
+    let reader = std::thread::spawn(move || {
+        use std::io::Read as _;
+        let mut text = Vec::new();
+        let mut stdout = stdout;
+        stdout.read_to_end(&mut text).unwrap();
+        text
+    });
+    let out = running.wait();
+    let text = reader.join().unwrap();
+    out.code(0);
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+    let text = String::from_utf8(text).unwrap();
+    let body: String = text
+        .lines()
+        .map(|line| line.strip_prefix("[a] ").unwrap_or("?"))
+        .collect();
+    assert_eq!(body.len(), 100_000);
+    assert!(body.bytes().all(|b| b == b'a'));
 }
