@@ -35,12 +35,7 @@ fn a_blocked_stdout_delays_output_but_not_timeouts_outcomes_or_durations() {
     let a = scratch.pid("pid-a");
     assert!(wait_until(WAIT, || !alive(a)), "the timeout stops job a");
     // Now the reader comes back.
-    let reader = std::thread::spawn(move || {
-        let mut text = Vec::new();
-        let mut stdout = stdout;
-        stdout.read_to_end(&mut text).unwrap();
-        text
-    });
+    let reader = read_in_background(stdout);
     let out = running.wait();
     let text = String::from_utf8(reader.join().unwrap()).unwrap();
     out.code(1);
@@ -103,12 +98,12 @@ fn unread_bytes(pipe: &impl std::os::fd::AsRawFd) -> usize {
     }
 }
 
-#[test]
-fn a_run_whose_output_waits_for_a_stalled_reader_ends_at_a_stop_signal() {
-    // The job's 100 kB are more than the pipe to the reader holds (64 KiB) and fit in what
-    // lanes holds back for one stream whatever the sizes of its reads (a 64 KiB pending
-    // buffer): it ends, every record is written, and only the output still waits for a reader
-    // that never reads. (More would depend on how the job's writes were cut into reads.)
+/// A run whose one job has ended, with every record written, while its output still waits
+/// for lanes' stdout (returned, not read). The job's 100 kB are more than the pipe to the
+/// reader holds (64 KiB) and fit in what lanes holds back for one stream whatever the sizes of
+/// its reads (a 64 KiB pending buffer). (More would depend on how the job's writes were cut
+/// into reads.)
+fn output_waiting_for_a_stalled_reader() -> (Running, std::process::ChildStdout) {
     let mut running = Run::new()
         .own_stdout()
         .stdin("a\thead -c 100000 /dev/zero | tr '\\0' a | fold -w 99\n")
@@ -117,6 +112,21 @@ fn a_run_whose_output_waits_for_a_stalled_reader_ends_at_a_stop_signal() {
     assert!(wait_until(WAIT, || running
         .report_so_far()
         .contains("\"type\":\"summary\"")));
+    (running, stdout)
+}
+
+/// Reads `stdout` to its end on a thread of its own.
+fn read_in_background(mut stdout: std::process::ChildStdout) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut text = Vec::new();
+        stdout.read_to_end(&mut text).unwrap();
+        text
+    })
+}
+
+#[test]
+fn a_run_whose_output_waits_for_a_stalled_reader_ends_at_a_stop_signal() {
+    let (running, stdout) = output_waiting_for_a_stalled_reader();
     running.signal(Signal::SIGINT);
     let out = running.wait();
     drop(stdout);
@@ -124,6 +134,34 @@ fn a_run_whose_output_waits_for_a_stalled_reader_ends_at_a_stop_signal() {
     out.code(0);
     assert_eq!(out.job(1).result(), ("succeeded", None));
     assert!(out.elapsed < Duration::from_secs(8), "{:?}", out.elapsed);
+}
+
+#[test]
+fn a_ctrl_z_while_lanes_waits_for_a_reader_of_its_last_output_stops_lanes() {
+    // Every job has ended and has its record; only its output waits for a reader that does
+    // not read (a pager left paused). Ctrl-Z must stop lanes then too, as any program.
+    let (running, stdout) = output_waiting_for_a_stalled_reader();
+    let pid = running.pid();
+    running.signal(Signal::SIGTSTP);
+    assert!(
+        wait_until(WAIT, || state(pid) == Some('T')),
+        "lanes {:?} 10 s after SIGTSTP, waiting for its reader",
+        state(pid)
+    );
+    running.signal(Signal::SIGCONT);
+    assert!(wait_until(WAIT, || state(pid) != Some('T')));
+    // The reader comes back: every byte of the job's output reaches it.
+    let reader = read_in_background(stdout);
+    let out = running.wait();
+    let text = String::from_utf8(reader.join().unwrap()).unwrap();
+    out.code(0);
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+    let body: String = text
+        .lines()
+        .map(|line| line.strip_prefix("[a] ").unwrap_or("?"))
+        .collect();
+    assert_eq!(body.len(), 100_000);
+    assert!(body.bytes().all(|b| b == b'a'));
 }
 
 #[test]
