@@ -169,15 +169,21 @@ pub(crate) async fn sweep_escapees(
     let mut came = None;
     let mut signalled = std::collections::HashSet::new();
     let mut deadline = Instant::now() + grace;
-    // Bounded: after SIGKILL nothing survives long; the extra time covers reaping.
-    let give_up = deadline + Duration::from_secs(2);
+    // Bounded: after SIGKILL nothing survives long; 2 s of SIGKILL passes cover reaping, and
+    // the processes of an escapee's that are handed to lanes as their parents die. Counted
+    // from the first such pass, so that a stop of lanes meanwhile (Ctrl-Z, SIGSTOP: the
+    // escapees are not stopped with it) spends none of them.
+    let mut give_up = None;
     loop {
         reaper.reap();
         let left = super::unix::children();
-        if left.is_empty() || Instant::now() >= give_up {
+        if left.is_empty() || give_up.is_some_and(|give_up| Instant::now() >= give_up) {
             return came;
         }
         let forced = Instant::now() >= deadline;
+        if forced && give_up.is_none() {
+            give_up = Some(Instant::now() + Duration::from_secs(2));
+        }
         for pid in left {
             // New escapees (re-parented as their parents die) get SIGTERM as they come.
             if forced {

@@ -334,3 +334,48 @@ fn no_job_runs_while_lanes_is_stopped_even_one_starting_at_the_ctrl_z() {
         );
     }
 }
+
+#[test]
+fn a_ctrl_z_while_lanes_ends_processes_that_escaped_their_job_leaves_none_running() {
+    // The escapee (its own session, an empty environment) and the process it started both
+    // ignore SIGTERM; once the job has its record, lanes sweeps them: SIGTERM, then SIGKILL
+    // after the grace period. Stopped meanwhile for longer than the grace period and the
+    // time it allows for SIGKILL, lanes must still kill both once continued.
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let scratch = Scratch::new();
+    scratch.write(
+        "escapee.sh",
+        "trap '' TERM\n\
+         sleep 30 & echo $! > \"$D/child\"\n\
+         echo $$ > \"$D/esc.tmp\"; mv \"$D/esc.tmp\" \"$D/esc\"\n\
+         wait\n",
+    );
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "process-group", "--grace", "1"])
+        .stdin(
+            "k\tsetsid env -i D=\"$D\" sh \"$D/escapee.sh\" </dev/null >/dev/null 2>&1 & \
+             n=0; until [ -e \"$D/esc\" ]; do n=$((n+1)); [ $n -gt 1000 ] && exit 97; \
+             sleep 0.01; done\n",
+        )
+        .spawn();
+    assert!(wait_until(Duration::from_secs(10), || running
+        .report_so_far()
+        .contains("\"type\":\"job\"")));
+    let escaped = [scratch.pid("esc"), scratch.pid("child")];
+    let pid = running.pid();
+    kill(Pid::from_raw(pid), Signal::SIGTSTP).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || state(pid) == Some('T')));
+    // Longer than the grace period (1 s) and the 2 s of SIGKILL passes after it.
+    std::thread::sleep(Duration::from_millis(3500));
+    kill(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    let out = running.wait();
+    let left: Vec<i32> = escaped.into_iter().filter(|&p| alive(p)).collect();
+    for &p in &left {
+        let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+    }
+    assert!(left.is_empty(), "left running after lanes exited: {left:?}");
+    out.code(0);
+    assert_eq!(out.job(1).result(), ("succeeded", None));
+}
