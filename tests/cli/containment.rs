@@ -879,15 +879,17 @@ fn once_every_job_has_started_a_job_cgroup_goes_when_its_job_ends_and_a_retry_ge
     }
     let scratch = Scratch::new();
     // Jobs 1 and 2 end at once; job 2 fails its first try and is tried again. Job 3 waits
-    // (for up to 20 s) until its own cgroup is the only job cgroup left in the run's, then
-    // lists them.
+    // (for up to 20 s) until job 2's retry has run (between the tries no other job cgroup
+    // may be there for a moment) and its own cgroup is the only job cgroup left in the
+    // run's, then lists them.
     let wait_alone = format!(
         "{JOB_CGROUP_DIR}; RUN=$(dirname \"$CG\"); i=0; \
-         while [ $(ls -d \"$RUN\"/job-* | wc -l) -gt 1 ] && [ $i -lt 1000 ]; do \
+         while {{ [ ! -e \"$D/retried\" ] || [ $(ls -d \"$RUN\"/job-* 2>/dev/null | wc -l) -gt 1 ]; }} \
+         && [ $i -lt 1000 ]; do \
          sleep 0.02; i=$((i + 1)); done; \
          ls -d \"$RUN\"/job-* > \"$D/left\"; echo \"$CG\" > \"$D/own\""
     );
-    let fail_once = "[ -e \"$D/once\" ] || { touch \"$D/once\"; exit 1; }";
+    let fail_once = "[ -e \"$D/once\" ] || { touch \"$D/once\"; exit 1; }; touch \"$D/retried\"";
     let out = Run::new()
         .scratch(&scratch)
         .args(["--containment", "cgroup", "-j", "3", "--retries", "1"])
