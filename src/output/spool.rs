@@ -7,7 +7,8 @@
 //!
 //! A write that fails is said once on stderr, naming the file and the error; a failure other
 //! than a reader gone (EPIPE) — a full disk (ENOSPC), a file-size limit (EFBIG), EIO — marks
-//! the file [`Spool::lost`], which makes the exit status 1 (the report is incomplete).
+//! the file [`Spool::lost`], which makes the exit status 1 (the report is incomplete). Any
+//! failure, EPIPE included, marks it [`Spool::failed`]: what is queued after it is not written.
 
 use std::fs::File;
 use std::io::Write;
@@ -35,6 +36,7 @@ pub(crate) struct Spool {
     destination: Destination,
     writer: Arc<Mutex<Writer>>,
     lost: Arc<AtomicBool>,
+    failed: Arc<AtomicBool>,
 }
 
 /// The file and what is known of it: its name for messages, and whether it failed.
@@ -43,6 +45,7 @@ struct Writer {
     name: String,
     file: Option<File>,
     lost: Arc<AtomicBool>,
+    failed: Arc<AtomicBool>,
 }
 
 impl Writer {
@@ -52,6 +55,7 @@ impl Writer {
         };
         if let Err(err) = file.write_all(bytes) {
             self.file = None;
+            self.failed.store(true, Ordering::Relaxed);
             let reader_gone = err.kind() == std::io::ErrorKind::BrokenPipe;
             // A reader that went away (`--report /dev/stdout | head`) decides nothing
             // (SPEC §4); a file that could not be stored (a full disk) does.
@@ -70,10 +74,12 @@ impl Spool {
     /// A spool writing to `file`, called `name` in messages (`"the report r.jsonl"`).
     pub(crate) fn new(name: String, file: File) -> Self {
         let lost = Arc::new(AtomicBool::new(false));
+        let failed = Arc::new(AtomicBool::new(false));
         let writer = Arc::new(Mutex::new(Writer {
             name,
             file: Some(file),
             lost: Arc::clone(&lost),
+            failed: Arc::clone(&failed),
         }));
         let (tx, rx) = mpsc::channel::<Message>();
         let thread = {
@@ -101,6 +107,7 @@ impl Spool {
             destination,
             writer,
             lost,
+            failed,
         }
     }
 
@@ -118,6 +125,13 @@ impl Spool {
     /// incomplete.
     pub(crate) fn lost(&self) -> bool {
         self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Whether a write failed for any reason, a reader gone (EPIPE) included: the bytes
+    /// queued since were not written, nor will be. A record is in the file only while this is
+    /// false (after [`Spool::written`]).
+    pub(crate) fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
     }
 
     /// Resolves once everything queued so far has been written (or has failed).
@@ -167,6 +181,7 @@ mod tests {
         let expected: String = (0..100).map(|i| format!("{i}\n")).collect();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
         assert!(!spool.lost());
+        assert!(!spool.failed());
     }
 
     #[test]
@@ -179,5 +194,17 @@ mod tests {
         spool.write(b"x\n".to_vec());
         block_on(spool.written());
         assert!(spool.lost());
+        assert!(spool.failed());
+    }
+
+    #[test]
+    fn a_reader_gone_fails_the_file_without_losing_it() {
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let spool = Spool::new("the report".into(), std::fs::File::from(write));
+        spool.write(b"x\n".to_vec());
+        block_on(spool.written());
+        assert!(!spool.lost(), "EPIPE decides nothing about the exit status");
+        assert!(spool.failed(), "but the record is not in the file");
     }
 }

@@ -320,6 +320,13 @@ impl Ledger {
         self.recorder.write_junit().await;
     }
 
+    /// Whether a record failed to reach the report file (see
+    /// [`super::recorder::Recorder::report_file_failed`]): from then on no record is known to
+    /// be in it.
+    pub(crate) fn report_file_failed(&self) -> bool {
+        self.recorder.report_file_failed()
+    }
+
     /// Resolves once every record and event queued so far is in its file: the files' writer
     /// threads never hold up the run, and the run's end waits for them (a reader may be slow).
     pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {

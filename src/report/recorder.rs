@@ -160,6 +160,12 @@ impl Recorder {
             || self.stdout.as_ref().is_some_and(SinkTx::lost)
     }
 
+    /// Whether a record handed to the report file failed to reach it (any write error, a
+    /// reader gone included): the records queued since are not in the file either.
+    pub(crate) fn report_file_failed(&self) -> bool {
+        self.file.as_ref().is_some_and(Spool::failed)
+    }
+
     /// Resolves once every record queued so far is in the report file.
     pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
         let written = self.file.as_ref().map(Spool::written);

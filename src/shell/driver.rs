@@ -1045,7 +1045,7 @@ impl Driver {
         // incomplete.
         let junit = until_stopped(self.ledger.write_junit(), &mut forced, signals).await;
         let written = until_stopped(self.ledger.written(), &mut forced, signals).await;
-        if written.is_some() && !self.ledger.lost() {
+        if written.is_some() && !self.ledger.lost() && !self.ledger.report_file_failed() {
             // Every job's record is in the report: nothing is left for a later server.
             self.journal_finished();
         }

@@ -866,6 +866,80 @@ fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
 }
 
 #[test]
+fn a_record_the_report_file_could_not_hold_leaves_its_job_to_the_next_server() {
+    // The first server's report file stops at 2 KiB (`ulimit -f 4`): past it a record is torn
+    // or not written at all. Those jobs' ends must stay out of the journal, so that the server
+    // started after a kill -9 records them: every job has one whole record across the two
+    // reports. (The ends were journaled once the writer had tried, and those jobs were left
+    // with no record anywhere.)
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let first_report = scratch.join("first.jsonl");
+    let mut first = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 4; exec \"$@\"")
+        .arg("sh")
+        .arg(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--report")
+        .arg(&first_report)
+        .args(["-j", "1"])
+        .stdout(std::fs::File::create(scratch.join("first.out")).unwrap())
+        .stderr(std::fs::File::create(scratch.join("first.err")).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    let jobs = 12;
+    for i in 1..=jobs {
+        let key = format!("k{}", i % 2);
+        let waited = client_at(
+            &socket,
+            "submit",
+            &["--wait", &key, "--", "echo padding-padding-padding-padding"],
+            None,
+        );
+        assert_eq!(waited.code, 0, "{}", waited.stderr);
+    }
+    // Answered after the loop has journaled the ends of every record handed over before.
+    assert_eq!(client_at(&socket, "status", &[], None).code, 0);
+    let said = std::fs::read_to_string(scratch.join("first.err")).unwrap();
+    assert!(
+        said.contains("the report is incomplete: from now on the journal keeps every job"),
+        "{said}"
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let first_text = std::fs::read(&first_report).unwrap();
+    assert!(first_text.len() <= 2048, "the limit held");
+    let whole_in_first: Vec<u64> = String::from_utf8_lossy(&first_text)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|record| record["type"] == "job")
+        .filter_map(|record| record["seq"].as_u64())
+        .collect();
+    assert!(
+        (whole_in_first.len() as u64) < jobs,
+        "some records must have missed the first report: {whole_in_first:?}"
+    );
+    let server = serve(&scratch, &["-j", "1"]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, second) = server.end();
+    let mut all: Vec<u64> = whole_in_first
+        .iter()
+        .copied()
+        .chain(second.jobs.iter().map(|job| job.seq))
+        .collect();
+    all.sort_unstable();
+    assert_eq!(
+        all,
+        (1..=jobs).collect::<Vec<_>>(),
+        "one whole record per job across the two reports; second: {:#?}",
+        second.jobs
+    );
+}
+
+#[test]
 fn a_server_killed_while_jobs_start_journaled_each_one_that_ran_and_none_runs_twice() {
     // 40 jobs of 40 keys admitted at once; the server is killed as soon as one of them runs,
     // while the other spawns are under way. A job whose process ran must be journaled as

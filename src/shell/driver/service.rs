@@ -63,6 +63,9 @@ pub(super) struct Service {
     ended: u64,
     /// The journal's first write failure was said on stderr.
     failure_said: bool,
+    /// That the report file failed, and the journal keeps every job since, was said on
+    /// stderr.
+    report_failure_said: bool,
 }
 
 impl Service {
@@ -83,6 +86,7 @@ impl Service {
             submitted: 0,
             ended: 0,
             failure_said: false,
+            report_failure_said: false,
         }
     }
 
@@ -271,9 +275,30 @@ impl Driver {
             return;
         }
         self.ledger.written().await;
+        let report_failed = self.ledger.report_file_failed();
         let Some(service) = &mut self.service else {
             return;
         };
+        if report_failed {
+            // These records, and every later one, are not in the report file: their ends stay
+            // unjournaled, so that a server started on this journal records them (as lost
+            // with this one). Nor is the journal rewritten from the live jobs alone: it would
+            // drop them.
+            service.pending_ends.clear();
+            if !service.report_failure_said {
+                service.report_failure_said = true;
+                let message =
+                    "lanes: the report is incomplete: from now on the journal keeps every \
+                               job, and a server started on it later records the jobs whose \
+                               records are missing\n";
+                let _ = self
+                    .launcher
+                    .stderr()
+                    .send(message.as_bytes().to_vec())
+                    .await;
+            }
+            return;
+        }
         for seq in std::mem::take(&mut service.pending_ends) {
             service.journal.ended(seq);
         }
