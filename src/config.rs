@@ -886,9 +886,10 @@ fn check_distinct_files(
     junit: &Option<PathBuf>,
     resume: &Option<PathBuf>,
 ) -> Result<(), ConfigError> {
-    let input = match source {
-        Source::LinesFile(path) | Source::Manifest { path, .. } => Some(path.as_path()),
-        Source::Stdin | Source::List(_) | Source::Socket(_) => None,
+    let is_input = |path: &Path| match source {
+        Source::LinesFile(input) | Source::Manifest { path: input, .. } => same_file(input, path),
+        Source::Stdin => stdin_is(path),
+        Source::List(_) | Source::Socket(_) => false,
     };
     let outputs = [
         ("--report", report),
@@ -897,7 +898,7 @@ fn check_distinct_files(
     ];
     for (i, (flag, path)) in outputs.iter().enumerate() {
         let Some(path) = path else { continue };
-        if input.is_some_and(|input| same_file(input, path)) {
+        if is_input(path) {
             return Err(ConfigError::Usage(format!(
                 "{flag} {} is the input file: it would be overwritten",
                 path.display()
@@ -921,11 +922,35 @@ fn check_distinct_files(
     Ok(())
 }
 
-/// Whether `a` and `b` name the same file: the same path once resolved when both exist, else
-/// the same path as given.
+/// Whether stdin is the regular file `path` (`lanes --report jobs.tsv < jobs.tsv`): the same
+/// device and inode.
+fn stdin_is(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    // `/dev/stdin` is a link to descriptor 0's file (proc(5)); a pipe or a terminal is no
+    // regular file.
+    let Ok(stdin) = std::fs::metadata("/dev/stdin") else {
+        return false;
+    };
+    stdin.is_file()
+        && std::fs::metadata(path)
+            .is_ok_and(|file| (file.dev(), file.ino()) == (stdin.dev(), stdin.ino()))
+}
+
+/// Whether `a` and `b` name the same file: when both exist, the same device and inode
+/// (symbolic links followed, so that a hard link or a link to the file is caught too); else
+/// the same path once its directory is resolved (`./r.jsonl` and `r.jsonl`), or as given.
 pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
+    use std::os::unix::fs::MetadataExt as _;
+    if let (Ok(a), Ok(b)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+        return (a.dev(), a.ino()) == (b.dev(), b.ino());
+    }
+    let resolved = |path: &Path| {
+        let name = path.file_name()?;
+        let dir = crate::containing_dir::containing_dir(path);
+        std::fs::canonicalize(dir).ok().map(|dir| dir.join(name))
+    };
+    match (resolved(a), resolved(b)) {
+        (Some(a), Some(b)) => a == b,
         _ => a == b,
     }
 }

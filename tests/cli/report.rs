@@ -490,3 +490,38 @@ fn a_job_writing_to_its_own_report_leaves_every_record_whole() {
         .collect();
     assert_eq!(kinds, ["run", "job", "job", "summary"], "{text}");
 }
+
+#[test]
+fn a_report_that_is_the_input_file_by_any_name_is_refused_and_the_input_kept() {
+    // The same file under another name (a hard link, a symbolic link, `./`), or the file
+    // stdin reads: writing the report would truncate the input before a line of it is read,
+    // and the run would end "successfully" with no job.
+    let scratch = Scratch::new();
+    let input = "a\techo hi\n";
+    let jobs = scratch.write("jobs.tsv", input);
+    std::fs::hard_link(&jobs, scratch.join("hard.tsv")).unwrap();
+    std::os::unix::fs::symlink(&jobs, scratch.join("soft.tsv")).unwrap();
+    let cases: [(&str, &str, bool); 4] = [
+        ("--report", "hard.tsv", false),
+        ("--events", "soft.tsv", false),
+        ("--junit", "./jobs.tsv", false),
+        ("--report", "hard.tsv", true),
+    ];
+    for (flag, output, from_stdin) in cases {
+        let mut command = std::process::Command::new(BIN);
+        command.current_dir(scratch.path()).args([flag, output]);
+        if from_stdin {
+            command.stdin(std::fs::File::open(&jobs).unwrap());
+        } else {
+            command.arg("jobs.tsv").stdin(std::process::Stdio::null());
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {output}: {stderr}");
+        assert!(
+            stderr.contains("is the input file: it would be overwritten"),
+            "{flag} {output}: {stderr}"
+        );
+        assert_eq!(scratch.read("jobs.tsv"), input, "{flag} {output}");
+    }
+}
