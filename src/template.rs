@@ -39,8 +39,8 @@ pub(crate) enum TemplateError {
     Unclosed(usize),
     #[error("lone `}}` in --command at byte {0} (write }}}} for a literal brace)")]
     LoneClose(usize),
-    #[error("placeholder `{0}` inside quotes in --command at byte {1}: write it unquoted, lanes quotes every substitution itself (inside double quotes a substitution could run as shell code)")]
-    Quoted(String, usize),
+    #[error("placeholder `{0}` {2} in --command at byte {1}: write it unquoted, outside comments and here-documents; lanes quotes every substitution itself (there the quoted text could run as shell code)")]
+    Quoted(String, usize, Place),
 }
 
 impl Template {
@@ -52,11 +52,9 @@ impl Template {
     pub(crate) fn parse(text: &str) -> Result<Self, TemplateError> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
-        let mut quotes = Quotes::default();
+        let places = places(text);
         let mut chars = text.char_indices().peekable();
         while let Some((at, c)) = chars.next() {
-            let quoted = quotes.inside();
-            quotes.see(c);
             match c {
                 '{' if chars.peek().map(|&(_, n)| n) == Some('{') => {
                     chars.next();
@@ -87,8 +85,11 @@ impl Template {
                         },
                     };
                     // Numbers are safe anywhere; text from the input is not.
-                    if quoted && matches!(piece, Piece::Args(_) | Piece::Key | Piece::Resource(_)) {
-                        return Err(TemplateError::Quoted(format!("{{{name}}}"), at));
+                    let place = places[at];
+                    if place != Place::Word
+                        && matches!(piece, Piece::Args(_) | Piece::Key | Piece::Resource(_))
+                    {
+                        return Err(TemplateError::Quoted(format!("{{{name}}}"), at, place));
                     }
                     for _ in 0..=name.chars().count() {
                         chars.next();
@@ -210,33 +211,223 @@ fn quoted_len(text: &str) -> usize {
     text.len() + 2 + 3 * memchr::memchr_iter(b'\'', text.as_bytes()).count()
 }
 
-/// Where a scan of shell text stands: inside single quotes, double quotes, or after a
-/// backslash (POSIX "Shell Command Language" §2.2).
-#[derive(Debug, Default)]
-struct Quotes {
-    single: bool,
-    double: bool,
-    escaped: bool,
+/// Where a byte of shell text stands, for a substitution placed there (POSIX "Shell Command
+/// Language" §2.2 quoting, §2.3 comments and here-documents, §2.6.3 command substitution).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Where a single-quoted substitution is one literal word: at the top level, or inside a
+    /// command substitution (`$(…)`, backquotes), even one within double quotes.
+    Word,
+    /// Inside single or double quotes: the substitution's quotes would end and start them.
+    Quotes,
+    /// In a comment: a newline in the substitution ends the comment, and what follows runs.
+    Comment,
+    /// In a here-document's body: expanded by the shell (`$(…)` runs), and a line of the
+    /// substitution equal to the delimiter ends the body early, whatever the delimiter's quoting.
+    HereDocument,
 }
 
-impl Quotes {
-    fn inside(&self) -> bool {
-        self.single || self.double
+impl std::fmt::Display for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Place::Word => "in a word",
+            Place::Quotes => "inside quotes",
+            Place::Comment => "in a comment",
+            Place::HereDocument => "in a here-document",
+        })
     }
+}
 
-    fn see(&mut self, c: char) {
-        if self.escaped {
-            self.escaped = false;
-        } else if self.single {
-            self.single = c != '\'';
-        } else if c == '\\' {
-            self.escaped = true;
-        } else if c == '\'' && !self.double {
-            self.single = true;
-        } else if c == '"' {
-            self.double = !self.double;
+/// What a scan of shell text is inside of, innermost last.
+enum Nest {
+    /// Double quotes.
+    Double,
+    /// `$(`…`)`, with the parentheses opened inside it and not yet closed.
+    Substitution(usize),
+    /// Backquotes.
+    Backquote,
+}
+
+/// The [`Place`] of every byte of `text`. A plain scan, not a parser: it follows quotes,
+/// backslashes, comments, `$(…)` and backquotes (nested), and here-documents (`<<` and `<<-`,
+/// bodies from the next newline to the delimiter's line; `<<<` is no here-document). Text it
+/// cannot follow (a `case` pattern's `)` inside `$(…)`) errs towards [`Place::Quotes`] for
+/// the rest of a double-quoted string, never towards [`Place::Word`] in a here-document or a
+/// comment.
+fn places(text: &str) -> Vec<Place> {
+    let b = text.as_bytes();
+    let mut places = vec![Place::Word; b.len()];
+    let mut nest: Vec<Nest> = Vec::new();
+    let mut pending: Vec<(Vec<u8>, bool)> = Vec::new();
+    let mut word_start = true;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        if matches!(nest.last(), Some(Nest::Double)) {
+            places[i] = Place::Quotes;
+            match c {
+                b'\\' => {
+                    if i + 1 < b.len() {
+                        places[i + 1] = Place::Quotes;
+                    }
+                    i += 2;
+                    continue;
+                }
+                b'"' => {
+                    nest.pop();
+                }
+                b'$' if next == Some(b'(') => {
+                    places[i + 1] = Place::Quotes;
+                    nest.push(Nest::Substitution(0));
+                    i += 2;
+                    word_start = true;
+                    continue;
+                }
+                b'`' => {
+                    nest.push(Nest::Backquote);
+                    word_start = true;
+                }
+                _ => {}
+            }
+            i += 1;
+            continue;
         }
+        match c {
+            b'\\' => {
+                i += 2;
+                word_start = false;
+                continue;
+            }
+            b'\'' => {
+                let end = b[i + 1..]
+                    .iter()
+                    .position(|&q| q == b'\'')
+                    .map_or(b.len(), |at| i + 1 + at + 1);
+                places[i..end].fill(Place::Quotes);
+                i = end;
+                word_start = false;
+                continue;
+            }
+            b'"' => nest.push(Nest::Double),
+            b'#' if word_start => {
+                let end = b[i..]
+                    .iter()
+                    .position(|&n| n == b'\n')
+                    .map_or(b.len(), |at| i + at);
+                places[i..end].fill(Place::Comment);
+                i = end;
+                continue;
+            }
+            b'$' if next == Some(b'(') => {
+                nest.push(Nest::Substitution(0));
+                i += 2;
+                word_start = true;
+                continue;
+            }
+            b'(' => {
+                if let Some(Nest::Substitution(open)) = nest.last_mut() {
+                    *open += 1;
+                }
+            }
+            b')' => match nest.last_mut() {
+                Some(Nest::Substitution(0)) => {
+                    nest.pop();
+                }
+                Some(Nest::Substitution(open)) => *open -= 1,
+                _ => {}
+            },
+            b'`' => {
+                if matches!(nest.last(), Some(Nest::Backquote)) {
+                    nest.pop();
+                } else {
+                    nest.push(Nest::Backquote);
+                }
+            }
+            b'<' if next == Some(b'<') => {
+                if b.get(i + 2) == Some(&b'<') {
+                    i += 3;
+                    word_start = true;
+                    continue;
+                }
+                let (delimiter, strip, end) = here_document_delimiter(b, i + 2);
+                pending.push((delimiter, strip));
+                i = end;
+                word_start = true;
+                continue;
+            }
+            b'\n' if !pending.is_empty() => {
+                let mut line = i + 1;
+                for (delimiter, strip) in pending.drain(..) {
+                    let body = line;
+                    loop {
+                        if line >= b.len() {
+                            places[body..].fill(Place::HereDocument);
+                            break;
+                        }
+                        let eol = b[line..]
+                            .iter()
+                            .position(|&n| n == b'\n')
+                            .map_or(b.len(), |at| line + at);
+                        let mut content = &b[line..eol];
+                        if strip {
+                            while let [b'\t', rest @ ..] = content {
+                                content = rest;
+                            }
+                        }
+                        if content == delimiter.as_slice() {
+                            places[body..line].fill(Place::HereDocument);
+                            line = eol + 1;
+                            break;
+                        }
+                        line = eol + 1;
+                    }
+                }
+                i = line.min(b.len());
+                word_start = true;
+                continue;
+            }
+            _ => {}
+        }
+        word_start = matches!(
+            c,
+            b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>' | b'`'
+        );
+        i += 1;
     }
+    places
+}
+
+/// The delimiter of a here-document whose `<<` ends before `at`: its text with the quotes
+/// removed (POSIX §2.7.4), whether the body's leading tabs are stripped (`<<-`), and where
+/// the word ends.
+fn here_document_delimiter(b: &[u8], mut at: usize) -> (Vec<u8>, bool, usize) {
+    let strip = b.get(at) == Some(&b'-');
+    if strip {
+        at += 1;
+    }
+    while matches!(b.get(at), Some(b' ' | b'\t')) {
+        at += 1;
+    }
+    let mut delimiter = Vec::new();
+    let mut quote = None;
+    while let Some(&c) = b.get(at) {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => delimiter.push(c),
+            (None, b'\'' | b'"') => quote = Some(c),
+            (None, b'\\') => {
+                at += 1;
+                if let Some(&escaped) = b.get(at) {
+                    delimiter.push(escaped);
+                }
+            }
+            (None, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')') => break,
+            (None, c) => delimiter.push(c),
+        }
+        at += 1;
+    }
+    (delimiter, strip, at)
 }
 
 /// Quotes `text` for a POSIX shell: inside single quotes nothing is special, and a single
@@ -334,7 +525,7 @@ mod tests {
     fn placeholders_inside_quotes_are_refused() {
         assert_eq!(
             Template::parse("echo \"arg: {}\""),
-            Err(TemplateError::Quoted("{}".into(), 11))
+            Err(TemplateError::Quoted("{}".into(), 11, Place::Quotes))
         );
         assert!(matches!(
             Template::parse("echo '{key}'"),
@@ -342,6 +533,67 @@ mod tests {
         ));
         assert!(Template::parse("echo \"a\" {} 'b' \\\" {key}").is_ok());
         assert!(Template::parse("echo \"{seq}/{slot}\" {}").is_ok());
+    }
+
+    #[test]
+    fn placeholders_in_comments_and_here_documents_are_refused() {
+        let refused = [
+            ("cat <<EOF\n{}\nEOF", Place::HereDocument),
+            ("cat <<'EOF'\nline {key}\nEOF", Place::HereDocument),
+            (
+                "cat <<-\"END\" >out\n\t{}\n\tEND\necho done",
+                Place::HereDocument,
+            ),
+            ("cat <<A; cat <<B\na\nA\n{}\nB", Place::HereDocument),
+            ("echo hi # {}", Place::Comment),
+            ("echo hi\n# the file {}\n", Place::Comment),
+            ("echo \"$(echo \"{}\")\"", Place::Quotes),
+            ("printf '%s' '{res.gpu}'", Place::Quotes),
+        ];
+        for (text, place) in refused {
+            match Template::parse(text) {
+                Err(TemplateError::Quoted(_, _, found)) => assert_eq!(found, place, "{text:?}"),
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
+        let accepted = [
+            "echo \"$(echo {})\"",
+            "echo \"`basename {}`\"",
+            "echo {} # a \"comment\" that quotes",
+            "x=a#b; echo {}",
+            "cat <<< {}",
+            "cat <<EOF\nfixed text {seq}\nEOF\necho {}",
+            "cat <<EOF >out\nno placeholder\nEOF\ngzip {}",
+            "echo $((1 + {seq})) {}",
+        ];
+        for text in accepted {
+            assert!(Template::parse(text).is_ok(), "{text:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_shell_text_is_parsed_or_refused_without_a_panic(
+            text in "[a-z {}#<>'\"`$()\\\\\n\t;|&-]{0,48}"
+        ) {
+            let _ = Template::parse(&text);
+        }
+    }
+
+    #[test]
+    fn a_refused_here_document_would_have_run_the_argument() {
+        // What the refusal prevents, shown with the shell: the argument's `$(…)` runs inside
+        // an unquoted here-document, and a line equal to the delimiter ends a quoted one.
+        let dir = tempfile::tempdir().unwrap();
+        let argument = format!("$(touch {}/ran)", dir.path().display());
+        let command = format!("cat <<EOF\n{}\nEOF", shell_quote(&argument));
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .output()
+            .unwrap();
+        assert!(dir.path().join("ran").exists());
+        assert!(Template::parse("cat <<EOF\n{}\nEOF").is_err());
     }
 
     #[test]
