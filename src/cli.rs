@@ -444,8 +444,9 @@ pub struct Cli {
     pub batch_size: Option<u64>,
 
     /// With --command: at most B bytes of quoted arguments in one batch (a batch always holds
-    /// at least one job) [default: 100000, under Linux's 128 KiB limit on one argument; more
-    /// than that limit, less the template's own text, is refused].
+    /// at least one job); without --batch-size, batches by bytes alone, as `xargs -s` [default:
+    /// 100000, under Linux's 128 KiB limit on one argument; more than that limit, less the
+    /// template's own text, is refused].
     #[arg(long, value_name = "B", value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_bytes: Option<u64>,
 

@@ -383,11 +383,13 @@ impl RunConfig {
             },
             hint_no_tab: !plain && template.is_some(),
         };
+        // `--batch-bytes` alone batches by bytes only, as `xargs -s` does.
+        let bytes_given = cli.batch_bytes.is_some() || settings.batch_bytes.is_some();
         let batch_size = cli
             .batch_size
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
             .or(settings.batch_size)
-            .unwrap_or(1);
+            .unwrap_or(if bytes_given { usize::MAX } else { 1 });
         // A batch's command is the template's own text and the batch's quoted arguments: one
         // argument of `SHELL -c`, so its bound must leave room for the text.
         let limit = crate::arg_limit::max_argument_bytes();
@@ -432,8 +434,8 @@ impl RunConfig {
         }
         if batching && template.is_none() {
             return Err(ConfigError::Usage(
-                "--batch-size and --batch-delay need --command: a batch runs one command for \
-                 the arguments of several jobs"
+                "--batch-size, --batch-bytes and --batch-delay need --command: a batch runs \
+                 one command for the arguments of several jobs"
                     .into(),
             ));
         }

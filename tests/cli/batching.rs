@@ -251,8 +251,11 @@ fn batch_bytes_above_what_one_argument_holds_is_a_usage_error() {
 
 #[test]
 fn batching_without_command_is_a_usage_error() {
-    // (`--batch-bytes` alone bounds batches of one job: it changes nothing and is accepted.)
-    for flags in [["--batch-size", "5"], ["--batch-delay", "1s"]] {
+    for flags in [
+        ["--batch-size", "5"],
+        ["--batch-delay", "1s"],
+        ["--batch-bytes", "100"],
+    ] {
         let scratch = Scratch::new();
         let out = Run::new()
             .scratch(&scratch)
@@ -400,6 +403,17 @@ fn ten_thousand_arguments_in_batches_of_at_most_100() {
 
 #[test]
 fn batch_bytes_bounds_each_runs_quoted_arguments() {
+    batch_bytes_bound_each_run(&["--batch-size", "1000"]);
+}
+
+#[test]
+fn batch_bytes_alone_batches_by_bytes_as_xargs_s_does() {
+    batch_bytes_bound_each_run(&[]);
+}
+
+/// 80 jobs over two keys, batched under `--batch-bytes 200` with `flags`: every batch's
+/// arguments are its members', within the bound unless one alone is over it.
+fn batch_bytes_bound_each_run(flags: &[&str]) {
     const BOUND: usize = 200;
     let scratch = Scratch::new();
     let report = scratch.join("report.jsonl");
@@ -426,11 +440,10 @@ fn batch_bytes_bounds_each_runs_quoted_arguments() {
             "2",
             "--command",
             "printf '%s\\n' {} > \"$D/runs/{seq}\"",
-            "--batch-size",
-            "1000",
             "--batch-bytes",
             &BOUND.to_string(),
         ])
+        .args(flags)
         .stdin(input)
         .run();
     out.code(0);
