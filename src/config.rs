@@ -519,9 +519,22 @@ impl RunConfig {
         let default_needs =
             default_needs(cli.weight, cli.needs.as_deref(), &resources, max_concurrent)?;
         if let Source::Manifest { path, manifest } = &mut source {
+            // A seq is at most the number of jobs: its digits are counted for the longest.
+            let last_seq = manifest.jobs.len() as u64;
             for job in &mut manifest.jobs {
                 job.resolved_needs =
                     job_needs(path, job, &default_needs, &resources, max_concurrent)?;
+                if let Some(message) = template
+                    .as_ref()
+                    .and_then(|t| t.too_long(&job.cmd, &job.key, last_seq, max_concurrent))
+                {
+                    return Err(ConfigError::Manifest(ManifestError::Invalid {
+                        path: path.clone(),
+                        line: job.line,
+                        column: 1,
+                        message,
+                    }));
+                }
             }
         }
         let weighed = default_needs.is_some()

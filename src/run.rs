@@ -678,6 +678,7 @@ fn feed_for(
             reader,
             config.source.describe(),
             config.records.clone(),
+            crate::shell::strict::Commands::of(config),
             &mut signals,
         )
         .await?;
@@ -693,9 +694,13 @@ fn checked_list(config: &RunConfig, records: Vec<NumberedLine>) -> anyhow::Resul
     if !config.strict {
         return Ok(Feed::Records(Box::new(records.into_iter().map(Ok))));
     }
+    let commands = crate::shell::strict::Commands::of(config);
     if let Some((line, message)) = records.iter().find_map(|numbered| match &numbered.item {
         LineItem::Invalid { message, .. } => Some((numbered.line, message.clone())),
-        LineItem::Job { .. } => None,
+        LineItem::Job { key, command } => commands
+            .as_ref()
+            .and_then(|c| c.too_long(command, key, numbered.seq))
+            .map(|message| (numbered.line, message)),
     }) {
         bail!(
             "{}:{line}: {message} (--strict: nothing was run)",

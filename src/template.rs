@@ -184,6 +184,27 @@ impl Template {
             .sum()
     }
 
+    /// Why the command this template makes of `arg` (the job `seq` of key `key`, in a slot of
+    /// at most `max_slot`) cannot run: longer than one argument can hold
+    /// ([`crate::arg_limit`]), as `SHELL -c COMMAND` passes it; `None` when it fits.
+    pub(crate) fn too_long(
+        &self,
+        arg: &str,
+        key: &str,
+        seq: u64,
+        max_slot: usize,
+    ) -> Option<String> {
+        let length = self.rendered_len(arg, key, seq, max_slot);
+        let limit = crate::arg_limit::max_argument_bytes();
+        (length > limit).then(|| {
+            format!(
+                "with the command template, the job's command would be {length} bytes, more \
+                 than the {limit} the one argument of `SHELL -c COMMAND` can hold (the \
+                 system's limit on one argument, MAX_ARG_STRLEN)"
+            )
+        })
+    }
+
     /// The length in bytes of [`Template::render`] for one job (`arg`, `key`, `seq`) in a slot
     /// of at most `max_slot`, without rendering it: whether the job's command can be passed
     /// to a process at all ([`crate::arg_limit`]).

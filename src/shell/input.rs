@@ -114,20 +114,15 @@ impl Commands {
         let (Some(template), InputItem::Job(spec)) = (&self.template, &item) else {
             return item;
         };
-        let length = template.rendered_len(&spec.command, &spec.key, spec.seq, self.max_slot);
-        let limit = crate::arg_limit::max_argument_bytes();
-        if length <= limit {
+        let Some(message) = template.too_long(&spec.command, &spec.key, spec.seq, self.max_slot)
+        else {
             return item;
-        }
+        };
         InputItem::Invalid {
             seq: spec.seq,
             line: spec.line,
             key: Some(spec.key.to_string()),
-            message: format!(
-                "with --command, the job's command would be {length} bytes, more than the \
-                 {limit} the one argument of `SHELL -c COMMAND` can hold (the system's limit \
-                 on one argument, MAX_ARG_STRLEN)"
-            ),
+            message,
         }
     }
 }

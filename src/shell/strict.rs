@@ -33,6 +33,29 @@ pub(crate) enum Checked {
     },
 }
 
+/// What the checked lines' commands become (`--command`, a trailing command): the template,
+/// and the highest slot number (`--max-concurrent`), for the length of the command a job runs.
+pub(crate) struct Commands {
+    pub(crate) template: crate::template::Template,
+    pub(crate) max_slot: usize,
+}
+
+impl Commands {
+    /// Why job `seq`'s command, `command` under key `key` rendered by the template, is too
+    /// long to run (see [`crate::template::Template::too_long`]).
+    pub(crate) fn too_long(&self, command: &str, key: &str, seq: u64) -> Option<String> {
+        self.template.too_long(command, key, seq, self.max_slot)
+    }
+
+    /// The run's, when it has a template.
+    pub(crate) fn of(config: &crate::config::RunConfig) -> Option<Self> {
+        config.template.clone().map(|template| Commands {
+            template,
+            max_slot: config.max_concurrent,
+        })
+    }
+}
+
 /// Reads and checks all of `reader` (named `source` in messages) on a thread of its own while
 /// waiting for it, or for a stop signal on `signals`. Must run inside the tokio runtime.
 ///
@@ -43,6 +66,7 @@ pub(crate) async fn check(
     reader: Box<dyn BufRead + Send>,
     source: String,
     format: RecordFormat,
+    commands: Option<Commands>,
     signals: &mut Option<StopSignals>,
 ) -> anyhow::Result<Checked> {
     let checked = Arc::new(AtomicU64::new(0));
@@ -51,7 +75,7 @@ pub(crate) async fn check(
     std::thread::Builder::new()
         .name("lanes-strict".into())
         .spawn(move || {
-            let _ = tx.send(check_all(reader, &source, format, &counter));
+            let _ = tx.send(check_all(reader, &source, format, commands, &counter));
         })
         .context("cannot start the thread that checks the input")?;
     // Ctrl-Z while checking: nothing has started, so lanes stops at once, as any program would
@@ -89,6 +113,7 @@ fn check_all(
     reader: Box<dyn BufRead + Send>,
     source: &str,
     format: RecordFormat,
+    commands: Option<Commands>,
     checked: &AtomicU64,
 ) -> anyhow::Result<Feed> {
     let file = tempfile::tempfile()
@@ -101,7 +126,13 @@ fn check_all(
     let mut first_invalid = None;
     for numbered in RecordReader::new(&mut spool, format.clone()) {
         let numbered = numbered.context("cannot read the input")?;
-        if let LineItem::Invalid { message, .. } = numbered.item {
+        let invalid = match numbered.item {
+            LineItem::Invalid { message, .. } => Some(message),
+            LineItem::Job { key, command } => commands
+                .as_ref()
+                .and_then(|c| c.too_long(&command, &key, numbered.seq)),
+        };
+        if let Some(message) = invalid {
             first_invalid = Some((numbered.line, message));
             break;
         }

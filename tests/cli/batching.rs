@@ -177,12 +177,50 @@ fn an_argument_whose_command_would_be_too_long_is_invalid_input() {
     );
     let error = job.error.as_deref().unwrap_or_default();
     assert!(
-        error.contains("with --command, the job's command would be")
+        error.contains("with the command template, the job's command would be")
             && error.contains("MAX_ARG_STRLEN"),
         "{error}"
     );
     assert_eq!(out.job(1).result(), ("succeeded", None));
     assert_eq!(out.job(3).result(), ("succeeded", None));
+}
+
+#[test]
+fn a_command_too_long_once_templated_is_refused_up_front_by_strict_and_by_a_manifest() {
+    // `--strict` and a manifest check every job before anything runs (exit 2, nothing run,
+    // no report); the length of the command a template makes of a job is part of that check.
+    let long = "x".repeat(50_000);
+    let scratch = Scratch::new();
+    let strict = Run::new()
+        .scratch(&scratch)
+        .args(["--strict", "--command", "printf %.1s {} {} {}"])
+        .stdin(format!("a\ttouch-first\nb\t{long}\n"))
+        .run();
+    strict.code(2);
+    assert!(strict.report_text.is_none(), "{}", strict.dump());
+    assert!(
+        strict
+            .stderr()
+            .contains("-:2: with the command template, the job's command would be"),
+        "{}",
+        strict.dump()
+    );
+    let manifest = scratch.write(
+        "jobs.toml",
+        format!(
+            "command = \"touch \\\"$D/ran\\\" && printf %.1s {{}} {{}} {{}}\"\n\n\
+             [[job]]\nkey = \"a\"\ncmd = \"short\"\n\n[[job]]\nkey = \"b\"\ncmd = \"{long}\"\n"
+        ),
+    );
+    let out = Run::new().scratch(&scratch).arg(&manifest).run();
+    out.code(2);
+    assert!(!scratch.exists("ran"), "{}", out.dump());
+    assert!(
+        out.stderr()
+            .contains("jobs.toml:7:1: with the command template"),
+        "{}",
+        out.dump()
+    );
 }
 
 #[test]
