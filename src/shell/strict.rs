@@ -232,7 +232,7 @@ mod tests {
         let input = "\u{feff}a\techo 1\n\n# c\nb\techo 2\r\nc\techo 3";
         let reader = Box::new(BufReader::with_capacity(3, input.as_bytes()));
         let checked = AtomicU64::new(0);
-        let feed = check_all(reader, "-", tab_lines(), &checked).unwrap();
+        let feed = check_all(reader, "-", tab_lines(), None, &checked).unwrap();
         let want = lines_of(Feed::Lines(Box::new(input.as_bytes())));
         assert_eq!(lines_of(feed), want);
         assert_eq!(want.len(), 3);
@@ -260,6 +260,7 @@ mod tests {
             Box::new(BufReader::new(reader)),
             "jobs.tsv",
             tab_lines(),
+            None,
             &checked,
         )
         .err()
