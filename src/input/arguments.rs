@@ -240,6 +240,11 @@ fn read_record(
 pub(crate) fn from_list(arguments: &[String], format: &RecordFormat) -> Vec<NumberedLine> {
     let mut numbered = Vec::with_capacity(arguments.len());
     for (index, argument) in arguments.iter().enumerate() {
+        // A blank word is no argument, as a blank line of input is none (not under `-0`,
+        // which takes every record as it is).
+        if format.delimiter == b'\n' && argument.bytes().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
         if let Some(item) = format.item(argument.as_bytes()) {
             numbered.push(NumberedLine {
                 seq: numbered.len() as u64 + 1,
@@ -261,6 +266,16 @@ mod tests {
             key: Some(KeyTemplate::parse("{}", None).unwrap()),
             hint_no_tab: false,
         }
+    }
+
+    #[test]
+    fn blank_words_after_three_colons_are_no_arguments_as_blank_lines_are_none() {
+        let words: Vec<String> = ["a", "", "b", " ", "\t"].map(String::from).to_vec();
+        let jobs = from_list(&words, &plain_format(b'\n'));
+        let got: Vec<(u64, u64)> = jobs.iter().map(|n| (n.seq, n.line)).collect();
+        assert_eq!(got, [(1, 1), (2, 3)]);
+        let kept = from_list(&words, &plain_format(b'\0'));
+        assert_eq!(kept.len(), 4, "under -0 only an empty record is none");
     }
 
     fn read(input: &[u8], format: RecordFormat) -> Vec<NumberedLine> {
