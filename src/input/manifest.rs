@@ -299,22 +299,14 @@ type RawEnv = BTreeMap<Spanned<String>, Spanned<String>>;
 impl RawManifest {
     /// `text` is the parsed text (for job lines), `base` the directory for relative `cwd`.
     fn validate(self, text: &str, base: &Path) -> Result<Manifest, Problem> {
-        let max_concurrent = match self.max_concurrent {
-            None => None,
-            Some(value) => {
-                let span = value.span();
-                let n = value.into_inner().0;
-                match usize::try_from(n) {
-                    Ok(n) if n >= 1 => Some(n),
-                    _ => {
-                        return Err((
-                            span.start,
-                            format!("`max_concurrent` must be at least 1, not {n}"),
-                        ))
-                    }
-                }
-            }
-        };
+        // As `-j`: at most u32::MAX (a weight, a slot number and `LANES_SLOT` are u32).
+        let max_concurrent = bounded(
+            self.max_concurrent,
+            "max_concurrent",
+            1,
+            i64::from(u32::MAX),
+        )?
+        .and_then(|n| usize::try_from(n).ok());
         let shell = match self.shell {
             None => None,
             Some(shell) => {
@@ -1205,11 +1197,23 @@ needs = { gpu = 1, mem = "8G" }
     fn error_max_concurrent_below_one() {
         let (line, column, message) = err("timeout = 1\nmax_concurrent = 0\n");
         assert_eq!((line, column), (2, 18));
-        assert_eq!(message, "`max_concurrent` must be at least 1, not 0");
+        assert_eq!(
+            message,
+            "`max_concurrent` must be between 1 and 4294967295, not 0"
+        );
 
         let (line, column, message) = err("max_concurrent = -2\n");
         assert_eq!((line, column), (1, 18));
-        assert_eq!(message, "`max_concurrent` must be at least 1, not -2");
+        assert_eq!(
+            message,
+            "`max_concurrent` must be between 1 and 4294967295, not -2"
+        );
+
+        let (_, _, message) = err("max_concurrent = 4294967296\n");
+        assert_eq!(
+            message,
+            "`max_concurrent` must be between 1 and 4294967295, not 4294967296"
+        );
     }
 
     #[test]
