@@ -362,6 +362,11 @@ impl RawManifest {
                 None => None,
                 Some(command) => {
                     check_text(&command, "command")?;
+                    // Checked here too, so that its error points into the file.
+                    if let Err(err) = crate::template::Template::parse(command.get_ref()) {
+                        let message = err.to_string().replace("in --command", "in `command`");
+                        return Err((command.span().start, message));
+                    }
                     Some(command.into_inner())
                 }
             },
@@ -1189,6 +1194,21 @@ needs = { gpu = 1, mem = "8G" }
         assert_eq!((line, column), (4, 11));
         assert!(
             message.starts_with("invalid duration for `timeout`: `-3s`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_bad_command_template_points_into_the_file() {
+        let (line, column, message) = err("timeout = 1\ncommand = 'echo \"{}\"'\n");
+        assert_eq!((line, column), (2, 11));
+        assert!(
+            message.starts_with("placeholder `{}` inside quotes in `command` at byte 6"),
+            "{message}"
+        );
+        let (_, _, message) = err("command = 'echo {file}'\n");
+        assert!(
+            message.starts_with("unknown placeholder `{file}` in `command`"),
             "{message}"
         );
     }
