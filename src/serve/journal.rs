@@ -281,6 +281,9 @@ pub(crate) struct Journal {
     /// Jobs whose admission could not be written: no later line names them (a start or an
     /// end of a seq the file never admitted would make it no journal).
     unjournaled: std::collections::HashSet<Seq>,
+    /// A flush to the disk (`fdatasync`) failed: from then on no line is known to be on it,
+    /// though the page cache may still hold it for a server started after a kill.
+    flush_failed: bool,
 }
 
 /// Lines beyond twice the live jobs that the journal may hold before it is rewritten.
@@ -346,6 +349,7 @@ impl Journal {
                 unsynced: false,
                 failure: None,
                 unjournaled: std::collections::HashSet::new(),
+                flush_failed: false,
             },
             recovered,
         ))
@@ -426,14 +430,34 @@ impl Journal {
     /// # Errors
     /// The disk refused it: admissions cannot be promised durable.
     pub(crate) fn sync(&mut self) -> std::io::Result<()> {
-        if self.unsynced {
-            self.file.sync_data()?;
-            self.unsynced = false;
+        if self.unsynced && !self.flush_failed {
+            if let Err(err) = self.file.sync_data() {
+                // Kept: Linux reports a failed writeback once, and a second `fdatasync` could
+                // succeed without the lines being on the disk.
+                self.flush_failed = true;
+                self.failure
+                    .get_or_insert_with(|| format!("{}: {err}", self.path.display()));
+            } else {
+                self.unsynced = false;
+            }
         }
         match &self.failure {
             Some(failure) => Err(std::io::Error::other(failure.clone())),
             None => Ok(()),
         }
+    }
+
+    /// Whether job `seq`'s admission is on the disk, as far as anything is since the last
+    /// [`Journal::sync`]: its line was written whole and no flush failed. A job whose line was
+    /// cut back is in no journal a later server reads.
+    pub(crate) fn holds(&self, seq: Seq) -> bool {
+        !self.flush_failed && !self.unjournaled.contains(&seq)
+    }
+
+    /// Whether job `seq`'s admission line was cut back (the disk full): no server started
+    /// later knows of it.
+    pub(crate) fn lost_admission(&self, seq: Seq) -> bool {
+        self.unjournaled.contains(&seq)
     }
 
     /// Why a line could not be written, since the first failure (the journal's path and the

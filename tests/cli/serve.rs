@@ -1880,6 +1880,73 @@ fn a_journal_that_is_an_output_or_no_regular_file_is_refused() {
     );
 }
 
+/// A batch whose journal lines cross a file-size limit part way: each admission is answered
+/// by what the journal holds of it. A job whose line went out whole before the failure is
+/// answered as usual (a server started after a crash knows it); one whose line was cut back
+/// is answered with an error saying a crash would lose it (no server knows it). Every
+/// submission in the failing burst was answered with that error, though a later server ran
+/// those of them whose lines were whole.
+#[test]
+fn each_answer_of_a_batch_cut_short_by_the_journal_says_what_a_crash_would_do() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let journal = scratch.join("lanes.journal");
+    let server = Command::new("prlimit")
+        .arg("--fsize=4096")
+        .arg("--")
+        .arg(BIN)
+        .args(["serve", "-j", "1", "--socket"])
+        .arg(&socket)
+        .arg("--journal")
+        .arg(&journal)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Reaped(server);
+    assert!(listening(&socket));
+    let lines: String = (1..=40)
+        .map(|i| format!("k{i}\ttrue {}\n", "x".repeat(150)))
+        .collect();
+    let batch = client_at(&socket, "submit", &["--json"], Some(&lines));
+    let answers = batch.answers();
+    assert_eq!(answers.len(), 40, "{}{}", batch.stdout, batch.stderr);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let held: std::collections::BTreeSet<u64> = text
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|line| line["a"].as_u64())
+        .collect();
+    let (mut usual, mut lost) = (0, 0);
+    for answer in &answers {
+        match answer.answer.as_str() {
+            "started" | "queued" => {
+                let seq = answer.seq.unwrap();
+                assert!(held.contains(&seq), "seq {seq} answered {}", answer.answer);
+                usual += 1;
+            }
+            "error" => {
+                let error = answer.error.clone().unwrap_or_default();
+                if let Some(rest) = error.strip_prefix("seq ") {
+                    let seq: u64 = rest.split(' ').next().unwrap().parse().unwrap();
+                    assert!(
+                        !held.contains(&seq) && error.contains("would not outlive a crash"),
+                        "seq {seq}: {error}"
+                    );
+                    lost += 1;
+                } else {
+                    assert!(error.contains("admits no more jobs"), "{error}");
+                }
+            }
+            other => panic!("{other}: {answer:?}"),
+        }
+    }
+    assert!(usual > 0 && lost > 0, "{usual} usual, {lost} lost answers");
+    let close = client_at(&socket, "close", &[], None);
+    assert_eq!(close.code, 0, "{}{}", close.stdout, close.stderr);
+    server.0.wait().unwrap();
+}
+
 /// A journal line that cannot be written (here a file-size limit, `ulimit -f`, as a full disk
 /// would) makes no admission durable: the submission it was for is answered with an error
 /// saying so, not `queued`; later submissions are refused; and the journal is cut back to its

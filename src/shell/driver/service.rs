@@ -147,9 +147,9 @@ pub(super) async fn next_call(calls: &mut Option<mpsc::Receiver<Call>>) -> Optio
 
 /// An admission's answer (`started`, `queued`, `coalesced`) as it may go out: as it is while
 /// the journal holds what it promises, else (`failure`: why the journal could not be written)
-/// an `error` saying so, since the job, admitted and run, would not outlive a crash of the
-/// server. Other answers are left as they are.
-fn as_journaled(reply: Reply, failure: Option<&str>) -> Reply {
+/// an `error` saying what a crash of the server would do to the job, admitted and run all the
+/// same. Other answers are left as they are.
+fn as_journaled(reply: Reply, failure: Option<&str>, journal: &Journal) -> Reply {
     let Some(err) = failure else {
         return reply;
     };
@@ -159,10 +159,19 @@ fn as_journaled(reply: Reply, failure: Option<&str>) -> Reply {
         | Answer::Coalesced { seq, .. } => *seq,
         _ => return reply,
     };
+    if journal.holds(seq) {
+        // Its line went out whole before the failure, and is on the disk.
+        return reply;
+    }
+    let after_a_crash = if journal.lost_admission(seq) {
+        "it would not outlive a crash of the server"
+    } else {
+        "a server started after a crash of this one may or may not run it again"
+    };
     Reply::now(Answer::Error {
         error: format!(
-            "seq {seq} was admitted and runs, but the journal could not be written ({err}): it \
-             would not outlive a crash of the server, which admits no more jobs"
+            "seq {seq} was admitted and runs, but the journal could not be written ({err}): \
+             {after_a_crash}; this server admits no more jobs"
         ),
     })
 }
@@ -216,7 +225,7 @@ impl Driver {
             return;
         };
         for (reply, answer) in service.deferred.drain(..) {
-            let _ = reply.send(as_journaled(answer, failed.as_deref()));
+            let _ = reply.send(as_journaled(answer, failed.as_deref(), &service.journal));
         }
     }
 
@@ -539,11 +548,11 @@ impl Driver {
                 Answer::Queued { seq, key, ahead }
             };
             let made = Reply::followed_by(answer, then);
-            let failure = self
-                .service
-                .as_ref()
-                .and_then(|service| service.journal.failure());
-            let _ = reply.send(as_journaled(made, failure));
+            let reply_now = match &self.service {
+                Some(service) => as_journaled(made, service.journal.failure(), &service.journal),
+                None => made,
+            };
+            let _ = reply.send(reply_now);
         }
     }
 
