@@ -430,13 +430,17 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                     continue;
                 }
                 if writer.write_all(&encoded).is_err() {
-                    failure = Some("the server closed the connection".into());
+                    failure = Some(format!(
+                        "the server closed the connection; stdin from line {number} on was not sent"
+                    ));
                     break;
                 }
                 sent += 1;
                 // Lines that come one by one (a watcher) go at once; a burst goes together.
                 if input.buffer().is_empty() && writer.flush().is_err() {
-                    failure = Some("the server closed the connection".into());
+                    failure = Some(format!(
+                        "the server closed the connection; stdin after line {number} was not sent"
+                    ));
                     break;
                 }
             }
@@ -469,7 +473,7 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
         .join()
         .map_err(|_| anyhow::anyhow!("the sending thread failed"))?;
     if let Some(failure) = failure {
-        bail!("{failure}");
+        bail!("{failure}; it answered {answered} of the {sent} submissions sent");
     }
     if answered < sent {
         bail!("the server ended after answering {answered} of {sent} submissions");
