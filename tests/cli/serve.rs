@@ -1880,6 +1880,62 @@ fn a_journal_that_is_an_output_or_no_regular_file_is_refused() {
     );
 }
 
+/// A `submit` batch cut off by the server's end (SIGTERM) says how many of the submissions it
+/// sent were answered and from which line of its stdin on nothing was sent; each submission
+/// answered `queued` or `started` has its record.
+#[test]
+fn a_batch_cut_off_by_the_servers_end_says_what_was_answered_and_what_not_sent() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1", "--grace", "1"]);
+    let mut client = Command::new(BIN)
+        .args(["submit", "--json", "--socket"])
+        .arg(&server.socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = client.stdin.take().unwrap();
+    let mut answers = BufReader::new(client.stdout.take().unwrap());
+    for i in 1..=3 {
+        writeln!(stdin, "k\tsleep 30 # {i}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        answers.read_line(&mut line).unwrap();
+        assert!(line.contains("\"seq\":"), "{line}");
+    }
+    server.running.signal(nix::sys::signal::Signal::SIGTERM);
+    // Lines keep coming until the client finds the connection closed.
+    let mut sent = 3;
+    while sent < 10_000
+        && writeln!(stdin, "k\ttrue")
+            .and_then(|()| stdin.flush())
+            .is_ok()
+    {
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(stdin);
+    let mut rest = String::new();
+    answers.read_to_string(&mut rest).unwrap();
+    let mut stderr = String::new();
+    client
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = client.wait().unwrap();
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the server closed the connection; stdin ")
+            && stderr.contains(" was not sent; it answered "),
+        "{stderr}"
+    );
+    let (_, report) = server.end();
+    assert_eq!(report.jobs.len(), 3, "{:#?}", report.jobs);
+}
+
 /// A batch whose journal lines cross a file-size limit part way: each admission is answered
 /// by what the journal holds of it. A job whose line went out whole before the failure is
 /// answered as usual (a server started after a crash knows it); one whose line was cut back
