@@ -319,6 +319,8 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                         | Request::Close {}
                         | Request::Status {}
                 );
+                // `ended` is the last answer of `drain` and `close`: nothing after them is read.
+                let last = matches!(request, Request::Drain {} | Request::Close {});
                 let (tx, rx) = oneshot::channel();
                 match calls.send(Call { request, reply: tx }).await {
                     Ok(()) if one_at_a_time => {
@@ -338,6 +340,9 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                                 gone = true;
                                 break;
                             }
+                        }
+                        if last {
+                            break;
                         }
                         continue;
                     }

@@ -1880,6 +1880,39 @@ fn a_journal_that_is_an_output_or_no_regular_file_is_refused() {
     );
 }
 
+/// `ended` is the last answer on the connection of a `drain` (or `close`): requests sent after
+/// it on the same connection are not read. (They were read once `ended` was written, and
+/// answered `closed` when the server was slow enough to exit.)
+#[test]
+fn ended_is_the_last_answer_on_the_connection_of_a_drain() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1"]);
+    // A job that runs while the drain waits.
+    assert_eq!(server.client("submit", &["a", "--", "sleep 0.5"]).code, 0);
+    let mut stream = UnixStream::connect(&server.socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    stream
+        .write_all(
+            b"{\"v\":1,\"op\":\"drain\"}\n{\"v\":1,\"op\":\"status\"}\n\
+              {\"v\":1,\"op\":\"submit\",\"key\":\"a\",\"command\":\"true\"}\n",
+        )
+        .unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let answers: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 2, "{text}");
+    assert_eq!(answers[1]["answer"], "ended", "{text}");
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 1, "{:#?}", report.jobs);
+}
+
 /// A `submit` batch cut off by the server's end (SIGTERM) says how many of the submissions it
 /// sent were answered and from which line of its stdin on nothing was sent; each submission
 /// answered `queued` or `started` has its record.
