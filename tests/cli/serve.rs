@@ -1978,22 +1978,7 @@ fn a_batch_cut_off_by_the_servers_end_says_what_was_answered_and_what_not_sent()
 #[test]
 fn each_answer_of_a_batch_cut_short_by_the_journal_says_what_a_crash_would_do() {
     let scratch = Scratch::new();
-    let socket = scratch.join("lanes.sock");
-    let journal = scratch.join("lanes.journal");
-    let server = Command::new("prlimit")
-        .arg("--fsize=4096")
-        .arg("--")
-        .arg(BIN)
-        .args(["serve", "-j", "1", "--socket"])
-        .arg(&socket)
-        .arg("--journal")
-        .arg(&journal)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut server = Reaped(server);
-    assert!(listening(&socket));
+    let (mut server, socket, journal) = server_with_4_kib_files(&scratch, Stdio::null());
     let lines: String = (1..=40)
         .map(|i| format!("k{i}\ttrue {}\n", "x".repeat(150)))
         .collect();
@@ -2043,24 +2028,9 @@ fn each_answer_of_a_batch_cut_short_by_the_journal_says_what_a_crash_would_do() 
 #[test]
 fn an_admission_the_journal_cannot_hold_is_answered_with_an_error_and_admissions_stop() {
     let scratch = Scratch::new();
-    let socket = scratch.join("lanes.sock");
-    let journal = scratch.join("lanes.journal");
     let stderr_path = scratch.join("server.err");
-    let server = Command::new("prlimit")
-        .arg("--fsize=4096")
-        .arg("--")
-        .arg(BIN)
-        .args(["serve", "-j", "1", "--socket"])
-        .arg(&socket)
-        .arg("--journal")
-        .arg(&journal)
-        .env("D", scratch.path())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_path).unwrap())
-        .spawn()
-        .unwrap();
-    let mut server = Reaped(server);
-    assert!(listening(&socket));
+    let stderr = std::fs::File::create(&stderr_path).unwrap();
+    let (mut server, socket, journal) = server_with_4_kib_files(&scratch, stderr.into());
     let first = client_at(&socket, "submit", &["first", "--", "true"], None);
     assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
     // Its journal line crosses the 4 KiB limit: the write fails.
@@ -2140,6 +2110,30 @@ fn drain_and_close_whose_server_is_killed_before_its_end_say_so() {
 }
 
 /// A server started by hand, killed and reaped if the test ends before it does.
+/// A server (`-j 1`) on `lanes.sock` in `scratch`, journal `lanes.journal`, whose files may
+/// not grow past 4 KiB (`prlimit --fsize`, as a full disk would stop them), its stderr to
+/// `stderr`; returned once it listens, with its socket and journal.
+fn server_with_4_kib_files(scratch: &Scratch, stderr: Stdio) -> (Reaped, PathBuf, PathBuf) {
+    let socket = scratch.join("lanes.sock");
+    let journal = scratch.join("lanes.journal");
+    let server = Command::new("prlimit")
+        .arg("--fsize=4096")
+        .arg("--")
+        .arg(BIN)
+        .args(["serve", "-j", "1", "--socket"])
+        .arg(&socket)
+        .arg("--journal")
+        .arg(&journal)
+        .env("D", scratch.path())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let server = Reaped(server);
+    assert!(listening(&socket));
+    (server, socket, journal)
+}
+
 struct Reaped(std::process::Child);
 
 impl Drop for Reaped {
