@@ -788,6 +788,17 @@ fn first_server(scratch: &Scratch, args: &[&str]) -> (std::process::Child, PathB
     (first, socket)
 }
 
+/// The seqs of the job records of a first server (`first`) and of the `second`, sorted.
+fn seqs_across(first: &[u64], second: &Report) -> Vec<u64> {
+    let mut all: Vec<u64> = first
+        .iter()
+        .copied()
+        .chain(second.jobs.iter().map(|job| job.seq))
+        .collect();
+    all.sort_unstable();
+    all
+}
+
 #[test]
 fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
     let scratch = Scratch::new();
@@ -849,14 +860,8 @@ fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
         .filter(|line| line.contains("\"type\":\"job\""))
         .map(|line| serde_json::from_str::<JobRecord>(line).unwrap().seq)
         .collect();
-    let mut all: Vec<u64> = first_seqs
-        .iter()
-        .copied()
-        .chain(second.jobs.iter().map(|job| job.seq))
-        .collect();
-    all.sort_unstable();
     assert_eq!(
-        all,
+        seqs_across(&first_seqs, &second),
         (1..=7).collect::<Vec<_>>(),
         "one record per job across the two reports"
     );
@@ -925,14 +930,8 @@ fn a_record_the_report_file_could_not_hold_leaves_its_job_to_the_next_server() {
     let server = serve(&scratch, &["-j", "1"]);
     assert_eq!(server.client("drain", &[]).code, 0);
     let (_, second) = server.end();
-    let mut all: Vec<u64> = whole_in_first
-        .iter()
-        .copied()
-        .chain(second.jobs.iter().map(|job| job.seq))
-        .collect();
-    all.sort_unstable();
     assert_eq!(
-        all,
+        seqs_across(&whole_in_first, &second),
         (1..=jobs).collect::<Vec<_>>(),
         "one whole record per job across the two reports; second: {:#?}",
         second.jobs
