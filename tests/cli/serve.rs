@@ -66,6 +66,18 @@ impl Server {
     }
 }
 
+/// `lanes submit --json` against `socket`, its stdin, stdout and stderr pipes.
+fn piped_submit(socket: &Path) -> std::process::Child {
+    Command::new(BIN)
+        .args(["submit", "--json", "--socket"])
+        .arg(socket)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// What a client command left.
 struct Client {
     code: i32,
@@ -451,14 +463,7 @@ fn submit_wait_exits_as_the_job_did_and_lines_on_stdin_are_answered_in_order() {
     assert!(bad.stderr.contains("stdin line 1"), "{}", bad.stderr);
     // Bytes that are not UTF-8 are refused, not changed; a byte order mark is no part of the
     // first key; an empty command is named as such. Only the good line is sent.
-    let mut child = Command::new(BIN)
-        .args(["submit", "--json", "--socket"])
-        .arg(&server.socket)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = piped_submit(&server.socket);
     child
         .stdin
         .take()
@@ -1919,14 +1924,7 @@ fn ended_is_the_last_answer_on_the_connection_of_a_drain() {
 fn a_batch_cut_off_by_the_servers_end_says_what_was_answered_and_what_not_sent() {
     let scratch = Scratch::new();
     let server = serve(&scratch, &["-j", "1", "--grace", "1"]);
-    let mut client = Command::new(BIN)
-        .args(["submit", "--json", "--socket"])
-        .arg(&server.socket)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut client = piped_submit(&server.socket);
     let mut stdin = client.stdin.take().unwrap();
     let mut answers = BufReader::new(client.stdout.take().unwrap());
     for i in 1..=3 {
