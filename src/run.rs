@@ -38,6 +38,7 @@ use crate::shell::strict::Checked;
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let config = RunConfig::from_cli(cli)?;
+    let report_on_stdout = config.json;
     if config.dry_run {
         let resume = load_resume(&config)?;
         let runtime = event_loop()?;
@@ -282,8 +283,17 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // is left unwritten then ends with the process.
     let mut end = end;
     let mut stopping = end.forced;
+    // Under `--json` the report is stdout.
+    let stdout_lost = report_on_stdout.then(|| stdout.lost_flag());
     if !close_sink(&runtime, stdout, None, &mut stopping, &mut end.signals) {
         stopping = true;
+    }
+    // Records that failed to reach it after the exit status was decided (its writer thread
+    // writes behind the run) still make the status 1.
+    if end.code == crate::exit::SUCCESS
+        && stdout_lost.is_some_and(|lost| lost.load(std::sync::atomic::Ordering::Relaxed))
+    {
+        end.code = 1;
     }
     let summary = std::mem::take(&mut end.summary).into_bytes();
     let last = (!stderr.try_write_now(&summary)).then_some(summary);

@@ -276,6 +276,14 @@ impl Sink {
         }
     }
 
+    /// The flag its writer thread sets when a write failed other than for a reader gone
+    /// (see [`SinkTx::lost`]), to be read once the sink is closed.
+    pub(crate) fn lost_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.tx
+            .as_ref()
+            .map_or_else(Arc::default, |tx| Arc::clone(&tx.lost))
+    }
+
     /// Whether a writer thread was started (anything was sent).
     pub(crate) fn started(&self) -> bool {
         self.tx.as_ref().is_some_and(|tx| {

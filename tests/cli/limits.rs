@@ -204,3 +204,28 @@ fn stdout_and_stderr_past_the_file_size_limit_are_no_crash() {
         scratch.read("err")
     );
 }
+
+#[test]
+fn a_json_report_on_stdout_cut_by_the_file_size_limit_makes_the_exit_status_1() {
+    // Under `--json` the report is stdout, written by a thread behind the run. Here the `run`
+    // and job records fit in `ulimit -f 2` (1,024 bytes) and the `summary`, written after the
+    // exit status is decided, does not: the status must be 1 all the same (it was 0).
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("ulimit -f 2; exec >\"$D/out\" 2>\"$D/err\"")
+        .args(["--json", "--output", "none", "-j", "1"])
+        .stdin(format!("a\ttrue {}\n", "x".repeat(245)))
+        .run();
+    out.code(1);
+    let written = std::fs::read(scratch.join("out")).unwrap();
+    let whole: Vec<&[u8]> = written.split_inclusive(|&b| b == b'\n').collect();
+    assert_eq!(whole.len(), 3, "run, job and a torn summary: {written:?}");
+    assert!(!written.ends_with(b"\n"), "the summary is cut");
+    assert!(
+        scratch.read("err").contains("File too large"),
+        "{}",
+        scratch.read("err")
+    );
+}
