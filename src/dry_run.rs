@@ -29,11 +29,7 @@ pub(crate) fn print(
     let mut jobs: BTreeMap<u64, JobSpec> = BTreeMap::new();
     let mut invalid = Vec::new();
     let mut skipped = Vec::new();
-    let commands = crate::shell::input::Commands {
-        template: config.template.clone(),
-        max_slot: config.max_concurrent,
-        default_needs: config.run_default_needs(),
-    };
+    let commands = crate::shell::input::Commands::of(config);
     let mut rx = crate::shell::input::start(feed, usize::MAX, commands)
         .context("cannot start the thread that reads the input (raise `ulimit -u`)")?;
     while let Some(item) = rx.blocking_recv() {

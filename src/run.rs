@@ -245,11 +245,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         Checked::Valid(feed) => {
             let input = {
                 let _guard = runtime.enter();
-                let commands = crate::shell::input::Commands {
-                    template: config.template.clone(),
-                    max_slot: config.max_concurrent,
-                    default_needs: config.run_default_needs(),
-                };
+                let commands = crate::shell::input::Commands::of(&config);
                 crate::shell::input::start(feed, config.max_queued, commands)
                     .context("cannot start the thread that reads the input (raise `ulimit -u`)")?
             };
@@ -688,7 +684,7 @@ fn feed_for(
             reader,
             config.source.describe(),
             config.records.clone(),
-            crate::shell::strict::Commands::of(config),
+            crate::shell::input::Commands::of(config),
             &mut signals,
         )
         .await?;
@@ -704,12 +700,11 @@ fn checked_list(config: &RunConfig, records: Vec<NumberedLine>) -> anyhow::Resul
     if !config.strict {
         return Ok(Feed::Records(Box::new(records.into_iter().map(Ok))));
     }
-    let commands = crate::shell::strict::Commands::of(config);
+    let commands = crate::shell::input::Commands::of(config);
     if let Some((line, message)) = records.iter().find_map(|numbered| match &numbered.item {
         LineItem::Invalid { message, .. } => Some((numbered.line, message.clone())),
         LineItem::Job { key, command } => commands
-            .as_ref()
-            .and_then(|c| c.too_long(command, key, numbered.seq))
+            .too_long(command, key, numbered.seq)
             .map(|message| (numbered.line, message)),
     }) {
         bail!(

@@ -102,6 +102,23 @@ pub(crate) struct Commands {
 }
 
 impl Commands {
+    /// The run's: its template, cap and default needs.
+    pub(crate) fn of(config: &crate::config::RunConfig) -> Self {
+        Commands {
+            template: config.template.clone(),
+            max_slot: config.max_concurrent,
+            default_needs: config.run_default_needs(),
+        }
+    }
+
+    /// Why job `seq`'s command, `command` under key `key`, is too long to run once the
+    /// template makes it (see [`Template::too_long`]); `None` without a template.
+    pub(crate) fn too_long(&self, command: &str, key: &str, seq: u64) -> Option<String> {
+        self.template
+            .as_ref()
+            .and_then(|template| template.too_long(command, key, seq, self.max_slot))
+    }
+
     /// `item`, or an invalid line in its place when the command its job would run is longer
     /// than one argument can be ([`crate::arg_limit`]): with a template, a job's own text can
     /// be short enough while the command it becomes is not.
@@ -111,11 +128,10 @@ impl Commands {
                 spec.needs.clone_from(&self.default_needs);
             }
         }
-        let (Some(template), InputItem::Job(spec)) = (&self.template, &item) else {
+        let InputItem::Job(spec) = &item else {
             return item;
         };
-        let Some(message) = template.too_long(&spec.command, &spec.key, spec.seq, self.max_slot)
-        else {
+        let Some(message) = self.too_long(&spec.command, &spec.key, spec.seq) else {
             return item;
         };
         InputItem::Invalid {

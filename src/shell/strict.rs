@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context as _};
 use nix::sys::signal::Signal;
 
-use super::input::Feed;
+use super::input::{Commands, Feed};
 use super::signal::{
     hold_watched, next_signal, terminal_stop_requested, StopSignals, TerminalStop,
 };
@@ -33,29 +33,6 @@ pub(crate) enum Checked {
     },
 }
 
-/// What the checked lines' commands become (`--command`, a trailing command): the template,
-/// and the highest slot number (`--max-concurrent`), for the length of the command a job runs.
-pub(crate) struct Commands {
-    pub(crate) template: crate::template::Template,
-    pub(crate) max_slot: usize,
-}
-
-impl Commands {
-    /// Why job `seq`'s command, `command` under key `key` rendered by the template, is too
-    /// long to run (see [`crate::template::Template::too_long`]).
-    pub(crate) fn too_long(&self, command: &str, key: &str, seq: u64) -> Option<String> {
-        self.template.too_long(command, key, seq, self.max_slot)
-    }
-
-    /// The run's, when it has a template.
-    pub(crate) fn of(config: &crate::config::RunConfig) -> Option<Self> {
-        config.template.clone().map(|template| Commands {
-            template,
-            max_slot: config.max_concurrent,
-        })
-    }
-}
-
 /// Reads and checks all of `reader` (named `source` in messages) on a thread of its own while
 /// waiting for it, or for a stop signal on `signals`. Must run inside the tokio runtime.
 ///
@@ -66,7 +43,7 @@ pub(crate) async fn check(
     reader: Box<dyn BufRead + Send>,
     source: String,
     format: RecordFormat,
-    commands: Option<Commands>,
+    commands: Commands,
     signals: &mut Option<StopSignals>,
 ) -> anyhow::Result<Checked> {
     let checked = Arc::new(AtomicU64::new(0));
@@ -113,7 +90,7 @@ fn check_all(
     reader: Box<dyn BufRead + Send>,
     source: &str,
     format: RecordFormat,
-    commands: Option<Commands>,
+    commands: Commands,
     checked: &AtomicU64,
 ) -> anyhow::Result<Feed> {
     let file = tempfile::tempfile()
@@ -128,9 +105,7 @@ fn check_all(
         let numbered = numbered.context("cannot read the input")?;
         let invalid = match numbered.item {
             LineItem::Invalid { message, .. } => Some(message),
-            LineItem::Job { key, command } => commands
-                .as_ref()
-                .and_then(|c| c.too_long(&command, &key, numbered.seq)),
+            LineItem::Job { key, command } => commands.too_long(&command, &key, numbered.seq),
         };
         if let Some(message) = invalid {
             first_invalid = Some((numbered.line, message));
@@ -206,6 +181,15 @@ mod tests {
     use super::*;
     use crate::input::lines::LineReader;
 
+    /// Lines run as they are: no template to make them longer.
+    fn no_template() -> Commands {
+        Commands {
+            template: None,
+            max_slot: 1,
+            default_needs: None,
+        }
+    }
+
     /// The default input form: `KEY<TAB>COMMAND` lines.
     fn tab_lines() -> RecordFormat {
         RecordFormat {
@@ -232,7 +216,7 @@ mod tests {
         let input = "\u{feff}a\techo 1\n\n# c\nb\techo 2\r\nc\techo 3";
         let reader = Box::new(BufReader::with_capacity(3, input.as_bytes()));
         let checked = AtomicU64::new(0);
-        let feed = check_all(reader, "-", tab_lines(), None, &checked).unwrap();
+        let feed = check_all(reader, "-", tab_lines(), no_template(), &checked).unwrap();
         let want = lines_of(Feed::Lines(Box::new(input.as_bytes())));
         assert_eq!(lines_of(feed), want);
         assert_eq!(want.len(), 3);
@@ -260,7 +244,7 @@ mod tests {
             Box::new(BufReader::new(reader)),
             "jobs.tsv",
             tab_lines(),
-            None,
+            no_template(),
             &checked,
         )
         .err()
