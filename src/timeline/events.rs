@@ -131,6 +131,19 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                 ),
             ));
         }
+        let max_concurrent = first.figures.max_concurrent;
+        if let Some(slot) = event
+            .slot
+            .filter(|&slot| slot == 0 || u64::from(slot) > max_concurrent)
+        {
+            return Err(bad(
+                number,
+                format!(
+                    "slot {slot}: the report's run (max_concurrent {max_concurrent}) has slots \
+                     1 to {max_concurrent}"
+                ),
+            ));
+        }
         let rel = (at - origin).max(0) as u64;
         last_at = last_at.max(rel);
         if let Some((recorded_key, tries)) = first.recorded.get(&event.seq) {

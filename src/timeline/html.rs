@@ -51,9 +51,9 @@ fn key_html(key: &str) -> String {
     }
 }
 
-/// `text` escaped for HTML text and attribute values; control characters other than tab and
-/// newline, and the other [`hidden`] characters, shown as `\u{..}`, so that nothing of a key
-/// or command is hidden or taken as markup.
+/// `text` escaped for HTML text and attribute values; control characters (tab and newline
+/// too: HTML shows them as a space) and the other [`hidden`] characters shown as `\u{..}`, so
+/// that nothing of a key or command is hidden or taken as markup.
 pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -63,7 +63,6 @@ pub(crate) fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            '\t' | '\n' => out.push(c),
             c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
@@ -298,6 +297,7 @@ mod tests {
             escape("a\u{202e}b\u{2066}c\u{2028}d\u{2029}e\u{1b}[31m\u{85}"),
             "a\\u{202e}b\\u{2066}c\\u{2028}d\\u{2029}e\\u{1b}[31m\\u{85}"
         );
+        assert_eq!(escape("a\tb\nc"), "a\\u{9}b\\u{a}c");
     }
 
     #[test]

@@ -119,6 +119,94 @@ pub(crate) fn write(
     format: Option<&str>,
 ) -> anyhow::Result<()> {
     let format = format_of(output, format)?;
+    for input in std::iter::once(report).chain(events) {
+        let file = std::fs::metadata(input).is_ok_and(|meta| meta.is_file());
+        if file && output.as_os_str() != "-" && crate::config::same_file(input, output) {
+            bail!(
+                "{} is both an input and the output: the timeline would replace it; give \
+                 another -o",
+                output.display()
+            );
+        }
+    }
+    // A pipe or a FIFO (`<(…)`, `/dev/stdin`) is read once into a temporary file: a
+    // timeline reads its report more than once. Errors still name the path given.
+    let spooled_report = Spooled::of(report)?;
+    let spooled_events = events.map(Spooled::of).transpose()?;
+    let named = |err: anyhow::Error| {
+        let err = spooled_report.named(err);
+        match &spooled_events {
+            Some(events) => events.named(err),
+            None => err,
+        }
+    };
+    let read_report = spooled_report.path();
+    let read_events = spooled_events.as_ref().map(Spooled::path);
+    write_spooled(read_report, read_events, report, output, format).map_err(named)
+}
+
+/// An input as read: the path given, or a temporary copy of what a pipe or FIFO there held.
+struct Spooled<'a> {
+    given: &'a Path,
+    copy: Option<tempfile::TempPath>,
+}
+
+impl<'a> Spooled<'a> {
+    fn of(given: &'a Path) -> anyhow::Result<Self> {
+        let cannot = || format!("cannot read {}", given.display());
+        let regular = std::fs::metadata(given).map_or(true, |meta| meta.is_file() || meta.is_dir());
+        if regular {
+            return Ok(Spooled { given, copy: None });
+        }
+        let mut from = std::fs::File::open(given).with_context(cannot)?;
+        let mut copy = tempfile::NamedTempFile::new()
+            .map_err(without_temporary_name)
+            .with_context(|| format!("cannot keep a copy of {}", given.display()))?;
+        std::io::copy(&mut from, copy.as_file_mut())
+            .map_err(without_temporary_name)
+            .with_context(cannot)?;
+        Ok(Spooled {
+            given,
+            copy: Some(copy.into_temp_path()),
+        })
+    }
+
+    fn path(&self) -> &Path {
+        self.copy.as_deref().unwrap_or(self.given)
+    }
+
+    /// `err` naming the path given where it names the copy.
+    fn named(&self, err: anyhow::Error) -> anyhow::Error {
+        let Some(copy) = &self.copy else { return err };
+        match err.downcast::<report::ReadError>() {
+            Ok(report::ReadError::Io { path, error }) if path == **copy => report::ReadError::Io {
+                path: self.given.to_path_buf(),
+                error,
+            }
+            .into(),
+            Ok(report::ReadError::Bad { path, line, why }) if path == **copy => {
+                report::ReadError::Bad {
+                    path: self.given.to_path_buf(),
+                    line,
+                    why,
+                }
+                .into()
+            }
+            Ok(other) => other.into(),
+            Err(err) => err,
+        }
+    }
+}
+
+/// [`write`], once its inputs are files that can be read more than once; `name` is the
+/// report's path as given (the page's title).
+fn write_spooled(
+    report: &Path,
+    events: Option<&Path>,
+    name: &Path,
+    output: &Path,
+    format: Format,
+) -> anyhow::Result<()> {
     // The inputs are checked readable before anything is created or opened for writing.
     report::ReportReader::open(report)?;
     if let Some(events) = events {
@@ -130,7 +218,7 @@ pub(crate) fn write(
             let stdout = std::io::stdout();
             let mut lock = stdout.lock();
             // A reader that stopped reading (`| head`) ends the timeline quietly.
-            if let Err(err) = write_to(report, events, format, output, &mut lock) {
+            if let Err(err) = write_to(report, events, name, format, output, &mut lock) {
                 let broken_pipe = err.chain().any(|cause| {
                     cause
                         .downcast_ref::<std::io::Error>()
@@ -146,14 +234,14 @@ pub(crate) fn write(
                 .write(true)
                 .open(&path)
                 .with_context(cannot)?;
-            write_to(report, events, format, output, &mut file)?;
+            write_to(report, events, name, format, output, &mut file)?;
         }
         Target::Replace(path, permissions) => {
             let dir = crate::containing_dir::containing_dir(&path);
             let mut file = tempfile::NamedTempFile::new_in(dir)
                 .map_err(without_temporary_name)
                 .with_context(cannot)?;
-            write_to(report, events, format, output, file.as_file_mut())?;
+            write_to(report, events, name, format, output, file.as_file_mut())?;
             // An existing file keeps its permission bits; a new one is readable by others, as
             // a file written with the usual umask is (a temporary file is private).
             let permissions =
@@ -181,6 +269,7 @@ fn without_temporary_name(err: std::io::Error) -> std::io::Error {
 fn write_to(
     report: &Path,
     events: Option<&Path>,
+    name: &Path,
     format: Format,
     output: &Path,
     sink: &mut dyn Write,
@@ -193,18 +282,20 @@ fn write_to(
                 let first = model::FirstPass::read(report)?;
                 events::read(events, &first)?;
             }
-            match trace::write(report, &mut out) {
+            match trace::write(report, name, &mut out) {
                 Ok(()) => {}
                 Err(trace::TraceError::Read(err)) => return Err(err.into()),
                 Err(trace::TraceError::Write(err)) => return Err(err).with_context(cannot),
             }
         }
         Format::Html => {
-            let timeline = model::build(report, events)?;
+            let mut timeline = model::build(report, events)?;
+            timeline.figures.report = name.display().to_string();
             html::write(&timeline, &mut out).with_context(cannot)?;
         }
         Format::Markdown => {
-            let timeline = model::build(report, events)?;
+            let mut timeline = model::build(report, events)?;
+            timeline.figures.report = name.display().to_string();
             markdown::write(&timeline, &mut out).with_context(cannot)?;
         }
     }

@@ -520,14 +520,25 @@ fn detail(
             label: key_label(key.as_deref()),
         })
         .collect();
-    let slots = first.figures.slots.max(
-        in_flight
-            .map(|f| f.jobs.iter().filter_map(|j| j.slot).max().unwrap_or(0))
-            .unwrap_or(0),
-    );
-    first.figures.slots = slots;
-    let slot_row = rows.len() as u32;
-    rows.extend((1..=slots).map(|slot| Row {
+    // One row per slot some try used (a run's slots are its smallest free ones, but a row
+    // for every slot up to the largest would let one record size the page).
+    let used: std::collections::BTreeSet<u32> = all_spans
+        .iter()
+        .flat_map(|spans| spans.tries.iter().map(|t| t.3))
+        .chain(
+            in_flight
+                .into_iter()
+                .flat_map(|f| f.jobs.iter().filter_map(|j| j.slot)),
+        )
+        .filter(|&slot| slot >= 1)
+        .collect();
+    first.figures.slots = first.figures.slots.max(used.last().copied().unwrap_or(0));
+    let slot_row: HashMap<u32, u32> = used
+        .iter()
+        .enumerate()
+        .map(|(i, &slot)| (slot, rows.len() as u32 + i as u32))
+        .collect();
+    rows.extend(used.iter().map(|slot| Row {
         kind: "slot",
         label: format!("slot {slot}"),
     }));
@@ -557,7 +568,7 @@ fn detail(
                 };
             bars.push((row, start, end, 0, class, index, attempt));
             if slot >= 1 {
-                bars.push((slot_row + slot - 1, start, end, 0, class, index, attempt));
+                bars.push((slot_row[&slot], start, end, 0, class, index, attempt));
             }
         }
         if spans.tries.is_empty() {
@@ -588,15 +599,7 @@ fn detail(
             if let (Some(start), Some(slot)) = (job.started_at, job.slot) {
                 let running = outcome_index("running") as u8;
                 bars.push((row, start, now, 0, running, index, job.attempt));
-                bars.push((
-                    slot_row + slot - 1,
-                    start,
-                    now,
-                    0,
-                    running,
-                    index,
-                    job.attempt,
-                ));
+                bars.push((slot_row[&slot], start, now, 0, running, index, job.attempt));
             }
             records.push(job.record());
         }

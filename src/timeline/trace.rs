@@ -49,8 +49,9 @@ fn string(text: &str) -> String {
     serde_json::to_string(text).expect("a string serialises")
 }
 
-/// Writes the trace of the report at `path`.
-pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError> {
+/// Writes the trace of the report at `path` (`name`: its path as given, in the trace's
+/// metadata).
+pub(crate) fn write(path: &Path, name: &Path, out: &mut impl Write) -> Result<(), TraceError> {
     let mut reader = ReportReader::open(path)?;
     let origin = reader.origin_ms;
     let mut first = true;
@@ -65,7 +66,7 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
     }
     // By a hash of the key: a million distinct keys cost 16 bytes each here.
     let mut threads: HashMap<u64, u64> = HashMap::new();
-    let mut slots_named: Vec<bool> = Vec::new();
+    let mut slots_named: std::collections::HashSet<u32> = std::collections::HashSet::new();
     let us = |ms: u64| ms * 1000;
     let mut text = String::new();
     while let Some((_, line)) = reader.next(false, &mut text)? {
@@ -137,12 +138,7 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
                 dur = us(end - start),
             )?;
             if slot >= 1 {
-                let index = slot as usize;
-                if slots_named.len() <= index {
-                    slots_named.resize(index + 1, false);
-                }
-                if !slots_named[index] {
-                    slots_named[index] = true;
+                if slots_named.insert(slot) {
                     event(
                         out,
                         &mut first,
@@ -173,7 +169,7 @@ pub(crate) fn write(path: &Path, out: &mut impl Write) -> Result<(), TraceError>
     out.write_all(b"\n],\"displayTimeUnit\":\"ms\",\"otherData\":")?;
     serde_json::to_writer(
         &mut *out,
-        &json!({"report": path.display().to_string(), "started_at": reader.run.started_at,
+        &json!({"report": name.display().to_string(), "started_at": reader.run.started_at,
                 "max_concurrent": reader.run.max_concurrent}),
     )
     .map_err(io::Error::from)?;

@@ -781,6 +781,13 @@ fn invalid_records_and_unreadable_input_are_refused_with_the_file_and_line() {
             "zero.jsonl:1: max_concurrent 0".to_owned(),
         ),
         (
+            "slot.jsonl",
+            small.replace("\"slot\":2,", "\"slot\":3,"),
+            "slot.jsonl:3: slot 3 in the record of seq 3: a run with max_concurrent 2 has slots 1 \
+             to 2"
+                .to_owned(),
+        ),
+        (
             "empty.jsonl",
             String::new(),
             "empty.jsonl:1: empty: a run that recorded nothing".to_owned(),
@@ -826,6 +833,22 @@ fn invalid_records_and_unreadable_input_are_refused_with_the_file_and_line() {
     let got = timeline(&["small.jsonl", "--events", "missing.jsonl", "-o", o]);
     got.code(2);
     assert!(!out.exists());
+    // A slot far beyond the slots used (a run of a huge `-j`) costs a row, not a row for
+    // every slot below it: drawn job by job and as a trace.
+    let huge = small
+        .replace("\"max_concurrent\":2", "\"max_concurrent\":4000000000")
+        .replace("\"slot\":2,", "\"slot\":3999999999,");
+    let huge = scratch.write("huge.jsonl", huge);
+    timeline(&[huge.to_str().unwrap(), "-o", o]).code(0);
+    let page = std::fs::read_to_string(&out).unwrap();
+    assert!(page.contains("slot 3999999999"));
+    assert!(!page.contains("slot 2\""), "no row for an unused slot");
+    std::fs::remove_file(&out).unwrap();
+    let trace = scratch.join("t.json");
+    timeline(&[huge.to_str().unwrap(), "-o", trace.to_str().unwrap()]).code(0);
+    assert!(std::fs::read_to_string(&trace)
+        .unwrap()
+        .contains("\"tid\":3999999999"));
     // A byte order mark before the report is accepted.
     let bom = scratch.write("bom.jsonl", format!("\u{feff}{small}"));
     timeline(&[bom.to_str().unwrap(), "-o", o]).code(0);
@@ -878,4 +901,124 @@ fn a_timeline_on_a_closed_stdout_ends_quietly() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A report or events file on a pipe (`/dev/stdin`, `<(…)`) is drawn as the same file would
+/// be: the timeline reads its input more than once, and a pipe can be read only once. Errors
+/// name the path given.
+#[test]
+fn a_report_or_events_on_a_pipe_is_drawn_as_the_file_is() {
+    let want = timeline(&[
+        "small.jsonl",
+        "--events",
+        "unfinished-events.jsonl",
+        "-o",
+        "-",
+        "--format",
+        "json",
+    ]);
+    want.code(0);
+    let small = std::fs::read(fixtures().join("small.jsonl")).unwrap();
+    let events = std::fs::read(fixtures().join("unfinished-events.jsonl")).unwrap();
+    let piped = Run::new()
+        .no_report()
+        .cwd(fixtures())
+        .args([
+            "timeline",
+            "/dev/stdin",
+            "--events",
+            "unfinished-events.jsonl",
+            "-o",
+            "-",
+            "--format",
+            "json",
+        ])
+        .stdin(&small)
+        .run();
+    piped.code(0);
+    assert_eq!(
+        piped.stdout().replace("\"/dev/stdin\"", "\"small.jsonl\""),
+        want.stdout()
+    );
+    assert!(
+        piped.stdout().contains("\"report\":\"/dev/stdin\""),
+        "{}",
+        piped.stdout()
+    );
+    let piped = Run::new()
+        .no_report()
+        .cwd(fixtures())
+        .args([
+            "timeline",
+            "small.jsonl",
+            "--events",
+            "/dev/stdin",
+            "-o",
+            "-",
+            "--format",
+            "json",
+        ])
+        .stdin(&events)
+        .run();
+    piped.code(0);
+    assert_eq!(piped.stdout(), want.stdout());
+    let bad = Run::new()
+        .no_report()
+        .cwd(fixtures())
+        .args(["timeline", "/dev/stdin", "-o", "-", "--format", "md"])
+        .stdin("{\"type\":\"run\"}\n")
+        .run();
+    bad.code(2);
+    assert!(
+        bad.stderr()
+            .contains("/dev/stdin:1: not a lanes report's `run` record"),
+        "{}",
+        bad.stderr()
+    );
+}
+
+/// The output may not be one of the inputs, by any name: the timeline would replace the
+/// report it reads.
+#[test]
+fn the_output_is_never_an_input() {
+    let scratch = Scratch::new();
+    let report = scratch.write(
+        "r.jsonl",
+        std::fs::read(fixtures().join("small.jsonl")).unwrap(),
+    );
+    let events = scratch.write(
+        "e.jsonl",
+        std::fs::read(fixtures().join("unfinished-events.jsonl")).unwrap(),
+    );
+    let link = scratch.join("link.html");
+    std::os::unix::fs::symlink(&report, &link).unwrap();
+    let hard = scratch.join("hard.md");
+    std::fs::hard_link(&report, &hard).unwrap();
+    let before = std::fs::read(&report).unwrap();
+    for (events_arg, out, format) in [
+        (None, &report, Some("html")),
+        (None, &link, None),
+        (None, &hard, None),
+        (Some(&events), &events, Some("md")),
+    ] {
+        let mut args = vec![report.to_str().unwrap()];
+        if let Some(events) = events_arg {
+            args.extend(["--events", events.to_str().unwrap()]);
+        }
+        args.extend(["-o", out.to_str().unwrap()]);
+        if let Some(format) = format {
+            args.extend(["--format", format]);
+        }
+        let got = timeline(&args);
+        got.code(2);
+        assert!(
+            got.stderr().contains("is both an input and the output"),
+            "{args:?}: {}",
+            got.stderr()
+        );
+    }
+    assert_eq!(std::fs::read(&report).unwrap(), before);
+    assert!(std::fs::read_to_string(&events)
+        .unwrap()
+        .starts_with("{\"type\":\"queued\""));
 }
