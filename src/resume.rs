@@ -62,6 +62,9 @@ pub(crate) struct Resume {
     /// Occurrences seen so far in the new run, for pairs in `succeeded` only (memory is bounded
     /// by the old report, not by the new input).
     seen: HashMap<(String, String), u32>,
+    /// The earlier run's command template: `Some(None)` for a run without one, `None` for a
+    /// report that does not say (written by a lanes before 0.2, or empty).
+    template: Option<Option<String>>,
 }
 
 impl Resume {
@@ -116,7 +119,10 @@ impl Resume {
     /// Text that is not a lanes report: another first line (an events file, a jobs file),
     /// another kind of record, a line other than the last that is not a JSON object.
     pub(crate) fn parse(name: &str, text: &str) -> Result<Self, ResumeError> {
+        // A byte order mark an editor or tool put before the first record is no part of it.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let mut template = None;
         let not_a_report = |why: String| ResumeError::NotAReport {
             path: name.to_owned(),
             why,
@@ -149,6 +155,9 @@ impl Resume {
                              lanes reads up to {SCHEMA_VERSION})"
                         )));
                     }
+                    template = serde_json::from_str::<serde_json::Value>(line)
+                        .ok()
+                        .and_then(|run| run.get("command").map(|c| c.as_str().map(str::to_owned)));
                 }
                 (0, "queued" | "started" | "ended") => {
                     return Err(not_a_report(format!(
@@ -202,7 +211,37 @@ impl Resume {
         Ok(Resume {
             succeeded,
             seen: HashMap::new(),
+            template,
         })
+    }
+
+    /// Matches nothing when the earlier run put its arguments into another command template
+    /// than `current` (this run's, as given): a record's `command` is then the argument only,
+    /// and the same argument in another template is another job. Returns what to tell the
+    /// user then.
+    pub(crate) fn for_template(&mut self, name: &str, current: Option<&str>) -> Option<String> {
+        let earlier = self.template.as_ref()?;
+        if earlier.as_deref() == current || self.succeeded.is_empty() {
+            return None;
+        }
+        self.succeeded.clear();
+        let shown = |template: Option<&str>| {
+            template.map_or_else(
+                || "no command template".to_owned(),
+                |t| {
+                    format!(
+                        "the command template `{}`",
+                        crate::output::framing::escape_controls(t)
+                    )
+                },
+            )
+        };
+        Some(format!(
+            "--resume {name}: its run put each argument into {}, this run into {}: no job \
+             matches, so every job runs",
+            shown(earlier.as_deref()),
+            shown(current)
+        ))
     }
 
     /// Called for every new job in input order: whether it succeeded before and is skipped.

@@ -587,7 +587,17 @@ const EVENT_LOOP_DESCRIPTORS: usize = 5;
 /// `--resume`: the successes of the earlier report.
 fn load_resume(config: &RunConfig) -> anyhow::Result<Option<crate::resume::Resume>> {
     Ok(match &config.resume {
-        Some(path) => Some(crate::resume::Resume::load(path)?),
+        Some(path) => {
+            let mut resume = crate::resume::Resume::load(path)?;
+            let current = config
+                .template
+                .as_ref()
+                .map(crate::template::Template::source);
+            if let Some(note) = resume.for_template(&path.display().to_string(), current) {
+                eprintln!("lanes: {note}");
+            }
+            Some(resume)
+        }
         None => None,
     })
 }
@@ -732,7 +742,12 @@ async fn interrupted_check(
         "process_group"
     };
     ledger
-        .run_started(config.max_concurrent, config.source.describe(), containment)
+        .run_started(
+            config.max_concurrent,
+            config.source.describe(),
+            config.template.as_ref().map(|t| t.source().to_owned()),
+            containment,
+        )
         .await;
     ledger.write_junit().await;
     let code = crate::exit::for_run(Some(signal as i32), false);

@@ -25,6 +25,8 @@ enum Piece {
 /// A parsed `--command` template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Template {
+    /// The template as given.
+    source: String,
     pieces: Vec<Piece>,
     /// `--colsep`: where `{N}` splits an argument into columns.
     colsep: Option<String>,
@@ -105,11 +107,14 @@ impl Template {
         if !literal.is_empty() {
             pieces.push(Piece::Text(literal));
         }
+        let mut source = text.to_owned();
         if !pieces.iter().any(|piece| matches!(piece, Piece::Args(_))) {
             pieces.push(Piece::Text(" ".to_owned()));
             pieces.push(Piece::Args(Placeholder::WHOLE));
+            source.push_str(" {}");
         }
         Ok(Template {
+            source,
             pieces,
             colsep: None,
         })
@@ -173,6 +178,12 @@ impl Template {
 }
 
 impl Template {
+    /// The template as given (a trailing command's as [`crate::trailing_command`] makes it),
+    /// with the ` {}` it is given when it has no argument placeholder.
+    pub(crate) fn source(&self) -> &str {
+        &self.source
+    }
+
     /// The length in bytes of the template's own text (all but its placeholders).
     pub(crate) fn text_len(&self) -> usize {
         self.pieces

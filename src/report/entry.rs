@@ -55,6 +55,9 @@ pub(crate) struct Entry<'a> {
     pub tries: Vec<TryEntry>,
     /// `--lock-dir` only: its wait for its key's host-wide lock, if it waited.
     pub lock: Option<Option<&'a HostWait>>,
+    /// `--lock-dir` only: for a job that never started and was stopped while it waited for its
+    /// key, the process that held the key when the wait began (its `lock_holder`).
+    pub lock_waited_on: Option<&'a LockHolder>,
     /// The weight and named resources its last try held; `None` for weight 1 and no
     /// resource, or when it did not start.
     pub grant: Option<&'a Grant>,
@@ -226,7 +229,10 @@ impl Entry<'_> {
                 .map(|(attempt, t)| t.to_record(attempt))
                 .collect(),
             lock_wait_ms: self.lock.map(|wait| wait.map(|w| millis(w.waited))),
-            lock_holder: self.lock.map(|wait| wait.and_then(|w| w.holder.clone())),
+            lock_holder: self.lock.map(|wait| {
+                wait.and_then(|w| w.holder.clone())
+                    .or_else(|| self.lock_waited_on.cloned())
+            }),
             weight: self.grant.map(|g| g.weight),
             resources: self.grant.filter(|g| g.parts().next().is_some()).map(|g| {
                 g.parts()

@@ -42,6 +42,11 @@ pub(crate) struct RunRecord {
     pub max_concurrent: usize,
     /// Where the jobs were read from: `"-"` for stdin, else the path as given.
     pub source: String,
+    /// The command template each job's argument was put into (`--command`, a trailing command
+    /// as a template, a manifest's `command`), as given; `null` without one (each record's
+    /// `command` is then the whole command). `--resume` matches jobs only against a report of
+    /// the same template.
+    pub command: Option<String>,
     /// What holds each job's processes together: `"cgroup"` (a cgroup v2 per job) or
     /// `"process_group"` (the job's own process group).
     #[schemars(extend("enum" = ["cgroup", "process_group"]))]

@@ -590,6 +590,7 @@ mod tests {
             memory_peak: None,
             tries: Vec::new(),
             lock: None,
+            lock_waited_on: None,
             grant: None,
             waits: Vec::new(),
         }

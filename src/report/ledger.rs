@@ -35,6 +35,9 @@ pub(crate) struct JobFacts<'a> {
     pub memory_peak: Option<u64>,
     /// `--lock-dir` only: the job's wait for its key's host-wide lock, if it waited.
     pub lock: Option<Option<HostWait>>,
+    /// `--lock-dir` only: for a job stopped before it started while it waited for its key,
+    /// the process that held the key when the wait began.
+    pub lock_waited_on: Option<LockHolder>,
 }
 
 /// Events, records, JUnit, summary and display of one run.
@@ -65,6 +68,7 @@ impl Ledger {
         &mut self,
         max_concurrent: usize,
         source: String,
+        command: Option<String>,
         containment: &'static str,
     ) {
         self.recorder
@@ -75,6 +79,7 @@ impl Ledger {
                 started_at: timestamp(self.origin),
                 max_concurrent,
                 source,
+                command,
                 containment,
             })
             .await;
@@ -245,6 +250,7 @@ impl Ledger {
             memory_peak: facts.memory_peak.filter(|_| account.in_flight),
             tries,
             lock: facts.lock.as_ref().map(Option::as_ref),
+            lock_waited_on: facts.lock_waited_on.as_ref(),
             grant: account.grant.as_deref().filter(|_| tried.is_some()),
             waits: WaitEntry::of(&account.waits, self.origin),
         };

@@ -33,7 +33,7 @@ use crate::input::{InputItem, JobSpec};
 use crate::output::blocks::{self, Block, GroupedOutput};
 use crate::output::results::ResultsIndex;
 use crate::report::entry::HostWait;
-use crate::report::json::timestamp;
+use crate::report::json::{timestamp, LockHolder};
 use crate::report::ledger::{JobFacts, Ledger};
 use crate::resume::Resume;
 
@@ -186,6 +186,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         lock_dir,
         grants: HashMap::new(),
         host_waits: HashMap::new(),
+        asked_holders: HashMap::new(),
         service,
         lock_lost: HashMap::new(),
     };
@@ -202,6 +203,11 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         .run_started(
             driver.config.max_concurrent,
             driver.config.source.describe(),
+            driver
+                .config
+                .template
+                .as_ref()
+                .map(|t| t.source().to_owned()),
             driver.launcher.containment(),
         )
         .await;
@@ -324,6 +330,9 @@ struct Driver {
     grants: HashMap<Arc<str>, Grant>,
     /// What the records of jobs started under a fresh grant tell of its wait.
     host_waits: HashMap<Seq, HostWait>,
+    /// The keys asked for that another process held when asked, and who held them: told in
+    /// the record of a job stopped before it got its key.
+    asked_holders: HashMap<Arc<str>, LockHolder>,
     /// `lanes serve`: what the service keeps between requests.
     service: Option<service::Service>,
     /// Runs stopped because their key's lock was lost, and why: told in their records.
@@ -379,11 +388,19 @@ impl Driver {
             let orders = self.core.host_keys();
             for key in orders.release {
                 self.grants.remove(&key);
+                self.asked_holders.remove(&key);
             }
             for key in orders.acquire {
-                if let Some(grant) = lock_dir.acquire(Arc::clone(&key)) {
-                    if self.core.host_key_acquired(&key, self.tick()) {
-                        self.grants.insert(key, grant);
+                match lock_dir.acquire(Arc::clone(&key)) {
+                    Some(grant) => {
+                        if self.core.host_key_acquired(&key, self.tick()) {
+                            self.grants.insert(key, grant);
+                        }
+                    }
+                    None => {
+                        if let Some(holder) = lock_dir.holder(&key) {
+                            self.asked_holders.insert(key, holder);
+                        }
                     }
                 }
             }
@@ -757,6 +774,26 @@ impl Driver {
         }
     }
 
+    /// For a job that never started and waited for its key's host-wide lock: who held the
+    /// key when this process asked for it (a grant that came too late for the job names its
+    /// holder too).
+    fn lock_waited_on(&self, account: &Account, key: &str) -> Option<LockHolder> {
+        let waited_for_lock = account.tries.is_empty()
+            && account
+                .waits
+                .iter()
+                .any(|span| span.cause == crate::core::WaitCause::Lock);
+        if !waited_for_lock {
+            return None;
+        }
+        self.asked_holders.get(key).cloned().or_else(|| {
+            self.grants
+                .get(key)
+                .and_then(|grant| grant.wait.as_ref())
+                .and_then(|wait| wait.holder.clone())
+        })
+    }
+
     /// Writes the record of a job that was waiting (superseded, drained by a halt).
     async fn close_waiting(&mut self, account: &Account) {
         if let Some(spec) = self.jobs.remove(&account.seq) {
@@ -784,6 +821,7 @@ impl Driver {
                 .lock_dir
                 .is_some()
                 .then(|| self.host_waits.remove(&account.seq)),
+            lock_waited_on: self.lock_waited_on(account, &spec.key),
         };
         let encode = self
             .service
@@ -819,6 +857,7 @@ impl Driver {
     async fn on_acquired(&mut self, acquired: Acquired) {
         match acquired {
             Acquired::Granted(key, grant) => {
+                self.asked_holders.remove(&key);
                 if self.core.host_key_acquired(&key, self.tick()) {
                     self.grants.insert(key, grant);
                 }

@@ -142,6 +142,40 @@ fn jobs_ready_first_start_first_across_processes_and_locks_lists_the_line() {
     );
 }
 
+/// A job stopped before it got its key (SIGTERM to its lanes) still names, in its record, the
+/// process that held the key when it began to wait; it never started, so it has no lock wait.
+#[test]
+fn a_job_stopped_while_waiting_for_a_key_names_its_holder() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
+    let rest = scratch.write("rest.tsv", marked_job("k", ""));
+    let (a, b) = hold_then_queue(
+        &scratch,
+        member(&scratch, &dir).arg(&first),
+        "log.k",
+        member(&scratch, &dir).arg(&rest),
+        || locks(&dir),
+        "1 ahead",
+    );
+    let a_pid = u32::try_from(a.pid()).unwrap();
+    b.signal(Signal::SIGTERM);
+    let b = b.wait();
+    b.code(143);
+    scratch.write("go", "");
+    let a = a.wait();
+    a.code(0);
+    let job = b.job(1);
+    assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
+    assert!(!job.started);
+    let holder = job.lock_holder.clone().expect("the holder is named");
+    assert_eq!(
+        (holder.pid, holder.run.as_str()),
+        (a_pid, a.report().run.started_at.as_str())
+    );
+    assert_eq!(job.lock_wait_ms, None);
+}
+
 #[test]
 fn the_shared_cap_holds_across_processes() {
     let scratch = Scratch::new();

@@ -420,3 +420,81 @@ fn resume_refuses_a_file_that_is_not_a_report() {
     out.code(0);
     assert!(scratch.exists("ran"));
 }
+
+/// A record's `command` is the argument alone under a command template, so a changed template
+/// (a trailing command, `--command`) makes every job a new one: nothing is skipped, and the
+/// run says why. The same template again skips what succeeded.
+#[test]
+fn a_changed_command_template_runs_every_job_again() {
+    let scratch = Scratch::new();
+    let (r1, r2, r3) = (
+        scratch.join("r1.jsonl"),
+        scratch.join("r2.jsonl"),
+        scratch.join("r3.jsonl"),
+    );
+    run_to(&scratch, &r1)
+        .cwd(scratch.path())
+        .args(["echo", ":::", "a", "b"])
+        .run()
+        .code(0);
+    let got = run_to(&scratch, &r2)
+        .cwd(scratch.path())
+        .arg("--resume")
+        .arg(&r1)
+        .args(["touch", ":::", "a", "b"])
+        .run();
+    got.code(0);
+    assert!(
+        scratch.exists("a") && scratch.exists("b"),
+        "the new command ran"
+    );
+    assert!(
+        got.stderr().contains("no job matches, so every job runs"),
+        "{}",
+        got.stderr()
+    );
+    assert_eq!(skipped_seqs(&Records::read(&r2)), Vec::<u64>::new());
+    // The `run` records say which template each run used: a trailing command is one, with the
+    // argument placeholder it is given.
+    assert_eq!(Records::read(&r1).run.command.as_deref(), Some("echo {}"));
+    assert_eq!(Records::read(&r2).run.command.as_deref(), Some("touch {}"));
+    std::fs::remove_file(scratch.join("a")).unwrap();
+    let got = run_to(&scratch, &r3)
+        .cwd(scratch.path())
+        .arg("--resume")
+        .arg(&r2)
+        .args(["--command", "touch {}", ":::", "a", "b"])
+        .run();
+    got.code(0);
+    assert_eq!(
+        skipped_seqs(&Records::read(&r3)),
+        vec![1, 2],
+        "{}",
+        got.stderr()
+    );
+    assert!(!scratch.exists("a"));
+    assert!(!got.stderr().contains("every job runs"), "{}", got.stderr());
+}
+
+/// A byte order mark before the report's first record (an editor's) is no part of it.
+#[test]
+fn a_report_that_starts_with_a_byte_order_mark_is_read() {
+    let scratch = Scratch::new();
+    let r1 = scratch.join("r1.jsonl");
+    run_to(&scratch, &r1)
+        .stdin("a\ttrue\nb\ttrue\n")
+        .run()
+        .code(0);
+    let bom = scratch.write(
+        "bom.jsonl",
+        format!("\u{feff}{}", std::fs::read_to_string(&r1).unwrap()),
+    );
+    let r2 = scratch.join("r2.jsonl");
+    let got = run_to(&scratch, &r2)
+        .arg("--resume")
+        .arg(&bom)
+        .stdin("a\ttrue\nb\ttrue\n")
+        .run();
+    got.code(0);
+    assert_eq!(skipped_seqs(&Records::read(&r2)), vec![1, 2]);
+}

@@ -1806,7 +1806,17 @@ fn a_socket_that_takes_connections_but_never_answers_is_refused_and_replaced_onc
         "the new server never connected"
     );
     drop(holder);
-    if !listening(&socket) {
+    // Until the new server has replaced the socket file, a connection may still reach the
+    // held socket, through a copy another test's child has between its `clone` and `exec`:
+    // the new server's socket is known by its inode and change time (an inode number may be
+    // reused at once).
+    use std::os::unix::fs::MetadataExt as _;
+    let identity = |meta: std::fs::Metadata| (meta.ino(), meta.ctime(), meta.ctime_nsec());
+    let held = identity(std::fs::metadata(&socket).unwrap());
+    let replaced = wait_until(Duration::from_secs(20), || {
+        std::fs::metadata(&socket).is_ok_and(|meta| identity(meta) != held)
+    });
+    if !replaced || !listening(&socket) {
         let out = running.wait();
         panic!("the new server does not listen\n{}", out.dump());
     }
