@@ -71,23 +71,33 @@ fn two_and_three_processes_never_run_a_key_twice_at_once() {
     );
 }
 
+/// Process a holds key k (its job waits for the file `go`), then process b, given `waiter`'s
+/// extra arguments, waits for k behind it. Returns (a, b, `rest.tsv`: a job file of key k).
+fn k_held_and_waited_for(
+    scratch: &Scratch,
+    dir: &Path,
+    waiter: &[&std::ffi::OsStr],
+) -> (Running, Running, std::path::PathBuf) {
+    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
+    let rest = scratch.write("rest.tsv", marked_job("k", ""));
+    let (a, b) = hold_then_queue(
+        scratch,
+        member(scratch, dir).arg(&first),
+        "log.k",
+        member(scratch, dir).arg(&rest).args(waiter),
+        || locks(dir),
+        "1 ahead",
+    );
+    (a, b, rest)
+}
+
 #[test]
 fn jobs_ready_first_start_first_across_processes_and_locks_lists_the_line() {
     let scratch = Scratch::new();
     let dir = scratch.join("locks");
-    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
-    let rest = scratch.write("rest.tsv", marked_job("k", ""));
-    let (a, b) = hold_then_queue(
-        &scratch,
-        member(&scratch, &dir).arg(&first),
-        "log.k",
-        member(&scratch, &dir)
-            .arg(&rest)
-            .arg("--events")
-            .arg(scratch.join("b.events")),
-        || locks(&dir),
-        "1 ahead",
-    );
+    let events = scratch.join("b.events");
+    let (a, b, rest) =
+        k_held_and_waited_for(&scratch, &dir, &["--events".as_ref(), events.as_os_str()]);
     let c = member(&scratch, &dir).arg(&rest).spawn();
     wait_for_listing(|| locks(&dir), "2 ahead");
     let listing = locks(&dir);
@@ -148,16 +158,7 @@ fn jobs_ready_first_start_first_across_processes_and_locks_lists_the_line() {
 fn a_job_stopped_while_waiting_for_a_key_names_its_holder() {
     let scratch = Scratch::new();
     let dir = scratch.join("locks");
-    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
-    let rest = scratch.write("rest.tsv", marked_job("k", ""));
-    let (a, b) = hold_then_queue(
-        &scratch,
-        member(&scratch, &dir).arg(&first),
-        "log.k",
-        member(&scratch, &dir).arg(&rest),
-        || locks(&dir),
-        "1 ahead",
-    );
+    let (a, b, _) = k_held_and_waited_for(&scratch, &dir, &[]);
     let a_pid = u32::try_from(a.pid()).unwrap();
     b.signal(Signal::SIGTERM);
     let b = b.wait();

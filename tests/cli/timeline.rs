@@ -908,33 +908,30 @@ fn a_timeline_on_a_closed_stdout_ends_quietly() {
 /// name the path given.
 #[test]
 fn a_report_or_events_on_a_pipe_is_drawn_as_the_file_is() {
-    let want = timeline(&[
-        "small.jsonl",
-        "--events",
-        "unfinished-events.jsonl",
-        "-o",
-        "-",
-        "--format",
-        "json",
-    ]);
-    want.code(0);
+    // `lanes timeline REPORT --events EVENTS -o - --format FORMAT`, `stdin` on a pipe.
+    let draw = |report: &str, events: Option<&str>, format: &str, stdin: &[u8]| {
+        let mut args = vec!["timeline", report];
+        if let Some(events) = events {
+            args.extend(["--events", events]);
+        }
+        args.extend(["-o", "-", "--format", format]);
+        Run::new()
+            .no_report()
+            .cwd(fixtures())
+            .args(args)
+            .stdin(stdin)
+            .run()
+    };
     let small = std::fs::read(fixtures().join("small.jsonl")).unwrap();
     let events = std::fs::read(fixtures().join("unfinished-events.jsonl")).unwrap();
-    let piped = Run::new()
-        .no_report()
-        .cwd(fixtures())
-        .args([
-            "timeline",
-            "/dev/stdin",
-            "--events",
-            "unfinished-events.jsonl",
-            "-o",
-            "-",
-            "--format",
-            "json",
-        ])
-        .stdin(&small)
-        .run();
+    let want = draw("small.jsonl", Some("unfinished-events.jsonl"), "json", b"");
+    want.code(0);
+    let piped = draw(
+        "/dev/stdin",
+        Some("unfinished-events.jsonl"),
+        "json",
+        &small,
+    );
     piped.code(0);
     assert_eq!(
         piped.stdout().replace("\"/dev/stdin\"", "\"small.jsonl\""),
@@ -945,29 +942,10 @@ fn a_report_or_events_on_a_pipe_is_drawn_as_the_file_is() {
         "{}",
         piped.stdout()
     );
-    let piped = Run::new()
-        .no_report()
-        .cwd(fixtures())
-        .args([
-            "timeline",
-            "small.jsonl",
-            "--events",
-            "/dev/stdin",
-            "-o",
-            "-",
-            "--format",
-            "json",
-        ])
-        .stdin(&events)
-        .run();
+    let piped = draw("small.jsonl", Some("/dev/stdin"), "json", &events);
     piped.code(0);
     assert_eq!(piped.stdout(), want.stdout());
-    let bad = Run::new()
-        .no_report()
-        .cwd(fixtures())
-        .args(["timeline", "/dev/stdin", "-o", "-", "--format", "md"])
-        .stdin("{\"type\":\"run\"}\n")
-        .run();
+    let bad = draw("/dev/stdin", None, "md", b"{\"type\":\"run\"}\n");
     bad.code(2);
     assert!(
         bad.stderr()
