@@ -862,6 +862,9 @@ impl Driver {
                     self.grants.insert(key, grant);
                 }
             }
+            Acquired::HeldBy(key, holder) => {
+                self.asked_holders.insert(key, holder);
+            }
             Acquired::Locked(key) => {
                 let now = self.tick();
                 self.core.host_key_locked(&key, now);

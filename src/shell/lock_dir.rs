@@ -102,6 +102,9 @@ pub(crate) enum Acquired {
     /// The key's lock is held and a shared slot (`--shared-max-concurrent`) is waited for;
     /// `Granted` follows.
     Locked(Arc<str>),
+    /// `--coordinate`: the key was asked for and another process holds it; the wait goes on.
+    /// Told so that a job stopped before it gets the key names its holder.
+    HeldBy(Arc<str>, LockHolder),
     /// A message for people (a file that could not be used for a while); the wait goes on.
     Notice(String),
     /// `--coordinate`: the key held under grant number `grant` was lost (`why`, for people).

@@ -348,6 +348,195 @@ fn a_terminated_session_stops_its_job_as_lock_lost_before_another_host_starts_th
     assert_eq!(pg.locks(), "no key is held\n");
 }
 
+/// A wait for a key that the server cancels (here a `statement_timeout` on the waiter's
+/// connection, as a role's setting or a DBA's `pg_cancel_backend` would) takes nothing from the
+/// holder: lanes' sessions wait without a time limit, and a claim runs only on a session that
+/// holds the lock. Before, the cancelled waiter wrote itself over the holder's row, and once
+/// the holder's session was lost the waiter started at once, while the holder's job (within its
+/// `--grace`) still ran. The waiter's record names the holder.
+#[test]
+fn a_cancelled_wait_for_a_key_never_takes_the_holder_s_place() {
+    let Some(pg) = Postgres::start("a_cancelled_wait_for_a_key") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    // a's job ignores SIGTERM and runs until the SIGKILL that ends its --grace.
+    let first = scratch.write(
+        "first.tsv",
+        marked_job("k", &format!("trap '' TERM; {}", await_file("go"))),
+    );
+    let second = scratch.write("second.tsv", marked_job("k", ""));
+    let limited = format!("{}&options=-c%20statement_timeout%3D500", pg.url());
+    let (a, b) = hold_then_queue(
+        &scratch,
+        pg.host(&scratch, "ha").args(["--grace", "3s"]).arg(&first),
+        "log.k",
+        Run::new()
+            .scratch(&scratch)
+            .args(["--host-id", "hb", "--grace", "1s", "--coordinate", &limited])
+            .arg(&second),
+        || pg.locks(),
+        "1 ahead",
+    );
+    // Long enough for several of the waiter's statement timeouts, had they applied.
+    std::thread::sleep(Duration::from_millis(2500));
+    // And a cancel of the wait itself (a DBA's): the waiter asks again, in a new wait (known
+    // by its start), once what followed the cancelled one has run.
+    let waiting = || {
+        pg.psql(
+            "SELECT pid || ' ' || query_start FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND query LIKE '%pg_advisory_lock%'",
+        )
+    };
+    let before = waiting();
+    assert_eq!(before.lines().count(), 1, "{before}");
+    let pid = before.split(' ').next().unwrap();
+    assert_eq!(pg.psql(&format!("SELECT pg_cancel_backend({pid})")), "t\n");
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let now = waiting();
+            now.lines().count() == 1 && now != before
+        }),
+        "the waiter did not ask again"
+    );
+    assert_eq!(
+        pg.psql("SELECT host FROM lanes_holds WHERE key = 'k'"),
+        "ha\n",
+        "the holder's row is the holder's"
+    );
+    assert!(pg.locks().contains("held by host ha"), "{}", pg.locks());
+    let a_pid = u32::try_from(a.pid()).unwrap();
+    pg.terminate_holder("k");
+    let a = a.wait();
+    a.code(1);
+    assert_eq!(a.job(1).result(), ("interrupted", Some("lock_lost")));
+    let b = b.wait();
+    b.code(0);
+    assert!(
+        a.job(1).end_ms() <= b.job(1).start_ms(),
+        "b started at {} while a's job ran until {}",
+        b.job(1).start_ms(),
+        a.job(1).end_ms()
+    );
+    let holder = b.job(1).lock_holder.clone().expect("b waited for a");
+    assert_eq!((holder.pid, holder.host.as_deref()), (a_pid, Some("ha")));
+    assert!(!b.stderr().contains("statement timeout"), "{}", b.stderr());
+}
+
+/// Tables already current need no right to create tables: a role that may only use them (the
+/// usual grant for a fleet; PostgreSQL 15 gives no one but the owner CREATE on `public`) runs
+/// jobs. Only the first run, which creates them, needs that right.
+#[test]
+fn a_role_that_may_only_use_the_tables_runs_jobs_once_they_exist() {
+    let Some(pg) = Postgres::start("a_role_that_may_only_use_the_tables") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let limited = pg
+        .url()
+        .replace("postgres://postgres@", "postgres://fleet@");
+    pg.psql("CREATE ROLE fleet LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC");
+    let refused = Run::new()
+        .scratch(&scratch)
+        .args(["--coordinate", &limited])
+        .stdin("k\ttrue\n")
+        .run();
+    refused.code(2);
+    assert!(
+        refused.stderr().contains("permission denied"),
+        "{}",
+        refused.stderr()
+    );
+    pg.host(&scratch, "owner").stdin("k\ttrue\n").run().code(0);
+    pg.psql(
+        "GRANT ALL ON ALL TABLES IN SCHEMA public TO fleet; \
+         GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO fleet",
+    );
+    let ran = Run::new()
+        .scratch(&scratch)
+        .args(["--coordinate", &limited, "--coordinate-records"])
+        .stdin("k\ttrue\n")
+        .run();
+    ran.code(0);
+    assert_eq!(ran.job(1).result(), ("succeeded", None));
+}
+
+/// A job stopped before it got its key (SIGTERM to its lanes) still names, in its record, the
+/// host that held the key while it waited; it never started, so it has no lock wait.
+#[test]
+fn a_job_stopped_while_waiting_for_a_key_names_its_holder() {
+    let Some(pg) = Postgres::start("a_job_stopped_while_waiting_for_a_key") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
+    let rest = scratch.write("rest.tsv", marked_job("k", ""));
+    let (a, b) = hold_then_queue(
+        &scratch,
+        pg.host(&scratch, "ha").arg(&first),
+        "log.k",
+        pg.host(&scratch, "hb").arg(&rest),
+        || pg.locks(),
+        "1 ahead",
+    );
+    let a_pid = u32::try_from(a.pid()).unwrap();
+    b.signal(Signal::SIGTERM);
+    let b = b.wait();
+    b.code(143);
+    scratch.write("go", "");
+    a.wait().code(0);
+    let job = b.job(1);
+    assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
+    let holder = job.lock_holder.clone().expect("the holder is named");
+    assert_eq!((holder.pid, holder.host.as_deref()), (a_pid, Some("ha")));
+    assert_eq!(job.lock_wait_ms, None);
+}
+
+/// Two hosts taking turns on one key: a job that waited for the other host's job names that
+/// host as the holder, never its own lanes, and never none. (The holder was read from the row
+/// the new holder writes a moment after its grant: a waiter asking just then read no row, or
+/// its own last one.)
+#[test]
+fn hosts_taking_turns_on_a_key_name_each_other_as_holder() {
+    let Some(pg) = Postgres::start("hosts_taking_turns_on_a_key") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let jobs = scratch.write("jobs.tsv", "x\tsleep 0.3\n".repeat(5));
+    let runs: Vec<Running> = ["ha", "hb"]
+        .iter()
+        .map(|host| pg.host(&scratch, host).arg(&jobs).spawn())
+        .collect();
+    let pids: Vec<u32> = runs
+        .iter()
+        .map(|run| u32::try_from(run.pid()).unwrap())
+        .collect();
+    let outputs: Vec<Output> = runs.into_iter().map(Running::wait).collect();
+    let mut long_waits = 0;
+    for (i, output) in outputs.iter().enumerate() {
+        output.code(0);
+        let (other_pid, other_host) = (pids[1 - i], ["hb", "ha"][i]);
+        for seq in 1..=5 {
+            let job = output.job(seq);
+            let waited = job.lock_wait_ms.unwrap_or(0);
+            if let Some(holder) = &job.lock_holder {
+                assert_eq!(
+                    (holder.pid, holder.host.as_deref()),
+                    (other_pid, Some(other_host)),
+                    "{job:?}"
+                );
+            } else {
+                assert!(waited < 200, "waited {waited} ms for no holder: {job:?}");
+            }
+            long_waits += usize::from(waited >= 200);
+        }
+    }
+    assert!(
+        long_waits >= 3,
+        "the hosts did not take turns: {long_waits}"
+    );
+}
+
 /// Two holders of key k lost in a row: a (job line `first`, `--grace a_grace`) holds k and
 /// loses its session; b (`--grace 1s`) is granted k, waits for a's job (as `lanes locks`
 /// says), and loses its own session meanwhile; then c (`--grace 1s`) asks for k. b's and c's

@@ -354,9 +354,16 @@ async fn session(shared: &Shared) -> Result<Session, String> {
              lock_id = NULL, asked_at = NULL",
         &register_params,
     );
+    // A session waits for a lock as long as the key is held elsewhere, and holds it idle as
+    // long as its job runs: a role's or the URL's time limits would cancel those waits (and
+    // lose the session's place in the queue) or end the session.
+    let unlimited = session.client.batch_execute(
+        "SET statement_timeout = 0; SET lock_timeout = 0; \
+         SET idle_in_transaction_session_timeout = 0",
+    );
     let prepare = statements::Statements::prepare(&session.client);
-    let (_, _, prepared) =
-        tokio::try_join!(sweep, register, prepare).map_err(|err| error_text(&err))?;
+    let (_, _, _, prepared) =
+        tokio::try_join!(unlimited, sweep, register, prepare).map_err(|err| error_text(&err))?;
     let mut session = session;
     session.prepared = Some(prepared);
     Ok(session)
@@ -399,19 +406,33 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
     } else {
         // One pipeline: who holds it, the wait in the server's queue, and the claim, which
         // the server runs as soon as the lock is granted.
-        let who = client.query_opt(&prepared.holder, &id_param);
+        let who = async {
+            let who = client.query_opt(&prepared.holder, &id_param).await?;
+            let holder = who.map(|row| LockHolder {
+                pid: row.get::<_, i32>(1) as u32,
+                run: row.get(2),
+                host: Some(row.get(0)),
+            });
+            if let Some(holder) = &holder {
+                let _ = shared
+                    .report
+                    .send(Acquired::HeldBy(Arc::clone(key), holder.clone()));
+            }
+            Ok(holder)
+        };
         let wait = client.query_one(&prepared.lock, &id_param);
         let claim = client.query_one(&prepared.claim, &claim_params);
         let (who, _, claimed) =
             tokio::try_join!(who, wait, claim).map_err(|err| error_text(&err))?;
-        holder = who.map(|row| LockHolder {
-            pid: row.get::<_, i32>(1) as u32,
-            run: row.get(2),
-            host: Some(row.get(0)),
-        });
+        holder = who;
         claimed
     };
     same_backend(session.backend_pid, claimed.get(0))?;
+    if !claimed.get::<_, bool>(5) {
+        return Err(format!(
+            "the server did not grant the lock of key {key:?} to this session"
+        ));
+    }
     // The rows' last sign of life: the claim, then each heartbeat while the key waits.
     let mut last_sign = Instant::now();
     let lost: Option<i64> = claimed.get(1);
@@ -675,9 +696,7 @@ pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, Coord
     schema::check_current(&session.client)
         .await
         .map_err(|err| CoordinateError::Unusable(format!("{params}: {err}")))?;
-    let lock_of = "l.locktype = 'advisory' AND l.objsubid = 1 \
-                   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-                   AND ((l.classid::bigint << 32) | l.objid::bigint)";
+    let lock_of = statements::LOCK_OF;
     // Every slot `--shared-max-concurrent` can name (1 to 1024).
     let slot_ids: Vec<i64> = (0..1024).map(|slot| slot_id(namespace, slot)).collect();
     let holders = session

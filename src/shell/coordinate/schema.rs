@@ -67,6 +67,30 @@ const STEPS: [&str; VERSION as usize] = [
     ALTER TABLE lanes_slot_holds ADD COLUMN lost_until timestamptz;",
 ];
 
+/// The version of the tables in the session's schema search path; `None` without any.
+async fn current_version(client: &Client) -> Result<Option<i32>, String> {
+    let cannot = |err: tokio_postgres::Error| {
+        format!(
+            "cannot read lanes_schema: {}",
+            super::session::error_text(&err)
+        )
+    };
+    let exists: bool = client
+        .query_one("SELECT to_regclass('lanes_schema') IS NOT NULL", &[])
+        .await
+        .map_err(cannot)?
+        .get(0);
+    if !exists {
+        return Ok(None);
+    }
+    let found: Option<i32> = client
+        .query_one("SELECT max(version) FROM lanes_schema", &[])
+        .await
+        .map_err(cannot)?
+        .get(0);
+    Ok(found)
+}
+
 /// Refuses tables of a newer version than this lanes knows.
 fn check_not_newer(found: i32) -> Result<(), String> {
     if found > VERSION {
@@ -113,6 +137,11 @@ pub(crate) async fn check_current(client: &Client) -> Result<(), String> {
 /// A statement fails (no right to create tables, say), or the database's tables are of a
 /// newer version than this lanes knows.
 pub(crate) async fn migrate(client: &mut Client) -> Result<(), String> {
+    // Tables already current need nothing, not even the right to create tables: a role that
+    // may only read and write them (the usual grant for a fleet) uses them as they are.
+    if current_version(client).await? == Some(VERSION) {
+        return Ok(());
+    }
     let tx = client.transaction().await.map_err(|err| {
         format!(
             "cannot start the migration: {}",

@@ -10,15 +10,28 @@ const ASK: &str = "UPDATE lanes_sessions SET key = $1, lock_id = $2, asked_at = 
 /// Takes the lock `$1` when it is free.
 const ATTEMPT: &str = "SELECT pg_try_advisory_lock($1)";
 
-/// Who holds the lock `$1`, as its row says.
-const HOLDER: &str = "SELECT host, pid, run FROM lanes_holds WHERE lock_id = $1";
+/// The advisory lock a `pg_locks` row `l` is, as the bigint `pg_advisory_lock` takes (its
+/// high half in `classid`, its low half in `objid`, `objsubid` 1: PostgreSQL's `pg_locks`
+/// documentation), in this database; compare it with a lock id.
+pub(crate) const LOCK_OF: &str = "l.locktype = 'advisory' AND l.objsubid = 1 \
+     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+     AND ((l.classid::bigint << 32) | l.objid::bigint)";
+
+/// Who holds the lock `$1` now: the session the server granted it to, as that session
+/// registered itself (not the holder's row, which a hand-over writes a moment after the
+/// grant).
+const HOLDER: &str = "SELECT s.host, s.pid, s.run FROM pg_locks l \
+     JOIN lanes_sessions s ON s.backend_pid = l.pid \
+     WHERE l.granted AND LOCK_OF = $1 LIMIT 1";
 
 /// Waits for the lock `$1`, in the server's queue.
 const LOCK: &str = "SELECT pg_advisory_lock($1)";
 
 /// Records this session as the holder of lock `$1` (namespace `$2`, key `$3`, host `$4`, pid
 /// `$5`, run `$6`, `--grace` in ms `$7`; `$8` the notice bound in ms), replacing any earlier
-/// holder's row; returns the session's server process (to check that no pooler switched it)
+/// holder's row, but only while the session holds the lock: it runs right behind the wait for
+/// the lock, in one pipeline, and a wait that failed (cancelled, a `statement_timeout`) must
+/// not overwrite the real holder's row (its last column says whether it held it); returns the session's server process (to check that no pooler switched it)
 /// and, when the last holder's session ended without letting the key go (its row is still
 /// there: a clean release deletes it before it lets the key go), how long in ms its job may
 /// still run, and its host, pid and run. That job may run until its last sign of life
@@ -27,19 +40,22 @@ const LOCK: &str = "SELECT pg_advisory_lock($1)";
 /// later. The new row inherits that time while it is to come, so that a holder lost in turn
 /// while it waits passes the wait on, whatever its own `--grace`.
 const CLAIM: &str = "
-WITH lost AS (
+WITH mine AS (
+    SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.granted AND LOCK_OF = $1
+), lost AS (
     SELECT h.host, h.pid, h.run, GREATEST(
                COALESCE(h.seen_at, clock_timestamp())
                    + make_interval(secs => (h.grace_ms + $8::bigint)::double precision / 1000),
                h.lost_until) AS until
     FROM lanes_holds h
-    WHERE h.lock_id = $1 AND h.backend_pid <> pg_backend_pid()
+    WHERE h.lock_id = $1 AND h.backend_pid <> pg_backend_pid() AND EXISTS (SELECT 1 FROM mine)
 ), claimed AS (
     INSERT INTO lanes_holds (lock_id, namespace, key, host, pid, run, seq, backend_pid,
                              backend_start, grace_ms, granted_at, seen_at, lost_until)
-    VALUES ($1, $2, $3, $4, $5, $6, NULL, pg_backend_pid(), NULL, $7, clock_timestamp(),
-            clock_timestamp(),
-            (SELECT until FROM lost WHERE until > clock_timestamp()))
+    SELECT $1::bigint, $2::text, $3::text, $4::text, $5::integer, $6::text, NULL,
+           pg_backend_pid(), NULL, $7::bigint, clock_timestamp(), clock_timestamp(),
+           (SELECT until FROM lost WHERE until > clock_timestamp())
+    WHERE EXISTS (SELECT 1 FROM mine)
     ON CONFLICT (lock_id) DO UPDATE SET namespace = excluded.namespace, key = excluded.key,
         host = excluded.host, pid = excluded.pid, run = excluded.run, seq = NULL,
         backend_pid = excluded.backend_pid, backend_start = excluded.backend_start,
@@ -49,7 +65,8 @@ WITH lost AS (
 SELECT pg_backend_pid(),
        (SELECT GREATEST(0::bigint, ceil(EXTRACT(EPOCH FROM (until - clock_timestamp())) * 1000)
                                    ::bigint) FROM lost),
-       (SELECT host FROM lost), (SELECT pid FROM lost), (SELECT run FROM lost)";
+       (SELECT host FROM lost), (SELECT pid FROM lost), (SELECT run FROM lost),
+       EXISTS (SELECT 1 FROM mine)";
 
 /// The heartbeat of a session that holds a key (and maybe a shared slot): its rows' last sign
 /// of life.
@@ -126,12 +143,16 @@ impl Statements {
     /// # Errors
     /// A statement does not prepare (the tables are missing, say).
     pub(crate) async fn prepare(client: &Client) -> Result<Statements, Error> {
+        let (holder_text, claim_text) = (
+            HOLDER.replace("LOCK_OF", LOCK_OF),
+            CLAIM.replace("LOCK_OF", LOCK_OF),
+        );
         let (ask, attempt, holder, lock, claim) = tokio::try_join!(
             client.prepare(ASK),
             client.prepare(ATTEMPT),
-            client.prepare(HOLDER),
+            client.prepare(&holder_text),
             client.prepare(LOCK),
-            client.prepare(CLAIM),
+            client.prepare(&claim_text),
         )?;
         let (started, forget, unlock, unlock_slot, idle) = tokio::try_join!(
             client.prepare(STARTED),
