@@ -446,33 +446,54 @@ impl RunConfig {
                     .into(),
             ));
         }
-        let lock_dir = cli
-            .lock_dir
-            .or_else(|| {
-                std::env::var_os("LANES_LOCK_DIR")
-                    .filter(|dir| !dir.is_empty())
-                    .map(PathBuf::from)
-            })
-            .or(settings.lock_dir);
+        // Each from the flag, else the variable, else the manifest; the level (3, 2, 1) it came
+        // from decides between the two: the flag wins over the variable, the variable over the
+        // manifest, as for each alone.
+        let env_lock_dir = std::env::var_os("LANES_LOCK_DIR")
+            .filter(|dir| !dir.is_empty())
+            .map(PathBuf::from);
+        let env_coordinate = std::env::var("LANES_COORDINATE")
+            .ok()
+            .filter(|url| !url.is_empty());
+        let level = |flag: bool, env: bool, manifest: bool| {
+            if flag {
+                3
+            } else if env {
+                2
+            } else {
+                u8::from(manifest)
+            }
+        };
+        let lock_dir_level = level(
+            cli.lock_dir.is_some(),
+            env_lock_dir.is_some(),
+            settings.lock_dir.is_some(),
+        );
+        let coordinate_level = level(
+            cli.coordinate.is_some(),
+            env_coordinate.is_some(),
+            settings.coordinate.is_some(),
+        );
+        let mut lock_dir = cli.lock_dir.or(env_lock_dir).or(settings.lock_dir);
+        let mut coordinate = cli.coordinate.or(env_coordinate).or(settings.coordinate);
+        if coordinate.is_some() && lock_dir.is_some() {
+            if lock_dir_level == coordinate_level {
+                return Err(ConfigError::Usage(
+                    "--coordinate shares keys across hosts and --lock-dir within one host: use \
+                     one or the other"
+                        .into(),
+                ));
+            }
+            if lock_dir_level > coordinate_level {
+                coordinate = None;
+            } else {
+                lock_dir = None;
+            }
+        }
         let shared_max_concurrent = cli
             .shared_max_concurrent
             .map(|n| n as usize)
             .or(settings.shared_max_concurrent);
-        let coordinate = cli
-            .coordinate
-            .or_else(|| {
-                std::env::var("LANES_COORDINATE")
-                    .ok()
-                    .filter(|url| !url.is_empty())
-            })
-            .or(settings.coordinate);
-        if coordinate.is_some() && lock_dir.is_some() {
-            return Err(ConfigError::Usage(
-                "--coordinate shares keys across hosts and --lock-dir within one host: use one \
-                 or the other"
-                    .into(),
-            ));
-        }
         if coordinate.is_some() && cli.backend == BackendKind::Slurm {
             return Err(ConfigError::Usage(
                 "--coordinate shares keys between hosts running their own jobs; with --backend \

@@ -393,3 +393,43 @@ fn users_sharing_a_lock_dir_use_each_others_keys() {
     );
     assert!(!out.stderr().contains("trying again"), "{}", out.dump());
 }
+
+/// `--lock-dir` and `--coordinate` given at different levels: the flag wins over the variable
+/// (as each does alone); at one level they are a usage error.
+#[test]
+fn a_lock_dir_flag_wins_over_a_coordinate_variable_and_the_other_way_round() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let nowhere = format!(
+        "postgres://nobody@/db?host={}",
+        scratch.join("no-server").display()
+    );
+    let ran = member(&scratch, &dir)
+        .env("LANES_COORDINATE", &nowhere)
+        .stdin("k\ttrue\n")
+        .run();
+    ran.code(0);
+    assert!(dir.join("keys").exists(), "the lock directory was used");
+    let refused = Run::new()
+        .scratch(&scratch)
+        .env("LANES_LOCK_DIR", &dir)
+        .args(["--coordinate", &nowhere])
+        .stdin("k\ttrue\n")
+        .run();
+    refused.code(2);
+    assert!(
+        refused.stderr().contains("no-server"),
+        "the database was used: {}",
+        refused.stderr()
+    );
+    let both = member(&scratch, &dir)
+        .args(["--coordinate", &nowhere])
+        .stdin("k\ttrue\n")
+        .run();
+    both.code(2);
+    assert!(
+        both.stderr().contains("cannot be used with"),
+        "{}",
+        both.stderr()
+    );
+}

@@ -62,6 +62,12 @@ pub(crate) enum ParamsError {
          directory as ?host=/DIR) or libpq's KEY=VALUE pairs (host=... user=... dbname=...)"
     )]
     Invalid(String),
+    /// More than one host (libpq's failover list): lanes connects to one server.
+    #[error(
+        "--coordinate: the URL (or PGHOST) names several hosts; lanes connects to one server \
+         (the fleet's keys are its locks): give one host"
+    )]
+    SeveralHosts,
 }
 
 /// The environment as a lookup, so that tests give their own.
@@ -83,16 +89,26 @@ pub(crate) fn resolve(
         ParamsError::Invalid(err.to_string())
     })?;
     let nonempty = |name: &str| env(name).filter(|v| !v.is_empty());
+    let several = |name: &str| name.contains(',');
+    let hosts = config.get_hosts();
+    let named_several = hosts.len() > 1
+        || hosts.iter().any(|host| match host {
+            Host::Unix(dir) => several(&dir.to_string_lossy()),
+            Host::Tcp(name) => several(name),
+        })
+        || (hosts.is_empty() && nonempty("PGHOST").is_some_and(|host| several(&host)));
+    if named_several {
+        return Err(ParamsError::SeveralHosts);
+    }
     let host = match config.get_hosts().first() {
         Some(Host::Unix(dir)) => HostName::Dir(dir.clone()),
         Some(Host::Tcp(name)) => HostName::Name(name.clone()),
         None => match nonempty("PGHOST") {
             Some(host) => {
-                let first = host.split(',').next().unwrap_or_default().to_owned();
-                if first.starts_with('/') {
-                    HostName::Dir(PathBuf::from(first))
+                if host.starts_with('/') {
+                    HostName::Dir(PathBuf::from(host))
                 } else {
-                    HostName::Name(first)
+                    HostName::Name(host)
                 }
             }
             None => HostName::Dir(PathBuf::from("/var/run/postgresql")),
@@ -310,5 +326,24 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains("pw"), "{err}");
+    }
+
+    #[test]
+    fn several_hosts_are_refused_wherever_they_are_named() {
+        for (url, pghost) in [
+            ("postgres://u:pw@a,b/d", None),
+            ("postgres://u:pw@/d?host=/run/a,/run/b", None),
+            ("host=a,b user=u password=pw", None),
+            ("postgres://u:pw@/d", Some("/run/a,/run/b")),
+        ] {
+            let vars = move |name: &str| pghost.filter(|_| name == "PGHOST").map(str::to_owned);
+            let err = resolve(url, &vars, "o", None).err().map(|e| e.to_string());
+            assert!(
+                err.as_deref().is_some_and(|e| e.contains("several hosts")),
+                "{url} {pghost:?}: {err:?}"
+            );
+            assert!(!err.unwrap().contains("pw"));
+        }
+        assert!(resolve("postgres://u@/d?host=/run/a", &|_| None, "o", None).is_ok());
     }
 }
