@@ -343,6 +343,12 @@ impl Ledger {
         }
     }
 
+    /// Resolves once every record so far is in the fleet's database, or was given up on there
+    /// (`--coordinate-records`); at once without it.
+    pub(crate) fn fleet_written(&self) -> impl std::future::Future<Output = ()> + use<> {
+        self.recorder.fleet_written()
+    }
+
     /// Writes the `summary` record, the run ending at `now`; returns the human summary and,
     /// under `--json`, the task still handing records to stdout (see [`Recorder::finish`]).
     /// Its `duration_ms` is the run's end minus the `run` record's `started_at` as both are

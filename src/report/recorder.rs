@@ -169,11 +169,18 @@ impl Recorder {
     /// Resolves once every record queued so far is in the report file.
     pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
         let written = self.file.as_ref().map(Spool::written);
-        let fleet = self.fleet.as_ref().map(|fleet| fleet.written());
         async move {
             if let Some(written) = written {
                 written.await;
             }
+        }
+    }
+
+    /// Resolves once every record queued so far is in the fleet's database (or was given up
+    /// on there: `--coordinate-records`), at once without it.
+    pub(crate) fn fleet_written(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let fleet = self.fleet.as_ref().map(|fleet| fleet.written());
+        async move {
             if let Some(fleet) = fleet {
                 fleet.await;
             }

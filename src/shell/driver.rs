@@ -1087,6 +1087,9 @@ impl Driver {
         // incomplete.
         let junit = until_stopped(self.ledger.write_junit(), &mut forced, signals).await;
         let written = until_stopped(self.ledger.written(), &mut forced, signals).await;
+        // `--coordinate-records`: a database that does not answer is given up on after each
+        // record's tries; a second stop signal gives up at once.
+        let fleet_written = until_stopped(self.ledger.fleet_written(), &mut forced, signals).await;
         if written.is_some() && !self.ledger.lost() && !self.ledger.report_file_failed() {
             // Every job's record is in the report: nothing is left for a later server.
             self.journal_finished();
@@ -1099,7 +1102,8 @@ impl Driver {
                 || self.output_lost
                 || self.grouped.lost()
                 || junit.is_none()
-                || written.is_none(),
+                || written.is_none()
+                || fleet_written.is_none(),
         );
         let (text, forwarder) = self.ledger.finish(self.tick(), code).await;
         if let Some(forwarder) = forwarder {
@@ -1121,6 +1125,12 @@ impl Driver {
         if junit.is_none() {
             given_up
                 .push_str("lanes: the JUnit file was given up on unwritten: it is incomplete\n");
+        }
+        if fleet_written.is_none() {
+            given_up.push_str(
+                "lanes: --coordinate-records: the records not yet in lanes_records were given up \
+                 on (the database did not answer)\n",
+            );
         }
         if written.is_none() || summary_written.is_none() {
             given_up.push_str(

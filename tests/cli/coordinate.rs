@@ -931,6 +931,61 @@ fn a_database_that_stops_answering_loses_the_key_within_the_heartbeat_bound() {
     );
 }
 
+/// `--coordinate-records` with a database that stops answering (its server processes stopped,
+/// the records' session's and the one that would take a new connection): each try is given
+/// up after 5 s, the record is named lost on stderr, and the run ends with status 1 instead
+/// of waiting for the database forever.
+#[test]
+fn records_for_a_database_that_stops_answering_are_given_up_on() {
+    let Some(pg) = Postgres::start("records_for_a_database_that_stops_answering") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let jobs = scratch.write(
+        "jobs.tsv",
+        // One key: its jobs start in order (different keys start as the database grants them).
+        format!("k\ttrue\n{}", marked_job("k", &await_file("go"))),
+    );
+    let run = pg
+        .host(&scratch, "ha")
+        .args(["-j", "1", "--coordinate-records"])
+        .arg(&jobs)
+        .spawn();
+    scratch.wait_for("log.k", Duration::from_secs(10));
+    // Job 1's record is in: the records' session is the one that inserted it.
+    let inserted = || {
+        pg.psql(
+            "SELECT pid FROM pg_stat_activity WHERE query LIKE '%INSERT INTO lanes_records%' \
+             AND pid <> pg_backend_pid()",
+        )
+    };
+    if !wait_until(Duration::from_secs(10), || !inserted().trim().is_empty()) {
+        scratch.write("go", "");
+        panic!("no record was written\n{}", run.wait().dump());
+    }
+    let records: i32 = inserted().trim().parse().unwrap();
+    kill(Pid::from_raw(records), Signal::SIGSTOP).unwrap();
+    let _records = Continue(records);
+    kill(Pid::from_raw(pg.pid), Signal::SIGSTOP).unwrap();
+    let _server = Continue(pg.pid);
+    let stopped_at = std::time::Instant::now();
+    scratch.write("go", "");
+    let out = run.wait();
+    let ended = stopped_at.elapsed();
+    out.code(1);
+    assert!(
+        out.stderr().contains(
+            "--coordinate-records: the record of job 2 (key \"k\") was not written into \
+             lanes_records"
+        ) && out.stderr().contains("no answer within 5 s"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(out.job(2).result(), ("succeeded", None));
+    // 3 tries of 5 s, 0.5 s before each new connection.
+    assert!(ended < Duration::from_secs(25), "{ended:?}");
+}
+
 #[test]
 fn a_killed_or_interrupted_waiter_leaves_the_key_s_queue() {
     let Some(pg) = Postgres::start("a_killed_or_interrupted_waiter_leaves_the_key_s_queue") else {

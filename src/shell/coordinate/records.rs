@@ -2,8 +2,8 @@
 //! fleet's database, so that a fleet has one history to query
 //! (`SELECT … FROM lanes_records WHERE outcome = 'failed'`). The JSON Lines report is unchanged.
 //! Records are written in order by a task with a session of its own, each on its own: one that
-//! cannot be written (refused by the server, or its session lost and not regained within
-//! [`ATTEMPTS`] tries) is said on stderr, names the job, and makes the run's exit status 1, as a
+//! cannot be written (refused by the server, or its session lost, or silent for
+//! [`ANSWER_TIMEOUT`], and not regained within [`ATTEMPTS`] tries) is said on stderr, names the job, and makes the run's exit status 1, as a
 //! report file that cannot be written does; the records after it are still written.
 
 use std::sync::atomic::Ordering;
@@ -26,6 +26,10 @@ const ATTEMPTS: u32 = 3;
 
 /// The pause before each new connection after a session was lost.
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
+
+/// How long a try may take (connecting included) before its session counts as lost: a server
+/// that does not answer (stopped, or its host gone) would hold the run's end forever.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Starts the writer of `shared`'s run's job records into the database. Each record is
 /// written on its own: one that the server refuses is lost alone (said on stderr), and a lost
@@ -69,10 +73,19 @@ async fn write(shared: &Shared, session: &mut Option<Session>, line: &str) -> Re
                 tokio::time::sleep(RECONNECT_DELAY).await;
             }
             let (report, _) = mpsc::unbounded_channel();
-            match session::connect(&shared.params, report).await {
-                Ok(opened) => *session = Some(opened),
-                Err(err) => {
+            let connect = session::connect(&shared.params, report);
+            match tokio::time::timeout(ANSWER_TIMEOUT, connect).await {
+                Ok(Ok(opened)) => *session = Some(opened),
+                Ok(Err(err)) => {
                     last = err;
+                    continue;
+                }
+                Err(_) => {
+                    last = format!(
+                        "{}: no answer within {} s",
+                        shared.params,
+                        ANSWER_TIMEOUT.as_secs()
+                    );
                     continue;
                 }
             }
@@ -80,18 +93,25 @@ async fn write(shared: &Shared, session: &mut Option<Session>, line: &str) -> Re
         let Some(open) = session.as_ref() else {
             continue;
         };
-        let written = open
-            .client
-            .execute(
-                INSERT,
-                &[
-                    &shared.settings.namespace,
-                    &shared.settings.host_id,
-                    &shared.run,
-                    &line,
-                ],
-            )
-            .await;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [
+            &shared.settings.namespace,
+            &shared.settings.host_id,
+            &shared.run,
+            &line,
+        ];
+        let written = open.client.execute(INSERT, &params);
+        let Ok(written) = tokio::time::timeout(ANSWER_TIMEOUT, written).await else {
+            last = format!("no answer within {} s", ANSWER_TIMEOUT.as_secs());
+            *session = None;
+            if attempt == 0 {
+                eprintln!(
+                    "lanes: --coordinate-records: the database did not answer within {} s; \
+                     connecting again",
+                    ANSWER_TIMEOUT.as_secs()
+                );
+            }
+            continue;
+        };
         match written {
             Ok(_) => return Ok(()),
             // The server refused this record: another attempt would be refused too.
