@@ -407,7 +407,8 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
         // One pipeline: who holds it, the wait in the server's queue, and the claim, which
         // the server runs as soon as the lock is granted.
         let who = async {
-            let who = client.query_opt(&prepared.holder, &id_param).await?;
+            let holder_params: [&(dyn ToSql + Sync); 3] = [&id, &pid, &shared.run];
+            let who = client.query_opt(&prepared.holder, &holder_params).await?;
             let holder = who.map(|row| LockHolder {
                 pid: row.get::<_, i32>(1) as u32,
                 run: row.get(2),

@@ -17,12 +17,14 @@ pub(crate) const LOCK_OF: &str = "l.locktype = 'advisory' AND l.objsubid = 1 \
      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
      AND ((l.classid::bigint << 32) | l.objid::bigint)";
 
-/// Who holds the lock `$1` now: the session the server granted it to, as that session
-/// registered itself (not the holder's row, which a hand-over writes a moment after the
-/// grant).
+/// Who holds the lock `$1` now, for this lanes (pid `$2`, run `$3`): the session the server
+/// granted it to, as that session registered itself (not the holder's row, which a hand-over
+/// writes a moment after the grant). A hold of this lanes itself is one being let go (the
+/// key's previous job): then the other process that asked first, which gets it next.
 const HOLDER: &str = "SELECT s.host, s.pid, s.run FROM pg_locks l \
      JOIN lanes_sessions s ON s.backend_pid = l.pid \
-     WHERE l.granted AND LOCK_OF = $1 LIMIT 1";
+     WHERE LOCK_OF = $1 AND NOT (s.pid = $2 AND s.run = $3) \
+     ORDER BY l.granted DESC, s.asked_at LIMIT 1";
 
 /// Waits for the lock `$1`, in the server's queue.
 const LOCK: &str = "SELECT pg_advisory_lock($1)";
