@@ -29,6 +29,8 @@ pub(crate) fn print(
     let mut jobs: BTreeMap<u64, JobSpec> = BTreeMap::new();
     let mut invalid = Vec::new();
     let mut skipped = Vec::new();
+    // The order jobs are offered in, as the run offers them: a manifest's by rank.
+    let mut arrival = Vec::new();
     let commands = crate::shell::input::Commands::of(config);
     let mut rx = crate::shell::input::start(feed, usize::MAX, commands)
         .context("cannot start the thread that reads the input (raise `ulimit -u`)")?;
@@ -41,6 +43,7 @@ pub(crate) fn print(
                 {
                     skipped.push(job.seq);
                 } else {
+                    arrival.push(job.seq);
                     jobs.insert(job.seq, job);
                 }
             }
@@ -51,7 +54,10 @@ pub(crate) fn print(
         }
     }
     let batching = config.policy.batching();
-    let requests = jobs.values().map(|job| job.request(batching)).collect();
+    let requests = arrival
+        .iter()
+        .map(|seq| jobs[seq].request(batching))
+        .collect();
     let limits = Limits {
         max_concurrent: config.max_concurrent,
         max_queued: config.max_queued,

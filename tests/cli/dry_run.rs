@@ -73,3 +73,43 @@ fn a_dry_run_leaves_out_what_resume_would_skip() {
          skipped: seq 1 (succeeded in the --resume report)\n"
     );
 }
+
+/// A manifest's jobs are admitted by rank across keys; the dry run plans in that order too, so
+/// its rounds are the order the run starts them (at `-j 1`), and `--coalesce latest` drops the
+/// same job in both.
+#[test]
+fn a_dry_run_of_a_ranked_manifest_plans_the_order_the_run_starts() {
+    let scratch = Scratch::new();
+    let manifest = scratch.write(
+        "jobs.toml",
+        "[[job]]\nkey = \"b\"\ncmd = \"sleep 0.01\"\n\
+         [[job]]\nkey = \"a\"\ncmd = \"sleep 0.01\"\nrank = 5\n\
+         [[job]]\nkey = \"c\"\ncmd = \"sleep 0.01\"\n\
+         [[job]]\nkey = \"a\"\ncmd = \"sleep 0.01\"\nrank = 0\n",
+    );
+    let plan = Run::new()
+        .no_report()
+        .args(["-j", "1", "--dry-run"])
+        .arg(&manifest)
+        .run();
+    plan.code(0);
+    // (round, seq) of each planned line, by round.
+    let mut planned: Vec<(u64, u64)> = plan
+        .stdout()
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            (words.first() == Some(&"seq"))
+                .then(|| (words[3].parse().unwrap(), words[1].parse().unwrap()))
+        })
+        .collect();
+    planned.sort_unstable();
+    let planned: Vec<u64> = planned.into_iter().map(|(_, seq)| seq).collect();
+    let ran = Run::new().args(["-j", "1"]).arg(&manifest).run();
+    ran.code(0);
+    let mut started: Vec<(i64, u64)> = (1..=4).map(|seq| (ran.job(seq).start_ms(), seq)).collect();
+    started.sort_unstable();
+    let started: Vec<u64> = started.into_iter().map(|(_, seq)| seq).collect();
+    assert_eq!(planned, vec![1, 3, 4, 2], "{}", plan.stdout());
+    assert_eq!(started, planned);
+}
