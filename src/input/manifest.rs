@@ -290,7 +290,9 @@ struct RawJob {
     #[serde(default)]
     rank: WholeNumber,
     weight: Option<Spanned<WholeNumber>>,
-    needs: Option<Spanned<BTreeMap<Spanned<String>, Spanned<RawAmount>>>>,
+    // Not `Spanned` itself: a dotted key's table (`needs.gpu = 1`) has no span in the `toml`
+    // crate and would be refused; its keys and values have theirs.
+    needs: Option<BTreeMap<Spanned<String>, Spanned<RawAmount>>>,
 }
 
 /// An `env` table; `Spanned<String>` keys order by their text alone.
@@ -392,6 +394,7 @@ impl RawManifest {
 impl RawJob {
     /// `line` is where the job's table (its `[[job]]` header) starts.
     fn validate(self, line: u64, base: &Path, text: &str) -> Result<ManifestJob, Problem> {
+        let key_at = self.key.span().start;
         if self.key.get_ref().is_empty() {
             return Err((self.key.span().start, "`key` must not be empty".to_string()));
         }
@@ -450,9 +453,12 @@ impl RawJob {
             needs: match self.needs {
                 None => None,
                 Some(needs) => {
-                    let start = needs.span().start;
+                    let start = needs
+                        .keys()
+                        .map(|name| name.span().start)
+                        .min()
+                        .unwrap_or(key_at);
                     let list = needs
-                        .into_inner()
                         .into_iter()
                         .map(|(name, amount)| {
                             check_name(name.get_ref()).map_err(|m| (name.span().start, m))?;
@@ -928,6 +934,16 @@ needs = { gpu = 1, mem = "8G" }
             .map(|n| (n.value.name.as_str(), n.value.amount, n.line, n.column))
             .collect();
         assert_eq!(needs, [("gpu", 1, 11, 11), ("mem", 8 << 30, 11, 20)]);
+    }
+
+    #[test]
+    fn needs_may_be_given_with_dotted_keys() {
+        let text = "[resources]\ngpu = [\"0\", \"1\"]\n[[job]]\nkey = \"a\"\ncmd = \"true\"\n\
+                    needs.gpu = 2\n";
+        let manifest = ok(text);
+        let needs = manifest.jobs[0].needs.as_ref().unwrap();
+        assert_eq!(needs.value.len(), 1);
+        assert_eq!(needs.value[0].value.name, "gpu");
     }
 
     #[test]
