@@ -131,7 +131,7 @@ pub struct SetArgs {
     #[arg(long)]
     pub json: bool,
     /// The new cap.
-    #[arg(short = 'j', long = "max-concurrent", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 'j', long = "max-concurrent", value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_concurrent: u32,
 }
 
@@ -283,21 +283,21 @@ pub struct Cli {
     pub manifest: Option<PathBuf>,
 
     /// At most N jobs in flight overall [default: the number of CPUs].
-    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_concurrent: Option<u32>,
 
     /// Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job's
     /// process group gets SIGTERM, then SIGKILL after the grace period.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_negative_numbers = true)]
     pub timeout: Option<Duration>,
 
     /// Grace period between SIGTERM (or the forwarded signal) and SIGKILL [default: 5s].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_negative_numbers = true)]
     pub grace: Option<Duration>,
 
     /// How long to wait, after a job's shell exits, for the rest of its process group and for
     /// EOF on its pipes before the leftovers are terminated and the job marked `leaked`.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "200ms")]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "200ms", allow_negative_numbers = true)]
     pub leak_window: Duration,
 
     /// What holds a job's processes together: `cgroup` (a cgroup v2 per job: nothing escapes by
@@ -311,7 +311,7 @@ pub struct Cli {
     pub shell: Option<String>,
 
     /// At most N jobs admitted but not yet started, across all keys [default: 10000].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), allow_negative_numbers = true)]
     pub max_queued: Option<u64>,
 
     /// What a new job meets when --max-queued jobs wait: `wait` pauses reading input until
@@ -335,11 +335,11 @@ pub struct Cli {
     pub no_cancel_in_progress: bool,
 
     /// Re-run a failed job up to N more times, first in its own lane [default: 0].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub retries: Option<u32>,
 
     /// Pause before each retry; the key's later jobs wait behind it [default: 0s].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_negative_numbers = true)]
     pub retry_delay: Option<Duration>,
 
     /// After the first failed job, start nothing more and stop the running jobs.
@@ -363,7 +363,7 @@ pub struct Cli {
 
     /// With --lock-dir: at most N jobs in flight across every process sharing DIR, on top of
     /// each process's own -j. A job holds its shared slot on descriptor 4.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024), allow_negative_numbers = true)]
     pub shared_max_concurrent: Option<u32>,
 
     /// Share key lanes with every lanes process on every host given the same PostgreSQL URL
@@ -428,7 +428,7 @@ pub struct Cli {
     /// has waited D, what it needs is set aside for it: later keys start only in what is free
     /// beyond it, so it is not starved. 0s sets aside at once (strict order between keys)
     /// [default: 0s].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_negative_numbers = true)]
     pub reserve_after: Option<Duration>,
 
     /// Treat the text after the tab as an argument and run TEMPLATE for it: `{}` is the
@@ -440,7 +440,7 @@ pub struct Cli {
 
     /// With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to
     /// all their arguments, in lane order [default: 1].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), allow_negative_numbers = true)]
     pub batch_size: Option<u64>,
 
     /// With --command: at most B bytes of quoted arguments in one batch (a batch always holds
@@ -452,7 +452,7 @@ pub struct Cli {
 
     /// With --command: a lane whose batch is not full waits until its oldest job has waited D
     /// (a debounce for streamed input); a full batch starts at once [default: 0s].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_negative_numbers = true)]
     pub batch_delay: Option<Duration>,
 
     /// Skip every job that succeeded (or was skipped so) in an earlier report (matched by key,

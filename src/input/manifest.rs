@@ -155,15 +155,31 @@ pub(crate) enum ManifestError {
 pub(crate) fn load(path: &Path) -> Result<Manifest, ManifestError> {
     let read = if path == Path::new("-") {
         // `--manifest -`: the manifest on stdin.
-        std::io::read_to_string(std::io::stdin())
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map(|_| bytes)
     } else {
-        std::fs::read_to_string(path)
+        std::fs::read(path)
     };
-    let text = read.map_err(|error| ManifestError::Read {
+    let bytes = read.map_err(|error| ManifestError::Read {
         path: path.to_path_buf(),
         error,
     })?;
-    parse(path, &text)
+    match String::from_utf8(bytes) {
+        Ok(text) => parse(path, &text),
+        Err(err) => {
+            // Where the first byte that is not UTF-8 is, as people count lines and columns.
+            let valid = err.utf8_error().valid_up_to();
+            let before = String::from_utf8_lossy(&err.as_bytes()[..valid]);
+            let before = before.strip_prefix('\u{feff}').unwrap_or(&before);
+            let (line, column) = line_column(before, before.len());
+            Err(ManifestError::Invalid {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: "a byte that is not UTF-8: a manifest is UTF-8 text".to_owned(),
+            })
+        }
+    }
 }
 
 /// Parses manifest `text` as if read from `path` (used by `load` and by tests).
@@ -934,6 +950,25 @@ needs = { gpu = 1, mem = "8G" }
             .map(|n| (n.value.name.as_str(), n.value.amount, n.line, n.column))
             .collect();
         assert_eq!(needs, [("gpu", 1, 11, 11), ("mem", 8 << 30, 11, 20)]);
+    }
+
+    #[test]
+    fn a_byte_that_is_not_utf_8_is_pointed_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.toml");
+        std::fs::write(&path, b"[[job]]\nkey = \"\xc3\xa9\"\ncmd = \"x\xff\"\n").unwrap();
+        match load(&path) {
+            Err(ManifestError::Invalid {
+                line,
+                column,
+                message,
+                ..
+            }) => {
+                assert_eq!((line, column), (3, 9));
+                assert!(message.contains("not UTF-8"), "{message}");
+            }
+            other => panic!("expected an invalid manifest, got {other:?}"),
+        }
     }
 
     #[test]

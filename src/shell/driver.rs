@@ -372,10 +372,13 @@ impl Driver {
                 self.config.policy.max_queued_weight
             )
         } else {
-            format!(
-                "{} jobs were already waiting (--max-queued)",
-                self.config.max_queued
-            )
+            let waiting = crate::plural::plural(self.config.max_queued as u64, "job");
+            let verb = if self.config.max_queued == 1 {
+                "was"
+            } else {
+                "were"
+            };
+            format!("{waiting} {verb} already waiting (--max-queued)")
         }
     }
 

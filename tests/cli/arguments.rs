@@ -499,3 +499,27 @@ fn lanes_help_prints_the_help_of_lanes_or_of_a_task() {
     assert_eq!(submit.status.code(), Some(0), "{submit:?}");
     assert!(text.contains("Usage: lanes submit"), "{text}");
 }
+
+/// A negative number given to a numeric option is refused as a bad value of that option (not
+/// as an unknown argument with a tip to pass it after `--`, which would make it a command).
+#[test]
+fn a_negative_number_is_a_bad_value_of_its_option() {
+    for (option, value) in [
+        ("--retries", "-1"),
+        ("--retry-delay", "-1"),
+        ("--timeout", "-0.5"),
+        ("-j", "-2"),
+    ] {
+        let out = Run::new()
+            .no_report()
+            .args([option, value, ":::", "true"])
+            .run();
+        out.code(2);
+        assert!(
+            out.stderr().contains(&format!("invalid value '{value}'")),
+            "{option} {value}: {}",
+            out.stderr()
+        );
+        assert!(!out.stderr().contains("-- "), "{}", out.stderr());
+    }
+}
