@@ -21,7 +21,8 @@
 //! `attempts`, `slot`, `exit_code`, `signal` (those that are set) and `leaked` as properties.
 //!
 //! Text that XML 1.0 cannot hold, or that would only be noise in it, is removed: ANSI escape
-//! sequences, control characters and U+FFFE/U+FFFF. The stderr tail keeps its newlines, and
+//! sequences, control characters and U+FFFE/U+FFFF; except in a key (a suite's name), where
+//! they are shown escaped, so that keys stay apart. The stderr tail keeps its newlines, and
 //! its tabs as spaces to the next tab stop (`quick-junit` would drop tabs); names and
 //! attributes are kept on one line.
 
@@ -179,7 +180,7 @@ impl JunitReport {
             Some(&i) => &mut self.suites[i],
             None => {
                 let name = match entry.key {
-                    Some(key) => one_line(key, usize::MAX),
+                    Some(key) => key_name(key),
                     None => NO_KEY.to_owned(),
                 };
                 self.index.insert(key, self.suites.len());
@@ -513,6 +514,21 @@ fn one_line(text: &str, max: usize) -> String {
         .collect()
 }
 
+/// A key as a suite's name and its cases' class name: what XML cannot hold shown escaped
+/// (`\u{1}`, `\n`, `\u{1b}`), as lanes shows keys on the terminal, not dropped: two keys
+/// that differ only there stay two suites.
+fn key_name(key: &str) -> String {
+    let mut name = String::with_capacity(key.len());
+    for c in key.chars() {
+        if kept(c) {
+            name.push(c);
+        } else {
+            name.extend(c.escape_default());
+        }
+    }
+    name
+}
+
 /// The stderr tail as text: at most its last [`STDERR_TAIL_BYTES`] bytes, lossy UTF-8, tabs
 /// expanded to spaces, newlines kept and other unfit characters removed.
 fn text_block(bytes: &[u8]) -> String {
@@ -554,7 +570,7 @@ mod tests {
     use crate::core::{ExitFacts, RejectReason};
 
     const WEIRD_KEY: &str = "we<&\"'>ird\u{1}\u{ffff}";
-    const WEIRD_NAME: &str = "we<&\"'>ird";
+    const WEIRD_NAME: &str = "we<&\"'>ird\\u{1}\\u{ffff}";
 
     /// A test's time, written as the JSON report writes it.
     fn at(text: &str) -> SystemTime {
@@ -914,7 +930,9 @@ mod tests {
         let doc = roxmltree::Document::parse(&xml).expect("valid XML");
         assert_eq!(attr(doc.root_element(), "name"), "run");
         let suite = child(doc.root_element(), "testsuite").unwrap();
-        assert_eq!(attr(suite, "name"), "key 2");
+        // A key is escaped, not cut: two keys that differ only in what XML cannot hold stay
+        // two suites.
+        assert_eq!(attr(suite, "name"), "k\\u{7f}\\u{85}ey\\n2\\u{1b}[1m");
         let case = child(suite, "testcase").unwrap();
         assert_eq!(
             attr(case, "name"),
