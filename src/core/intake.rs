@@ -22,6 +22,9 @@ pub enum Offer {
         replaced: Option<Account>,
         /// The stop to send to the key's running job.
         cancel: Option<StopOrder>,
+        /// `--cancel-in-progress`: the key's job that was waiting out its retry delay,
+        /// superseded (its final accounts: one per job of a retried batch).
+        retries: Vec<Account>,
     },
     /// Not admitted: the job's account (`rejected`/`queue_full`, or `interrupted` when the run
     /// is stopping).
@@ -64,12 +67,15 @@ impl Scheduler {
                 ahead,
                 replaced: None,
                 cancel: None,
+                retries: Vec::new(),
             },
             Admission::Superseding {
                 ahead,
                 replaced,
                 cancel,
+                retries,
             } => Offer::Queued {
+                retries,
                 ahead,
                 replaced: replaced.map(|old| Account {
                     superseded_by: Some(seq),

@@ -30,6 +30,10 @@ pub enum Admission {
         replaced: Option<Seq>,
         /// The running job of its key to stop.
         cancel: Option<Seq>,
+        /// `--cancel-in-progress`: the job of its key that was waiting out its retry delay
+        /// (a retried batch: each of its jobs), superseded with the tries it made: their
+        /// final accounts.
+        retries: Vec<super::account::Account>,
     },
     /// `max_queued` jobs already wait; the job was not admitted.
     Full,
@@ -178,6 +182,49 @@ impl Scheduler {
         let was_waiting = !lane.waiting.is_empty();
         let replaced_at = pending;
         let replaced = pending.and_then(|i| lane.waiting.remove(i)).map(|w| w.seq);
+        // `--cancel-in-progress`: a job of the key waiting out its retry delay is in progress
+        // as much as a running one; the newer job supersedes it, and it keeps its tries.
+        let mut retries_superseded = Vec::new();
+        let mut rejoin = false;
+        let retrying = lane.waiting.iter().take_while(|w| w.attempts > 0).count();
+        if self.policy.cancel_in_progress && !lane.busy && retrying > 0 {
+            if let Some(until) = lane.held_until.take() {
+                // Held out of the ready line until its delay ends: the newer job joins it.
+                self.held
+                    .retain(|(at, held)| !(*at == until && *held == job.key));
+                rejoin = true;
+            }
+            for mut waiting in lane.waiting.drain(..retrying) {
+                self.queued -= 1;
+                self.queued_weight -= weight_of(waiting.needs.as_deref());
+                // It tells of its wait up to the try it made (as a cancelled one does).
+                let waits = if waiting.tries.last().is_some_and(Try::started) {
+                    waiting.wait.take_before_retry()
+                } else {
+                    waiting.wait.close(now)
+                };
+                retries_superseded.push(super::account::Account {
+                    seq: waiting.seq,
+                    outcome: Outcome::Interrupted(super::outcome::StopReason::Superseded),
+                    attempts: waiting.attempts,
+                    waited: Some(now.saturating_sub(waiting.queued_at)),
+                    waits,
+                    tries: waiting.tries,
+                    superseded_by: Some(job.seq),
+                    batch: None,
+                    ended_at: now,
+                    in_flight: false,
+                    grant: None,
+                });
+            }
+        }
+        let replaced_at = replaced_at.map(|i| {
+            if retries_superseded.is_empty() {
+                i
+            } else {
+                i - retrying
+            }
+        });
         // Retries wait at the front of their lane whatever the ranks of later jobs.
         let retries = lane.waiting.iter().take_while(|w| w.attempts > 0).count();
         let position = lane
@@ -214,7 +261,7 @@ impl Scheduler {
             None
         };
         let key = Arc::clone(&job.key);
-        if !lane.busy && !was_waiting {
+        if !lane.busy && (!was_waiting || rejoin) {
             self.ready.push_back(job.key);
         }
         if replaced.is_none() {
@@ -229,6 +276,7 @@ impl Scheduler {
                 ahead,
                 replaced,
                 cancel,
+                retries: retries_superseded,
             }
         } else {
             Admission::Queued { ahead }

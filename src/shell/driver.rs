@@ -653,6 +653,7 @@ impl Driver {
                 ahead,
                 replaced,
                 cancel,
+                retries,
             } => {
                 let held_by = self.lock_dir.as_ref().and_then(|dir| dir.holder(&spec.key));
                 self.ledger.queued(spec.seq, &spec.key, ahead, held_by, now);
@@ -660,6 +661,9 @@ impl Driver {
                 self.jobs.insert(spec.seq, Box::new(spec));
                 let replaced_seq = replaced.as_ref().map(|account| account.seq);
                 if let Some(account) = replaced {
+                    self.close_waiting(&account).await;
+                }
+                for account in retries {
                     self.close_waiting(&account).await;
                 }
                 self.send_stops(cancel);

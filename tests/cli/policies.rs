@@ -105,6 +105,48 @@ fn coalesce_latest_runs_the_first_and_the_newest_job_of_each_key() {
     }
 }
 
+/// `--cancel-in-progress`: a job waiting out its `--retry-delay` is in progress too; a newer
+/// job of its key supersedes it at once (keeping its failed try), instead of waiting through
+/// every retry (which also made the exit status depend on when the newer job came).
+#[test]
+fn cancel_in_progress_supersedes_a_job_waiting_for_its_retry() {
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    let mut running = run_to(&scratch, &report)
+        .args([
+            "--cancel-in-progress",
+            "--retries",
+            "3",
+            "--retry-delay",
+            "60s",
+        ])
+        .stdin_piped()
+        .spawn();
+    running
+        .stdin()
+        .write_all(b"a\ttouch \"$D/tried.$LANES_ATTEMPT\"; exit 5\n")
+        .unwrap();
+    running.stdin().flush().unwrap();
+    scratch.wait_for("tried.1", WAIT);
+    running
+        .stdin()
+        .write_all(b"a\ttouch \"$D/newer\"\n")
+        .unwrap();
+    running.stdin().flush().unwrap();
+    scratch.wait_for("newer", WAIT);
+    running.close_stdin();
+    let out = running.wait();
+    out.code(0);
+    assert!(!scratch.exists("tried.2"), "the retry ran");
+    let records = Records::read(&report);
+    let old = records.job(1);
+    assert_eq!(old.result(), ("interrupted", Some("superseded")), "{old:?}");
+    assert_eq!(old.superseded_by, Some(2), "{old:?}");
+    assert_eq!((old.attempts, old.tries.len()), (1, 1), "{old:?}");
+    assert_eq!(old.exit_code, Some(5), "its try's exit status: {old:?}");
+    assert_eq!(records.job(2).result(), ("succeeded", None));
+}
+
 #[test]
 fn cancel_in_progress_interrupts_the_running_job_and_its_whole_tree() {
     let scratch = Scratch::new();

@@ -227,12 +227,23 @@ impl Harness {
                         self.account(&account, step);
                     }
                     Offer::Queued {
-                        replaced, cancel, ..
+                        replaced,
+                        cancel,
+                        retries,
+                        ..
                     } => {
                         assert!(!skip && self.halted.is_none(), "step {step}: admitted");
                         self.open.insert(seq);
                         if let Some(account) = replaced {
                             self.account(&account, step);
+                        }
+                        for account in &retries {
+                            assert_eq!(
+                                account.outcome,
+                                Outcome::Interrupted(StopReason::Superseded),
+                                "step {step}: a superseded retry"
+                            );
+                            self.account(account, step);
                         }
                         if let Some(stop) = cancel {
                             assert_eq!(stop.reason, StopReason::Superseded);

@@ -71,6 +71,7 @@ fn superseding(ahead: usize, replaced: Option<Seq>, cancel: Option<Seq>) -> Admi
         ahead,
         replaced,
         cancel,
+        retries: Vec::new(),
     }
 }
 

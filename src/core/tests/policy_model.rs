@@ -245,8 +245,51 @@ impl Model {
         if self.waiting.len() >= self.max_queued && pending.is_none() {
             return Admission::Full;
         }
+        let pending_seq = pending.map(|i| self.waiting[i].seq);
         let busy = self.busy(key);
-        if !busy && !self.has_waiting(key) {
+        // --cancel-in-progress: the key's retry waiting out its delay is superseded.
+        let mut retries = Vec::new();
+        if self.policy.cancel_in_progress && !busy {
+            let mut gone: Vec<MJob> = Vec::new();
+            let mut i = 0;
+            while i < self.waiting.len() {
+                if self.waiting[i].key == key && self.waiting[i].attempts > 0 {
+                    gone.push(self.waiting.remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+            gone.sort_by_key(|job| job.retry_pos);
+            let now = w.queued_at;
+            retries = gone
+                .into_iter()
+                .map(|job| Account {
+                    seq: job.seq,
+                    outcome: Outcome::Interrupted(StopReason::Superseded),
+                    attempts: job.attempts,
+                    waited: Some(now - job.queued_at),
+                    // Compared without them: the model does not keep tries.
+                    waits: Vec::new(),
+                    tries: Vec::new(),
+                    superseded_by: Some(w.seq),
+                    batch: None,
+                    ended_at: now,
+                    in_flight: false,
+                    grant: None,
+                })
+                .collect();
+            self.held.retain(|&(_, held)| held != key);
+        }
+        let pending = pending.map(|i| {
+            // Its index before the retries left.
+            let seq = pending_seq.expect("seen");
+            let _ = i;
+            self.waiting
+                .iter()
+                .position(|o| o.seq == seq)
+                .expect("still waiting")
+        });
+        if !busy && !self.has_waiting(key) && !self.ready_since.contains_key(&key) {
             self.join_ready(key);
         }
         let replaced = pending.map(|i| self.waiting.remove(i).seq);
@@ -272,6 +315,7 @@ impl Model {
                 ahead,
                 replaced,
                 cancel,
+                retries,
             }
         } else {
             Admission::Queued { ahead }
@@ -559,9 +603,32 @@ impl Ledger {
                 (true, None, None)
             }
             Admission::Superseding {
-                replaced, cancel, ..
+                replaced,
+                cancel,
+                ref retries,
+                ..
             } => {
                 assert!(coalesce, "job {seq}: Superseding without coalescing");
+                let retried = self.retry_next.get(key).cloned();
+                let waiting_retry = retried.is_some() && !self.in_flight.contains_key(key);
+                if self.policy.cancel_in_progress && waiting_retry {
+                    let seqs: Vec<Seq> = retries.iter().map(|a| a.seq).collect();
+                    assert_eq!(
+                        Some(seqs),
+                        retried,
+                        "job {seq}: the retry waiting in its lane was not superseded"
+                    );
+                    self.retry_next.remove(key);
+                    for account in retries {
+                        let info = self.jobs.get_mut(&account.seq).expect("a known job");
+                        assert_eq!(info.life, Life::Waiting);
+                        assert!(info.tries > 0);
+                        assert_eq!(account.superseded_by, Some(seq));
+                        info.life = Life::Ended;
+                    }
+                } else {
+                    assert!(retries.is_empty(), "job {seq}: superseded {retries:?}");
+                }
                 (replaced.is_none(), replaced, cancel)
             }
         };
@@ -1009,7 +1076,7 @@ impl Harness {
                     needs: None,
                 };
                 let queued_before = self.s.queued();
-                let got = self.s.admit(req.clone(), self.now);
+                let mut got = self.s.admit(req.clone(), self.now);
                 let want = self.m.admit(MJob {
                     seq,
                     key,
@@ -1020,6 +1087,18 @@ impl Harness {
                     attempts: 0,
                     retry_pos: 0,
                 });
+                if let Admission::Superseding { retries, .. } = &mut got {
+                    for account in retries.iter_mut() {
+                        assert_eq!(
+                            account.tries.len() as u32,
+                            account.attempts,
+                            "step {step}: a superseded retry keeps its tries"
+                        );
+                        // Compared without them: the model does not keep tries.
+                        account.tries.clear();
+                        account.waits.clear();
+                    }
+                }
                 assert_eq!(got, want, "step {step}: admit of job {seq}");
                 self.ledger.admitted(&req, &got, queued_before, self.now);
             }
