@@ -112,6 +112,7 @@ fn coalesce_latest_runs_the_first_and_the_newest_job_of_each_key() {
 fn cancel_in_progress_supersedes_a_job_waiting_for_its_retry() {
     let scratch = Scratch::new();
     let report = scratch.join("report.jsonl");
+    let events_path = scratch.join("events.jsonl");
     let mut running = run_to(&scratch, &report)
         .args([
             "--cancel-in-progress",
@@ -119,7 +120,9 @@ fn cancel_in_progress_supersedes_a_job_waiting_for_its_retry() {
             "3",
             "--retry-delay",
             "60s",
+            "--events",
         ])
+        .arg(&events_path)
         .stdin_piped()
         .spawn();
     running
@@ -127,7 +130,18 @@ fn cancel_in_progress_supersedes_a_job_waiting_for_its_retry() {
         .write_all(b"a\ttouch \"$D/tried.$LANES_ATTEMPT\"; exit 5\n")
         .unwrap();
     running.stdin().flush().unwrap();
-    scratch.wait_for("tried.1", WAIT);
+    // The newer job must come while the first waits out its delay, not while its try runs:
+    // wait for the event that ends the first try and schedules its retry.
+    assert!(
+        wait_until(WAIT, || events(&events_path)
+            .iter()
+            .any(|e| e["type"] == "ended"
+                && int(e, "seq") == 1
+                && e["retry"] == true)),
+        "the first try did not end with a retry: {:?}",
+        events(&events_path)
+    );
+    assert!(scratch.exists("tried.1"));
     running
         .stdin()
         .write_all(b"a\ttouch \"$D/newer\"\n")
