@@ -349,6 +349,14 @@ impl RunConfig {
                 "--command and a trailing command both give the command: use one".into(),
             ));
         }
+        // What gave the template, for errors about it.
+        let template_origin = if cli.trailing_command.is_some() {
+            "the trailing command"
+        } else if cli.command.is_some() {
+            "--command"
+        } else {
+            "the manifest's `command`"
+        };
         let command = match &cli.trailing_command {
             Some(words) => {
                 crate::trailing_command::check_program(words, std::env::var_os("PATH").as_deref())
@@ -595,8 +603,8 @@ impl RunConfig {
                 .find(|name| !resources.iter().any(|r| *r.name == **name))
         }) {
             return Err(ConfigError::Usage(format!(
-                "--command uses {{res.{name}}}, but the run has no resource {name:?} (declare \
-                 it with --resource or [resources])"
+                "{template_origin} uses {{res.{name}}}, but the run has no resource {name:?} \
+                 (declare it with --resource or [resources])"
             )));
         }
         Ok(RunConfig {
@@ -821,6 +829,7 @@ fn job_needs(
                 .map(|&(index, amount)| crate::resources::Need {
                     name: resources[index].name.to_string(),
                     amount,
+                    sized: false,
                 })
                 .collect()
         }),

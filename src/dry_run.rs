@@ -79,7 +79,13 @@ pub(crate) fn print(
         let command = match &config.template {
             Some(template) => {
                 let args: Vec<&str> = members.map(|job| job.command.as_str()).collect();
-                template.render(&args, &first.key, first.seq, run.slot)
+                template.render_granted(
+                    &args,
+                    &first.key,
+                    first.seq,
+                    run.slot,
+                    run.grant.as_deref(),
+                )
             }
             None => first.command.clone(),
         };

@@ -130,6 +130,15 @@ pub(crate) struct Need {
     pub name: String,
     /// ≥ 1.
     pub amount: u64,
+    /// Written as a size (`8G`): an amount of a resource, never a count of named units.
+    pub sized: bool,
+}
+
+/// Whether an amount is written as a size: with a suffix (`8G`), not as a bare count.
+pub(crate) fn is_size(text: &str) -> bool {
+    !text
+        .trim_start_matches(|c: char| c.is_ascii_digit())
+        .is_empty()
 }
 
 /// Parses `--needs NAME=N,NAME=N,…`.
@@ -149,6 +158,7 @@ pub(crate) fn parse_needs(text: &str) -> Result<Vec<Need>, String> {
         needs.push(Need {
             name: name.to_owned(),
             amount: parse_amount(amount)?,
+            sized: is_size(amount),
         });
     }
     Ok(needs)
@@ -192,7 +202,19 @@ pub(crate) fn resolve(
                 ),
             ));
         };
-        let total = resources[index].stock.total();
+        let stock = &resources[index].stock;
+        if need.sized && matches!(stock, Stock::Units(_)) {
+            return Err((
+                i,
+                format!(
+                    "resource {:?} is {} named units: a job needs a count of them, such as 1, \
+                     not a size",
+                    need.name,
+                    stock.total()
+                ),
+            ));
+        }
+        let total = stock.total();
         if need.amount > total {
             return Err((
                 i,
@@ -312,11 +334,13 @@ mod tests {
             vec![
                 Need {
                     name: "gpu".into(),
-                    amount: 1
+                    amount: 1,
+                    sized: false
                 },
                 Need {
                     name: "mem".into(),
-                    amount: 8 << 30
+                    amount: 8 << 30,
+                    sized: true
                 }
             ]
         );

@@ -126,7 +126,9 @@ impl Template {
         self
     }
 
-    /// The command for `args` (one job's argument, or a batch's in lane order).
+    /// The command for `args` (one job's argument, or a batch's in lane order), holding no
+    /// resource.
+    #[cfg(test)]
     pub(crate) fn render(&self, args: &[&str], key: &str, seq: u64, slot: u32) -> String {
         self.render_granted(args, key, seq, slot, None)
     }

@@ -402,7 +402,7 @@ fn short_takes_value(command: &clap::Command, name: char) -> bool {
 /// `--command` template (`lanes 'gunzip -c {} > {.}'`). Several words are a program and its
 /// arguments, each passed as it is (as xargs passes them): every word is quoted for the shell
 /// except the placeholders in it (`{}`, `{.}`, `{/}`, `{//}`, `{/.}`, `{N}`, `{key}`, `{seq}`,
-/// `{#}`, `{slot}`, `{%}`), which are substituted, quoted, in place.
+/// `{#}`, `{slot}`, `{%}`, `{res.NAME}`), which are substituted, quoted, in place.
 pub(crate) fn template_text(words: &[String]) -> String {
     if let [one] = words {
         return one.clone();
@@ -449,6 +449,9 @@ fn word_template(word: &str) -> String {
 fn is_placeholder(name: &str) -> bool {
     matches!(name, "key" | "seq" | "#" | "slot" | "%")
         || crate::placeholder::Placeholder::parse(name).is_some()
+        || name
+            .strip_prefix("res.")
+            .is_some_and(|resource| crate::resources::check_name(resource).is_ok())
 }
 
 /// Appends `literal`, quoted when it holds anything a shell treats specially, braces doubled.
@@ -560,6 +563,10 @@ mod tests {
         let words = |w: &[&str]| template_text(&strings(w).unwrap());
         assert_eq!(words(&["gzip", "-t"]), "gzip -t");
         assert_eq!(words(&["grep", "-l", "a b", "{}"]), "grep -l 'a b' {}");
+        assert_eq!(
+            words(&["run", "--gpu={res.gpu}", "{res.}"]),
+            "run --gpu={res.gpu} '{{res.}}'"
+        );
         assert_eq!(
             words(&["awk", "{print $1}", "{/}.out", ""]),
             "awk '{{print $1}}' {/}.out ''"

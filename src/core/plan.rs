@@ -2,10 +2,11 @@
 //! real decisions ([`Scheduler::offer`], [`Scheduler::take`], [`Scheduler::finish`]) on a
 //! virtual clock where every job succeeds and every run of a round ends at the same time.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{
-    ExitFacts, JobRequest, Limits, Offer, Policy, Resource, RunFacts, Scheduler, Seq, Tick,
+    ExitFacts, Grant, JobRequest, Limits, Offer, Policy, Resource, RunFacts, Scheduler, Seq, Tick,
 };
 
 /// One run the scheduler would start.
@@ -17,6 +18,9 @@ pub struct Planned {
     pub slot: u32,
     /// The jobs of the run, in lane order, its first job first (one job unless batching).
     pub batch: Vec<Seq>,
+    /// The weight and named units it would hold (`{res.NAME}`); `None` for weight 1 and no
+    /// resource.
+    pub grant: Option<Arc<Grant>>,
 }
 
 /// What would become of each job offered, in start order; jobs that would never start (those
@@ -94,6 +98,7 @@ pub fn plan(
                 round,
                 slot: start.slot,
                 batch: start.batch.clone(),
+                grant: start.grant.clone(),
             });
             let facts = RunFacts {
                 exit: Some(ExitFacts::Exited(0)),

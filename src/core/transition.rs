@@ -372,7 +372,8 @@ impl Scheduler {
         if let Some(at) = deadline {
             self.deadlines.insert((at, seq));
         }
-        let seqs = batch.iter().map(|w| w.seq).collect();
+        let seqs: Vec<Seq> = batch.iter().map(|w| w.seq).collect();
+        self.forget_untold_waits(&seqs, now);
         self.running.insert(
             seq,
             Running {

@@ -216,6 +216,10 @@ impl WaitLog {
     }
 }
 
+/// How long a cause must have lasted when its job starts for its `waiting` event to be
+/// told (when the shell has not taken it yet): a record's `waits` are whole milliseconds.
+pub(crate) const UNTOLD_WAIT: Tick = Tick::from_millis(1);
+
 /// How many ready keys are looked at for what they are short of (weights, named
 /// resources): the cost of telling `resource` from `cap` stays bounded in a run with many
 /// ready keys, whose keys further back wait `cap`.
@@ -243,6 +247,18 @@ impl Scheduler {
             .as_mut()
             .map(std::mem::take)
             .unwrap_or_default()
+    }
+
+    /// The jobs `members` start at `now`: a cause they were given less than [`UNTOLD_WAIT`]
+    /// before, not yet taken with [`Scheduler::take_wait_changes`], is not told. Most often it
+    /// is the `cap` a job is given as its key becomes ready just before it is taken: it
+    /// waited for nothing, and its record's `waits` (whole milliseconds) do not show it.
+    pub(crate) fn forget_untold_waits(&mut self, members: &[Seq], now: Tick) {
+        if let Some(log) = self.wait_changes.as_mut() {
+            log.retain(|change| {
+                !(members.contains(&change.seq) && now.saturating_sub(change.at) < UNTOLD_WAIT)
+            });
+        }
     }
 
     /// Why the job at `index` of `key`'s lane waits at time `at`, the lane as it is now.

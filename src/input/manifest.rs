@@ -17,7 +17,7 @@ use toml::Spanned;
 
 use crate::core::Resource;
 use crate::duration::{parse_duration, seconds_to_duration};
-use crate::resources::{check_name, parse_amount, parse_units, Need};
+use crate::resources::{check_name, is_size, parse_amount, parse_units, Need};
 use crate::settings::{Coalesce, OnFull};
 
 /// Run-level settings from the manifest; `None` where the manifest does not set them.
@@ -479,8 +479,9 @@ impl RawJob {
                         .map(|(name, amount)| {
                             check_name(name.get_ref()).map_err(|m| (name.span().start, m))?;
                             let at = amount.span().start;
+                            let amount = amount.into_inner();
+                            let sized = matches!(&amount, RawAmount::Text(t) if is_size(t));
                             let amount = amount
-                                .into_inner()
                                 .resolve()
                                 .map_err(|m| (at, format!("`needs.{}`: {m}", name.get_ref())))?;
                             Ok(located(
@@ -489,6 +490,7 @@ impl RawJob {
                                 Need {
                                     name: name.into_inner(),
                                     amount,
+                                    sized,
                                 },
                             ))
                         })
@@ -694,7 +696,7 @@ enum RawStock {
 
 impl<'de> Deserialize<'de> for RawAmount {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        match RawStock::deserialize(deserializer)? {
+        match deserializer.deserialize_any(StockVisitor { units: false })? {
             RawStock::Amount(amount) => Ok(amount),
             RawStock::Units(_) => Err(de::Error::custom(
                 "expected an amount such as 2 or \"8G\", not an array",
@@ -705,48 +707,55 @@ impl<'de> Deserialize<'de> for RawAmount {
 
 impl<'de> Deserialize<'de> for RawStock {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct StockVisitor;
+        deserializer.deserialize_any(StockVisitor { units: true })
+    }
+}
 
-        impl<'de> Visitor<'de> for StockVisitor {
-            type Value = RawStock;
+/// Reads an amount, or (`units`: a `[resources]` value) an array of unit ids.
+struct StockVisitor {
+    units: bool,
+}
 
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an amount such as 8 or \"32G\", or an array of unit ids")
-            }
+impl<'de> Visitor<'de> for StockVisitor {
+    type Value = RawStock;
 
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<RawStock, E> {
-                Ok(RawStock::Amount(RawAmount::Text(text.to_string())))
-            }
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.units {
+            f.write_str("an amount such as 8 or \"32G\", or an array of unit ids")
+        } else {
+            f.write_str("an amount such as 2 or \"8G\"")
+        }
+    }
 
-            fn visit_i64<E: de::Error>(self, n: i64) -> Result<RawStock, E> {
-                Ok(RawStock::Amount(RawAmount::Int(n)))
-            }
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<RawStock, E> {
+        Ok(RawStock::Amount(RawAmount::Text(text.to_string())))
+    }
 
-            fn visit_u64<E: de::Error>(self, n: u64) -> Result<RawStock, E> {
-                i64::try_from(n)
-                    .map(|n| RawStock::Amount(RawAmount::Int(n)))
-                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(n), &self))
-            }
+    fn visit_i64<E: de::Error>(self, n: i64) -> Result<RawStock, E> {
+        Ok(RawStock::Amount(RawAmount::Int(n)))
+    }
 
-            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawStock, A::Error> {
-                let mut ids = Vec::new();
-                while let Some(id) = seq.next_element::<toml::Value>()? {
-                    match id {
-                        toml::Value::String(s) => ids.push(s),
-                        toml::Value::Integer(n) => ids.push(n.to_string()),
-                        other => {
-                            return Err(de::Error::custom(format!(
-                                "a unit id is a string or an integer, not {}",
-                                other.type_str()
-                            )))
-                        }
-                    }
+    fn visit_u64<E: de::Error>(self, n: u64) -> Result<RawStock, E> {
+        i64::try_from(n)
+            .map(|n| RawStock::Amount(RawAmount::Int(n)))
+            .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(n), &self))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawStock, A::Error> {
+        let mut ids = Vec::new();
+        while let Some(id) = seq.next_element::<toml::Value>()? {
+            match id {
+                toml::Value::String(s) => ids.push(s),
+                toml::Value::Integer(n) => ids.push(n.to_string()),
+                other => {
+                    return Err(de::Error::custom(format!(
+                        "a unit id is a string or an integer, not {}",
+                        other.type_str()
+                    )))
                 }
-                Ok(RawStock::Units(ids))
             }
         }
-
-        deserializer.deserialize_any(StockVisitor)
+        Ok(RawStock::Units(ids))
     }
 }
 

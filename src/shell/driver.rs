@@ -219,7 +219,6 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     let mut spin = tokio::time::interval(crate::report::progress::SPIN);
     spin.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
-        driver.tell_waits();
         driver.start_ready(!ended_rx.is_empty()).await;
         driver.journal_ends().await;
         driver.settle_display();
@@ -408,7 +407,9 @@ impl Driver {
                 }
             }
         }
-        self.tell_waits();
+        // The causes decided since the last round are told after the take that may start
+        // their jobs: a job taken at once waited for nothing, and is told no cause
+        // (`Scheduler::forget_untold_waits`).
         self.launcher.set_backlog(backlog);
         while let Some(start) = self.core.take(self.tick()) {
             // What the take itself decided (a delay that ran out) comes before `started`.
@@ -418,6 +419,7 @@ impl Driver {
             // The round's next starts wait behind this one: a burst.
             self.launcher.set_backlog(true);
         }
+        self.tell_waits();
         if !self.input.is_open() && self.service.is_none() && self.core.queued() == 0 {
             // No job comes from the input any more and every job has started: the empty job
             // cgroups kept for later jobs go now, and each job's when it ends, while other
@@ -657,7 +659,6 @@ impl Driver {
             } => {
                 let held_by = self.lock_dir.as_ref().and_then(|dir| dir.holder(&spec.key));
                 self.ledger.queued(spec.seq, &spec.key, ahead, held_by, now);
-                self.tell_waits();
                 self.jobs.insert(spec.seq, Box::new(spec));
                 let replaced_seq = replaced.as_ref().map(|account| account.seq);
                 if let Some(account) = replaced {
@@ -815,6 +816,8 @@ impl Driver {
     /// Writes one job's final record, indexes its result files, and lets its grouped output
     /// go when its turn has come.
     async fn close(&mut self, account: &Account, spec: &JobSpec, output: RunOutput) {
+        // A job's causes are told before its `ended` event.
+        self.tell_waits();
         let facts = JobFacts {
             line: spec.line,
             key: Some(&spec.key),

@@ -48,6 +48,31 @@ fn a_dry_run_shows_batches_and_rendered_commands() {
 }
 
 #[test]
+fn a_dry_run_hands_out_named_units_as_the_run_would() {
+    let out = Run::new()
+        .no_report()
+        .args([
+            "--dry-run",
+            "-j",
+            "2",
+            "--resource",
+            "gpu=g0,g1",
+            "--needs",
+            "gpu=1",
+        ])
+        .args(["echo", "{}", "{res.gpu}", ":::", "a", "b", "c"])
+        .run();
+    out.code(0);
+    assert_eq!(
+        out.stdout(),
+        "lanes: dry run of 3 jobs in 3 keys, at most 2 at once: nothing runs\n\
+         [a]\n  seq 1  round 1  slot 1  echo 'a' 'g0'\n\
+         [b]\n  seq 2  round 1  slot 2  echo 'b' 'g1'\n\
+         [c]\n  seq 3  round 2  slot 1  echo 'c' 'g0'\n"
+    );
+}
+
+#[test]
 fn a_dry_run_leaves_out_what_resume_would_skip() {
     let scratch = Scratch::new();
     let report = scratch.join("first.jsonl");

@@ -244,6 +244,12 @@ fn bad_flags_are_refused_before_anything_runs() {
     );
     refused(
         &scratch,
+        &["--resource", "gpu=0,1", "--needs", "gpu=1G"],
+        "--needs gpu=1G: resource \"gpu\" is 2 named units: a job needs a count of them, such \
+         as 1, not a size",
+    );
+    refused(
+        &scratch,
         &["-j", "2", "--weight", "3"],
         "--weight 3: weight 3 is more than the cap of 2",
     );
@@ -253,6 +259,11 @@ fn bad_flags_are_refused_before_anything_runs() {
         &scratch,
         &["--command", "echo {res.gpu}"],
         "--command uses {res.gpu}, but the run has no resource \"gpu\"",
+    );
+    refused(
+        &scratch,
+        &["echo", "{res.gpu}", ":::", "a"],
+        "the trailing command uses {res.gpu}, but the run has no resource \"gpu\"",
     );
 }
 
@@ -267,6 +278,14 @@ fn bad_manifests_are_pointed_at_before_anything_runs() {
         (
             "[resources]\ngpu = [\"0\", \"1\"]\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\nneeds = { gpu = 3 }\n",
             "m.toml:6:11: needs 3 of \"gpu\", more than the 2 the run has",
+        ),
+        (
+            "[resources]\ngpu = [\"0\", \"1\"]\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\nneeds = { gpu = \"1G\" }\n",
+            "m.toml:6:11: resource \"gpu\" is 2 named units: a job needs a count of them",
+        ),
+        (
+            "[resources]\ngpu = 2\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\nneeds = { gpu = true }\n",
+            "m.toml:6:17: invalid type: boolean `true`, expected an amount such as 2 or \"8G\"\n",
         ),
         (
             "[resources]\nmem = \"8GG\"\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\n",
@@ -472,4 +491,15 @@ fn a_job_that_waited_for_a_resource_is_told_waiting_only_before_it_starts() {
     }
     assert_eq!(started.len(), 6);
     assert!(waited_for_gpu >= 4, "{waited_for_gpu} waited for a GPU");
+}
+
+#[test]
+fn a_trailing_command_is_handed_its_units_in_place() {
+    let out = Run::new()
+        .no_report()
+        .args(["-j", "1", "--resource", "gpu=g0,g1", "--needs", "gpu=2"])
+        .args(["printf", "%s|%s\\n", "{}", "--gpus={res.gpu}", ":::", "a"])
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "[a] a|--gpus=g0,g1\n");
 }

@@ -312,7 +312,8 @@ fn a_job_short_of_a_named_resource_waits_for_it() {
     let _ = s.admit(job(3, "c", 0), ms(10));
     assert_eq!(s.take(ms(10)).map(|st| st.seq), Some(3));
     assert_eq!(s.take(ms(10)), None);
-    assert_eq!(changes(&mut s), [(3, WaitCause::Cap, 10)]);
+    // Taken as it came: it waited for nothing, and no cause is told for it.
+    assert_eq!(changes(&mut s), []);
     let _ = end(&mut s, 1, 0, ms(20));
     assert_eq!(s.take(ms(20)).map(|st| st.seq), Some(2));
     // It fitted and was taken: no change of cause is told for it (it no longer waits).
@@ -361,4 +362,24 @@ fn a_heavy_job_whose_weight_does_not_fit_waits_for_the_cap() {
     assert_eq!(s.take(ms(10)).map(|st| st.seq), Some(2));
     let accounts = end(&mut s, 2, 0, ms(20));
     assert_eq!(accounts[0].waits, [span(WaitCause::Cap, 0, 10)]);
+}
+
+#[test]
+fn a_cause_its_job_starts_within_a_millisecond_of_is_not_told() {
+    let mut s = scheduler(1, Policy::default());
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "b", 0), ms(0));
+    // Job 1 is taken at once: its `cap` lasted no time and is not told; job 2 waits on.
+    let start = s.take(Duration::from_micros(900)).expect("a free slot");
+    assert_eq!(start.seq, 1);
+    assert_eq!(changes(&mut s), [(2, WaitCause::Cap, 0)]);
+    // A cause taken (told) already stays told, however soon its job starts.
+    let _ = end(&mut s, 1, 0, ms(10));
+    assert_eq!(s.take(ms(10)).map(|st| st.seq), Some(2));
+    assert_eq!(changes(&mut s), []);
+    // A cause that lasted a millisecond before its job started is told.
+    let _ = end(&mut s, 2, 0, ms(20));
+    let _ = s.admit(job(3, "c", 0), ms(20));
+    assert_eq!(s.take(ms(21)).map(|st| st.seq), Some(3));
+    assert_eq!(changes(&mut s), [(3, WaitCause::Cap, 20)]);
 }
