@@ -334,6 +334,13 @@ impl RunConfig {
             Source::Manifest { manifest, .. } => manifest.settings.clone(),
             _ => Default::default(),
         };
+        let origins = Origins {
+            manifest: match &source {
+                Source::Manifest { path, .. } => Some(path.clone()),
+                _ => None,
+            },
+            places: settings.places.clone(),
+        };
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         check_distinct_files(&source, &cli.report, &cli.events, &cli.junit, &cli.resume)?;
         if cli.keep_order && cli.output != OutputMode::Grouped {
@@ -433,26 +440,62 @@ impl RunConfig {
             cli.no_cancel_in_progress,
             settings.cancel_in_progress,
         );
+        let cancel_name = || {
+            origins.name(
+                cli.cancel_in_progress,
+                "--cancel-in-progress",
+                "cancel_in_progress",
+                "cancel_in_progress = true",
+            )
+        };
+        let coalesce_name = |value: &str| {
+            origins.name(
+                cli.coalesce.is_some(),
+                &format!("--coalesce {value}"),
+                "coalesce",
+                &format!("coalesce = \"{value}\""),
+            )
+        };
         if cancel_in_progress && coalesce == Some(Coalesce::Off) {
-            return Err(ConfigError::Usage(
-                "--cancel-in-progress keeps one running and one pending job per key (it implies \
-                 --coalesce latest), while --coalesce off keeps every job: use one or the other"
-                    .into(),
-            ));
+            return Err(ConfigError::Usage(format!(
+                "{} keeps one running and one pending job per key (it implies --coalesce \
+                 latest), while {} keeps every job: use one or the other",
+                cancel_name(),
+                coalesce_name("off")
+            )));
         }
+        // The setting that makes the run batch, as an error names it.
+        let batch_name = || {
+            let size_given = cli.batch_size.is_some() || settings.batch_size.is_some();
+            if size_given && batch_size > 1 {
+                let flag = cli.batch_size.is_some();
+                origins.name(flag, "--batch-size", "batch_size", "batch_size")
+            } else if bytes_given {
+                let flag = cli.batch_bytes.is_some();
+                origins.name(flag, "--batch-bytes", "batch_bytes", "batch_bytes")
+            } else {
+                let flag = cli.batch_delay.is_some();
+                origins.name(flag, "--batch-delay", "batch_delay", "batch_delay")
+            }
+        };
         if batching && template.is_none() {
-            return Err(ConfigError::Usage(
-                "--batch-size, --batch-bytes and --batch-delay need --command: a batch runs \
-                 one command for the arguments of several jobs"
-                    .into(),
-            ));
+            return Err(ConfigError::Usage(format!(
+                "{} needs a command template (--command, a trailing command or the manifest's \
+                 `command`): a batch runs one command for the arguments of several jobs",
+                batch_name()
+            )));
         }
         if batching && (coalesce_latest || cancel_in_progress) {
-            return Err(ConfigError::Usage(
-                "batching runs every waiting job of a key together, while --coalesce and \
-                 --cancel-in-progress drop all but the newest: use one or the other"
-                    .into(),
-            ));
+            let dropping = if cancel_in_progress {
+                cancel_name()
+            } else {
+                coalesce_name("latest")
+            };
+            return Err(ConfigError::Usage(format!(
+                "{} runs every waiting job of a key together, while {dropping} drops all but \
+                 the newest: use one or the other",
+                batch_name()
+            )));
         }
         // Each from the flag, else the variable, else the manifest; the level (3, 2, 1) it came
         // from decides between the two: the flag wins over the variable, the variable over the
@@ -486,11 +529,17 @@ impl RunConfig {
         let mut coordinate = cli.coordinate.or(env_coordinate).or(settings.coordinate);
         if coordinate.is_some() && lock_dir.is_some() {
             if lock_dir_level == coordinate_level {
-                return Err(ConfigError::Usage(
-                    "--coordinate shares keys across hosts and --lock-dir within one host: use \
+                let (coordinate, lock_dir) = match lock_dir_level {
+                    2 => ("LANES_COORDINATE".to_owned(), "LANES_LOCK_DIR".to_owned()),
+                    level => (
+                        origins.name(level == 3, "--coordinate", "coordinate", "coordinate"),
+                        origins.name(level == 3, "--lock-dir", "lock_dir", "lock_dir"),
+                    ),
+                };
+                return Err(ConfigError::Usage(format!(
+                    "{coordinate} shares keys across hosts and {lock_dir} within one host: use \
                      one or the other"
-                        .into(),
-                ));
+                )));
             }
             if lock_dir_level > coordinate_level {
                 coordinate = None;
@@ -509,6 +558,7 @@ impl RunConfig {
                     .into(),
             ));
         }
+        let namespace_flag = cli.namespace.is_some();
         let namespace = cli
             .namespace
             .or(settings.namespace)
@@ -517,19 +567,29 @@ impl RunConfig {
         if coordinate.is_none()
             && (cli.host_id.is_some() || namespace != "lanes" || coordinate_records)
         {
-            return Err(ConfigError::Usage(
-                "--namespace, --host-id and --coordinate-records are about a fleet's \
-                 database: add --coordinate URL"
-                    .into(),
-            ));
+            let fleet = if cli.host_id.is_some() {
+                "--host-id".to_owned()
+            } else if coordinate_records {
+                "--coordinate-records".to_owned()
+            } else {
+                origins.name(namespace_flag, "--namespace", "namespace", "namespace")
+            };
+            return Err(ConfigError::Usage(format!(
+                "{fleet} is about a fleet's database: add --coordinate URL"
+            )));
         }
         let host_id = cli.host_id;
         if shared_max_concurrent.is_some() && lock_dir.is_none() && coordinate.is_none() {
-            return Err(ConfigError::Usage(
-                "--shared-max-concurrent caps the jobs of every process sharing a lock \
-                 directory or a fleet's database: add --lock-dir DIR or --coordinate URL"
-                    .into(),
-            ));
+            let shared = origins.name(
+                cli.shared_max_concurrent.is_some(),
+                "--shared-max-concurrent",
+                "shared_max_concurrent",
+                "shared_max_concurrent",
+            );
+            return Err(ConfigError::Usage(format!(
+                "{shared} caps the jobs of every process sharing a lock directory or a fleet's \
+                 database: add --lock-dir DIR or --coordinate URL"
+            )));
         }
         if lock_dir.is_some() && cli.backend == BackendKind::Slurm {
             return Err(ConfigError::Usage(
@@ -570,11 +630,11 @@ impl RunConfig {
             || matches!(&source, Source::Manifest { manifest, .. }
                 if manifest.jobs.iter().any(|j| j.resolved_needs.is_some()));
         if weighed && batching {
-            return Err(ConfigError::Usage(
-                "weights and resource needs are per job, while a batch runs several jobs as \
-                 one: use one or the other"
-                    .into(),
-            ));
+            return Err(ConfigError::Usage(format!(
+                "weights and resource needs are per job, while {} runs several jobs as one: \
+                 use one or the other",
+                batch_name()
+            )));
         }
         let heaviest = match &source {
             Source::Manifest { manifest, .. } => manifest
@@ -847,6 +907,28 @@ fn job_needs(
             message,
         })
     })
+}
+
+/// Names a setting in an error: its flag when the command line gave it, else how the manifest
+/// writes it and where (`` `batch_size` (jobs.toml:3:14) ``).
+struct Origins {
+    /// The manifest's path, when the run has one.
+    manifest: Option<PathBuf>,
+    /// Where the manifest writes its settings ([`manifest::ManifestSettings::places`]).
+    places: std::collections::BTreeMap<&'static str, (u64, u64)>,
+}
+
+impl Origins {
+    /// `flag` when `from_flag`, else `written` with the place of the manifest's `key` (or
+    /// `flag` when the manifest does not write it either).
+    fn name(&self, from_flag: bool, flag: &str, key: &'static str, written: &str) -> String {
+        match (&self.manifest, self.places.get(key)) {
+            (Some(path), Some((line, column))) if !from_flag => {
+                format!("`{written}` ({}:{line}:{column})", path.display())
+            }
+            _ => flag.to_owned(),
+        }
+    }
 }
 
 /// A boolean setting: `--no-X` (given last, clap drops the other) turns it off, even over a

@@ -68,6 +68,9 @@ pub(crate) struct ManifestSettings {
     pub batch_delay: Option<Duration>,
     /// `[resources]`, in name order, each with where it is written.
     pub resources: Vec<Located<Resource>>,
+    /// Where the settings that can conflict with others are written (their values): key →
+    /// (1-based line, 1-based column), for errors found once the command line is merged in.
+    pub places: BTreeMap<&'static str, (u64, u64)>,
 }
 
 /// A value and where the manifest writes it (1-based line and column), for errors found
@@ -251,13 +254,13 @@ struct RawManifest {
     #[serde(default)]
     env: RawEnv,
     max_queued: Option<Spanned<WholeNumber>>,
-    on_full: Option<OnFull>,
-    coalesce: Option<Coalesce>,
-    cancel_in_progress: Option<bool>,
+    on_full: Option<Spanned<OnFull>>,
+    coalesce: Option<Spanned<Coalesce>>,
+    cancel_in_progress: Option<Spanned<bool>>,
     retries: Option<Spanned<WholeNumber>>,
     retry_delay: Option<Spanned<RawDuration>>,
-    fail_fast: Option<bool>,
-    sticky_slots: Option<bool>,
+    fail_fast: Option<Spanned<bool>>,
+    sticky_slots: Option<Spanned<bool>>,
     lock_dir: Option<Spanned<String>>,
     shared_max_concurrent: Option<Spanned<WholeNumber>>,
     coordinate: Option<Spanned<String>>,
@@ -332,7 +335,31 @@ impl RawManifest {
                 Some(shell.into_inner())
             }
         };
+        let mut places = BTreeMap::new();
+        {
+            let mut place = |key: &'static str, span: Option<std::ops::Range<usize>>| {
+                if let Some(span) = span {
+                    places.insert(key, line_column(text, span.start));
+                }
+            };
+            place("coalesce", self.coalesce.as_ref().map(Spanned::span));
+            place(
+                "cancel_in_progress",
+                self.cancel_in_progress.as_ref().map(Spanned::span),
+            );
+            place("lock_dir", self.lock_dir.as_ref().map(Spanned::span));
+            place("coordinate", self.coordinate.as_ref().map(Spanned::span));
+            place("namespace", self.namespace.as_ref().map(Spanned::span));
+            place(
+                "shared_max_concurrent",
+                self.shared_max_concurrent.as_ref().map(Spanned::span),
+            );
+            place("batch_size", self.batch_size.as_ref().map(Spanned::span));
+            place("batch_bytes", self.batch_bytes.as_ref().map(Spanned::span));
+            place("batch_delay", self.batch_delay.as_ref().map(Spanned::span));
+        }
         let settings = ManifestSettings {
+            places,
             max_concurrent,
             timeout: resolve_duration(self.timeout, "timeout")?,
             grace: resolve_duration(self.grace, "grace")?,
@@ -340,14 +367,14 @@ impl RawManifest {
             env: resolve_env(self.env)?,
             max_queued: bounded(self.max_queued, "max_queued", 1, i64::MAX)?
                 .and_then(|n| usize::try_from(n).ok()),
-            on_full: self.on_full,
-            coalesce: self.coalesce,
-            cancel_in_progress: self.cancel_in_progress,
+            on_full: self.on_full.map(Spanned::into_inner),
+            coalesce: self.coalesce.map(Spanned::into_inner),
+            cancel_in_progress: self.cancel_in_progress.map(Spanned::into_inner),
             retries: bounded(self.retries, "retries", 0, i64::from(u32::MAX))?
                 .and_then(|n| u32::try_from(n).ok()),
             retry_delay: resolve_duration(self.retry_delay, "retry_delay")?,
-            fail_fast: self.fail_fast,
-            sticky_slots: self.sticky_slots,
+            fail_fast: self.fail_fast.map(Spanned::into_inner),
+            sticky_slots: self.sticky_slots.map(Spanned::into_inner),
             lock_dir: match self.lock_dir {
                 None => None,
                 Some(dir) => {
@@ -869,7 +896,8 @@ X = "y"
 
     #[test]
     fn full_manifest_every_field() {
-        let manifest = ok(FULL);
+        let mut manifest = ok(FULL);
+        manifest.settings.places.clear();
         assert_eq!(
             manifest.settings,
             ManifestSettings {

@@ -446,3 +446,61 @@ cmd = "sleep 5"
         out.dump()
     );
 }
+
+/// Two settings that cannot go together are each named as written, the manifest's with file,
+/// line and column, a flag as the flag.
+#[test]
+fn settings_in_conflict_are_named_where_they_are_written() {
+    let cases: [(&str, &[&str], &[&str]); 5] = [
+        (
+            "batch_size = 2\n",
+            &[],
+            &["`batch_size` (m.toml:1:14) needs a command template"],
+        ),
+        (
+            "coalesce = \"off\"\ncancel_in_progress = true\n",
+            &[],
+            &[
+                "`cancel_in_progress = true` (m.toml:2:22) keeps one running",
+                "while `coalesce = \"off\"` (m.toml:1:12) keeps every job",
+            ],
+        ),
+        (
+            "cancel_in_progress = true\n",
+            &["--coalesce", "off"],
+            &[
+                "(m.toml:1:22) keeps one running",
+                "while --coalesce off keeps",
+            ],
+        ),
+        (
+            "lock_dir = \"locks\"\ncoordinate = \"postgresql:///x?host=/nowhere\"\n",
+            &[],
+            &["`coordinate` (m.toml:2:14) shares keys across hosts and `lock_dir` (m.toml:1:12)"],
+        ),
+        (
+            "command = \"echo {}\"\ncoalesce = \"latest\"\nbatch_delay = \"1s\"\n",
+            &[],
+            &[
+                "`batch_delay` (m.toml:3:15) runs every waiting job",
+                "while `coalesce = \"latest\"` (m.toml:2:12) drops",
+            ],
+        ),
+    ];
+    for (settings, flags, wanted) in cases {
+        let scratch = Scratch::new();
+        scratch.write("m.toml", &format!("{settings}{RAN}"));
+        let out = Run::new()
+            .scratch(&scratch)
+            .cwd(scratch.path())
+            .no_report()
+            .args(flags)
+            .arg("m.toml")
+            .run();
+        out.code(2);
+        assert!(!scratch.exists("ran"), "a job ran\n{}", out.dump());
+        for want in wanted {
+            assert!(out.stderr().contains(want), "{want}\n{}", out.dump());
+        }
+    }
+}
