@@ -489,7 +489,7 @@ fn settings_in_conflict_are_named_where_they_are_written() {
     ];
     for (settings, flags, wanted) in cases {
         let scratch = Scratch::new();
-        scratch.write("m.toml", &format!("{settings}{RAN}"));
+        scratch.write("m.toml", format!("{settings}{RAN}"));
         let out = Run::new()
             .scratch(&scratch)
             .cwd(scratch.path())
