@@ -315,7 +315,39 @@ struct RawJob {
 }
 
 /// An `env` table; `Spanned<String>` keys order by their text alone.
-type RawEnv = BTreeMap<Spanned<String>, Spanned<String>>;
+type RawEnv = BTreeMap<Spanned<String>, EnvValue>;
+
+/// An `env` value: a string. Not `Spanned` itself: a dotted name (`A.B = "x"`) makes a table
+/// that the `toml` crate gives no span, and `Spanned` would refuse it with a message about
+/// spans; this says what is wrong instead (errors about the value point at its name).
+struct EnvValue(String);
+
+impl<'de> Deserialize<'de> for EnvValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct EnvVisitor;
+
+        impl<'de> Visitor<'de> for EnvVisitor {
+            type Value = EnvValue;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<EnvValue, E> {
+                Ok(EnvValue(text.to_owned()))
+            }
+
+            fn visit_map<A: de::MapAccess<'de>>(self, _: A) -> Result<EnvValue, A::Error> {
+                Err(de::Error::custom(
+                    "an environment variable's value is a string, not a table (a name with a \
+                     dot is written in quotes: \"A.B\" = \"x\")",
+                ))
+            }
+        }
+
+        deserializer.deserialize_any(EnvVisitor)
+    }
+}
 
 impl RawManifest {
     /// `text` is the parsed text (for job lines), `base` the directory for relative `cwd`.
@@ -630,8 +662,13 @@ fn resolve_env(env: RawEnv) -> Result<Vec<(String, String)>, Problem> {
                     format!("environment variable name {:?} {why}", name.get_ref()),
                 ));
             }
-            check_no_nul(&value, &format!("env.{}", name.get_ref()))?;
-            Ok((name.into_inner(), value.into_inner()))
+            if value.0.contains('\0') {
+                return Err((
+                    name.span().start,
+                    format!("`env.{}` must not contain a NUL character", name.get_ref()),
+                ));
+            }
+            Ok((name.into_inner(), value.0))
         })
         .collect()
 }
@@ -1016,6 +1053,22 @@ needs = { gpu = 1, mem = "8G" }
         let needs = manifest.jobs[0].needs.as_ref().unwrap();
         assert_eq!(needs.value.len(), 1);
         assert_eq!(needs.value[0].value.name, "gpu");
+    }
+
+    #[test]
+    fn an_env_name_with_a_dot_must_be_quoted() {
+        let (line, column, message) = err("[env]\nA.B = \"x\"\n");
+        assert_eq!((line, column), (2, 1));
+        assert!(message.contains("not a table"), "{message}");
+        assert!(message.contains("\"A.B\" = \"x\""), "{message}");
+        let manifest = ok("[env]\n\"A.B\" = \"x\"\n[[job]]\nkey = \"a\"\ncmd = \"true\"\n");
+        assert_eq!(manifest.settings.env, [("A.B".to_owned(), "x".to_owned())]);
+        let (line, column, message) = err("[env]\nA = \"x\\u0000\"\n");
+        assert_eq!((line, column), (2, 1));
+        assert!(
+            message.contains("`env.A` must not contain a NUL"),
+            "{message}"
+        );
     }
 
     #[test]
