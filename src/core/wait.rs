@@ -249,6 +249,49 @@ impl Scheduler {
             .unwrap_or_default()
     }
 
+    /// The cause changes not yet taken that were decided at least [`UNTOLD_WAIT`] before
+    /// `now`, in the order they were decided; younger ones stay, as their jobs may yet start
+    /// within that time ([`Scheduler::forget_untold_waits`]).
+    pub fn take_settled_wait_changes(&mut self, now: Tick) -> Vec<WaitChange> {
+        let Some(log) = self.wait_changes.as_mut() else {
+            return Vec::new();
+        };
+        let settled = |change: &WaitChange| now.saturating_sub(change.at) >= UNTOLD_WAIT;
+        if log.iter().all(settled) {
+            return std::mem::take(log);
+        }
+        let (told, young) = std::mem::take(log).into_iter().partition(settled);
+        *log = young;
+        told
+    }
+
+    /// When the oldest cause change not yet taken is settled ([`UNTOLD_WAIT`] after it was
+    /// decided): the shell tells it then, if nothing else has.
+    pub fn wait_changes_settle_at(&self) -> Option<Tick> {
+        let log = self.wait_changes.as_ref()?;
+        log.iter()
+            .map(|change| change.at)
+            .min()
+            .map(|at| at + UNTOLD_WAIT)
+    }
+
+    /// The cause changes of the job `seq` not yet taken, in the order they were decided; the
+    /// other jobs' stay (a record about to be closed has its job's causes told first, while
+    /// another job's cause may still turn out to last no time).
+    pub fn take_wait_changes_of(&mut self, seq: Seq) -> Vec<WaitChange> {
+        let Some(log) = self.wait_changes.as_mut() else {
+            return Vec::new();
+        };
+        if !log.iter().any(|change| change.seq == seq) {
+            return Vec::new();
+        }
+        let (mine, rest) = std::mem::take(log)
+            .into_iter()
+            .partition(|change| change.seq == seq);
+        *log = rest;
+        mine
+    }
+
     /// The jobs `members` start at `now`: a cause they were given less than [`UNTOLD_WAIT`]
     /// before, not yet taken with [`Scheduler::take_wait_changes`], is not told. Most often it
     /// is the `cap` a job is given as its key becomes ready just before it is taken: it

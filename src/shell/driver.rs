@@ -226,6 +226,10 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             break;
         }
         let wake = driver.core.next_deadline().map(|tick| driver.t0 + tick);
+        let settle = driver
+            .core
+            .wait_changes_settle_at()
+            .map(|tick| driver.t0 + tick);
         let accept_input = driver.input.is_open() && driver.core.may_read_input();
         let backlogged = driver.core.output_backlogged();
         tokio::select! {
@@ -250,6 +254,8 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
                 driver.on_acquired(acquired).await;
             }
             () = sleep_until_opt(wake) => driver.on_wake(),
+            // A cause told once it has lasted a millisecond (the loop's next round tells it).
+            () = sleep_until_opt(settle) => {}
             () = driver.grouped.written(), if backlogged => {},
             item = driver.input.recv(), if accept_input => driver.on_input(item).await,
             Some(call) = service::next_call(&mut calls) => driver.on_calls(call, &mut calls).await,
@@ -412,14 +418,20 @@ impl Driver {
         // (`Scheduler::forget_untold_waits`).
         self.launcher.set_backlog(backlog);
         while let Some(start) = self.core.take(self.tick()) {
-            // What the take itself decided (a delay that ran out) comes before `started`.
-            self.tell_waits();
+            // What the take itself decided (a delay that ran out) comes before `started`; the
+            // other jobs' causes wait for the round's end, as one of them may start next.
+            for &seq in &start.batch {
+                self.tell_waits_of(seq);
+            }
             self.launch(start).await;
-            self.tell_waits();
             // The round's next starts wait behind this one: a burst.
             self.launcher.set_backlog(true);
         }
-        self.tell_waits();
+        // A cause decided less than a millisecond ago waits: its job may start within it.
+        let changes = self.core.take_settled_wait_changes(self.tick());
+        if !changes.is_empty() {
+            self.ledger.waiting(&changes);
+        }
         if !self.input.is_open() && self.service.is_none() && self.core.queued() == 0 {
             // No job comes from the input any more and every job has started: the empty job
             // cgroups kept for later jobs go now, and each job's when it ends, while other
@@ -428,10 +440,10 @@ impl Driver {
         }
     }
 
-    /// Writes a `waiting` event for each change of a waiting job's cause the core decided
-    /// since the last call (none are kept without an events file).
-    fn tell_waits(&mut self) {
-        let changes = self.core.take_wait_changes();
+    /// Writes a `waiting` event for each change of the job `seq`'s cause the core decided and
+    /// no event told yet (none are kept without an events file).
+    fn tell_waits_of(&mut self, seq: Seq) {
+        let changes = self.core.take_wait_changes_of(seq);
         if !changes.is_empty() {
             self.ledger.waiting(&changes);
         }
@@ -816,8 +828,9 @@ impl Driver {
     /// Writes one job's final record, indexes its result files, and lets its grouped output
     /// go when its turn has come.
     async fn close(&mut self, account: &Account, spec: &JobSpec, output: RunOutput) {
-        // A job's causes are told before its `ended` event.
-        self.tell_waits();
+        // A job's causes are told before its `ended` event (only its own: another job's cause
+        // decided just now may last no time, `Scheduler::forget_untold_waits`).
+        self.tell_waits_of(account.seq);
         let facts = JobFacts {
             line: spec.line,
             key: Some(&spec.key),

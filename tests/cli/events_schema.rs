@@ -41,6 +41,9 @@ fn every_event_of_a_run_fits_the_schema() {
             "for a in {}; do test \"$a\" != bad || exit 1; done",
             "--batch-size",
             "2",
+            // One slot: b waits while a's batch runs, so a `waiting` event is told.
+            "-j",
+            "1",
         ])
         .stdin("a\tok\nb\tbad\nno tab here\na\tok2\n")
         .run();

@@ -759,14 +759,25 @@ fn other_uid_client(socket: &Path, runtime: &Path) -> Option<(i32, String)> {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let out = Command::new("setpriv")
-        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
-        .arg(&bin)
-        .args(["submit", "--socket"])
-        .arg(socket)
-        .args(["k", "--", "touch /tmp/lanes-it-should-not-run"])
-        .output()
-        .unwrap();
+    // The copy's write descriptor may live on for a moment in another test's child, between
+    // its fork and its exec: running the copy then fails with ETXTBSY, and is tried again.
+    let mut tries = 0;
+    let out = loop {
+        let out = Command::new("setpriv")
+            .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
+            .arg(&bin)
+            .args(["submit", "--socket"])
+            .arg(socket)
+            .args(["k", "--", "touch /tmp/lanes-it-should-not-run"])
+            .output()
+            .unwrap();
+        tries += 1;
+        if tries < 50 && String::from_utf8_lossy(&out.stderr).contains("Text file busy") {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            continue;
+        }
+        break out;
+    };
     Some((
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -383,3 +383,24 @@ fn a_cause_its_job_starts_within_a_millisecond_of_is_not_told() {
     assert_eq!(s.take(ms(21)).map(|st| st.seq), Some(3));
     assert_eq!(changes(&mut s), [(3, WaitCause::Cap, 20)]);
 }
+
+#[test]
+fn a_cause_is_settled_once_it_has_lasted_a_millisecond() {
+    let mut s = scheduler(1, Policy::default());
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "b", 0), ms(0));
+    assert_eq!(s.wait_changes_settle_at(), Some(ms(1)));
+    // Not yet settled: nothing is told, and both wait on.
+    assert_eq!(s.take_settled_wait_changes(Duration::from_micros(999)), []);
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    // 1 started within the millisecond: only 2's cause is left, told once settled.
+    assert_eq!(s.wait_changes_settle_at(), Some(ms(1)));
+    let told = s.take_settled_wait_changes(ms(1));
+    assert_eq!(
+        told.into_iter()
+            .map(|c| (c.seq, c.cause))
+            .collect::<Vec<_>>(),
+        [(2, WaitCause::Cap)]
+    );
+    assert_eq!(s.wait_changes_settle_at(), None);
+}
