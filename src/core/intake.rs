@@ -77,9 +77,14 @@ impl Scheduler {
             } => Offer::Queued {
                 retries,
                 ahead,
-                replaced: replaced.map(|old| Account {
-                    superseded_by: Some(seq),
-                    ..Account::unstarted(old, Outcome::Interrupted(StopReason::Superseded), now)
+                replaced: replaced.map(|old| {
+                    let (waited, waits) = self.replaced_wait.take().unwrap_or_default();
+                    Account {
+                        superseded_by: Some(seq),
+                        waited: Some(waited),
+                        waits,
+                        ..Account::unstarted(old, Outcome::Interrupted(StopReason::Superseded), now)
+                    }
                 }),
                 cancel: cancel.and_then(|running| self.supersede(running)),
             },

@@ -289,6 +289,9 @@ pub struct Scheduler {
     /// Changes of waiting jobs' causes not yet taken by the shell, when it wants them
     /// ([`Scheduler::report_wait_changes`]).
     pub(crate) wait_changes: Option<Vec<super::wait::WaitChange>>,
+    /// The wait of the job the last admission replaced (`--coalesce latest`): how long, and
+    /// its spans; taken by [`Scheduler::offer`] for that job's account.
+    pub(crate) replaced_wait: Option<(Duration, Vec<super::wait::WaitSpan>)>,
 }
 
 impl Scheduler {
@@ -345,6 +348,7 @@ impl Scheduler {
             clock: Tick::ZERO,
             host: None,
             wait_changes: None,
+            replaced_wait: None,
         }
     }
 

@@ -181,7 +181,17 @@ impl Scheduler {
         });
         let was_waiting = !lane.waiting.is_empty();
         let replaced_at = pending;
-        let replaced = pending.and_then(|i| lane.waiting.remove(i)).map(|w| w.seq);
+        // The replaced job tells of its wait up to now, as a job stopped while waiting does.
+        let mut replaced_wait = None;
+        let replaced = pending.and_then(|i| lane.waiting.remove(i)).map(|mut w| {
+            let waits = if w.tries.last().is_some_and(Try::started) {
+                w.wait.take_before_retry()
+            } else {
+                w.wait.close(now)
+            };
+            replaced_wait = Some((now.saturating_sub(w.queued_at), waits));
+            w.seq
+        });
         // `--cancel-in-progress`: a job of the key waiting out its retry delay is in progress
         // as much as a running one; the newer job supersedes it, and it keeps its tries.
         let mut retries_superseded = Vec::new();
@@ -271,6 +281,7 @@ impl Scheduler {
             self.refresh_waits(&key, Touched::At(i), now);
         }
         self.refresh_waits(&key, Touched::At(position), now);
+        self.replaced_wait = replaced_wait;
         if coalesce {
             Admission::Superseding {
                 ahead,

@@ -830,3 +830,43 @@ fn jobs_that_start_at_once_are_told_no_wait() {
         );
     }
 }
+
+/// `--coalesce latest`: the waiting job a newer one replaces keeps its wait in its record
+/// (`wait_ms` and `waits`), as a job stopped while waiting does.
+#[test]
+fn a_superseded_waiting_job_keeps_its_wait() {
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    let mut running = run_to(&scratch, &report)
+        .args(["--coalesce", "latest"])
+        .stdin_piped()
+        .spawn();
+    let first = format!("a\ttouch \"$D/up\"; {}\na\ttrue\n", await_file("go"));
+    running.stdin().write_all(first.as_bytes()).unwrap();
+    running.stdin().flush().unwrap();
+    scratch.wait_for("up", WAIT);
+    std::thread::sleep(Duration::from_millis(50));
+    running.stdin().write_all(b"a\ttrue\n").unwrap();
+    running.stdin().flush().unwrap();
+    // Superseded at once: its record is written while job 1 still runs.
+    assert!(wait_until(WAIT, || std::fs::read_to_string(&report)
+        .is_ok_and(|text| text.contains("\"seq\":2,"))));
+    scratch.write("go", "");
+    running.close_stdin();
+    running.wait().code(0);
+    let records = Records::read(&report);
+    let old = records.job(2);
+    assert_eq!(old.result(), ("interrupted", Some("superseded")), "{old:?}");
+    let waited = old.wait_ms.expect("its wait is told");
+    assert!(waited >= 50, "{old:?}");
+    assert_eq!(
+        old.waits.iter().map(|w| w.ms).sum::<u64>(),
+        waited,
+        "{old:?}"
+    );
+    assert_eq!(
+        (old.waits[0].cause.as_str(), old.waits[0].behind),
+        ("key_busy", Some(1)),
+        "{old:?}"
+    );
+}
