@@ -236,7 +236,9 @@ fn ctrl_z_then_fg(containment: &str) {
          b\techo $$ > \"$D/b.pid\"; sleep 2; touch \"$D/b.done\"\n",
     );
     tmux.type_line(&lanes_line(
-        &format!("--containment {containment} --timeout 3 -j 2 \"$D/jobs\""),
+        // The stray gets long enough to finish after `fg` on a loaded machine (by default it
+        // would get 200 ms after its job's shell exits).
+        &format!("--containment {containment} --timeout 3 --leak-window 10s -j 2 \"$D/jobs\""),
         scratch.path(),
     ));
     scratch.wait_for("a.pid", Duration::from_secs(10));
