@@ -4,6 +4,27 @@
 
 use crate::placeholder::Placeholder;
 
+/// The placeholder `{NAME}` stands for, when NAME is one.
+fn piece_of(name: &str) -> Option<Piece> {
+    Some(match name {
+        "key" => Piece::Key,
+        "seq" | "#" => Piece::Seq,
+        "slot" | "%" => Piece::Slot,
+        other if other.starts_with("res.") => {
+            let resource = &other["res.".len()..];
+            crate::resources::check_name(resource).ok()?;
+            Piece::Resource(resource.to_owned())
+        }
+        other => Piece::Args(Placeholder::parse(other)?),
+    })
+}
+
+/// Whether `{NAME}` is a placeholder of a template (`{}`, `{.}`, `{N}`, `{key}`, `{seq}`,
+/// `{#}`, `{slot}`, `{%}`, `{res.NAME}`…).
+pub(crate) fn is_placeholder(name: &str) -> bool {
+    piece_of(name).is_some()
+}
+
 /// One piece of a parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Piece {
@@ -71,21 +92,8 @@ impl Template {
                     let rest = &text[at + 1..];
                     let close = rest.find('}').ok_or(TemplateError::Unclosed(at))?;
                     let name = &rest[..close];
-                    let piece = match name {
-                        "key" => Piece::Key,
-                        "seq" | "#" => Piece::Seq,
-                        "slot" | "%" => Piece::Slot,
-                        other if other.starts_with("res.") => {
-                            let name = &other["res.".len()..];
-                            crate::resources::check_name(name)
-                                .map_err(|_| TemplateError::Unknown(other.to_owned()))?;
-                            Piece::Resource(name.to_owned())
-                        }
-                        other => match Placeholder::parse(other) {
-                            Some(placeholder) => Piece::Args(placeholder),
-                            None => return Err(TemplateError::Unknown(other.to_owned())),
-                        },
-                    };
+                    let piece =
+                        piece_of(name).ok_or_else(|| TemplateError::Unknown(name.to_owned()))?;
                     // Numbers are safe anywhere; text from the input is not.
                     let place = places[at];
                     if place != Place::Word

@@ -430,7 +430,7 @@ fn word_template(word: &str) -> String {
         if rest.starts_with('{') {
             if let Some(close) = rest.find('}') {
                 let name = &rest[1..close];
-                if is_placeholder(name) {
+                if crate::template::is_placeholder(name) {
                     push_literal(&mut out, &std::mem::take(&mut literal));
                     out.push_str(&rest[..=close]);
                     rest = &rest[close + 1..];
@@ -444,14 +444,6 @@ fn word_template(word: &str) -> String {
     }
     push_literal(&mut out, &literal);
     out
-}
-
-fn is_placeholder(name: &str) -> bool {
-    matches!(name, "key" | "seq" | "#" | "slot" | "%")
-        || crate::placeholder::Placeholder::parse(name).is_some()
-        || name
-            .strip_prefix("res.")
-            .is_some_and(|resource| crate::resources::check_name(resource).is_ok())
 }
 
 /// Appends `literal`, quoted when it holds anything a shell treats specially, braces doubled.

@@ -120,6 +120,14 @@ pub struct WaitChange {
     pub at: Tick,
 }
 
+impl WaitChange {
+    /// Whether it was decided at least [`UNTOLD_WAIT`] before `now`: told however its job
+    /// goes on.
+    fn settled(&self, now: Tick) -> bool {
+        now.saturating_sub(self.at) >= UNTOLD_WAIT
+    }
+}
+
 /// One waiting job's wait so far: its current cause since when, and the spans before it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct WaitLog {
@@ -256,11 +264,12 @@ impl Scheduler {
         let Some(log) = self.wait_changes.as_mut() else {
             return Vec::new();
         };
-        let settled = |change: &WaitChange| now.saturating_sub(change.at) >= UNTOLD_WAIT;
-        if log.iter().all(settled) {
+        if log.iter().all(|change| change.settled(now)) {
             return std::mem::take(log);
         }
-        let (told, young) = std::mem::take(log).into_iter().partition(settled);
+        let (told, young) = std::mem::take(log)
+            .into_iter()
+            .partition(|change| change.settled(now));
         *log = young;
         told
     }
@@ -298,9 +307,7 @@ impl Scheduler {
     /// waited for nothing, and its record's `waits` (whole milliseconds) do not show it.
     pub(crate) fn forget_untold_waits(&mut self, members: &[Seq], now: Tick) {
         if let Some(log) = self.wait_changes.as_mut() {
-            log.retain(|change| {
-                !(members.contains(&change.seq) && now.saturating_sub(change.at) < UNTOLD_WAIT)
-            });
+            log.retain(|change| change.settled(now) || !members.contains(&change.seq));
         }
     }
 

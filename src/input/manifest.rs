@@ -254,13 +254,13 @@ struct RawManifest {
     #[serde(default)]
     env: RawEnv,
     max_queued: Option<Spanned<WholeNumber>>,
-    on_full: Option<Spanned<OnFull>>,
+    on_full: Option<OnFull>,
     coalesce: Option<Spanned<Coalesce>>,
     cancel_in_progress: Option<Spanned<bool>>,
     retries: Option<Spanned<WholeNumber>>,
     retry_delay: Option<Spanned<RawDuration>>,
-    fail_fast: Option<Spanned<bool>>,
-    sticky_slots: Option<Spanned<bool>>,
+    fail_fast: Option<bool>,
+    sticky_slots: Option<bool>,
     lock_dir: Option<Spanned<String>>,
     shared_max_concurrent: Option<Spanned<WholeNumber>>,
     coordinate: Option<Spanned<String>>,
@@ -399,14 +399,14 @@ impl RawManifest {
             env: resolve_env(self.env)?,
             max_queued: bounded(self.max_queued, "max_queued", 1, i64::MAX)?
                 .and_then(|n| usize::try_from(n).ok()),
-            on_full: self.on_full.map(Spanned::into_inner),
+            on_full: self.on_full,
             coalesce: self.coalesce.map(Spanned::into_inner),
             cancel_in_progress: self.cancel_in_progress.map(Spanned::into_inner),
             retries: bounded(self.retries, "retries", 0, i64::from(u32::MAX))?
                 .and_then(|n| u32::try_from(n).ok()),
             retry_delay: resolve_duration(self.retry_delay, "retry_delay")?,
-            fail_fast: self.fail_fast.map(Spanned::into_inner),
-            sticky_slots: self.sticky_slots.map(Spanned::into_inner),
+            fail_fast: self.fail_fast,
+            sticky_slots: self.sticky_slots,
             lock_dir: match self.lock_dir {
                 None => None,
                 Some(dir) => {
@@ -615,11 +615,13 @@ fn check_text(value: &Spanned<String>, field: &str) -> Result<(), Problem> {
 
 /// Rejects a value containing NUL, which cannot be passed to a process.
 fn check_no_nul(value: &Spanned<String>, what: &str) -> Result<(), Problem> {
-    if value.get_ref().contains('\0') {
-        return Err((
-            value.span().start,
-            format!("`{what}` must not contain a NUL character"),
-        ));
+    check_no_nul_at(value.get_ref(), value.span().start, what)
+}
+
+/// [`check_no_nul`] for `text`, pointing at byte offset `at` of the manifest.
+fn check_no_nul_at(text: &str, at: usize, what: &str) -> Result<(), Problem> {
+    if text.contains('\0') {
+        return Err((at, format!("`{what}` must not contain a NUL character")));
     }
     Ok(())
 }
@@ -662,12 +664,11 @@ fn resolve_env(env: RawEnv) -> Result<Vec<(String, String)>, Problem> {
                     format!("environment variable name {:?} {why}", name.get_ref()),
                 ));
             }
-            if value.0.contains('\0') {
-                return Err((
-                    name.span().start,
-                    format!("`env.{}` must not contain a NUL character", name.get_ref()),
-                ));
-            }
+            check_no_nul_at(
+                &value.0,
+                name.span().start,
+                &format!("env.{}", name.get_ref()),
+            )?;
             Ok((name.into_inner(), value.0))
         })
         .collect()
