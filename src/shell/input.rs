@@ -38,6 +38,30 @@ static STDIN_WATCHED: AtomicBool = AtomicBool::new(false);
 /// `read`).
 static IN_STDIN_READ: AtomicBool = AtomicBool::new(false);
 
+/// Set by [`Input::close`] for stdin: the input thread's next `read` of stdin fails with
+/// [`StoppedReading`] instead of taking more input, so that only lines already read are
+/// handed over (and get records) after a stop, however fast more input comes.
+static STOP_READING: AtomicBool = AtomicBool::new(false);
+
+/// The error a `read` of stdin ends with once [`Input::close`] stopped reading: not a read
+/// error, and not reported as one.
+#[derive(Debug)]
+struct StoppedReading;
+
+impl std::fmt::Display for StoppedReading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("reading stopped")
+    }
+}
+
+impl std::error::Error for StoppedReading {}
+
+/// Whether `err` is the end [`StoppedReading`] puts to a read, not a failure of the input.
+fn is_stopped_reading(err: &std::io::Error) -> bool {
+    err.get_ref()
+        .is_some_and(|inner| inner.is::<StoppedReading>())
+}
+
 /// How long [`Input::close`] waits at most for the input thread to hand over what it read:
 /// parsing and sending a buffer of lines takes microseconds, unless the thread is not
 /// scheduled.
@@ -64,6 +88,12 @@ impl WatchedStdin {
 impl Read for WatchedStdin {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         IN_STDIN_READ.store(true, Ordering::SeqCst);
+        // Looked at after the flag above is set: a close that saw no read under way finds
+        // this one failing, and one that saw it holds no line of it.
+        if STOP_READING.load(Ordering::SeqCst) {
+            IN_STDIN_READ.store(false, Ordering::SeqCst);
+            return Err(std::io::Error::other(StoppedReading));
+        }
         let read = self.0.read(buf);
         IN_STDIN_READ.store(false, Ordering::SeqCst);
         read
@@ -251,12 +281,14 @@ impl Input {
     /// Stops reading: the input thread stops at its next item. Returns what it had already
     /// read: the items it handed over, and, for stdin, every line it read before its next
     /// `read` (it may hold one while the driver closes; nothing it took from stdin may go
-    /// without a record). That wait ends when the thread is back in a `read`, ends, or after
-    /// [`HANDOVER_WAIT`].
+    /// without a record), but nothing it would read after: that `read` fails
+    /// ([`StoppedReading`]), and the thread ends at it. That wait ends when the thread is in a
+    /// `read`, ends, or after [`HANDOVER_WAIT`].
     pub(crate) fn close(&mut self) -> Vec<InputItem> {
         let mut pending = Vec::new();
         if let Some(mut rx) = self.rx.take() {
             if STDIN_WATCHED.load(Ordering::SeqCst) {
+                STOP_READING.store(true, Ordering::SeqCst);
                 take_until_reading(&mut rx, &mut pending);
             }
             rx.close();
@@ -297,6 +329,7 @@ fn forward(
     for numbered in records {
         let item = match numbered {
             Ok(numbered) => from_line(numbered),
+            Err(err) if is_stopped_reading(&err) => return,
             Err(err) => {
                 let _ = send(InputItem::ReadError(format!("cannot read input: {err}")));
                 return;
@@ -366,7 +399,16 @@ mod tests {
         );
         drop(tx);
 
+        // Closing stopped reading: a later read of stdin fails, and is no read error.
+        assert!(STOP_READING.load(Ordering::SeqCst));
+        let err = WatchedStdin(std::io::stdin())
+            .read(&mut [0; 8])
+            .unwrap_err();
+        assert!(is_stopped_reading(&err), "{err}");
+        assert!(!IN_STDIN_READ.load(Ordering::SeqCst));
+
         STDIN_WATCHED.store(false, Ordering::SeqCst);
         IN_STDIN_READ.store(false, Ordering::SeqCst);
+        STOP_READING.store(false, Ordering::SeqCst);
     }
 }

@@ -744,3 +744,43 @@ fn a_signal_sent_to_lanes_process_group_never_reaches_a_job_still_starting() {
     );
     out.code(0);
 }
+
+#[test]
+fn a_stop_reads_no_more_input_however_fast_it_comes() {
+    // A producer that never ends (as `yes`) and a queue of 5: after Ctrl-C, only lines lanes
+    // had already read get records. Its read buffer holds at most 64 KiB, so 1 KiB lines make
+    // at most about 64 of them, plus what its queue and input channel hold.
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "1", "--max-queued", "5"])
+        .stdin_piped()
+        .spawn();
+    let mut stdin = running.take_stdin();
+    let padding = "x".repeat(1000);
+    let line = format!("k\ttouch \"$D/up\"; exec sleep 30 # {padding}\n");
+    let producer = std::thread::spawn(move || {
+        let mut sent = 0u64;
+        while stdin.write_all(line.as_bytes()).is_ok() {
+            sent += 1;
+        }
+        sent
+    });
+    scratch.wait_for("up", WAIT);
+    killpg(Pid::from_raw(running.pid()), Signal::SIGINT).unwrap();
+    let out = running.wait();
+    let sent = producer.join().unwrap();
+    out.code(130);
+    let report = out.report();
+    let records = report.jobs.len();
+    assert!(
+        records <= 200,
+        "{records} records after one stop signal ({sent} lines written)"
+    );
+    assert_eq!(out.job(1).result(), ("interrupted", Some("shutdown")));
+    assert!(report.jobs.iter().all(|job| job.seq == 1 || !job.started));
+    // Every record is a job of the input, in its order: none lost between them.
+    let mut seqs: Vec<u64> = report.jobs.iter().map(|job| job.seq).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=records as u64).collect::<Vec<_>>());
+}
