@@ -103,10 +103,10 @@ pub(crate) enum Answer {
         /// The record's `reason`.
         reason: String,
     },
-    /// The server admits nothing more (draining, closing, or stopped by a signal); nothing was
-    /// recorded.
+    /// The server admits nothing more (draining, closing, stopped by a signal or by
+    /// `--fail-fast`, or ending); nothing was recorded.
     Closed {
-        /// Why: `draining` or `closing`.
+        /// Why: `draining`, `closing`, `stopping`, `fail_fast` or `ending`.
         why: String,
     },
     /// `cancel`: what was dropped and stopped. Sent once the stopped job has ended.
@@ -129,7 +129,7 @@ pub(crate) enum Answer {
     },
     /// `drain` or `close` accepted: the server ends once nothing runs.
     Ending {
-        /// `draining` or `closing`.
+        /// `draining`, `closing`, `stopping` (a stop signal) or `fail_fast`.
         why: String,
         /// Jobs running now.
         running: usize,

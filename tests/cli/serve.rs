@@ -2582,3 +2582,49 @@ fn an_output_on_the_servers_own_socket_path_is_refused() {
     assert!(!socket.exists(), "a file was made at the socket's path");
     assert!(!journal.exists(), "the journal was made");
 }
+
+#[test]
+fn fail_fast_ends_the_server_and_later_calls_are_told_why() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2", "--fail-fast", "--grace", "60s"]);
+    let stubborn = "trap '' TERM; echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
+    assert_eq!(server.client("submit", &["a", "--", stubborn]).code, 0);
+    scratch.wait_for("pid", Duration::from_secs(20));
+    assert_eq!(server.client("submit", &["b", "--", "exit 3"]).code, 0);
+    // Job 2's failure stops the server: job 1 is being stopped, nothing more is admitted.
+    assert!(wait_until(Duration::from_secs(20), || {
+        let status = server.client("status", &["--json"]);
+        status.stdout.contains("\"stopping\":\"fail_fast\"") && status.code == 13
+    }));
+    let late = server.client("submit", &["--json", "c", "--", "true"]);
+    assert_eq!(late.code, 13, "{}{}", late.stdout, late.stderr);
+    let answer = late.answer();
+    assert_eq!(
+        (answer.answer.as_str(), answer.why.as_deref()),
+        ("closed", Some("fail_fast")),
+        "{}",
+        late.stdout
+    );
+    let mut drain = spawn_client(&server.socket, "drain", &["--json"]);
+    let mut line = String::new();
+    BufReader::new(drain.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let answer: Answer = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (answer.answer.as_str(), answer.why.as_deref()),
+        ("ending", Some("fail_fast")),
+        "{line}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(scratch.pid("pid")),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert_eq!(ended_by(drain, "drain").code(), Some(0));
+    let (out, report) = server.end();
+    out.code(1);
+    assert_eq!(report.jobs.len(), 2, "{}", out.dump());
+    assert_eq!(report.job(1).result(), ("interrupted", Some("fail_fast")));
+    assert_eq!(report.job(2).result(), ("failed", Some("exit_status")));
+}

@@ -187,12 +187,21 @@ impl Driver {
         service.ending.is_none() && self.core.stopping().is_none()
     }
 
+    /// How a halt of the core ends the server: `fail_fast` after `--fail-fast` stopped it,
+    /// else `stopping` (a stop signal, or `close`); `None` while it is not halted.
+    fn stop_why(&self) -> Option<&'static str> {
+        self.core.stopping().map(|reason| match reason {
+            crate::core::StopReason::FailFast => "fail_fast",
+            _ => "stopping",
+        })
+    }
+
     fn closed_answer(&self) -> Answer {
         let why = match &self.service {
             Some(Service {
                 ending: Some(why), ..
             }) => why,
-            _ => "stopping",
+            _ => self.stop_why().unwrap_or("stopping"),
         };
         Answer::Closed {
             why: why.to_string(),
@@ -658,12 +667,12 @@ impl Driver {
     /// ends once nothing runs, and the connection is held open until then.
     async fn end_service(&mut self, call: Call, why: &'static str) {
         let (running, waiting) = (self.core.running(), self.core.queued());
-        let stopping = self.core.stopping().is_some();
+        let stopping = self.stop_why();
         if let Some(service) = self.service.as_mut() {
             service.ending = Some(ending_after(service.ending, stopping, why));
         }
         // The answer says how the server ends now: a `drain` during a `close` is `closing`,
-        // anything after a stop signal `stopping`.
+        // anything after a stop signal `stopping`, after `--fail-fast` stopped it `fail_fast`.
         let now_ending = self
             .service
             .as_ref()
@@ -712,17 +721,18 @@ fn over_limit(key: &str, command: &str) -> Option<String> {
 }
 
 /// How the server ends once `request` (`draining` or `closing`) is taken, given how it was
-/// ending (`ending`) and whether it was already stopping (a stop signal, or a `close`): a stop
-/// stays a stop, a `close` turns a drain into a close, a `drain` changes nothing begun.
+/// ending (`ending`) and how it was already stopping (`stopping`: a stop signal or a `close`,
+/// or `fail_fast`): a stop stays a stop, a `close` turns a drain into a close, a `drain`
+/// changes nothing begun.
 fn ending_after(
     ending: Option<&'static str>,
-    stopping: bool,
+    stopping: Option<&'static str>,
     request: &'static str,
 ) -> &'static str {
     match (ending, stopping) {
         (Some("closing"), _) => "closing",
-        (_, true) => "stopping",
-        (Some(current), false) if request == "draining" => current,
+        (_, Some(stop)) => stop,
+        (Some(current), None) if request == "draining" => current,
         _ => request,
     }
 }
