@@ -48,13 +48,17 @@ impl Connection {
         Err(err).with_context(|| format!("cannot send to the server at {}", self.path.display()))
     }
 
-    /// The next answer, as its line and as read; `None` when the server closed the connection.
+    /// The next answer, as its line and as read; `None` when the server closed the connection
+    /// (or reset it: a server that exits with requests of ours unread resets the connection
+    /// once its answers before them are read).
     fn answer(&mut self) -> anyhow::Result<Option<(String, Answer)>> {
         let mut line = String::new();
-        let n = self
-            .reader
-            .read_line(&mut line)
-            .with_context(|| format!("cannot read from the server at {}", self.path.display()))?;
+        let n = match self.reader.read_line(&mut line) {
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => return Ok(None),
+            read => read.with_context(|| {
+                format!("cannot read from the server at {}", self.path.display())
+            })?,
+        };
         if n == 0 {
             return Ok(None);
         }

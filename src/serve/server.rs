@@ -10,6 +10,11 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
 use super::protocol::{answer_line, parse_request, Answer, Request, MAX_REQUEST_BYTES};
 
 /// One request on its way to the event loop, with where its answer goes.
@@ -57,6 +62,50 @@ const CALL_DEPTH: usize = 1024;
 pub(crate) struct Listening {
     /// The calls, in the order their requests were read per connection.
     pub calls: mpsc::Receiver<Call>,
+    /// The answers to those calls not written yet: the server waits for them before it exits.
+    pub owed: Arc<Owed>,
+}
+
+/// How many calls handed to the event loop have an answer not yet written to its connection
+/// (still to be made, gathered, or being written): at its end, the server waits until none
+/// is owed, so that no client loses the answer to a submission that has a seq and a record.
+/// A call whose connection is closed or given up on is owed no more.
+#[derive(Default)]
+pub(crate) struct Owed {
+    count: AtomicUsize,
+    settled: Notify,
+}
+
+impl Owed {
+    /// One more answer owed, until the returned guard is dropped.
+    fn owe(self: &Arc<Self>) -> OwedAnswer {
+        self.count.fetch_add(1, Ordering::SeqCst);
+        OwedAnswer(Arc::clone(self))
+    }
+
+    /// Returns once no answer is owed.
+    pub(crate) async fn settled(&self) {
+        loop {
+            let notified = self.settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.count.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// One answer [`Owed`]: dropped once it is written (or can never be).
+struct OwedAnswer(Arc<Owed>);
+
+impl Drop for OwedAnswer {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.settled.notify_waiters();
+        }
+    }
 }
 
 /// Starts accepting on `listener` (inside the runtime): every connection gets a task of its
@@ -68,6 +117,8 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
     listener.set_nonblocking(true)?;
     let listener = UnixListener::from_std(listener)?;
     let (tx, calls) = mpsc::channel(CALL_DEPTH);
+    let owed = Arc::<Owed>::default();
+    let owing = Arc::clone(&owed);
     let most = max_connections();
     let open = std::sync::Arc::new(tokio::sync::Semaphore::new(most));
     tokio::spawn(async move {
@@ -76,8 +127,9 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
                 Ok((stream, _)) => match std::sync::Arc::clone(&open).try_acquire_owned() {
                     Ok(permit) => {
                         let calls = tx.clone();
+                        let owed = Arc::clone(&owing);
                         tokio::spawn(async move {
-                            serve_connection(stream, calls).await;
+                            serve_connection(stream, calls, owed).await;
                             drop(permit);
                         });
                     }
@@ -90,7 +142,7 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
             }
         }
     });
-    Ok(Listening { calls })
+    Ok(Listening { calls, owed })
 }
 
 /// The most connections served at once: 256, or a quarter of the descriptors this process may
@@ -236,6 +288,8 @@ const PIPELINE_BYTES: usize = 1 << 20;
 struct Due {
     pending: Pending,
     held: tokio::sync::OwnedSemaphorePermit,
+    /// For a call handed to the event loop: its answer is owed until written.
+    owed: Option<OwedAnswer>,
 }
 
 /// An answer on its way to a connection: ready, or still to come from the event loop (and,
@@ -254,7 +308,7 @@ enum Pending {
 /// answered twice) is the last one read until its answer is written. A peer that closes its
 /// socket while answers are still due ends the connection at once (a job it submitted runs
 /// on), so that it holds none of the [`max_connections`].
-async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
+async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>, owed: Arc<Owed>) {
     let (read, write) = stream.into_split();
     let out = Out::new(write);
     if let Err(error) = super::socket::check_peer(&read.as_ref()) {
@@ -292,7 +346,11 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
         else {
             break;
         };
-        let due = |pending| Due { pending, held };
+        let due = |pending, owed| Due {
+            pending,
+            held,
+            owed,
+        };
         if line.last() == Some(&b'\n') {
             line.pop();
         } else if line.len() > MAX_REQUEST_BYTES {
@@ -300,12 +358,12 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                 "the request is longer than {MAX_REQUEST_BYTES} bytes; the connection is closed"
             );
             let _ = pending_tx
-                .send(due(Pending::Now(Reply::now(Answer::Error { error }))))
+                .send(due(Pending::Now(Reply::now(Answer::Error { error })), None))
                 .await;
             break;
         }
-        let pending = match parse_request(&line) {
-            Err(error) => Pending::Now(Reply::now(Answer::Error { error })),
+        let (pending, owing) = match parse_request(&line) {
+            Err(error) => (Pending::Now(Reply::now(Answer::Error { error })), None),
             Ok(request) => {
                 // A request whose answer has a second part (`submit` with `wait`, `drain`,
                 // `close`) or can be large (`status`: every running and waiting job) is the
@@ -322,11 +380,12 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                 // `ended` is the last answer of `drain` and `close`: nothing after them is read.
                 let last = matches!(request, Request::Drain {} | Request::Close {});
                 let (tx, rx) = oneshot::channel();
+                let owing = owed.owe();
                 match calls.send(Call { request, reply: tx }).await {
                     Ok(()) if one_at_a_time => {
                         let (done_tx, done_rx) = oneshot::channel();
                         if pending_tx
-                            .send(due(Pending::Later(rx, Some(done_tx))))
+                            .send(due(Pending::Later(rx, Some(done_tx)), Some(owing)))
                             .await
                             .is_err()
                         {
@@ -346,12 +405,12 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
                         }
                         continue;
                     }
-                    Ok(()) => Pending::Later(rx, None),
-                    Err(_) => Pending::Now(ended()),
+                    Ok(()) => (Pending::Later(rx, None), Some(owing)),
+                    Err(_) => (Pending::Now(ended()), None),
                 }
             }
         };
-        if pending_tx.send(due(pending)).await.is_err() {
+        if pending_tx.send(due(pending, owing)).await.is_err() {
             break;
         }
     }
@@ -374,6 +433,8 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>) {
 /// ready together goes out in one write. Ends early when a write fails or makes no progress
 /// for [`IDLE_TIMEOUT`].
 async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
+    // The answers gathered and not written yet that are owed (see [`Owed`]).
+    let mut unwritten = Vec::new();
     while let Some(next) = pending.recv().await {
         let (reply, done) = match next.pending {
             Pending::Now(reply) => (reply, None),
@@ -382,10 +443,12 @@ async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
         // Gathered (at most [`OUT_BATCH`] before a write): its request's share is given back.
         out.push(&reply.answer);
         drop(next.held);
+        unwritten.extend(next.owed);
         if let Some(then) = reply.then {
             if out.flush().await.is_err() {
                 return;
             }
+            unwritten.clear();
             match then.await {
                 Ok(answer) => {
                     out.push(&answer);
@@ -399,9 +462,11 @@ async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
                 // Held until the server ends (`drain`, `close`): the connection closes.
                 Err(_) => return,
             }
-        } else if (done.is_some() || out.full() || pending.is_empty()) && out.flush().await.is_err()
-        {
-            return;
+        } else if done.is_some() || out.full() || pending.is_empty() {
+            if out.flush().await.is_err() {
+                return;
+            }
+            unwritten.clear();
         }
         // Written: the reading goes on.
         if let Some(done) = done {
@@ -435,7 +500,7 @@ mod tests {
     fn connect() -> Client {
         let (client, server) = UnixStream::pair().unwrap();
         let (tx, calls) = mpsc::channel(4);
-        let serving = tokio::spawn(serve_connection(server, tx));
+        let serving = tokio::spawn(serve_connection(server, tx, Arc::default()));
         let (read, write) = client.into_split();
         (serving, calls, BufReader::new(read), write)
     }

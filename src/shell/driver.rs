@@ -109,7 +109,11 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     } = prepared;
     let (service, mut calls, recovered) = match service {
         Some(start) => (
-            Some(service::Service::new(start.journal, start.requeue_lost)),
+            Some(service::Service::new(
+                start.journal,
+                start.requeue_lost,
+                start.listening.owed,
+            )),
             Some(start.listening.calls),
             Some(start.recovered),
         ),
@@ -281,6 +285,9 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     }
     drop(terminal_stop);
     super::signal::release_watched(nix::sys::signal::Signal::SIGTSTP);
+    // `lanes serve`: the event loop takes no more calls; each one sent from now on, or left
+    // in the channel, is answered `closed` (`ending`) by its connection.
+    drop(calls);
     let mut end = driver.finish(&mut signals).await;
     end.signals = signals;
     end

@@ -2628,3 +2628,60 @@ fn fail_fast_ends_the_server_and_later_calls_are_told_why() {
     assert_eq!(report.job(1).result(), ("interrupted", Some("fail_fast")));
     assert_eq!(report.job(2).result(), ("failed", Some("exit_status")));
 }
+
+/// A stop signal in the middle of a burst of submissions: every submission given a seq and a
+/// record (admitted, or rejected for a full queue) has its answer written before the server
+/// exits.
+#[test]
+fn every_submission_with_a_record_is_answered_when_a_stop_signal_cuts_a_burst() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "1", "--max-queued", "5", "--grace", "1"]);
+    let mut client = piped_submit(&server.socket);
+    let mut stdin = client.stdin.take().unwrap();
+    let stdout = client.stdout.take().unwrap();
+    let read = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&read);
+    let reader = std::thread::spawn(move || {
+        let mut seqs = Vec::new();
+        for line in BufReader::new(stdout).lines() {
+            let answer: Answer = serde_json::from_str(&line.unwrap()).unwrap();
+            seqs.extend(answer.seq);
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+        seqs
+    });
+    let writer = std::thread::spawn(move || {
+        let mut lines = String::from("k\techo $$ > \"$D/pid\"; exec sleep 30\n");
+        for i in 0..50_000 {
+            lines.push_str(&format!("k\ttrue # {i}\n"));
+        }
+        let _ = stdin.write_all(lines.as_bytes());
+    });
+    assert!(
+        wait_until(Duration::from_secs(20), || read.load(Ordering::SeqCst)
+            >= 2000),
+        "no burst of answers"
+    );
+    server.running.signal(nix::sys::signal::Signal::SIGTERM);
+    writer.join().unwrap();
+    let answered = reader.join().unwrap();
+    let _ = client.wait().unwrap();
+    let (_, report) = server.end();
+    let answered: std::collections::HashSet<u64> = answered.into_iter().collect();
+    let unanswered: Vec<u64> = report
+        .jobs
+        .iter()
+        .map(|job| job.seq)
+        .filter(|seq| !answered.contains(seq))
+        .collect();
+    assert!(
+        unanswered.is_empty(),
+        "{} of {} records have no answer: {:?}",
+        unanswered.len(),
+        report.jobs.len(),
+        &unanswered[..unanswered.len().min(10)]
+    );
+    assert!(report.jobs.len() >= 2000, "{}", report.jobs.len());
+}

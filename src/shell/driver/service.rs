@@ -12,7 +12,7 @@ use crate::core::{Outcome, RejectReason, Seq};
 use crate::input::JobSpec;
 use crate::serve::journal::{Journal, Recovered};
 use crate::serve::protocol::{Answer, Request, RunningEntry, Status, WaitingEntry, WaitingJob};
-use crate::serve::server::{Call, Reply};
+use crate::serve::server::{Call, Owed, Reply};
 
 /// Most requests answered in one turn of the loop (one `fdatasync` of the journal for all).
 const CALL_BURST: usize = 256;
@@ -25,8 +25,8 @@ type AwaitingStart = (
     usize,
 );
 
-/// How long the server waits, at its end, for its `ended` answers to be written (a client
-/// that reads nothing is not waited for longer).
+/// How long the server waits, at its end, for its `ended` answers and every answer still
+/// owed to be written (a client that reads nothing is not waited for longer).
 const ENDED_WRITE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What the service keeps between requests.
@@ -66,11 +66,13 @@ pub(super) struct Service {
     /// That the report file failed, and the journal keeps every job since, was said on
     /// stderr.
     report_failure_said: bool,
+    /// The answers not yet written to their connections, waited for at the end.
+    owed: Arc<Owed>,
 }
 
 impl Service {
     /// A service journaling to `journal`.
-    pub(super) fn new(journal: Journal, requeue_lost: bool) -> Self {
+    pub(super) fn new(journal: Journal, requeue_lost: bool, owed: Arc<Owed>) -> Self {
         Service {
             journal,
             requeue_lost,
@@ -87,6 +89,7 @@ impl Service {
             ended: 0,
             failure_said: false,
             report_failure_said: false,
+            owed,
         }
     }
 
@@ -643,21 +646,35 @@ impl Driver {
 
     /// The server has ended, its report written with exit status `code`: tells each `drain`
     /// and `close` connection so (`ended`) and waits, at most [`ENDED_WRITE`], for each answer
-    /// to be written, so that the process does not end before it.
+    /// to be written, and for every answer still owed to a connection ([`Owed`]: a burst of
+    /// submissions answered just before a stop signal, say), so that the process does not end
+    /// before them: a submission that has a seq and a record has its answer too.
     pub(super) async fn say_ended(&mut self, code: u8) {
         let Some(service) = self.service.as_mut() else {
             return;
         };
+        // Nothing is left to be answered later: what is is answered now, or ends its
+        // connection's wait (the job has its record).
+        for (reply, answer) in service.deferred.drain(..) {
+            let _ = reply.send(answer);
+        }
+        for (reply, answer) in service.cancels.drain().flat_map(|(_, cancels)| cancels) {
+            let _ = reply.send(Reply::now(answer));
+        }
+        service.awaiting_start.clear();
+        service.records.clear();
         let mut written = Vec::new();
         for (held, ack) in service.held.drain(..) {
             if held.send(Answer::Ended { exit_code: code }).is_ok() {
                 written.push(ack);
             }
         }
+        let owed = Arc::clone(&service.owed);
         let _ = tokio::time::timeout(ENDED_WRITE, async {
             for ack in written {
                 let _ = ack.await;
             }
+            owed.settled().await;
         })
         .await;
     }
