@@ -1048,6 +1048,10 @@ impl Driver {
                     progress.stopping();
                 }
                 self.apply_halt(halt).await;
+                // A reader of lanes' output that stalled does not hold the stopped run.
+                for (control, _) in self.controls.values() {
+                    let _ = control.send(Control::Ending);
+                }
             }
             SignalVerdict::Kill(runs) => {
                 if let Some(progress) = self.ledger.progress() {

@@ -263,6 +263,9 @@ pub(crate) struct StopSignals {
     /// `lanes` could take them), in the order the kernel would have delivered them: the first
     /// ones [`StopSignals::next`] gives, before the event loop's first turn.
     early: std::collections::VecDeque<Signal>,
+    /// A stop signal was taken ([`StopSignals::next`]): lanes' waits for its readers are
+    /// bounded from then on ([`until_stopped`]).
+    taken: bool,
 }
 
 impl StopSignals {
@@ -295,6 +298,7 @@ impl StopSignals {
             },
             status: Some(signal(SignalKind::user_defined1())?),
             early: std::collections::VecDeque::new(),
+            taken: false,
         };
         // SIGHUP's only with its stream: an action would install a handler, and SIGHUP stays
         // ignored under `nohup`.
@@ -312,6 +316,17 @@ impl StopSignals {
     /// Different signals come in the order they arrived: when several are there at once (the
     /// event loop was busy), each stream's own is taken and they are sorted by arrival.
     pub(crate) async fn next(&mut self) -> Signal {
+        let signal = self.next_arrived().await;
+        self.taken = true;
+        signal
+    }
+
+    /// Whether a stop signal was taken ([`StopSignals::next`]) in this run.
+    pub(crate) fn any_taken(&self) -> bool {
+        self.taken
+    }
+
+    async fn next_arrived(&mut self) -> Signal {
         if let Some(signal) = self.early.pop_front() {
             return signal;
         }
@@ -598,16 +613,24 @@ pub(crate) async fn recv_optional(stream: &mut Option<Stream>) -> Option<()> {
     }
 }
 
-/// After a stop signal, how long output still on its way to lanes' stdout or stderr may take
-/// to be written before lanes exits without it.
+/// After a stop signal that asks to stop now (a second one, or any once every job has
+/// ended), how long output still on its way to lanes' stdout or stderr may take to be written
+/// before lanes exits without it.
 pub(crate) const FORCED_WRITE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// After the first stop signal, how long a reader of lanes' output may take nothing before
+/// that output is dropped: a run that was told to stop ends even when its reader stalled for
+/// good (a pipe nobody reads), and one that still reads gets its output.
+pub(crate) const UNREAD_AFTER_STOP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The one way `lanes` waits for its last output (grouped blocks, `--json` records, the
 /// writer threads): for `work` to finish, however long a reader takes, until a stop signal
 /// comes; from then on (at once when already `stopping`), for at most [`FORCED_WRITE_WAIT`]
-/// more; `stopping` is then set, so that the waits after this one are short too. Returns
-/// what `work` gave, or `None` when it was given up (a reader that stopped reading would
-/// otherwise keep `lanes` waiting for ever).
+/// more; `stopping` is then set, so that the waits after this one are short too. When a stop
+/// signal was already taken in the run (lanes was stopped, and its jobs have ended), `work`
+/// is waited for at most [`UNREAD_AFTER_STOP`], then as after a signal. Returns what `work`
+/// gave, or `None` when it was given up (a reader that stopped reading would otherwise keep
+/// `lanes` waiting for ever).
 pub(crate) async fn until_stopped<F: std::future::Future>(
     work: F,
     stopping: &mut bool,
@@ -615,9 +638,17 @@ pub(crate) async fn until_stopped<F: std::future::Future>(
 ) -> Option<F::Output> {
     tokio::pin!(work);
     if !*stopping {
+        let patience = signals
+            .as_ref()
+            .is_some_and(StopSignals::any_taken)
+            .then(|| tokio::time::Instant::now() + UNREAD_AFTER_STOP);
         tokio::select! {
             done = &mut work => return Some(done),
             Some(_) = next_signal(signals) => *stopping = true,
+            () = super::sleep_until_opt(patience) => {
+                *stopping = true;
+                return None;
+            }
         }
     }
     tokio::time::timeout(FORCED_WRITE_WAIT, work).await.ok()

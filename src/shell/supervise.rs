@@ -13,6 +13,7 @@ use tokio::time::{sleep, Instant};
 use super::cgroup::{JobCgroup, Usage};
 use super::lineage;
 use super::reap::Reaper;
+use super::signal::UNREAD_AFTER_STOP;
 use super::sleep_until_opt;
 use super::spawn::Spawned;
 use super::unix::{group_alive, signal_group, signal_process};
@@ -30,6 +31,10 @@ pub(crate) enum Control {
     Stop { signal: Signal },
     /// SIGKILL to the job's process group now (a second Ctrl-C).
     Kill,
+    /// The run is stopping on a stop signal: once the job's processes are gone, output that
+    /// its sink takes nothing of for [`UNREAD_AFTER_STOP`] is dropped (a stalled reader of
+    /// lanes' output does not hold a stopped run for ever).
+    Ending,
 }
 
 /// Timing rules of supervision, and how stops are delivered.
@@ -142,6 +147,8 @@ pub(crate) async fn supervise(
     let mut control_open = true;
     // A second Ctrl-C came: output still waiting for the sink is not waited for.
     let mut killed = false;
+    // The run is stopping on a stop signal ([`Control::Ending`]).
+    let mut ending = false;
     // Whether the job was looked at when the first stop reached it, and what was seen: a job
     // whose processes were all stopped then (a read of the terminal) says so in its record.
     let mut stop_seen = false;
@@ -178,6 +185,10 @@ pub(crate) async fn supervise(
                 Some(Control::Kill) => {
                     killed = true;
                     escalation.on(Event::Kill, tick())
+                }
+                Some(Control::Ending) => {
+                    ending = true;
+                    Vec::new()
                 }
                 None => {
                     control_open = false;
@@ -245,17 +256,28 @@ pub(crate) async fn supervise(
     out.finish();
     err.finish();
     // What waits for a full sink is written before the job is reported, so that its output
-    // comes before anything written after its record; a second Ctrl-C (Kill) drops it.
+    // comes before anything written after its record; a second Ctrl-C (Kill) drops it, and so
+    // does a sink that takes nothing of it for a while once the run is stopping.
+    let mut taken_at = Instant::now();
     while !killed && (out.has_pending() || err.has_pending()) {
+        let give_up = ending.then(|| taken_at + UNREAD_AFTER_STOP);
         tokio::select! {
             biased;
             message = control.recv(), if control_open => match message {
                 Some(Control::Kill) => killed = true,
+                Some(Control::Ending) => ending = true,
                 Some(Control::Stop { .. }) => {}
                 None => control_open = false,
             },
-            permit = room(&out) => out.hand_over(permit),
-            permit = room(&err) => err.hand_over(permit),
+            permit = room(&out) => {
+                out.hand_over(permit);
+                taken_at = Instant::now();
+            }
+            permit = room(&err) => {
+                err.hand_over(permit);
+                taken_at = Instant::now();
+            }
+            () = sleep_until_opt(give_up) => killed = true,
         }
     }
     let mut lost: Vec<String> = results

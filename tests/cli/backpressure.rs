@@ -86,6 +86,32 @@ fn ctrl_c_reaches_jobs_while_stdout_is_blocked_and_a_second_one_ends_the_run() {
     assert!(out.elapsed < Duration::from_secs(8), "{:?}", out.elapsed);
 }
 
+#[test]
+fn one_stop_signal_ends_a_run_whose_reader_stalled_for_good() {
+    // A pipe nobody reads (a dead dashboard): one SIGTERM stops the jobs, and their output
+    // that the reader takes nothing of for 5 s is dropped; lanes ends without a second signal.
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .own_stdout()
+        .args(["-j", "2", "--grace", "1"])
+        .stdin(format!("a\t{job}\nb\t{job}\n", job = flood()))
+        .spawn();
+    let stdout = running.take_stdout();
+    scratch.wait_for("pid-a", WAIT);
+    scratch.wait_for("pid-b", WAIT);
+    assert!(wait_until(WAIT, || unread_bytes(&stdout) >= 60_000));
+    running.signal(Signal::SIGTERM);
+    let out = running.wait();
+    drop(stdout);
+    out.code(143);
+    for seq in [1, 2] {
+        let job = out.job(seq);
+        assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
+    }
+    assert!(out.elapsed < Duration::from_secs(20), "{:?}", out.elapsed);
+}
+
 /// Bytes waiting in a pipe (FIONREAD, ioctl_list(2)).
 fn unread_bytes(pipe: &impl std::os::fd::AsRawFd) -> usize {
     let mut count: nix::libc::c_int = 0;
