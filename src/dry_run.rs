@@ -110,6 +110,17 @@ pub(crate) fn print(
         plural(by_key.len() as u64, "key"),
         config.max_concurrent
     );
+    let reserve_after = config.policy.reserve_after;
+    if !reserve_after.is_zero() && planned.runs.iter().any(|run| run.grant.is_some()) {
+        // Rounds of 1 ms: a share is set aside only after many rounds.
+        let _ = writeln!(
+            out,
+            "lanes: --reserve-after {} is not modelled: the plan takes every job to end at once, \
+             so a job short of its share is planned as late as light jobs that keep fitting \
+             can make it; a run of longer jobs sets its share aside sooner",
+            humantime::format_duration(reserve_after)
+        );
+    }
     for (key, rows) in &by_key {
         let _ = writeln!(out, "[{}]", escape_controls(key));
         for row in rows {

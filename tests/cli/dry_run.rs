@@ -138,3 +138,31 @@ fn a_dry_run_of_a_ranked_manifest_plans_the_order_the_run_starts() {
     assert_eq!(planned, vec![1, 3, 4, 2], "{}", plan.stdout());
     assert_eq!(started, planned);
 }
+
+#[test]
+fn a_dry_run_says_it_does_not_model_reserve_after() {
+    let run = |reserve: &str| {
+        Run::new()
+            .no_report()
+            .args(["--dry-run", "-j", "2", "--reserve-after", reserve])
+            .args(["--resource", "gpu=g0,g1", "--needs", "gpu=1"])
+            .args(["echo", "{}", ":::", "a", "b", "c"])
+            .run()
+    };
+    let noted = run("100s");
+    noted.code(0);
+    let stdout = noted.stdout();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[1].starts_with("lanes: --reserve-after 1m 40s is not modelled"),
+        "{stdout}"
+    );
+    // At once (the default) is what the plan models: no note.
+    let plain = run("0s");
+    plain.code(0);
+    assert!(
+        !plain.stdout().contains("not modelled"),
+        "{}",
+        plain.stdout()
+    );
+}
