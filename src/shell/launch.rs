@@ -41,6 +41,9 @@ pub(crate) struct Launcher {
     template: Option<Template>,
     /// The environment every job starts from.
     base_env: Arc<BaseEnv>,
+    /// `LANES_RESOURCE_<NAME>` of each named resource: set by lanes for the units granted,
+    /// never taken from a job's own `env`.
+    resource_vars: Vec<String>,
     /// Where the shell (or `srun`) was found on `PATH`.
     programs: Arc<ProgramPaths>,
     /// lanes' own working directory, physical; `None` when it has none (deleted under it).
@@ -114,20 +117,25 @@ impl Launcher {
         cgroups: Option<CgroupRun>,
     ) -> Self {
         let (outcomes, ended_tx) = channels;
+        let resource_vars: Vec<String> = config
+            .resources
+            .iter()
+            .map(|resource| crate::resources::env_name(&resource.name))
+            .collect();
         Launcher {
             shell: config.shell.clone(),
             template: config.template.clone(),
             base_env: Arc::new(
                 BaseEnv::new(&config.env).without(
-                    &config
-                        .resources
+                    &resource_vars
                         .iter()
-                        .map(|resource| crate::resources::env_name(&resource.name))
+                        .cloned()
                         // Set for each job where its directory is known.
                         .chain(["PWD".to_owned()])
                         .collect::<Vec<_>>(),
                 ),
             ),
+            resource_vars,
             programs: Arc::default(),
             own_cwd: std::env::current_dir().and_then(std::fs::canonicalize).ok(),
             backend: Arc::new(config.backend.clone()),
@@ -220,6 +228,22 @@ impl Launcher {
             })?),
             None => None,
         };
+        // A job's own `env` cannot hand it units it was not granted (`LANES_RESOURCE_<NAME>`
+        // is lanes' to set, as it is in `[env]`).
+        let own_env: std::borrow::Cow<'_, [(String, String)]> = if job
+            .env
+            .iter()
+            .any(|(name, _)| self.resource_vars.contains(name))
+        {
+            job.env
+                .iter()
+                .filter(|(name, _)| !self.resource_vars.contains(name))
+                .cloned()
+                .collect::<Vec<_>>()
+                .into()
+        } else {
+            (&job.env[..]).into()
+        };
         let launch = Launch {
             shell: &self.shell,
             command,
@@ -227,7 +251,7 @@ impl Launcher {
             own_cwd: self.own_cwd.as_deref(),
             env: &self.base_env,
             programs: &self.programs,
-            job_env: &job.env,
+            job_env: &own_env,
             key: &job.key,
             seq: job.seq,
             slot: start.slot,

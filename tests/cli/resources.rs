@@ -396,8 +396,11 @@ fn an_inherited_resource_variable_never_reaches_a_job_granted_none() {
     scratch.write(
         "inh.toml",
         "max_concurrent = 2\n[resources]\ngpu = [\"0\", \"1\"]\n\
+         [env]\nLANES_RESOURCE_GPU = \"8\"\n\
          [[job]]\nkey = \"none\"\ncmd = 'echo \"[$LANES_RESOURCE_GPU]\" > none.out'\n\
-         [[job]]\nkey = \"one\"\ncmd = 'echo \"[$LANES_RESOURCE_GPU]\" > one.out'\nneeds = { gpu = 1 }\n",
+         [[job]]\nkey = \"one\"\ncmd = 'echo \"[$LANES_RESOURCE_GPU]\" > one.out'\nneeds = { gpu = 1 }\n\
+         [[job]]\nkey = \"own\"\ncmd = 'echo \"[$LANES_RESOURCE_GPU]$OTHER\" > own.out'\n\
+         env = { LANES_RESOURCE_GPU = \"9\", OTHER = \"kept\" }\n",
     );
     let out = Run::new()
         .cwd(scratch.path())
@@ -407,6 +410,8 @@ fn an_inherited_resource_variable_never_reaches_a_job_granted_none() {
     out.code(0);
     assert_eq!(scratch.read("none.out").trim(), "[]", "{}", out.dump());
     assert_eq!(scratch.read("one.out").trim(), "[0]", "{}", out.dump());
+    // Nor one a job's own `env` sets: the variable is lanes' to set.
+    assert_eq!(scratch.read("own.out").trim(), "[]kept", "{}", out.dump());
 }
 
 #[test]
