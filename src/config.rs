@@ -416,11 +416,12 @@ impl RunConfig {
             .or(settings.batch_bytes)
         {
             Some(bytes) if bytes > most => {
-                let name = if cli.batch_bytes.is_some() {
-                    "--batch-bytes"
-                } else {
-                    "the manifest's batch_bytes"
-                };
+                let name = origins.name(
+                    cli.batch_bytes.is_some(),
+                    "--batch-bytes",
+                    "batch_bytes",
+                    "batch_bytes",
+                );
                 return Err(ConfigError::Usage(format!(
                     "{name} {bytes} is more than one argument can hold: a batch runs as \
                      `SHELL -c COMMAND`, and COMMAND is at most {limit} bytes here (the \
@@ -630,9 +631,30 @@ impl RunConfig {
             || matches!(&source, Source::Manifest { manifest, .. }
                 if manifest.jobs.iter().any(|j| j.resolved_needs.is_some()));
         if weighed && batching {
+            // The first weight or needs given, as written.
+            let per_job = match (&source, cli.weight.is_some()) {
+                (_, true) => "--weight".to_owned(),
+                (Source::Manifest { path, manifest }, false) if default_needs.is_none() => manifest
+                    .jobs
+                    .iter()
+                    .find_map(|job| {
+                        let (name, line, column) = match (&job.weight, &job.needs) {
+                            (Some(w), _) => ("weight", w.line, w.column),
+                            (None, Some(n)) => ("needs", n.line, n.column),
+                            (None, None) => return None,
+                        };
+                        Some(format!(
+                            "job `{}`'s `{name}` at {}:{line}:{column}",
+                            job.key.escape_default(),
+                            path.display()
+                        ))
+                    })
+                    .unwrap_or_else(|| "--needs".to_owned()),
+                _ => "--needs".to_owned(),
+            };
             return Err(ConfigError::Usage(format!(
-                "weights and resource needs are per job, while {} runs several jobs as one: \
-                 use one or the other",
+                "weights and resource needs are per job ({per_job}), while {} runs several jobs \
+                 as one: use one or the other",
                 batch_name()
             )));
         }

@@ -56,7 +56,7 @@ pub(crate) struct Template {
 /// Why a template is not usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum TemplateError {
-    #[error("unknown placeholder `{{{0}}}` in --command (known: {{}}, {{.}}, {{/}}, {{//}}, {{/.}}, {{1}}, {{key}}, {{seq}} or {{#}}, {{slot}} or {{%}}; write {{{{ and }}}} for literal braces)")]
+    #[error("unknown placeholder `{{{0}}}` in --command (known: {{}}, {{.}}, {{/}}, {{//}}, {{/.}}, {{1}}, {{key}}, {{seq}} or {{#}}, {{slot}} or {{%}}, {{res.NAME}} of a declared resource; write {{{{ and }}}} for literal braces)")]
     Unknown(String),
     #[error("unclosed `{{` in --command at byte {0} (write {{{{ for a literal brace)")]
     Unclosed(usize),

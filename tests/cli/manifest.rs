@@ -451,7 +451,7 @@ cmd = "sleep 5"
 /// line and column, a flag as the flag.
 #[test]
 fn settings_in_conflict_are_named_where_they_are_written() {
-    let cases: [(&str, &[&str], &[&str]); 5] = [
+    let cases: [(&str, &[&str], &[&str]); 6] = [
         (
             "batch_size = 2\n",
             &[],
@@ -485,6 +485,11 @@ fn settings_in_conflict_are_named_where_they_are_written() {
                 "`batch_delay` (m.toml:3:15) runs every waiting job",
                 "while `coalesce = \"latest\"` (m.toml:2:12) drops",
             ],
+        ),
+        (
+            "command = \"echo {}\"\nbatch_bytes = 99999999\n",
+            &[],
+            &["`batch_bytes` (m.toml:2:15) 99999999 is more than one argument can hold"],
         ),
     ];
     for (settings, flags, wanted) in cases {

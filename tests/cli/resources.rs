@@ -303,6 +303,12 @@ fn bad_manifests_are_pointed_at_before_anything_runs() {
             "max_concurrent = 2\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\nweight = 3\n",
             "m.toml:5:10: weight 3 is more than the cap of 2",
         ),
+        (
+            "command = \"echo {}\"\nbatch_size = 2\n[resources]\ngpu = 1\n\
+             [[job]]\nkey = \"a\"\ncmd = \"touch ran\"\n\
+             [[job]]\nkey = \"b\"\ncmd = \"touch ran\"\nneeds = { gpu = 1 }\n",
+            "per job (job `b`'s `needs` at m.toml:11:11), while `batch_size` (m.toml:2:14)",
+        ),
     ];
     for (text, message) in cases {
         scratch.write("m.toml", text);
