@@ -115,6 +115,13 @@ impl Scheduler {
         Account::unstarted(seq, Outcome::Interrupted(StopReason::ServerLost), now)
     }
 
+    /// The account of a job that `lanes cancel` had dropped or was stopping when an earlier
+    /// `lanes serve` ended without recording it (its journal says so): `interrupted`,
+    /// `cancelled`, with no start of this run's.
+    pub fn cancelled_with_server(&self, seq: Seq, now: Tick) -> Account {
+        Account::unstarted(seq, Outcome::Interrupted(StopReason::Cancelled), now)
+    }
+
     /// `--cancel-in-progress`: the running job `seq` is asked to stop (SIGTERM, reason
     /// `superseded`), unless it already stops for another reason.
     fn supersede(&mut self, seq: Seq) -> Option<StopOrder> {

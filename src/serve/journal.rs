@@ -7,7 +7,8 @@
 //! Format: JSON Lines, first `{"journal":1,"last":SEQ,"report":PATH}` (the highest seq handed
 //! out when the file was written; the absolute path of the server's `--report` file, absent
 //! without one), then `{"a":SEQ,"k":KEY,"c":COMMAND}` (admitted),
-//! `{"s":SEQ}` (started), `{"e":SEQ}` (its record is in the report). The file is rewritten
+//! `{"s":SEQ}` (started), `{"x":SEQ}` (`lanes cancel` dropped or is stopping it), `{"e":SEQ}`
+//! (its record is in the report). The file is rewritten
 //! with only the jobs still live when it holds many more lines than live jobs (compaction),
 //! so that it does not grow with the jobs a long-running server has seen.
 
@@ -22,9 +23,10 @@ use serde::{Deserialize, Serialize};
 use crate::core::Seq;
 
 /// The format's version, in its first line. Version 2 added the `u` line (a start that did not
-/// happen) and the `n` line (a seq that numbered no admitted job); a version 1 journal has
-/// neither and reads the same.
-const VERSION: u32 = 2;
+/// happen) and the `n` line (a seq that numbered no admitted job); version 3 the `x` line (a
+/// job cancelled before its record was in the report). An older journal has none of them and
+/// reads the same.
+const VERSION: u32 = 3;
 
 /// The oldest version read.
 const OLDEST_READ: u32 = 1;
@@ -59,6 +61,11 @@ enum Line {
     Numbered {
         n: Seq,
     },
+    /// `lanes cancel` dropped the job (waiting) or is stopping it (running): a later server
+    /// records it `cancelled`, never runs it again.
+    Cancelled {
+        x: Seq,
+    },
     Ended {
         e: Seq,
     },
@@ -75,6 +82,8 @@ pub(crate) struct LiveJob {
     pub command: String,
     /// Whether it had started (it was running when the server ended).
     pub started: bool,
+    /// Whether `lanes cancel` had dropped it or was stopping it.
+    pub cancelled: bool,
 }
 
 /// What an earlier server left to do.
@@ -180,6 +189,7 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
                         key: k,
                         command: c,
                         started: false,
+                        cancelled: false,
                     },
                 );
             }
@@ -191,6 +201,10 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
             Line::NotStarted { u } => match live.get_mut(&u) {
                 Some(job) => job.started = false,
                 None => return Err(unknown(number, u, "not started")),
+            },
+            Line::Cancelled { x } => match live.get_mut(&x) {
+                Some(job) => job.cancelled = true,
+                None => return Err(unknown(number, x, "cancelled")),
             },
             Line::Ended { e } => {
                 // From version 2 on, an end is of a job admitted, or of a seq handed out
@@ -281,6 +295,8 @@ pub(crate) struct Journal {
     /// Jobs whose admission could not be written: no later line names them (a start or an
     /// end of a seq the file never admitted would make it no journal).
     unjournaled: std::collections::HashSet<Seq>,
+    /// Live jobs journaled as cancelled (kept by a rewrite).
+    cancelled: std::collections::HashSet<Seq>,
     /// A flush to the disk (`fdatasync`) failed: from then on no line is known to be on it,
     /// though the page cache may still hold it for a server started after a kill.
     flush_failed: bool,
@@ -327,13 +343,13 @@ impl Journal {
             .map(std::path::absolute)
             .transpose()
             .map_err(|err| anyhow::anyhow!("cannot name the report's absolute path: {err}"))?;
-        let jobs = recovered.jobs.iter().map(|job| {
-            (
-                job.seq,
-                job.key.as_str(),
-                job.command.as_str(),
-                job.started && !requeue_lost,
-            )
+        let jobs = recovered.jobs.iter().map(|job| Live {
+            seq: job.seq,
+            key: job.key.as_str(),
+            command: job.command.as_str(),
+            // A cancelled job is not run again: it stays started.
+            started: job.started && (!requeue_lost || job.cancelled),
+            cancelled: job.cancelled,
         });
         let file = rewrite(path, recovered.last_seq, report.as_deref(), jobs)
             .map_err(|err| anyhow::anyhow!("cannot write the journal {}: {err}", path.display()))?;
@@ -349,6 +365,12 @@ impl Journal {
                 unsynced: false,
                 failure: None,
                 unjournaled: std::collections::HashSet::new(),
+                cancelled: recovered
+                    .jobs
+                    .iter()
+                    .filter(|job| job.cancelled)
+                    .map(|job| job.seq)
+                    .collect(),
                 flush_failed: false,
             },
             recovered,
@@ -409,9 +431,18 @@ impl Journal {
         }
     }
 
+    /// `lanes cancel` dropped job `seq` (waiting) or is stopping it (running): a server
+    /// started after a crash records it `cancelled` instead of running it (again).
+    pub(crate) fn cancelled(&mut self, seq: Seq) {
+        if !self.unjournaled.contains(&seq) && self.cancelled.insert(seq) {
+            self.append(&Line::Cancelled { x: seq });
+        }
+    }
+
     /// A job's final record is in the report.
     pub(crate) fn ended(&mut self, seq: Seq) {
         self.last_seq = self.last_seq.max(seq);
+        self.cancelled.remove(&seq);
         if !self.unjournaled.remove(&seq) {
             self.append(&Line::Ended { e: seq });
         }
@@ -482,6 +513,14 @@ impl Journal {
         &mut self,
         jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
     ) -> std::io::Result<()> {
+        let cancelled = &self.cancelled;
+        let jobs = jobs.map(|(seq, key, command, started)| Live {
+            seq,
+            key,
+            command,
+            started,
+            cancelled: cancelled.contains(&seq),
+        });
         self.file = rewrite(&self.path, self.last_seq, self.report.as_deref(), jobs)?;
         self.len = self.file.metadata().map_or(0, |meta| meta.len());
         self.lines = 0;
@@ -571,11 +610,20 @@ fn lock(path: &Path) -> anyhow::Result<File> {
 
 /// Writes a journal holding `jobs` beside `path`, flushes it and renames it over `path`;
 /// returns it open for appending.
+/// A live job as a rewrite writes it.
+struct Live<'a> {
+    seq: Seq,
+    key: &'a str,
+    command: &'a str,
+    started: bool,
+    cancelled: bool,
+}
+
 fn rewrite<'a>(
     path: &Path,
     last: Seq,
     report: Option<&Path>,
-    jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
+    jobs: impl Iterator<Item = Live<'a>>,
 ) -> std::io::Result<File> {
     let mut name = path.as_os_str().to_owned();
     name.push(".new");
@@ -594,7 +642,7 @@ fn write_new<'a>(
     path: &Path,
     last: Seq,
     report: Option<&Path>,
-    jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
+    jobs: impl Iterator<Item = Live<'a>>,
 ) -> std::io::Result<File> {
     let mut file = OpenOptions::new()
         .write(true)
@@ -612,14 +660,17 @@ fn write_new<'a>(
         last,
         report: report.map(Path::to_owned),
     })?;
-    for (seq, key, command, started) in jobs {
+    for job in jobs {
         line(&Line::Admitted {
-            a: seq,
-            k: key.to_owned(),
-            c: command.to_owned(),
+            a: job.seq,
+            k: job.key.to_owned(),
+            c: job.command.to_owned(),
         })?;
-        if started {
-            line(&Line::Started { s: seq })?;
+        if job.started {
+            line(&Line::Started { s: job.seq })?;
+        }
+        if job.cancelled {
+            line(&Line::Cancelled { x: job.seq })?;
         }
     }
     out.flush()?;
@@ -737,7 +788,7 @@ mod tests {
             journal.started(2);
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.starts_with("{\"journal\":2"), "{text}");
+        assert!(text.starts_with("{\"journal\":3"), "{text}");
         let (_, recovered) = Journal::open(&path, false, None).unwrap();
         let jobs: Vec<(Seq, bool)> = recovered.jobs.iter().map(|j| (j.seq, j.started)).collect();
         assert_eq!(jobs, vec![(1, false), (2, true)]);
@@ -840,6 +891,50 @@ mod tests {
         let recovered = replayed(&text).unwrap();
         let jobs: Vec<(Seq, bool)> = recovered.jobs.iter().map(|j| (j.seq, j.started)).collect();
         assert_eq!(jobs, vec![(1, true)], "{text}");
+    }
+
+    #[test]
+    fn a_cancel_is_kept_by_a_restart_and_by_compaction_until_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        {
+            let (mut journal, _) = Journal::open(&path, false, None).unwrap();
+            journal.admitted(1, "a", "x");
+            journal.started(1);
+            journal.admitted(2, "a", "y");
+            journal.cancelled(1);
+            journal.cancelled(2);
+            journal.cancelled(2);
+            journal.admitted(3, "b", "z");
+            journal.sync().unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.matches("{\"x\":").count(),
+            2,
+            "written once each: {text}"
+        );
+        // A restart with --requeue-lost keeps the cancelled job started (not to be run again).
+        let (mut journal, recovered) = Journal::open(&path, true, None).unwrap();
+        let jobs: Vec<(Seq, bool, bool)> = recovered
+            .jobs
+            .iter()
+            .map(|j| (j.seq, j.started, j.cancelled))
+            .collect();
+        assert_eq!(jobs, [(1, true, true), (2, false, true), (3, false, false)]);
+        journal.ended(2);
+        journal
+            .compact([(1, "a", "x", true), (3, "b", "z", false)].into_iter())
+            .unwrap();
+        drop(journal);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let recovered = replayed(&text).unwrap();
+        let jobs: Vec<(Seq, bool)> = recovered
+            .jobs
+            .iter()
+            .map(|j| (j.seq, j.cancelled))
+            .collect();
+        assert_eq!(jobs, [(1, true), (3, false)], "{text}");
     }
 
     #[test]

@@ -2685,3 +2685,68 @@ fn every_submission_with_a_record_is_answered_when_a_stop_signal_cuts_a_burst() 
     );
     assert!(report.jobs.len() >= 2000, "{}", report.jobs.len());
 }
+
+/// A `lanes cancel` under way when the server is killed is journaled: with `--requeue-lost`,
+/// the next server records the job `cancelled` and does not run it again, nor the waiting job
+/// the cancel dropped.
+#[test]
+fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let journal = scratch.join("j.journal");
+    let mut first = Command::new(BIN)
+        .args(["serve", "--grace", "60s", "--socket"])
+        .arg(&socket)
+        .arg("--journal")
+        .arg(&journal)
+        .env("D", scratch.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    // Under the second server, a run (which must not happen) ends at once.
+    let job = "echo run >> \"$D/runs\"; [ -e \"$D/second\" ] && exit 0; trap '' TERM; \
+               echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", job], None).code,
+        0
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", job], None).code,
+        10
+    );
+    let cancel = spawn_client(&socket, "cancel", &["a"]);
+    assert!(wait_until(Duration::from_secs(20), || {
+        client_at(&socket, "status", &["--json"], None)
+            .stdout
+            .contains("\"stopping\":\"cancelled\"")
+    }));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let _ = ended_by(cancel, "cancel");
+    let pid = scratch.pid("pid");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    scratch.write("second", "");
+    let server = serve(
+        &scratch,
+        &["--journal", journal.to_str().unwrap(), "--requeue-lost"],
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(scratch.read("runs"), "run\n", "run once, never again");
+    // Job 1 is recorded by the second server; job 2's record (dropped by the cancel) may
+    // have been journaled as written before the kill. Neither ran again.
+    assert!(!report.jobs.is_empty(), "{:#?}", report.jobs);
+    for job in &report.jobs {
+        assert_eq!(job.result(), ("interrupted", Some("cancelled")), "{job:?}");
+        assert!(!job.started, "{job:?}");
+    }
+    assert_eq!(report.jobs[0].seq, 1);
+}

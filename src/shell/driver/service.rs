@@ -267,6 +267,25 @@ impl Driver {
                 needs: self.config.run_default_needs(),
             };
             self.received += 1;
+            if job.cancelled {
+                // `lanes cancel` had dropped it, or was stopping it: never run (again).
+                let account = self.core.cancelled_with_server(job.seq, now);
+                let output = super::RunOutput {
+                    error: Some(
+                        if job.started {
+                            "`lanes cancel` was stopping it when the earlier lanes serve ended \
+                             without recording it (killed or crashed)"
+                        } else {
+                            "`lanes cancel` had dropped it when the earlier lanes serve ended \
+                             without recording it (killed or crashed)"
+                        }
+                        .into(),
+                    ),
+                    ..super::RunOutput::default()
+                };
+                self.close(&account, &spec, output).await;
+                continue;
+            }
             if job.started && !requeue_lost {
                 let account = self.core.lost_with_server(job.seq, now);
                 let output = super::RunOutput {
@@ -572,6 +591,13 @@ impl Driver {
         let now = self.tick();
         let cancel = self.core.cancel_key(&key, now);
         let dropped: Vec<Seq> = cancel.dropped.iter().map(|account| account.seq).collect();
+        // Journaled before any record: a server killed before the records are in the report
+        // leaves them to the next server as cancelled, not to be run (again).
+        if let Some(service) = self.service.as_mut() {
+            for &seq in dropped.iter().chain(&cancel.running) {
+                service.journal.cancelled(seq);
+            }
+        }
         for account in &cancel.dropped {
             self.close_waiting(account).await;
         }
