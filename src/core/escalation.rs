@@ -88,6 +88,11 @@ impl Escalation {
                     // The job runs until none of its processes is left: a stop in the leak
                     // window, after its shell exited, still stops the job.
                     self.stopped_while_running = true;
+                    if self.grace_at.is_some() {
+                        // The leftovers past the leak window already got SIGTERM and their
+                        // grace period runs: the stop neither signals again nor restarts it.
+                        return actions;
+                    }
                     if self.exited {
                         // The shell is gone; what is left (background processes of a
                         // non-interactive shell ignore SIGINT) gets SIGTERM at once.
@@ -221,6 +226,24 @@ mod tests {
         );
         assert!(e.stopped_while_running());
         assert_eq!(e.next_deadline(), None);
+    }
+
+    #[test]
+    fn a_stop_while_leftovers_are_being_terminated_keeps_their_grace_period() {
+        let mut e = escalation();
+        let _ = e.on(Event::Exited, ms(10));
+        assert_eq!(
+            e.on(Event::Due { group_alive: true }, ms(210)),
+            [Action::TermGroup]
+        );
+        assert_eq!(e.next_deadline(), Some(ms(5210)));
+        // A timeout comes a second later: no second signal, the same SIGKILL time.
+        assert_eq!(e.on(Event::Stop(Signal::SIGTERM), ms(1210)), []);
+        assert_eq!(e.next_deadline(), Some(ms(5210)));
+        assert_eq!(
+            e.on(Event::Due { group_alive: true }, ms(5210)),
+            [Action::Force { running: false }]
+        );
     }
 
     #[test]
