@@ -1238,6 +1238,16 @@ fn spawn_client(socket: &Path, task: &str, args: &[&str]) -> std::process::Child
         .expect("lanes client")
 }
 
+/// The first answer of a `--json` client still running (`drain`, `close`), and its line.
+fn first_answer(client: &mut std::process::Child) -> (Answer, String) {
+    let mut line = String::new();
+    BufReader::new(client.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let answer = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    (answer, line)
+}
+
 /// Waits (bounded) for `child` to end; kills it and fails when it does not.
 fn ended_by(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
     let mut status = None;
@@ -1526,11 +1536,7 @@ fn a_drain_during_a_close_says_closing_and_status_exits_13_while_the_server_ends
     }));
     let mut drain = spawn_client(&server.socket, "drain", &["--json"]);
     // The drain's answer comes at once; the client then waits for the end.
-    let mut line = String::new();
-    BufReader::new(drain.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let answer: Answer = serde_json::from_str(&line).unwrap();
+    let (answer, line) = first_answer(&mut drain);
     assert_eq!(
         (answer.answer.as_str(), answer.why.as_deref()),
         ("ending", Some("closing")),
@@ -2606,11 +2612,7 @@ fn fail_fast_ends_the_server_and_later_calls_are_told_why() {
         late.stdout
     );
     let mut drain = spawn_client(&server.socket, "drain", &["--json"]);
-    let mut line = String::new();
-    BufReader::new(drain.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let answer: Answer = serde_json::from_str(&line).unwrap();
+    let (answer, line) = first_answer(&mut drain);
     assert_eq!(
         (answer.answer.as_str(), answer.why.as_deref()),
         ("ending", Some("fail_fast")),
