@@ -435,20 +435,43 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>, owed: A
 async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
     // The answers gathered and not written yet that are owed (see [`Owed`]).
     let mut unwritten = Vec::new();
-    while let Some(next) = pending.recv().await {
+    loop {
+        // What is gathered is written before waiting for anything: answers ready together go
+        // out together, and none waits behind one not made yet.
+        let next = match pending.try_recv() {
+            Ok(next) => next,
+            Err(mpsc::error::TryRecvError::Disconnected) => break,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                if !write_gathered(&mut out, &mut unwritten).await {
+                    return;
+                }
+                match pending.recv().await {
+                    Some(next) => next,
+                    None => break,
+                }
+            }
+        };
         let (reply, done) = match next.pending {
             Pending::Now(reply) => (reply, None),
-            Pending::Later(rx, done) => (rx.await.unwrap_or_else(|_| ended()), done),
+            Pending::Later(mut rx, done) => match rx.try_recv() {
+                Ok(reply) => (reply, done),
+                Err(oneshot::error::TryRecvError::Closed) => (ended(), done),
+                Err(oneshot::error::TryRecvError::Empty) => {
+                    if !write_gathered(&mut out, &mut unwritten).await {
+                        return;
+                    }
+                    (rx.await.unwrap_or_else(|_| ended()), done)
+                }
+            },
         };
         // Gathered (at most [`OUT_BATCH`] before a write): its request's share is given back.
         out.push(&reply.answer);
         drop(next.held);
         unwritten.extend(next.owed);
         if let Some(then) = reply.then {
-            if out.flush().await.is_err() {
+            if !write_gathered(&mut out, &mut unwritten).await {
                 return;
             }
-            unwritten.clear();
             match then.await {
                 Ok(answer) => {
                     out.push(&answer);
@@ -462,11 +485,9 @@ async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
                 // Held until the server ends (`drain`, `close`): the connection closes.
                 Err(_) => return,
             }
-        } else if done.is_some() || out.full() || pending.is_empty() {
-            if out.flush().await.is_err() {
-                return;
-            }
-            unwritten.clear();
+        } else if (done.is_some() || out.full()) && !write_gathered(&mut out, &mut unwritten).await
+        {
+            return;
         }
         // Written: the reading goes on.
         if let Some(done) = done {
@@ -474,6 +495,17 @@ async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
         }
     }
     let _ = out.flush().await;
+}
+
+/// Writes what `out` has gathered; the answers owed among it (`unwritten`) are then owed no
+/// more. Returns whether the connection can still be written to.
+async fn write_gathered(out: &mut Out, unwritten: &mut Vec<OwedAnswer>) -> bool {
+    if out.gathered.is_empty() {
+        return true;
+    }
+    let written = out.flush().await.is_ok();
+    unwritten.clear();
+    written
 }
 
 /// The answer when the event loop is gone: the server is ending.

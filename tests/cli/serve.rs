@@ -2752,3 +2752,41 @@ fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() 
     }
     assert_eq!(report.jobs[0].seq, 1);
 }
+
+/// Pipelined requests: an answer that is ready is written at once, not held behind a later
+/// request's answer that comes late (a `cancel` waits for its job's end).
+#[test]
+fn a_ready_answer_is_not_held_behind_a_later_one() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2", "--grace", "60s"]);
+    let stubborn = "trap '' TERM; echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
+    assert_eq!(server.client("submit", &["b", "--", stubborn]).code, 0);
+    scratch.wait_for("pid", Duration::from_secs(20));
+    let mut stream = UnixStream::connect(&server.socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    // Both in one write: the cancel's answer comes once job 1 has ended (after the grace).
+    stream
+        .write_all(
+            b"{\"v\":1,\"op\":\"submit\",\"key\":\"a\",\"command\":\"true\"}\n\
+              {\"v\":1,\"op\":\"cancel\",\"key\":\"b\"}\n",
+        )
+        .unwrap();
+    let first = answer_line(&mut stream);
+    assert!(
+        first.contains("\"answer\":\"started\"") && first.contains("\"key\":\"a\""),
+        "the submission's answer waited for the cancel's: {first:?}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(scratch.pid("pid")),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let second = answer_line(&mut stream);
+    assert!(second.contains("\"answer\":\"cancelled\""), "{second:?}");
+    drop(stream);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, report) = server.end();
+    assert_eq!(report.job(1).result(), ("interrupted", Some("cancelled")));
+}
