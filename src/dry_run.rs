@@ -95,13 +95,20 @@ pub(crate) fn print(
         }
         // Keys and commands shown with their control characters escaped, as in prefixes: a
         // line of the plan is one line, and nothing in it moves the cursor.
-        let _ = write!(
-            row,
-            "  round {}  slot {}  {}",
-            run.round,
-            run.slot,
-            escape_controls(&command)
-        );
+        let _ = write!(row, "  round {}  slot {}", run.round, run.slot);
+        // What it would hold, as its `LANES_RESOURCE_<NAME>` would say.
+        if let Some(grant) = run.grant.as_deref() {
+            row.push_str("  holds");
+            if grant.weight != 1 {
+                let _ = write!(row, " weight={}", grant.weight);
+            }
+            for part in grant.parts() {
+                if let Some(value) = crate::resources::granted_value(grant, part.name) {
+                    let _ = write!(row, " {}={value}", part.name);
+                }
+            }
+        }
+        let _ = write!(row, "  {}", escape_controls(&command));
         by_key[order[&first.key]].1.push(row);
     }
     let mut out = format!(

@@ -66,9 +66,9 @@ fn a_dry_run_hands_out_named_units_as_the_run_would() {
     assert_eq!(
         out.stdout(),
         "lanes: dry run of 3 jobs in 3 keys, at most 2 at once: nothing runs\n\
-         [a]\n  seq 1  round 1  slot 1  echo 'a' 'g0'\n\
-         [b]\n  seq 2  round 1  slot 2  echo 'b' 'g1'\n\
-         [c]\n  seq 3  round 2  slot 1  echo 'c' 'g0'\n"
+         [a]\n  seq 1  round 1  slot 1  holds gpu=g0  echo 'a' 'g0'\n\
+         [b]\n  seq 2  round 1  slot 2  holds gpu=g1  echo 'b' 'g1'\n\
+         [c]\n  seq 3  round 2  slot 1  holds gpu=g0  echo 'c' 'g0'\n"
     );
 }
 
