@@ -77,25 +77,38 @@ pub(crate) fn parse_amount(text: &str) -> Result<u64, String> {
 /// An empty id, an id with whitespace, a comma or a control character (NUL included), or an
 /// id given twice.
 pub(crate) fn parse_units<'a>(ids: impl IntoIterator<Item = &'a str>) -> Result<Stock, String> {
+    parse_units_at(ids).map_err(|(_, message)| message)
+}
+
+/// [`parse_units`], an error with the index of the id it is about (the first, for none).
+///
+/// # Errors
+/// As [`parse_units`].
+pub(crate) fn parse_units_at<'a>(
+    ids: impl IntoIterator<Item = &'a str>,
+) -> Result<Stock, (usize, String)> {
     let mut units: Vec<Arc<str>> = Vec::new();
-    for id in ids {
+    for (index, id) in ids.into_iter().enumerate() {
         if id.is_empty()
             || id
                 .chars()
                 .any(|c| c.is_whitespace() || c.is_control() || c == ',')
         {
-            return Err(format!(
-                "unit id {id:?} must be non-empty, without whitespace, commas or control \
-                 characters"
+            return Err((
+                index,
+                format!(
+                    "unit id {id:?} must be non-empty, without whitespace, commas or control \
+                     characters"
+                ),
             ));
         }
         if units.iter().any(|u| &**u == id) {
-            return Err(format!("unit id {id:?} is given twice"));
+            return Err((index, format!("unit id {id:?} is given twice")));
         }
         units.push(Arc::from(id));
     }
     if units.is_empty() {
-        return Err("no unit ids given".into());
+        return Err((0, "no unit ids given".into()));
     }
     Ok(Stock::Units(units))
 }

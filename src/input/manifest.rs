@@ -17,7 +17,7 @@ use toml::Spanned;
 
 use crate::core::Resource;
 use crate::duration::{parse_duration, seconds_to_duration};
-use crate::resources::{check_name, is_size, parse_amount, parse_units, Need};
+use crate::resources::{check_name, is_size, parse_amount, parse_units_at, Need};
 use crate::settings::{Coalesce, OnFull};
 
 /// Run-level settings from the manifest; `None` where the manifest does not set them.
@@ -586,9 +586,13 @@ fn resolve_resources(
                 RawStock::Amount(amount) => {
                     crate::core::Stock::Count(amount.resolve().map_err(what)?)
                 }
-                RawStock::Units(ids) => {
-                    parse_units(ids.iter().map(String::as_str)).map_err(what)?
-                }
+                RawStock::Units(ids) => parse_units_at(ids.iter().map(|id| id.get_ref().as_str()))
+                    .map_err(|(index, message)| {
+                        // At the id it is about, not at the array.
+                        let (_, message) = what(message);
+                        let at = ids.get(index).map_or(at, |id| id.span().start);
+                        (at, message)
+                    })?,
             };
             Ok(located(
                 text,
@@ -756,7 +760,44 @@ impl RawAmount {
 /// A `[resources]` value: an amount, or an array of named units (strings or integers).
 enum RawStock {
     Amount(RawAmount),
-    Units(Vec<String>),
+    Units(Vec<Spanned<UnitId>>),
+}
+
+/// A unit id of a `[resources]` array: a string, or an integer written as one.
+struct UnitId(String);
+
+impl UnitId {
+    fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for UnitId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct UnitIdVisitor;
+
+        impl Visitor<'_> for UnitIdVisitor {
+            type Value = UnitId;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a unit id: a string or an integer")
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<UnitId, E> {
+                Ok(UnitId(text.to_owned()))
+            }
+
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<UnitId, E> {
+                Ok(UnitId(n.to_string()))
+            }
+
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<UnitId, E> {
+                Ok(UnitId(n.to_string()))
+            }
+        }
+
+        deserializer.deserialize_any(UnitIdVisitor)
+    }
 }
 
 impl<'de> Deserialize<'de> for RawAmount {
@@ -808,17 +849,8 @@ impl<'de> Visitor<'de> for StockVisitor {
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<RawStock, A::Error> {
         let mut ids = Vec::new();
-        while let Some(id) = seq.next_element::<toml::Value>()? {
-            match id {
-                toml::Value::String(s) => ids.push(s),
-                toml::Value::Integer(n) => ids.push(n.to_string()),
-                other => {
-                    return Err(de::Error::custom(format!(
-                        "a unit id is a string or an integer, not {}",
-                        other.type_str()
-                    )))
-                }
-            }
+        while let Some(id) = seq.next_element::<Spanned<UnitId>>()? {
+            ids.push(id);
         }
         Ok(RawStock::Units(ids))
     }
@@ -1080,9 +1112,15 @@ needs = { gpu = 1, mem = "8G" }
             message.contains("`resources.mem`") && message.contains("\"8GG\""),
             "{message}"
         );
+        // At the id given twice, not at the array; on its own line in an array of lines.
         let (line, column, message) = err("[resources]\ngpu = [\"0\", \"1\", \"0\"]\n");
-        assert_eq!((line, column), (2, 7));
+        assert_eq!((line, column), (2, 18));
         assert!(message.contains("given twice"), "{message}");
+        let (line, column, _) = err("[resources]\ngpu = [\n  \"0\",\n  \"1\",\n  \"1\",\n]\n");
+        assert_eq!((line, column), (5, 3));
+        let (line, column, message) = err("[resources]\ngpu = [\"0\", true]\n");
+        assert_eq!((line, column), (2, 13));
+        assert!(message.contains("a unit id"), "{message}");
         let (line, column, message) = err("[resources]\nGPU = 1\n");
         assert_eq!((line, column), (2, 1));
         assert!(message.contains("lowercase"), "{message}");

@@ -293,7 +293,7 @@ fn bad_manifests_are_pointed_at_before_anything_runs() {
         ),
         (
             "[resources]\ngpu = [\"0\", \"0\"]\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\n",
-            "m.toml:2:7: `resources.gpu`: unit id \"0\" is given twice",
+            "m.toml:2:13: `resources.gpu`: unit id \"0\" is given twice",
         ),
         (
             "[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\nweight = 0\n",
