@@ -207,7 +207,23 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> 
     let raw: RawManifest = toml::from_str(text).map_err(|err| {
         // Without a span the parser is speaking of the document as a whole.
         let offset = err.span().map_or(0, |span| span.start);
-        invalid(offset, err.message().to_string())
+        let mut message = err.message().to_string();
+        if message.starts_with("number too large to fit") {
+            // The parser's words name neither the setting nor the range.
+            let before = text.get(..offset).unwrap_or_default();
+            let line = &before[before.rfind('\n').map_or(0, |newline| newline + 1)..];
+            let name = line.trim_end().trim_end_matches('=').trim();
+            message = format!(
+                "{}{message}: a TOML integer is at most {}",
+                if name.is_empty() {
+                    String::new()
+                } else {
+                    format!("`{name}`: ")
+                },
+                i64::MAX
+            );
+        }
+        invalid(offset, message)
     })?;
     let base = manifest_dir(path);
     raw.validate(text, &base)
@@ -1100,6 +1116,18 @@ needs = { gpu = 1, mem = "8G" }
         assert_eq!((line, column), (2, 1));
         assert!(
             message.contains("`env.A` must not contain a NUL"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn an_integer_beyond_64_bits_is_named_with_its_range() {
+        let (line, column, message) =
+            err("[[job]]\nkey = \"a\"\ncmd = \"true\"\nrank = 18446744073709551615\n");
+        assert_eq!((line, column), (4, 8));
+        assert!(
+            message.starts_with("`rank`: number too large")
+                && message.ends_with("at most 9223372036854775807"),
             "{message}"
         );
     }
