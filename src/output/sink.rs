@@ -13,6 +13,32 @@ use tokio::sync::mpsc;
 /// How many buffers may wait for a writer thread before senders wait.
 const DEPTH: usize = 16;
 
+/// Bytes written to lanes' stdout and stderr so far, by every sink: whether a reader still
+/// takes anything ([`output_written`]).
+static OUTPUT_WRITTEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Bytes written to lanes' stdout and stderr so far: a wait for a slow reader that sees this
+/// grow knows the reader still reads.
+pub(crate) fn output_written() -> u64 {
+    OUTPUT_WRITTEN.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A destination whose writes are counted in [`OUTPUT_WRITTEN`] as they happen (a large
+/// buffer written to a slow reader is counted write by write, not once at its end).
+struct Counted(Box<dyn Write + Send>);
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let written = self.0.write(buf)?;
+        OUTPUT_WRITTEN.fetch_add(written as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
 /// The most bytes of an unfinished line held back while the live display is drawn.
 const PARTIAL_MAX: usize = 64 * 1024;
 
@@ -260,7 +286,7 @@ impl Sink {
         let writer = Writer::Pending(Pending {
             name,
             lost: Arc::clone(&lost),
-            destination,
+            destination: Box::new(Counted(destination)),
             fd: None,
             display,
             partial: Vec::new(),

@@ -10,6 +10,8 @@ use nix::libc;
 use nix::sys::signal::{SigSet, Signal};
 use tokio::signal::unix::{signal, Signal as Stream, SignalKind};
 
+use crate::output::sink::output_written;
+
 /// The signals that are handled (the stop signals and SIGUSR1): blocked from the first thing
 /// `main` does until their handlers stand ([`StopSignals::install`]), so that one that comes
 /// early waits, pending, instead of ending `lanes` with its default action or being lost.
@@ -620,7 +622,7 @@ pub(crate) const FORCED_WRITE_WAIT: std::time::Duration = std::time::Duration::f
 
 /// After the first stop signal, how long a reader of lanes' output may take nothing before
 /// that output is dropped: a run that was told to stop ends even when its reader stalled for
-/// good (a pipe nobody reads), and one that still reads gets its output.
+/// good (a pipe nobody reads), and one that still reads gets its output, however slowly.
 pub(crate) const UNREAD_AFTER_STOP: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The one way `lanes` waits for its last output (grouped blocks, `--json` records, the
@@ -628,9 +630,10 @@ pub(crate) const UNREAD_AFTER_STOP: std::time::Duration = std::time::Duration::f
 /// comes; from then on (at once when already `stopping`), for at most [`FORCED_WRITE_WAIT`]
 /// more; `stopping` is then set, so that the waits after this one are short too. When a stop
 /// signal was already taken in the run (lanes was stopped, and its jobs have ended), `work`
-/// is waited for at most [`UNREAD_AFTER_STOP`], then as after a signal. Returns what `work`
-/// gave, or `None` when it was given up (a reader that stopped reading would otherwise keep
-/// `lanes` waiting for ever).
+/// is waited for while lanes' stdout or stderr takes something at least every
+/// [`UNREAD_AFTER_STOP`] ([`output_written`]), then given up as after a signal. Returns what
+/// `work` gave, or `None` when it was given up (a reader that stopped reading would otherwise
+/// keep `lanes` waiting for ever).
 pub(crate) async fn until_stopped<F: std::future::Future>(
     work: F,
     stopping: &mut bool,
@@ -638,16 +641,24 @@ pub(crate) async fn until_stopped<F: std::future::Future>(
 ) -> Option<F::Output> {
     tokio::pin!(work);
     if !*stopping {
-        let patience = signals
-            .as_ref()
-            .is_some_and(StopSignals::any_taken)
-            .then(|| tokio::time::Instant::now() + UNREAD_AFTER_STOP);
-        tokio::select! {
-            done = &mut work => return Some(done),
-            Some(_) = next_signal(signals) => *stopping = true,
-            () = super::sleep_until_opt(patience) => {
-                *stopping = true;
-                return None;
+        let patient = signals.as_ref().is_some_and(StopSignals::any_taken);
+        let mut seen = output_written();
+        loop {
+            let patience = patient.then(|| tokio::time::Instant::now() + UNREAD_AFTER_STOP);
+            tokio::select! {
+                done = &mut work => return Some(done),
+                Some(_) = next_signal(signals) => {
+                    *stopping = true;
+                    break;
+                }
+                () = super::sleep_until_opt(patience) => {
+                    let now = output_written();
+                    if now == seen {
+                        *stopping = true;
+                        return None;
+                    }
+                    seen = now;
+                }
             }
         }
     }

@@ -112,6 +112,43 @@ fn one_stop_signal_ends_a_run_whose_reader_stalled_for_good() {
     assert!(out.elapsed < Duration::from_secs(20), "{:?}", out.elapsed);
 }
 
+#[test]
+fn after_one_stop_signal_a_slow_reader_that_still_reads_gets_every_byte() {
+    // 300 kB wait in lanes and in the pipe (64 KiB) for a reader that reads 32 kB a second:
+    // more than 5 s of reading, but never 5 s without taking anything.
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .own_stdout()
+        .stdin(
+            "a\thead -c 300000 /dev/zero | tr '\\0' a | fold -w 99; touch \"$D/written\"; \
+             exec sleep 30\n",
+        )
+        .spawn();
+    let mut stdout = running.take_stdout();
+    scratch.wait_for("written", WAIT);
+    running.signal(Signal::SIGINT);
+    let mut text = Vec::new();
+    let mut chunk = vec![0u8; 8192];
+    loop {
+        let n = stdout.read(&mut chunk).unwrap();
+        if n == 0 {
+            break;
+        }
+        text.extend_from_slice(&chunk[..n]);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let out = running.wait();
+    out.code(130);
+    let body: String = String::from_utf8(text)
+        .unwrap()
+        .lines()
+        .map(|line| line.strip_prefix("[a] ").unwrap_or("?"))
+        .collect();
+    assert_eq!(body.len(), 300_000, "{:?}", out.elapsed);
+    assert!(body.bytes().all(|b| b == b'a'));
+}
+
 /// Bytes waiting in a pipe (FIONREAD, ioctl_list(2)).
 fn unread_bytes(pipe: &impl std::os::fd::AsRawFd) -> usize {
     let mut count: nix::libc::c_int = 0;
