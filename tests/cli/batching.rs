@@ -246,7 +246,7 @@ fn batch_bytes_above_what_one_argument_holds_is_a_usage_error() {
         .arg(scratch.join("jobs.toml"));
     for (run, name) in [
         (from_flag, "--batch-bytes 100000000"),
-        (from_manifest, "batch_bytes 100000000"),
+        (from_manifest, "jobs.toml:3:15) 100000000"),
     ] {
         let out = run.run();
         out.code(2);
