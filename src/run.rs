@@ -283,6 +283,12 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let stdout_lost = report_on_stdout.then(|| stdout.lost_flag());
     if !close_sink(&runtime, stdout, None, &mut stopping, &mut end.signals) {
         stopping = true;
+        // Said with the summary, on stderr (which may be read when stdout is not).
+        end.summary.insert_str(
+            0,
+            "lanes: output for stdout that its reader did not take was dropped (the run was \
+             stopped)\n",
+        );
     }
     // Records that failed to reach it after the exit status was decided (its writer thread
     // writes behind the run) still make the status 1.

@@ -110,6 +110,12 @@ fn one_stop_signal_ends_a_run_whose_reader_stalled_for_good() {
         assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
     }
     assert!(out.elapsed < Duration::from_secs(20), "{:?}", out.elapsed);
+    assert!(
+        out.stderr()
+            .contains("output for stdout that its reader did not take was dropped"),
+        "{}",
+        out.stderr()
+    );
 }
 
 #[test]
