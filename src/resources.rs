@@ -147,6 +147,16 @@ pub(crate) struct Need {
     pub sized: bool,
 }
 
+/// `n` bytes as the largest binary unit that divides it (`3G`, `1536M`), else in bytes.
+fn size_text(n: u64) -> String {
+    for (shift, unit) in [(50, 'P'), (40, 'T'), (30, 'G'), (20, 'M'), (10, 'K')] {
+        if n != 0 && n % (1u64 << shift) == 0 {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
 /// Whether an amount is written as a size: with a suffix (`8G`), not as a bare count.
 pub(crate) fn is_size(text: &str) -> bool {
     !text
@@ -229,12 +239,21 @@ pub(crate) fn resolve(
         }
         let total = stock.total();
         if need.amount > total {
+            // Sizes as written (`3G`), when the need was one.
+            let shown = |n: u64| {
+                if need.sized {
+                    size_text(n)
+                } else {
+                    n.to_string()
+                }
+            };
             return Err((
                 i,
                 format!(
-                    "needs {} of {:?}, more than the {total} the run has: the job could never \
-                     start",
-                    need.amount, need.name
+                    "needs {} of {:?}, more than the {} the run has: the job could never start",
+                    shown(need.amount),
+                    need.name,
+                    shown(total)
                 ),
             ));
         }
@@ -309,6 +328,15 @@ pub(crate) fn slurm_license_names(resources: &[Resource]) -> impl Iterator<Item 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_are_shown_in_the_largest_unit_that_divides_them() {
+        assert_eq!(size_text(3 << 30), "3G");
+        assert_eq!(size_text(1536 << 20), "1536M");
+        assert_eq!(size_text(1000), "1000");
+        assert_eq!(size_text(0), "0");
+        assert_eq!(size_text(1 << 50), "1P");
+    }
 
     #[test]
     fn amounts_are_whole_numbers_with_binary_suffixes() {
