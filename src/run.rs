@@ -281,13 +281,16 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let mut stopping = end.forced;
     // Under `--json` the report is stdout.
     let stdout_lost = report_on_stdout.then(|| stdout.lost_flag());
-    if !close_sink(&runtime, stdout, None, &mut stopping, &mut end.signals) {
+    let all_written = close_sink(&runtime, stdout, None, &mut stopping, &mut end.signals);
+    if !all_written {
         stopping = true;
+    }
+    if !all_written || end.output_dropped {
         // Said with the summary, on stderr (which may be read when stdout is not).
         end.summary.insert_str(
             0,
-            "lanes: output for stdout that its reader did not take was dropped (the run was \
-             stopped)\n",
+            "lanes: output that its reader did not take was dropped (the run was stopped; the \
+             last line written may be cut short)\n",
         );
     }
     // Records that failed to reach it after the exit status was decided (its writer thread
@@ -778,6 +781,7 @@ async fn interrupted_check(
         ),
         forced,
         signals,
+        output_dropped: false,
     }
 }
 

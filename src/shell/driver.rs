@@ -52,6 +52,8 @@ pub(crate) struct RunEnd {
     pub forced: bool,
     /// The stop signals, still listened to while the last output is written.
     pub signals: Option<StopSignals>,
+    /// Output for lanes' stdout or stderr was dropped after a stop signal (nobody took it).
+    pub output_dropped: bool,
 }
 
 /// What the shell keeps of a run's end besides the core's verdict: the facts its process
@@ -185,6 +187,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         resume,
         received: 0,
         output_lost: false,
+        output_dropped: false,
         retry_tails: HashMap::new(),
         stopped: HashMap::new(),
         lock_dir,
@@ -331,6 +334,8 @@ struct Driver {
     /// Output that could not be stored whole (`--results`, grouped spill files): the exit
     /// status is 1, as for the report.
     output_lost: bool,
+    /// A job's output was dropped after a stop signal, its reader taking nothing.
+    output_dropped: bool,
     /// The stderr tail of the last try of each run waiting for its retry, by its first job:
     /// should the run stop before the retry starts, the record tells of that try.
     retry_tails: HashMap<Seq, Vec<u8>>,
@@ -735,6 +740,7 @@ impl Driver {
         for message in ended.lost {
             self.lose_output(message);
         }
+        self.output_dropped |= ended.dropped;
         let lost = self
             .lock_lost
             .remove(&ended.seq)
@@ -1177,6 +1183,7 @@ impl Driver {
             summary: given_up + &text,
             forced,
             signals: None,
+            output_dropped: self.output_dropped,
         }
     }
 }

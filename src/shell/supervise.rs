@@ -22,6 +22,7 @@ use crate::core::{Action, Escalation, Event, ExitFacts};
 use crate::output::capture::Capture;
 use crate::output::pump::{readable, room, OutputPlan, Stream};
 use crate::output::results::ResultFiles;
+use crate::output::sink::output_written;
 
 /// What the driver asks of a running job's supervisor.
 #[derive(Debug, Clone, Copy)]
@@ -99,6 +100,9 @@ pub(crate) struct Ended {
     pub captured: Option<(Capture, Capture)>,
     /// What the job used, where its cgroup told.
     pub usage: Usage,
+    /// Output of the job that lanes' stdout or stderr took nothing of for
+    /// [`UNREAD_AFTER_STOP`] after a stop signal was dropped.
+    pub dropped: bool,
 }
 
 /// How often the process group is checked for emptiness once the direct child has exited and
@@ -258,7 +262,11 @@ pub(crate) async fn supervise(
     // What waits for a full sink is written before the job is reported, so that its output
     // comes before anything written after its record; a second Ctrl-C (Kill) drops it, and so
     // does a sink that takes nothing of it for a while once the run is stopping.
+    // Progress is lanes' stdout and stderr taking anything, this job's output or another's:
+    // jobs whose output waits take turns at a sink that a slow reader drains.
     let mut taken_at = Instant::now();
+    let mut seen = output_written();
+    let mut dropped = false;
     while !killed && (out.has_pending() || err.has_pending()) {
         let give_up = ending.then(|| taken_at + UNREAD_AFTER_STOP);
         tokio::select! {
@@ -277,7 +285,16 @@ pub(crate) async fn supervise(
                 err.hand_over(permit);
                 taken_at = Instant::now();
             }
-            () = sleep_until_opt(give_up) => killed = true,
+            () = sleep_until_opt(give_up) => {
+                let written = output_written();
+                if written == seen {
+                    killed = true;
+                    dropped = true;
+                } else {
+                    seen = written;
+                    taken_at = Instant::now();
+                }
+            }
         }
     }
     let mut lost: Vec<String> = results
@@ -319,6 +336,7 @@ pub(crate) async fn supervise(
         lost,
         stderr_tail: err.into_tail(),
         captured,
+        dropped,
     }
 }
 
