@@ -625,6 +625,45 @@ pub(crate) const FORCED_WRITE_WAIT: std::time::Duration = std::time::Duration::f
 /// good (a pipe nobody reads), and one that still reads gets its output, however slowly.
 pub(crate) const UNREAD_AFTER_STOP: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Whether lanes' stdout and stderr still take anything, after a stop signal: the reader
+/// stalled once [`UNREAD_AFTER_STOP`] passed with nothing written ([`output_written`]).
+pub(crate) struct ReaderWatch {
+    seen: u64,
+    since: tokio::time::Instant,
+}
+
+impl ReaderWatch {
+    /// Watching from now on.
+    pub(crate) fn new() -> Self {
+        ReaderWatch {
+            seen: output_written(),
+            since: tokio::time::Instant::now(),
+        }
+    }
+
+    /// When to look ([`ReaderWatch::stalled`]).
+    pub(crate) fn deadline(&self) -> tokio::time::Instant {
+        self.since + UNREAD_AFTER_STOP
+    }
+
+    /// The reader took something: the wait starts over.
+    pub(crate) fn taken(&mut self) {
+        self.since = tokio::time::Instant::now();
+    }
+
+    /// At the deadline: whether nothing was written since the watch began or last started
+    /// over; when something was, it starts over.
+    pub(crate) fn stalled(&mut self) -> bool {
+        let written = output_written();
+        if written == self.seen {
+            return true;
+        }
+        self.seen = written;
+        self.taken();
+        false
+    }
+}
+
 /// The one way `lanes` waits for its last output (grouped blocks, `--json` records, the
 /// writer threads): for `work` to finish, however long a reader takes, until a stop signal
 /// comes; from then on (at once when already `stopping`), for at most [`FORCED_WRITE_WAIT`]
@@ -641,23 +680,22 @@ pub(crate) async fn until_stopped<F: std::future::Future>(
 ) -> Option<F::Output> {
     tokio::pin!(work);
     if !*stopping {
-        let patient = signals.as_ref().is_some_and(StopSignals::any_taken);
-        let mut seen = output_written();
+        let mut watch = signals
+            .as_ref()
+            .is_some_and(StopSignals::any_taken)
+            .then(ReaderWatch::new);
         loop {
-            let patience = patient.then(|| tokio::time::Instant::now() + UNREAD_AFTER_STOP);
             tokio::select! {
                 done = &mut work => return Some(done),
                 Some(_) = next_signal(signals) => {
                     *stopping = true;
                     break;
                 }
-                () = super::sleep_until_opt(patience) => {
-                    let now = output_written();
-                    if now == seen {
+                () = super::sleep_until_opt(watch.as_ref().map(ReaderWatch::deadline)) => {
+                    if watch.as_mut().is_some_and(ReaderWatch::stalled) {
                         *stopping = true;
                         return None;
                     }
-                    seen = now;
                 }
             }
         }

@@ -13,7 +13,7 @@ use tokio::time::{sleep, Instant};
 use super::cgroup::{JobCgroup, Usage};
 use super::lineage;
 use super::reap::Reaper;
-use super::signal::UNREAD_AFTER_STOP;
+use super::signal::ReaderWatch;
 use super::sleep_until_opt;
 use super::spawn::Spawned;
 use super::unix::{group_alive, signal_group, signal_process};
@@ -22,7 +22,6 @@ use crate::core::{Action, Escalation, Event, ExitFacts};
 use crate::output::capture::Capture;
 use crate::output::pump::{readable, room, OutputPlan, Stream};
 use crate::output::results::ResultFiles;
-use crate::output::sink::output_written;
 
 /// What the driver asks of a running job's supervisor.
 #[derive(Debug, Clone, Copy)]
@@ -32,9 +31,10 @@ pub(crate) enum Control {
     Stop { signal: Signal },
     /// SIGKILL to the job's process group now (a second Ctrl-C).
     Kill,
-    /// The run is stopping on a stop signal: once the job's processes are gone, output that
-    /// its sink takes nothing of for [`UNREAD_AFTER_STOP`] is dropped (a stalled reader of
-    /// lanes' output does not hold a stopped run for ever).
+    /// The run is stopping on a stop signal: once the job's processes are gone, its output
+    /// still waiting is dropped when lanes' stdout and stderr take nothing for
+    /// [`UNREAD_AFTER_STOP`](super::signal::UNREAD_AFTER_STOP) ([`ReaderWatch`]: a stalled reader of lanes' output does not
+    /// hold a stopped run for ever).
     Ending,
 }
 
@@ -101,7 +101,7 @@ pub(crate) struct Ended {
     /// What the job used, where its cgroup told.
     pub usage: Usage,
     /// Output of the job that lanes' stdout or stderr took nothing of for
-    /// [`UNREAD_AFTER_STOP`] after a stop signal was dropped.
+    /// [`UNREAD_AFTER_STOP`](super::signal::UNREAD_AFTER_STOP) after a stop signal was dropped.
     pub dropped: bool,
 }
 
@@ -264,11 +264,10 @@ pub(crate) async fn supervise(
     // does a sink that takes nothing of it for a while once the run is stopping.
     // Progress is lanes' stdout and stderr taking anything, this job's output or another's:
     // jobs whose output waits take turns at a sink that a slow reader drains.
-    let mut taken_at = Instant::now();
-    let mut seen = output_written();
+    let mut watch = ReaderWatch::new();
     let mut dropped = false;
     while !killed && (out.has_pending() || err.has_pending()) {
-        let give_up = ending.then(|| taken_at + UNREAD_AFTER_STOP);
+        let give_up = ending.then(|| watch.deadline());
         tokio::select! {
             biased;
             message = control.recv(), if control_open => match message {
@@ -279,22 +278,16 @@ pub(crate) async fn supervise(
             },
             permit = room(&out) => {
                 out.hand_over(permit);
-                taken_at = Instant::now();
+                watch.taken();
             }
             permit = room(&err) => {
                 err.hand_over(permit);
-                taken_at = Instant::now();
+                watch.taken();
             }
-            () = sleep_until_opt(give_up) => {
-                let written = output_written();
-                if written == seen {
-                    killed = true;
-                    dropped = true;
-                } else {
-                    seen = written;
-                    taken_at = Instant::now();
-                }
-            }
+            () = sleep_until_opt(give_up) => if watch.stalled() {
+                killed = true;
+                dropped = true;
+            },
         }
     }
     let mut lost: Vec<String> = results
