@@ -608,8 +608,6 @@ fn lock(path: &Path) -> anyhow::Result<File> {
     }
 }
 
-/// Writes a journal holding `jobs` beside `path`, flushes it and renames it over `path`;
-/// returns it open for appending.
 /// A live job as a rewrite writes it.
 struct Live<'a> {
     seq: Seq,
@@ -619,6 +617,8 @@ struct Live<'a> {
     cancelled: bool,
 }
 
+/// Writes a journal holding `jobs` beside `path`, flushes it and renames it over `path`;
+/// returns it open for appending.
 fn rewrite<'a>(
     path: &Path,
     last: Seq,

@@ -267,33 +267,27 @@ impl Driver {
                 needs: self.config.run_default_needs(),
             };
             self.received += 1;
-            if job.cancelled {
-                // `lanes cancel` had dropped it, or was stopping it: never run (again).
-                let account = self.core.cancelled_with_server(job.seq, now);
-                let output = super::RunOutput {
-                    error: Some(
-                        if job.started {
-                            "`lanes cancel` was stopping it when the earlier lanes serve ended \
-                             without recording it (killed or crashed)"
-                        } else {
-                            "`lanes cancel` had dropped it when the earlier lanes serve ended \
-                             without recording it (killed or crashed)"
-                        }
-                        .into(),
-                    ),
-                    ..super::RunOutput::default()
+            // Recorded at once, not run (again): a job `lanes cancel` had dropped or was
+            // stopping, and (without `--requeue-lost`) one that was running.
+            let unrun = if job.cancelled {
+                let error = if job.started {
+                    "`lanes cancel` was stopping it when the earlier lanes serve ended without \
+                     recording it (killed or crashed)"
+                } else {
+                    "`lanes cancel` had dropped it when the earlier lanes serve ended without \
+                     recording it (killed or crashed)"
                 };
-                self.close(&account, &spec, output).await;
-                continue;
-            }
-            if job.started && !requeue_lost {
-                let account = self.core.lost_with_server(job.seq, now);
+                Some((self.core.cancelled_with_server(job.seq, now), error))
+            } else if job.started && !requeue_lost {
+                let error = "it was running when the earlier lanes serve ended without \
+                             recording it (killed or crashed); what it did is unknown";
+                Some((self.core.lost_with_server(job.seq, now), error))
+            } else {
+                None
+            };
+            if let Some((account, error)) = unrun {
                 let output = super::RunOutput {
-                    error: Some(
-                        "it was running when the earlier lanes serve ended without recording \
-                         it (killed or crashed); what it did is unknown"
-                            .into(),
-                    ),
+                    error: Some(error.into()),
                     ..super::RunOutput::default()
                 };
                 self.close(&account, &spec, output).await;
