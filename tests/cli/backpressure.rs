@@ -53,21 +53,27 @@ fn a_blocked_stdout_delays_output_but_not_timeouts_outcomes_or_durations() {
         .all(|line| line == "[b] b-done" || line == "[a] aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
 }
 
-#[test]
-fn ctrl_c_reaches_jobs_while_stdout_is_blocked_and_a_second_one_ends_the_run() {
+/// Two jobs `a` and `b` that [`flood`] lanes' stdout, returned (not read) once the pipe to
+/// this test is full (64 KiB): from then on lanes' stdout is blocked. `grace` is `--grace`.
+fn floods_blocking_stdout(grace: &str) -> (Scratch, Running, std::process::ChildStdout) {
     let scratch = Scratch::new();
     let mut running = Run::new()
         .scratch(&scratch)
         .own_stdout()
-        .args(["-j", "2", "--grace", "5"])
+        .args(["-j", "2", "--grace", grace])
         .stdin(format!("a\t{job}\nb\t{job}\n", job = flood()))
         .spawn();
     let stdout = running.take_stdout();
     scratch.wait_for("pid-a", WAIT);
     scratch.wait_for("pid-b", WAIT);
-    let pids = [scratch.pid("pid-a"), scratch.pid("pid-b")];
-    // The pipe to this test fills up (64 KiB), so lanes' stdout is blocked from here on.
     assert!(wait_until(WAIT, || unread_bytes(&stdout) >= 60_000));
+    (scratch, running, stdout)
+}
+
+#[test]
+fn ctrl_c_reaches_jobs_while_stdout_is_blocked_and_a_second_one_ends_the_run() {
+    let (scratch, running, stdout) = floods_blocking_stdout("5");
+    let pids = [scratch.pid("pid-a"), scratch.pid("pid-b")];
     running.signal(Signal::SIGINT);
     assert!(
         wait_until(WAIT, || pids.iter().all(|&pid| !alive(pid))),
@@ -90,17 +96,7 @@ fn ctrl_c_reaches_jobs_while_stdout_is_blocked_and_a_second_one_ends_the_run() {
 fn one_stop_signal_ends_a_run_whose_reader_stalled_for_good() {
     // A pipe nobody reads (a dead dashboard): one SIGTERM stops the jobs, and their output
     // that the reader takes nothing of for 5 s is dropped; lanes ends without a second signal.
-    let scratch = Scratch::new();
-    let mut running = Run::new()
-        .scratch(&scratch)
-        .own_stdout()
-        .args(["-j", "2", "--grace", "1"])
-        .stdin(format!("a\t{job}\nb\t{job}\n", job = flood()))
-        .spawn();
-    let stdout = running.take_stdout();
-    scratch.wait_for("pid-a", WAIT);
-    scratch.wait_for("pid-b", WAIT);
-    assert!(wait_until(WAIT, || unread_bytes(&stdout) >= 60_000));
+    let (_scratch, running, stdout) = floods_blocking_stdout("1");
     running.signal(Signal::SIGTERM);
     let out = running.wait();
     drop(stdout);
@@ -134,16 +130,7 @@ fn after_one_stop_signal_a_slow_reader_that_still_reads_gets_every_byte() {
     let mut stdout = running.take_stdout();
     scratch.wait_for("written", WAIT);
     running.signal(Signal::SIGINT);
-    let mut text = Vec::new();
-    let mut chunk = vec![0u8; 8192];
-    loop {
-        let n = stdout.read(&mut chunk).unwrap();
-        if n == 0 {
-            break;
-        }
-        text.extend_from_slice(&chunk[..n]);
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    let text = read_slowly(&mut stdout, 8192);
     let out = running.wait();
     out.code(130);
     let body: String = String::from_utf8(text)
@@ -180,16 +167,7 @@ fn after_one_stop_signal_jobs_whose_output_takes_turns_at_a_slow_reader_lose_non
     assert!(wait_until(WAIT, || unread_bytes(&stdout) >= 60_000));
     std::thread::sleep(Duration::from_millis(500));
     running.signal(Signal::SIGINT);
-    let mut text = Vec::new();
-    let mut chunk = vec![0u8; 16384];
-    loop {
-        let n = stdout.read(&mut chunk).unwrap();
-        if n == 0 {
-            break;
-        }
-        text.extend_from_slice(&chunk[..n]);
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    let text = read_slowly(&mut stdout, 16384);
     let out = running.wait();
     out.code(130);
     assert!(
@@ -200,6 +178,21 @@ fn after_one_stop_signal_jobs_whose_output_takes_turns_at_a_slow_reader_lose_non
     );
     assert!(text.len() > 1_000_000, "{} bytes", text.len());
     assert!(text.ends_with(b"\n"));
+}
+
+/// Reads `stdout` to its end at most `chunk` bytes every 250 ms: a slow reader that never
+/// stops reading.
+fn read_slowly(stdout: &mut std::process::ChildStdout, chunk: usize) -> Vec<u8> {
+    let mut text = Vec::new();
+    let mut buffer = vec![0u8; chunk];
+    loop {
+        let n = stdout.read(&mut buffer).unwrap();
+        if n == 0 {
+            return text;
+        }
+        text.extend_from_slice(&buffer[..n]);
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }
 
 /// Bytes waiting in a pipe (FIONREAD, ioctl_list(2)).

@@ -159,6 +159,15 @@ struct Answer {
     exit_code: Option<u8>,
 }
 
+/// A job that ignores SIGTERM and runs until killed, its pid in `$D/pid`.
+const STUBBORN: &str = "trap '' TERM; echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
+
+/// Submits [`STUBBORN`] under `key` and waits until it runs.
+fn start_stubborn(server: &Server, scratch: &Scratch, key: &str) {
+    assert_eq!(server.client("submit", &[key, "--", STUBBORN]).code, 0);
+    scratch.wait_for("pid", Duration::from_secs(20));
+}
+
 /// A job that waits for `$D/NAME`, then succeeds.
 fn blocked_on(name: &str) -> String {
     await_file(name)
@@ -269,8 +278,7 @@ fn concurrent_clients_get_correct_answers_and_every_key_keeps_its_order() {
 fn cancel_stops_a_job_that_ignores_sigterm_and_drops_the_keys_waiting_jobs() {
     let scratch = Scratch::new();
     let server = serve(&scratch, &["-j", "2", "--grace", "300ms"]);
-    let stubborn = "trap '' TERM; echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
-    let first = server.client("submit", &["--json", "a", "--", stubborn]);
+    let first = server.client("submit", &["--json", "a", "--", STUBBORN]);
     assert_eq!((first.code, first.answer().answer.as_str()), (0, "started"));
     for _ in 0..2 {
         let queued = server.client("submit", &["a", "--", "echo never"]);
@@ -1523,9 +1531,7 @@ fn a_job_that_cannot_start_is_answered_failed_and_an_over_long_one_rejected() {
 fn a_drain_during_a_close_says_closing_and_status_exits_13_while_the_server_ends() {
     let scratch = Scratch::new();
     let server = serve(&scratch, &["-j", "1", "--grace", "60s"]);
-    let stubborn = "trap '' TERM; echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
-    assert_eq!(server.client("submit", &["a", "--", stubborn]).code, 0);
-    scratch.wait_for("pid", Duration::from_secs(20));
+    start_stubborn(&server, &scratch, "a");
     let status = server.client("status", &["--json"]);
     assert_eq!(status.code, 0, "admitting: {}", status.stdout);
     let close = spawn_client(&server.socket, "close", &["--json"]);
@@ -2593,9 +2599,7 @@ fn an_output_on_the_servers_own_socket_path_is_refused() {
 fn fail_fast_ends_the_server_and_later_calls_are_told_why() {
     let scratch = Scratch::new();
     let server = serve(&scratch, &["-j", "2", "--fail-fast", "--grace", "60s"]);
-    let stubborn = "trap '' TERM; echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
-    assert_eq!(server.client("submit", &["a", "--", stubborn]).code, 0);
-    scratch.wait_for("pid", Duration::from_secs(20));
+    start_stubborn(&server, &scratch, "a");
     assert_eq!(server.client("submit", &["b", "--", "exit 3"]).code, 0);
     // Job 2's failure stops the server: job 1 is being stopped, nothing more is admitted.
     assert!(wait_until(Duration::from_secs(20), || {
@@ -2759,9 +2763,7 @@ fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() 
 fn a_ready_answer_is_not_held_behind_a_later_one() {
     let scratch = Scratch::new();
     let server = serve(&scratch, &["-j", "2", "--grace", "60s"]);
-    let stubborn = "trap '' TERM; echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
-    assert_eq!(server.client("submit", &["b", "--", stubborn]).code, 0);
-    scratch.wait_for("pid", Duration::from_secs(20));
+    start_stubborn(&server, &scratch, "b");
     let mut stream = UnixStream::connect(&server.socket).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
