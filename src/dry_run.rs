@@ -102,10 +102,8 @@ pub(crate) fn print(
             if grant.weight != 1 {
                 let _ = write!(row, " weight={}", grant.weight);
             }
-            for part in grant.parts() {
-                if let Some(value) = crate::resources::granted_value(grant, part.name) {
-                    let _ = write!(row, " {}={value}", part.name);
-                }
+            for (name, value) in crate::resources::granted_values(grant) {
+                let _ = write!(row, " {name}={value}");
             }
         }
         let _ = write!(row, "  {}", escape_controls(&command));

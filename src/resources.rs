@@ -275,12 +275,22 @@ pub(crate) fn env_name(name: &str) -> String {
 /// What a job is handed of one granted resource: its named units joined by commas, or the
 /// amount for a count.
 pub(crate) fn granted_value(grant: &Grant, name: &str) -> Option<String> {
-    let part = grant.part(name)?;
-    Some(if part.is_units() {
+    grant.part(name).map(|part| part_value(&part))
+}
+
+/// Each resource `grant` holds, by name, with what the job is handed of it
+/// ([`granted_value`]), in the order of its needs.
+pub(crate) fn granted_values(grant: &Grant) -> impl Iterator<Item = (&str, String)> {
+    grant.parts().map(|part| (part.name, part_value(&part)))
+}
+
+/// A granted part's units joined by commas, or its amount for a count.
+fn part_value(part: &crate::core::GrantPart<'_>) -> String {
+    if part.is_units() {
         part.units().collect::<Vec<_>>().join(",")
     } else {
         part.amount.to_string()
-    })
+    }
 }
 
 /// The named resources Slurm can be asked for, and as what: `gpu`, an amount, as

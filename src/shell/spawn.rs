@@ -1160,10 +1160,10 @@ pub(crate) fn prepare(launch: &Launch<'_>) -> Result<Order, SpawnError> {
         env.push(("PWD".to_owned(), pwd.clone().into_os_string()));
     }
     if let Some(grant) = launch.grant {
-        env.extend(grant.parts().filter_map(|part| {
-            let value = crate::resources::granted_value(grant, part.name)?;
-            Some((crate::resources::env_name(part.name), value.into()))
-        }));
+        env.extend(
+            crate::resources::granted_values(grant)
+                .map(|(name, value)| (crate::resources::env_name(name), value.into())),
+        );
     }
     if launch.locks[0].is_some() {
         env.push(("LANES_LOCK_FD".to_owned(), "3".into()));
