@@ -49,7 +49,7 @@ impl Scheduler {
                 let waits = if job.tries.last().is_some_and(super::state::Try::started) {
                     job.wait.take_before_retry()
                 } else {
-                    job.wait.close(now)
+                    job.wait.close_told(now, &mut self.wait_changes)
                 };
                 Account {
                     seq: job.seq,

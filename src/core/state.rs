@@ -288,7 +288,7 @@ pub struct Scheduler {
     pub(crate) host: Option<super::hostwide::HostKeys>,
     /// Changes of waiting jobs' causes not yet taken by the shell, when it wants them
     /// ([`Scheduler::report_wait_changes`]).
-    pub(crate) wait_changes: Option<Vec<super::wait::WaitChange>>,
+    pub(crate) wait_changes: Option<super::wait::WaitChanges>,
     /// The wait of the job the last admission replaced (`--coalesce latest`): how long, and
     /// its spans; taken by [`Scheduler::offer`] for that job's account.
     pub(crate) replaced_wait: Option<(Duration, Vec<super::wait::WaitSpan>)>,

@@ -187,7 +187,7 @@ impl Scheduler {
             let waits = if w.tries.last().is_some_and(Try::started) {
                 w.wait.take_before_retry()
             } else {
-                w.wait.close(now)
+                w.wait.close_told(now, &mut self.wait_changes)
             };
             replaced_wait = Some((now.saturating_sub(w.queued_at), waits));
             w.seq
@@ -211,7 +211,7 @@ impl Scheduler {
                 let waits = if waiting.tries.last().is_some_and(Try::started) {
                     waiting.wait.take_before_retry()
                 } else {
-                    waiting.wait.close(now)
+                    waiting.wait.close_told(now, &mut self.wait_changes)
                 };
                 retries_superseded.push(super::account::Account {
                     seq: waiting.seq,
@@ -349,7 +349,7 @@ impl Scheduler {
             self.policy.batch_size,
             self.policy.batch_bytes,
         );
-        let batch: Vec<Waiting> = lane.waiting.drain(..count).collect();
+        let mut batch: Vec<Waiting> = lane.waiting.drain(..count).collect();
         let waits = batch[0].wait.clone().close(now);
         lane.busy = true;
         lane.running_seq = Some(batch[0].seq);
@@ -383,8 +383,10 @@ impl Scheduler {
         if let Some(at) = deadline {
             self.deadlines.insert((at, seq));
         }
+        for member in &mut batch {
+            self.end_wait_told(&mut member.wait, now);
+        }
         let seqs: Vec<Seq> = batch.iter().map(|w| w.seq).collect();
-        self.forget_untold_waits(&seqs, now);
         self.running.insert(
             seq,
             Running {
@@ -693,7 +695,7 @@ impl Scheduler {
                 let waits = if last_started {
                     w.wait.take_before_retry()
                 } else {
-                    w.wait.close(now)
+                    w.wait.close_told(now, &mut self.wait_changes)
                 };
                 Drained {
                     seq: w.seq,

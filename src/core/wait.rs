@@ -120,11 +120,101 @@ pub struct WaitChange {
     pub at: Tick,
 }
 
-impl WaitChange {
-    /// Whether it was decided at least [`UNTOLD_WAIT`] before `now`: told however its job
-    /// goes on.
-    fn settled(&self, now: Tick) -> bool {
-        now.saturating_sub(self.at) >= UNTOLD_WAIT
+/// A change waiting in the log to be told: `change` is `None` once taken back (its cause
+/// lasted under a millisecond of its record's count, [`WaitLog::untell_young`]).
+#[derive(Debug, Clone)]
+struct Pending {
+    /// Its place in the log: ids grow in the order changes are decided.
+    id: u64,
+    /// When its job's wait began (its admission, or its retry's).
+    begun: Tick,
+    change: Option<WaitChange>,
+}
+
+impl Pending {
+    /// When it is settled: once its span has reached the next whole millisecond of its
+    /// wait's count, it shows in its record however its job goes on (`None`: taken back).
+    fn settles_at(&self) -> Option<Tick> {
+        let at = self.change.as_ref()?.at;
+        let whole = Tick::from_millis(whole_ms(at.saturating_sub(self.begun)));
+        Some(self.begun + whole + Tick::from_millis(1))
+    }
+}
+
+/// The `waiting` changes decided and not yet told ([`Scheduler::report_wait_changes`]), in the
+/// order they were decided.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WaitChanges {
+    pending: Vec<Pending>,
+    next_id: u64,
+}
+
+/// Whole milliseconds of `elapsed`, as a record counts them.
+fn whole_ms(elapsed: Tick) -> u64 {
+    u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Whether a cause given at `from` in a wait that began at `begun` and ending at `to` shows in
+/// the wait's record: a record counts each span's milliseconds as the difference of its ends'
+/// whole milliseconds since the wait began (`WaitEntry::of`), and leaves out a span of none.
+fn shows_in_record(begun: Tick, from: Tick, to: Tick) -> bool {
+    whole_ms(to.saturating_sub(begun)) > whole_ms(from.saturating_sub(begun))
+}
+
+impl WaitChanges {
+    /// Tells of `wait`'s new cause `cause` from `at` on (already set on `wait`). The cause told
+    /// before it is taken back if it lasted no millisecond of the record's count, and `cause`
+    /// is not told if it goes on from the last cause still told: the record joins the two.
+    fn tell(&mut self, wait: &mut WaitLog, seq: Seq, key: &Arc<str>, cause: WaitCause, at: Tick) {
+        self.untell_young(wait, at);
+        if wait.told.as_ref() == Some(&cause) {
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.push(Pending {
+            id,
+            begun: wait.begun,
+            change: Some(WaitChange {
+                seq,
+                key: Arc::clone(key),
+                cause: cause.clone(),
+                at,
+            }),
+        });
+        wait.young = Some((id, at, wait.told.replace(cause)));
+    }
+
+    /// The wait's last told cause ends at `at` (its job starts or leaves, or its cause
+    /// changes): taken back when it does not show in its record, so that the events and the
+    /// record tell the same causes.
+    fn untell_young(&mut self, wait: &mut WaitLog, at: Tick) {
+        let Some((id, from, before)) = wait.young.take() else {
+            return;
+        };
+        if shows_in_record(wait.begun, from, at) {
+            return;
+        }
+        if let Ok(i) = self.pending.binary_search_by_key(&id, |p| p.id) {
+            self.pending[i].change = None;
+        }
+        wait.told = before;
+    }
+
+    /// Takes the changes for which `pick` holds, in order; the others stay.
+    fn take_where(&mut self, mut pick: impl FnMut(&Pending) -> bool) -> Vec<WaitChange> {
+        let mut taken = Vec::new();
+        self.pending.retain_mut(|p| {
+            if p.change.is_none() {
+                return false;
+            }
+            if !pick(p) {
+                return true;
+            }
+            taken.extend(p.change.take());
+            false
+        });
+        taken
     }
 }
 
@@ -140,6 +230,13 @@ pub(crate) struct WaitLog {
     /// A retry's: the spans of the wait before its last try (what its record tells of should
     /// the run stop before the retry starts).
     before_retry: Vec<WaitSpan>,
+    /// When the wait began (its first span's start).
+    begun: Tick,
+    /// The last cause told of (in `waiting` events), when events are kept.
+    told: Option<WaitCause>,
+    /// The last cause told, while it may yet last no millisecond of the record's count: its id
+    /// in the log, when it began, and the cause told before it.
+    young: Option<(u64, Tick, Option<WaitCause>)>,
 }
 
 impl WaitLog {
@@ -147,6 +244,7 @@ impl WaitLog {
     pub(crate) fn new(at: Tick) -> Self {
         WaitLog {
             since: at,
+            begun: at,
             ..WaitLog::default()
         }
     }
@@ -205,6 +303,20 @@ impl WaitLog {
         spans
     }
 
+    /// Ends the wait at `at` as [`WaitLog::close`] does, for a job that leaves its lane
+    /// unstarted; a cause told of it that does not show in its record is taken back from
+    /// `changes` first.
+    pub(crate) fn close_told(
+        &mut self,
+        at: Tick,
+        changes: &mut Option<WaitChanges>,
+    ) -> Vec<WaitSpan> {
+        if let Some(log) = changes.as_mut() {
+            log.untell_young(self, at);
+        }
+        self.close(at)
+    }
+
     /// Goes on with `cause` from `at` on (a job taken at `at` whose start did not happen).
     pub(crate) fn continue_as(&mut self, cause: WaitCause, at: Tick) {
         self.set(cause, at);
@@ -224,10 +336,6 @@ impl WaitLog {
     }
 }
 
-/// How long a cause must have lasted when its job starts for its `waiting` event to be
-/// told (when the shell has not taken it yet): a record's `waits` are whole milliseconds.
-pub(crate) const UNTOLD_WAIT: Tick = Tick::from_millis(1);
-
 /// How many ready keys are looked at for what they are short of (weights, named
 /// resources): the cost of telling `resource` from `cap` stays bounded in a run with many
 /// ready keys, whose keys further back wait `cap`.
@@ -245,43 +353,40 @@ pub(crate) enum Touched {
 impl Scheduler {
     /// Records every change of a waiting job's cause as a [`WaitChange`], for the `waiting`
     /// events; take them with [`Scheduler::take_wait_changes`]. Off by default (no cost).
+    ///
+    /// The changes told are those its record's `waits` show: a cause that lasted no
+    /// millisecond of the record's count (whole milliseconds since the wait began) is taken
+    /// back before it is told, and a cause that goes on from the last one told is not told
+    /// again.
     pub fn report_wait_changes(&mut self) {
-        self.wait_changes.get_or_insert_with(Vec::new);
+        self.wait_changes.get_or_insert_with(WaitChanges::default);
     }
 
-    /// The cause changes since the last call, in the order they were decided.
+    /// The cause changes since the last call, settled or not, in the order they were decided
+    /// (those taken back left out).
     pub fn take_wait_changes(&mut self) -> Vec<WaitChange> {
         self.wait_changes
             .as_mut()
-            .map(std::mem::take)
+            .map(|log| log.take_where(|_| true))
             .unwrap_or_default()
     }
 
-    /// The cause changes not yet taken that were decided at least [`UNTOLD_WAIT`] before
-    /// `now`, in the order they were decided; younger ones stay, as their jobs may yet start
-    /// within that time ([`Scheduler::forget_untold_waits`]).
+    /// The cause changes not yet taken that are settled at `now` (they show in their records
+    /// however their jobs go on), in the order they were decided; the others stay, as their
+    /// jobs may yet start or their causes change within the same millisecond of the record's
+    /// count.
     pub fn take_settled_wait_changes(&mut self, now: Tick) -> Vec<WaitChange> {
         let Some(log) = self.wait_changes.as_mut() else {
             return Vec::new();
         };
-        if log.iter().all(|change| change.settled(now)) {
-            return std::mem::take(log);
-        }
-        let (told, young) = std::mem::take(log)
-            .into_iter()
-            .partition(|change| change.settled(now));
-        *log = young;
-        told
+        log.take_where(|p| p.settles_at().is_some_and(|at| at <= now))
     }
 
-    /// When the oldest cause change not yet taken is settled ([`UNTOLD_WAIT`] after it was
-    /// decided): the shell tells it then, if nothing else has.
+    /// When the oldest cause change not yet taken is settled: the shell tells it then, if
+    /// nothing else has.
     pub fn wait_changes_settle_at(&self) -> Option<Tick> {
         let log = self.wait_changes.as_ref()?;
-        log.iter()
-            .map(|change| change.at)
-            .min()
-            .map(|at| at + UNTOLD_WAIT)
+        log.pending.iter().filter_map(Pending::settles_at).min()
     }
 
     /// The cause changes of the job `seq` not yet taken, in the order they were decided; the
@@ -291,23 +396,15 @@ impl Scheduler {
         let Some(log) = self.wait_changes.as_mut() else {
             return Vec::new();
         };
-        if !log.iter().any(|change| change.seq == seq) {
-            return Vec::new();
-        }
-        let (mine, rest) = std::mem::take(log)
-            .into_iter()
-            .partition(|change| change.seq == seq);
-        *log = rest;
-        mine
+        log.take_where(|p| p.change.as_ref().is_some_and(|c| c.seq == seq))
     }
 
-    /// The jobs `members` start at `now`: a cause they were given less than [`UNTOLD_WAIT`]
-    /// before, not yet taken with [`Scheduler::take_wait_changes`], is not told. Most often it
-    /// is the `cap` a job is given as its key becomes ready just before it is taken: it
-    /// waited for nothing, and its record's `waits` (whole milliseconds) do not show it.
-    pub(crate) fn forget_untold_waits(&mut self, members: &[Seq], now: Tick) {
+    /// The wait `wait` ends at `now` (its job starts, or leaves its lane unstarted): a cause
+    /// told of it that does not show in its record is taken back. Most often it is the `cap`
+    /// a job is given as its key becomes ready just before it is taken: it waited for nothing.
+    pub(crate) fn end_wait_told(&mut self, wait: &mut WaitLog, now: Tick) {
         if let Some(log) = self.wait_changes.as_mut() {
-            log.retain(|change| change.settled(now) || !members.contains(&change.seq));
+            log.untell_young(wait, now);
         }
     }
 
@@ -458,12 +555,9 @@ impl Scheduler {
             changes[1] = Some((cause, now));
         }
         if let Some(log) = self.wait_changes.as_mut() {
-            log.extend(changes.into_iter().flatten().map(|(cause, at)| WaitChange {
-                seq: job.seq,
-                key: Arc::clone(&key),
-                cause,
-                at,
-            }));
+            for (cause, at) in changes.into_iter().flatten() {
+                log.tell(&mut job.wait, job.seq, &key, cause, at);
+            }
         }
     }
 }

@@ -30,7 +30,7 @@ pub(crate) enum Event<'a> {
         at: String,
     },
     /// Why a waiting job does not start changed (its first cause is told after its `queued`
-    /// event; a cause its job starts within a millisecond of is not told); it waits for
+    /// event; only causes its record's `waits` show are told); it waits for
     /// `cause` from `at` on, until its `started` or `ended`
     /// event or its next `waiting` event. Events may come a moment after their `at`, and so
     /// after a later event of another job.

@@ -261,7 +261,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
                 driver.on_acquired(acquired).await;
             }
             () = sleep_until_opt(wake) => driver.on_wake(),
-            // A cause told once it has lasted a millisecond (the loop's next round tells it).
+            // A cause told once it shows in its record (the loop's next round tells it).
             () = sleep_until_opt(settle) => {}
             () = driver.grouped.written(), if backlogged => {},
             item = driver.input.recv(), if accept_input => driver.on_input(item).await,
@@ -427,7 +427,7 @@ impl Driver {
         }
         // The causes decided since the last round are told after the take that may start
         // their jobs: a job taken at once waited for nothing, and is told no cause
-        // (`Scheduler::forget_untold_waits`).
+        // (`Scheduler::end_wait_told`).
         self.launcher.set_backlog(backlog);
         while let Some(start) = self.core.take(self.tick()) {
             // What the take itself decided (a delay that ran out) comes before `started`; the
@@ -842,7 +842,7 @@ impl Driver {
     /// go when its turn has come.
     async fn close(&mut self, account: &Account, spec: &JobSpec, output: RunOutput) {
         // A job's causes are told before its `ended` event (only its own: another job's cause
-        // decided just now may last no time, `Scheduler::forget_untold_waits`).
+        // decided just now may last no time, `Scheduler::end_wait_told`).
         self.tell_waits_of(account.seq);
         let facts = JobFacts {
             line: spec.line,

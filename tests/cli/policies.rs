@@ -596,6 +596,60 @@ fn events_of(events: &[Value], seq: u64) -> Vec<&Value> {
     events.iter().filter(|e| int(e, "seq") == seq).collect()
 }
 
+/// The `waiting` events of each job tell exactly the causes its record's `waits` show, with
+/// the same `behind` and the same start, in a busy run of short jobs where causes change
+/// within a millisecond.
+#[test]
+fn waiting_events_tell_each_job_what_its_record_shows() {
+    let scratch = Scratch::new();
+    let events_path = scratch.join("events.jsonl");
+    // Keys in a scrambled order (a linear congruential sequence), so that jobs of a key
+    // often wait behind one another and then for a slot.
+    let keys = "abcdefgh";
+    let mut x: u64 = 12345;
+    let input: String = (0..1000)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let k = (x >> 61) as usize;
+            format!("{}\ttrue\n", &keys[k..=k])
+        })
+        .collect();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "3", "--output", "none", "--events"])
+        .arg(&events_path)
+        .stdin(input)
+        .run();
+    out.code(0);
+    let all = events(&events_path);
+    let mut told: BTreeMap<u64, Vec<(String, Option<u64>, String)>> = BTreeMap::new();
+    for event in of_kind(&all, "waiting") {
+        told.entry(int(event, "seq")).or_default().push((
+            event["cause"].as_str().unwrap().to_owned(),
+            event.get("behind").and_then(Value::as_u64),
+            event["at"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let report = out.report();
+    assert_eq!(report.jobs.len(), 1000);
+    for job in &report.jobs {
+        let shown: Vec<(String, Option<u64>, String)> = job
+            .waits
+            .iter()
+            .map(|w| (w.cause.clone(), w.behind, w.started_at.clone()))
+            .collect();
+        assert_eq!(
+            told.remove(&job.seq).unwrap_or_default(),
+            shown,
+            "job {}",
+            job.seq
+        );
+    }
+    assert!(told.is_empty(), "{told:?}");
+}
+
 #[test]
 fn events_tell_queued_with_ahead_started_and_ended() {
     let scratch = Scratch::new();

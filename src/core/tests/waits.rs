@@ -404,3 +404,162 @@ fn a_cause_is_settled_once_it_has_lasted_a_millisecond() {
     );
     assert_eq!(s.wait_changes_settle_at(), None);
 }
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+#[test]
+fn a_cause_that_gives_way_within_a_millisecond_of_the_records_count_is_not_told() {
+    // 1 runs; 2 (key b) waits for the cap from 0.3 ms. 3 (key a) waits behind 1.
+    let mut s = scheduler(1, Policy::default());
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    let _ = s.admit(job(3, "a", 0), us(300));
+    assert_eq!(s.take_settled_wait_changes(us(1_299)), []);
+    // 1 ends 0.9 ms into 3's wait: 3 waits for the cap, still within its first millisecond.
+    let _ = s.admit(job(2, "b", 0), us(1_000));
+    let _ = end(&mut s, 1, 0, us(1_200));
+    assert_eq!(s.take(us(1_200)).map(|st| st.seq), Some(2));
+    // Its `key_busy` lasted no millisecond of its record's count and is not told; `cap` is,
+    // once it reaches the next one (1.3 ms).
+    assert_eq!(s.wait_changes_settle_at(), Some(us(1_300)));
+    let told = s.take_settled_wait_changes(us(1_300));
+    assert_eq!(
+        told.into_iter()
+            .map(|c| (c.seq, c.cause, c.at))
+            .collect::<Vec<_>>(),
+        [(3, WaitCause::Cap, us(1_200))]
+    );
+    let _ = end(&mut s, 2, 0, us(5_000));
+    assert_eq!(s.take(us(5_000)).map(|st| st.seq), Some(3));
+    let accounts = end(&mut s, 3, 0, us(6_000));
+    // Its record: 0.3 → 1.2 ms is 0 whole milliseconds of its count (0 → 0), then `cap`.
+    assert_eq!(
+        record_causes(&accounts[0].waits),
+        [(WaitCause::Cap, us(1_200))]
+    );
+}
+
+/// The causes a record's `waits` show, each with when it began, counted as the report does:
+/// each span's milliseconds are the difference of its ends' whole milliseconds since the
+/// wait began; a span of none is left out and the spans around it join when their causes
+/// are the same.
+fn record_causes(spans: &[WaitSpan]) -> Vec<(WaitCause, Tick)> {
+    let Some(first) = spans.first() else {
+        return Vec::new();
+    };
+    let whole = |t: Tick| (t - first.started_at).as_millis();
+    let mut shown: Vec<(WaitCause, Tick)> = Vec::new();
+    for span in spans {
+        if whole(span.ended_at) == whole(span.started_at) {
+            continue;
+        }
+        if shown.last().is_some_and(|(cause, _)| *cause == span.cause) {
+            continue;
+        }
+        shown.push((span.cause.clone(), span.started_at));
+    }
+    shown
+}
+
+mod told_as_recorded {
+    //! The `waiting` changes told of a job are exactly the causes its record's `waits` show,
+    //! whatever the times (under and over a millisecond) and whenever the shell asks.
+
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Admit(usize),
+        Take,
+        End(Index),
+        Advance(u64),
+        Tell,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0usize..3).prop_map(Op::Admit),
+            3 => Just(Op::Take),
+            3 => any::<Index>().prop_map(Op::End),
+            4 => prop_oneof![0u64..400, 400u64..2_500].prop_map(Op::Advance),
+            2 => Just(Op::Tell),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn every_job_is_told_the_causes_its_record_shows(
+            cap in 1usize..3,
+            ops in prop::collection::vec(op(), 1..80),
+        ) {
+            let mut s = scheduler(cap, Policy::default());
+            let mut now = Tick::ZERO;
+            let mut seq = 0;
+            let mut running: Vec<Seq> = Vec::new();
+            let mut told: HashMap<Seq, Vec<(WaitCause, Tick)>> = HashMap::new();
+            let tell = |changes: Vec<WaitChange>,
+                            told: &mut HashMap<Seq, Vec<(WaitCause, Tick)>>| {
+                for c in changes {
+                    told.entry(c.seq).or_default().push((c.cause, c.at));
+                }
+            };
+            let check = |account: &Account,
+                             told: &mut HashMap<Seq, Vec<(WaitCause, Tick)>>|
+             -> Result<(), TestCaseError> {
+                let shown = record_causes(&account.waits);
+                let events = told.remove(&account.seq).unwrap_or_default();
+                prop_assert_eq!(events, shown, "job {}: {:?}", account.seq, account.waits);
+                Ok(())
+            };
+            for op in ops {
+                match op {
+                    Op::Admit(key) => {
+                        seq += 1;
+                        let _ = s.admit(job(seq, ["a", "b", "c"][key], 0), now);
+                    }
+                    Op::Take => {
+                        while let Some(start) = s.take(now) {
+                            // As the shell does: a started job's causes are told at once.
+                            tell(s.take_wait_changes_of(start.seq), &mut told);
+                            running.push(start.seq);
+                        }
+                    }
+                    Op::End(i) if !running.is_empty() => {
+                        let seq = running.remove(i.index(running.len()));
+                        let accounts = end(&mut s, seq, 0, now);
+                        for account in &accounts {
+                            check(account, &mut told)?;
+                        }
+                    }
+                    Op::End(_) => {}
+                    Op::Advance(n) => now += us(n),
+                    Op::Tell => tell(s.take_settled_wait_changes(now), &mut told),
+                }
+            }
+            // Every job runs to its end, and each record is checked.
+            loop {
+                while let Some(start) = s.take(now) {
+                    tell(s.take_wait_changes_of(start.seq), &mut told);
+                    running.push(start.seq);
+                }
+                if running.is_empty() {
+                    break;
+                }
+                now += us(700);
+                let seq = running.remove(0);
+                for account in &end(&mut s, seq, 0, now) {
+                    check(account, &mut told)?;
+                }
+            }
+            prop_assert_eq!(s.queued(), 0);
+            prop_assert!(told.is_empty(), "told of jobs with no record: {:?}", told);
+        }
+    }
+}
