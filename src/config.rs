@@ -612,8 +612,14 @@ impl RunConfig {
             // A seq is at most the number of jobs: its digits are counted for the longest.
             let last_seq = manifest.jobs.len() as u64;
             for job in &mut manifest.jobs {
-                job.resolved_needs =
-                    job_needs(path, job, &default_needs, &resources, max_concurrent)?;
+                job.resolved_needs = job_needs(
+                    path,
+                    job,
+                    &default_needs,
+                    &resources,
+                    &cli.resource,
+                    max_concurrent,
+                )?;
                 if let Some(message) = template
                     .as_ref()
                     .and_then(|t| t.too_long(&job.cmd, &job.key, last_seq, max_concurrent))
@@ -876,23 +882,24 @@ fn default_needs(
             .map_err(|m| ConfigError::Usage(format!("--needs {text}: {m}")))?,
         None => Vec::new(),
     };
-    crate::resources::resolve(weight.unwrap_or(1), &parsed, resources, cap).map_err(|(i, m)| {
-        let flag = if i == parsed.len() {
-            format!("--weight {}", weight.unwrap_or(1))
-        } else {
-            format!("--needs {}", needs.unwrap_or_default())
+    crate::resources::resolve(weight.unwrap_or(1), &parsed, resources, cap).map_err(|(fault, m)| {
+        let flag = match fault {
+            crate::resources::NeedFault::Weight => format!("--weight {}", weight.unwrap_or(1)),
+            _ => format!("--needs {}", needs.unwrap_or_default()),
         };
         ConfigError::Usage(format!("{flag}: {m}"))
     })
 }
 
 /// A manifest job's needs: its own `weight` and `needs` where given, else the run's
-/// (`--weight`, `--needs`); errors point at the job's value.
+/// (`--weight`, `--needs`); errors point at the job's value, and name the `--resource` flag
+/// that set a resource the job needs more of than the run has (`flags`: each `--resource`).
 fn job_needs(
     path: &Path,
     job: &crate::input::manifest::ManifestJob,
     default: &Option<Arc<crate::core::Needs>>,
     resources: &[crate::core::Resource],
+    flags: &[String],
     cap: usize,
 ) -> Result<Option<Arc<crate::core::Needs>>, ConfigError> {
     if job.weight.is_none() && job.needs.is_none() {
@@ -903,7 +910,7 @@ fn job_needs(
         None => default.as_ref().map_or(1, |d| d.weight),
     };
     let needs: Vec<crate::resources::Need> = match &job.needs {
-        Some(needs) => needs.value.iter().map(|n| n.value.clone()).collect(),
+        Some(needs) => needs.value.iter().map(|n| n.need.clone()).collect(),
         // The run's needs, by name again.
         None => default.as_ref().map_or(Vec::new(), |d| {
             d.resources
@@ -916,12 +923,27 @@ fn job_needs(
                 .collect()
         }),
     };
-    crate::resources::resolve(weight, &needs, resources, cap).map_err(|(i, message)| {
-        let (line, column) = match (&job.needs, &job.weight) {
-            (Some(n), _) if i < n.value.len() => (n.value[i].line, n.value[i].column),
-            (_, Some(w)) => (w.line, w.column),
-            _ => (job.line, 1),
-        };
+    crate::resources::resolve(weight, &needs, resources, cap).map_err(|(fault, mut message)| {
+        use crate::resources::NeedFault;
+        if let NeedFault::Amount(i) = fault {
+            let name = &needs[i].name;
+            if let Some(flag) = flags
+                .iter()
+                .find(|flag| flag.split_once('=').is_some_and(|(n, _)| n.trim() == name))
+            {
+                message.push_str(&format!(
+                    " (the run's {name:?} is set by --resource {flag})"
+                ));
+            }
+        }
+        let written = |i: usize| job.needs.as_ref().and_then(|n| n.value.get(i));
+        let (line, column) = match fault {
+            NeedFault::Name(i) => written(i).map(|n| n.name_at),
+            NeedFault::Amount(i) => written(i).map(|n| n.amount_at),
+            NeedFault::Weight => None,
+        }
+        .or(job.weight.as_ref().map(|w| (w.line, w.column)))
+        .unwrap_or((job.line, 1));
         ConfigError::Manifest(ManifestError::Invalid {
             path: path.to_path_buf(),
             line,

@@ -187,21 +187,32 @@ pub(crate) fn parse_needs(text: &str) -> Result<Vec<Need>, String> {
     Ok(needs)
 }
 
+/// Which part of a job's weight and needs [`resolve`] refuses, so that an error can point at
+/// where it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NeedFault {
+    /// The weight is above the cap.
+    Weight,
+    /// The need at this index names no resource of the run.
+    Name(usize),
+    /// The need at this index asks for more than the run has, or for a size of named units.
+    Amount(usize),
+}
+
 /// Resolves a job's weight and needs against the run's resources and cap into what the core
 /// schedules; `None` for weight 1 and no need (the core's fast path).
 ///
 /// # Errors
-/// `(i, message)`: the need at index `i` names no resource of the run, or more than it has;
-/// `i` is `needs.len()` when the weight is above the cap.
+/// `(fault, message)`: which part is refused ([`NeedFault`]) and why.
 pub(crate) fn resolve(
     weight: u32,
     needs: &[Need],
     resources: &[Resource],
     cap: usize,
-) -> Result<Option<Arc<Needs>>, (usize, String)> {
+) -> Result<Option<Arc<Needs>>, (NeedFault, String)> {
     if weight as usize > cap {
         return Err((
-            needs.len(),
+            NeedFault::Weight,
             format!(
                 "weight {weight} is more than the cap of {cap} (-j): the job could never start"
             ),
@@ -212,7 +223,7 @@ pub(crate) fn resolve(
         let Some(index) = resources.iter().position(|r| *r.name == need.name) else {
             let known: Vec<&str> = resources.iter().map(|r| &*r.name).collect();
             return Err((
-                i,
+                NeedFault::Name(i),
                 format!(
                     "unknown resource {:?} (the run has {}; declare it with --resource or \
                      [resources])",
@@ -228,7 +239,7 @@ pub(crate) fn resolve(
         let stock = &resources[index].stock;
         if need.sized && matches!(stock, Stock::Units(_)) {
             return Err((
-                i,
+                NeedFault::Amount(i),
                 format!(
                     "resource {:?} is {} named units: a job needs a count of them, such as 1, \
                      not a size",
@@ -248,7 +259,7 @@ pub(crate) fn resolve(
                 }
             };
             return Err((
-                i,
+                NeedFault::Amount(i),
                 format!(
                     "needs {} of {:?}, more than the {} the run has: the job could never start",
                     shown(need.amount),
@@ -413,12 +424,15 @@ mod tests {
         assert_eq!(resolved.resources, vec![(1, 4 << 30), (0, 2)]);
         assert_eq!(resolve(1, &[], &resources, 4), Ok(None));
         let err = resolve(1, &parse_needs("tpu=1").unwrap(), &resources, 4).unwrap_err();
-        assert_eq!(err.0, 0);
+        assert_eq!(err.0, NeedFault::Name(0));
         assert!(err.1.contains("unknown resource \"tpu\""), "{}", err.1);
         let err = resolve(1, &parse_needs("mem=1,gpu=3").unwrap(), &resources, 4).unwrap_err();
-        assert_eq!(err.0, 1);
+        assert_eq!(err.0, NeedFault::Amount(1));
         assert!(err.1.contains("could never start"));
-        assert_eq!(resolve(5, &needs, &resources, 4).unwrap_err().0, 2);
+        assert_eq!(
+            resolve(5, &needs, &resources, 4).unwrap_err().0,
+            NeedFault::Weight
+        );
     }
 
     #[test]

@@ -85,6 +85,17 @@ pub(crate) struct Located<T> {
     pub column: u64,
 }
 
+/// One of a job's `needs`, with where its name and its amount are written.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NeedAt {
+    /// The need (its name not yet checked against the run's resources).
+    pub need: Need,
+    /// Where its name is written: 1-based line and column.
+    pub name_at: (u64, u64),
+    /// Where its amount is written: 1-based line and column.
+    pub amount_at: (u64, u64),
+}
+
 /// One `[[job]]` table.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ManifestJob {
@@ -106,7 +117,7 @@ pub(crate) struct ManifestJob {
     pub weight: Option<Located<u32>>,
     /// Its `needs`, in name order, when set (names not yet checked against the run's
     /// resources).
-    pub needs: Option<Located<Vec<Located<Need>>>>,
+    pub needs: Option<Located<Vec<NeedAt>>>,
     /// Its weight and needs resolved against the run's resources and cap (or the run's
     /// default); set when the command line is merged in.
     pub resolved_needs: Option<std::sync::Arc<crate::core::Needs>>,
@@ -559,15 +570,15 @@ impl RawJob {
                             let amount = amount
                                 .resolve()
                                 .map_err(|m| (at, format!("`needs.{}`: {m}", name.get_ref())))?;
-                            Ok(located(
-                                text,
-                                name.span().start,
-                                Need {
+                            Ok(NeedAt {
+                                name_at: line_column(text, name.span().start),
+                                amount_at: line_column(text, at),
+                                need: Need {
                                     name: name.into_inner(),
                                     amount,
                                     sized,
                                 },
-                            ))
+                            })
                         })
                         .collect::<Result<Vec<_>, Problem>>()?;
                     Some(located(text, start, list))
@@ -1064,15 +1075,21 @@ needs = { gpu = 1, mem = "8G" }
             job.weight.as_ref().map(|w| (w.value, w.line, w.column)),
             Some((2, 10, 10))
         );
-        let needs: Vec<(&str, u64, u64, u64)> = job
+        let needs: Vec<(&str, u64, (u64, u64), (u64, u64))> = job
             .needs
             .as_ref()
             .unwrap()
             .value
             .iter()
-            .map(|n| (n.value.name.as_str(), n.value.amount, n.line, n.column))
+            .map(|n| (n.need.name.as_str(), n.need.amount, n.name_at, n.amount_at))
             .collect();
-        assert_eq!(needs, [("gpu", 1, 11, 11), ("mem", 8 << 30, 11, 20)]);
+        assert_eq!(
+            needs,
+            [
+                ("gpu", 1, (11, 11), (11, 17)),
+                ("mem", 8 << 30, (11, 20), (11, 26))
+            ]
+        );
     }
 
     #[test]
@@ -1101,7 +1118,7 @@ needs = { gpu = 1, mem = "8G" }
         let manifest = ok(text);
         let needs = manifest.jobs[0].needs.as_ref().unwrap();
         assert_eq!(needs.value.len(), 1);
-        assert_eq!(needs.value[0].value.name, "gpu");
+        assert_eq!(needs.value[0].need.name, "gpu");
     }
 
     #[test]

@@ -277,11 +277,11 @@ fn bad_manifests_are_pointed_at_before_anything_runs() {
         ),
         (
             "[resources]\ngpu = [\"0\", \"1\"]\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\nneeds = { gpu = 3 }\n",
-            "m.toml:6:11: needs 3 of \"gpu\", more than the 2 the run has",
+            "m.toml:6:17: needs 3 of \"gpu\", more than the 2 the run has",
         ),
         (
             "[resources]\ngpu = [\"0\", \"1\"]\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\nneeds = { gpu = \"1G\" }\n",
-            "m.toml:6:11: resource \"gpu\" is 2 named units: a job needs a count of them",
+            "m.toml:6:17: resource \"gpu\" is 2 named units: a job needs a count of them",
         ),
         (
             "[resources]\ngpu = 2\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\nneeds = { gpu = true }\n",
@@ -321,6 +321,26 @@ fn bad_manifests_are_pointed_at_before_anything_runs() {
         assert!(out.stderr().contains(message), "{message}\n{}", out.dump());
         assert!(!scratch.exists("ran"));
     }
+    // A `--resource` that replaced the manifest's is named where a job needs more of it.
+    scratch.write(
+        "m.toml",
+        "[resources]\ngpu = 4\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\nneeds = { gpu = 3 }\n",
+    );
+    let out = Run::new()
+        .cwd(scratch.path())
+        .args(["--resource", "gpu=2", "m.toml"])
+        .no_report()
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains(
+            "m.toml:6:17: needs 3 of \"gpu\", more than the 2 the run has: the job could never \
+             start (the run's \"gpu\" is set by --resource gpu=2)"
+        ),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("ran"));
 }
 
 #[test]
