@@ -1075,7 +1075,7 @@ needs = { gpu = 1, mem = "8G" }
             job.weight.as_ref().map(|w| (w.value, w.line, w.column)),
             Some((2, 10, 10))
         );
-        let needs: Vec<(&str, u64, (u64, u64), (u64, u64))> = job
+        let needs: Vec<_> = job
             .needs
             .as_ref()
             .unwrap()
