@@ -149,15 +149,15 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
         (
             "utilisation",
             format!(
-                "{:.0}% of -j {} ({} busy)",
+                "{:.0}% of {} ({} busy)",
                 f.utilisation * 100.0,
-                f.max_concurrent,
+                f.cap_text(),
                 duration(f.busy_ms)
             ),
         ),
         ("retried tries", f.retries.to_string()),
         ("superseded", f.superseded.to_string()),
-        ("still in flight", f.in_flight.to_string()),
+        ("no record yet", f.unrecorded_text()),
     ];
     for (name, value) in rows {
         writeln!(out, "<tr><th>{name}</th><td>{value}</td></tr>")?;

@@ -113,7 +113,7 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
     let outcomes: Vec<String> = f.outcomes.iter().map(|(o, n)| format!("{n} {o}")).collect();
     writeln!(
         out,
-        "{} jobs{} over {} keys; wall time {}; utilisation {:.0}% of `-j {}`{}.\n",
+        "{} jobs{} over {} keys; wall time {}; utilisation {:.0}% of `{}`{}.\n",
         f.jobs,
         if outcomes.is_empty() {
             String::new()
@@ -123,12 +123,14 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
         f.keys,
         duration(f.wall_ms),
         f.utilisation * 100.0,
-        f.max_concurrent,
-        match (f.finished, f.in_flight) {
+        f.cap_text(),
+        match (f.finished, f.running + f.waiting) {
             (true, _) => String::new(),
             (false, 0) => " (the run had not finished)".to_owned(),
-            (false, 1) => " (the run had not finished: 1 job still in flight)".to_owned(),
-            (false, n) => format!(" (the run had not finished: {n} jobs still in flight)"),
+            (false, _) => format!(
+                " (the run had not finished; jobs with no record yet: {})",
+                f.unrecorded_text()
+            ),
         }
     )?;
     let mut keys = key_spans(timeline);

@@ -112,7 +112,8 @@ pub(crate) struct Figures {
     pub keys: u64,
     /// Running time of every try, in ms.
     pub busy_ms: u64,
-    /// busy / (wall × max_concurrent), 0 to 1.
+    /// busy / (wall × the cap), 0 to 1; the cap is the larger of `max_concurrent` and the
+    /// largest slot seen (`lanes set -j` raises a server's cap while it runs).
     pub utilisation: f64,
     /// Waiting time by cause, in ms.
     pub waits: BTreeMap<String, u64>,
@@ -126,8 +127,28 @@ pub(crate) struct Figures {
     pub superseded: u64,
     /// The largest slot seen.
     pub slots: u32,
-    /// Jobs with no record yet (from the events file).
-    pub in_flight: u64,
+    /// Jobs with no record yet that were running at the events file's end.
+    pub running: u64,
+    /// Jobs with no record yet that were waiting at the events file's end.
+    pub waiting: u64,
+}
+
+impl Figures {
+    /// The cap as the header tells it: `-j 4`, or for a server whose cap was raised while it
+    /// ran (`lanes set -j`), `-j 1, raised to at least 6` (the largest slot seen).
+    pub(crate) fn cap_text(&self) -> String {
+        let seen = u64::from(self.slots);
+        if seen > self.max_concurrent {
+            format!("-j {}, raised to at least {seen}", self.max_concurrent)
+        } else {
+            format!("-j {}", self.max_concurrent)
+        }
+    }
+
+    /// The jobs with no record yet, from the events file: `3 running, 2926 waiting`.
+    pub(crate) fn unrecorded_text(&self) -> String {
+        format!("{} running, {} waiting", self.running, self.waiting)
+    }
 }
 
 /// What the first pass keeps of a key: 16 bytes (a million distinct keys cost about 50 MB
@@ -255,7 +276,8 @@ impl FirstPass {
             retries: 0,
             superseded: 0,
             slots: 0,
-            in_flight: 0,
+            running: 0,
+            waiting: 0,
         };
         let mut keys: HashMap<u64, KeyAcc> = HashMap::new();
         let mut longest: Vec<WaitFigure> = Vec::new();
@@ -328,7 +350,8 @@ impl FirstPass {
         figures.wall_ms = summary.unwrap_or(last_end).max(last_end);
         figures.keys = keys.len() as u64;
         figures.longest_waits = longest;
-        let capacity = figures.wall_ms as f64 * figures.max_concurrent as f64;
+        let capacity =
+            figures.wall_ms as f64 * figures.max_concurrent.max(u64::from(figures.slots)) as f64;
         figures.utilisation = if capacity > 0.0 {
             (figures.busy_ms as f64 / capacity).min(1.0)
         } else {
@@ -459,7 +482,13 @@ pub(crate) fn build(path: &Path, events: Option<&Path>) -> Result<Timeline, Read
         aggregate(path, &mut first)?
     };
     if let Some(in_flight) = &in_flight {
-        first.figures.in_flight = in_flight.jobs.len() as u64;
+        let running = in_flight
+            .jobs
+            .iter()
+            .filter(|job| job.started_at.is_some())
+            .count() as u64;
+        first.figures.running = running;
+        first.figures.waiting = in_flight.jobs.len() as u64 - running;
         first.figures.wall_ms = first.figures.wall_ms.max(in_flight.last_at);
     }
     Ok(Timeline {

@@ -2792,3 +2792,49 @@ fn a_ready_answer_is_not_held_behind_a_later_one() {
     let (_, report) = server.end();
     assert_eq!(report.job(1).result(), ("interrupted", Some("cancelled")));
 }
+
+/// `lanes set -j` raises a server's cap while its report's `run` record keeps the cap it
+/// started with: `lanes timeline` draws that report in every format, counting the highest
+/// slot its jobs ran in as the cap.
+#[test]
+fn the_timeline_of_a_server_whose_cap_was_raised_is_drawn() {
+    let scratch = Scratch::new();
+    let events = scratch.join("events.jsonl");
+    let events_arg = events.to_str().unwrap().to_owned();
+    let server = serve(&scratch, &["-j", "1", "--events", &events_arg]);
+    let raised = server.client("set", &["--json", "-j", "3"]).answer();
+    assert_eq!(raised.max_concurrent, Some(3));
+    let hold = format!("touch \"$D/started.$LANES_KEY\"; {}", blocked_on("go"));
+    for key in ["a", "b", "c"] {
+        assert_eq!(server.client("submit", &[key, "--", &hold]).code, 0);
+    }
+    for key in ["a", "b", "c"] {
+        scratch.wait_for(&format!("started.{key}"), Duration::from_secs(20));
+    }
+    scratch.write("go", "");
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let report_path = server.report.clone();
+    server.running.wait().code(0);
+    let text = std::fs::read_to_string(&report_path).expect("the report");
+    let report = Report::parse_raised(&text, Some(3)).unwrap_or_else(|e| panic!("{e}"));
+    let mut slots: Vec<u32> = report.jobs.iter().filter_map(|j| j.slot).collect();
+    slots.sort_unstable();
+    assert_eq!(slots, [1, 2, 3]);
+    for name in ["t.html", "t.md", "t.json"] {
+        let drawn = Run::new()
+            .no_report()
+            .arg("timeline")
+            .arg(&report_path)
+            .arg("--events")
+            .arg(&events)
+            .arg("-o")
+            .arg(scratch.join(name))
+            .run();
+        drawn.code(0);
+    }
+    let markdown = scratch.read("t.md");
+    assert!(
+        markdown.contains("of `-j 1, raised to at least 3`"),
+        "{markdown}"
+    );
+}

@@ -228,6 +228,12 @@ impl Report {
     /// Decodes a complete report and checks the invariants every report holds (see
     /// [`Report::check`]).
     pub fn parse(text: &str) -> Result<Report, String> {
+        Report::parse_raised(text, None)
+    }
+
+    /// As [`Report::parse`], for a server whose cap `lanes set -j` raised to `cap` while it
+    /// ran: its jobs' slots go up to `cap`, above the `run` record's `max_concurrent`.
+    pub fn parse_raised(text: &str, cap: Option<u64>) -> Result<Report, String> {
         if text.is_empty() {
             return Err("the report is empty".into());
         }
@@ -248,7 +254,7 @@ impl Report {
             .map(|line| decode::<JobRecord>(line, "job", JOB_FIELDS))
             .collect::<Result<Vec<_>, _>>()?;
         let report = Report { run, jobs, summary };
-        report.check()?;
+        report.check(cap)?;
         Ok(report)
     }
 
@@ -257,8 +263,9 @@ impl Report {
         Report::parse(text).unwrap_or_else(|err| panic!("bad report: {err}\n---\n{text}---"))
     }
 
-    /// The invariants of SPEC §5.2 that hold for every report.
-    fn check(&self) -> Result<(), String> {
+    /// The invariants of SPEC §5.2 that hold for every report; slots go up to `cap` when
+    /// given, else to the run's `max_concurrent`.
+    fn check(&self, cap: Option<u64>) -> Result<(), String> {
         let run_start = parse_time(&self.run.started_at)?;
         if self.run.version != env!("CARGO_PKG_VERSION") {
             return Err(format!("run version {:?}", self.run.version));
@@ -266,7 +273,7 @@ impl Report {
         let mut seqs = BTreeSet::new();
         let mut counts = BTreeMap::<&str, u64>::new();
         for job in &self.jobs {
-            check_job(job, self.run.max_concurrent, run_start)
+            check_job(job, cap.unwrap_or(self.run.max_concurrent), run_start)
                 .map_err(|err| format!("job seq {}: {err}: {job:?}", job.seq))?;
             if !seqs.insert(job.seq) {
                 return Err(format!("seq {} has two records", job.seq));

@@ -782,10 +782,8 @@ fn invalid_records_and_unreadable_input_are_refused_with_the_file_and_line() {
         ),
         (
             "slot.jsonl",
-            small.replace("\"slot\":2,", "\"slot\":3,"),
-            "slot.jsonl:3: slot 3 in the record of seq 3: a run with max_concurrent 2 has slots 1 \
-             to 2"
-                .to_owned(),
+            small.replace("\"slot\":2,", "\"slot\":0,"),
+            "slot.jsonl:3: slot 0 in the record of seq 3: slots start at 1".to_owned(),
         ),
         (
             "empty.jsonl",
