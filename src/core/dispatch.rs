@@ -105,7 +105,14 @@ impl Scheduler {
             .sum::<usize>();
         for mut job in run.batch.into_iter().rev() {
             // From its take on it waited for the run's capacity (a spawn shortage).
-            job.wait.continue_as(WaitCause::Cap, run.started_at);
+            let seq = job.seq;
+            job.wait.set_told(
+                seq,
+                &run.key,
+                WaitCause::Cap,
+                run.started_at,
+                &mut self.wait_changes,
+            );
             lane.waiting.push_front(job);
         }
         // A busy key is never in the ready line: it goes first, as it was taken first.

@@ -61,11 +61,16 @@ impl Scheduler {
             outcome,
             exit: facts.exit,
         };
-        // Every member of a batch made the same tries; a job's history is its own otherwise.
-        let earlier: Vec<Vec<Try>> = run.batch.iter().map(|w| w.tries.clone()).collect();
-        let (attempt, waited) = (run.attempts, run.waited);
+        // Every member of a batch made the same tries, each after its own wait; a job's
+        // history is its own otherwise.
+        let earlier: Vec<_> = run
+            .batch
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (w.tries.clone(), run.member_wait(i)))
+            .collect();
+        let attempt = run.attempts;
         let grant = run.grant.clone();
-        let waits = run.waits.clone();
         let superseded_by = run
             .superseded_by
             .filter(|_| outcome == Outcome::Interrupted(StopReason::Superseded));
@@ -83,16 +88,16 @@ impl Scheduler {
             members
                 .iter()
                 .zip(earlier)
-                .map(|(&member, mut tries)| Account {
+                .map(|(&member, (mut tries, (waited, waits)))| Account {
                     seq: member,
                     outcome,
                     attempts: attempt,
                     tries: {
-                        tries.push(this_try);
+                        tries.push(Try { waited, ..this_try });
                         tries
                     },
                     waited: (!this_try.started()).then_some(waited),
-                    waits: waits.clone(),
+                    waits,
                     superseded_by,
                     batch,
                     ended_at: facts.ended_at,

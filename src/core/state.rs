@@ -220,6 +220,22 @@ pub(crate) struct Running {
     pub(crate) waits: Vec<super::wait::WaitSpan>,
 }
 
+impl Running {
+    /// The wait of the batch's member at `index` (0: the run's first job), from its own
+    /// admission (or re-queueing) to when the run was taken: how long, and its spans.
+    pub(crate) fn member_wait(&self, index: usize) -> (Duration, Vec<super::wait::WaitSpan>) {
+        if index == 0 {
+            return (self.waited, self.waits.clone());
+        }
+        let taken_at = self.batch[0].queued_at + self.waited;
+        let member = &self.batch[index];
+        (
+            taken_at.saturating_sub(member.queued_at),
+            member.wait.clone().close(taken_at),
+        )
+    }
+}
+
 /// The whole scheduling state. Memory is proportional to the jobs waiting and running: a lane
 /// with nothing waiting and nothing in flight is removed.
 #[derive(Debug)]

@@ -613,11 +613,14 @@ impl Scheduler {
                 outcome: Outcome::Failed(reason),
                 exit,
             };
-            for mut job in run.batch.into_iter().rev() {
+            // Each member tells of its own wait before the try.
+            let waits: Vec<(Duration, Vec<super::wait::WaitSpan>)> =
+                (0..run.batch.len()).map(|i| run.member_wait(i)).collect();
+            for (mut job, (waited, before)) in run.batch.into_iter().zip(waits).rev() {
                 job.queued_at = now;
                 job.attempts = run.attempts;
-                job.tries.push(tried);
-                job.wait.retry(run.waits.clone(), now);
+                job.tries.push(Try { waited, ..tried });
+                job.wait.retry(before, now);
                 lane.waiting.push_front(job);
             }
             let delay = self.policy.retry_delay;

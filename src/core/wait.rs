@@ -317,9 +317,23 @@ impl WaitLog {
         self.close(at)
     }
 
-    /// Goes on with `cause` from `at` on (a job taken at `at` whose start did not happen).
-    pub(crate) fn continue_as(&mut self, cause: WaitCause, at: Tick) {
-        self.set(cause, at);
+    /// Sets the cause of the job `seq` (of `key`) from `at` on, and tells it in `changes`
+    /// from when its span now begins (a span that repeats the one before it goes on from
+    /// that one's start), unless it is the cause last told. A take may have taken back a
+    /// cause that goes on after all (a start that did not happen): it is told again.
+    pub(crate) fn set_told(
+        &mut self,
+        seq: Seq,
+        key: &Arc<str>,
+        cause: WaitCause,
+        at: Tick,
+        changes: &mut Option<WaitChanges>,
+    ) {
+        self.set(cause.clone(), at);
+        if let Some(log) = changes.as_mut() {
+            let since = self.since;
+            log.tell(self, seq, key, cause, since);
+        }
     }
 
     /// A new wait from `at` for a retry; `last` is the wait before the try that failed.
@@ -545,19 +559,12 @@ impl Scheduler {
             .zip(self.lanes.get_mut(key))
             .expect("seen above");
         let job = &mut lane.waiting[index];
-        let mut changes = [None, None];
+        let seq = job.seq;
         if let Some((between, end)) = ran_out {
-            if job.wait.set(between.clone(), end) {
-                changes[0] = Some((between, end.max(job.queued_at)));
-            }
+            job.wait
+                .set_told(seq, &key, between, end, &mut self.wait_changes);
         }
-        if job.wait.set(cause.clone(), now) {
-            changes[1] = Some((cause, now));
-        }
-        if let Some(log) = self.wait_changes.as_mut() {
-            for (cause, at) in changes.into_iter().flatten() {
-                log.tell(&mut job.wait, job.seq, &key, cause, at);
-            }
-        }
+        job.wait
+            .set_told(seq, &key, cause, now, &mut self.wait_changes);
     }
 }

@@ -148,8 +148,8 @@ pub(crate) struct JobRecord {
     /// admission, or a retry's re-queueing, to the start; or to the end for a job that never
     /// started), as consecutive spans whose `ms` add up to `wait_ms` exactly; a span's cause
     /// differs from the one before it. Absent when the job did not wait (`wait_ms` `null` or
-    /// 0). A batch's members tell of the batch's wait (its first job's), as their `wait_ms`
-    /// does. Added under schema 2 without raising it: an optional field, which readers that do
+    /// 0). Each member of a batch tells of its own wait, from its own admission (or
+    /// re-queueing) to the batch's start, as its `wait_ms` does. Added under schema 2 without raising it: an optional field, which readers that do
     /// not know it ignore, and which reports written before it lack.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<WaitRecord>,

@@ -157,16 +157,20 @@ fn a_partial_batch_waits_out_its_delay_and_a_full_one_does_not() {
     // 4 is now a batch of its own, waiting behind the batch in flight (known by 1).
     assert_eq!(changes(&mut s), [(4, behind(1), 35)]);
     let accounts = end(&mut s, 1, 0, ms(40));
-    // Every member tells of the batch's wait (its first job's), as its wait_ms does.
-    for account in &accounts {
-        assert_eq!(
-            account.waits,
-            [
-                span(WaitCause::BatchDelay, 0, 30),
-                span(WaitCause::Cap, 30, 35)
-            ]
-        );
-    }
+    // Each member tells of its own wait, from its own admission to the batch's start, as its
+    // wait_ms does: what its `waiting` events told.
+    let own = |from: u64| {
+        let mut spans = vec![span(WaitCause::Cap, 30, 35)];
+        if from < 30 {
+            spans.insert(0, span(WaitCause::BatchDelay, from, 30));
+        }
+        spans
+    };
+    let waits: Vec<(Seq, Vec<WaitSpan>)> =
+        accounts.iter().map(|a| (a.seq, a.waits.clone())).collect();
+    assert_eq!(waits, [(1, own(0)), (2, own(10)), (3, own(30))]);
+    let waited: Vec<Option<Duration>> = accounts.iter().map(told_wait).collect();
+    assert_eq!(waited, [Some(ms(35)), Some(ms(25)), Some(ms(5))]);
     // 4 alone: its delay runs from its admission; not taken before it is out.
     assert_eq!(s.take(ms(60)), None);
     assert_eq!(s.take(ms(80)).map(|st| st.seq), Some(4));
@@ -481,6 +485,8 @@ mod told_as_recorded {
         End(Index),
         Advance(u64),
         Tell,
+        /// The next run taken cannot be spawned for a shortage: it waits again.
+        Shortage,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -490,6 +496,7 @@ mod told_as_recorded {
             3 => any::<Index>().prop_map(Op::End),
             4 => prop_oneof![0u64..400, 400u64..2_500].prop_map(Op::Advance),
             2 => Just(Op::Tell),
+            1 => Just(Op::Shortage),
         ]
     }
 
@@ -497,9 +504,10 @@ mod told_as_recorded {
         #[test]
         fn every_job_is_told_the_causes_its_record_shows(
             cap in 1usize..3,
+            batch_size in 1usize..4,
             ops in prop::collection::vec(op(), 1..80),
         ) {
-            let mut s = scheduler(cap, Policy::default());
+            let mut s = scheduler(cap, Policy { batch_size, ..Policy::default() });
             let mut now = Tick::ZERO;
             let mut seq = 0;
             let mut running: Vec<Seq> = Vec::new();
@@ -527,7 +535,10 @@ mod told_as_recorded {
                     Op::Take => {
                         while let Some(start) = s.take(now) {
                             // As the shell does: a started job's causes are told at once.
-                            tell(s.take_wait_changes_of(start.seq), &mut told);
+                            for &member in &start.batch {
+                                tell(s.take_wait_changes_of(member), &mut told);
+                            }
+                            s.spawned(start.seq, now);
                             running.push(start.seq);
                         }
                     }
@@ -541,16 +552,35 @@ mod told_as_recorded {
                     Op::End(_) => {}
                     Op::Advance(n) => now += us(n),
                     Op::Tell => tell(s.take_settled_wait_changes(now), &mut told),
+                    Op::Shortage => {
+                        if let Some(start) = s.take(now) {
+                            for &member in &start.batch {
+                                tell(s.take_wait_changes_of(member), &mut told);
+                            }
+                            let failure = SpawnFailure::Shortage { descriptors: false };
+                            let verdict = s.spawn_failed(start.seq, failure, now);
+                            let deferred = matches!(verdict, SpawnVerdict::Deferred { .. });
+                            prop_assert!(deferred);
+                        }
+                    }
                 }
             }
             // Every job runs to its end, and each record is checked.
             loop {
                 while let Some(start) = s.take(now) {
-                    tell(s.take_wait_changes_of(start.seq), &mut told);
+                    for &member in &start.batch {
+                        tell(s.take_wait_changes_of(member), &mut told);
+                    }
+                    s.spawned(start.seq, now);
                     running.push(start.seq);
                 }
                 if running.is_empty() {
-                    break;
+                    if s.queued() == 0 {
+                        break;
+                    }
+                    // Held back by a shortage's pause.
+                    now += us(700);
+                    continue;
                 }
                 now += us(700);
                 let seq = running.remove(0);
