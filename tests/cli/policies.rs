@@ -598,11 +598,9 @@ fn events_of(events: &[Value], seq: u64) -> Vec<&Value> {
 
 /// The `waiting` events of each job tell exactly the causes its record's `waits` show, with
 /// the same `behind` and the same start, in a busy run of short jobs where causes change
-/// within a millisecond.
+/// within a millisecond, and in batches (each member's own wait).
 #[test]
 fn waiting_events_tell_each_job_what_its_record_shows() {
-    let scratch = Scratch::new();
-    let events_path = scratch.join("events.jsonl");
     // Keys in a scrambled order (a linear congruential sequence), so that jobs of a key
     // often wait behind one another and then for a slot.
     let keys = "abcdefgh";
@@ -616,38 +614,67 @@ fn waiting_events_tell_each_job_what_its_record_shows() {
             format!("{}\ttrue\n", &keys[k..=k])
         })
         .collect();
-    let out = Run::new()
-        .scratch(&scratch)
-        .args(["-j", "3", "--output", "none", "--events"])
-        .arg(&events_path)
-        .stdin(input)
-        .run();
-    out.code(0);
-    let all = events(&events_path);
-    let mut told: BTreeMap<u64, Vec<(String, Option<u64>, String)>> = BTreeMap::new();
-    for event in of_kind(&all, "waiting") {
-        told.entry(int(event, "seq")).or_default().push((
-            event["cause"].as_str().unwrap().to_owned(),
-            event.get("behind").and_then(Value::as_u64),
-            event["at"].as_str().unwrap().to_owned(),
-        ));
-    }
-    let report = out.report();
-    assert_eq!(report.jobs.len(), 1000);
-    for job in &report.jobs {
-        let shown: Vec<(String, Option<u64>, String)> = job
-            .waits
-            .iter()
-            .map(|w| (w.cause.clone(), w.behind, w.started_at.clone()))
+    let batched = [
+        "--command",
+        "{}",
+        "--batch-size",
+        "4",
+        "--batch-delay",
+        "2ms",
+    ];
+    for args in [&["-j", "3"][..], &[&["-j", "2"][..], &batched[..]].concat()] {
+        let scratch = Scratch::new();
+        let events_path = scratch.join("events.jsonl");
+        let report_path = scratch.join("report.jsonl");
+        let out = Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .args(args)
+            .args(["--output", "none", "--events"])
+            .arg(&events_path)
+            .arg("--report")
+            .arg(&report_path)
+            .stdin(input.as_str())
+            .run();
+        out.code(0);
+        let all = events(&events_path);
+        let mut told: BTreeMap<u64, Vec<(String, Option<u64>, String)>> = BTreeMap::new();
+        for event in of_kind(&all, "waiting") {
+            told.entry(int(event, "seq")).or_default().push((
+                event["cause"].as_str().unwrap().to_owned(),
+                event.get("behind").and_then(Value::as_u64),
+                event["at"].as_str().unwrap().to_owned(),
+            ));
+        }
+        // Read as plain JSON: the batched run's records have `batch` set.
+        let jobs: Vec<Value> = events(&report_path)
+            .into_iter()
+            .filter(|record| record["type"] == "job")
             .collect();
-        assert_eq!(
-            told.remove(&job.seq).unwrap_or_default(),
-            shown,
-            "job {}",
-            job.seq
-        );
+        assert_eq!(jobs.len(), 1000);
+        for job in &jobs {
+            let shown: Vec<(String, Option<u64>, String)> = job
+                .get("waits")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|w| {
+                    (
+                        w["cause"].as_str().unwrap().to_owned(),
+                        w.get("behind").and_then(Value::as_u64),
+                        w["started_at"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            let seq = int(job, "seq");
+            assert_eq!(
+                told.remove(&seq).unwrap_or_default(),
+                shown,
+                "{args:?}: job {seq}"
+            );
+        }
+        assert!(told.is_empty(), "{args:?}: {told:?}");
     }
-    assert!(told.is_empty(), "{told:?}");
 }
 
 #[test]
