@@ -1285,3 +1285,41 @@ fn a_lost_slot_holder_s_job_counts_against_the_cap_until_it_must_be_gone() {
         "{a_start} {a_end} {b_start}"
     );
 }
+
+#[test]
+fn a_lanes_stopped_while_its_key_waits_for_a_shared_slot_leaves_no_wait_behind() {
+    // a holds the fleet's one shared slot. b holds key y and waits for the slot when it is
+    // stopped (SIGINT): no job of b ran, so the next holder of y must not wait out b's
+    // --grace (30 s) as for a lost holder.
+    let Some(pg) = Postgres::start("a_lanes_stopped_while_its_key_waits") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let first = scratch.write("x.tsv", holding_job("x"));
+    let second = scratch.write("y.tsv", marked_job("y", ""));
+    let host = |name: &str, input: &Path| {
+        pg.host(&scratch, name)
+            .args(["--grace", "30s", "--shared-max-concurrent", "1"])
+            .arg(input)
+    };
+    let (a, b) = hold_then_queue(
+        &scratch,
+        host("ha", &first),
+        "log.x",
+        host("hb", &second),
+        || pg.locks(),
+        "its job waiting for a shared slot",
+    );
+    b.signal(Signal::SIGINT);
+    let b = b.wait();
+    b.code(130);
+    assert_eq!(b.job(1).result(), ("interrupted", Some("shutdown")));
+    let third = scratch.write("y2.tsv", marked_job("y", ""));
+    let c = pg.host(&scratch, "hc").arg(&third).run();
+    c.code(0);
+    let waited = c.job(1).lock_wait_ms.unwrap_or_default();
+    assert!(waited < 10_000, "{:?}\n{}", c.job(1), c.dump());
+    assert_eq!(c.job(1).lock_holder, None, "{:?}", c.job(1));
+    scratch.write("go", "");
+    a.wait().code(0);
+}

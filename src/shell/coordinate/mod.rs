@@ -223,6 +223,8 @@ impl CheckedCoordinator {
                 report,
                 grants: AtomicU64::new(1),
                 releases: Mutex::new(Vec::new()),
+                claimed: Mutex::new(std::collections::HashMap::new()),
+                claims: AtomicU64::new(0),
             }),
         }
     }
@@ -245,6 +247,41 @@ struct Shared {
     grants: AtomicU64,
     /// The keys being let go.
     releases: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// The keys claimed (their rows written) whose grant has not been handed over yet: they
+    /// wait for a shared slot or for a lost holder's job. By claim number: the session and the
+    /// lock.
+    claimed: Mutex<std::collections::HashMap<u64, (Arc<Client>, i64)>>,
+    /// The next claim's number.
+    claims: AtomicU64,
+}
+
+/// A claimed key not yet granted ([`Shared::claimed`]), until the grant is handed over or the
+/// wait ends, however it ends.
+struct Claim<'a> {
+    shared: &'a Shared,
+    number: u64,
+}
+
+impl<'a> Claim<'a> {
+    fn new(shared: &'a Shared, client: &Arc<Client>, lock_id: i64) -> Self {
+        let number = shared.claims.fetch_add(1, Ordering::Relaxed);
+        shared
+            .claimed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(number, (Arc::clone(client), lock_id));
+        Claim { shared, number }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .claimed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.number);
+    }
 }
 
 impl Coordinator {
@@ -257,6 +294,25 @@ impl Coordinator {
     /// leaves no row saying it holds a key (the next holder would take it for a lost one); then
     /// removes the rows of its idle sessions from `lanes_sessions` and closes them.
     pub(crate) async fn settle(&self) {
+        // Keys claimed whose jobs never started (the run stops while they wait for a shared
+        // slot or a lost holder's job): their rows go, so that the next holder does not wait
+        // out this lanes' `--grace` for a job that never ran.
+        let claimed: Vec<(Arc<Client>, i64)> = self
+            .shared
+            .claimed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let notice_ms = i64::try_from(NOTICE_BOUND.as_millis()).unwrap_or(i64::MAX);
+        for (client, id) in claimed {
+            let _ = tokio::time::timeout(
+                HEARTBEAT_TIMEOUT,
+                client.execute(statements::FORGET, &[&id, &notice_ms]),
+            )
+            .await;
+        }
         loop {
             let pending: Vec<_> = std::mem::take(
                 &mut *self
@@ -434,6 +490,8 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
             "the server did not grant the lock of key {key:?} to this session"
         ));
     }
+    // Until the grant is handed over, a stop lets the claim go ([`Coordinator::settle`]).
+    let _claim = Claim::new(shared, &session.client, id);
     // The rows' last sign of life: the claim, then each heartbeat while the key waits.
     let mut last_sign = Instant::now();
     let lost: Option<i64> = claimed.get(1);
@@ -658,8 +716,10 @@ impl Drop for FleetHold {
             let slot_id = slot.unwrap_or_default();
             let id_param: [&(dyn ToSql + Sync); 1] = [&id];
             let both: [&(dyn ToSql + Sync); 2] = [&id, &slot_id];
+            let notice_ms = i64::try_from(NOTICE_BOUND.as_millis()).unwrap_or(i64::MAX);
+            let forget_params: [&(dyn ToSql + Sync); 2] = [&id, &notice_ms];
             // The row first: a new holder that finds one takes it for a lost holder's.
-            let forget = client.execute(&prepared.forget, &id_param);
+            let forget = client.execute(&prepared.forget, &forget_params);
             // Then the key, and the slot with a word to the processes waiting for one.
             let unlock = match slot {
                 None => client.execute(&prepared.unlock, &id_param),

@@ -40,14 +40,19 @@ const LOCK: &str = "SELECT pg_advisory_lock($1)";
 /// (`seen_at`, its heartbeat; a row without one counts as alive now) plus its `--grace` plus
 /// `$8`, or until the `lost_until` its row inherited from a holder lost before it, whichever is
 /// later. The new row inherits that time while it is to come, so that a holder lost in turn
-/// while it waits passes the wait on, whatever its own `--grace`.
+/// while it waits passes the wait on, whatever its own `--grace`. A row of this very lanes (its
+/// session lost while the key waited, before any job of it started: a lost session's job is
+/// stopped before its lane asks again) counts only for the time it inherited.
 const CLAIM: &str = "
 WITH mine AS (
     SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.granted AND LOCK_OF = $1
 ), lost AS (
     SELECT h.host, h.pid, h.run, GREATEST(
-               COALESCE(h.seen_at, clock_timestamp())
-                   + make_interval(secs => (h.grace_ms + $8::bigint)::double precision / 1000),
+               CASE WHEN h.host = $4::text AND h.pid = $5::integer AND h.run = $6::text
+                    THEN NULL
+                    ELSE COALESCE(h.seen_at, clock_timestamp())
+                       + make_interval(secs => (h.grace_ms + $8::bigint)::double precision / 1000)
+               END,
                h.lost_until) AS until
     FROM lanes_holds h
     WHERE h.lock_id = $1 AND h.backend_pid <> pg_backend_pid() AND EXISTS (SELECT 1 FROM mine)
@@ -104,14 +109,29 @@ const STARTED: &str = "UPDATE lanes_holds SET seq = $1 \
                        WHERE lock_id = $2 AND backend_pid = pg_backend_pid()";
 
 /// Deletes this session's row of lock `$1` and of its shared slot, if any (before letting them
-/// go, in a statement of its own: committed before they are free). A row that inherited a lost
-/// holder's time still to come (`lost_until`: the key let go before its wait was over) stays,
-/// so that the next holder waits for that job as this one would have.
-const FORGET: &str = "
-WITH slot AS (DELETE FROM lanes_slot_holds WHERE backend_pid = pg_backend_pid()
-                  AND (lost_until IS NULL OR lost_until <= clock_timestamp()))
-DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()
-    AND (lost_until IS NULL OR lost_until <= clock_timestamp())";
+/// go, in a statement of its own: committed before they are free): its job has ended, or never
+/// started (the run stopped while the key waited for a shared slot or for a lost holder's
+/// job). A row that inherited a lost holder's time still to come (`lost_until`: the key let go
+/// before its wait was over) stays, so that the next holder waits for that job as this one
+/// would have, but with its own sign of life moved back so that only that time counts (`$2`:
+/// the notice bound in ms, as in [`CLAIM`]): no job of this session's is left to wait out.
+pub(crate) const FORGET: &str = "
+WITH slot AS (
+    DELETE FROM lanes_slot_holds WHERE backend_pid = pg_backend_pid()
+        AND (lost_until IS NULL OR lost_until <= clock_timestamp())
+), slot_kept AS (
+    UPDATE lanes_slot_holds
+        SET seen_at = lost_until
+            - make_interval(secs => (grace_ms + $2::bigint)::double precision / 1000)
+        WHERE backend_pid = pg_backend_pid() AND lost_until > clock_timestamp()
+), gone AS (
+    DELETE FROM lanes_holds WHERE lock_id = $1 AND backend_pid = pg_backend_pid()
+        AND (lost_until IS NULL OR lost_until <= clock_timestamp())
+)
+UPDATE lanes_holds
+    SET seen_at = lost_until
+        - make_interval(secs => (grace_ms + $2::bigint)::double precision / 1000)
+    WHERE lock_id = $1 AND backend_pid = pg_backend_pid() AND lost_until > clock_timestamp()";
 
 /// Lets lock `$1` go.
 const UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
