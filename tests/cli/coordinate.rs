@@ -1323,3 +1323,74 @@ fn a_lanes_stopped_while_its_key_waits_for_a_shared_slot_leaves_no_wait_behind()
     scratch.write("go", "");
     a.wait().code(0);
 }
+
+/// The server's processes (the postmaster and its children) stopped with SIGSTOP until
+/// dropped: a server that takes connections and never answers.
+struct Hung(Vec<i32>);
+
+impl Hung {
+    fn stop(pg: &Postgres) -> Hung {
+        let mut pids = vec![pg.pid];
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // The parent's pid is the second field after the command's closing parenthesis.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i32>().ok());
+            if ppid == Some(pg.pid) {
+                pids.push(pid);
+            }
+        }
+        for &pid in &pids {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
+        }
+        Hung(pids)
+    }
+}
+
+impl Drop for Hung {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGCONT);
+        }
+    }
+}
+
+#[test]
+fn a_database_that_never_answers_is_a_usage_error_not_a_hang() {
+    let Some(pg) = Postgres::start("a_database_that_never_answers") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let hung = Hung::stop(&pg);
+    let out = pg
+        .host(&scratch, "ha")
+        .no_report()
+        .stdin("k\ttouch \"$D/ran\"\n")
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("the database did not answer within 10 s"),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("ran"));
+    let locks = Command::new(BIN)
+        .args(["locks", "--coordinate", &pg.url()])
+        .output()
+        .expect("lanes locks");
+    assert_eq!(locks.status.code(), Some(2), "{locks:?}");
+    drop(hung);
+    // Answering again, the same database serves a run.
+    pg.host(&scratch, "ha")
+        .no_report()
+        .stdin("k\ttouch \"$D/ran\"\n")
+        .run()
+        .code(0);
+    assert!(scratch.exists("ran"));
+}

@@ -199,14 +199,19 @@ impl CheckedCoordinator {
     /// cannot be created.
     pub(crate) async fn open(url: &str, settings: FleetSettings) -> Result<Self, CoordinateError> {
         let params = resolve(url)?;
-        let (report, _) = mpsc::unbounded_channel();
-        let session = session::connect(&params, report)
+        let check = async {
+            let (report, _) = mpsc::unbounded_channel();
+            let session = session::connect(&params, report)
+                .await
+                .map_err(CoordinateError::Unusable)?;
+            let mut client = Arc::into_inner(session.client).expect("one client");
+            schema::migrate(&mut client)
+                .await
+                .map_err(|err| CoordinateError::Unusable(format!("{params}: {err}")))
+        };
+        tokio::time::timeout(START_TIMEOUT, check)
             .await
-            .map_err(CoordinateError::Unusable)?;
-        let mut client = Arc::into_inner(session.client).expect("one client");
-        schema::migrate(&mut client)
-            .await
-            .map_err(|err| CoordinateError::Unusable(format!("{params}: {err}")))?;
+            .map_err(|_| unanswered(&params))??;
         Ok(CheckedCoordinator { params, settings })
     }
 
@@ -740,15 +745,36 @@ impl Drop for FleetHold {
     }
 }
 
+/// How long the database may take at a run's start to connect and check (or create) its
+/// tables, and for `lanes locks`: a server that takes connections but never answers (stopped,
+/// swapping, a connection half open) is a usage error, not a hang that holds back the signals.
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The error of a database that did not answer within [`START_TIMEOUT`].
+fn unanswered(params: &Params) -> CoordinateError {
+    CoordinateError::Unusable(format!(
+        "{params}: the database did not answer within {} s",
+        START_TIMEOUT.as_secs()
+    ))
+}
+
 /// `lanes locks --coordinate URL`: the keys held in `namespace`, their holders and their
 /// waiters in the order the server will grant them (the order they asked).
 ///
 /// # Errors
-/// The database cannot be reached, or has no lanes tables.
+/// The database cannot be reached, does not answer within [`START_TIMEOUT`], or has no lanes
+/// tables.
 pub(crate) async fn describe(url: &str, namespace: &str) -> Result<String, CoordinateError> {
     let params = resolve(url)?;
+    tokio::time::timeout(START_TIMEOUT, describe_at(&params, namespace))
+        .await
+        .map_err(|_| unanswered(&params))?
+}
+
+/// [`describe`] on the database of `params`.
+async fn describe_at(params: &Params, namespace: &str) -> Result<String, CoordinateError> {
     let (report, _) = mpsc::unbounded_channel();
-    let session = session::connect(&params, report)
+    let session = session::connect(params, report)
         .await
         .map_err(CoordinateError::Unusable)?;
     let unusable = |err: tokio_postgres::Error| {
