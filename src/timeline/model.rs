@@ -252,6 +252,9 @@ pub(crate) struct FirstPass {
     pub origin: i64,
     /// The run's end, ms since the epoch, when the report has its summary.
     pub end: Option<i64>,
+    /// How many bytes of the report this pass read: a later pass reads no further, so that a
+    /// report still being written is drawn as one reading of it.
+    pub length: u64,
 }
 
 impl FirstPass {
@@ -371,6 +374,7 @@ impl FirstPass {
             recorded,
             origin,
             end: summary.map(|ms| origin + ms as i64),
+            length: reader.consumed(),
         })
     }
 
@@ -502,7 +506,7 @@ fn detail(
     first: &mut FirstPass,
     in_flight: Option<&InFlight>,
 ) -> Result<Body, ReadError> {
-    let mut reader = ReportReader::open(path)?;
+    let mut reader = ReportReader::open_upto(path, first.length)?;
     let origin = first.origin;
     let mut jobs: Vec<(JobLine<'static>, serde_json::Value)> = Vec::new();
     let mut text = String::new();
@@ -662,7 +666,7 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
     let mut busy = Grid::new(row_count, OUTCOMES.len(), bucket_ms);
     let mut waiting = Grid::new(row_count, CAUSES.len(), bucket_ms);
     let mut names: HashMap<u64, String> = HashMap::new();
-    let mut reader = ReportReader::open(path)?;
+    let mut reader = ReportReader::open_upto(path, first.length)?;
     let origin = first.origin;
     let mut text = String::new();
     while let Some((_, line)) = reader.next(false, &mut text)? {
@@ -829,6 +833,32 @@ impl Grid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_that_grows_between_the_passes_is_drawn_as_the_first_pass_read_it() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/timeline/unfinished.jsonl");
+        let text = std::fs::read_to_string(fixture).unwrap();
+        // Its last line is torn: the one before is the last whole record.
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.pop();
+        let last = lines.pop().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("live.jsonl");
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let mut first = FirstPass::read(&path).unwrap();
+        let counted = first.figures.jobs;
+        // The run writes one more record before the second pass.
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, format!("{last}\n").as_bytes()).unwrap();
+        let Body::Detail(drawn) = detail(&path, &mut first, None).unwrap() else {
+            panic!("a small run is drawn job by job");
+        };
+        assert_eq!(drawn.jobs.len() as u64, counted);
+        assert_eq!(FirstPass::read(&path).unwrap().figures.jobs, counted + 1);
+    }
 
     #[test]
     fn a_wait_is_drawn_up_to_its_tries_bar() {

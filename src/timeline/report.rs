@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -203,7 +203,14 @@ impl ReportReader {
     /// Opens `path` and checks its first line is the `run` header of a lanes report of a
     /// schema this lanes reads.
     pub(crate) fn open(path: &Path) -> Result<Self, ReadError> {
-        let mut lines = LineReader::open(path)?;
+        Self::open_upto(path, u64::MAX)
+    }
+
+    /// As [`ReportReader::open`], reading no further than the first `length` bytes: a report
+    /// still being written is read again as far as an earlier pass read it
+    /// ([`ReportReader::consumed`]), so that both passes see the same records.
+    pub(crate) fn open_upto(path: &Path, length: u64) -> Result<Self, ReadError> {
+        let mut lines = LineReader::open_upto(path, length)?;
         let bad = |line, why: String| ReadError::Bad {
             path: path.to_path_buf(),
             line,
@@ -282,6 +289,11 @@ impl ReportReader {
             summary_line: None,
             seen: SeqSet::default(),
         })
+    }
+
+    /// How many bytes of the report were read so far.
+    pub(crate) fn consumed(&self) -> u64 {
+        self.lines.consumed
     }
 
     /// The next job record or summary; `None` at the end (a torn last line is no line).
@@ -509,14 +521,21 @@ fn any_time_ms(text: &str) -> Option<i64> {
 /// of), numbered from 1, each with whether it ended with a newline.
 pub(crate) struct LineReader {
     path: PathBuf,
-    reader: BufReader<File>,
+    reader: BufReader<std::io::Take<File>>,
     number: u64,
     buffer: Vec<u8>,
+    /// Bytes read so far.
+    consumed: u64,
 }
 
 impl LineReader {
     /// Opens `path`.
     pub(crate) fn open(path: &Path) -> Result<Self, ReadError> {
+        Self::open_upto(path, u64::MAX)
+    }
+
+    /// Opens `path`, to read no more than its first `length` bytes.
+    pub(crate) fn open_upto(path: &Path, length: u64) -> Result<Self, ReadError> {
         let file = File::open(path).map_err(|error| ReadError::Io {
             path: path.to_path_buf(),
             error,
@@ -529,9 +548,10 @@ impl LineReader {
         }
         Ok(LineReader {
             path: path.to_path_buf(),
-            reader: BufReader::with_capacity(1 << 16, file),
+            reader: BufReader::with_capacity(1 << 16, file.take(length)),
             number: 0,
             buffer: Vec::new(),
+            consumed: 0,
         })
     }
 
@@ -552,6 +572,7 @@ impl LineReader {
         if read == 0 {
             return Ok(None);
         }
+        self.consumed += read as u64;
         self.number += 1;
         let complete = self.buffer.last() == Some(&b'\n');
         if complete {
