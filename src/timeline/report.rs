@@ -85,6 +85,9 @@ pub(crate) struct WaitLine<'a> {
     /// `key_busy`: the job waited behind.
     #[serde(default)]
     pub behind: Option<u64>,
+    /// `resource`: the named resource it was short of.
+    #[serde(default, borrow)]
+    pub resource: Option<Cow<'a, str>>,
     /// When it began.
     #[serde(borrow)]
     pub started_at: Cow<'a, str>,
@@ -165,6 +168,7 @@ impl JobLine<'_> {
                 .map(|w| WaitLine {
                     cause: owned(w.cause),
                     behind: w.behind,
+                    resource: w.resource.map(owned),
                     started_at: owned(w.started_at),
                     ms: w.ms,
                 })

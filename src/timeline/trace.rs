@@ -100,12 +100,16 @@ pub(crate) fn write(path: &Path, name: &Path, out: &mut impl Write) -> Result<()
             let behind = wait
                 .behind
                 .map_or_else(|| "null".to_owned(), |b| b.to_string());
+            // `resource` waits name the resource (gpu or mem), as the record does.
+            let resource = wait.resource.as_deref().map_or_else(String::new, |name| {
+                format!(",\"resource\":{}", string(name))
+            });
             // Async events (`b`/`e`, by the job's seq): waits of one key overlap, which
             // complete events on one thread must not.
             separate(out, &mut first)?;
             write!(
                 out,
-                r#"{{"name":"wait: {c}","cat":"wait","ph":"b","id":{seq},"ts":{ts},"pid":{KEYS_PID},"tid":{tid},"args":{{"seq":{seq},"cause":"{c}","behind":{behind}}}}}"#,
+                r#"{{"name":"wait: {c}","cat":"wait","ph":"b","id":{seq},"ts":{ts},"pid":{KEYS_PID},"tid":{tid},"args":{{"seq":{seq},"cause":"{c}","behind":{behind}{resource}}}}}"#,
                 c = CAUSES[cause],
                 ts = us(start),
             )?;

@@ -998,3 +998,42 @@ fn the_output_is_never_an_input() {
         .unwrap()
         .starts_with("{\"type\":\"queued\""));
 }
+
+#[test]
+fn the_trace_names_the_resource_a_job_waited_for() {
+    let scratch = Scratch::new();
+    let report = scratch.join("run.jsonl");
+    Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args([
+            "-j",
+            "2",
+            "--resource",
+            "gpu=1",
+            "--needs",
+            "gpu=1",
+            "--report",
+        ])
+        .arg(&report)
+        .stdin("a\tsleep 0.2\nb\ttrue\n")
+        .run()
+        .code(0);
+    let out = scratch.join("run.json");
+    Run::new()
+        .no_report()
+        .arg("timeline")
+        .arg(&report)
+        .arg("-o")
+        .arg(&out)
+        .run()
+        .code(0);
+    let trace: Value = serde_json::from_str(&scratch.read("run.json")).unwrap();
+    let waits: Vec<&Value> = check_trace(&trace)
+        .into_iter()
+        .filter(|e| e["cat"] == "wait" && e["ph"] == "b")
+        .collect();
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert_eq!(waits[0]["args"]["cause"], "resource");
+    assert_eq!(waits[0]["args"]["resource"], "gpu");
+}
