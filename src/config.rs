@@ -433,6 +433,19 @@ impl RunConfig {
             None => DEFAULT_BATCH_BYTES.min(most),
         };
         let batch_delay = cli.batch_delay.or(settings.batch_delay).unwrap_or_default();
+        if !batch_delay.is_zero() && batch_size == 1 {
+            // A batch of one is always full: the delay would never apply.
+            let delay = origins.name(
+                cli.batch_delay.is_some(),
+                "--batch-delay",
+                "batch_delay",
+                "batch_delay",
+            );
+            return Err(ConfigError::Usage(format!(
+                "{delay} waits for a key's batch to fill, but a batch holds one job here: give \
+                 --batch-size above 1 or --batch-bytes"
+            )));
+        }
         let batching = batch_size > 1 || !batch_delay.is_zero();
         let coalesce = cli.coalesce.or(settings.coalesce);
         let coalesce_latest = coalesce == Some(Coalesce::Latest);

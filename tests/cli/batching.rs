@@ -600,3 +600,30 @@ fn batch_delay_gathers_each_burst_into_one_batch() {
     let distinct: BTreeSet<u64> = records.jobs.iter().filter_map(|j| j.batch).collect();
     assert_eq!(distinct.len(), 3);
 }
+
+#[test]
+fn a_batch_delay_without_a_batch_of_more_than_one_is_a_usage_error() {
+    let scratch = Scratch::new();
+    let run = |flags: &[&str]| {
+        // No report checked: a batched run's records have `batch` set.
+        Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .args(["--command", "touch \"$D/ran.\"{}"])
+            .args(flags)
+            .stdin("k\ta\n")
+            .run()
+    };
+    let out = run(&["--batch-delay", "5ms"]);
+    out.code(2);
+    assert!(
+        out.stderr().contains(
+            "--batch-delay waits for a key's batch to fill, but a batch holds one job here"
+        ),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("ran.a"));
+    run(&["--batch-delay", "5ms", "--batch-bytes", "100"]).code(0);
+    assert!(scratch.exists("ran.a"));
+}
