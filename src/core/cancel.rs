@@ -20,6 +20,10 @@ pub struct Cancel {
     /// The stop to send to that run (SIGTERM, then the grace and SIGKILL); `None` when nothing
     /// runs or the run is already being stopped for another reason (the first reason wins).
     pub stop: Option<StopOrder>,
+    /// The jobs of that run, in lane order (a batch's members; the one job without batching).
+    pub members: Vec<Seq>,
+    /// Why that run was already being stopped, when it was: its records keep that reason.
+    pub already: Option<StopReason>,
 }
 
 impl Scheduler {
@@ -34,6 +38,8 @@ impl Scheduler {
                 dropped: Vec::new(),
                 running: None,
                 stop: None,
+                members: Vec::new(),
+                already: None,
             };
         };
         let dropped_weight: usize = lane
@@ -78,9 +84,10 @@ impl Scheduler {
             self.lanes.remove(key);
         }
         let running = self.running.iter_mut().find(|(_, run)| &*run.key == key);
-        let (running, stop) = match running {
+        let (running, stop, members, already) = match running {
             Some((&seq, run)) => {
-                let stop = run.stop.is_none().then(|| {
+                let already = run.stop;
+                let stop = already.is_none().then(|| {
                     run.stop = Some(StopReason::Cancelled);
                     StopOrder {
                         seq,
@@ -88,14 +95,17 @@ impl Scheduler {
                         reason: StopReason::Cancelled,
                     }
                 });
-                (Some(seq), stop)
+                let members = run.batch.iter().map(|w| w.seq).collect();
+                (Some(seq), stop, members, already)
             }
-            None => (None, None),
+            None => (None, None, Vec::new(), None),
         };
         Cancel {
             dropped,
             running,
             stop,
+            members,
+            already,
         }
     }
 }

@@ -17,8 +17,8 @@ pub struct RunningJob {
     pub slot: u32,
     /// Its try: 1 on the first.
     pub attempt: u32,
-    /// How many jobs it runs (a batch), 1 without batching.
-    pub jobs: usize,
+    /// The jobs it runs, in lane order: a batch's members, the one job without batching.
+    pub members: Vec<Seq>,
     /// When its process started (time since the run started).
     pub started_at: Tick,
     /// Why it is being stopped, when it is.
@@ -36,7 +36,7 @@ impl Scheduler {
                 key: Arc::clone(&run.key),
                 slot: run.slot,
                 attempt: run.attempts,
-                jobs: run.batch.len().max(1),
+                members: run.batch.iter().map(|w| w.seq).collect(),
                 started_at: run.started_at,
                 stopping: run.stop,
             })
@@ -51,9 +51,10 @@ impl Scheduler {
 pub struct WaitingLane {
     /// The key.
     pub key: Arc<str>,
-    /// Whether a job of the key is in flight (it is ahead of every waiting one).
-    pub busy: bool,
-    /// Its waiting jobs in the order they will run: the i-th has `i + busy` jobs ahead.
+    /// How many jobs of the key are in flight, ahead of every waiting one: 0, 1, or a
+    /// running batch's members.
+    pub in_flight: usize,
+    /// Its waiting jobs in the order they will run: the i-th has `i + in_flight` jobs ahead.
     pub waiting: Vec<Seq>,
 }
 
@@ -66,7 +67,10 @@ impl Scheduler {
             .filter(|(_, lane)| !lane.waiting.is_empty())
             .map(|(key, lane)| WaitingLane {
                 key: Arc::clone(key),
-                busy: lane.busy,
+                in_flight: match lane.running_seq.filter(|_| lane.busy) {
+                    Some(seq) => self.running.get(&seq).map_or(1, |run| run.batch.len()),
+                    None => 0,
+                },
                 waiting: lane.waiting.iter().map(|w| w.seq).collect(),
             })
             .collect();

@@ -257,7 +257,12 @@ impl Scheduler {
                 wait: WaitLog::new(now),
             },
         );
-        let ahead = position + usize::from(lane.busy);
+        // A running batch is as many jobs ahead as it has members.
+        let in_flight = match lane.running_seq.filter(|_| lane.busy) {
+            Some(seq) => self.running.get(&seq).map_or(1, |run| run.batch.len()),
+            None => 0,
+        };
+        let ahead = position + in_flight;
         let cancel = if self.policy.cancel_in_progress && lane.busy && !lane.cancelling {
             lane.cancelling = true;
             self.running
@@ -766,11 +771,15 @@ impl Scheduler {
         [turn, held, batch, spawn].into_iter().flatten().min()
     }
 
-    /// How many jobs of `key` are ahead of a job that would be admitted now (waiting, plus one
-    /// in flight); 0 for an idle key.
+    /// How many jobs of `key` are ahead of a job that would be admitted now (waiting, plus
+    /// those in flight: one, or a running batch's members); 0 for an idle key.
     pub fn ahead_in_lane(&self, key: &str) -> usize {
-        self.lanes
-            .get(key)
-            .map_or(0, |lane| lane.waiting.len() + usize::from(lane.busy))
+        self.lanes.get(key).map_or(0, |lane| {
+            let in_flight = match lane.running_seq.filter(|_| lane.busy) {
+                Some(seq) => self.running.get(&seq).map_or(1, |run| run.batch.len()),
+                None => 0,
+            };
+            lane.waiting.len() + in_flight
+        })
     }
 }

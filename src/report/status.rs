@@ -31,8 +31,8 @@ pub(crate) fn status_text<'a>(
         if job.attempt > 1 {
             let _ = write!(text, " try {}", job.attempt);
         }
-        if job.jobs > 1 {
-            let _ = write!(text, " ({} jobs)", job.jobs);
+        if job.members.len() > 1 {
+            let _ = write!(text, " ({} jobs)", job.members.len());
         }
         if let Some(reason) = job.stopping {
             let reason = Outcome::Interrupted(reason).reason().unwrap_or("");
@@ -63,7 +63,7 @@ mod tests {
             key: key.into(),
             slot: 1,
             attempt,
-            jobs: 1,
+            members: vec![seq],
             started_at: Duration::from_millis(started_ms),
             stopping,
         };

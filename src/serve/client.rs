@@ -119,6 +119,7 @@ fn human(answer: &Answer) -> String {
             key,
             dropped,
             stopped,
+            stopping,
         } => {
             let dropped = if dropped.is_empty() {
                 "no waiting job dropped".to_owned()
@@ -126,9 +127,17 @@ fn human(answer: &Answer) -> String {
                 let seqs: Vec<String> = dropped.iter().map(u64::to_string).collect();
                 format!("dropped seq {}", seqs.join(", "))
             };
-            match stopped {
-                Some(seq) => format!("cancelled key {}: {dropped}; stopped seq {seq}", shown(key)),
-                None => format!(
+            match (stopped, stopping) {
+                (Some(seq), _) => {
+                    format!("cancelled key {}: {dropped}; stopped seq {seq}", shown(key))
+                }
+                (None, Some(run)) => format!(
+                    "cancelled key {}: {dropped}; seq {} was already being stopped ({})",
+                    shown(key),
+                    run.seq,
+                    run.reason
+                ),
+                (None, None) => format!(
                     "cancelled key {}: {dropped}; nothing was running",
                     shown(key)
                 ),

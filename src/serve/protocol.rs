@@ -115,8 +115,13 @@ pub(crate) enum Answer {
         key: String,
         /// Seqs of the waiting jobs dropped, in lane order.
         dropped: Vec<u64>,
-        /// The run that was stopped (by its first seq), if one ran.
+        /// The run this cancel stopped (by its first seq; a batch's other jobs stop with it),
+        /// if one ran and was not already being stopped.
         stopped: Option<u64>,
+        /// The run that was already being stopped for another reason (its records keep that
+        /// reason), if one was: the answer still waits for its end. Absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stopping: Option<StoppingRun>,
     },
     /// `status`.
     Status(Box<Status>),
@@ -172,10 +177,10 @@ pub(crate) struct Status {
     pub ended: u64,
 }
 
-/// One run in flight.
+/// One job in flight (each member of a running batch has its own).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct RunningEntry {
-    /// Its first job.
+    /// The job.
     pub seq: u64,
     /// Its key.
     pub key: String,
@@ -189,6 +194,19 @@ pub(crate) struct RunningEntry {
     pub command: String,
     /// Why it is being stopped, when it is (`cancelled`, `timeout`, ...).
     pub stopping: Option<String>,
+    /// Under batching, the seq of its batch's first job (every member is listed); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u64>,
+}
+
+/// A run a `cancel` found already being stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StoppingRun {
+    /// Its first job.
+    pub seq: u64,
+    /// Why it is being stopped (`superseded`, `shutdown`, `timeout`, ...).
+    pub reason: String,
 }
 
 /// One key's waiting jobs.

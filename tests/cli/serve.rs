@@ -147,6 +147,7 @@ struct Answer {
     why: Option<String>,
     dropped: Option<Vec<u64>>,
     stopped: Option<u64>,
+    stopping: Option<Value>,
     max_concurrent: Option<usize>,
     previous: Option<usize>,
     admitting: Option<bool>,
@@ -2837,4 +2838,105 @@ fn the_timeline_of_a_server_whose_cap_was_raised_is_drawn() {
         markdown.contains("of `-j 1, raised to at least 3`"),
         "{markdown}"
     );
+}
+
+#[test]
+fn a_running_batch_counts_each_of_its_jobs_in_answers_status_and_cancel() {
+    let scratch = Scratch::new();
+    let template = format!(
+        "for a in {{}}; do touch \"$D/started.$a\"; done; {}",
+        blocked_on("go")
+    );
+    let events = scratch.join("events.jsonl");
+    let events_arg = events.to_str().unwrap().to_owned();
+    let server = serve(
+        &scratch,
+        &[
+            "-j",
+            "1",
+            "--command",
+            &template,
+            "--batch-size",
+            "3",
+            "--batch-delay",
+            "60s",
+            "--events",
+            &events_arg,
+        ],
+    );
+    for arg in ["x1", "x2", "x3"] {
+        let code = server.client("submit", &["a", "--", arg]).code;
+        assert!(code == 0 || code == 10, "{code}");
+    }
+    // The three make a full batch: it starts at once.
+    scratch.wait_for("started.x3", Duration::from_secs(20));
+    let queued = server.client("submit", &["--json", "a", "--", "x4"]);
+    assert_eq!(queued.code, 10);
+    assert_eq!(queued.answer().ahead, Some(3), "the batch's three jobs");
+    let status = server.client("status", &["--json"]).answer();
+    let running = status.running.unwrap();
+    let listed: Vec<(u64, u64)> = running
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["seq"].as_u64().unwrap(), r["batch"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(listed, [(1, 1), (2, 1), (3, 1)]);
+    assert_eq!(
+        status.waiting.unwrap()[0]["jobs"][0]["ahead"].as_u64(),
+        Some(3)
+    );
+    let cancel = server.client("cancel", &["--json", "a"]).answer();
+    assert_eq!((cancel.dropped, cancel.stopped), (Some(vec![4]), Some(1)));
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let report_path = server.report.clone();
+    server.running.wait();
+    // Read as plain JSON: the batch's records have `batch` set.
+    let cancelled: Vec<u64> = crate::records::events(&report_path)
+        .iter()
+        .filter(|r| r["type"] == "job" && r["reason"] == "cancelled")
+        .map(|r| r["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(cancelled.len(), 4, "{cancelled:?}");
+    let queued_ahead: Vec<(u64, u64)> = crate::records::events(&events)
+        .iter()
+        .filter(|e| e["type"] == "queued")
+        .map(|e| (e["seq"].as_u64().unwrap(), e["ahead"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(queued_ahead[3], (4, 3), "{queued_ahead:?}");
+}
+
+#[test]
+fn cancel_names_a_run_already_being_stopped_and_leaves_it_its_reason() {
+    let scratch = Scratch::new();
+    let server = serve(
+        &scratch,
+        &["-j", "1", "--cancel-in-progress", "--grace", "300ms"],
+    );
+    start_stubborn(&server, &scratch, "a");
+    // The newer job supersedes the running one, which takes its grace to stop.
+    let newer = server.client("submit", &["--json", "a", "--", "echo never"]);
+    assert_eq!(newer.code, 10, "{}", newer.stdout);
+    let cancel = server.client("cancel", &["--json", "a"]).answer();
+    assert_eq!(cancel.dropped, Some(vec![2]));
+    assert_eq!(cancel.stopped, None, "this cancel stopped nothing");
+    let stopping = cancel.stopping.expect("the run being stopped");
+    assert_eq!(stopping["seq"], 1);
+    assert_eq!(stopping["reason"], "superseded");
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let report_path = server.report.clone();
+    server.running.wait();
+    // Read as plain JSON: job 1's record names the job that superseded it.
+    let reasons: BTreeMap<u64, String> = crate::records::events(&report_path)
+        .iter()
+        .filter(|r| r["type"] == "job")
+        .map(|r| {
+            (
+                r["seq"].as_u64().unwrap(),
+                r["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(reasons[&1], "superseded");
+    assert_eq!(reasons[&2], "cancelled");
 }

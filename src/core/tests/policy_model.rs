@@ -155,6 +155,15 @@ impl Model {
         self.running.iter().any(|r| r.key == key)
     }
 
+    /// The jobs of `key` in flight: a running batch's members (0 when idle).
+    fn in_flight(&self, key: usize) -> usize {
+        self.running
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| r.batch.len())
+            .sum()
+    }
+
     fn has_waiting(&self, key: usize) -> bool {
         self.waiting.iter().any(|w| w.key == key)
     }
@@ -300,7 +309,7 @@ impl Model {
             .iter()
             .filter(|o| o.key == key && o.lane_order() < order)
             .count()
-            + usize::from(busy);
+            + self.in_flight(key);
         let mut cancel = None;
         if self.policy.cancel_in_progress {
             if let Some(run) = self.running.iter_mut().find(|r| r.key == key) {
@@ -950,7 +959,7 @@ impl Harness {
             "step {step}: is_idle()"
         );
         for (k, name) in KEYS.iter().enumerate() {
-            let want = m.waiting.iter().filter(|w| w.key == k).count() + usize::from(m.busy(k));
+            let want = m.waiting.iter().filter(|w| w.key == k).count() + m.in_flight(k);
             assert_eq!(
                 s.ahead_in_lane(name),
                 want,

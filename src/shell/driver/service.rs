@@ -11,7 +11,9 @@ use super::{Admitted, Driver};
 use crate::core::{Outcome, RejectReason, Seq};
 use crate::input::JobSpec;
 use crate::serve::journal::{Journal, Recovered};
-use crate::serve::protocol::{Answer, Request, RunningEntry, Status, WaitingEntry, WaitingJob};
+use crate::serve::protocol::{
+    Answer, Request, RunningEntry, Status, StoppingRun, WaitingEntry, WaitingJob,
+};
 use crate::serve::server::{Call, Owed, Reply};
 
 /// Most requests answered in one turn of the loop (one `fdatasync` of the journal for all).
@@ -587,20 +589,37 @@ impl Driver {
         let dropped: Vec<Seq> = cancel.dropped.iter().map(|account| account.seq).collect();
         // Journaled before any record: a server killed before the records are in the report
         // leaves them to the next server as cancelled, not to be run (again).
+        // A run already being stopped for another reason keeps that reason.
+        let stopped: &[Seq] = if cancel.stop.is_some() {
+            &cancel.members
+        } else {
+            &[]
+        };
         if let Some(service) = self.service.as_mut() {
-            for &seq in dropped.iter().chain(&cancel.running) {
+            for &seq in dropped.iter().chain(stopped) {
                 service.journal.cancelled(seq);
             }
         }
         for account in &cancel.dropped {
             self.close_waiting(account).await;
         }
-        self.send_stops(cancel.stop);
+        let stopping = cancel
+            .running
+            .zip(cancel.already)
+            .map(|(seq, reason)| StoppingRun {
+                seq,
+                reason: Outcome::Interrupted(reason)
+                    .reason()
+                    .unwrap_or_default()
+                    .to_owned(),
+            });
         let answer = Answer::Cancelled {
             key,
             dropped,
-            stopped: cancel.running,
+            stopped: cancel.running.filter(|_| cancel.stop.is_some()),
+            stopping,
         };
+        self.send_stops(cancel.stop);
         match (cancel.running, self.service.as_mut()) {
             (Some(seq), Some(service)) => {
                 service
@@ -615,25 +634,33 @@ impl Driver {
 
     fn status(&self) -> Status {
         let now = self.tick();
+        let batching = self.core.policy().batching();
+        // Each job of a running batch is listed, with the batch's first job.
         let running = self
             .core
             .running_jobs()
             .into_iter()
-            .map(|run| RunningEntry {
-                seq: run.seq,
-                key: run.key.to_string(),
-                slot: run.slot,
-                attempt: run.attempt,
-                elapsed: now.saturating_sub(run.started_at).as_secs_f64(),
-                command: self
-                    .jobs
-                    .get(&run.seq)
-                    .map(|job| job.command.clone())
-                    .unwrap_or_default(),
-                stopping: run
-                    .stopping
-                    .and_then(|reason| Outcome::Interrupted(reason).reason())
-                    .map(str::to_owned),
+            .flat_map(|run| {
+                run.members
+                    .iter()
+                    .map(|&seq| RunningEntry {
+                        seq,
+                        key: run.key.to_string(),
+                        slot: run.slot,
+                        attempt: run.attempt,
+                        elapsed: now.saturating_sub(run.started_at).as_secs_f64(),
+                        command: self
+                            .jobs
+                            .get(&seq)
+                            .map(|job| job.command.clone())
+                            .unwrap_or_default(),
+                        stopping: run
+                            .stopping
+                            .and_then(|reason| Outcome::Interrupted(reason).reason())
+                            .map(str::to_owned),
+                        batch: batching.then_some(run.seq),
+                    })
+                    .collect::<Vec<_>>()
             })
             .collect();
         let waiting = self
@@ -648,7 +675,7 @@ impl Driver {
                     .enumerate()
                     .map(|(i, &seq)| WaitingJob {
                         seq,
-                        ahead: i + usize::from(lane.busy),
+                        ahead: i + lane.in_flight,
                     })
                     .collect(),
             })
