@@ -418,7 +418,12 @@ impl Driver {
                         }
                     }
                     None => {
-                        if let Some(holder) = lock_dir.holder(&key) {
+                        // This lanes itself may already hold the key while it waits for a
+                        // shared slot: the key was free, and no other lanes is its holder.
+                        if let Some(holder) = lock_dir
+                            .holder(&key)
+                            .filter(|holder| holder.pid != std::process::id())
+                        {
                             self.asked_holders.insert(key, holder);
                         }
                     }

@@ -433,3 +433,41 @@ fn a_lock_dir_flag_wins_over_a_coordinate_variable_and_the_other_way_round() {
         both.stderr()
     );
 }
+
+#[test]
+fn a_job_stopped_while_waiting_only_for_a_shared_slot_names_no_holder() {
+    // a holds the one shared slot; b's key is free, so b holds it and waits for the slot
+    // alone: stopped, its record names no holder of its key (least of all its own lanes).
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let first = scratch.write("first.tsv", marked_job("a", &await_file("go")));
+    let second = scratch.write("second.tsv", marked_job("b", ""));
+    let (a, b) = hold_then_queue(
+        &scratch,
+        member(&scratch, &dir)
+            .args(["--shared-max-concurrent", "1"])
+            .arg(&first),
+        "log.a",
+        member(&scratch, &dir)
+            .args(["--shared-max-concurrent", "1"])
+            .arg(&second),
+        || locks(&dir),
+        "\"b\"",
+    );
+    // Give b's lanes the moment it takes to hold its free key while it waits for the slot.
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            locks(&dir).contains("\"b\": held")
+        }),
+        "{}",
+        locks(&dir)
+    );
+    b.signal(Signal::SIGTERM);
+    let b = b.wait();
+    b.code(143);
+    scratch.write("go", "");
+    a.wait().code(0);
+    let job = b.job(1);
+    assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
+    assert_eq!(job.lock_holder, None, "{job:?}");
+}
