@@ -62,12 +62,14 @@ pub(crate) enum ParamsError {
          directory as ?host=/DIR) or libpq's KEY=VALUE pairs (host=... user=... dbname=...)"
     )]
     Invalid(String),
-    /// More than one host (libpq's failover list): lanes connects to one server.
+    /// More than one host (libpq's failover list, or a host in the URL's authority and
+    /// another in `?host=`): lanes connects to one server. The hosts named, joined.
     #[error(
-        "--coordinate: the URL (or PGHOST) names several hosts; lanes connects to one server \
-         (the fleet's keys are its locks): give one host"
+        "--coordinate: the URL (or PGHOST) names several hosts ({0}); lanes connects to one \
+         server (the fleet's keys are its locks): give one host (a Unix socket's directory \
+         alone, as postgres://USER@/DB?host=/DIR)"
     )]
-    SeveralHosts,
+    SeveralHosts(String),
 }
 
 /// The environment as a lookup, so that tests give their own.
@@ -98,7 +100,18 @@ pub(crate) fn resolve(
         })
         || (hosts.is_empty() && nonempty("PGHOST").is_some_and(|host| several(&host)));
     if named_several {
-        return Err(ParamsError::SeveralHosts);
+        let named: Vec<String> = if hosts.is_empty() {
+            nonempty("PGHOST").into_iter().collect()
+        } else {
+            hosts
+                .iter()
+                .map(|host| match host {
+                    Host::Unix(dir) => dir.display().to_string(),
+                    Host::Tcp(name) => name.clone(),
+                })
+                .collect()
+        };
+        return Err(ParamsError::SeveralHosts(named.join(", ")));
     }
     let host = match config.get_hosts().first() {
         Some(Host::Unix(dir)) => HostName::Dir(dir.clone()),
@@ -335,6 +348,7 @@ mod tests {
             ("postgres://u:pw@/d?host=/run/a,/run/b", None),
             ("host=a,b user=u password=pw", None),
             ("postgres://u:pw@/d", Some("/run/a,/run/b")),
+            ("postgres://u:pw@localhost/d?host=/run/a", None),
         ] {
             let vars = move |name: &str| pghost.filter(|_| name == "PGHOST").map(str::to_owned);
             let err = resolve(url, &vars, "o", None).err().map(|e| e.to_string());
@@ -345,5 +359,16 @@ mod tests {
             assert!(!err.unwrap().contains("pw"));
         }
         assert!(resolve("postgres://u@/d?host=/run/a", &|_| None, "o", None).is_ok());
+        // The hosts are named, so that a host and a `?host=` directory are seen as two.
+        let both = resolve(
+            "postgres://u:pw@localhost/d?host=/run/a",
+            &|_| None,
+            "o",
+            None,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(both.contains("(localhost, /run/a)"), "{both}");
     }
 }
