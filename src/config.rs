@@ -1122,13 +1122,16 @@ fn stdin_is(path: &Path) -> bool {
 
 /// Whether `a` and `b` name the same file: when both exist, the same device and inode
 /// (symbolic links followed, so that a hard link or a link to the file is caught too); else
-/// the same path once its directory is resolved (`./r.jsonl` and `r.jsonl`), or as given.
+/// the same path once its symbolic links (a link to a file not made yet) and its directory are
+/// resolved (`./r.jsonl` and `r.jsonl`), or as given.
 pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt as _;
     if let (Ok(a), Ok(b)) = (std::fs::metadata(a), std::fs::metadata(b)) {
         return (a.dev(), a.ino()) == (b.dev(), b.ino());
     }
     let resolved = |path: &Path| {
+        let path = link_target(path);
+        let path = path.as_path();
         let name = path.file_name()?;
         let dir = crate::containing_dir::containing_dir(path);
         std::fs::canonicalize(dir).ok().map(|dir| dir.join(name))
@@ -1137,6 +1140,24 @@ pub(crate) fn same_file(a: &Path, b: &Path) -> bool {
         (Some(a), Some(b)) => a == b,
         _ => a == b,
     }
+}
+
+/// Where `path` leads through its symbolic links, followed even when the last one leads to
+/// nothing yet (at most 40, as the kernel's `ELOOP` bound): the path a file opened there
+/// would be made at.
+fn link_target(path: &Path) -> PathBuf {
+    let mut path = path.to_path_buf();
+    for _ in 0..40 {
+        let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        let Some(target) = is_link.then(|| std::fs::read_link(&path).ok()).flatten() else {
+            break;
+        };
+        path = match path.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+    }
+    path
 }
 
 fn load_manifest(path: PathBuf) -> Result<Source, ConfigError> {

@@ -525,3 +525,22 @@ fn a_report_that_is_the_input_file_by_any_name_is_refused_and_the_input_kept() {
         assert_eq!(scratch.read("jobs.tsv"), input, "{flag} {output}");
     }
 }
+
+#[test]
+fn outputs_that_are_one_file_through_a_link_to_a_file_not_made_yet_are_refused() {
+    let scratch = Scratch::new();
+    std::os::unix::fs::symlink("r.jsonl", scratch.join("link.jsonl")).unwrap();
+    let out = std::process::Command::new(BIN)
+        .current_dir(scratch.path())
+        .args(["--report", "r.jsonl", "--events", "link.jsonl"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--report and --events name the same file"),
+        "{stderr}"
+    );
+    assert!(!scratch.exists("r.jsonl"), "nothing is made");
+}
