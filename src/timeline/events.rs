@@ -69,8 +69,12 @@ impl InFlightJob {
 /// The jobs with no record, and the time of the last event.
 #[derive(Debug, Default)]
 pub(crate) struct InFlight {
-    /// In seq order.
+    /// In seq order (of a run drawn job by job; none of one drawn aggregated).
     pub jobs: Vec<InFlightJob>,
+    /// How many jobs with no record were running at the file's end.
+    pub running: u64,
+    /// How many jobs with no record were waiting at the file's end.
+    pub waiting: u64,
     /// The last event's time, ms from the run's start: "now" for what still runs.
     pub last_at: u64,
 }
@@ -86,6 +90,8 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
     let origin = first.origin;
     let track = first.detailed();
     let mut open: BTreeMap<u64, InFlightJob> = BTreeMap::new();
+    // Of a run drawn aggregated: each job with no record, and whether it runs.
+    let mut counted: std::collections::HashMap<u64, bool> = std::collections::HashMap::new();
     let mut last_at = 0u64;
     let mut text = String::new();
     while let Some((number, complete)) = lines.next_line(&mut text)? {
@@ -181,6 +187,21 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
             continue;
         }
         if !track {
+            // A run drawn aggregated: only how many jobs with no record run and wait.
+            if !first.recorded_seqs.contains(event.seq) {
+                match (event.kind.as_str(), event.retry) {
+                    ("queued", _) | ("ended", Some(true)) => {
+                        counted.insert(event.seq, false);
+                    }
+                    ("started", _) => {
+                        counted.insert(event.seq, true);
+                    }
+                    ("ended", _) => {
+                        counted.remove(&event.seq);
+                    }
+                    _ => {}
+                }
+            }
             continue;
         }
         let key = event.key.clone().unwrap_or_default();
@@ -237,8 +258,17 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
             _ => {}
         }
     }
+    let (running, waiting) = if track {
+        let running = open.values().filter(|j| j.started_at.is_some()).count() as u64;
+        (running, open.len() as u64 - running)
+    } else {
+        let running = counted.values().filter(|&&r| r).count() as u64;
+        (running, counted.len() as u64 - running)
+    };
     Ok(InFlight {
         jobs: open.into_values().collect(),
+        running,
+        waiting,
         last_at,
     })
 }

@@ -255,6 +255,9 @@ pub(crate) struct FirstPass {
     /// How many bytes of the report this pass read: a later pass reads no further, so that a
     /// report still being written is drawn as one reading of it.
     pub length: u64,
+    /// The seqs of every record (of a run drawn aggregated too, where `recorded` holds only
+    /// its first jobs).
+    pub recorded_seqs: super::report::SeqSet,
 }
 
 impl FirstPass {
@@ -375,6 +378,7 @@ impl FirstPass {
             origin,
             end: summary.map(|ms| origin + ms as i64),
             length: reader.consumed(),
+            recorded_seqs: reader.take_seen(),
         })
     }
 
@@ -486,13 +490,8 @@ pub(crate) fn build(path: &Path, events: Option<&Path>) -> Result<Timeline, Read
         aggregate(path, &mut first)?
     };
     if let Some(in_flight) = &in_flight {
-        let running = in_flight
-            .jobs
-            .iter()
-            .filter(|job| job.started_at.is_some())
-            .count() as u64;
-        first.figures.running = running;
-        first.figures.waiting = in_flight.jobs.len() as u64 - running;
+        first.figures.running = in_flight.running;
+        first.figures.waiting = in_flight.waiting;
         first.figures.wall_ms = first.figures.wall_ms.max(in_flight.last_at);
     }
     Ok(Timeline {

@@ -300,6 +300,11 @@ impl ReportReader {
         self.lines.consumed
     }
 
+    /// The seqs of the records read so far, taken out of the reader.
+    pub(crate) fn take_seen(&mut self) -> SeqSet {
+        std::mem::take(&mut self.seen)
+    }
+
     /// The next job record or summary; `None` at the end (a torn last line is no line).
     /// With `raw`, a job's record as JSON comes with it (else `Value::Null`).
     /// The line is read into `text`, which the record borrows from (its strings are not
@@ -399,13 +404,22 @@ impl ReportReader {
 /// The seqs of the records read: a bit each up to [`SeqSet::BITS`] (a run numbers its jobs
 /// from 1, so a million jobs take 125 KB), a set for any beyond.
 #[derive(Default)]
-struct SeqSet {
+pub(crate) struct SeqSet {
     bits: Vec<u64>,
     beyond: std::collections::HashSet<u64>,
 }
 
 impl SeqSet {
     const BITS: u64 = 1 << 27;
+
+    /// Whether `seq` is in.
+    pub(crate) fn contains(&self, seq: u64) -> bool {
+        if seq >= Self::BITS {
+            return self.beyond.contains(&seq);
+        }
+        let (word, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+        self.bits.get(word).is_some_and(|w| w & bit != 0)
+    }
 
     /// Adds `seq`; false if it was there.
     fn insert(&mut self, seq: u64) -> bool {

@@ -1037,3 +1037,50 @@ fn the_trace_names_the_resource_a_job_waited_for() {
     assert_eq!(waits[0]["args"]["cause"], "resource");
     assert_eq!(waits[0]["args"]["resource"], "gpu");
 }
+
+#[test]
+fn an_aggregated_unfinished_run_counts_its_jobs_with_no_record_from_the_events() {
+    // 5,001 records (drawn aggregated) of a run that had not finished, and events of three
+    // jobs with no record: one running, two waiting.
+    let scratch = Scratch::new();
+    let fixture = std::fs::read_to_string(fixtures().join("unfinished.jsonl")).unwrap();
+    let mut lines = fixture.lines();
+    let run_line = lines.next().unwrap();
+    let rejected = lines.next().unwrap();
+    assert!(rejected.contains("\"seq\":7,\"line\":7,"), "{rejected}");
+    let mut report = format!("{run_line}\n");
+    for seq in 1..=5001 {
+        report.push_str(&rejected.replace(
+            "\"seq\":7,\"line\":7,",
+            &format!("\"seq\":{seq},\"line\":{seq},"),
+        ));
+        report.push('\n');
+    }
+    let report_path = scratch.write("big.jsonl", report);
+    let at = "2026-01-02T03:04:06.000Z";
+    let events = [
+        format!("{{\"type\":\"queued\",\"seq\":5002,\"key\":\"a\",\"ahead\":0,\"at\":\"{at}\"}}"),
+        format!("{{\"type\":\"started\",\"seq\":5002,\"key\":\"a\",\"slot\":1,\"attempt\":1,\"at\":\"{at}\"}}"),
+        format!("{{\"type\":\"queued\",\"seq\":5003,\"key\":\"a\",\"ahead\":1,\"at\":\"{at}\"}}"),
+        format!("{{\"type\":\"queued\",\"seq\":5004,\"key\":\"b\",\"ahead\":0,\"at\":\"{at}\"}}"),
+        // A recorded job's events are no job with no record.
+        format!("{{\"type\":\"queued\",\"seq\":5000,\"key\":null,\"ahead\":0,\"at\":\"{at}\"}}"),
+    ];
+    let events_path = scratch.write("big-events.jsonl", events.join("\n") + "\n");
+    let out = scratch.join("big.md");
+    Run::new()
+        .no_report()
+        .arg("timeline")
+        .arg(&report_path)
+        .arg("--events")
+        .arg(&events_path)
+        .arg("-o")
+        .arg(&out)
+        .run()
+        .code(0);
+    let markdown = scratch.read("big.md");
+    assert!(
+        markdown.contains("jobs with no record yet: 1 running, 2 waiting"),
+        "{markdown}"
+    );
+}
