@@ -478,18 +478,16 @@ impl RunConfig {
                 coalesce_name("off")
             )));
         }
-        // The setting that makes the run batch, as an error names it.
+        // The setting that makes the run batch, as an error names it (a `--batch-delay`
+        // alone was refused above).
         let batch_name = || {
             let size_given = cli.batch_size.is_some() || settings.batch_size.is_some();
             if size_given && batch_size > 1 {
                 let flag = cli.batch_size.is_some();
                 origins.name(flag, "--batch-size", "batch_size", "batch_size")
-            } else if bytes_given {
+            } else {
                 let flag = cli.batch_bytes.is_some();
                 origins.name(flag, "--batch-bytes", "batch_bytes", "batch_bytes")
-            } else {
-                let flag = cli.batch_delay.is_some();
-                origins.name(flag, "--batch-delay", "batch_delay", "batch_delay")
             }
         };
         if batching && template.is_none() {

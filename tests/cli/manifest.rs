@@ -451,7 +451,7 @@ cmd = "sleep 5"
 /// line and column, a flag as the flag.
 #[test]
 fn settings_in_conflict_are_named_where_they_are_written() {
-    let cases: [(&str, &[&str], &[&str]); 6] = [
+    let cases: [(&str, &[&str], &[&str]); 7] = [
         (
             "batch_size = 2\n",
             &[],
@@ -479,12 +479,17 @@ fn settings_in_conflict_are_named_where_they_are_written() {
             &["`coordinate` (m.toml:2:14) shares keys across hosts and `lock_dir` (m.toml:1:12)"],
         ),
         (
-            "command = \"echo {}\"\ncoalesce = \"latest\"\nbatch_delay = \"1s\"\n",
+            "command = \"echo {}\"\ncoalesce = \"latest\"\nbatch_bytes = 100\n",
             &[],
             &[
-                "`batch_delay` (m.toml:3:15) runs every waiting job",
+                "`batch_bytes` (m.toml:3:15) runs every waiting job",
                 "while `coalesce = \"latest\"` (m.toml:2:12) drops",
             ],
+        ),
+        (
+            "command = \"echo {}\"\nbatch_delay = \"1s\"\n",
+            &[],
+            &["`batch_delay` (m.toml:2:15) waits for a key's batch to fill"],
         ),
         (
             "command = \"echo {}\"\nbatch_bytes = 99999999\n",
