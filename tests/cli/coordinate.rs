@@ -1235,6 +1235,30 @@ fn a_lost_holder_s_row_delays_the_next_holder_only_until_its_job_must_be_gone() 
     assert_eq!(pg.locks(), "no key is held\n");
 }
 
+/// Host ha runs `first` (key x) in the fleet's one shared slot; host hb's job of key y (which
+/// marks its start and end) waits for the slot. Both with `--grace GRACE`.
+fn slot_held_then_waited_for(
+    pg: &Postgres,
+    scratch: &Scratch,
+    grace: &str,
+    first: &Path,
+) -> (Running, Running) {
+    let second = scratch.write("y.tsv", marked_job("y", ""));
+    let host = |name: &str, input: &Path| {
+        pg.host(scratch, name)
+            .args(["--grace", grace, "--shared-max-concurrent", "1"])
+            .arg(input)
+    };
+    hold_then_queue(
+        scratch,
+        host("ha", first),
+        "log.x",
+        host("hb", &second),
+        || pg.locks(),
+        "its job waiting for a shared slot",
+    )
+}
+
 #[test]
 fn a_lost_slot_holder_s_job_counts_against_the_cap_until_it_must_be_gone() {
     let Some(pg) = Postgres::start("a_lost_slot_holder_s_job_counts_against_the_cap") else {
@@ -1251,20 +1275,7 @@ fn a_lost_slot_holder_s_job_counts_against_the_cap_until_it_must_be_gone() {
             mark("end")
         ),
     );
-    let second = scratch.write("y.tsv", marked_job("y", ""));
-    let host = |name: &str, input: &Path| {
-        pg.host(&scratch, name)
-            .args(["--grace", "1s", "--shared-max-concurrent", "1"])
-            .arg(input)
-    };
-    let (a, b) = hold_then_queue(
-        &scratch,
-        host("ha", &first),
-        "log.x",
-        host("hb", &second),
-        || pg.locks(),
-        "its job waiting for a shared slot",
-    );
+    let (a, b) = slot_held_then_waited_for(&pg, &scratch, "1s", &first);
     pg.terminate_holder("x");
     scratch.write("go", "");
     let (a, b) = (a.wait(), b.wait());
@@ -1296,20 +1307,7 @@ fn a_lanes_stopped_while_its_key_waits_for_a_shared_slot_leaves_no_wait_behind()
     };
     let scratch = Scratch::new();
     let first = scratch.write("x.tsv", holding_job("x"));
-    let second = scratch.write("y.tsv", marked_job("y", ""));
-    let host = |name: &str, input: &Path| {
-        pg.host(&scratch, name)
-            .args(["--grace", "30s", "--shared-max-concurrent", "1"])
-            .arg(input)
-    };
-    let (a, b) = hold_then_queue(
-        &scratch,
-        host("ha", &first),
-        "log.x",
-        host("hb", &second),
-        || pg.locks(),
-        "its job waiting for a shared slot",
-    );
+    let (a, b) = slot_held_then_waited_for(&pg, &scratch, "30s", &first);
     b.signal(Signal::SIGINT);
     let b = b.wait();
     b.code(130);

@@ -2822,15 +2822,7 @@ fn the_timeline_of_a_server_whose_cap_was_raised_is_drawn() {
     slots.sort_unstable();
     assert_eq!(slots, [1, 2, 3]);
     for name in ["t.html", "t.md", "t.json"] {
-        let drawn = Run::new()
-            .no_report()
-            .arg("timeline")
-            .arg(&report_path)
-            .arg("--events")
-            .arg(&events)
-            .arg("-o")
-            .arg(scratch.join(name))
-            .run();
+        let drawn = draw_timeline(&report_path, Some(&events), &scratch.join(name));
         drawn.code(0);
     }
     let markdown = scratch.read("t.md");

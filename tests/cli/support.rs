@@ -1422,3 +1422,12 @@ mod harness {
         assert!(message.contains("sleep 30"), "{message}");
     }
 }
+
+/// `lanes timeline REPORT [--events EVENTS] -o OUT`, run to its end.
+pub fn draw_timeline(report: &Path, events: Option<&Path>, out: &Path) -> Output {
+    let mut run = Run::new().no_report().arg("timeline").arg(report);
+    if let Some(events) = events {
+        run = run.arg("--events").arg(events);
+    }
+    run.arg("-o").arg(out).run()
+}

@@ -495,27 +495,12 @@ fn a_real_runs_report_and_events_make_a_timeline_that_tells_why_jobs_waited() {
     assert!(report.job(3).wait_ms.unwrap() >= 100);
     let report_path = scratch.write("report.jsonl", out.report_text.as_deref().unwrap());
     let page = scratch.join("run.html");
-    let drawn = Run::new()
-        .no_report()
-        .arg("timeline")
-        .arg(&report_path)
-        .arg("--events")
-        .arg(&events)
-        .arg("-o")
-        .arg(&page)
-        .run();
+    let drawn = draw_timeline(&report_path, Some(&events), &page);
     drawn.code(0);
     let html = scratch.read("run.html");
     assert!(html.contains("key_busy"), "the waits are in the page");
     let md = scratch.join("run.md");
-    Run::new()
-        .no_report()
-        .arg("timeline")
-        .arg(&report_path)
-        .arg("-o")
-        .arg(&md)
-        .run()
-        .code(0);
+    draw_timeline(&report_path, None, &md).code(0);
     assert!(scratch.read("run.md").contains("```mermaid\ngantt"));
 }
 
@@ -570,14 +555,7 @@ fn a_large_run_is_drawn_aggregated_and_says_so() {
         Vec::<String>::new()
     );
     let page = scratch.join("large.html");
-    Run::new()
-        .no_report()
-        .arg("timeline")
-        .arg(&report)
-        .arg("-o")
-        .arg(&page)
-        .run()
-        .code(0);
+    draw_timeline(&report, None, &page).code(0);
     let html = scratch.read("large.html");
     assert!(
         html.contains("id=\"aggregated\">6000 jobs: too many to draw one by one"),
@@ -617,14 +595,7 @@ fn bytes_that_are_not_utf_8_are_drawn_replaced() {
         .collect();
     let report = scratch.write("bytes.jsonl", bytes);
     let page = scratch.join("bytes.html");
-    Run::new()
-        .no_report()
-        .arg("timeline")
-        .arg(&report)
-        .arg("-o")
-        .arg(&page)
-        .run()
-        .code(0);
+    draw_timeline(&report, None, &page).code(0);
     assert!(scratch.read("bytes.html").contains("bu\u{fffd}ild"));
 }
 
@@ -1020,14 +991,7 @@ fn the_trace_names_the_resource_a_job_waited_for() {
         .run()
         .code(0);
     let out = scratch.join("run.json");
-    Run::new()
-        .no_report()
-        .arg("timeline")
-        .arg(&report)
-        .arg("-o")
-        .arg(&out)
-        .run()
-        .code(0);
+    draw_timeline(&report, None, &out).code(0);
     let trace: Value = serde_json::from_str(&scratch.read("run.json")).unwrap();
     let waits: Vec<&Value> = check_trace(&trace)
         .into_iter()
@@ -1068,16 +1032,7 @@ fn an_aggregated_unfinished_run_counts_its_jobs_with_no_record_from_the_events()
     ];
     let events_path = scratch.write("big-events.jsonl", events.join("\n") + "\n");
     let out = scratch.join("big.md");
-    Run::new()
-        .no_report()
-        .arg("timeline")
-        .arg(&report_path)
-        .arg("--events")
-        .arg(&events_path)
-        .arg("-o")
-        .arg(&out)
-        .run()
-        .code(0);
+    draw_timeline(&report_path, Some(&events_path), &out).code(0);
     let markdown = scratch.read("big.md");
     assert!(
         markdown.contains("jobs with no record yet: 1 running, 2 waiting"),
