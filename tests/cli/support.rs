@@ -1350,6 +1350,15 @@ impl Output {
 // ---------------------------------------------------------------------------------------------
 // Self-tests of the harness: the checks above must be able to fail.
 
+/// `lanes timeline REPORT [--events EVENTS] -o OUT`, run to its end.
+pub fn draw_timeline(report: &Path, events: Option<&Path>, out: &Path) -> Output {
+    let mut run = Run::new().no_report().arg("timeline").arg(report);
+    if let Some(events) = events {
+        run = run.arg("--events").arg(events);
+    }
+    run.arg("-o").arg(out).run()
+}
+
 #[cfg(test)]
 mod harness {
     use super::*;
@@ -1421,13 +1430,4 @@ mod harness {
         assert!(message.contains("left processes behind"), "{message}");
         assert!(message.contains("sleep 30"), "{message}");
     }
-}
-
-/// `lanes timeline REPORT [--events EVENTS] -o OUT`, run to its end.
-pub fn draw_timeline(report: &Path, events: Option<&Path>, out: &Path) -> Output {
-    let mut run = Run::new().no_report().arg("timeline").arg(report);
-    if let Some(events) = events {
-        run = run.arg("--events").arg(events);
-    }
-    run.arg("-o").arg(out).run()
 }
