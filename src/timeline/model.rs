@@ -323,9 +323,12 @@ impl FirstPass {
                 first: u32::MAX,
                 last: 0,
             });
+            let own = job.holds_its_slot();
             for &(start, end, _, slot, _, retried) in &spans.tries {
-                figures.busy_ms += end - start;
-                acc.busy += end - start;
+                if own {
+                    figures.busy_ms += end - start;
+                    acc.busy += end - start;
+                }
                 acc.first = acc.first.min(short(start));
                 acc.last = acc.last.max(short(end));
                 figures.slots = figures.slots.max(slot);
@@ -685,7 +688,10 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
             .unwrap_or(others)
             .min(slot_base.saturating_sub(1)) as usize;
         let spans = spans(&job, origin);
-        for &(start, end, outcome, slot, _, _) in &spans.tries {
+        // A batch's run is counted once, by its first job.
+        for &(start, end, outcome, slot, _, _) in
+            spans.tries.iter().filter(|_| job.holds_its_slot())
+        {
             busy.add(row, outcome, start, end);
             if slot >= 1 {
                 let srow = (slot_base + (slot - 1) / per_slot_row) as usize;

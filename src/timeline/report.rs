@@ -125,6 +125,9 @@ pub(crate) struct JobLine<'a> {
     /// The job that superseded it.
     #[serde(default)]
     pub superseded_by: Option<u64>,
+    /// With batching, the seq of its batch's first job.
+    #[serde(default)]
+    pub batch: Option<u64>,
     /// Its tries.
     #[serde(default, borrow)]
     pub tries: Vec<TryLine<'a>>,
@@ -150,6 +153,7 @@ impl JobLine<'_> {
             ended_at: owned(self.ended_at),
             wait_ms: self.wait_ms,
             superseded_by: self.superseded_by,
+            batch: self.batch,
             tries: self
                 .tries
                 .into_iter()
@@ -433,6 +437,14 @@ impl SeqSet {
         let fresh = self.bits[word] & bit == 0;
         self.bits[word] |= bit;
         fresh
+    }
+}
+
+impl JobLine<'_> {
+    /// Whether its tries' running time is its own to count: a batch's members ran in one
+    /// slot at once, so their run is counted once, by the batch's first job.
+    pub(crate) fn holds_its_slot(&self) -> bool {
+        self.batch.is_none_or(|first| first == self.seq)
     }
 }
 

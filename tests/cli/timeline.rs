@@ -1039,3 +1039,37 @@ fn an_aggregated_unfinished_run_counts_its_jobs_with_no_record_from_the_events()
         "{markdown}"
     );
 }
+
+#[test]
+fn a_batch_s_run_counts_once_in_the_utilisation() {
+    // One batch of four jobs runs in one slot of two for the whole run: half the capacity,
+    // not four times one slot.
+    let scratch = Scratch::new();
+    let report = scratch.join("run.jsonl");
+    Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args([
+            "-j",
+            "2",
+            "--command",
+            "sleep 0.3; true {}",
+            "--batch-size",
+            "4",
+        ])
+        .arg("--report")
+        .arg(&report)
+        .stdin("a\t1\na\t2\na\t3\na\t4\n")
+        .run()
+        .code(0);
+    let out = scratch.join("run.md");
+    draw_timeline(&report, None, &out).code(0);
+    let markdown = scratch.read("run.md");
+    let utilisation: u32 = markdown
+        .split("utilisation ")
+        .nth(1)
+        .and_then(|rest| rest.split('%').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{markdown}"));
+    assert!((35..=55).contains(&utilisation), "{markdown}");
+}
