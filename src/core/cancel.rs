@@ -65,7 +65,7 @@ impl Scheduler {
                     waits,
                     tries: job.tries,
                     superseded_by: None,
-                    batch: None,
+                    batch: job.batch,
                     ended_at: now,
                     in_flight: false,
                     grant: None,

@@ -125,7 +125,7 @@ impl Scheduler {
                 waited: Some(job.waited),
                 waits: job.waits,
                 superseded_by: None,
-                batch: None,
+                batch: job.batch,
                 ended_at: now,
                 in_flight: false,
                 grant: None,

@@ -154,6 +154,9 @@ pub(crate) struct Waiting {
     pub(crate) tries: Vec<Try>,
     /// Why it waits, and why it waited so far ([`super::wait`]).
     pub(crate) wait: super::wait::WaitLog,
+    /// With batching, a retry's: the first job of the batch its tries ran in (its record's
+    /// `batch` should the run stop before the retry starts).
+    pub(crate) batch: Option<Seq>,
 }
 
 /// One try of a job: where, when (times since the run started) and how it ended.

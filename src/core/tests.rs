@@ -414,6 +414,7 @@ fn drain_returns_waiting_jobs_sorted_and_leaves_running_ones() {
         attempts: 0,
         tries: Vec::new(),
         waits,
+        batch: None,
     })
     .collect();
     assert_eq!(drained, expected);

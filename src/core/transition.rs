@@ -103,6 +103,8 @@ pub struct Drained {
     /// The spans of the wait its record tells of: this wait, or for a retry whose last try
     /// started, the wait before that try.
     pub waits: Vec<WaitSpan>,
+    /// With batching, a retry's: the first job of the batch its tries ran in.
+    pub batch: Option<Seq>,
 }
 
 /// How many jobs from the front of a lane make one batch: at most `size` jobs and `bytes`
@@ -221,7 +223,7 @@ impl Scheduler {
                     waits,
                     tries: waiting.tries,
                     superseded_by: Some(job.seq),
-                    batch: None,
+                    batch: waiting.batch,
                     ended_at: now,
                     in_flight: false,
                     grant: None,
@@ -255,6 +257,7 @@ impl Scheduler {
                 needs: job.needs,
                 tries: Vec::new(),
                 wait: WaitLog::new(now),
+                batch: None,
             },
         );
         // A running batch is as many jobs ahead as it has members.
@@ -621,7 +624,9 @@ impl Scheduler {
             // Each member tells of its own wait before the try.
             let waits: Vec<(Duration, Vec<super::wait::WaitSpan>)> =
                 (0..run.batch.len()).map(|i| run.member_wait(i)).collect();
+            let batch = self.policy.batching().then_some(seq);
             for (mut job, (waited, before)) in run.batch.into_iter().zip(waits).rev() {
+                job.batch = batch;
                 job.queued_at = now;
                 job.attempts = run.attempts;
                 job.tries.push(Try { waited, ..tried });
@@ -712,6 +717,7 @@ impl Scheduler {
                     attempts: w.attempts,
                     tries: w.tries,
                     waits,
+                    batch: w.batch,
                 }
             }));
             lane.busy

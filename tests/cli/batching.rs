@@ -627,3 +627,46 @@ fn a_batch_delay_without_a_batch_of_more_than_one_is_a_usage_error() {
     run(&["--batch-delay", "5ms", "--batch-bytes", "100"]).code(0);
     assert!(scratch.exists("ran.a"));
 }
+
+#[test]
+fn a_batch_stopped_in_its_retry_delay_keeps_its_batch_in_every_record() {
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    let events_path = scratch.join("events.jsonl");
+    let running = run_to(&scratch, &report)
+        .args([
+            "-j",
+            "2",
+            "--command",
+            "exit 3; true {}",
+            "--batch-size",
+            "2",
+            "--retries",
+            "3",
+            "--retry-delay",
+            "60s",
+            "--events",
+        ])
+        .arg(&events_path)
+        .stdin("a\t1\na\t2\nb\t3\nb\t4\n")
+        .spawn();
+    // Both batches failed once and wait out their retry delay.
+    assert!(wait_until(WAIT, || {
+        of_kind(&events(&events_path), "ended")
+            .iter()
+            .filter(|e| e["retry"] == true)
+            .count()
+            == 4
+    }));
+    running.signal(nix::sys::signal::Signal::SIGTERM);
+    running.wait().code(143);
+    let batches: BTreeMap<u64, Option<u64>> = events(&report)
+        .iter()
+        .filter(|r| r["type"] == "job")
+        .map(|r| (r["seq"].as_u64().unwrap(), r["batch"].as_u64()))
+        .collect();
+    assert_eq!(
+        batches,
+        BTreeMap::from([(1, Some(1)), (2, Some(1)), (3, Some(3)), (4, Some(3))])
+    );
+}

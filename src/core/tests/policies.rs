@@ -503,6 +503,7 @@ fn retries_never_happen_after_drain() {
     assert_eq!(
         drained,
         [Drained {
+            batch: None,
             seq: 1,
             key: Arc::from("a"),
             waited: ms(20),

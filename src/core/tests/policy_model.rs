@@ -74,6 +74,8 @@ struct MJob {
     attempts: u32,
     /// A retry's place in its batch (0 for a fresh job).
     retry_pos: usize,
+    /// With batching, a retry's batch: its first job.
+    batch: Option<Seq>,
 }
 
 impl MJob {
@@ -281,7 +283,7 @@ impl Model {
                     waits: Vec::new(),
                     tries: Vec::new(),
                     superseded_by: Some(w.seq),
-                    batch: None,
+                    batch: job.batch,
                     ended_at: now,
                     in_flight: false,
                     grant: None,
@@ -394,6 +396,7 @@ impl Model {
                 job.queued_at = now;
                 job.attempts = run.attempts;
                 job.retry_pos = pos;
+                job.batch = self.policy.batching().then_some(seq);
                 self.waiting.push(job);
             }
             if self.policy.retry_delay.is_zero() {
@@ -436,6 +439,7 @@ impl Model {
                 // Compared without it: the model does not keep tries.
                 tries: Vec::new(),
                 waits: Vec::new(),
+                batch: w.batch,
             })
             .collect();
         out.sort_by_key(|d| d.seq);
@@ -1095,6 +1099,7 @@ impl Harness {
                     queued_at: self.now,
                     attempts: 0,
                     retry_pos: 0,
+                    batch: None,
                 });
                 if let Admission::Superseding { retries, .. } = &mut got {
                     for account in retries.iter_mut() {
