@@ -417,9 +417,14 @@ impl Scheduler {
         self.queued
     }
 
-    /// Jobs in flight.
+    /// Runs in flight (a batch is one run: [`Scheduler::jobs_in_flight`] counts its jobs).
     pub fn running(&self) -> usize {
         self.running.len()
+    }
+
+    /// How many jobs are in flight: each member of a running batch counts.
+    pub fn jobs_in_flight(&self) -> usize {
+        self.running.values().map(|run| run.batch.len()).sum()
     }
 
     /// Whether another job can be admitted without exceeding `max_queued`, nor (however heavy

@@ -186,6 +186,17 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
             }
             continue;
         }
+        if first.end.is_some() && !first.recorded_seqs.contains(event.seq) {
+            // A finished run recorded every job it admitted.
+            return Err(bad(
+                number,
+                format!(
+                    "an events file from another run: job {} has events here, but the report \
+                     of this finished run has no record of it",
+                    event.seq
+                ),
+            ));
+        }
         if !track {
             // A run drawn aggregated: only how many jobs with no record run and wait.
             if !first.recorded_seqs.contains(event.seq) {

@@ -2878,9 +2878,17 @@ fn a_running_batch_counts_each_of_its_jobs_in_answers_status_and_cancel() {
         status.waiting.unwrap()[0]["jobs"][0]["ahead"].as_u64(),
         Some(3)
     );
+    // A drain counts jobs as status does: the batch's three run, one waits.
+    let mut drain = spawn_client(&server.socket, "drain", &["--json"]);
+    let (ending, _) = first_answer(&mut drain);
+    assert_eq!(ending.answer, "ending");
+    assert_eq!(
+        (ending.running, ending.waiting),
+        (Some(serde_json::json!(3)), Some(serde_json::json!(1)))
+    );
     let cancel = server.client("cancel", &["--json", "a"]).answer();
     assert_eq!((cancel.dropped, cancel.stopped), (Some(vec![4]), Some(1)));
-    assert_eq!(server.client("drain", &[]).code, 0);
+    assert!(ended_by(drain, "drain").success());
     let report_path = server.report.clone();
     server.running.wait();
     // Read as plain JSON: the batch's records have `batch` set.

@@ -688,6 +688,12 @@ fn an_events_file_of_a_later_run_of_the_same_jobs_is_refused() {
             good.replace("\"attempt\":1", "\"attempt\":3"),
             "attempt.jsonl:2: an events file from another run: job 1 started try 3",
         ),
+        (
+            "unrecorded.jsonl",
+            good.replace("\"seq\":1", "\"seq\":99"),
+            "unrecorded.jsonl:1: an events file from another run: job 99 has events here, but \
+             the report of this finished run has no record of it",
+        ),
     ];
     for (name, text, want) in cases {
         let path = scratch.write(name, text);

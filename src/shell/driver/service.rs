@@ -730,7 +730,8 @@ impl Driver {
     /// (`closing`): the run halts as on a stop signal, without one. Either way the server
     /// ends once nothing runs, and the connection is held open until then.
     async fn end_service(&mut self, call: Call, why: &'static str) {
-        let (running, waiting) = (self.core.running(), self.core.queued());
+        // Jobs, as `status` and `ahead` count them: each member of a running batch.
+        let (running, waiting) = (self.core.jobs_in_flight(), self.core.queued());
         let stopping = self.stop_why();
         if let Some(service) = self.service.as_mut() {
             service.ending = Some(ending_after(service.ending, stopping, why));
