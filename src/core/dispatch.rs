@@ -109,8 +109,7 @@ impl Scheduler {
             job.wait.set_told(
                 seq,
                 &run.key,
-                WaitCause::Cap,
-                run.started_at,
+                (WaitCause::Cap, run.started_at, None),
                 &mut self.wait_changes,
             );
             lane.waiting.push_front(job);

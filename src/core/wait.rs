@@ -128,16 +128,22 @@ struct Pending {
     id: u64,
     /// When its job's wait began (its admission, or its retry's).
     begun: Tick,
+    /// When its cause ends at the latest, when known (a delay's end).
+    ends_by: Option<Tick>,
     change: Option<WaitChange>,
 }
 
 impl Pending {
     /// When it is settled: once its span has reached the next whole millisecond of its
-    /// wait's count, it shows in its record however its job goes on (`None`: taken back).
+    /// wait's count, it shows in its record however its job goes on. `None`: taken back, or a
+    /// delay that ends before then (it is taken back when its lane is next looked at).
     fn settles_at(&self) -> Option<Tick> {
         let at = self.change.as_ref()?.at;
         let whole = Tick::from_millis(whole_ms(at.saturating_sub(self.begun)));
-        Some(self.begun + whole + Tick::from_millis(1))
+        let settles = self.begun + whole + Tick::from_millis(1);
+        self.ends_by
+            .is_none_or(|end| end >= settles)
+            .then_some(settles)
     }
 }
 
@@ -165,7 +171,16 @@ impl WaitChanges {
     /// Tells of `wait`'s new cause `cause` from `at` on (already set on `wait`). The cause told
     /// before it is taken back if it lasted no millisecond of the record's count, and `cause`
     /// is not told if it goes on from the last cause still told: the record joins the two.
-    fn tell(&mut self, wait: &mut WaitLog, seq: Seq, key: &Arc<str>, cause: WaitCause, at: Tick) {
+    /// `ends_by`: when the cause ends at the latest, when known (a delay's end).
+    fn tell(
+        &mut self,
+        wait: &mut WaitLog,
+        seq: Seq,
+        key: &Arc<str>,
+        cause: WaitCause,
+        at: Tick,
+        ends_by: Option<Tick>,
+    ) {
         self.untell_young(wait, at);
         if wait.told.as_ref() == Some(&cause) {
             return;
@@ -175,6 +190,7 @@ impl WaitChanges {
         self.pending.push(Pending {
             id,
             begun: wait.begun,
+            ends_by,
             change: Some(WaitChange {
                 seq,
                 key: Arc::clone(key),
@@ -321,18 +337,20 @@ impl WaitLog {
     /// from when its span now begins (a span that repeats the one before it goes on from
     /// that one's start), unless it is the cause last told. A take may have taken back a
     /// cause that goes on after all (a start that did not happen): it is told again.
+    /// `change`: the cause, from when, and the time by which it ends at the latest when
+    /// that is known (a delay's end).
     pub(crate) fn set_told(
         &mut self,
         seq: Seq,
         key: &Arc<str>,
-        cause: WaitCause,
-        at: Tick,
+        change: (WaitCause, Tick, Option<Tick>),
         changes: &mut Option<WaitChanges>,
     ) {
+        let (cause, at, ends_by) = change;
         self.set(cause.clone(), at);
         if let Some(log) = changes.as_mut() {
             let since = self.since;
-            log.tell(self, seq, key, cause, since);
+            log.tell(self, seq, key, cause, since, ends_by);
         }
     }
 
@@ -550,8 +568,15 @@ impl Scheduler {
         // A delay that ran out before now ends when it did.
         let ran_out = job.wait.cause().and_then(|old| {
             let end = self.timed_end(lane, old)?;
-            (end < now).then(|| (self.cause_of(key, lane, index, end), end))
+            (end < now).then(|| {
+                let between = self.cause_of(key, lane, index, end);
+                let ends_by = self.timed_end(lane, &between);
+                (between, end, ends_by)
+            })
         });
+        // A delay ends by a time known now: until then it may still give way within the
+        // millisecond it began in.
+        let ends_by = self.timed_end(lane, &cause);
         let (key, lane) = self
             .lanes
             .get_key_value(key)
@@ -560,11 +585,15 @@ impl Scheduler {
             .expect("seen above");
         let job = &mut lane.waiting[index];
         let seq = job.seq;
-        if let Some((between, end)) = ran_out {
-            job.wait
-                .set_told(seq, &key, between, end, &mut self.wait_changes);
+        if let Some((between, end, between_ends_by)) = ran_out {
+            job.wait.set_told(
+                seq,
+                &key,
+                (between, end, between_ends_by),
+                &mut self.wait_changes,
+            );
         }
         job.wait
-            .set_told(seq, &key, cause, now, &mut self.wait_changes);
+            .set_told(seq, &key, (cause, now, ends_by), &mut self.wait_changes);
     }
 }

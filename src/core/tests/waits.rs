@@ -505,9 +505,11 @@ mod told_as_recorded {
         fn every_job_is_told_the_causes_its_record_shows(
             cap in 1usize..3,
             batch_size in 1usize..4,
+            batch_delay_us in prop_oneof![Just(0u64), 300u64..3_000],
             ops in prop::collection::vec(op(), 1..80),
         ) {
-            let mut s = scheduler(cap, Policy { batch_size, ..Policy::default() });
+            let batch_delay = us(if batch_size > 1 { batch_delay_us } else { 0 });
+            let mut s = scheduler(cap, Policy { batch_size, batch_delay, ..Policy::default() });
             let mut now = Tick::ZERO;
             let mut seq = 0;
             let mut running: Vec<Seq> = Vec::new();
