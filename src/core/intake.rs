@@ -54,6 +54,29 @@ impl Scheduler {
         self.intake_closed
     }
 
+    /// The input has ended at `now`: no job will join a batch any more, so a batch waiting out
+    /// `--batch-delay` for more jobs may go at once (the causes of its lane are decided
+    /// again). Not for `lanes serve`, whose jobs may come at any time.
+    pub fn input_ended(&mut self, now: Tick) {
+        self.clock = self.clock.max(now);
+        if std::mem::replace(&mut self.input_ended, true) || self.policy.batch_delay.is_zero() {
+            return;
+        }
+        let delayed: Vec<std::sync::Arc<str>> = self
+            .lanes
+            .iter()
+            .filter(|(_, lane)| {
+                lane.waiting
+                    .front()
+                    .is_some_and(|w| w.wait.cause() == Some(&super::WaitCause::BatchDelay))
+            })
+            .map(|(key, _)| std::sync::Arc::clone(key))
+            .collect();
+        for key in delayed {
+            self.refresh_waits(&key, super::wait::Touched::Front, now);
+        }
+    }
+
     /// Offers a job at `now`. `succeeded_before` says a `--resume` report holds a success of
     /// the same key and command: the job is skipped, with an account of its own. Otherwise it
     /// is admitted ([`Scheduler::admit`]) or refused with its account.

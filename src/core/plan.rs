@@ -76,6 +76,10 @@ pub fn plan(
                 Offer::Refused(_) | Offer::Skipped(_) => plan.dropped.push(seq),
             }
         }
+        if jobs.peek().is_none() {
+            // Every line read: as in the run, a batch no job can join goes.
+            core.input_ended(now);
+        }
         while let Some(start) = core.take(now) {
             core.spawned(start.seq, now);
             started.push(start);

@@ -283,6 +283,8 @@ pub struct Scheduler {
     /// Whether the input ends by itself (a file or a manifest): after `--fail-fast` it is
     /// still read to its end, so that every job gets its record.
     pub(crate) input_finite: bool,
+    /// Whether the input has ended: no job joins a batch any more ([`Scheduler::input_ended`]).
+    pub(crate) input_ended: bool,
     /// After a spawn shortage (EAGAIN/EMFILE/ENFILE), nothing starts before this time.
     pub(crate) spawn_hold: Option<Tick>,
     /// The next pause after a spawn shortage; doubles up to [`BACKOFF_MAX`].
@@ -357,6 +359,7 @@ impl Scheduler {
             stopping: None,
             intake_closed: None,
             input_finite: false,
+            input_ended: false,
             spawn_hold: None,
             spawn_backoff: BACKOFF_FIRST,
             lone_descriptor_shortages: 0,

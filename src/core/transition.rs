@@ -530,8 +530,11 @@ impl Scheduler {
         waiting: &std::collections::VecDeque<Waiting>,
     ) -> Option<Tick> {
         let policy = &self.policy;
-        if policy.batch_delay.is_zero() || waiting.front().is_some_and(|w| w.attempts > 0) {
-            // No debounce, or a retry: it goes as soon as it may.
+        if policy.batch_delay.is_zero()
+            || self.input_ended
+            || waiting.front().is_some_and(|w| w.attempts > 0)
+        {
+            // No debounce, no more input to wait for, or a retry: it goes as soon as it may.
             return None;
         }
         let count = batch_len(waiting, policy.batch_size, policy.batch_bytes);

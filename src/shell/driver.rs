@@ -604,13 +604,15 @@ impl Driver {
         }
     }
 
-    /// The input is at its end: the display learns the total.
+    /// The input is at its end: the display learns the total, and a batch waiting out
+    /// `--batch-delay` for more jobs goes.
     fn input_ended(&mut self) {
         if self.service.is_some() {
             // `lanes serve` has no input: its jobs come from the socket, with no total.
             return;
         }
         self.ledger.input_ended(self.received);
+        self.core.input_ended(self.tick());
     }
 
     async fn accept(&mut self, item: InputItem) {

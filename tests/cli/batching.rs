@@ -670,3 +670,32 @@ fn a_batch_stopped_in_its_retry_delay_keeps_its_batch_in_every_record() {
         BTreeMap::from([(1, Some(1)), (2, Some(1)), (3, Some(3)), (4, Some(3))])
     );
 }
+
+#[test]
+fn a_batch_delay_is_not_waited_out_once_the_input_has_ended() {
+    // Two jobs of a batch of up to five, and a delay of a minute: the input ends at once, so
+    // nothing more can join the batch, and it goes without waiting the minute.
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    run_to(&scratch, &report)
+        .args([
+            "--command",
+            "true {}",
+            "--batch-size",
+            "5",
+            "--batch-delay",
+            "60s",
+        ])
+        .stdin("a\t1\na\t2\n")
+        .run()
+        .code(0);
+    let records: Vec<serde_json::Value> = events(&report)
+        .into_iter()
+        .filter(|r| r["type"] == "job")
+        .collect();
+    assert_eq!(records.len(), 2);
+    for record in &records {
+        assert_eq!(record["batch"], 1, "{record}");
+        assert!(record["wait_ms"].as_u64().unwrap() < 30_000, "{record}");
+    }
+}

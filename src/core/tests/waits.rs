@@ -595,3 +595,21 @@ mod told_as_recorded {
         }
     }
 }
+
+#[test]
+fn a_batch_waiting_out_its_delay_goes_once_the_input_has_ended() {
+    let policy = Policy {
+        batch_size: 5,
+        batch_delay: ms(60_000),
+        ..Policy::default()
+    };
+    let mut s = scheduler(1, policy);
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "a", 0), ms(1));
+    assert_eq!(s.take(ms(2)), None, "the batch waits for more jobs");
+    s.input_ended(ms(3));
+    let start = s.take(ms(3)).expect("no job can join it any more");
+    assert_eq!(start.batch, [1, 2]);
+    let accounts = end(&mut s, 1, 0, ms(10));
+    assert_eq!(accounts[0].waits, [span(WaitCause::BatchDelay, 0, 3)]);
+}
