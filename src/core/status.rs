@@ -78,6 +78,14 @@ impl Scheduler {
         lanes
     }
 
+    /// The jobs of run `seq` (by its first job) while it is in flight, in lane order: a
+    /// batch's members, or the one job; empty when no such run is in flight.
+    pub fn members_of(&self, seq: Seq) -> Vec<Seq> {
+        self.running
+            .get(&seq)
+            .map_or_else(Vec::new, |run| run.batch.iter().map(|w| w.seq).collect())
+    }
+
     /// The slot of run `seq` (by its first job) while it is in flight.
     pub fn slot_of(&self, seq: Seq) -> Option<u32> {
         self.running.get(&seq).map(|run| run.slot)

@@ -1014,10 +1014,21 @@ impl Driver {
         let now = self.tick();
         self.stopped
             .retain(|seq, _| self.controls.contains_key(seq));
+        // Each job of a stopped batch is told, as its processes are its batch's.
+        let members = |core: &crate::core::Scheduler, seq: Seq| {
+            let members = core.members_of(seq);
+            if members.is_empty() {
+                vec![seq]
+            } else {
+                members
+            }
+        };
         for (&seq, &why) in &stopped {
             if self.stopped.insert(seq, why) != Some(why) {
                 let key = self.jobs.get(&seq).map_or("", |job| &job.key);
-                self.ledger.stop_changed(seq, key, Some(why), now);
+                for member in members(&self.core, seq) {
+                    self.ledger.stop_changed(member, key, Some(why), now);
+                }
             }
         }
         let continued: Vec<Seq> = self
@@ -1029,7 +1040,9 @@ impl Driver {
         for seq in continued {
             self.stopped.remove(&seq);
             let key = self.jobs.get(&seq).map_or("", |job| &job.key);
-            self.ledger.stop_changed(seq, key, None, now);
+            for member in members(&self.core, seq) {
+                self.ledger.stop_changed(member, key, None, now);
+            }
         }
         if let Some(progress) = self.ledger.progress() {
             progress.set_stopped(&stopped);

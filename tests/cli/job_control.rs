@@ -379,3 +379,45 @@ fn a_ctrl_z_while_lanes_ends_processes_that_escaped_their_job_leaves_none_runnin
     out.code(0);
     assert_eq!(out.job(1).result(), ("succeeded", None));
 }
+
+#[test]
+fn every_job_of_a_stopped_batch_is_told_stopped_and_running_again() {
+    let scratch = Scratch::new();
+    let events = scratch.join("events");
+    let template = format!(
+        "echo $$ > \"$D/pid\"; kill -STOP $$; {}; true {{}}",
+        await_file("go")
+    );
+    let running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--command", &template, "--batch-size", "2", "--events"])
+        .arg(&events)
+        .stdin("k\t1\nk\t2\n")
+        .spawn();
+    let seqs_of = |what: &str| -> Vec<u64> {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+            .filter(|event| event["type"] == what)
+            .map(|event| event["seq"].as_u64().unwrap())
+            .collect()
+    };
+    // Checked once a second.
+    assert!(wait_until(Duration::from_secs(10), || seqs_of("stopped")
+        .len()
+        == 2));
+    assert_eq!(seqs_of("stopped"), [1, 2]);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(scratch.pid("pid")),
+        nix::sys::signal::Signal::SIGCONT,
+    )
+    .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || seqs_of("continued")
+        .len()
+        == 2));
+    assert_eq!(seqs_of("continued"), [1, 2]);
+    scratch.write("go", "");
+    running.wait().code(0);
+}
