@@ -182,14 +182,23 @@ impl WaitChanges {
         ends_by: Option<Tick>,
     ) {
         self.untell_young(wait, at);
-        if wait.told.as_ref() == Some(&cause) {
+        // Made at the wait's first cause, before any span: `since` is still its start.
+        let since = wait.since;
+        let told = wait.told.get_or_insert_with(|| {
+            Box::new(Told {
+                begun: since,
+                cause: None,
+                young: None,
+            })
+        });
+        if told.cause.as_ref() == Some(&cause) {
             return;
         }
         let id = self.next_id;
         self.next_id += 1;
         self.pending.push(Pending {
             id,
-            begun: wait.begun,
+            begun: told.begun,
             ends_by,
             change: Some(WaitChange {
                 seq,
@@ -198,23 +207,26 @@ impl WaitChanges {
                 at,
             }),
         });
-        wait.young = Some((id, at, wait.told.replace(cause)));
+        told.young = Some((id, at, told.cause.replace(cause)));
     }
 
     /// The wait's last told cause ends at `at` (its job starts or leaves, or its cause
     /// changes): taken back when it does not show in its record, so that the events and the
     /// record tell the same causes.
     fn untell_young(&mut self, wait: &mut WaitLog, at: Tick) {
-        let Some((id, from, before)) = wait.young.take() else {
+        let Some(told) = wait.told.as_mut() else {
             return;
         };
-        if shows_in_record(wait.begun, from, at) {
+        let Some((id, from, before)) = told.young.take() else {
+            return;
+        };
+        if shows_in_record(told.begun, from, at) {
             return;
         }
         if let Ok(i) = self.pending.binary_search_by_key(&id, |p| p.id) {
             self.pending[i].change = None;
         }
-        wait.told = before;
+        told.cause = before;
     }
 
     /// Takes the changes for which `pick` holds, in order; the others stay.
@@ -246,10 +258,18 @@ pub(crate) struct WaitLog {
     /// A retry's: the spans of the wait before its last try (what its record tells of should
     /// the run stop before the retry starts).
     before_retry: Vec<WaitSpan>,
-    /// When the wait began (its first span's start).
+    /// What `waiting` events told of this wait, when events are kept (boxed: a waiting job
+    /// pays one word for it otherwise).
+    told: Option<Box<Told>>,
+}
+
+/// What `waiting` events told of one wait ([`WaitChanges`]).
+#[derive(Debug, Clone)]
+struct Told {
+    /// When the wait began (its first span's start), as its record counts from.
     begun: Tick,
-    /// The last cause told of (in `waiting` events), when events are kept.
-    told: Option<WaitCause>,
+    /// The last cause told.
+    cause: Option<WaitCause>,
     /// The last cause told, while it may yet last no millisecond of the record's count: its id
     /// in the log, when it began, and the cause told before it.
     young: Option<(u64, Tick, Option<WaitCause>)>,
@@ -260,7 +280,6 @@ impl WaitLog {
     pub(crate) fn new(at: Tick) -> Self {
         WaitLog {
             since: at,
-            begun: at,
             ..WaitLog::default()
         }
     }
