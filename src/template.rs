@@ -401,7 +401,8 @@ fn places(text: &str) -> Vec<Place> {
             b'\n' if !pending.is_empty() => {
                 let mut line = i + 1;
                 for (delimiter, strip) in pending.drain(..) {
-                    let body = line;
+                    // A document before it may have run to the text's end.
+                    let body = line.min(b.len());
                     loop {
                         if line >= b.len() {
                             places[body..].fill(Place::HereDocument);
@@ -620,6 +621,21 @@ mod tests {
         ) {
             let _ = Template::parse(&text);
         }
+    }
+
+    #[test]
+    fn here_documents_that_run_to_the_text_s_end_are_read_without_a_panic() {
+        // Two documents on one line, the first running to the end: the second has no body.
+        for text in [
+            "<<\\-<<\na",
+            "cat <<A <<B\nx",
+            "cat <<A <<B <<C\nA\n",
+            "<<A<<B\n",
+        ] {
+            let _ = Template::parse(text);
+        }
+        // An argument inside such a document is still refused.
+        assert!(Template::parse("cat <<A <<B\n{}").is_err());
     }
 
     #[test]
