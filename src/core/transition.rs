@@ -532,9 +532,12 @@ impl Scheduler {
         let policy = &self.policy;
         if policy.batch_delay.is_zero()
             || self.input_ended
+            || !self.has_room()
             || waiting.front().is_some_and(|w| w.attempts > 0)
         {
-            // No debounce, no more input to wait for, or a retry: it goes as soon as it may.
+            // No debounce, no job that could join it (the input ended, or the queue is full:
+            // no line is read or admitted until a job starts), or a retry: it goes as soon as
+            // it may.
             return None;
         }
         let count = batch_len(waiting, policy.batch_size, policy.batch_bytes);

@@ -699,3 +699,32 @@ fn a_batch_delay_is_not_waited_out_once_the_input_has_ended() {
         assert!(record["wait_ms"].as_u64().unwrap() < 30_000, "{record}");
     }
 }
+
+#[test]
+fn a_batch_delay_is_not_waited_out_while_the_queue_is_full() {
+    // At most two jobs wait, so a batch of up to five can never fill while input streams in:
+    // the batch goes without waiting the minute, though the input has not ended.
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    let mut running = run_to(&scratch, &report)
+        .args([
+            "--command",
+            "for a in {}; do touch \"$D/ran.$a\"; done",
+            "--batch-size",
+            "5",
+            "--batch-delay",
+            "60s",
+            "--max-queued",
+            "2",
+        ])
+        .stdin_piped()
+        .spawn();
+    running.stdin().write_all(b"a\t1\na\t2\na\t3\n").unwrap();
+    running.stdin().flush().unwrap();
+    scratch.wait_for("ran.1", Duration::from_secs(20));
+    running.close_stdin();
+    running.wait().code(0);
+    for a in ["ran.1", "ran.2", "ran.3"] {
+        assert!(scratch.exists(a), "{a}");
+    }
+}

@@ -211,7 +211,11 @@ impl Model {
 
     /// When a lane may be taken under `--batch-delay`: `None` for at once.
     fn batch_ready_at(&self, key: usize) -> Option<Tick> {
-        if self.policy.batch_delay.is_zero() {
+        // No debounce, or no job can join the batch (nothing more is admitted): at once.
+        if self.policy.batch_delay.is_zero()
+            || self.draining
+            || self.waiting.len() >= self.max_queued
+        {
             return None;
         }
         let lane = self.lane(key);

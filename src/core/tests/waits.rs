@@ -613,3 +613,25 @@ fn a_batch_waiting_out_its_delay_goes_once_the_input_has_ended() {
     let accounts = end(&mut s, 1, 0, ms(10));
     assert_eq!(accounts[0].waits, [span(WaitCause::BatchDelay, 0, 3)]);
 }
+
+#[test]
+fn a_batch_waiting_out_its_delay_goes_while_the_queue_is_full() {
+    // Two jobs may wait; a batch of up to five could never fill.
+    let policy = Policy {
+        batch_size: 5,
+        batch_delay: ms(60_000),
+        ..Policy::default()
+    };
+    let mut s = Scheduler::with_policy(
+        Limits {
+            max_concurrent: 1,
+            max_queued: 2,
+        },
+        policy,
+    );
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    assert_eq!(s.take(ms(1)), None, "one job: the batch waits for more");
+    let _ = s.admit(job(2, "a", 0), ms(2));
+    let start = s.take(ms(2)).expect("the queue is full: no job can join");
+    assert_eq!(start.batch, [1, 2]);
+}
