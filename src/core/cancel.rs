@@ -95,7 +95,7 @@ impl Scheduler {
                         reason: StopReason::Cancelled,
                     }
                 });
-                let members = run.batch.iter().map(|w| w.seq).collect();
+                let members = run.members();
                 (Some(seq), stop, members, already)
             }
             None => (None, None, Vec::new(), None),

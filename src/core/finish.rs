@@ -52,7 +52,7 @@ impl Scheduler {
             None => Outcome::Failed(FailReason::SpawnError),
             Some(exit) => classify(exit, run.stop.filter(|_| facts.stopped_while_running)),
         };
-        let members: Vec<Seq> = run.batch.iter().map(|w| w.seq).collect();
+        let members = run.members();
         let this_try = Try {
             slot: run.slot,
             waited: run.waited,

@@ -197,6 +197,17 @@ pub(crate) struct Lane {
     pub(crate) running_seq: Option<Seq>,
 }
 
+impl Lane {
+    /// How many jobs of the key are in flight, ahead of every waiting one (`running`: the
+    /// scheduler's runs): 0, 1, or a running batch's members.
+    pub(crate) fn in_flight(&self, running: &HashMap<Seq, Running>) -> usize {
+        match self.running_seq.filter(|_| self.busy) {
+            Some(seq) => running.get(&seq).map_or(1, |run| run.batch.len()),
+            None => 0,
+        }
+    }
+}
+
 /// A job in flight.
 #[derive(Debug, Clone)]
 pub(crate) struct Running {
@@ -219,17 +230,17 @@ pub(crate) struct Running {
     pub(crate) superseded_by: Option<Seq>,
     /// Its weight and resources; `None` for weight 1 and no resource.
     pub(crate) grant: Option<Arc<Grant>>,
-    /// The wait of the run's first job, from its admission (or re-queueing) to its start.
-    pub(crate) waits: Vec<super::wait::WaitSpan>,
 }
 
 impl Running {
+    /// Its jobs' seqs, in lane order (a batch's members; the one job without batching).
+    pub(crate) fn members(&self) -> Vec<Seq> {
+        self.batch.iter().map(|w| w.seq).collect()
+    }
+
     /// The wait of the batch's member at `index` (0: the run's first job), from its own
     /// admission (or re-queueing) to when the run was taken: how long, and its spans.
     pub(crate) fn member_wait(&self, index: usize) -> (Duration, Vec<super::wait::WaitSpan>) {
-        if index == 0 {
-            return (self.waited, self.waits.clone());
-        }
         let taken_at = self.batch[0].queued_at + self.waited;
         let member = &self.batch[index];
         (

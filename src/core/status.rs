@@ -36,7 +36,7 @@ impl Scheduler {
                 key: Arc::clone(&run.key),
                 slot: run.slot,
                 attempt: run.attempts,
-                members: run.batch.iter().map(|w| w.seq).collect(),
+                members: run.members(),
                 started_at: run.started_at,
                 stopping: run.stop,
             })
@@ -67,10 +67,7 @@ impl Scheduler {
             .filter(|(_, lane)| !lane.waiting.is_empty())
             .map(|(key, lane)| WaitingLane {
                 key: Arc::clone(key),
-                in_flight: match lane.running_seq.filter(|_| lane.busy) {
-                    Some(seq) => self.running.get(&seq).map_or(1, |run| run.batch.len()),
-                    None => 0,
-                },
+                in_flight: lane.in_flight(&self.running),
                 waiting: lane.waiting.iter().map(|w| w.seq).collect(),
             })
             .collect();
@@ -83,7 +80,7 @@ impl Scheduler {
     pub fn members_of(&self, seq: Seq) -> Vec<Seq> {
         self.running
             .get(&seq)
-            .map_or_else(Vec::new, |run| run.batch.iter().map(|w| w.seq).collect())
+            .map_or_else(Vec::new, super::state::Running::members)
     }
 
     /// The slot of run `seq` (by its first job) while it is in flight.

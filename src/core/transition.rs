@@ -261,11 +261,7 @@ impl Scheduler {
             },
         );
         // A running batch is as many jobs ahead as it has members.
-        let in_flight = match lane.running_seq.filter(|_| lane.busy) {
-            Some(seq) => self.running.get(&seq).map_or(1, |run| run.batch.len()),
-            None => 0,
-        };
-        let ahead = position + in_flight;
+        let ahead = position + lane.in_flight(&self.running);
         let cancel = if self.policy.cancel_in_progress && lane.busy && !lane.cancelling {
             lane.cancelling = true;
             self.running
@@ -358,7 +354,6 @@ impl Scheduler {
             self.policy.batch_bytes,
         );
         let mut batch: Vec<Waiting> = lane.waiting.drain(..count).collect();
-        let waits = batch[0].wait.clone().close(now);
         lane.busy = true;
         lane.running_seq = Some(batch[0].seq);
         lane.cancelling = false;
@@ -392,7 +387,7 @@ impl Scheduler {
             self.deadlines.insert((at, seq));
         }
         for member in &mut batch {
-            self.end_wait_told(&mut member.wait, now);
+            member.wait.end_told(now, &mut self.wait_changes);
         }
         let seqs: Vec<Seq> = batch.iter().map(|w| w.seq).collect();
         self.running.insert(
@@ -409,7 +404,6 @@ impl Scheduler {
                 stop: None,
                 superseded_by: None,
                 grant: grant.clone(),
-                waits,
             },
         );
         self.refresh_waits(&key, Touched::Front, now);
@@ -786,12 +780,8 @@ impl Scheduler {
     /// How many jobs of `key` are ahead of a job that would be admitted now (waiting, plus
     /// those in flight: one, or a running batch's members); 0 for an idle key.
     pub fn ahead_in_lane(&self, key: &str) -> usize {
-        self.lanes.get(key).map_or(0, |lane| {
-            let in_flight = match lane.running_seq.filter(|_| lane.busy) {
-                Some(seq) => self.running.get(&seq).map_or(1, |run| run.batch.len()),
-                None => 0,
-            };
-            lane.waiting.len() + in_flight
-        })
+        self.lanes
+            .get(key)
+            .map_or(0, |lane| lane.waiting.len() + lane.in_flight(&self.running))
     }
 }

@@ -121,7 +121,7 @@ pub struct WaitChange {
 }
 
 /// A change waiting in the log to be told: `change` is `None` once taken back (its cause
-/// lasted under a millisecond of its record's count, [`WaitLog::untell_young`]).
+/// lasted under a millisecond of its record's count, [`WaitChanges::untell_young`]).
 #[derive(Debug, Clone)]
 struct Pending {
     /// Its place in the log: ids grow in the order changes are decided.
@@ -338,17 +338,24 @@ impl WaitLog {
         spans
     }
 
+    /// The wait ends at `at` (its job starts, or leaves its lane unstarted): a cause told of
+    /// it in `changes` that does not show in its record is taken back. Most often it is the
+    /// `cap` a job is given as its key becomes ready just before it is taken: it waited for
+    /// nothing.
+    pub(crate) fn end_told(&mut self, at: Tick, changes: &mut Option<WaitChanges>) {
+        if let Some(log) = changes.as_mut() {
+            log.untell_young(self, at);
+        }
+    }
+
     /// Ends the wait at `at` as [`WaitLog::close`] does, for a job that leaves its lane
-    /// unstarted; a cause told of it that does not show in its record is taken back from
-    /// `changes` first.
+    /// unstarted, after [`WaitLog::end_told`].
     pub(crate) fn close_told(
         &mut self,
         at: Tick,
         changes: &mut Option<WaitChanges>,
     ) -> Vec<WaitSpan> {
-        if let Some(log) = changes.as_mut() {
-            log.untell_young(self, at);
-        }
+        self.end_told(at, changes);
         self.close(at)
     }
 
@@ -448,15 +455,6 @@ impl Scheduler {
             return Vec::new();
         };
         log.take_where(|p| p.change.as_ref().is_some_and(|c| c.seq == seq))
-    }
-
-    /// The wait `wait` ends at `now` (its job starts, or leaves its lane unstarted): a cause
-    /// told of it that does not show in its record is taken back. Most often it is the `cap`
-    /// a job is given as its key becomes ready just before it is taken: it waited for nothing.
-    pub(crate) fn end_wait_told(&mut self, wait: &mut WaitLog, now: Tick) {
-        if let Some(log) = self.wait_changes.as_mut() {
-            log.untell_young(wait, now);
-        }
     }
 
     /// Why the job at `index` of `key`'s lane waits at time `at`, the lane as it is now.

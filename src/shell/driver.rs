@@ -432,7 +432,7 @@ impl Driver {
         }
         // The causes decided since the last round are told after the take that may start
         // their jobs: a job taken at once waited for nothing, and is told no cause
-        // (`Scheduler::end_wait_told`).
+        // (`WaitLog::end_told`).
         self.launcher.set_backlog(backlog);
         while let Some(start) = self.core.take(self.tick()) {
             // What the take itself decided (a delay that ran out) comes before `started`; the
@@ -849,7 +849,7 @@ impl Driver {
     /// go when its turn has come.
     async fn close(&mut self, account: &Account, spec: &JobSpec, output: RunOutput) {
         // A job's causes are told before its `ended` event (only its own: another job's cause
-        // decided just now may last no time, `Scheduler::end_wait_told`).
+        // decided just now may last no time, `WaitLog::end_told`).
         self.tell_waits_of(account.seq);
         let facts = JobFacts {
             line: spec.line,
