@@ -938,10 +938,10 @@ fn job_needs(
         use crate::resources::NeedFault;
         if let NeedFault::Amount(i) = fault {
             let name = &needs[i].name;
-            if let Some(flag) = flags
-                .iter()
-                .find(|flag| flag.split_once('=').is_some_and(|(n, _)| n.trim() == name))
-            {
+            // The flags were read once already ([`run_resources`]): each is valid.
+            if let Some(flag) = flags.iter().find(|flag| {
+                crate::resources::parse_resource(flag).is_ok_and(|r| *r.name == **name)
+            }) {
                 message.push_str(&format!(
                     " (the run's {name:?} is set by --resource {flag})"
                 ));

@@ -689,9 +689,12 @@ fn aggregate(path: &Path, first: &mut FirstPass) -> Result<Body, ReadError> {
             .min(slot_base.saturating_sub(1)) as usize;
         let spans = spans(&job, origin);
         // A batch's run is counted once, by its first job.
-        for &(start, end, outcome, slot, _, _) in
-            spans.tries.iter().filter(|_| job.holds_its_slot())
-        {
+        let tries: &[_] = if job.holds_its_slot() {
+            &spans.tries
+        } else {
+            &[]
+        };
+        for &(start, end, outcome, slot, _, _) in tries {
             busy.add(row, outcome, start, end);
             if slot >= 1 {
                 let srow = (slot_base + (slot - 1) / per_slot_row) as usize;

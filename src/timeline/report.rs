@@ -416,12 +416,17 @@ pub(crate) struct SeqSet {
 impl SeqSet {
     const BITS: u64 = 1 << 27;
 
+    /// The word of `bits` and the bit in it that stand for `seq` (below [`SeqSet::BITS`]).
+    fn place(seq: u64) -> (usize, u64) {
+        ((seq / 64) as usize, 1u64 << (seq % 64))
+    }
+
     /// Whether `seq` is in.
     pub(crate) fn contains(&self, seq: u64) -> bool {
         if seq >= Self::BITS {
             return self.beyond.contains(&seq);
         }
-        let (word, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+        let (word, bit) = Self::place(seq);
         self.bits.get(word).is_some_and(|w| w & bit != 0)
     }
 
@@ -430,7 +435,7 @@ impl SeqSet {
         if seq >= Self::BITS {
             return self.beyond.insert(seq);
         }
-        let (word, bit) = ((seq / 64) as usize, 1u64 << (seq % 64));
+        let (word, bit) = Self::place(seq);
         if self.bits.len() <= word {
             self.bits.resize((word + 1).next_power_of_two(), 0);
         }

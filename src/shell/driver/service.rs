@@ -587,14 +587,14 @@ impl Driver {
         let now = self.tick();
         let cancel = self.core.cancel_key(&key, now);
         let dropped: Vec<Seq> = cancel.dropped.iter().map(|account| account.seq).collect();
-        // Journaled before any record: a server killed before the records are in the report
-        // leaves them to the next server as cancelled, not to be run (again).
         // A run already being stopped for another reason keeps that reason.
         let stopped: &[Seq] = if cancel.stop.is_some() {
             &cancel.members
         } else {
             &[]
         };
+        // Journaled before any record: a server killed before the records are in the report
+        // leaves them to the next server as cancelled, not to be run (again).
         if let Some(service) = self.service.as_mut() {
             for &seq in dropped.iter().chain(stopped) {
                 service.journal.cancelled(seq);
