@@ -167,8 +167,8 @@ async fn take_slot(
             let slot: i64 = row.get(0);
             // A row of another session says that the slot's last holder lost it: its job may
             // still be stopping, and counts against the cap until it must be gone.
-            let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
-            let notice_ms = i64::try_from(NOTICE_BOUND.as_millis()).unwrap_or(i64::MAX);
+            let grace_ms = sql_ms(grace);
+            let notice_ms = sql_ms(NOTICE_BOUND);
             let lost: Option<i64> = session
                 .client
                 .query_one(statements::CLAIM_SLOT, &[&slot, &grace_ms, &notice_ms])
@@ -310,7 +310,7 @@ impl Coordinator {
             .values()
             .cloned()
             .collect();
-        let notice_ms = i64::try_from(NOTICE_BOUND.as_millis()).unwrap_or(i64::MAX);
+        let notice_ms = sql_ms(NOTICE_BOUND);
         for (client, id) in claimed {
             let _ = tokio::time::timeout(
                 HEARTBEAT_TIMEOUT,
@@ -445,9 +445,9 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
     let ask = client.execute(&prepared.ask, &ask_params);
     let attempt = client.query_one(&prepared.attempt, &id_param);
     let (_, got) = tokio::try_join!(ask, attempt).map_err(|err| error_text(&err))?;
-    let grace_ms = i64::try_from(shared.settings.grace.as_millis()).unwrap_or(i64::MAX);
+    let grace_ms = sql_ms(shared.settings.grace);
     let pid = shared.pid as i32;
-    let notice_ms = i64::try_from(NOTICE_BOUND.as_millis()).unwrap_or(i64::MAX);
+    let notice_ms = sql_ms(NOTICE_BOUND);
     let claim_params: [&(dyn ToSql + Sync); 8] = [
         &id,
         &shared.settings.namespace,
@@ -721,7 +721,7 @@ impl Drop for FleetHold {
             let slot_id = slot.unwrap_or_default();
             let id_param: [&(dyn ToSql + Sync); 1] = [&id];
             let both: [&(dyn ToSql + Sync); 2] = [&id, &slot_id];
-            let notice_ms = i64::try_from(NOTICE_BOUND.as_millis()).unwrap_or(i64::MAX);
+            let notice_ms = sql_ms(NOTICE_BOUND);
             let forget_params: [&(dyn ToSql + Sync); 2] = [&id, &notice_ms];
             // The row first: a new holder that finds one takes it for a lost holder's.
             let forget = client.execute(&prepared.forget, &forget_params);
@@ -749,6 +749,11 @@ impl Drop for FleetHold {
 /// tables, and for `lanes locks`: a server that takes connections but never answers (stopped,
 /// swapping, a connection half open) is a usage error, not a hang that holds back the signals.
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `duration` in whole milliseconds, as the statements take it (a `bigint`; saturating).
+fn sql_ms(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
 
 /// The error of a database that did not answer within [`START_TIMEOUT`].
 fn unanswered(params: &Params) -> CoordinateError {
