@@ -93,6 +93,21 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 .journal
                 .clone()
                 .unwrap_or_else(|| crate::serve::journal::default_path(&path));
+            let lock_path = crate::serve::journal::lock_path(&journal_path);
+            for (what, file) in [("journal", &journal_path), ("journal's lock", &lock_path)] {
+                if crate::config::same_file(file, &path) {
+                    let hint = if config.journal.is_some() {
+                        "give --journal another path"
+                    } else {
+                        "the journal is by default the socket's path with the extension \
+                         `.journal`: give --journal, or another name to the socket"
+                    };
+                    bail!(
+                        "the {what} {} would be the server's socket: {hint}",
+                        file.display()
+                    );
+                }
+            }
             check_journal_apart(&journal_path, &config)?;
             crate::serve::socket::check_length(&path)?;
             check_output(&path).with_context(|| format!("cannot listen on {}", path.display()))?;

@@ -84,8 +84,20 @@ impl Scheduler {
         if succeeded_before {
             return Offer::Skipped(Account::unstarted(job.seq, Outcome::Skipped, now));
         }
+        self.offer_within(job, true, now)
+    }
+
+    /// Offers again at `now` a job an earlier `lanes serve` admitted and did not record (its
+    /// journal says so): its `queued` answer promised it a run, so neither `max_queued` nor
+    /// `max_queued_weight` refuses it (see [`Scheduler::admit`] for the rest). A job offered
+    /// after it meets a queue that may be fuller than the bounds.
+    pub fn offer_again(&mut self, job: JobRequest, now: Tick) -> Offer {
+        self.offer_within(job, false, now)
+    }
+
+    fn offer_within(&mut self, job: JobRequest, bounded: bool, now: Tick) -> Offer {
         let seq = job.seq;
-        match self.admit(job, now) {
+        match self.admit_within(job, bounded, now) {
             Admission::Queued { ahead } => Offer::Queued {
                 ahead,
                 replaced: None,

@@ -314,6 +314,31 @@ fn ahead_matches_the_actual_start_order() {
 }
 
 #[test]
+fn a_job_offered_again_is_admitted_past_the_queue_bounds_and_later_ones_are_not() {
+    let mut s = sched(1, 1);
+    admit(&mut s, job(1, "a", 0), ms(0));
+    assert!(!s.has_room());
+    for seq in [2, 3] {
+        match s.offer_again(job(seq, "b", 0), ms(0)) {
+            crate::core::Offer::Queued { ahead, .. } => assert_eq!(ahead, seq as usize - 2),
+            other => panic!("seq {seq}: {other:?}"),
+        }
+    }
+    assert_eq!(s.queued(), 3, "the queue holds more than max_queued");
+    assert!(matches!(
+        s.offer(job(4, "c", 0), false, ms(0)),
+        crate::core::Offer::Refused(_)
+    ));
+    let mut order = Vec::new();
+    while let Some(st) = s.take(ms(1)) {
+        order.push(st.seq);
+        release(&mut s, st.seq);
+    }
+    assert_eq!(order, [1, 2, 3]);
+    assert!(s.has_room(), "room again once it drained below the bound");
+}
+
+#[test]
 fn full_at_max_queued() {
     let mut s = sched(1, 2);
     admit(&mut s, job(1, "a", 0), ms(0));

@@ -144,6 +144,14 @@ impl Scheduler {
     /// ready line. Under `--coalesce latest` the job replaces the lane's waiting job; under
     /// `--cancel-in-progress` it also asks for the running job to stop.
     pub fn admit(&mut self, job: JobRequest, now: Tick) -> Admission {
+        self.admit_within(job, true, now)
+    }
+
+    /// [`Scheduler::admit`], with the queue's bounds (`max_queued`, `max_queued_weight`)
+    /// applied only when `bounded`: a job an earlier `lanes serve` admitted (its journal says
+    /// so) was promised its run, and is admitted again whatever this run's bounds; the queue
+    /// may then hold more than they allow until it drains below them.
+    pub(crate) fn admit_within(&mut self, job: JobRequest, bounded: bool, now: Tick) -> Admission {
         self.clock = self.clock.max(now);
         if self.draining {
             return Admission::Closed;
@@ -160,15 +168,16 @@ impl Scheduler {
         };
         let replaceable = pending.is_some();
         self.refresh_waits(&job.key, Touched::Front, now);
-        if self.queued >= self.limits.max_queued && !replaceable {
+        if bounded && self.queued >= self.limits.max_queued && !replaceable {
             return Admission::Full;
         }
         let weight = weight_of(job.needs.as_deref());
         let replaced_weight = pending
             .and_then(|i| self.lanes.get(&job.key)?.waiting.get(i))
             .map_or(0, |w| weight_of(w.needs.as_deref()));
-        if (self.queued_weight - replaced_weight).saturating_add(weight)
-            > self.policy.max_queued_weight
+        if bounded
+            && (self.queued_weight - replaced_weight).saturating_add(weight)
+                > self.policy.max_queued_weight
         {
             return Admission::Full;
         }

@@ -380,7 +380,8 @@ fn job_status(record: &serde_json::Value) -> u8 {
 /// Submissions read from stdin, sent by a thread of their own while the answers are read
 /// (the server answers in order): one answer line each. The exit status is the highest of the
 /// answers' statuses; a line that is no job by a run's rules (no tab, an empty key or command,
-/// bytes that are not UTF-8, a NUL) is said on stderr, not sent, and makes it 2.
+/// bytes that are not UTF-8, a NUL) is said on stderr, not sent, and makes it 2, and so does an
+/// `error` answer.
 fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     // The rules of a run's input lines; the server checks the system's limits.
     const UNLIMITED: Limits = Limits {
@@ -466,10 +467,12 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut status = exit::SUCCESS;
     let mut answered = 0u64;
+    let mut refused = false;
     while let Some((line, answer)) = connection.answer()? {
         answered += 1;
         if let Answer::Error { error } = &answer {
             eprintln!("lanes: the server refused a request: {error}");
+            refused = true;
         }
         if json {
             quiet_on_closed_pipe(writeln!(out, "{line}"))?;
@@ -491,8 +494,9 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     if answered < sent {
         bail!("the server ended after answering {answered} of {sent} submissions");
     }
-    // A line not sent is an error whatever the others' answers.
-    Ok(if read_status == exit::USAGE {
+    // A line not sent, or not admitted for an error, is an error whatever the others'
+    // answers: `queued` must not hide it.
+    Ok(if read_status == exit::USAGE || refused {
         exit::USAGE
     } else {
         status

@@ -581,6 +581,13 @@ fn link_target(path: &Path) -> PathBuf {
     at
 }
 
+/// Where the lock of the journal at `path` is: `PATH.lock`.
+pub(crate) fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
 /// Takes the journal's lock, `PATH.lock` (created mode 0600): an exclusive `flock`, held
 /// while the returned file is open, waited for only through a brief hold
 /// ([`crate::file_lock::BRIEF_HOLD`]).
@@ -588,9 +595,7 @@ fn link_target(path: &Path) -> PathBuf {
 /// # Errors
 /// Another server holds it, or it cannot be made.
 fn lock(path: &Path) -> anyhow::Result<File> {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".lock");
-    let lock_path = PathBuf::from(name);
+    let lock_path = lock_path(path);
     let file = OpenOptions::new()
         .write(true)
         .create(true)

@@ -654,14 +654,25 @@ impl Driver {
     /// Offers a job to the core and carries out what it decided: its record when it is
     /// skipped or refused, else its `queued` event, the record of the job it replaced and the
     /// stop of the running job it supersedes.
-    async fn admit_job(&mut self, mut spec: JobSpec, now: Tick) -> Admitted {
+    async fn admit_job(&mut self, spec: JobSpec, now: Tick) -> Admitted {
+        self.offer_job(spec, true, now).await
+    }
+
+    /// Offers `spec` to the core, under the queue's bounds only when `bounded` (see
+    /// [`Scheduler::offer_again`]), and carries out what it decided.
+    async fn offer_job(&mut self, mut spec: JobSpec, bounded: bool, now: Tick) -> Admitted {
         spec.timeout = self.config.turn_timeout(spec.timeout);
         let succeeded_before = self
             .resume
             .as_mut()
             .is_some_and(|resume| resume.skip(&spec.key, &spec.command));
         let request = spec.request(self.config.policy.batching());
-        match self.core.offer(request, succeeded_before, now) {
+        let offer = if bounded || succeeded_before {
+            self.core.offer(request, succeeded_before, now)
+        } else {
+            self.core.offer_again(request, now)
+        };
+        match offer {
             Offer::Skipped(account) => {
                 self.received -= 1;
                 self.close(&account, &spec, RunOutput::default()).await;

@@ -1193,6 +1193,74 @@ fn requeue_lost_runs_again_the_job_that_was_running_when_the_server_died() {
     assert_eq!(scratch.read("again"), "again\n");
 }
 
+/// Jobs an earlier server answered `queued` were promised a run: a restarted server admits
+/// them again even where its queue's bounds are already taken by the lost jobs put back before
+/// them (`--requeue-lost`), or are smaller than what the journal holds.
+#[test]
+fn a_restarted_server_runs_every_job_it_had_answered_queued_whatever_its_queue_bound() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let journal = scratch.join("j.journal");
+    let mut first = Command::new(BIN)
+        .args(["serve", "-j", "1", "--max-queued", "2", "--socket"])
+        .arg(&socket)
+        .arg("--journal")
+        .arg(&journal)
+        .env("D", scratch.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    let job = format!(
+        "if [ -e \"$D/tried\" ]; then exit 0; fi; touch \"$D/tried\"; echo $$ > \"$D/pid\"; {}",
+        blocked_on("never")
+    );
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", &job], None).code,
+        0
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    for key in ["b", "c"] {
+        let answer = client_at(&socket, "submit", &[key, "--", "true"], None);
+        assert_eq!(answer.code, 10, "{key}: {}{}", answer.stdout, answer.stderr);
+    }
+    let pid = scratch.pid("pid");
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    let server = serve(
+        &scratch,
+        &[
+            "-j",
+            "1",
+            "--max-queued",
+            "1",
+            "--journal",
+            journal.to_str().unwrap(),
+            "--requeue-lost",
+        ],
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    let outcomes: Vec<(u64, &str)> = report
+        .jobs
+        .iter()
+        .map(|job| (job.seq, job.result().0))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [(1, "succeeded"), (2, "succeeded"), (3, "succeeded")],
+        "{}",
+        out.dump()
+    );
+}
+
 #[test]
 fn raising_the_cap_starts_a_waiting_job_and_a_stop_signal_ends_the_server() {
     let scratch = Scratch::new();
@@ -1850,6 +1918,52 @@ fn a_socket_that_takes_connections_but_never_answers_is_refused_and_replaced_onc
     running.wait().code(0);
 }
 
+/// A journal, given or by default, or its lock, at the socket's own path is refused before
+/// anything is made: made first, it would stand where the socket goes, and every later server
+/// on that socket would be refused for it.
+#[test]
+fn a_journal_at_the_sockets_path_is_refused_before_anything_is_made() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("s.sock");
+    let named = scratch.join("s.journal");
+    let cases: [(&Path, Option<&Path>, &str); 3] = [
+        (&socket, Some(&socket), "the journal"),
+        (
+            &named,
+            None,
+            "by default the socket's path with the extension `.journal`",
+        ),
+        (
+            &scratch.join("j.lock"),
+            Some(&scratch.join("j")),
+            "the journal's lock",
+        ),
+    ];
+    for (socket, journal, why) in cases {
+        let mut run = Run::new()
+            .no_report()
+            .scratch(&scratch)
+            .arg("serve")
+            .arg("--socket")
+            .arg(socket);
+        if let Some(journal) = journal {
+            run = run.arg("--journal").arg(journal);
+        }
+        let out = run.run();
+        out.code(2);
+        assert!(
+            out.stderr().contains("would be the server's socket") && out.stderr().contains(why),
+            "{}",
+            out.dump()
+        );
+        let left: Vec<String> = std::fs::read_dir(scratch.path())
+            .unwrap()
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .collect();
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
+}
+
 /// A server that cannot bind its socket (a path too long for one, a directory that does not
 /// exist) fails before it makes or empties any file: the outputs of another server given by
 /// mistake keep their contents, and no journal is made.
@@ -2016,6 +2130,8 @@ fn each_answer_of_a_batch_cut_short_by_the_journal_says_what_a_crash_would_do() 
     let batch = client_at(&socket, "submit", &["--json"], Some(&lines));
     let answers = batch.answers();
     assert_eq!(answers.len(), 40, "{}{}", batch.stdout, batch.stderr);
+    // Submissions refused among ones `queued`: the batch's status says so.
+    assert_eq!(batch.code, 2, "{}{}", batch.stdout, batch.stderr);
     let text = std::fs::read_to_string(&journal).unwrap();
     let held: std::collections::BTreeSet<u64> = text
         .lines()
@@ -2074,6 +2190,17 @@ fn an_admission_the_journal_cannot_hold_is_answered_with_an_error_and_admissions
     assert_eq!(third.code, 2, "{}{}", third.stdout, third.stderr);
     let error = third.answer().error.unwrap_or_default();
     assert!(error.contains("admits no more jobs"), "{error}");
+    // `status` says so, as it does of an ending server.
+    let status = client_at(&socket, "status", &["--json"], None);
+    assert_eq!(status.code, 13, "{}{}", status.stdout, status.stderr);
+    let answer: Value = serde_json::from_str(status.stdout.trim()).unwrap();
+    assert_eq!(answer["admitting"], Value::Bool(false), "{}", status.stdout);
+    let status = client_at(&socket, "status", &[], None);
+    assert!(
+        status.stdout.contains("admitting no more"),
+        "{}",
+        status.stdout
+    );
     // Every line of the journal is whole.
     let text = std::fs::read_to_string(&journal).unwrap();
     assert!(text.ends_with('\n'), "{text:?}");

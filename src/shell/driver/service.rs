@@ -192,6 +192,15 @@ impl Driver {
         service.ending.is_none() && self.core.stopping().is_none()
     }
 
+    /// Whether a submission now could be admitted: the service [`Driver::admits`], its journal
+    /// can be written, and it has seqs left to hand out. (A server whose journal failed goes on
+    /// running what it admitted, and ends only when told to.)
+    fn takes_submissions(&self, service: &Service) -> bool {
+        self.admits(service)
+            && service.journal.failure().is_none()
+            && service.last_seq < Seq::MAX - 1
+    }
+
     /// How a halt of the core ends the server: `fail_fast` after `--fail-fast` stopped it,
     /// else `stopping` (a stop signal, or `close`); `None` while it is not halted.
     fn stop_why(&self) -> Option<&'static str> {
@@ -295,7 +304,8 @@ impl Driver {
                 self.close(&account, &spec, output).await;
                 continue;
             }
-            let _ = self.admit_job(spec, now).await;
+            // Its `queued` answer promised it a run: this server's queue bounds do not refuse it.
+            let _ = self.offer_job(spec, false, now).await;
         }
     }
 
@@ -683,7 +693,7 @@ impl Driver {
         let service = self.service.as_ref();
         Status {
             max_concurrent: self.core.limits().max_concurrent,
-            admitting: service.is_some_and(|s| self.admits(s)),
+            admitting: service.is_some_and(|s| self.takes_submissions(s)),
             running,
             waiting,
             submitted: service.map_or(0, |s| s.submitted),
