@@ -240,9 +240,10 @@ pub struct Cli {
     #[arg(long, overrides_with = "requeue_lost")]
     pub no_requeue_lost: bool,
 
-    /// The words after `:::`: the input arguments, instead of stdin.
+    /// The words after `:::`: the input arguments, instead of stdin (bytes: input need not
+    /// be text).
     #[arg(skip)]
-    pub arguments: Option<Vec<String>>,
+    pub arguments: Option<Vec<Vec<u8>>>,
 
     /// Read the input arguments from FILE, one per line (per NUL-terminated record with -0),
     /// instead of stdin.

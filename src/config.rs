@@ -28,7 +28,7 @@ pub(crate) enum Source {
     /// `KEY<TAB>COMMAND` lines in a file.
     LinesFile(PathBuf),
     /// The arguments given after `:::`.
-    List(Vec<String>),
+    List(Vec<Vec<u8>>),
     /// A parsed, validated manifest.
     Manifest {
         path: PathBuf,
@@ -294,9 +294,8 @@ impl RunConfig {
         let is_manifest = cli.manifest.is_some()
             || cli
                 .file
-                .as_ref()
-                .and_then(|p| p.extension())
-                .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+                .as_deref()
+                .is_some_and(crate::input::manifest::is_manifest_name);
         if is_manifest && (plain || cli.null) {
             return Err(ConfigError::Usage(
                 "a manifest's jobs have their own keys and commands: a trailing command, --key, \
@@ -314,11 +313,7 @@ impl RunConfig {
             }
             (Some(path), _) => load_manifest(path)?,
             (None, Some(path)) if path == Path::new("-") => Source::Stdin,
-            (None, Some(path))
-                if path
-                    .extension()
-                    .is_some_and(|e| e.eq_ignore_ascii_case("toml")) =>
-            {
+            (None, Some(path)) if crate::input::manifest::is_manifest_name(&path) => {
                 load_manifest(path)?
             }
             (None, Some(path)) if path.is_dir() => {

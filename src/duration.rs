@@ -33,12 +33,20 @@ pub(crate) const MAX_SECONDS: u64 = 1_000_000_000;
 const MAX: Duration = Duration::from_secs(MAX_SECONDS);
 
 /// Converts a number of seconds to a [`Duration`]; `None` when negative, NaN, infinite or
-/// longer than [`MAX_SECONDS`].
+/// longer than [`MAX_SECONDS`]. A positive number below a nanosecond is one nanosecond, not
+/// zero: zero means "none" where a duration is a timeout.
 pub(crate) fn seconds_to_duration(seconds: f64) -> Option<Duration> {
     if seconds.is_finite() && seconds >= 0.0 {
         Duration::try_from_secs_f64(seconds)
             .ok()
             .filter(|d| *d <= MAX)
+            .map(|d| {
+                if d.is_zero() && seconds > 0.0 {
+                    Duration::from_nanos(1)
+                } else {
+                    d
+                }
+            })
     } else {
         None
     }
@@ -68,6 +76,15 @@ mod tests {
         assert!(parse_duration("40years")
             .unwrap_err()
             .contains("longer than"));
+    }
+
+    #[test]
+    fn a_positive_number_below_a_nanosecond_is_no_zero() {
+        assert_eq!(parse_duration("1e-12"), Ok(Duration::from_nanos(1)));
+        assert_eq!(parse_duration("0.0000000001"), Ok(Duration::from_nanos(1)));
+        assert_eq!(seconds_to_duration(5e-324), Some(Duration::from_nanos(1)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("0.0"), Ok(Duration::ZERO));
     }
 
     #[test]

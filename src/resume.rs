@@ -128,8 +128,18 @@ impl Resume {
             why,
         };
         let mut jobs: Vec<(u64, String, String, bool)> = Vec::new();
+        let mut seqs = std::collections::HashSet::new();
+        let mut summary = None;
         for (index, line) in lines.iter().enumerate() {
             let last = index + 1 == lines.len();
+            if let Some(summary) = summary {
+                // Nothing follows a summary, torn or whole: lanes writes it last.
+                return Err(not_a_report(format!(
+                    "line {} comes after the summary (line {summary}), which is a report's \
+                     last record",
+                    index + 1
+                )));
+            }
             let record: PastRecord = match serde_json::from_str(line) {
                 Ok(record) => record,
                 Err(_) if index == 0 && last && is_torn_run_record(line) => break,
@@ -179,15 +189,34 @@ impl Resume {
                     )))
                 }
                 (_, "job") => {
-                    if let (Some(seq), Some(key), Some(command)) =
-                        (record.seq, record.key, record.command)
+                    let line = index + 1;
+                    let Some(seq) = record.seq else {
+                        return Err(not_a_report(format!(
+                            "line {line} is a job record without `seq`"
+                        )));
+                    };
+                    let outcome = record.outcome.unwrap_or_default();
+                    if !crate::core::Outcome::ALL
+                        .iter()
+                        .any(|o| o.name() == outcome)
                     {
-                        let done =
-                            matches!(record.outcome.as_deref(), Some("succeeded" | "skipped"));
+                        return Err(not_a_report(format!(
+                            "line {line}: the record of seq {seq} has no outcome lanes writes \
+                             ({outcome:?})"
+                        )));
+                    }
+                    if !seqs.insert(seq) {
+                        return Err(not_a_report(format!(
+                            "line {line} is a second record of seq {seq}; every job has one"
+                        )));
+                    }
+                    // A line refused before it was a job has no key or command: nothing matches it.
+                    if let (Some(key), Some(command)) = (record.key, record.command) {
+                        let done = matches!(outcome.as_str(), "succeeded" | "skipped");
                         jobs.push((seq, key, command, done));
                     }
                 }
-                (_, "summary") => {}
+                (_, "summary") => summary = Some(index + 1),
                 (_, other) => {
                     return Err(not_a_report(format!(
                         "line {} is a `{other}` record; a report holds one `run` record, then \
@@ -357,7 +386,39 @@ mod tests {
             ),
             (
                 "{\"type\":\"run\"}\n{\"type\":\"summary\"}\n{\"type\":\"run\"}\n",
-                "line 3 is a `run` record",
+                "line 3 comes after the summary (line 2)",
+            ),
+            (
+                "{\"type\":\"run\"}\n{\"type\":\"job\"}\n{\"type\":\"summary\"}\n",
+                "line 2 is a job record without `seq`",
+            ),
+            (
+                "{\"type\":\"run\"}\n{\"type\":\"job\",\"seq\":1,\"key\":\"a\",\"command\":\"x\",\"outcome\":\"weird\"}\n",
+                "line 2: the record of seq 1 has no outcome lanes writes (\"weird\")",
+            ),
+            (
+                "{\"type\":\"run\"}\n{\"type\":\"job\",\"seq\":1,\"key\":\"a\",\"command\":\"x\"}\n",
+                "the record of seq 1 has no outcome",
+            ),
+            (
+                concat!(
+                    "{\"type\":\"run\"}\n",
+                    "{\"type\":\"job\",\"seq\":1,\"key\":\"a\",\"command\":\"x\",\"outcome\":\"failed\"}\n",
+                    "{\"type\":\"job\",\"seq\":1,\"key\":\"a\",\"command\":\"x\",\"outcome\":\"succeeded\"}\n",
+                ),
+                "line 3 is a second record of seq 1",
+            ),
+            (
+                concat!(
+                    "{\"type\":\"run\"}\n",
+                    "{\"type\":\"summary\"}\n",
+                    "{\"type\":\"job\",\"seq\":1,\"key\":\"a\",\"command\":\"x\",\"outcome\":\"succeeded\"}\n",
+                ),
+                "line 3 comes after the summary (line 2)",
+            ),
+            (
+                "{\"type\":\"run\"}\n{\"type\":\"summary\"}\ngarbage\n",
+                "line 3 comes after the summary (line 2)",
             ),
         ];
         for (text, why) in cases {

@@ -64,6 +64,8 @@ pub(crate) enum TemplateError {
     LoneClose(usize),
     #[error("placeholder `{0}` {2} in --command at byte {1}: write it unquoted, outside comments and here-documents; lanes quotes every substitution itself (there the quoted text could run as shell code)")]
     Quoted(String, usize, Place),
+    #[error("the template in --command has no `{{}}`, and the argument appended at its end would be {0}: end the template outside quotes, comments and here-documents, or write `{{}}` where the argument goes (there the quoted text could run as shell code)")]
+    AppendedQuoted(Place),
 }
 
 impl Template {
@@ -71,7 +73,9 @@ impl Template {
     /// ` {}` appended, so the argument is always passed (as `xargs` and GNU parallel do).
     ///
     /// # Errors
-    /// An unknown placeholder (named), an unclosed `{` or a lone `}`.
+    /// An unknown placeholder (named), an unclosed `{` or a lone `}`; a placeholder of input
+    /// text (`{}`, `{key}`, `{res.NAME}`) inside quotes, a comment or a here-document, and a
+    /// template without `{}` whose end is in one of them (the appended argument would be).
     pub(crate) fn parse(text: &str) -> Result<Self, TemplateError> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
@@ -117,6 +121,13 @@ impl Template {
         }
         let mut source = text.to_owned();
         if !pieces.iter().any(|piece| matches!(piece, Piece::Args(_))) {
+            // The appended argument lands where the text ends: an open quote, a comment or a
+            // here-document there would take it in as a written `{}` would be.
+            let appended = format!("{text} {{}}");
+            let place = self::places(&appended)[text.len() + 1];
+            if place != Place::Word {
+                return Err(TemplateError::AppendedQuoted(place));
+            }
             pieces.push(Piece::Text(" ".to_owned()));
             pieces.push(Piece::Args(Placeholder::WHOLE));
             source.push_str(" {}");
@@ -612,6 +623,50 @@ mod tests {
         for text in accepted {
             assert!(Template::parse(text).is_ok(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn a_template_whose_end_would_take_in_the_appended_argument_is_refused() {
+        let refused = [
+            ("echo \"", Place::Quotes),
+            ("printf '%s", Place::Quotes),
+            ("echo hi # note", Place::Comment),
+            ("cat <<E\nbody", Place::HereDocument),
+            // The appended argument is on the delimiter's line, which is then no delimiter.
+            ("cat <<E\nbody\nE", Place::HereDocument),
+        ];
+        for (text, place) in refused {
+            match Template::parse(text) {
+                Err(TemplateError::AppendedQuoted(found)) => assert_eq!(found, place, "{text:?}"),
+                other => panic!("{text:?}: {other:?}"),
+            }
+        }
+        let accepted = [
+            "gzip -t",
+            "echo \"done\" # ok\necho",
+            "cat <<E\nbody\nE\necho",
+            "echo \"$(basename x)\"",
+        ];
+        for text in accepted {
+            let template = Template::parse(text).unwrap_or_else(|err| panic!("{text:?}: {err}"));
+            assert!(
+                template.render(&["a"], "k", 1, 1).ends_with(" 'a'"),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_appended_argument_would_have_run() {
+        // What the refusal prevents, shown with the shell: appended after an open double
+        // quote, the argument's own quote ends it and the rest runs.
+        let rendered = format!("echo \" {}", shell_quote("\"; echo PWNED #"));
+        let out = std::process::Command::new("sh")
+            .args(["-c", &rendered])
+            .output()
+            .expect("sh runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.lines().any(|line| line == "PWNED"), "{stdout:?}");
     }
 
     proptest::proptest! {

@@ -21,8 +21,8 @@ pub(crate) struct Invocation {
     pub options: Vec<OsString>,
     /// The trailing command's words.
     pub command: Option<Vec<String>>,
-    /// The words after `:::`.
-    pub arguments: Option<Vec<String>>,
+    /// The words after `:::`, as bytes (input, which need not be text).
+    pub arguments: Option<Vec<Vec<u8>>>,
 }
 
 /// Parses the process's command line as [`Cli`], the trailing command and `:::` arguments
@@ -244,11 +244,7 @@ pub(crate) fn split(
             ));
         }
         let path = Path::new(&word);
-        let is_file = text == "-"
-            || exists(path)
-            || path
-                .extension()
-                .is_some_and(|e| e.eq_ignore_ascii_case("toml"));
+        let is_file = text == "-" || exists(path) || crate::input::manifest::is_manifest_name(path);
         if is_file
             && text != "-"
             && !text.contains('/')
@@ -269,17 +265,17 @@ pub(crate) fn split(
         rest.extend(words.by_ref());
         break;
     }
-    let mut rest = rest.into_iter().map(|word| {
-        word.into_string()
-            .map_err(|word| format!("{word:?} is not valid UTF-8: a command must be text"))
-    });
+    let mut rest = rest.into_iter();
     let mut command_words = Vec::new();
     let mut arguments = None;
-    for word in rest.by_ref() {
-        let word = word?;
+    while let Some(word) = rest.next() {
         if word == ":::" {
-            let list = rest.by_ref().collect::<Result<Vec<_>, _>>()?;
-            if list.iter().any(|word| word == ":::" || word == "::::") {
+            // Input, as bytes: one that is not UTF-8 is an invalid record, as on stdin.
+            let list: Vec<Vec<u8>> = rest
+                .by_ref()
+                .map(std::os::unix::ffi::OsStringExt::into_vec)
+                .collect();
+            if list.iter().any(|word| word == b":::" || word == b"::::") {
                 return Err(
                     "one `:::` list only: GNU parallel runs every combination of several lists, \
                      lanes one job per argument of one list"
@@ -295,6 +291,9 @@ pub(crate) fn split(
                     .to_owned(),
             );
         }
+        let word = word
+            .into_string()
+            .map_err(|word| format!("{word:?} is not valid UTF-8: a command must be text"))?;
         command_words.push(word);
     }
     if forced && command_words.is_empty() {
@@ -484,6 +483,10 @@ mod tests {
         Some(words.iter().map(|w| (*w).to_owned()).collect())
     }
 
+    fn bytes(words: &[&str]) -> Option<Vec<Vec<u8>>> {
+        Some(words.iter().map(|w| w.as_bytes().to_vec()).collect())
+    }
+
     #[test]
     fn options_then_a_command_that_is_not_a_file() {
         let got = split_words(&["-j4", "--timeout", "5", "gzip", "-t", "--x"], &[]).unwrap();
@@ -510,7 +513,7 @@ mod tests {
         .unwrap();
         assert_eq!(got.options, os(&["lanes", "-0"]));
         assert_eq!(got.command, strings(&["./run.sh", "{}"]));
-        assert_eq!(got.arguments, strings(&["a", "b"]));
+        assert_eq!(got.arguments, bytes(&["a", "b"]));
     }
 
     #[test]
@@ -518,7 +521,7 @@ mod tests {
         let got = split_words(&["-j", "2", ":::", "echo a", "-j"], &[]).unwrap();
         assert_eq!(got.options, os(&["lanes", "-j", "2"]));
         assert_eq!(got.command, None);
-        assert_eq!(got.arguments, strings(&["echo a", "-j"]));
+        assert_eq!(got.arguments, bytes(&["echo a", "-j"]));
     }
 
     #[test]

@@ -83,7 +83,9 @@ fn plain(record: &[u8], key: &KeyTemplate) -> Option<LineItem> {
     if let Some(problem) = unpassable("key", computed.as_bytes(), limits.key) {
         return Some(LineItem::Invalid {
             key: None,
-            message: format!("--key gives a key that cannot be passed on: {problem}"),
+            message: format!(
+                "its key (the record, or what --key makes of it) cannot be passed on: {problem}"
+            ),
         });
     }
     if computed.is_empty() {
@@ -237,15 +239,15 @@ fn read_record(
 }
 
 /// The jobs of `::: ARG…`, numbered from 1; `line` is the argument's position.
-pub(crate) fn from_list(arguments: &[String], format: &RecordFormat) -> Vec<NumberedLine> {
+pub(crate) fn from_list(arguments: &[Vec<u8>], format: &RecordFormat) -> Vec<NumberedLine> {
     let mut numbered = Vec::with_capacity(arguments.len());
     for (index, argument) in arguments.iter().enumerate() {
         // A blank word is no argument, as a blank line of input is none (not under `-0`,
         // which takes every record as it is).
-        if format.delimiter == b'\n' && argument.bytes().all(|b| b.is_ascii_whitespace()) {
+        if format.delimiter == b'\n' && argument.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        if let Some(item) = format.item(argument.as_bytes()) {
+        if let Some(item) = format.item(argument) {
             numbered.push(NumberedLine {
                 seq: numbered.len() as u64 + 1,
                 line: index as u64 + 1,
@@ -270,7 +272,9 @@ mod tests {
 
     #[test]
     fn blank_words_after_three_colons_are_no_arguments_as_blank_lines_are_none() {
-        let words: Vec<String> = ["a", "", "b", " ", "\t"].map(String::from).to_vec();
+        let words: Vec<Vec<u8>> = ["a", "", "b", " ", "\t"]
+            .map(|w| w.as_bytes().to_vec())
+            .to_vec();
         let jobs = from_list(&words, &plain_format(b'\n'));
         let got: Vec<(u64, u64)> = jobs.iter().map(|n| (n.seq, n.line)).collect();
         assert_eq!(got, [(1, 1), (2, 3)]);
@@ -349,9 +353,22 @@ mod tests {
 
     #[test]
     fn list_arguments_are_numbered() {
-        let list = ["x".to_owned(), "y z".to_owned()];
+        let list = [b"x".to_vec(), b"y z".to_vec()];
         let got = from_list(&list, &plain_format(b'\n'));
         assert_eq!(got[1].seq, 2);
         assert_eq!(got[1].item, job("y z", "y z"));
+    }
+
+    #[test]
+    fn a_list_argument_that_is_not_text_is_an_invalid_record_and_the_rest_are_jobs() {
+        let list = [b"\xff".to_vec(), b"a".to_vec()];
+        let got = from_list(&list, &plain_format(b'\n'));
+        assert_eq!(got.len(), 2);
+        assert!(
+            matches!(got[0].item, LineItem::Invalid { .. }),
+            "{:?}",
+            got[0].item
+        );
+        assert_eq!(got[1].item, job("a", "a"));
     }
 }

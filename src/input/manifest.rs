@@ -161,6 +161,13 @@ pub(crate) enum ManifestError {
     },
 }
 
+/// Whether `path` names a manifest by its name alone: it ends in `.toml`, in any case
+/// (`jobs.toml`, `JOBS.TOML`, and a file named `.toml` itself).
+pub(crate) fn is_manifest_name(path: &Path) -> bool {
+    let name = path.as_os_str().as_encoded_bytes();
+    name.len() >= 5 && name[name.len() - 5..].eq_ignore_ascii_case(b".toml")
+}
+
 /// Reads and validates the manifest at `path`.
 ///
 /// # Errors
@@ -1612,6 +1619,22 @@ needs = { gpu = 1, mem = "8G" }
         match directory {
             Err(ManifestError::Read { path, .. }) => assert_eq!(path, dir),
             other => panic!("expected a read error for a directory, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_manifest_is_named_by_the_end_of_its_name_in_any_case() {
+        for name in [
+            "jobs.toml",
+            "conf/JOBS.TOML",
+            ".toml",
+            "dir/.toml",
+            "a.b.Toml",
+        ] {
+            assert!(is_manifest_name(Path::new(name)), "{name}");
+        }
+        for name in ["jobs.tsv", "toml", "jobs.toml.bak", "dir.toml/jobs", ""] {
+            assert!(!is_manifest_name(Path::new(name)), "{name}");
         }
     }
 }

@@ -130,10 +130,12 @@ pub(crate) fn prepare_dir(dir: &Path, clean: bool) -> Result<(), String> {
         .map_err(|err| format!("cannot create the results directory {shown}: {err}"))?;
     let entries = std::fs::read_dir(dir)
         .map_err(|err| format!("cannot read the results directory {shown}: {err}"))?;
+    // Each name, and whether it is a file lanes could have written (not a directory, say).
     let mut names = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|err| format!("cannot read {shown}: {err}"))?;
-        names.push(entry.file_name());
+        let is_file = entry.file_type().is_ok_and(|kind| kind.is_file());
+        names.push((entry.file_name(), is_file));
     }
     if names.is_empty() {
         return Ok(());
@@ -144,13 +146,17 @@ pub(crate) fn prepare_dir(dir: &Path, clean: bool) -> Result<(), String> {
              would mix with them; empty it, name another directory, or add --results-clean"
         ));
     }
-    if let Some(other) = names.iter().find(|name| !written_by_lanes(name)) {
+    // Everything is checked before anything is removed.
+    if let Some((other, _)) = names
+        .iter()
+        .find(|(name, is_file)| !(*is_file && written_by_lanes(name)))
+    {
         return Err(format!(
             "--results-clean: {shown} holds {}, which lanes did not write: nothing removed",
             other.to_string_lossy()
         ));
     }
-    for name in names {
+    for (name, _) in names {
         std::fs::remove_file(dir.join(&name)).map_err(|err| {
             format!(
                 "--results-clean: cannot remove {}: {err}",

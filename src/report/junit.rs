@@ -21,8 +21,9 @@
 //! `attempts`, `slot`, `exit_code`, `signal` (those that are set) and `leaked` as properties.
 //!
 //! Text that XML 1.0 cannot hold, or that would only be noise in it, is removed: ANSI escape
-//! sequences, control characters and U+FFFE/U+FFFF; except in a key (a suite's name), where
-//! they are shown escaped, so that keys stay apart. The stderr tail keeps its newlines, and
+//! sequences, control characters and U+FFFE/U+FFFF; except in a key (a suite's name) and a
+//! command (in a case's name), where they are shown escaped, so that keys stay apart and a
+//! name shows the command that ran. The stderr tail keeps its newlines, and
 //! its tabs as spaces to the next tab stop (`quick-junit` would drop tabs); names and
 //! attributes are kept on one line.
 
@@ -154,7 +155,11 @@ impl JunitReport {
             Verdict::Success | Verdict::Skipped { .. } => None,
         };
         let name = match entry.command {
-            Some(command) => format!("seq {}: {}", entry.seq, one_line(command, COMMAND_CHARS)),
+            Some(command) => format!(
+                "seq {}: {}",
+                entry.seq,
+                command_name(command, COMMAND_CHARS)
+            ),
             None => format!("seq {}: (invalid line {})", entry.seq, entry.line),
         };
         let case = Case {
@@ -514,6 +519,21 @@ fn one_line(text: &str, max: usize) -> String {
         .collect()
 }
 
+/// A job's command in its case's name, on one line: tabs and line breaks become spaces, and
+/// what XML cannot hold is shown escaped as in a key (`\u{1b}`), not dropped, so that the name
+/// shows the command that ran; at most `max` of the command's characters.
+fn command_name(command: &str, max: usize) -> String {
+    let mut name = String::with_capacity(command.len().min(max));
+    for c in command.chars().take(max) {
+        match c {
+            '\t' | '\n' | '\r' => name.push(' '),
+            c if kept(c) => name.push(c),
+            c => name.extend(c.escape_default()),
+        }
+    }
+    name
+}
+
 /// A key as a suite's name and its cases' class name: what XML cannot hold shown escaped
 /// (`\u{1}`, `\n`, `\u{1b}`), as lanes shows keys on the terminal, not dropped: two keys
 /// that differ only there stay two suites.
@@ -803,7 +823,7 @@ mod tests {
         assert_eq!(
             case_names(suites[1]),
             [
-                "seq 2: run thing",
+                "seq 2: run \\u{1}thing",
                 "seq 6: old",
                 "seq 7: nope",
                 "seq 8: new"
@@ -834,7 +854,7 @@ mod tests {
             ])
         );
 
-        let exit = case(&doc, "seq 2: run thing");
+        let exit = case(&doc, "seq 2: run \\u{1}thing");
         let failure = child(exit, "failure").expect("exit status is a failure");
         assert_eq!(attr(failure, "type"), "exit_status");
         assert_eq!(attr(failure, "message"), "exit status 3");
@@ -941,6 +961,22 @@ mod tests {
         assert_eq!(
             attr(child(case, "failure").unwrap(), "message"),
             "bad thing"
+        );
+        // A command's unfit characters are shown escaped in its case's name, the text after
+        // them kept: it names the command that ran.
+        let mut report = JunitReport::new("run", SystemTime::UNIX_EPOCH);
+        report.add(&entry(
+            1,
+            Some("k"),
+            Some("echo \"a\u{1b}\"; echo b\u{1}c\tx\ny"),
+            Outcome::Succeeded,
+        ));
+        let xml = report.to_xml();
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+        let suite = child(doc.root_element(), "testsuite").unwrap();
+        assert_eq!(
+            attr(child(suite, "testcase").unwrap(), "name"),
+            "seq 1: echo \"a\\u{1b}\"; echo b\\u{1}c x y"
         );
         assert_eq!(
             child(case, "system-err").unwrap().text(),

@@ -137,6 +137,52 @@ fn one_word_is_shell_text() {
 }
 
 #[test]
+fn a_template_whose_end_would_take_in_the_appended_argument_is_refused_before_anything_runs() {
+    let scratch = Scratch::new();
+    let cases: [(&[&str], &str, &str); 4] = [
+        (&["echo \""], "\"; touch \"$D/pwned1\" #", "inside quotes"),
+        (
+            &["--command", "echo hi # note"],
+            "k\tx\ntouch \"$D/pwned2\"",
+            "in a comment",
+        ),
+        (
+            &["--command", "cat <<E\nbody"],
+            "k\t$(touch \"$D/pwned3\")",
+            "in a here-document",
+        ),
+        (
+            &["--command", "printf '%s"],
+            "k\t'; touch \"$D/pwned4\"; '",
+            "inside quotes",
+        ),
+    ];
+    for (args, input, place) in cases {
+        let out = Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .arg("-0")
+            .args(args.iter().copied())
+            .stdin(format!("{input}\0"))
+            .run();
+        out.code(2);
+        assert!(
+            out.stderr().contains(&format!(
+                "the argument appended at its end would be {place}"
+            )),
+            "{args:?}: {}",
+            out.dump()
+        );
+    }
+    let pwned: Vec<String> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with("pwned"))
+        .collect();
+    assert!(pwned.is_empty(), "injected commands ran: {pwned:?}");
+}
+
+#[test]
 fn mistakes_are_usage_errors_with_a_hint() {
     let out = Run::new().no_report().args(["-j", "2", "--bogus"]).run();
     out.code(2);
@@ -213,6 +259,34 @@ fn nul_separated_tab_lines_may_hold_newlines_in_commands() {
     out.code(0);
     assert_eq!(out.stdout(), "one\ntwo\n");
     assert_eq!(out.job(1).command.as_deref(), Some("echo one\necho two"));
+}
+
+/// A word after `:::` that is not UTF-8 is an invalid record, as the same bytes on stdin are:
+/// the other arguments still run.
+#[test]
+fn an_argument_after_three_colons_that_is_not_text_is_rejected_and_the_rest_run() {
+    use std::os::unix::ffi::OsStringExt as _;
+    let out = Run::new()
+        .args(["echo", ":::"])
+        .arg(std::ffi::OsString::from_vec(b"\xffx".to_vec()))
+        .arg("a")
+        .run();
+    out.code(1);
+    let report = out.report();
+    let results: Vec<(u64, &str, Option<&str>)> = report
+        .jobs
+        .iter()
+        .map(|job| (job.seq, job.outcome.as_str(), job.reason.as_deref()))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            (1, "rejected", Some("invalid_input")),
+            (2, "succeeded", None)
+        ],
+        "{}",
+        out.dump()
+    );
 }
 
 #[test]

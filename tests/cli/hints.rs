@@ -118,6 +118,19 @@ fn a_results_directory_that_holds_files_is_refused_unless_cleaned() {
     out.code(2);
     assert!(out.stderr().contains("notes.txt"), "{}", out.dump());
     assert!(dir.join("000001-k.stdout").exists());
+    // Nor is anything that has a results file's name and is no file: and nothing goes then.
+    std::fs::remove_file(dir.join("notes.txt")).unwrap();
+    std::fs::create_dir(dir.join("000009-x.stdout")).unwrap();
+    let out = run(&["--results-clean"]);
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("000009-x.stdout, which lanes did not write: nothing removed"),
+        "{}",
+        out.dump()
+    );
+    assert!(dir.join("000001-k.stdout").exists());
+    assert!(dir.join("index.jsonl").exists());
 }
 
 #[test]

@@ -387,10 +387,35 @@ fn resume_refuses_a_file_that_is_not_a_report() {
         .run()
         .code(0);
     let other = scratch.write("other.jsonl", "{\"status\":\"ok\"}\n");
+    // A real report with its job's record copied after its summary, and one whose record
+    // lost its outcome.
+    let report = scratch.join("report.jsonl");
+    Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--report")
+        .arg(&report)
+        .stdin("k\ttouch \"$D/ran\"\n")
+        .run()
+        .code(0);
+    std::fs::remove_file(scratch.join("ran")).unwrap();
+    let text = std::fs::read_to_string(&report).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let appended = scratch.write("appended.jsonl", format!("{text}{}\n", lines[1]));
+    let no_outcome = scratch.write(
+        "no-outcome.jsonl",
+        text.replace("\"outcome\":\"succeeded\"", "\"outcome\":\"done\""),
+    );
     for (file, why) in [
         (&events, "it is an events file (--events)"),
         (&jobs, "its first line is not a JSON record"),
         (&other, "its first line is not the `run` record"),
+        (&appended, "line 4 comes after the summary (line 3)"),
+        (
+            &no_outcome,
+            "the record of seq 1 has no outcome lanes writes (\"done\")",
+        ),
     ] {
         let out = Run::new()
             .scratch(&scratch)
