@@ -1143,12 +1143,21 @@ fn the_webhook_example_submits_one_lane_per_service() {
     );
 }
 
-#[test]
-fn requeue_lost_runs_again_the_job_that_was_running_when_the_server_died() {
-    let scratch = Scratch::new();
+/// Starts a server with its journal in `scratch/j.journal` (and `args`) on `lanes.sock`, has it
+/// start job `a`, whose first try blocks and whose next try runs `then` and succeeds, lets
+/// `meanwhile` submit to it, and kills it with SIGKILL, and the blocked try's process group
+/// too: what a crash of the server leaves.
+fn killed_while_a_job_runs(
+    scratch: &Scratch,
+    args: &[&str],
+    then: &str,
+    meanwhile: impl FnOnce(&Path),
+) {
     let socket = scratch.join("lanes.sock");
     let mut first = Command::new(BIN)
-        .args(["serve", "--socket"])
+        .arg("serve")
+        .args(args)
+        .arg("--socket")
         .arg(&socket)
         .arg("--journal")
         .arg(scratch.join("j.journal"))
@@ -1158,9 +1167,8 @@ fn requeue_lost_runs_again_the_job_that_was_running_when_the_server_died() {
         .spawn()
         .unwrap();
     assert!(listening(&socket));
-    // The first try waits for `go`, which the second server's try does not need.
     let job = format!(
-        "if [ -e \"$D/tried\" ]; then echo again > \"$D/again\"; exit 0; fi; \
+        "if [ -e \"$D/tried\" ]; then {then}; exit 0; fi; \
          touch \"$D/tried\"; echo $$ > \"$D/pid\"; {}",
         blocked_on("never")
     );
@@ -1169,6 +1177,7 @@ fn requeue_lost_runs_again_the_job_that_was_running_when_the_server_died() {
         0
     );
     scratch.wait_for("pid", Duration::from_secs(20));
+    meanwhile(&socket);
     let pid = scratch.pid("pid");
     first.kill().unwrap();
     first.wait().unwrap();
@@ -1177,6 +1186,12 @@ fn requeue_lost_runs_again_the_job_that_was_running_when_the_server_died() {
         nix::sys::signal::Signal::SIGKILL,
     );
     assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+}
+
+#[test]
+fn requeue_lost_runs_again_the_job_that_was_running_when_the_server_died() {
+    let scratch = Scratch::new();
+    killed_while_a_job_runs(&scratch, &[], "echo again > \"$D/again\"", |_| {});
     let server = serve(
         &scratch,
         &[
@@ -1199,40 +1214,18 @@ fn requeue_lost_runs_again_the_job_that_was_running_when_the_server_died() {
 #[test]
 fn a_restarted_server_runs_every_job_it_had_answered_queued_whatever_its_queue_bound() {
     let scratch = Scratch::new();
-    let socket = scratch.join("lanes.sock");
     let journal = scratch.join("j.journal");
-    let mut first = Command::new(BIN)
-        .args(["serve", "-j", "1", "--max-queued", "2", "--socket"])
-        .arg(&socket)
-        .arg("--journal")
-        .arg(&journal)
-        .env("D", scratch.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(listening(&socket));
-    let job = format!(
-        "if [ -e \"$D/tried\" ]; then exit 0; fi; touch \"$D/tried\"; echo $$ > \"$D/pid\"; {}",
-        blocked_on("never")
+    killed_while_a_job_runs(
+        &scratch,
+        &["-j", "1", "--max-queued", "2"],
+        "true",
+        |socket| {
+            for key in ["b", "c"] {
+                let answer = client_at(socket, "submit", &[key, "--", "true"], None);
+                assert_eq!(answer.code, 10, "{key}: {}{}", answer.stdout, answer.stderr);
+            }
+        },
     );
-    assert_eq!(
-        client_at(&socket, "submit", &["a", "--", &job], None).code,
-        0
-    );
-    scratch.wait_for("pid", Duration::from_secs(20));
-    for key in ["b", "c"] {
-        let answer = client_at(&socket, "submit", &[key, "--", "true"], None);
-        assert_eq!(answer.code, 10, "{key}: {}{}", answer.stdout, answer.stderr);
-    }
-    let pid = scratch.pid("pid");
-    first.kill().unwrap();
-    first.wait().unwrap();
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(-pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
     let server = serve(
         &scratch,
         &[
