@@ -32,9 +32,10 @@ use crate::core::Outcome;
 /// then, so that no frame counts a job twice or not at all, and the job lines are the runs the
 /// status line counts.
 pub(crate) struct Progress {
+    /// Handed to writers, which print above the display through it.
     multi: MultiProgress,
-    /// The whole frame: one bar whose template lays every line out (`{frame}`).
-    frame: ProgressBar,
+    /// The thread that draws: every call into `indicatif` that may write to the terminal.
+    painter: Painter,
     board: Arc<Mutex<Board>>,
     /// Echo turned off while the display is drawn, when it was.
     echo: Option<Echo>,
@@ -186,8 +187,8 @@ impl Progress {
             multi.set_draw_target(ProgressDrawTarget::hidden());
         }
         Progress {
+            painter: Painter::start(multi.clone(), frame),
             multi,
-            frame,
             board,
             echo: (!keep_echo).then(Echo::off).flatten(),
             background,
@@ -292,7 +293,7 @@ impl Progress {
         let background = in_background();
         if background && !self.background {
             self.background = true;
-            self.multi.set_draw_target(ProgressDrawTarget::hidden());
+            self.painter.order(Paint::Hide);
             // The shell that took the terminal sets its own settings: nothing to give back.
             self.echo = None;
         } else if !background && self.background {
@@ -330,7 +331,7 @@ impl Progress {
         // SIGCONT may not have been heard yet: the terminal tells.
         self.continued();
         if !self.finished && !self.background {
-            self.frame.tick();
+            self.painter.order(Paint::Tick);
         }
     }
 
@@ -366,7 +367,7 @@ impl Progress {
     fn draw_now(&mut self) {
         self.continued();
         if !self.finished {
-            self.frame.force_draw();
+            self.painter.order(Paint::Draw);
         }
     }
 
@@ -376,8 +377,10 @@ impl Progress {
         if self.finished {
             return;
         }
-        let _ = self.multi.clear();
-        self.multi.set_draw_target(ProgressDrawTarget::hidden());
+        self.painter.order(Paint::Clear);
+        self.painter.order(Paint::Hide);
+        // Cleared before lanes stops, unless the terminal takes nothing now (Ctrl-S).
+        self.painter.wait_done(Some(PAUSE_PATIENCE));
         if let Some(echo) = self.echo.take() {
             echo.restore();
         }
@@ -401,8 +404,7 @@ impl Progress {
         if !self.keep_echo && self.echo.is_none() {
             self.echo = Echo::off();
         }
-        self.multi.set_draw_target(draw_target());
-        self.multi.set_move_cursor(true);
+        self.painter.order(Paint::Show);
         self.draw_now();
     }
 
@@ -412,10 +414,9 @@ impl Progress {
             return;
         }
         self.finished = true;
-        self.frame.finish_and_clear();
-        let _ = self.multi.clear();
-        // Writers still hold the handle: from now on they write plainly, nothing is redrawn.
-        self.multi.set_draw_target(ProgressDrawTarget::hidden());
+        self.painter.order(Paint::Finish);
+        // What is written after (the summary) comes below the cleared display.
+        self.painter.wait_done(None);
         if let Some(echo) = self.echo.take() {
             echo.restore();
         }
@@ -427,6 +428,157 @@ impl Drop for Progress {
         if let Some(echo) = self.echo.take() {
             echo.restore();
         }
+        self.painter.close();
+    }
+}
+
+/// How long [`Progress::pause`] waits for the display to be cleared before lanes stops.
+const PAUSE_PATIENCE: Duration = Duration::from_secs(1);
+
+/// What the display thread does, in the order asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Paint {
+    /// The next frame, when one is due (at most [`REFRESH_HZ`](super::terminal) a second).
+    Tick,
+    /// A frame now.
+    Draw,
+    /// Nothing drawn from now on.
+    Hide,
+    /// Drawn on the terminal again.
+    Show,
+    /// The frame cleared.
+    Clear,
+    /// The frame cleared for good; writers then write plainly.
+    Finish,
+}
+
+/// The thread that draws the display. A terminal that takes nothing (Ctrl-S, a stalled ssh
+/// session) blocks a write to it, and `indicatif` holds its lock meanwhile, as writers do that
+/// print above the display: only this thread then waits, while the event loop goes on
+/// supervising (timeouts, stops, exits, starts). Orders are kept in order; frames asked for
+/// while one waits to be drawn are drawn once.
+struct Painter {
+    shared: Arc<(Mutex<Orders>, std::sync::Condvar)>,
+}
+
+#[derive(Default)]
+struct Orders {
+    queue: std::collections::VecDeque<Paint>,
+    /// The thread is carrying out an order.
+    busy: bool,
+    /// No order comes any more: the thread ends.
+    closed: bool,
+}
+
+impl Painter {
+    /// Starts the thread drawing `frame` through `multi`. Without a thread (none could be
+    /// started), orders are carried out by the caller.
+    fn start(multi: MultiProgress, frame: ProgressBar) -> Self {
+        let shared = Arc::new((Mutex::new(Orders::default()), std::sync::Condvar::new()));
+        let theirs = Arc::clone(&shared);
+        let started = std::thread::Builder::new()
+            .name("lanes-display".into())
+            .spawn(move || paint(&theirs, &multi, &frame));
+        if started.is_err() {
+            // Orders then wait for ever: none is drawn, the run goes on.
+            let (orders, _) = &*shared;
+            lock(orders).closed = true;
+        }
+        Painter { shared }
+    }
+
+    /// Asks for `paint` after the orders before it.
+    fn order(&self, paint: Paint) {
+        let (orders, wake) = &*self.shared;
+        let mut orders = lock(orders);
+        if orders.closed {
+            return;
+        }
+        match (orders.queue.back().copied(), paint) {
+            // A frame already asked for and not drawn yet shows the board as it is then.
+            (Some(Paint::Tick | Paint::Draw), Paint::Tick) | (Some(Paint::Draw), Paint::Draw) => {
+                return
+            }
+            (Some(Paint::Tick), Paint::Draw) => {
+                orders.queue.pop_back();
+            }
+            _ => {}
+        }
+        orders.queue.push_back(paint);
+        wake.notify_all();
+    }
+
+    /// Waits until every order is carried out, at most `patience` when given.
+    fn wait_done(&self, patience: Option<Duration>) {
+        let (orders, done) = &*self.shared;
+        let deadline = patience.map(|patience| Instant::now() + patience);
+        let mut orders = lock(orders);
+        while !orders.closed && (orders.busy || !orders.queue.is_empty()) {
+            orders = match deadline {
+                None => done.wait(orders).unwrap_or_else(PoisonError::into_inner),
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return;
+                    }
+                    done.wait_timeout(orders, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        }
+    }
+
+    /// No order comes any more: the thread ends once it has carried out those asked.
+    fn close(&self) {
+        let (orders, wake) = &*self.shared;
+        lock(orders).closed = true;
+        wake.notify_all();
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The display thread's loop: carries out each order, then says so.
+fn paint(shared: &(Mutex<Orders>, std::sync::Condvar), multi: &MultiProgress, frame: &ProgressBar) {
+    let (orders, wake) = shared;
+    loop {
+        let next = {
+            let mut orders = lock(orders);
+            loop {
+                if let Some(next) = orders.queue.pop_front() {
+                    orders.busy = true;
+                    break next;
+                }
+                if orders.closed {
+                    return;
+                }
+                orders = wake.wait(orders).unwrap_or_else(PoisonError::into_inner);
+            }
+        };
+        match next {
+            Paint::Tick => frame.tick(),
+            Paint::Draw => frame.force_draw(),
+            Paint::Hide => multi.set_draw_target(ProgressDrawTarget::hidden()),
+            Paint::Show => {
+                multi.set_draw_target(draw_target());
+                multi.set_move_cursor(true);
+            }
+            Paint::Clear => {
+                let _ = multi.clear();
+            }
+            Paint::Finish => {
+                frame.finish_and_clear();
+                let _ = multi.clear();
+                // Writers still hold the handle: from now on they write plainly, nothing is
+                // redrawn.
+                multi.set_draw_target(ProgressDrawTarget::hidden());
+            }
+        }
+        lock(orders).busy = false;
+        wake.notify_all();
     }
 }
 
@@ -576,8 +728,8 @@ mod tests {
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::hidden());
         let frame = multi.add(ProgressBar::hidden());
         Progress {
+            painter: Painter::start(multi.clone(), frame),
             multi,
-            frame,
             board: Arc::new(Mutex::new(board)),
             echo: None,
             background: false,

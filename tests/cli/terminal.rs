@@ -486,6 +486,41 @@ fn a_job_past_its_timeout_shows_as_stopping_until_its_grace_period_ends() {
         .all(|job| job.reason.as_deref() == Some("timeout")));
 }
 
+/// A terminal that takes nothing (Ctrl-S: XOFF) holds the display and the output written
+/// to it, not the run: a job's timeout still stops it on time, and its record is written.
+#[test]
+fn a_terminal_that_takes_nothing_holds_the_display_not_the_timeouts() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("xoff", 120, 30, scratch.path()) else {
+        return;
+    };
+    scratch.write(
+        "jobs",
+        "victim\ttouch \"$D/up\"; exec sleep 60\n\
+         noisy\tyes 'a line of output that fills the terminal' | head -c 2000000\n",
+    );
+    tmux.type_line(&lanes_line(
+        "--progress always -j 2 --timeout 4 --grace 1 \"$D/jobs\"",
+        scratch.path(),
+    ));
+    scratch.wait_for("up", Duration::from_secs(10));
+    tmux.key("C-s");
+    let report = scratch.join("report");
+    let victim = wait_until(Duration::from_secs(20), || {
+        fs::read_to_string(&report).is_ok_and(|text| text.contains("\"key\":\"victim\""))
+    });
+    tmux.key("C-q");
+    assert!(
+        victim,
+        "no record of the timed-out job while the terminal took nothing"
+    );
+    let report = ended(&scratch, &tmux, Duration::from_secs(60));
+    let job = report.job(1);
+    assert_eq!(job.reason.as_deref(), Some("timeout"));
+    let duration = job.duration_ms.unwrap();
+    assert!((4000..6000).contains(&duration), "{duration} ms");
+}
+
 #[test]
 fn after_a_sigstop_and_fg_the_display_starts_afresh_below_the_shell_without_echo() {
     let scratch = Scratch::new();
