@@ -206,6 +206,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             color_stdout
         },
         color_stderr,
+        one_destination: config.json || crate::output::sink::stdout_is_stderr(),
     };
     let report_file = report_file
         .zip(config.report.as_ref())

@@ -440,6 +440,17 @@ pub(crate) fn stdout_file() -> std::io::Result<std::fs::File> {
     ))
 }
 
+/// Whether lanes' stdout and stderr are one file (`2>&1`, one terminal, one pipe): the same
+/// device and inode. Two writers to it keep no order between them.
+pub(crate) fn stdout_is_stderr() -> bool {
+    use nix::libc::{STDERR_FILENO, STDOUT_FILENO};
+    use nix::sys::stat::fstat;
+    match (fstat(STDOUT_FILENO), fstat(STDERR_FILENO)) {
+        (Ok(out), Ok(err)) => (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino),
+        _ => false,
+    }
+}
+
 /// lanes' own stderr as a destination, like [`stdout_file`].
 pub(crate) fn stderr_file() -> std::io::Result<std::fs::File> {
     use std::os::fd::AsFd;

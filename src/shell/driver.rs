@@ -171,7 +171,13 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         grouped: GroupedOutput::new(
             config.keep_order,
             streams.job_stdout.clone(),
-            streams.stderr.clone(),
+            // A block's stderr after its stdout, and before the next block's header: one
+            // writer keeps that order where both end in one file.
+            if streams.one_destination {
+                streams.job_stdout.clone()
+            } else {
+                streams.stderr.clone()
+            },
         ),
         launcher: Launcher::new(&config, streams, reaper, (spawned_tx, ended_tx), cgroups),
         core,

@@ -33,6 +33,9 @@ pub(crate) struct Streams {
     pub(crate) color_stdout: bool,
     /// Whether key prefixes on the stderr sink are coloured.
     pub(crate) color_stderr: bool,
+    /// Whether `job_stdout` and `stderr` end in one file (one terminal, `2>&1`, `--json`):
+    /// output whose order across them matters (a grouped block) then goes through one of them.
+    pub(crate) one_destination: bool,
 }
 
 /// Everything every start of a run shares, prepared once.

@@ -136,6 +136,65 @@ fn grouped_blocks_stay_whole_when_lines_arrive_in_pieces() {
     }
 }
 
+/// Where stdout and stderr are one file (`2>&1`, one terminal), each grouped block's stderr
+/// follows its own stdout, before the next block's header, also for blocks that waited for an
+/// earlier job (`--keep-order`) and were written together.
+#[test]
+fn with_stdout_and_stderr_in_one_file_each_blocks_stderr_stays_in_its_block() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "jobs.tsv",
+        format!(
+            "a\t{}; echo a-out; echo a-err >&2\n\
+             b\techo b-out; echo b-err >&2\n\
+             c\techo c-out; echo c-err >&2\n",
+            await_file("go")
+        ),
+    );
+    for extra in [&["--keep-order"][..], &[]] {
+        let _ = fs::remove_file(scratch.join("go"));
+        let merged = scratch.join("merged.txt");
+        let report = scratch.join("report.jsonl");
+        let command = format!(
+            "{} -j 3 --output grouped --report {} {} {} > {} 2>&1",
+            sh_quote(BIN),
+            sh_quote(report.to_str().unwrap()),
+            extra.join(" "),
+            sh_quote(scratch.join("jobs.tsv").to_str().unwrap()),
+            sh_quote(merged.to_str().unwrap()),
+        );
+        let mut child = Command::new("sh")
+            .args(["-c", &command])
+            .env("D", scratch.path())
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // b and c end while a waits.
+        assert!(wait_until(WAIT, || {
+            let so_far = fs::read_to_string(&report).unwrap_or_default();
+            so_far.contains("\"seq\":2,") && so_far.contains("\"seq\":3,")
+        }));
+        scratch.write("go", "");
+        assert!(child.wait().unwrap().success());
+        let text = fs::read_to_string(&merged).unwrap();
+        let blocks: Vec<&str> = text
+            .lines()
+            .filter(|line| !line.starts_with("lanes: "))
+            .collect();
+        for key in ["a", "b", "c"] {
+            let header = blocks
+                .iter()
+                .position(|line| line.starts_with(&format!("==> [{key}]")))
+                .unwrap_or_else(|| panic!("no block of {key}:\n{text}"));
+            assert_eq!(
+                blocks[header + 1..header + 3],
+                [format!("{key}-out"), format!("{key}-err")],
+                "{extra:?}:\n{text}"
+            );
+        }
+    }
+}
+
 #[test]
 fn keep_order_writes_blocks_in_input_order_even_when_later_jobs_end_first() {
     let scratch = Scratch::new();
