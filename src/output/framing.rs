@@ -115,12 +115,32 @@ fn plain_prefix(key: &str) -> String {
     format!("[{}] ", escape_controls(key))
 }
 
-/// `key` as shown to people: control characters escaped (`\n`, `\u{1}`), so a key can never
-/// break a line or move the cursor; everything else, Unicode included, as it is.
+/// Whether `c` is shown as `\u{..}` rather than as itself: C0 and C1 controls, the bidi
+/// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and marks (U+200E,
+/// U+200F, U+061C), and the line and paragraph separators U+2028 and U+2029; so that a key or
+/// a command shown can neither hide, reorder nor break what follows it (the bidi controls are
+/// the ones of the "Trojan Source" attack, CVE-2021-42574).
+pub(crate) fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{202a}'..='\u{202e}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{200e}'
+                | '\u{200f}'
+                | '\u{061c}'
+                | '\u{2028}'
+                | '\u{2029}'
+        )
+}
+
+/// `key` as shown to people: control characters escaped (`\n`, `\u{1}`), and the other
+/// characters of [`is_hidden`] (`\u{202e}`), so a key can never break a line, move the cursor
+/// or reorder what follows it; everything else, Unicode included, as it is.
 pub(crate) fn escape_controls(key: &str) -> String {
     let mut shown = String::with_capacity(key.len());
     for c in key.chars() {
-        if c.is_control() {
+        if is_hidden(c) {
             shown.extend(c.escape_default());
         } else {
             shown.push(c);
@@ -171,6 +191,19 @@ mod tests {
         assert!(pieces.iter().all(|p| p.starts_with(b"[k] ")));
         let total: usize = pieces.iter().map(|p| p.len() - 4).sum();
         assert_eq!(total, line.len());
+    }
+
+    #[test]
+    fn prefixes_escape_bidi_controls_and_keep_other_unicode() {
+        assert_eq!(
+            prefix_for("bidi\u{202e}evil", false),
+            b"[bidi\\u{202e}evil] "
+        );
+        assert_eq!(
+            escape_controls("a\u{2066}b\u{200f}c\u{2028}"),
+            "a\\u{2066}b\\u{200f}c\\u{2028}"
+        );
+        assert_eq!(escape_controls("zé🙂"), "zé🙂");
     }
 
     #[test]

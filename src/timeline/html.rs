@@ -7,26 +7,10 @@ use std::io::{self, Write};
 
 use super::model::{Body, Timeline, CAUSES, OUTCOMES};
 
+use crate::output::framing::is_hidden;
+
 const STYLE: &str = include_str!("page.css");
 const SCRIPT: &str = include_str!("page.js");
-
-/// Whether `c` is shown as `\u{..}` rather than as itself: C0 and C1 controls, the bidi
-/// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and marks (U+200E,
-/// U+200F, U+061C), and the line and paragraph separators U+2028 and U+2029; so that text
-/// of the report can neither hide, reorder nor break what the page shows.
-pub(crate) fn hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
-                | '\u{200e}'
-                | '\u{200f}'
-                | '\u{061c}'
-                | '\u{2028}'
-                | '\u{2029}'
-        )
-}
 
 /// `text` shortened to `limit` characters, the last of them `…`, when longer.
 pub(crate) fn shortened(text: &str, limit: usize) -> std::borrow::Cow<'_, str> {
@@ -63,7 +47,7 @@ pub(crate) fn escape(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if is_hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }

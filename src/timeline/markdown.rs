@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use super::html::{duration, hidden, shortened};
+use super::html::{duration, shortened};
 use super::model::{Body, Timeline};
+use crate::output::framing::is_hidden;
 
 /// The most keys the Gantt chart shows.
 pub(crate) const GANTT_KEYS: usize = 30;
@@ -60,7 +61,7 @@ fn cell(text: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if is_hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
