@@ -308,7 +308,56 @@ enum Nest {
 /// the rest of a double-quoted string, never towards [`Place::Word`] in a here-document or a
 /// comment.
 fn places(text: &str) -> Vec<Place> {
-    let b = text.as_bytes();
+    // A line continuation (backslash-newline) is removed before the shell reads further
+    // (POSIX §2.2.1): `#` or `<<` after one starts a comment or a here-document. The text is
+    // scanned with them removed, and each byte keeps its place; the removed bytes are no
+    // placeholder's. Removed in comments and quoted here-documents too, where the shell keeps
+    // them: the scan then finds more text in a comment or a document, never less.
+    let (joined, at) = without_continuations(text.as_bytes());
+    let found = places_joined(&joined);
+    let mut places = vec![Place::Quotes; text.len()];
+    for (place, &original) in found.into_iter().zip(&at) {
+        places[original] = place;
+    }
+    places
+}
+
+/// `b` without its line continuations (a backslash, not itself escaped, before a newline,
+/// outside single quotes), and where each byte left was in `b`.
+fn without_continuations(b: &[u8]) -> (Vec<u8>, Vec<usize>) {
+    let mut joined = Vec::with_capacity(b.len());
+    let mut at = Vec::with_capacity(b.len());
+    let (mut single, mut double) = (false, false);
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\\' if !single => {
+                if b.get(i + 1) == Some(&b'\n') {
+                    i += 2;
+                    continue;
+                }
+                joined.push(b[i]);
+                at.push(i);
+                if i + 1 < b.len() {
+                    joined.push(b[i + 1]);
+                    at.push(i + 1);
+                }
+                i += 2;
+                continue;
+            }
+            b'\'' if !double => single = !single,
+            b'"' if !single => double = !double,
+            _ => {}
+        }
+        joined.push(b[i]);
+        at.push(i);
+        i += 1;
+    }
+    (joined, at)
+}
+
+/// [`places`] of a text without line continuations.
+fn places_joined(b: &[u8]) -> Vec<Place> {
     let mut places = vec![Place::Word; b.len()];
     let mut nest: Vec<Nest> = Vec::new();
     let mut pending: Vec<(Vec<u8>, bool)> = Vec::new();
@@ -337,6 +386,19 @@ fn places(text: &str) -> Vec<Place> {
                     word_start = true;
                     continue;
                 }
+                b'$' if b[i + 1..].starts_with(b"{{") => {
+                    // Quotes nest inside `"${…}"`: its whole text is taken as quoted.
+                    let end = parameter_end(b, i);
+                    places[i..end].fill(Place::Quotes);
+                    i = end;
+                    continue;
+                }
+                b'$' if b[i + 1..].starts_with(b"((") => {
+                    let end = arithmetic_end(b, i);
+                    places[i..end].fill(Place::Quotes);
+                    i = end;
+                    continue;
+                }
                 b'`' => {
                     nest.push(Nest::Backquote);
                     word_start = true;
@@ -346,9 +408,48 @@ fn places(text: &str) -> Vec<Place> {
             i += 1;
             continue;
         }
+        if nest.iter().any(|n| matches!(n, Nest::Backquote)) {
+            // Inside backquotes the shell takes backslashes out of the text before it runs
+            // it, and a quote ends nothing: a quoted substitution is no literal word there.
+            places[i] = Place::Quotes;
+        }
         match c {
             b'\\' => {
+                // The escaped byte is quoted: a placeholder's `{` there would leave the
+                // substitution's opening quote escaped (`\'…'`).
+                if i + 1 < b.len() {
+                    places[i + 1] = Place::Quotes;
+                }
                 i += 2;
+                word_start = false;
+                continue;
+            }
+            b'$' if next == Some(b'\'') => {
+                // `$'…'` (bash, ksh, zsh; POSIX 2024): backslash escapes inside, a quoted
+                // substitution's `'` ends it.
+                let mut end = i + 2;
+                while end < b.len() && b[end] != b'\'' {
+                    end += if b[end] == b'\\' { 2 } else { 1 };
+                }
+                let end = (end + 1).min(b.len());
+                places[i..end].fill(Place::Quotes);
+                i = end;
+                word_start = false;
+                continue;
+            }
+            b'$' if b[i + 1..].starts_with(b"{{") => {
+                let end = parameter_end(b, i);
+                places[i..end].fill(Place::Quotes);
+                i = end;
+                word_start = false;
+                continue;
+            }
+            b'$' if b[i + 1..].starts_with(b"((") => {
+                // An arithmetic expression is read as if in double quotes (POSIX §2.6.4):
+                // a quoted substitution's `$(…)` would run.
+                let end = arithmetic_end(b, i);
+                places[i..end].fill(Place::Quotes);
+                i = end;
                 word_start = false;
                 continue;
             }
@@ -405,6 +506,9 @@ fn places(text: &str) -> Vec<Place> {
                 }
                 let (delimiter, strip, end) = here_document_delimiter(b, i + 2);
                 pending.push((delimiter, strip));
+                // A substitution in the delimiter's word would be part of that word, its
+                // quotes the word's, and the word can run on past it.
+                places[i..end].fill(Place::Quotes);
                 i = end;
                 word_start = true;
                 continue;
@@ -452,6 +556,48 @@ fn places(text: &str) -> Vec<Place> {
     places
 }
 
+/// Where the parameter expansion `${…}` that starts at `at` ends (after its `}`), as the
+/// template writes it: `${{` … `}}`, literal braces doubled, and `{name}` placeholders within.
+/// The text's end when it is not closed.
+fn parameter_end(b: &[u8], at: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = at + 1;
+    while i < b.len() {
+        if b[i..].starts_with(b"{{") {
+            depth += 1;
+            i += 2;
+        } else if b[i..].starts_with(b"}}") {
+            depth -= 1;
+            i += 2;
+            if depth == 0 {
+                return i;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    b.len()
+}
+
+/// Where the arithmetic expansion `$((…))` that starts at `at` ends (after its last `)`),
+/// its parentheses counted; the text's end when it is not closed.
+fn arithmetic_end(b: &[u8], at: usize) -> usize {
+    let mut depth = 0usize;
+    for (i, &c) in b.iter().enumerate().skip(at + 1) {
+        match c {
+            b'(' => depth += 1,
+            b')' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    b.len()
+}
+
 /// The delimiter of a here-document whose `<<` ends before `at`: its text with the quotes
 /// removed (POSIX §2.7.4), whether the body's leading tabs are stripped (`<<-`), and where
 /// the word ends.
@@ -481,7 +627,7 @@ fn here_document_delimiter(b: &[u8], mut at: usize) -> (Vec<u8>, bool, usize) {
         }
         at += 1;
     }
-    (delimiter, strip, at)
+    (delimiter, strip, at.min(b.len()))
 }
 
 /// Quotes `text` for a POSIX shell: inside single quotes nothing is special, and a single
@@ -603,6 +749,22 @@ mod tests {
             ("echo hi\n# the file {}\n", Place::Comment),
             ("echo \"$(echo \"{}\")\"", Place::Quotes),
             ("printf '%s' '{res.gpu}'", Place::Quotes),
+            // The escaped opening quote of the substitution.
+            ("echo \\{}", Place::Quotes),
+            // Backquotes take backslashes out, and a quote ends nothing there.
+            ("echo \"`basename {}`\"", Place::Quotes),
+            ("echo `basename {}`", Place::Quotes),
+            // A line continuation before `#` or between `<` and `<`.
+            ("echo x \\\n#{}", Place::Comment),
+            ("cat <\\\n<EOF\n{}\nEOF", Place::HereDocument),
+            // A body line ending in a backslash joins the delimiter's line to it.
+            ("cat <<EOF\nx\\\nEOF\n{}\nEOF", Place::HereDocument),
+            ("echo $'\\' {} '", Place::Quotes),
+            ("echo \"${{x:-\"{}\"}}\"", Place::Quotes),
+            ("echo \"${{HOME#'{}'}}\"", Place::Quotes),
+            ("echo ${{x:-{}}}", Place::Quotes),
+            ("echo $(( {} ))", Place::Quotes),
+            ("cat <<E{}", Place::Quotes),
         ];
         for (text, place) in refused {
             match Template::parse(text) {
@@ -612,8 +774,10 @@ mod tests {
         }
         let accepted = [
             "echo \"$(echo {})\"",
-            "echo \"`basename {}`\"",
             "echo {} # a \"comment\" that quotes",
+            "rsync -a \\\n  {} host:",
+            "echo '\\\n' {}",
+            "echo \"${{HOME}}\" {}",
             "x=a#b; echo {}",
             "cat <<< {}",
             "cat <<EOF\nfixed text {seq}\nEOF\necho {}",
@@ -669,7 +833,51 @@ mod tests {
         assert!(stdout.lines().any(|line| line == "PWNED"), "{stdout:?}");
     }
 
+    /// An argument that runs `touch` wherever it is not one literal word: quotes of both
+    /// kinds, a backquote, `$(…)`, a newline, a here-document's delimiter line, a backslash.
+    const HOSTILE: &str =
+        "a'b\"c`touch p1`$(touch p2);touch p3 #\ntouch p4\nE\ntouch p5\n${x:-$(touch p6)}\\";
+
     proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// Every template lanes accepts, rendered with a hostile argument and run by the
+        /// shells at hand, runs none of the argument: the check and the shell agree.
+        #[test]
+        fn no_accepted_template_runs_its_argument(
+            tokens in proptest::collection::vec(proptest::sample::select(&[
+                "{}", " ", "q", "'", "\"", "`", "$(", ")", "\\", "\n", "#", "<<E", "<<-E",
+                "<<'E'", "E", "${{x:-", "}}", "$'", ";", "|", "{key}", "\t", "<", "$((", "))",
+                "\nE\n", "<<\\E", "{{", "(", "{seq}", "\"$(", "=", "&", "<<<", "!",
+            ][..]), 0..16)
+        ) {
+            let text: String = tokens.concat();
+            if let Ok(template) = Template::parse(&text) {
+                let command = template.render(&[HOSTILE], HOSTILE, 1, 1);
+                for shell in ["sh", "bash"] {
+                    let dir = tempfile::tempdir().unwrap();
+                    let ran = std::process::Command::new("timeout")
+                        .args(["5", shell, "-c", &command])
+                        .current_dir(dir.path())
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
+                        .status();
+                    if ran.is_err() {
+                        continue;
+                    }
+                    let touched: Vec<_> = std::fs::read_dir(dir.path())
+                        .unwrap()
+                        .filter_map(|entry| entry.ok())
+                        .map(|entry| entry.file_name())
+                        .collect();
+                    proptest::prop_assert!(
+                        touched.is_empty(),
+                        "{shell} ran the argument of {text:?}: {touched:?}\n{command}"
+                    );
+                }
+            }
+        }
+
         #[test]
         fn any_shell_text_is_parsed_or_refused_without_a_panic(
             text in "[a-z {}#<>'\"`$()\\\\\n\t;|&-]{0,48}"

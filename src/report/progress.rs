@@ -224,7 +224,13 @@ impl Progress {
             key: crate::output::framing::escape_controls(key),
             command: command
                 .chars()
-                .map(|c| if crate::output::framing::is_hidden(c) { ' ' } else { c })
+                .map(|c| {
+                    if crate::output::framing::is_hidden(c) {
+                        ' '
+                    } else {
+                        c
+                    }
+                })
                 .collect(),
             started: Instant::now(),
             stopped: None,
