@@ -988,6 +988,19 @@ fn flag(on: bool, off: bool, manifest: Option<bool>) -> bool {
 }
 
 impl RunConfig {
+    /// How many times a job's quoted argument counts toward a batch's byte bound: once for
+    /// each argument placeholder of the template (`echo {} {.}` holds a batch's arguments
+    /// twice); 0 without batching.
+    pub(crate) fn batch_copies(&self) -> usize {
+        if !self.policy.batching() {
+            return 0;
+        }
+        self.template
+            .as_ref()
+            .map_or(1, Template::argument_placeholders)
+            .max(1)
+    }
+
     /// What a job of input records needs: the run's default; `None` for a manifest, whose
     /// jobs' needs are resolved one by one.
     pub(crate) fn run_default_needs(&self) -> Option<Arc<crate::core::Needs>> {

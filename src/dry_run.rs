@@ -53,10 +53,10 @@ pub(crate) fn print(
             InputItem::ReadError(message) => anyhow::bail!(message),
         }
     }
-    let batching = config.policy.batching();
+    let copies = config.batch_copies();
     let requests = arrival
         .iter()
-        .map(|seq| jobs[seq].request(batching))
+        .map(|seq| jobs[seq].request(copies))
         .collect();
     let limits = Limits {
         max_concurrent: config.max_concurrent,

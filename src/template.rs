@@ -139,6 +139,16 @@ impl Template {
         })
     }
 
+    /// How many placeholders of the argument (`{}`, `{.}`, `{1}`…) the template holds: each
+    /// is replaced by all of a batch's arguments, each at most as long quoted as the whole
+    /// argument is.
+    pub(crate) fn argument_placeholders(&self) -> usize {
+        self.pieces
+            .iter()
+            .filter(|piece| matches!(piece, Piece::Args(_)))
+            .count()
+    }
+
     /// The template with `{N}` splitting arguments at `colsep` (`--colsep`).
     pub(crate) fn with_colsep(mut self, colsep: Option<String>) -> Self {
         self.colsep = colsep;

@@ -47,19 +47,17 @@ pub(crate) enum InputItem {
 }
 
 impl JobSpec {
-    /// What the core needs to schedule the job. `batching`: its argument's length in bytes
-    /// counts toward a batch's byte bound (`--batch-bytes`).
-    pub(crate) fn request(&self, batching: bool) -> crate::core::JobRequest {
+    /// What the core needs to schedule the job. Under batching its argument's quoted length
+    /// counts toward a batch's byte bound (`--batch-bytes`) `copies` times, once for each
+    /// argument placeholder of the template (see [`crate::config::RunConfig::batch_copies`]);
+    /// 0 without batching.
+    pub(crate) fn request(&self, copies: usize) -> crate::core::JobRequest {
         crate::core::JobRequest {
             seq: self.seq,
             key: Arc::clone(&self.key),
             rank: self.rank,
             timeout: self.timeout,
-            weight: if batching {
-                crate::template::weight(&self.command)
-            } else {
-                0
-            },
+            weight: crate::template::weight(&self.command).saturating_mul(copies),
             needs: self.needs.clone(),
         }
     }

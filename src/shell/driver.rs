@@ -672,7 +672,7 @@ impl Driver {
             .resume
             .as_mut()
             .is_some_and(|resume| resume.skip(&spec.key, &spec.command));
-        let request = spec.request(self.config.policy.batching());
+        let request = spec.request(self.config.batch_copies());
         let offer = if bounded || succeeded_before {
             self.core.offer(request, succeeded_before, now)
         } else {

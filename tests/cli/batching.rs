@@ -449,6 +449,30 @@ fn batch_bytes_alone_batches_by_bytes_as_xargs_s_does() {
     batch_bytes_bound_each_run(&[]);
 }
 
+/// A template that holds the batch's arguments twice (`{}` and `{.}`) counts them twice: at
+/// the default `--batch-bytes`, no full batch's command is too long to start (E2BIG).
+#[test]
+fn a_template_with_two_argument_placeholders_counts_each_argument_twice() {
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    let input: String = (0..9000).map(|i| format!("k\tfile{i:05}.txt\n")).collect();
+    let out = run_to(&scratch, &report)
+        .args([
+            "--output",
+            "none",
+            "--batch-size",
+            "20000",
+            "--command",
+            "printf '%s %s\\n' {} {.} > /dev/null",
+        ])
+        .stdin(input)
+        .run();
+    out.code(0);
+    let records = Records::read(&report);
+    let batches = check_batches(&records);
+    assert!(batches.len() > 1, "{} batches", batches.len());
+}
+
 /// 80 jobs over two keys, batched under `--batch-bytes 200` with `flags`: every batch's
 /// arguments are its members', within the bound unless one alone is over it.
 fn batch_bytes_bound_each_run(flags: &[&str]) {
