@@ -393,6 +393,26 @@ impl RunConfig {
             },
             hint_no_tab: !plain && template.is_some(),
         };
+        if cli.colsep.is_none() {
+            // Without --colsep `{1}` is the whole argument and every later column empty.
+            let named = [
+                (
+                    "--command",
+                    template.as_ref().map_or(0, Template::largest_column),
+                ),
+                (
+                    "--key",
+                    records.key.as_ref().map_or(0, KeyTemplate::largest_column),
+                ),
+            ];
+            if let Some((flag, column)) = named.into_iter().find(|&(_, column)| column > 1) {
+                return Err(ConfigError::Usage(format!(
+                    "{flag} names column {{{column}}}, but there is no --colsep to split the \
+                     argument into columns (without it {{1}} is the whole argument and every \
+                     later column is empty): give --colsep SEP"
+                )));
+            }
+        }
         // `--batch-bytes` alone batches by bytes only, as `xargs -s` does.
         let bytes_given = cli.batch_bytes.is_some() || settings.batch_bytes.is_some();
         let batch_size = cli

@@ -77,6 +77,14 @@ impl KeyTemplate {
         Ok(KeyTemplate { pieces, colsep })
     }
 
+    /// The largest column a placeholder names (`{2}`: 2); 0 when none names one.
+    pub(crate) fn largest_column(&self) -> usize {
+        crate::placeholder::largest_column(self.pieces.iter().filter_map(|piece| match piece {
+            Piece::Arg(placeholder) => Some(placeholder),
+            Piece::Text(_) => None,
+        }))
+    }
+
     /// The key of `record`; may be empty (the caller rejects the record then).
     pub(crate) fn render(&self, record: &str) -> String {
         let mut key = String::new();

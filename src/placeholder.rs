@@ -122,6 +122,17 @@ fn without_extension(path: &str) -> &str {
     }
 }
 
+/// The largest column any of `placeholders` names (`{2}`: 2); 0 when none names one.
+pub(crate) fn largest_column<'a>(placeholders: impl Iterator<Item = &'a Placeholder>) -> usize {
+    placeholders
+        .filter_map(|placeholder| match placeholder.source {
+            Source::Column(n) => Some(n),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -149,6 +149,14 @@ impl Template {
             .count()
     }
 
+    /// The largest column a placeholder names (`{2}`: 2); 0 when none names one.
+    pub(crate) fn largest_column(&self) -> usize {
+        crate::placeholder::largest_column(self.pieces.iter().filter_map(|piece| match piece {
+            Piece::Args(placeholder) => Some(placeholder),
+            _ => None,
+        }))
+    }
+
     /// The template with `{N}` splitting arguments at `colsep` (`--colsep`).
     pub(crate) fn with_colsep(mut self, colsep: Option<String>) -> Self {
         self.colsep = colsep;

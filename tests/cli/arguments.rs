@@ -404,7 +404,7 @@ fn no_fail_fast_turns_a_manifests_fail_fast_off() {
 
 #[test]
 fn contradictions_are_usage_errors_that_say_why() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (
             &["--cancel-in-progress", "--coalesce", "off"],
             "--coalesce off keeps every job",
@@ -413,6 +413,14 @@ fn contradictions_are_usage_errors_that_say_why() {
         (&["--command", "echo", "--", "echo"], "use one"),
         (&["--key", "same"], "no placeholder"),
         (&["echo", ":::"], "nothing after `:::`"),
+        (
+            &["--key", "{2}", "echo", ":::", "a"],
+            "--key names column {2}, but there is no --colsep",
+        ),
+        (
+            &["--command", "echo {3}", ":::", "a"],
+            "--command names column {3}, but there is no --colsep",
+        ),
     ];
     for (args, want) in cases {
         let out = Run::new().no_report().args(args.iter().copied()).run();
