@@ -62,9 +62,10 @@ pub(crate) struct Resume {
     /// Occurrences seen so far in the new run, for pairs in `succeeded` only (memory is bounded
     /// by the old report, not by the new input).
     seen: HashMap<(String, String), u32>,
-    /// The earlier run's command template: `Some(None)` for a run without one, `None` for a
-    /// report that does not say (written by a lanes before 0.2, or empty).
-    template: Option<Option<String>>,
+    /// The earlier run's command template and the column separator its column placeholders
+    /// used: `Some((None, None))` for a run without one, `None` for a report that does not say
+    /// (written by a lanes before 0.2, or empty).
+    template: Option<(Option<String>, Option<String>)>,
 }
 
 impl Resume {
@@ -167,7 +168,14 @@ impl Resume {
                     }
                     template = serde_json::from_str::<serde_json::Value>(line)
                         .ok()
-                        .and_then(|run| run.get("command").map(|c| c.as_str().map(str::to_owned)));
+                        .and_then(|run| {
+                            let command = run.get("command")?.as_str().map(str::to_owned);
+                            let colsep = run
+                                .get("colsep")
+                                .and_then(|c| c.as_str())
+                                .map(str::to_owned);
+                            Some((command, colsep))
+                        });
                 }
                 (0, "queued" | "started" | "ended") => {
                     return Err(not_a_report(format!(
@@ -245,21 +253,32 @@ impl Resume {
     }
 
     /// Matches nothing when the earlier run put its arguments into another command template
-    /// than `current` (this run's, as given): a record's `command` is then the argument only,
-    /// and the same argument in another template is another job. Returns what to tell the
-    /// user then.
-    pub(crate) fn for_template(&mut self, name: &str, current: Option<&str>) -> Option<String> {
-        let earlier = self.template.as_ref()?;
-        if earlier.as_deref() == current || self.succeeded.is_empty() {
+    /// than `current` (this run's, as given, and the `--colsep` its column placeholders use):
+    /// a record's `command` is then the argument only, and the same argument in another
+    /// template is another job. Returns what to tell the user then.
+    pub(crate) fn for_template(
+        &mut self,
+        name: &str,
+        current: (Option<&str>, Option<&str>),
+    ) -> Option<String> {
+        let (text, colsep) = self.template.as_ref()?;
+        let earlier = (text.as_deref(), colsep.as_deref());
+        if earlier == current || self.succeeded.is_empty() {
             return None;
         }
         self.succeeded.clear();
-        let shown = |template: Option<&str>| {
+        let shown = |(template, colsep): (Option<&str>, Option<&str>)| {
             template.map_or_else(
                 || "no command template".to_owned(),
                 |t| {
+                    let split = colsep.map_or_else(String::new, |sep| {
+                        format!(
+                            " split at --colsep `{}`",
+                            crate::output::framing::escape_controls(sep)
+                        )
+                    });
                     format!(
-                        "the command template `{}`",
+                        "the command template `{}`{split}",
                         crate::output::framing::escape_controls(t)
                     )
                 },
@@ -268,7 +287,7 @@ impl Resume {
         Some(format!(
             "--resume {name}: its run put each argument into {}, this run into {}: no job \
              matches, so every job runs",
-            shown(earlier.as_deref()),
+            shown(earlier),
             shown(current)
         ))
     }

@@ -157,6 +157,15 @@ impl Template {
         }))
     }
 
+    /// The template as the run record tells it: its text as given (a trailing command's as
+    /// [`crate::trailing_command`] makes it, with the ` {}` it is given when it has no argument
+    /// placeholder), and `--colsep` when a column placeholder uses it (else it changes nothing
+    /// the template makes).
+    pub(crate) fn recorded(&self) -> (String, Option<String>) {
+        let colsep = self.colsep.clone().filter(|_| self.largest_column() > 0);
+        (self.source.clone(), colsep)
+    }
+
     /// The template with `{N}` splitting arguments at `colsep` (`--colsep`).
     pub(crate) fn with_colsep(mut self, colsep: Option<String>) -> Self {
         self.colsep = colsep;
@@ -217,12 +226,6 @@ impl Template {
 }
 
 impl Template {
-    /// The template as given (a trailing command's as [`crate::trailing_command`] makes it),
-    /// with the ` {}` it is given when it has no argument placeholder.
-    pub(crate) fn source(&self) -> &str {
-        &self.source
-    }
-
     /// The length in bytes of the template's own text (all but its placeholders).
     pub(crate) fn text_len(&self) -> usize {
         self.pieces

@@ -47,6 +47,11 @@ pub(crate) struct RunRecord {
     /// `command` is then the whole command). `--resume` matches jobs only against a report of
     /// the same template.
     pub command: Option<String>,
+    /// `--colsep`, where the template's column placeholders (`{1}`, `{2}`…) split each
+    /// argument; left out when the template has none (or there is none). `--resume` matches
+    /// jobs only against a report of the same template and separator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub colsep: Option<String>,
     /// What holds each job's processes together: `"cgroup"` (a cgroup v2 per job) or
     /// `"process_group"` (the job's own process group).
     #[schemars(extend("enum" = ["cgroup", "process_group"]))]

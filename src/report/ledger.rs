@@ -68,7 +68,7 @@ impl Ledger {
         &mut self,
         max_concurrent: usize,
         source: String,
-        command: Option<String>,
+        (command, colsep): (Option<String>, Option<String>),
         containment: &'static str,
     ) {
         self.recorder
@@ -80,6 +80,7 @@ impl Ledger {
                 max_concurrent,
                 source,
                 command,
+                colsep,
                 containment,
             })
             .await;

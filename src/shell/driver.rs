@@ -216,11 +216,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         .run_started(
             driver.config.max_concurrent,
             driver.config.source.describe(),
-            driver
-                .config
-                .template
-                .as_ref()
-                .map(|t| t.source().to_owned()),
+            crate::run::recorded_template(&driver.config),
             driver.launcher.containment(),
         )
         .await;

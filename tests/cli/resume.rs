@@ -446,6 +446,46 @@ fn resume_refuses_a_file_that_is_not_a_report() {
     assert!(scratch.exists("ran"));
 }
 
+/// Under a template with column placeholders, `--colsep` decides what each job runs: a run
+/// with another separator is another run, and nothing of the earlier one is skipped.
+#[test]
+fn a_changed_column_separator_runs_every_job_again() {
+    let scratch = Scratch::new();
+    let (r1, r2, r3) = (
+        scratch.join("r1.jsonl"),
+        scratch.join("r2.jsonl"),
+        scratch.join("r3.jsonl"),
+    );
+    let run = |report: &Path, resume: Option<&Path>, colsep: &str| {
+        let mut run = run_to(&scratch, report).cwd(scratch.path());
+        if let Some(resume) = resume {
+            run = run.arg("--resume").arg(resume);
+        }
+        run.args(["--colsep", colsep, "--command", "touch {1}", ":::", "x,y.z"])
+            .run()
+    };
+    run(&r1, None, ",").code(0);
+    assert!(scratch.exists("x"));
+    assert_eq!(Records::read(&r1).run.colsep.as_deref(), Some(","));
+    let got = run(&r2, Some(&r1), ".");
+    got.code(0);
+    assert!(scratch.exists("x,y"), "the job of the new separator ran");
+    assert!(
+        got.stderr().contains("split at --colsep `,`") && got.stderr().contains("every job runs"),
+        "{}",
+        got.stderr()
+    );
+    // The same separator again skips what succeeded.
+    let got = run(&r3, Some(&r2), ".");
+    got.code(0);
+    assert_eq!(
+        skipped_seqs(&Records::read(&r3)),
+        vec![1],
+        "{}",
+        got.stderr()
+    );
+}
+
 /// A record's `command` is the argument alone under a command template, so a changed template
 /// (a trailing command, `--command`) makes every job a new one: nothing is skipped, and the
 /// run says why. The same template again skips what succeeded.

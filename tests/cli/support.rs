@@ -48,6 +48,9 @@ pub struct RunRecord {
     pub source: String,
     /// The command template, as given (`null` without one).
     pub command: Option<String>,
+    /// `--colsep`, when the template's column placeholders use it.
+    #[serde(default)]
+    pub colsep: Option<String>,
     pub containment: String,
 }
 
