@@ -391,13 +391,16 @@ impl Driver {
                 self.config.policy.max_queued_weight
             )
         } else {
-            let waiting = crate::plural::plural(self.config.max_queued as u64, "job");
-            let verb = if self.config.max_queued == 1 {
-                "was"
+            // As many as the bound, or more after a restarted server took over its journal's.
+            let queued = self.core.queued();
+            let waiting = crate::plural::plural(queued as u64, "job");
+            let verb = if queued == 1 { "was" } else { "were" };
+            let bound = self.config.max_queued;
+            if queued > bound {
+                format!("{waiting} {verb} already waiting (--max-queued {bound})")
             } else {
-                "were"
-            };
-            format!("{waiting} {verb} already waiting (--max-queued)")
+                format!("{waiting} {verb} already waiting (--max-queued)")
+            }
         }
     }
 

@@ -68,6 +68,9 @@ pub(super) struct Service {
     /// That the report file failed, and the journal keeps every job since, was said on
     /// stderr.
     report_failure_said: bool,
+    /// That the journal could not be rewritten was said on stderr (once: each later try is
+    /// as likely to fail while the disk stays full).
+    compaction_failure_said: bool,
     /// The answers not yet written to their connections, waited for at the end.
     owed: Arc<Owed>,
 }
@@ -91,6 +94,7 @@ impl Service {
             ended: 0,
             failure_said: false,
             report_failure_said: false,
+            compaction_failure_said: false,
             owed,
         }
     }
@@ -283,15 +287,15 @@ impl Driver {
             let unrun = if job.cancelled {
                 let error = if job.started {
                     "`lanes cancel` was stopping it when the earlier lanes serve ended without \
-                     recording it (killed or crashed)"
+                     recording it (killed, crashed, or its report could not be written)"
                 } else {
                     "`lanes cancel` had dropped it when the earlier lanes serve ended without \
-                     recording it (killed or crashed)"
+                     recording it (killed, crashed, or its report could not be written)"
                 };
                 Some((self.core.cancelled_with_server(job.seq, now), error))
             } else if job.started && !requeue_lost {
                 let error = "it was running when the earlier lanes serve ended without \
-                             recording it (killed or crashed); what it did is unknown";
+                             recording it (killed, crashed, or its report could not be written); what it did is unknown";
                 Some((self.core.lost_with_server(job.seq, now), error))
             } else {
                 None
@@ -356,8 +360,12 @@ impl Driver {
                 .into_iter()
                 .map(|(seq, job)| (*seq, &*job.key, job.command.as_str(), running.contains(seq)));
             if let Err(err) = service.journal.compact(jobs) {
-                let message = format!("lanes: cannot rewrite the journal ({err}); it grows on\n");
-                let _ = self.launcher.stderr().send(message.into_bytes()).await;
+                if !std::mem::replace(&mut service.compaction_failure_said, true) {
+                    let message = format!(
+                        "lanes: cannot rewrite the journal ({err}); it grows on (said once)\n"
+                    );
+                    let _ = self.launcher.stderr().send(message.into_bytes()).await;
+                }
             }
         }
     }
