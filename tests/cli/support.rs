@@ -375,6 +375,10 @@ fn decode<T: for<'de> Deserialize<'de>>(
     if kind == "job" && object.contains_key(LOCK_FIELDS[0]) {
         want.extend(LOCK_FIELDS);
     }
+    // `colsep` only where the template's column placeholders split arguments.
+    if kind == "run" && object.contains_key("colsep") {
+        want.insert("colsep");
+    }
     // A job that held a weight or named resources has `weight`, and `resources` if it held
     // any; a job that held neither has neither.
     if kind == "job" && object.contains_key("weight") {
