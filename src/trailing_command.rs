@@ -417,7 +417,8 @@ pub(crate) fn template_text(words: &[String]) -> String {
 }
 
 /// One argument word as template text: literal runs quoted (braces doubled), placeholders as
-/// they are.
+/// they are; `{{` and `}}` in the word are literal braces, and a brace of no placeholder
+/// passes as it is.
 fn word_template(word: &str) -> String {
     if word.is_empty() {
         return "''".to_owned();
@@ -426,6 +427,12 @@ fn word_template(word: &str) -> String {
     let mut literal = String::new();
     let mut rest = word;
     while !rest.is_empty() {
+        // `{{` and `}}` are literal braces, as in `--command`.
+        if let Some(brace) = ["{{", "}}"].into_iter().find(|pair| rest.starts_with(pair)) {
+            literal.push_str(&brace[..1]);
+            rest = &rest[2..];
+            continue;
+        }
         if rest.starts_with('{') {
             if let Some(close) = rest.find('}') {
                 let name = &rest[1..close];

@@ -122,6 +122,13 @@ fn placeholders_work_in_the_trailing_words_and_each_word_stays_one_argument() {
         .run();
     out.code(0);
     assert_eq!(out.stdout(), "file.tar|dir|a b|1|{literal}\n");
+    // `{{` and `}}` are literal braces in the words too: a literal `{}` can be passed.
+    let out = Run::new()
+        .args(["--output", "raw", "printf", "%s %s %s\n", "{{}}", "{{key}}"])
+        .stdin("A\n")
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "{} {key} A\n");
 }
 
 #[test]
