@@ -387,6 +387,12 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
     while i < b.len() {
         let c = b[i];
         let next = b.get(i + 1).copied();
+        if let Some(end) = quoted_expansion_end(b, i) {
+            places[i..end].fill(Place::Quotes);
+            i = end;
+            word_start = false;
+            continue;
+        }
         if matches!(nest.last(), Some(Nest::Double)) {
             places[i] = Place::Quotes;
             match c {
@@ -405,19 +411,6 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
                     nest.push(Nest::Substitution(0));
                     i += 2;
                     word_start = true;
-                    continue;
-                }
-                b'$' if b[i + 1..].starts_with(b"{{") => {
-                    // Quotes nest inside `"${…}"`: its whole text is taken as quoted.
-                    let end = parameter_end(b, i);
-                    places[i..end].fill(Place::Quotes);
-                    i = end;
-                    continue;
-                }
-                b'$' if b[i + 1..].starts_with(b"((") => {
-                    let end = arithmetic_end(b, i);
-                    places[i..end].fill(Place::Quotes);
-                    i = end;
                     continue;
                 }
                 b'`' => {
@@ -453,22 +446,6 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
                     end += if b[end] == b'\\' { 2 } else { 1 };
                 }
                 let end = (end + 1).min(b.len());
-                places[i..end].fill(Place::Quotes);
-                i = end;
-                word_start = false;
-                continue;
-            }
-            b'$' if b[i + 1..].starts_with(b"{{") => {
-                let end = parameter_end(b, i);
-                places[i..end].fill(Place::Quotes);
-                i = end;
-                word_start = false;
-                continue;
-            }
-            b'$' if b[i + 1..].starts_with(b"((") => {
-                // An arithmetic expression is read as if in double quotes (POSIX §2.6.4):
-                // a quoted substitution's `$(…)` would run.
-                let end = arithmetic_end(b, i);
                 places[i..end].fill(Place::Quotes);
                 i = end;
                 word_start = false;
@@ -575,6 +552,24 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
         i += 1;
     }
     places
+}
+
+/// Where an expansion that starts at `at` and takes a quoted substitution in as something
+/// else than one literal word ends, at the top level and inside double quotes alike: `${…}`,
+/// inside which quotes nest, and `$((…))`, read as if in double quotes (POSIX §2.6.4), so that
+/// a substitution's `$(…)` would run. `None` for any other byte.
+fn quoted_expansion_end(b: &[u8], at: usize) -> Option<usize> {
+    if b[at] != b'$' {
+        return None;
+    }
+    let rest = &b[at + 1..];
+    if rest.starts_with(b"{{") {
+        Some(parameter_end(b, at))
+    } else if rest.starts_with(b"((") {
+        Some(arithmetic_end(b, at))
+    } else {
+        None
+    }
 }
 
 /// Where the parameter expansion `${…}` that starts at `at` ends (after its `}`), as the
@@ -785,6 +780,7 @@ mod tests {
             ("echo \"${{HOME#'{}'}}\"", Place::Quotes),
             ("echo ${{x:-{}}}", Place::Quotes),
             ("echo $(( {} ))", Place::Quotes),
+            ("echo \"$(( {} ))\"", Place::Quotes),
             ("cat <<E{}", Place::Quotes),
         ];
         for (text, place) in refused {
@@ -868,7 +864,7 @@ mod tests {
             tokens in proptest::collection::vec(proptest::sample::select(&[
                 "{}", " ", "q", "'", "\"", "`", "$(", ")", "\\", "\n", "#", "<<E", "<<-E",
                 "<<'E'", "E", "${{x:-", "}}", "$'", ";", "|", "{key}", "\t", "<", "$((", "))",
-                "\nE\n", "<<\\E", "{{", "(", "{seq}", "\"$(", "=", "&", "<<<", "!",
+                "\nE\n", "<<\\E", "{{", "(", "{seq}", "\"$(", "\"$((", "=", "&", "<<<", "!",
             ][..]), 0..16)
         ) {
             let text: String = tokens.concat();
