@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use crate::config::RunConfig;
 use crate::core::{plan, Limits};
 use crate::input::{InputItem, JobSpec};
-use crate::output::framing::escape_controls;
+use crate::output::framing::{escape_controls, is_hidden};
 use crate::plural::plural;
 use crate::resume::Resume;
 use crate::shell::input::Feed;
@@ -106,7 +106,7 @@ pub(crate) fn print(
                 let _ = write!(row, " {name}={value}");
             }
         }
-        let _ = write!(row, "  {}", escape_controls(&command));
+        let _ = write!(row, "  {}", shown_command(&command));
         by_key[order[&first.key]].1.push(row);
     }
     let mut out = format!(
@@ -146,4 +146,65 @@ pub(crate) fn print(
     stdout.write_all(out.as_bytes())?;
     stdout.flush()?;
     Ok(0)
+}
+
+/// A command as a row of the plan shows it: as it is, unless it holds a character that
+/// [`is_hidden`] would escape (or starts with `$'`, and so would look like one that did). Then
+/// it is quoted as bash's ANSI-C quoting reads it (`$'…'`, bash(1), "QUOTING"): `\\` for a
+/// backslash, `\'` for a quote, `\n`, `\t`, `\r`, `\e`, `\xHH` for the other C0 controls and
+/// DEL, `\uHHHH` for the rest. A newline and a backslash followed by `n` then never look alike,
+/// and `bash -c $'…'` runs exactly the command.
+fn shown_command(command: &str) -> String {
+    if !command.starts_with("$'") && !command.chars().any(is_hidden) {
+        return command.to_owned();
+    }
+    let mut shown = String::with_capacity(command.len() + 8);
+    shown.push_str("$'");
+    for c in command.chars() {
+        match c {
+            '\\' => shown.push_str("\\\\"),
+            '\'' => shown.push_str("\\'"),
+            '\n' => shown.push_str("\\n"),
+            '\t' => shown.push_str("\\t"),
+            '\r' => shown.push_str("\\r"),
+            '\u{1b}' => shown.push_str("\\e"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(shown, "\\x{:02x}", c as u32);
+            }
+            c if is_hidden(c) => {
+                let _ = write!(shown, "\\u{:04x}", c as u32);
+            }
+            c => shown.push(c),
+        }
+    }
+    shown.push('\'');
+    shown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_command;
+
+    #[test]
+    fn a_command_with_nothing_hidden_is_shown_as_it_is() {
+        assert_eq!(
+            shown_command("printf 'a\\n' \"$x\""),
+            "printf 'a\\n' \"$x\""
+        );
+    }
+
+    #[test]
+    fn a_newline_and_a_backslash_n_are_shown_apart() {
+        assert_eq!(shown_command("echo 'a\nb'"), "$'echo \\'a\\nb\\''");
+        assert_eq!(
+            shown_command("echo 'a\\nb\u{1}'"),
+            "$'echo \\'a\\\\nb\\x01\\''"
+        );
+        assert_eq!(
+            shown_command("x\u{1b}[1m\u{202e}\u{7f}"),
+            "$'x\\e[1m\\u202e\\x7f'"
+        );
+        // Starting like a quoted row, it is quoted too.
+        assert_eq!(shown_command("$'a'"), "$'$\\'a\\''");
+    }
 }

@@ -166,3 +166,39 @@ fn a_dry_run_says_it_does_not_model_reserve_after() {
         plain.stdout()
     );
 }
+
+#[test]
+fn a_dry_run_shows_a_newline_and_a_backslash_n_apart_and_bash_reads_each_back() {
+    let out = Run::new()
+        .no_report()
+        .args(["--dry-run", "-j", "1", "-0", "echo"])
+        .stdin("a\nb\0a\\nb\0")
+        .run();
+    out.code(0);
+    let stdout = out.stdout();
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter_map(|row| row.split_once("slot 1  ").map(|(_, command)| command))
+        .collect();
+    assert_eq!(rows.len(), 2, "{}", out.dump());
+    assert_ne!(rows[0], rows[1], "{}", out.dump());
+    // Each row, given to bash as a word, is the command that would run.
+    for (row, argument) in rows.iter().zip(["a\nb", "a\\nb"]) {
+        let read_back = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("printf %s {row}"))
+            .output()
+            .expect("bash runs");
+        let expected = format!("echo '{argument}'");
+        // A row with nothing to escape is the command itself.
+        if *row == expected {
+            continue;
+        }
+        assert_eq!(
+            String::from_utf8_lossy(&read_back.stdout),
+            expected,
+            "row {row:?}"
+        );
+    }
+    assert!(rows[0].starts_with("$'"), "{}", out.dump());
+}
