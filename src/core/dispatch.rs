@@ -71,6 +71,7 @@ impl Scheduler {
         if defer && self.defer(seq, now) {
             let until = now.saturating_add(self.spawn_backoff);
             self.spawn_hold = Some(until);
+            self.capacity_changed(now);
             self.spawn_probing = true;
             self.spawn_backoff = (self.spawn_backoff * 2).min(BACKOFF_MAX);
             return SpawnVerdict::Deferred { until };
@@ -123,6 +124,9 @@ impl Scheduler {
     /// The shell reports how many finished jobs' grouped output blocks wait for the reader.
     /// While as many wait as jobs may run, nothing starts ([`Scheduler::take`]).
     pub fn set_output_backlog(&mut self, blocks: usize) {
+        if blocks != self.output_backlog {
+            self.capacity_changed(self.clock);
+        }
         self.output_backlog = blocks;
     }
 

@@ -74,7 +74,9 @@ impl Scheduler {
         let superseded_by = run
             .superseded_by
             .filter(|_| outcome == Outcome::Interrupted(StopReason::Superseded));
-        self.spawn_hold = None;
+        if self.spawn_hold.take().is_some() {
+            self.capacity_changed(self.clock);
+        }
         let released = if let Outcome::Failed(reason) = outcome {
             self.release_failed(seq, facts.ended_at.max(self.clock), reason, facts.exit)
         } else {

@@ -315,6 +315,11 @@ pub struct Scheduler {
     /// The latest `now` any transition was given: a partial batch due at or before it needs a
     /// slot, not a wake-up, so `next_deadline` leaves it out.
     pub(crate) clock: Tick,
+    /// When the run's capacity last changed: a start, a slot freed, a spawn shortage's pause
+    /// set or over, grouped output's backlog moved. A delay that ran out before the shell
+    /// looked waited for the cap in between only if the cap was short then; while nothing
+    /// changed it since, it was as short then as it is now ([`Scheduler::refresh_waits`]).
+    pub(crate) capacity_changed_at: Tick,
     /// `--lock-dir`: the host-wide locks of keys asked for and held; `None` when keys are
     /// this process's own.
     pub(crate) host: Option<super::hostwide::HostKeys>,
@@ -379,6 +384,7 @@ impl Scheduler {
             shutdown: ShutdownLevel::Running,
             stop_signal: None,
             clock: Tick::ZERO,
+            capacity_changed_at: Tick::ZERO,
             host: None,
             wait_changes: None,
             replaced_wait: None,

@@ -339,7 +339,10 @@ impl Scheduler {
         }
         match self.spawn_hold {
             Some(until) if until > now => return None,
-            Some(_) => self.spawn_hold = None,
+            Some(until) => {
+                self.spawn_hold = None;
+                self.capacity_changed(until);
+            }
             None => {}
         }
         if self.spawn_probing && self.running.values().any(|run| !run.spawned) {
@@ -348,6 +351,7 @@ impl Scheduler {
         let (index, slot) = self.next_to_take(now)?;
         let key = self.ready.remove(index)?;
         self.refresh_waits(&key, Touched::Front, now);
+        self.capacity_changed(now);
         self.take_slot(slot);
         self.host_taken(&key);
         if self.policy.sticky_slots {
@@ -485,7 +489,7 @@ impl Scheduler {
     /// (`--lock-dir`), its slot is free (`--sticky-slots`), its batch may go. Its slot and its
     /// first waiting job. Its slot is `None` when every slot is taken: the cap is full, so
     /// it does not fit.
-    fn candidate(&self, key: &str, now: Tick) -> Option<(Option<u32>, &Waiting)> {
+    pub(super) fn candidate(&self, key: &str, now: Tick) -> Option<(Option<u32>, &Waiting)> {
         if !self.host_allows(key) {
             return None;
         }
@@ -678,6 +682,7 @@ impl Scheduler {
         if let Some(at) = run.deadline {
             self.deadlines.remove(&(at, seq));
         }
+        self.capacity_changed(self.clock);
         // A slot above a lowered cap (`set_max_concurrent`) is not handed out again.
         if run.slot <= self.last_slot {
             self.free_slots.insert(run.slot);

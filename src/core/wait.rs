@@ -348,6 +348,20 @@ impl WaitLog {
         }
     }
 
+    /// The current cause, a delay, lasted past the end it was told with: its `waiting` change,
+    /// not told yet, no longer waits for that end to be settled.
+    pub(crate) fn outlasted(&mut self, changes: &mut Option<WaitChanges>) {
+        let (Some(log), Some(told)) = (changes.as_mut(), self.told.as_ref()) else {
+            return;
+        };
+        let Some((id, _, _)) = told.young else {
+            return;
+        };
+        if let Ok(i) = log.pending.binary_search_by_key(&id, |p| p.id) {
+            log.pending[i].ends_by = None;
+        }
+    }
+
     /// Ends the wait at `at` as [`WaitLog::close`] does, for a job that leaves its lane
     /// unstarted, after [`WaitLog::end_told`].
     pub(crate) fn close_told(
@@ -544,6 +558,27 @@ impl Scheduler {
         }
     }
 
+    /// A run's capacity changed at `at` ([`Scheduler::capacity_changed_at`]).
+    pub(crate) fn capacity_changed(&mut self, at: Tick) {
+        self.capacity_changed_at = self.capacity_changed_at.max(at);
+    }
+
+    /// Whether `key`'s next run had the cap free for it from `since` to `now`: nothing changed
+    /// the run's capacity in between, and it is free for the run now (a slot, its sticky
+    /// slot, no pause after a spawn shortage, no backlog of grouped output, no weights that
+    /// could fall short).
+    fn cap_was_free(&self, key: &str, since: Tick, now: Tick) -> bool {
+        !self.weighs()
+            && self.capacity_changed_at <= since
+            && !self.draining
+            && self.used_weight < self.limits.max_concurrent
+            && self.output_backlog < self.limits.max_concurrent
+            && self.spawn_hold.is_none_or(|until| until <= since)
+            && self
+                .candidate(key, now)
+                .is_some_and(|(slot, _)| slot.is_some())
+    }
+
     /// Decides again the causes of the jobs of `key`'s lane around `touched` at `now`. Called
     /// before a change to the lane (so that a delay that ran out meanwhile ends when it did)
     /// and after it.
@@ -582,14 +617,22 @@ impl Scheduler {
         if job.wait.cause() == Some(&cause) {
             return;
         }
-        // A delay that ran out before now ends when it did.
+        // A delay that ran out before now ends when it did, and the job waited for what held
+        // it then. Not for the cap, though, when the cap was not short then: the job was
+        // free to go, and the delay lasted until the shell came to it.
+        let mut outlasted = false;
         let ran_out = job.wait.cause().and_then(|old| {
             let end = self.timed_end(lane, old)?;
-            (end < now).then(|| {
-                let between = self.cause_of(key, lane, index, end);
-                let ends_by = self.timed_end(lane, &between);
-                (between, end, ends_by)
-            })
+            if end >= now {
+                return None;
+            }
+            let between = self.cause_of(key, lane, index, end);
+            if between == WaitCause::Cap && self.cap_was_free(key, end, now) {
+                outlasted = true;
+                return None;
+            }
+            let ends_by = self.timed_end(lane, &between);
+            Some((between, end, ends_by))
         });
         // A delay ends by a time known now: until then it may still give way within the
         // millisecond it began in.
@@ -602,6 +645,9 @@ impl Scheduler {
             .expect("seen above");
         let job = &mut lane.waiting[index];
         let seq = job.seq;
+        if outlasted {
+            job.wait.outlasted(&mut self.wait_changes);
+        }
         if let Some((between, end, between_ends_by)) = ran_out {
             job.wait.set_told(
                 seq,

@@ -439,7 +439,11 @@ impl Driver {
         // their jobs: a job taken at once waited for nothing, and is told no cause
         // (`WaitLog::end_told`).
         self.launcher.set_backlog(backlog);
-        while let Some(start) = self.core.take(self.tick()) {
+        // A round's starts are decided at one moment: a job started after others of its
+        // round waited for nothing but lanes making their processes, which is no cause of
+        // its wait (the cap was not reached); its `started_at` says when its process was made.
+        let now = self.tick();
+        while let Some(start) = self.core.take(now) {
             // What the take itself decided (a delay that ran out) comes before `started`; the
             // other jobs' causes wait for the round's end, as one of them may start next.
             for &seq in &start.batch {

@@ -951,3 +951,20 @@ fn a_superseded_waiting_job_keeps_its_wait() {
         "{old:?}"
     );
 }
+
+#[test]
+fn a_retry_whose_delay_ran_out_with_slots_free_never_waited_for_the_cap() {
+    // Four keys, each failing once, at -j 8: the cap is never reached. lanes wakes for each
+    // delay's end a little after it; that moment is the delay's, not the cap's.
+    let out = Run::new()
+        .args(["-j", "8", "--retries", "1", "--retry-delay", "150ms"])
+        .stdin("a\texit 1\nb\texit 1\nc\texit 1\nd\texit 1\n")
+        .run();
+    out.code(1);
+    for seq in 1..=4 {
+        let job = out.job(seq);
+        assert_eq!(job.attempts, 2, "{}", out.dump());
+        let causes: Vec<&str> = job.waits.iter().map(|w| w.cause.as_str()).collect();
+        assert_eq!(causes, ["retry_delay"], "seq {seq}: {}", out.dump());
+    }
+}

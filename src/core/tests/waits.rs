@@ -102,24 +102,75 @@ fn a_retry_waits_out_its_delay_and_the_jobs_behind_it_wait_behind_it() {
     let finished = s.finish(1, exited(1, ms(10)), ms(10)).expect("in flight");
     assert!(finished.retry);
     let _ = changes(&mut s);
-    // The delay is over at 110; the lane is next looked at (expire) late, at 150: the delay
-    // still ends at 110, then the retry waits for the cap (the other slot is free, so it
-    // would be taken at 150).
+    // The delay is over at 110; the lane is next looked at (expire) late, at 150. The other
+    // slot was free all along, so nothing but the delay held the retry: it never waited for
+    // the cap, and its delay lasts until the shell came to it.
     assert!(s.expire(ms(150)).is_empty());
-    assert_eq!(changes(&mut s), [(1, WaitCause::Cap, 110)]);
     assert_eq!(s.take(ms(150)).map(|st| st.seq), Some(1));
+    assert_eq!(changes(&mut s), []);
     let accounts = end(&mut s, 1, 0, ms(160));
-    assert_eq!(
-        accounts[0].waits,
-        [
-            span(WaitCause::RetryDelay, 10, 110),
-            span(WaitCause::Cap, 110, 150)
-        ]
-    );
+    assert_eq!(accounts[0].waits, [span(WaitCause::RetryDelay, 10, 150)]);
     assert_eq!(accounts[0].tries.last().map(|t| t.waited), Some(ms(140)));
     assert_eq!(s.take(ms(160)).map(|st| st.seq), Some(2));
     let accounts = end(&mut s, 2, 0, ms(170));
     assert_eq!(accounts[0].waits, [span(behind(1), 0, 160)]);
+}
+
+#[test]
+fn a_delay_that_ran_out_with_every_slot_taken_waits_for_the_cap_from_its_end() {
+    let policy = Policy {
+        retries: 1,
+        retry_delay: ms(100),
+        ..Policy::default()
+    };
+    let mut s = scheduler(1, policy);
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "b", 0), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    assert!(
+        s.finish(1, exited(1, ms(10)), ms(10))
+            .expect("in flight")
+            .retry
+    );
+    // b takes the one slot while a's retry waits out its delay, and holds it past 110.
+    assert_eq!(s.take(ms(20)).map(|st| st.seq), Some(2));
+    let _ = changes(&mut s);
+    assert!(s.expire(ms(150)).is_empty());
+    assert_eq!(changes(&mut s), [(1, WaitCause::Cap, 110)]);
+    let _ = end(&mut s, 2, 0, ms(200));
+    assert_eq!(s.take(ms(200)).map(|st| st.seq), Some(1));
+    let accounts = end(&mut s, 1, 0, ms(210));
+    assert_eq!(
+        accounts[0].waits,
+        [
+            span(WaitCause::RetryDelay, 10, 110),
+            span(WaitCause::Cap, 110, 200)
+        ]
+    );
+}
+
+#[test]
+fn a_partial_batch_found_ready_late_waited_for_its_delay_not_the_cap() {
+    let policy = Policy {
+        batch_size: 3,
+        batch_delay: ms(50),
+        ..Policy::default()
+    };
+    let mut s = scheduler(4, policy);
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    assert_eq!(s.take(ms(0)), None);
+    // The delay is out at 50; the shell comes to it at 51.5, every slot free.
+    assert_eq!(s.take(ms(51) + us(500)).map(|st| st.seq), Some(1));
+    assert_eq!(changes(&mut s), [(1, WaitCause::BatchDelay, 0)]);
+    let accounts = end(&mut s, 1, 0, ms(60));
+    assert_eq!(
+        accounts[0].waits,
+        [WaitSpan {
+            cause: WaitCause::BatchDelay,
+            started_at: ms(0),
+            ended_at: ms(51) + us(500),
+        }]
+    );
 }
 
 #[test]
