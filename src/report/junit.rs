@@ -39,6 +39,7 @@ use quick_junit::{
 
 use super::entry::{millis, signal_name, Entry};
 use crate::core::{ExitFacts, FailReason, Outcome, StopReason};
+use crate::output::framing::is_hidden;
 
 /// Suite name (and class name) of the jobs that have no key.
 const NO_KEY: &str = "(no key)";
@@ -440,6 +441,13 @@ fn kept(c: char) -> bool {
     !(c.is_control() || matches!(c, '\u{fffe}' | '\u{ffff}'))
 }
 
+/// Whether `c` goes into a suite's or a case's name as it is: what XML can hold, less what
+/// lanes escapes wherever it shows a key ([`is_hidden`]: bidi controls that would reorder the
+/// name in a CI's page, as on the terminal).
+fn shown_in_name(c: char) -> bool {
+    kept(c) && !is_hidden(c)
+}
+
 /// The characters of a text without its ANSI escape sequences: CSI (`ESC [ … final`), strings
 /// (OSC, DCS, SOS, PM, APC: to BEL or `ESC \`, and never past a newline) and the other
 /// `ESC …` escapes. A lone ESC goes too.
@@ -527,7 +535,7 @@ fn command_name(command: &str, max: usize) -> String {
     for c in command.chars().take(max) {
         match c {
             '\t' | '\n' | '\r' => name.push(' '),
-            c if kept(c) => name.push(c),
+            c if shown_in_name(c) => name.push(c),
             c => name.extend(c.escape_default()),
         }
     }
@@ -540,7 +548,7 @@ fn command_name(command: &str, max: usize) -> String {
 fn key_name(key: &str) -> String {
     let mut name = String::with_capacity(key.len());
     for c in key.chars() {
-        if kept(c) {
+        if shown_in_name(c) {
             name.push(c);
         } else {
             name.extend(c.escape_default());
@@ -981,6 +989,26 @@ mod tests {
         assert_eq!(
             child(case, "system-err").unwrap().text(),
             Some("        tab\nend")
+        );
+        // Bidi controls and the line separators are escaped in names too, as on the
+        // terminal: they would reorder or break the name in a CI's page.
+        let mut report = JunitReport::new("run", SystemTime::UNIX_EPOCH);
+        report.add(&entry(
+            1,
+            Some("bidi\u{202e}evil\u{202c}\u{2028}"),
+            Some("true # \u{2066}x\u{61c}"),
+            Outcome::Succeeded,
+        ));
+        let xml = report.to_xml();
+        for bad in ['\u{202e}', '\u{202c}', '\u{2028}', '\u{2066}', '\u{61c}'] {
+            assert!(!xml.contains(bad), "{bad:?} in {xml}");
+        }
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+        let suite = child(doc.root_element(), "testsuite").unwrap();
+        assert_eq!(attr(suite, "name"), "bidi\\u{202e}evil\\u{202c}\\u{2028}");
+        assert_eq!(
+            attr(child(suite, "testcase").unwrap(), "name"),
+            "seq 1: true # \\u{2066}x\\u{61c}"
         );
     }
 
