@@ -1153,6 +1153,9 @@ impl Driver {
         }
         // Slurm: nothing of this run may stay on the cluster.
         self.launcher.backend().cancel_run();
+        // The run's end: every job and what it left is over. What follows waits for readers
+        // of lanes' output and files, which is no part of the run's time.
+        let run_end = self.tick();
         let mut forced = self.core.is_forced() || late;
         if let Some(writer) = self.grouped.close() {
             let abort = writer.abort_handle();
@@ -1185,7 +1188,7 @@ impl Driver {
                 || written.is_none()
                 || fleet_written.is_none(),
         );
-        let (text, forwarder) = self.ledger.finish(self.tick(), code).await;
+        let (text, forwarder) = self.ledger.finish(run_end, code).await;
         if let Some(forwarder) = forwarder {
             let abort = forwarder.abort_handle();
             if until_stopped(forwarder, &mut forced, signals)

@@ -311,6 +311,43 @@ fn a_report_reader_that_stalls_delays_no_timeout() {
 }
 
 #[test]
+fn the_time_lanes_waits_for_a_slow_report_reader_is_not_the_runs() {
+    let scratch = Scratch::new();
+    let fifo = scratch.join("report.fifo");
+    let reader = StalledReader::new(&fifo);
+    let running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--report")
+        .arg(&fifo)
+        .args(["-j", "2"])
+        .stdin(slow_job_then_fillers("true"))
+        .spawn();
+    let filled = wait_until(Duration::from_secs(10), || scratch.exists("filled"));
+    // Every job is over; the reader comes back 2 s later.
+    std::thread::sleep(Duration::from_secs(2));
+    let text = reader.read_all();
+    let out = running.wait();
+    assert!(filled, "the quick jobs did not all run\n{}", out.dump());
+    out.code(0);
+    assert!(out.elapsed >= Duration::from_secs(2), "{}", out.dump());
+    let report = Report::must_parse(&text);
+    assert_eq!(report.summary.succeeded, 41);
+    let last_end = (1..=41)
+        .map(|seq| report.job(seq).duration_ms.unwrap())
+        .max()
+        .unwrap();
+    assert!(
+        report.summary.duration_ms < 1500,
+        "the run took {} ms by its summary (a job took at most {last_end} ms)\n{}",
+        report.summary.duration_ms,
+        out.dump()
+    );
+    let said = format!("41 jobs in {}ms", report.summary.duration_ms);
+    assert!(out.stderr().contains(&said), "{said}\n{}", out.dump());
+}
+
+#[test]
 fn an_events_reader_that_stalls_delays_no_stop_signal() {
     let scratch = Scratch::new();
     let fifo = scratch.join("events.fifo");
