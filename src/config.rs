@@ -554,6 +554,17 @@ impl RunConfig {
         );
         let mut lock_dir = cli.lock_dir.or(env_lock_dir).or(settings.lock_dir);
         let mut coordinate = cli.coordinate.or(env_coordinate).or(settings.coordinate);
+        if cli.backend == BackendKind::Slurm {
+            // The variables are defaults for runs whose jobs run on this host; a Slurm run's
+            // keys are shared cluster-wide already, so a variable exported for local runs does
+            // not stop it (a flag or the manifest asking for either is refused below).
+            if lock_dir_level == 2 {
+                lock_dir = None;
+            }
+            if coordinate_level == 2 {
+                coordinate = None;
+            }
+        }
         if coordinate.is_some() && lock_dir.is_some() {
             if lock_dir_level == coordinate_level {
                 let (coordinate, lock_dir) = match lock_dir_level {
@@ -617,6 +628,17 @@ impl RunConfig {
                 "{shared} caps the jobs of every process sharing a lock directory or a fleet's \
                  database: add --lock-dir DIR or --coordinate URL"
             )));
+        }
+        if let Some(license) = cli.slurm_license.as_deref() {
+            if license.is_empty()
+                || license.contains([':', ',', '='])
+                || license.contains(char::is_whitespace)
+            {
+                return Err(ConfigError::Usage(format!(
+                    "--slurm-license {license:?}: give one license name (each job takes one of \
+                     it, `--licenses=NAME:1`), without a count, a comma or spaces"
+                )));
+            }
         }
         if lock_dir.is_some() && cli.backend == BackendKind::Slurm {
             return Err(ConfigError::Usage(

@@ -49,10 +49,17 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             }
         };
     }
-    if matches!(config.backend, crate::config::Backend::Slurm { .. }) {
-        crate::shell::backend::check_cluster_licenses(crate::resources::slurm_license_names(
-            &config.resources,
-        ))
+    if let crate::config::Backend::Slurm { options, .. } = &config.backend {
+        crate::shell::backend::check_cluster_licenses(
+            crate::resources::slurm_license_names(&config.resources)
+                .map(|name| (name, "resource"))
+                .chain(
+                    options
+                        .license
+                        .as_deref()
+                        .map(|name| (name, "--slurm-license")),
+                ),
+        )
         .map_err(|message| anyhow::anyhow!("--backend slurm: {message}"))?;
     }
     let cgroups = containment(config.containment)?;

@@ -44,12 +44,10 @@ impl Backend {
                     let minutes = timeout.as_secs().div_ceil(60).max(1);
                     args.push(format!("--time={minutes}").into());
                 }
-                let licenses: Vec<String> = options
-                    .license
-                    .iter()
-                    .map(|license| format!("{license}:1"))
-                    .chain(grant.map(slurm_licenses).into_iter().flatten())
-                    .collect();
+                let licenses = one_list_of_licenses(
+                    options.license.as_deref(),
+                    grant.map(slurm_licenses).unwrap_or_default(),
+                );
                 if !licenses.is_empty() {
                     args.push(format!("--licenses={}", licenses.join(",")).into());
                 }
@@ -86,6 +84,25 @@ impl Backend {
         }
     }
 
+    /// The variables of lanes' environment that srun must not see: inside an allocation
+    /// (an `sbatch` script, `salloc`: `SLURM_JOB_ID` or `SLURM_JOBID` set), every `SLURM_*`
+    /// variable but `SLURM_CONF`. srun reads them as its own options: `SLURM_JOB_ID` makes it
+    /// start a step of that allocation instead of a job (no `--dependency=singleton`, no
+    /// `--licenses`: one job per key would not hold), and `SLURM_NTASKS` runs the command
+    /// once per task. Outside one, and for the local backend, none.
+    pub(crate) fn allocation_variables(&self) -> Vec<String> {
+        if self.is_local()
+            || std::env::var_os("SLURM_JOB_ID").is_none()
+                && std::env::var_os("SLURM_JOBID").is_none()
+        {
+            return Vec::new();
+        }
+        std::env::vars_os()
+            .filter_map(|(name, _)| name.into_string().ok())
+            .filter(|name| name.starts_with("SLURM_") && name != "SLURM_CONF")
+            .collect()
+    }
+
     /// Cancels job `seq`'s try `attempt` on the cluster (`scancel`), where SIGKILL would be sent
     /// locally. Blocks for the `squeue`/`scancel` calls.
     pub(crate) fn cancel(&self, seq: u64, attempt: u32) {
@@ -105,18 +122,38 @@ impl Backend {
     }
 
     /// The cluster's final state of job `seq`'s try `attempt` (`COMPLETED`, `CANCELLED`,
-    /// `TIMEOUT`, …), while the cluster still remembers it (slurm.conf `MinJobAge`).
-    pub(crate) fn final_state(&self, seq: u64, attempt: u32) -> Option<String> {
+    /// `TIMEOUT`, …), while the cluster still remembers it (slurm.conf `MinJobAge`). A job
+    /// still `COMPLETING` (or in any state not final) when srun has ended is asked about again
+    /// every [`STATE_POLL`] until it is over, for at most [`STATE_PATIENCE`]: a job cancelled
+    /// on the cluster is `COMPLETING` for a moment after its srun exits, and only then
+    /// `CANCELLED`. Past that, its last state.
+    pub(crate) async fn final_state(&self, seq: u64, attempt: u32) -> Option<String> {
         let Backend::Slurm { run_id, .. } = self else {
             return None;
         };
         let wanted = comment(run_id, seq, attempt);
-        jobs_of_user()
-            .into_iter()
-            .find(|job| job.comment == wanted)
-            .map(|job| job.state)
+        let asked = tokio::time::Instant::now();
+        loop {
+            let state = jobs_of_user()
+                .into_iter()
+                .find(|job| job.comment == wanted)
+                .map(|job| job.state);
+            match state {
+                Some(state) if is_active(&state) && asked.elapsed() < STATE_PATIENCE => {
+                    tokio::time::sleep(STATE_POLL).await;
+                }
+                state => return state,
+            }
+        }
     }
 }
+
+/// How often a job's state is asked for while the cluster is still finishing it.
+const STATE_POLL: Duration = Duration::from_millis(100);
+
+/// How long a job's state is waited for once its srun has ended; a state still not final by
+/// then (a job whose processes the node is still ending) is taken as it is.
+const STATE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// Which job a process is for: its key, number and try.
 #[derive(Debug, Clone, Copy)]
@@ -152,15 +189,38 @@ pub(crate) fn slurm_licenses(grant: &Grant) -> Vec<String> {
         .collect()
 }
 
+/// `srun --licenses`' list: `--slurm-license`'s `NAME:1` and the run's granted licenses
+/// (`NAME:N`), each name once: a name asked both ways takes the larger count, not the sum
+/// (both ask for the same cluster license for this job).
+fn one_list_of_licenses(slurm_license: Option<&str>, granted: Vec<String>) -> Vec<String> {
+    let mut listed: Vec<(String, u64)> = Vec::new();
+    let asked = slurm_license.map(|name| format!("{name}:1"));
+    for entry in asked.into_iter().chain(granted) {
+        let Some((name, count)) = entry.rsplit_once(':') else {
+            continue;
+        };
+        let count: u64 = count.parse().unwrap_or(1);
+        match listed.iter_mut().find(|(listed, _)| listed == name) {
+            Some((_, most)) => *most = (*most).max(count),
+            None => listed.push((name.to_owned(), count)),
+        }
+    }
+    listed
+        .into_iter()
+        .map(|(name, count)| format!("{name}:{count}"))
+        .collect()
+}
+
 /// Checks that the cluster has a license of each name (`scontrol show licenses NAME`), so
-/// that a resource it lacks is an error before anything runs rather than every job's.
+/// that a license it lacks is an error before anything runs rather than every job's. Each
+/// name comes with what asked for it (`"resource"`, or `"--slurm-license"`), for the message.
 ///
 /// # Errors
 /// A name the cluster has no license of, or `scontrol` that cannot be run.
 pub(crate) fn check_cluster_licenses<'a>(
-    names: impl Iterator<Item = &'a str>,
+    names: impl Iterator<Item = (&'a str, &'static str)>,
 ) -> Result<(), String> {
-    for name in names {
+    for (name, asked_by) in names {
         let out = Command::new("scontrol")
             .args(["show", "licenses", name])
             .stdin(Stdio::null())
@@ -171,9 +231,14 @@ pub(crate) fn check_cluster_licenses<'a>(
             .split_whitespace()
             .any(|word| word == format!("LicenseName={name}"));
         if !out.status.success() || !listed {
+            let what = if asked_by == "resource" {
+                format!("resource {name:?} is asked of the cluster as a license")
+            } else {
+                format!("{asked_by} {name} asks every job for a license")
+            };
             return Err(format!(
-                "resource {name:?} is asked of the cluster as a license (srun --licenses), \
-                 but the cluster has no license {name:?} (scontrol show licenses)"
+                "{what} (srun --licenses), but the cluster has no license {name:?} (scontrol \
+                 show licenses)"
             ));
         }
     }
@@ -281,6 +346,20 @@ mod tests {
         };
         let _ = core.admit(request, Duration::ZERO);
         core.take(Duration::ZERO).unwrap().grant.unwrap()
+    }
+
+    #[test]
+    fn a_license_asked_both_ways_is_listed_once_with_the_larger_count() {
+        assert_eq!(
+            one_list_of_licenses(Some("lanes"), vec!["lanes:1".into(), "fluent:2".into()]),
+            ["lanes:1", "fluent:2"]
+        );
+        assert_eq!(
+            one_list_of_licenses(Some("fluent"), vec!["fluent:3".into()]),
+            ["fluent:3"]
+        );
+        assert_eq!(one_list_of_licenses(Some("lic"), Vec::new()), ["lic:1"]);
+        assert!(one_list_of_licenses(None, Vec::new()).is_empty());
     }
 
     #[test]

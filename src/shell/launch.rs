@@ -135,6 +135,7 @@ impl Launcher {
                         .cloned()
                         // Set for each job where its directory is known.
                         .chain(["PWD".to_owned()])
+                        .chain(config.backend.allocation_variables())
                         .collect::<Vec<_>>(),
                 ),
             ),

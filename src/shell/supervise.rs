@@ -250,7 +250,7 @@ pub(crate) async fn supervise(
         && !timing.backend.is_local()
     {
         // A cancelled Slurm job can leave srun with status 0: ask the cluster.
-        if let Some(state) = timing.backend.final_state(seq, timing.attempt) {
+        if let Some(state) = timing.backend.final_state(seq, timing.attempt).await {
             if ended_badly(&state) {
                 exit = ExitFacts::Signaled(Signal::SIGKILL as i32);
                 note = Some(format!("the Slurm job ended {state}"));

@@ -436,3 +436,129 @@ fn slurm_refuses_resources_it_cannot_map_before_anything_runs() {
         assert!(!scratch.exists("ran"));
     }
 }
+
+#[test]
+fn inside_an_allocation_each_job_is_a_cluster_job_of_its_own_run_once() {
+    let Some(_cluster) = cluster() else { return };
+    let prefix = prefix();
+    let scratch = Scratch::new();
+    std::fs::write(
+        scratch.join("jobs.tsv"),
+        "k\techo \"$SLURM_JOB_ID ${SLURM_STEP_ID:-none} $SLURM_NTASKS\" >> \"$D/ran\"\n",
+    )
+    .unwrap();
+    // lanes started by an allocation (salloc; an sbatch script is the same), whose variables
+    // would make srun start a step of it, twice (SLURM_NTASKS=2), outside the key's lane.
+    let out = Command::new("timeout")
+        .args(["60", "salloc", "-n", "1", "--job-name"])
+        .arg(format!("{prefix}.alloc"))
+        .args(["env", "SLURM_NTASKS=2", BIN, "--backend", "slurm"])
+        .args(["--slurm-name-prefix", &prefix, "--report"])
+        .arg(scratch.join("report.jsonl"))
+        .arg(scratch.join("jobs.tsv"))
+        .env("D", scratch.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("salloc runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    let allocation = stderr
+        .split_whitespace()
+        .skip_while(|word| *word != "allocation")
+        .nth(1)
+        .expect("salloc names its allocation")
+        .to_owned();
+    let ran = scratch.lines("ran");
+    assert_eq!(ran.len(), 1, "the job ran {} times: {ran:?}", ran.len());
+    let fields: Vec<&str> = ran[0].split(' ').collect();
+    assert_ne!(
+        fields[0], allocation,
+        "ran as a step of the allocation: {ran:?}"
+    );
+    assert_eq!(fields[2], "1", "{ran:?}");
+    assert_queue_empties(&prefix);
+}
+
+#[test]
+fn a_job_the_cluster_cancelled_is_not_a_success_even_when_it_exits_0() {
+    let Some(_cluster) = cluster() else { return };
+    let prefix = prefix();
+    let scratch = Scratch::new();
+    let running = slurm_run(&prefix)
+        .scratch(&scratch)
+        .stdin("k\ttrap 'exit 0' TERM; touch \"$D/up\"; sleep 30 & wait\n")
+        .spawn();
+    scratch.wait_for("up", WAIT);
+    let ids: Vec<String> = queued(&prefix)
+        .iter()
+        .filter_map(|line| line.split(' ').next().map(str::to_owned))
+        .collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    let cancelled = Command::new("scancel").args(&ids).status().unwrap();
+    assert!(cancelled.success());
+    let out = running.wait();
+    out.code(1);
+    let job = out.job(1);
+    assert_eq!(job.outcome, "failed", "{}", out.dump());
+    assert!(
+        job.error
+            .as_deref()
+            .is_some_and(|e| e.contains("CANCELLED")),
+        "{}",
+        out.dump()
+    );
+    assert_queue_empties(&prefix);
+}
+
+#[test]
+fn a_slurm_license_the_cluster_lacks_is_refused_before_anything_runs() {
+    let Some(_cluster) = cluster() else { return };
+    let prefix = prefix();
+    let scratch = Scratch::new();
+    let out = slurm_run(&prefix)
+        .cwd(scratch.path())
+        .args(["--slurm-license", "nosuch"])
+        .stdin("a\ttouch ran\n")
+        .no_report()
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("--slurm-license nosuch asks every job for a license"),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("ran"));
+}
+
+#[test]
+fn a_slurm_license_with_a_count_or_a_list_is_a_usage_error() {
+    // No cluster needed: refused before anything is asked of one.
+    for license in ["lanes:2", "a,b", ""] {
+        let out = Run::new()
+            .args(["--backend", "slurm", "--slurm-license", license])
+            .stdin("a\ttrue\n")
+            .no_report()
+            .run();
+        out.code(2);
+        assert!(
+            out.stderr().contains("give one license name"),
+            "{license:?}: {}",
+            out.dump()
+        );
+    }
+}
+
+#[test]
+fn a_lock_dir_from_the_environment_does_not_stop_a_slurm_run() {
+    // LANES_LOCK_DIR is a default for local runs; --lock-dir itself is refused (lock_dir.rs).
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .env("LANES_LOCK_DIR", scratch.join("locks"))
+        .args(["--backend", "slurm", "--dry-run"])
+        .stdin("a\ttrue\n")
+        .no_report()
+        .run();
+    out.code(0);
+    assert!(!out.stderr().contains("--lock-dir"), "{}", out.dump());
+}
