@@ -50,6 +50,9 @@ pub(crate) struct InFlightJob {
     pub slot: Option<u32>,
     /// Its current try.
     pub attempt: u32,
+    /// When its last try ended for good, by an `ended` event, though the report has no
+    /// record of it yet (its writer had not caught up, or the report was cut short).
+    pub ended_at: Option<u64>,
 }
 
 impl InFlightJob {
@@ -58,7 +61,11 @@ impl InFlightJob {
         serde_json::json!({
             "seq": self.seq,
             "key": self.key,
-            "outcome": if self.started_at.is_some() { "running" } else { "waiting" },
+            "outcome": match (self.ended_at, self.started_at) {
+                (Some(_), _) => "ended",
+                (None, Some(_)) => "running",
+                (None, None) => "waiting",
+            },
             "attempts": self.attempt,
             "slot": self.slot,
             "note": "no record yet: read from the events file",
@@ -75,6 +82,11 @@ pub(crate) struct InFlight {
     pub running: u64,
     /// How many jobs with no record were waiting at the file's end.
     pub waiting: u64,
+    /// How many jobs with no record had ended, by their events.
+    pub ended: u64,
+    /// The running time of the jobs with no record, ms: each try from its `started` event to
+    /// its `ended` event (or the last event), a batch's run once.
+    pub busy_ms: u64,
     /// The last event's time, ms from the run's start: "now" for what still runs.
     pub last_at: u64,
 }
@@ -92,6 +104,12 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
     let mut open: BTreeMap<u64, InFlightJob> = BTreeMap::new();
     // Of a run drawn aggregated: each job with no record, and whether it runs.
     let mut counted: std::collections::HashMap<u64, bool> = std::collections::HashMap::new();
+    // Of every job with no record: the slot of its running try, and when each slot's run
+    // started (a batch's members start together in one slot: one run).
+    let mut running_in: std::collections::HashMap<u64, u32> = std::collections::HashMap::new();
+    let mut slot_started: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    let mut busy_ms = 0u64;
+    let mut ended = 0u64;
     let mut last_at = 0u64;
     let mut text = String::new();
     while let Some((number, complete)) = lines.next_line(&mut text)? {
@@ -197,6 +215,25 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                 ),
             ));
         }
+        match event.kind.as_str() {
+            "started" => {
+                if let Some(slot) = event.slot {
+                    running_in.insert(event.seq, slot);
+                    slot_started.entry(slot).or_insert(rel);
+                }
+            }
+            "ended" => {
+                if let Some(slot) = running_in.remove(&event.seq) {
+                    if let Some(start) = slot_started.remove(&slot) {
+                        busy_ms += rel.saturating_sub(start);
+                    }
+                }
+                if event.retry != Some(true) {
+                    ended += 1;
+                }
+            }
+            _ => {}
+        }
         if !track {
             // A run drawn aggregated: only how many jobs with no record run and wait.
             if !first.recorded_seqs.contains(event.seq) {
@@ -228,6 +265,7 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                         started_at: None,
                         slot: None,
                         attempt: 0,
+                        ended_at: None,
                     },
                 );
             }
@@ -262,16 +300,21 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                         job.waits.clear();
                         job.queued_at = rel;
                     }
-                } else {
-                    open.remove(&event.seq);
+                } else if let Some(job) = open.get_mut(&event.seq) {
+                    job.ended_at = Some(rel);
                 }
             }
             _ => {}
         }
     }
+    busy_ms += slot_started
+        .values()
+        .map(|start| last_at.saturating_sub(*start))
+        .sum::<u64>();
     let (running, waiting) = if track {
-        let running = open.values().filter(|j| j.started_at.is_some()).count() as u64;
-        (running, open.len() as u64 - running)
+        let live = || open.values().filter(|j| j.ended_at.is_none());
+        let running = live().filter(|j| j.started_at.is_some()).count() as u64;
+        (running, live().count() as u64 - running)
     } else {
         let running = counted.values().filter(|&&r| r).count() as u64;
         (running, counted.len() as u64 - running)
@@ -280,6 +323,8 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
         jobs: open.into_values().collect(),
         running,
         waiting,
+        ended,
+        busy_ms,
         last_at,
     })
 }

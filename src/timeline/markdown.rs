@@ -125,7 +125,7 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
         duration(f.wall_ms),
         f.utilisation * 100.0,
         f.cap_text(),
-        match (f.finished, f.running + f.waiting) {
+        match (f.finished, f.running + f.waiting + f.ended) {
             (true, _) => String::new(),
             (false, 0) => " (the run had not finished)".to_owned(),
             (false, _) => format!(

@@ -131,6 +131,8 @@ pub(crate) struct Figures {
     pub running: u64,
     /// Jobs with no record yet that were waiting at the events file's end.
     pub waiting: u64,
+    /// Jobs with no record yet that had ended by their events.
+    pub ended: u64,
 }
 
 impl Figures {
@@ -145,9 +147,24 @@ impl Figures {
         }
     }
 
-    /// The jobs with no record yet, from the events file: `3 running, 2926 waiting`.
+    /// The jobs with no record yet, from the events file: `3 running, 2926 waiting`, and
+    /// `, 5 ended` when some had ended by their events.
     pub(crate) fn unrecorded_text(&self) -> String {
-        format!("{} running, {} waiting", self.running, self.waiting)
+        let mut text = format!("{} running, {} waiting", self.running, self.waiting);
+        if self.ended > 0 {
+            text.push_str(&format!(", {} ended", self.ended));
+        }
+        text
+    }
+
+    /// Sets `utilisation` from `busy_ms`, `wall_ms` and the cap.
+    fn set_utilisation(&mut self) {
+        let capacity = self.wall_ms as f64 * self.max_concurrent.max(u64::from(self.slots)) as f64;
+        self.utilisation = if capacity > 0.0 {
+            (self.busy_ms as f64 / capacity).min(1.0)
+        } else {
+            0.0
+        };
     }
 }
 
@@ -284,6 +301,7 @@ impl FirstPass {
             slots: 0,
             running: 0,
             waiting: 0,
+            ended: 0,
         };
         let mut keys: HashMap<u64, KeyAcc> = HashMap::new();
         let mut longest: Vec<WaitFigure> = Vec::new();
@@ -359,13 +377,7 @@ impl FirstPass {
         figures.wall_ms = summary.unwrap_or(last_end).max(last_end);
         figures.keys = keys.len() as u64;
         figures.longest_waits = longest;
-        let capacity =
-            figures.wall_ms as f64 * figures.max_concurrent.max(u64::from(figures.slots)) as f64;
-        figures.utilisation = if capacity > 0.0 {
-            (figures.busy_ms as f64 / capacity).min(1.0)
-        } else {
-            0.0
-        };
+        figures.set_utilisation();
         let mut slow: Vec<(u64, u64)> = keys
             .iter()
             .filter(|(_, acc)| acc.last >= acc.first)
@@ -493,9 +505,14 @@ pub(crate) fn build(path: &Path, events: Option<&Path>) -> Result<Timeline, Read
         aggregate(path, &mut first)?
     };
     if let Some(in_flight) = &in_flight {
+        // The jobs with no record count as the records do: the run's wall time reaches the
+        // last event, and their running time is busy time.
         first.figures.running = in_flight.running;
         first.figures.waiting = in_flight.waiting;
+        first.figures.ended = in_flight.ended;
         first.figures.wall_ms = first.figures.wall_ms.max(in_flight.last_at);
+        first.figures.busy_ms += in_flight.busy_ms;
+        first.figures.set_utilisation();
     }
     Ok(Timeline {
         figures: first.figures,
@@ -632,9 +649,11 @@ fn detail(
             }
             let _ = at;
             if let (Some(start), Some(slot)) = (job.started_at, job.slot) {
+                // A job whose events say it ended, with no record, is drawn to its end.
+                let end = job.ended_at.unwrap_or(now);
                 let running = outcome_index("running") as u8;
-                bars.push((row, start, now, 0, running, index, job.attempt));
-                bars.push((slot_row[&slot], start, now, 0, running, index, job.attempt));
+                bars.push((row, start, end, 0, running, index, job.attempt));
+                bars.push((slot_row[&slot], start, end, 0, running, index, job.attempt));
             }
             records.push(job.record());
         }

@@ -1079,3 +1079,64 @@ fn a_batch_s_run_counts_once_in_the_utilisation() {
         .unwrap_or_else(|| panic!("{markdown}"));
     assert!((35..=55).contains(&utilisation), "{markdown}");
 }
+
+#[test]
+fn jobs_that_ended_by_their_events_without_a_record_are_drawn_and_counted() {
+    // A report cut short after three records (its writer behind the events', or a torn
+    // copy), drawn with the whole events file: the other jobs ended by their events.
+    let scratch = Scratch::new();
+    let report = scratch.join("run.jsonl");
+    let events = scratch.join("events.jsonl");
+    Run::new()
+        .no_report()
+        .args([
+            "-j",
+            "2",
+            "--retries",
+            "1",
+            "--retry-delay",
+            "100ms",
+            "--report",
+        ])
+        .arg(&report)
+        .arg("--events")
+        .arg(&events)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/timeline/jobs.tsv"))
+        .run();
+    let whole = scratch.read("run.jsonl");
+    let jobs = whole
+        .lines()
+        .filter(|l| l.contains("\"type\":\"job\""))
+        .count();
+    assert!(jobs > 3, "{whole}");
+    let cut: String = whole.lines().take(4).map(|l| format!("{l}\n")).collect();
+    let cut_path = scratch.write("cut.jsonl", cut);
+    let utilisation = |markdown: &str| -> i64 {
+        markdown
+            .split("utilisation ")
+            .nth(1)
+            .and_then(|rest| rest.split('%').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{markdown}"))
+    };
+    let full_md = scratch.join("full.md");
+    draw_timeline(&report, Some(&events), &full_md).code(0);
+    let cut_md = scratch.join("cut.md");
+    draw_timeline(&cut_path, Some(&events), &cut_md).code(0);
+    let (full, cut) = (scratch.read("full.md"), scratch.read("cut.md"));
+    let said = format!("0 running, 0 waiting, {} ended", jobs - 3);
+    assert!(cut.contains(&said), "{said}\n{cut}");
+    // Their running time is the run's as much as the recorded jobs' is.
+    assert!(
+        (utilisation(&full) - utilisation(&cut)).abs() <= 3,
+        "whole report: {full}\ncut: {cut}"
+    );
+    let page = scratch.join("cut.html");
+    draw_timeline(&cut_path, Some(&events), &page).code(0);
+    let html = scratch.read("cut.html");
+    assert_eq!(
+        html.matches("\"outcome\":\"ended\"").count(),
+        jobs - 3,
+        "every job that ended without a record is on the page"
+    );
+}
