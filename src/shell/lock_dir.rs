@@ -263,11 +263,7 @@ impl LockDir {
     /// Who holds `key` now, if anyone (read from its lock file).
     pub(crate) fn holder(&self, key: &str) -> Option<Holder> {
         let paths = KeyPaths::of(&self.root, key);
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&paths.lock)
-            .ok()?;
+        let file = open_entry(&paths.lock)?;
         held_by_probe(&file)
     }
 }
@@ -278,6 +274,13 @@ fn prepare(dir: &Path) -> Result<(), LockDirError> {
         Ok(meta) if !meta.is_dir() => return Err(unusable(dir, "not a directory")),
         Ok(_) => {}
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            if fs::symlink_metadata(dir).is_ok_and(|meta| meta.file_type().is_symlink()) {
+                return Err(unusable(
+                    dir,
+                    "a symbolic link to a directory that does not exist: create it, or name \
+                     another DIR",
+                ));
+            }
             fs::create_dir_all(dir).map_err(|err| unusable(dir, format!("cannot create: {err}")))?
         }
         Err(err) => return Err(unusable(dir, err)),
@@ -368,7 +371,9 @@ fn share_file(file: &File) {
     }
 }
 
-/// Creates the directory `path` with the shared mode; one that exists is fine.
+/// Creates the directory `path` with the shared mode; one that exists is fine, if it is a
+/// directory itself: a symbolic link there (another user of a shared DIR may have made one)
+/// is refused, so that nothing lanes makes or locks lies outside DIR.
 fn create_shared_dir(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     match fs::create_dir(path) {
@@ -376,35 +381,77 @@ fn create_shared_dir(path: &Path) -> io::Result<()> {
             let _ = fs::set_permissions(path, fs::Permissions::from_mode(shared_dir_mode()));
             Ok(())
         }
-        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+            let meta = fs::symlink_metadata(path)?;
+            if meta.file_type().is_symlink() {
+                Err(not_followed(path))
+            } else if !meta.is_dir() {
+                Err(io::Error::other(format!(
+                    "{} is there but is not a directory",
+                    path.display()
+                )))
+            } else {
+                Ok(())
+            }
+        }
         Err(err) => Err(err),
     }
+}
+
+/// The error for a symbolic link met in DIR.
+fn not_followed(path: &Path) -> io::Error {
+    io::Error::other(format!(
+        "{} is a symbolic link, and lanes follows no link inside a lock directory: remove it",
+        path.display()
+    ))
+}
+
+/// Opens an existing file of DIR for reading (a ticket, a lock file to look at), without
+/// following a symbolic link; `None` when it is not a regular file.
+fn open_entry(path: &Path) -> Option<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
 }
 
 /// Opens (creating) a lock file, close-on-exec: a job gets it only as descriptor 3 or 4
 /// (`spawn`), never by accident. A lock file another user created without write permission
 /// for this one is opened for reading: `flock` needs no more (its holder line is then not
 /// written).
+///
+/// A symbolic link is never followed (`O_NOFOLLOW`), and what is there must be a regular
+/// file: a link planted in a shared DIR must not make lanes write, truncate or `chmod` a file
+/// outside it, nor a FIFO there block it.
 fn open_lock_file(path: &Path) -> io::Result<File> {
+    let flags = libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
     let opened = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o666)
-        .custom_flags(libc::O_CLOEXEC)
+        .custom_flags(flags)
         .open(path);
-    match opened {
-        Ok(file) => {
-            share_file(&file);
-            Ok(file)
-        }
+    let file = match opened {
+        Ok(file) => file,
         Err(err) if err.kind() == io::ErrorKind::PermissionDenied => OpenOptions::new()
             .read(true)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(path),
-        Err(err) => Err(err),
+            .custom_flags(flags)
+            .open(path)?,
+        Err(err) if err.raw_os_error() == Some(libc::ELOOP) => return Err(not_followed(path)),
+        Err(err) => return Err(err),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other(format!(
+            "{} is not a regular file: remove it",
+            path.display()
+        )));
     }
+    share_file(&file);
+    Ok(file)
 }
 
 /// The files of one key.
@@ -492,7 +539,14 @@ fn acquire_key(
 /// `key`'s lock, when it is free and nobody waits for it.
 fn try_key_now(paths: &KeyPaths, key: &str, identity: &Identity) -> io::Result<Option<File>> {
     let queue_empty = match fs::read_dir(&paths.queue) {
-        Ok(mut entries) => entries.next().is_none(),
+        // Tickets, and tickets being made (`.new-…`), are regular files; anything else there
+        // is nobody's.
+        Ok(mut entries) => !entries.any(|entry| {
+            entry
+                .ok()
+                .and_then(|entry| entry.file_type().ok())
+                .is_some_and(|kind| kind.is_file())
+        }),
         Err(err) if err.kind() == io::ErrorKind::NotFound => true,
         Err(err) => return Err(err),
     };
@@ -535,10 +589,13 @@ fn wait_in_line(
     name: &str,
     holder: &mut Option<Holder>,
 ) -> io::Result<()> {
+    // Tickets waited on whose file could not be removed after: passed all the same, so
+    // that none is waited on twice.
+    let mut passed: Vec<String> = Vec::new();
     loop {
         let ahead = tickets(&paths.queue)?
             .into_iter()
-            .rfind(|ticket| ticket.as_str() < name);
+            .rfind(|ticket| ticket.as_str() < name && !passed.contains(ticket));
         match ahead {
             None => {
                 if holder.is_none() {
@@ -548,21 +605,30 @@ fn wait_in_line(
             }
             Some(before) => {
                 let path = paths.queue.join(&before);
-                let Ok(file) = File::open(&path) else {
+                let Some(file) = open_entry(&path) else {
+                    // Gone meanwhile, or not a ticket after all.
+                    passed.push(before);
                     continue;
                 };
                 // Blocks until that waiter got the key or gave up (or died).
                 flock(&file, libc::LOCK_EX)?;
-                let _ = fs::remove_file(&path);
+                if fs::remove_file(&path).is_err() {
+                    passed.push(before);
+                }
             }
         }
     }
 }
 
-/// The key's ticket names, in line order (temporary files left out).
+/// The key's ticket names, in line order: regular files only (temporary files, and
+/// directories, links or anything else someone put there, left out).
 fn tickets(queue: &Path) -> io::Result<Vec<String>> {
     let mut names: Vec<String> = fs::read_dir(queue)?
-        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            entry.file_type().ok()?.is_file().then_some(())?;
+            entry.file_name().into_string().ok()
+        })
         .filter(|name| !name.starts_with('.'))
         .collect();
     names.sort_unstable();
@@ -693,7 +759,7 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
         if path.extension().is_none_or(|ext| ext != "lock") {
             continue;
         }
-        let Ok(file) = File::open(&path) else {
+        let Some(file) = open_entry(&path) else {
             continue;
         };
         let holder = held_by(&file);
@@ -741,7 +807,7 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
         let held = slots
             .iter()
             .filter(|path| {
-                File::open(path).is_ok_and(|file| {
+                open_entry(path).is_some_and(|file| {
                     flock(&file, libc::LOCK_EX | libc::LOCK_NB)
                         .is_err_and(|err| err.raw_os_error() == Some(libc::EWOULDBLOCK))
                 })
@@ -760,7 +826,7 @@ fn live_tickets(queue: &Path) -> Vec<Holder> {
     names
         .into_iter()
         .filter_map(|name| {
-            let file = File::open(queue.join(name)).ok()?;
+            let file = open_entry(&queue.join(name))?;
             // A ticket whose lock can be taken was given up.
             if flock(&file, libc::LOCK_SH | libc::LOCK_NB).is_ok() {
                 return None;

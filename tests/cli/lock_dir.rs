@@ -471,3 +471,108 @@ fn a_job_stopped_while_waiting_only_for_a_shared_slot_names_no_holder() {
     assert_eq!(job.result(), ("interrupted", Some("shutdown")), "{job:?}");
     assert_eq!(job.lock_holder, None, "{job:?}");
 }
+
+/// `DIR/keys/<sha256(key) in hex>`, the stem of a key's lock file and ticket directory.
+fn key_stem(dir: &Path, key: &str) -> std::path::PathBuf {
+    use sha2::Digest as _;
+    let hex: String = sha2::Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    dir.join("keys").join(hex)
+}
+
+#[test]
+fn a_link_planted_in_a_shared_lock_directory_is_never_followed() {
+    use std::io::BufRead as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    Run::new()
+        .no_report()
+        .arg("--lock-dir")
+        .arg(&dir)
+        .stdin("other\ttrue\n")
+        .run()
+        .code(0);
+    // Another user of the shared directory points key k's lock file at a file of ours.
+    let victim = scratch.write("victim", "secret\n");
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink(&victim, key_stem(&dir, "k").with_extension("lock")).unwrap();
+    let mut lanes = Command::new(BIN)
+        .arg("--lock-dir")
+        .arg(&dir)
+        .args(["--output", "none"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = lanes.stdin.take().unwrap();
+        stdin.write_all(b"k\techo ran\n").unwrap();
+    }
+    // lanes says why it cannot take the key, and waits.
+    let mut said = String::new();
+    for line in std::io::BufReader::new(lanes.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        said.push_str(&line);
+        said.push('\n');
+        if line.contains("symbolic link") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(lanes.id() as i32),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = lanes.wait().unwrap();
+    assert!(said.contains("symbolic link"), "{said}");
+    assert_eq!(status.code(), Some(143), "{said}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret\n");
+    let mode = std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        mode, 0o600,
+        "the file the link points at was re-permissioned"
+    );
+}
+
+#[test]
+fn a_directory_named_like_a_ticket_in_a_keys_line_blocks_nobody() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    Run::new()
+        .no_report()
+        .arg("--lock-dir")
+        .arg(&dir)
+        .stdin("k\ttrue\n")
+        .run()
+        .code(0);
+    std::fs::create_dir_all(
+        key_stem(&dir, "k")
+            .with_extension("q")
+            .join("00000000000000000000-0000000001-0000000000"),
+    )
+    .unwrap();
+    // A holder and a waiter behind it: the junk is nobody's ticket.
+    let holder = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--lock-dir")
+        .arg(&dir)
+        .stdin("k\ttouch \"$D/held\"; while [ ! -e \"$D/go\" ]; do sleep 0.02; done\n")
+        .spawn();
+    scratch.wait_for("held", Duration::from_secs(10));
+    let waiter = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--lock-dir")
+        .arg(&dir)
+        .stdin("k\ttouch \"$D/second\"\n")
+        .spawn();
+    scratch.write("go", "");
+    holder.wait().code(0);
+    waiter.wait().code(0);
+    assert!(scratch.exists("second"));
+}
