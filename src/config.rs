@@ -552,6 +552,9 @@ impl RunConfig {
             env_coordinate.is_some(),
             settings.coordinate.is_some(),
         );
+        // A `coordinate` that gave way to a `--lock-dir` given at a higher level: the fleet
+        // settings that came with it (the manifest's `namespace`) are moot, not wrong.
+        let mut coordinate_given_way = false;
         let mut lock_dir = cli.lock_dir.or(env_lock_dir).or(settings.lock_dir);
         let mut coordinate = cli.coordinate.or(env_coordinate).or(settings.coordinate);
         if cli.backend == BackendKind::Slurm {
@@ -581,6 +584,7 @@ impl RunConfig {
             }
             if lock_dir_level > coordinate_level {
                 coordinate = None;
+                coordinate_given_way = true;
             } else {
                 lock_dir = None;
             }
@@ -602,8 +606,8 @@ impl RunConfig {
             .or(settings.namespace)
             .unwrap_or_else(|| "lanes".to_owned());
         let coordinate_records = cli.coordinate_records && !cli.no_coordinate_records;
-        if coordinate.is_none()
-            && (cli.host_id.is_some() || namespace != "lanes" || coordinate_records)
+        let namespace_asked = namespace != "lanes" && (namespace_flag || !coordinate_given_way);
+        if coordinate.is_none() && (cli.host_id.is_some() || namespace_asked || coordinate_records)
         {
             let fleet = if cli.host_id.is_some() {
                 "--host-id".to_owned()
@@ -1094,7 +1098,11 @@ fn check_serve(cli: &Cli) -> Result<(), ConfigError> {
         (cli.dry_run, "--dry-run"),
         (cli.strict, "--strict"),
         (cli.resume.is_some(), "--resume"),
-        (cli.lock_dir.is_some(), "--lock-dir"),
+        (
+            cli.lock_dir.is_some()
+                || std::env::var_os("LANES_LOCK_DIR").is_some_and(|dir| !dir.is_empty()),
+            "--lock-dir (or LANES_LOCK_DIR)",
+        ),
         (
             cli.coordinate.is_some(),
             "--coordinate (or LANES_COORDINATE)",

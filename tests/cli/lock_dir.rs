@@ -576,3 +576,41 @@ fn a_directory_named_like_a_ticket_in_a_keys_line_blocks_nobody() {
     waiter.wait().code(0);
     assert!(scratch.exists("second"));
 }
+
+#[test]
+fn a_lock_dir_given_over_a_fleet_manifest_runs_it_whatever_namespace_the_manifest_names() {
+    let scratch = Scratch::new();
+    let manifest = scratch.write(
+        "fleet.toml",
+        "coordinate = \"postgres://nobody@/nowhere?host=/nonexistent\"\n\
+         namespace = \"deploys\"\n\
+         [[job]]\nkey = \"k\"\ncmd = \"echo \\\"$LANES_LOCK_FD\\\" > \\\"$D/fd\\\"\"\n",
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg("--lock-dir")
+        .arg(scratch.join("locks"))
+        .arg(&manifest)
+        .run();
+    out.code(0);
+    assert_eq!(scratch.read("fd").trim(), "3", "{}", out.dump());
+}
+
+#[test]
+fn lanes_serve_refuses_a_lock_dir_from_the_environment_as_from_the_flag() {
+    let scratch = Scratch::new();
+    let out = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(scratch.join("s.sock"))
+        .env("LANES_LOCK_DIR", scratch.join("locks"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--lock-dir (or LANES_LOCK_DIR) does not go with `lanes serve`"),
+        "{out:?}"
+    );
+    assert!(!scratch.exists("s.sock"));
+}
