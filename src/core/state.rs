@@ -315,11 +315,15 @@ pub struct Scheduler {
     /// The latest `now` any transition was given: a partial batch due at or before it needs a
     /// slot, not a wake-up, so `next_deadline` leaves it out.
     pub(crate) clock: Tick,
-    /// When the run's capacity last changed: a start, a slot freed, a spawn shortage's pause
-    /// set or over, grouped output's backlog moved. A delay that ran out before the shell
+    /// When the run's capacity last changed other than by starts and ends: a spawn
+    /// shortage's pause set or over, grouped output's backlog moved, the cap set, a sticky
+    /// slot freed. A delay that ran out before the shell
     /// looked waited for the cap in between only if the cap was short then; while nothing
     /// changed it since, it was as short then as it is now ([`Scheduler::refresh_waits`]).
     pub(crate) capacity_changed_at: Tick,
+    /// When the cap last stopped being full (every unit of `-j` held): a job found free to go
+    /// waited for the cap before it only if the cap was full since its cause began.
+    pub(crate) cap_full_until: Tick,
     /// `--lock-dir`: the host-wide locks of keys asked for and held; `None` when keys are
     /// this process's own.
     pub(crate) host: Option<super::hostwide::HostKeys>,
@@ -385,6 +389,7 @@ impl Scheduler {
             stop_signal: None,
             clock: Tick::ZERO,
             capacity_changed_at: Tick::ZERO,
+            cap_full_until: Tick::ZERO,
             host: None,
             wait_changes: None,
             replaced_wait: None,

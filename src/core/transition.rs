@@ -351,7 +351,6 @@ impl Scheduler {
         let (index, slot) = self.next_to_take(now)?;
         let key = self.ready.remove(index)?;
         self.refresh_waits(&key, Touched::Front, now);
-        self.capacity_changed(now);
         self.take_slot(slot);
         self.host_taken(&key);
         if self.policy.sticky_slots {
@@ -682,7 +681,13 @@ impl Scheduler {
         if let Some(at) = run.deadline {
             self.deadlines.remove(&(at, seq));
         }
-        self.capacity_changed(self.clock);
+        if self.used_weight >= self.limits.max_concurrent {
+            self.cap_full_until = self.cap_full_until.max(self.clock);
+        }
+        if self.policy.sticky_slots {
+            // Its key's slot is free again: a job bound to it waited for it until now.
+            self.capacity_changed(self.clock);
+        }
         // A slot above a lowered cap (`set_max_concurrent`) is not handed out again.
         if run.slot <= self.last_slot {
             self.free_slots.insert(run.slot);

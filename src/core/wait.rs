@@ -570,6 +570,7 @@ impl Scheduler {
     fn cap_was_free(&self, key: &str, since: Tick, now: Tick) -> bool {
         !self.weighs()
             && self.capacity_changed_at <= since
+            && self.cap_full_until <= since
             && !self.draining
             && self.used_weight < self.limits.max_concurrent
             && self.output_backlog < self.limits.max_concurrent

@@ -150,6 +150,32 @@ fn a_delay_that_ran_out_with_every_slot_taken_waits_for_the_cap_from_its_end() {
 }
 
 #[test]
+fn a_delay_that_ran_out_while_other_jobs_ended_with_slots_free_never_waited_for_the_cap() {
+    let policy = Policy {
+        retries: 1,
+        retry_delay: ms(100),
+        ..Policy::default()
+    };
+    let mut s = scheduler(4, policy);
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "b", 0), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(2));
+    assert!(
+        s.finish(1, exited(1, ms(10)), ms(10))
+            .expect("in flight")
+            .retry
+    );
+    // b ends after a's delay ran out, before the shell comes to a: a slot freed with others
+    // free all along, which tells nothing of a cap that was never reached.
+    let _ = end(&mut s, 2, 0, ms(112));
+    assert!(s.expire(ms(115)).is_empty());
+    assert_eq!(s.take(ms(115)).map(|st| st.seq), Some(1));
+    let accounts = end(&mut s, 1, 0, ms(120));
+    assert_eq!(accounts[0].waits, [span(WaitCause::RetryDelay, 10, 115)]);
+}
+
+#[test]
 fn a_partial_batch_found_ready_late_waited_for_its_delay_not_the_cap() {
     let policy = Policy {
         batch_size: 3,
