@@ -220,6 +220,8 @@ impl LockDir {
             .name("lanes-lock".into())
             .spawn(move || {
                 let mut delay = Duration::from_millis(10);
+                // The same error of this key is said again at most every 30 s.
+                let mut said: Option<(String, Instant)> = None;
                 let mut held = held.map(|lock| (OwnedFd::from(lock), None));
                 let (key_fd, holder) = loop {
                     if let Some(held) = held.take() {
@@ -228,10 +230,18 @@ impl LockDir {
                     match acquire_key(&paths, &key, &identity) {
                         Ok(held) => break held,
                         Err(err) => {
-                            let _ = report.send(Acquired::Notice(format!(
-                                "cannot lock key {key:?} in {}: {err}; trying again",
-                                paths.lock.display()
-                            )));
+                            let text = err.to_string();
+                            let again = said.as_ref().is_none_or(|(last, at)| {
+                                *last != text || at.elapsed() >= NOTICE_EVERY
+                            });
+                            if again {
+                                let _ = report.send(Acquired::Notice(format!(
+                                    "cannot lock key {key:?} in {}: {text}; trying again (said \
+                                     again at most every 30 s)",
+                                    paths.lock.display()
+                                )));
+                                said = Some((text, Instant::now()));
+                            }
                             std::thread::sleep(delay);
                             delay = (delay * 2).min(Duration::from_secs(1));
                         }
@@ -512,6 +522,9 @@ fn read_holder(file: &File) -> Option<Holder> {
 
 static TICKETS: AtomicU64 = AtomicU64::new(0);
 
+/// How often one key's same error is said again while lanes keeps trying to lock it.
+const NOTICE_EVERY: Duration = Duration::from_secs(30);
+
 /// Waits for `key`'s lock, first come first served; returns it and who held it when this
 /// process began to wait, if anyone did.
 fn acquire_key(
@@ -548,7 +561,14 @@ fn try_key_now(paths: &KeyPaths, key: &str, identity: &Identity) -> io::Result<O
                 .is_some_and(|kind| kind.is_file())
         }),
         Err(err) if err.kind() == io::ErrorKind::NotFound => true,
-        Err(err) => return Err(err),
+        Err(_) => {
+            // Not a directory, a link, or unreadable: said as what is there.
+            create_shared_dir(&paths.queue)?;
+            return Err(io::Error::other(format!(
+                "cannot read {}",
+                paths.queue.display()
+            )));
+        }
     };
     if !queue_empty {
         return Ok(None);
