@@ -472,6 +472,19 @@ fn a_job_stopped_while_waiting_only_for_a_shared_slot_names_no_holder() {
     assert_eq!(job.lock_holder, None, "{job:?}");
 }
 
+/// `locks` in `scratch`, made by a run that held a key in it.
+fn lock_dir_made(scratch: &Scratch) -> std::path::PathBuf {
+    let dir = scratch.join("locks");
+    Run::new()
+        .no_report()
+        .arg("--lock-dir")
+        .arg(&dir)
+        .stdin("other\ttrue\n")
+        .run()
+        .code(0);
+    dir
+}
+
 /// `DIR/keys/<sha256(key) in hex>`, the stem of a key's lock file and ticket directory.
 fn key_stem(dir: &Path, key: &str) -> std::path::PathBuf {
     use sha2::Digest as _;
@@ -487,14 +500,7 @@ fn a_link_planted_in_a_shared_lock_directory_is_never_followed() {
     use std::io::BufRead as _;
     use std::os::unix::fs::PermissionsExt as _;
     let scratch = Scratch::new();
-    let dir = scratch.join("locks");
-    Run::new()
-        .no_report()
-        .arg("--lock-dir")
-        .arg(&dir)
-        .stdin("other\ttrue\n")
-        .run()
-        .code(0);
+    let dir = lock_dir_made(&scratch);
     // Another user of the shared directory points key k's lock file at a file of ours.
     let victim = scratch.write("victim", "secret\n");
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -541,14 +547,7 @@ fn a_link_planted_in_a_shared_lock_directory_is_never_followed() {
 #[test]
 fn a_directory_named_like_a_ticket_in_a_keys_line_blocks_nobody() {
     let scratch = Scratch::new();
-    let dir = scratch.join("locks");
-    Run::new()
-        .no_report()
-        .arg("--lock-dir")
-        .arg(&dir)
-        .stdin("k\ttrue\n")
-        .run()
-        .code(0);
+    let dir = lock_dir_made(&scratch);
     std::fs::create_dir_all(
         key_stem(&dir, "k")
             .with_extension("q")

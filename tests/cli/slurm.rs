@@ -393,20 +393,24 @@ fn slurm_asks_the_cluster_for_a_license_of_another_resource() {
     );
     assert_queue_empties(&prefix);
     // A license the cluster lacks is an error before anything runs.
+    refused_before_anything_runs(
+        &prefix,
+        &["--resource", "fluent=4", "--needs", "fluent=1"],
+        "the cluster has no license \"fluent\"",
+    );
+}
+
+/// A run given `args` exits 2 saying `message`, and its one job never ran.
+fn refused_before_anything_runs(prefix: &str, args: &[&str], message: &str) {
     let scratch = Scratch::new();
-    let out = slurm_run(&prefix)
+    let out = slurm_run(prefix)
         .cwd(scratch.path())
-        .args(["--resource", "fluent=4", "--needs", "fluent=1"])
+        .args(args)
         .stdin("a\ttouch ran\n")
         .no_report()
         .run();
     out.code(2);
-    assert!(
-        out.stderr()
-            .contains("the cluster has no license \"fluent\""),
-        "{}",
-        out.dump()
-    );
+    assert!(out.stderr().contains(message), "{}", out.dump());
     assert!(!scratch.exists("ran"));
 }
 
@@ -513,22 +517,11 @@ fn a_job_the_cluster_cancelled_is_not_a_success_even_when_it_exits_0() {
 #[test]
 fn a_slurm_license_the_cluster_lacks_is_refused_before_anything_runs() {
     let Some(_cluster) = cluster() else { return };
-    let prefix = prefix();
-    let scratch = Scratch::new();
-    let out = slurm_run(&prefix)
-        .cwd(scratch.path())
-        .args(["--slurm-license", "nosuch"])
-        .stdin("a\ttouch ran\n")
-        .no_report()
-        .run();
-    out.code(2);
-    assert!(
-        out.stderr()
-            .contains("--slurm-license nosuch asks every job for a license"),
-        "{}",
-        out.dump()
+    refused_before_anything_runs(
+        &prefix(),
+        &["--slurm-license", "nosuch"],
+        "--slurm-license nosuch asks every job for a license",
     );
-    assert!(!scratch.exists("ran"));
 }
 
 #[test]
