@@ -263,6 +263,22 @@ pub(crate) enum ConfigError {
 pub(crate) const DEFAULT_BATCH_BYTES: usize = 100_000;
 
 impl RunConfig {
+    /// The run's template as its run record tells it: the text and the column separator its
+    /// column placeholders use (see [`crate::template::Template::recorded`]); `(None, None)`
+    /// without a template.
+    pub(crate) fn recorded_template(&self) -> (Option<String>, Option<String>) {
+        match self
+            .template
+            .as_ref()
+            .map(crate::template::Template::recorded)
+        {
+            Some((text, colsep)) => (Some(text), colsep),
+            None => (None, None),
+        }
+    }
+}
+
+impl RunConfig {
     /// Merges the command line with the manifest it names, if any.
     ///
     /// # Errors

@@ -617,24 +617,11 @@ fn event_loop() -> anyhow::Result<tokio::runtime::Runtime> {
 const EVENT_LOOP_DESCRIPTORS: usize = 5;
 
 /// `--resume`: the successes of the earlier report.
-/// The run's template as its run record tells it: the text and the column separator its
-/// column placeholders use (see [`crate::template::Template::recorded`]).
-pub(crate) fn recorded_template(config: &RunConfig) -> (Option<String>, Option<String>) {
-    match config
-        .template
-        .as_ref()
-        .map(crate::template::Template::recorded)
-    {
-        Some((text, colsep)) => (Some(text), colsep),
-        None => (None, None),
-    }
-}
-
 fn load_resume(config: &RunConfig) -> anyhow::Result<Option<crate::resume::Resume>> {
     Ok(match &config.resume {
         Some(path) => {
             let mut resume = crate::resume::Resume::load(path)?;
-            let (text, colsep) = recorded_template(config);
+            let (text, colsep) = config.recorded_template();
             let current = (text.as_deref(), colsep.as_deref());
             if let Some(note) = resume.for_template(&path.display().to_string(), current) {
                 eprintln!("lanes: {note}");
@@ -788,7 +775,7 @@ async fn interrupted_check(
         .run_started(
             config.max_concurrent,
             config.source.describe(),
-            recorded_template(config),
+            config.recorded_template(),
             containment,
         )
         .await;

@@ -216,7 +216,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         .run_started(
             driver.config.max_concurrent,
             driver.config.source.describe(),
-            crate::run::recorded_template(&driver.config),
+            driver.config.recorded_template(),
             driver.launcher.containment(),
         )
         .await;
