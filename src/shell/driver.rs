@@ -195,6 +195,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         output_lost: false,
         output_dropped: false,
         retry_tails: HashMap::new(),
+        decided_at: None,
         stopped: HashMap::new(),
         lock_dir,
         grants: HashMap::new(),
@@ -229,6 +230,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     spin.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         driver.start_ready(!ended_rx.is_empty()).await;
+        driver.decided_at = None;
         driver.journal_ends().await;
         driver.settle_display();
         if driver.is_done() {
@@ -341,6 +343,11 @@ struct Driver {
     /// The stderr tail of the last try of each run waiting for its retry, by its first job:
     /// should the run stop before the retry starts, the record tells of that try.
     retry_tails: HashMap<Seq, Vec<u8>>,
+    /// When the event just carried out was (an input item admitted, a job's end, a deadline
+    /// reached): the starts it makes possible are decided at that same moment, so that a job
+    /// it freed to go waited for nothing but lanes (no `cap` while the cap was not reached).
+    /// Taken by the next round of starts.
+    decided_at: Option<Tick>,
     /// The runs in flight last found stopped, and why.
     stopped: HashMap<Seq, &'static str>,
     /// `--lock-dir`, `--coordinate`: where keys' shared locks are acquired.
@@ -442,7 +449,7 @@ impl Driver {
         // A round's starts are decided at one moment: a job started after others of its
         // round waited for nothing but lanes making their processes, which is no cause of
         // its wait (the cap was not reached); its `started_at` says when its process was made.
-        let now = self.tick();
+        let now = self.decided_at.take().unwrap_or_else(|| self.tick());
         while let Some(start) = self.core.take(now) {
             // What the take itself decided (a delay that ran out) comes before `started`; the
             // other jobs' causes wait for the round's end, as one of them may start next.
@@ -627,6 +634,7 @@ impl Driver {
     async fn accept(&mut self, item: InputItem) {
         self.received += 1;
         let now = self.tick();
+        self.decided_at = Some(now);
         match item {
             InputItem::Job(spec) => {
                 let _ = self.admit_job(spec, now).await;
@@ -752,6 +760,7 @@ impl Driver {
             ended_at: ended.ended_at.saturating_duration_since(self.t0),
         };
         let now = self.tick();
+        self.decided_at = Some(now);
         let Some(finished) = self.core.finish(ended.seq, facts, now) else {
             return;
         };
@@ -1082,7 +1091,9 @@ impl Driver {
     }
 
     fn on_wake(&mut self) {
-        let stops = self.core.expire_turns(self.tick());
+        let now = self.tick();
+        self.decided_at = Some(now);
+        let stops = self.core.expire_turns(now);
         self.send_stops(stops);
     }
 
