@@ -968,3 +968,21 @@ fn a_retry_whose_delay_ran_out_with_slots_free_never_waited_for_the_cap() {
         assert_eq!(causes, ["retry_delay"], "seq {seq}: {}", out.dump());
     }
 }
+
+#[test]
+fn a_burst_of_jobs_under_a_cap_never_reached_never_waited_for_the_cap() {
+    // 60 keys read at once, -j 100: each job starts as lanes takes it in; the time lanes
+    // spends starting the others is no wait for the cap.
+    let input: String = (1..=60).map(|i| format!("k{i}\ttrue\n")).collect();
+    let out = Run::new().args(["-j", "100"]).stdin(input).run();
+    out.code(0);
+    for seq in 1..=60 {
+        let job = out.job(seq);
+        assert!(
+            job.waits.iter().all(|w| w.cause != "cap"),
+            "seq {seq}: {:?}\n{}",
+            job.waits,
+            out.dump()
+        );
+    }
+}
