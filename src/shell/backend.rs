@@ -221,7 +221,7 @@ pub(crate) fn check_cluster_licenses<'a>(
     names: impl Iterator<Item = (&'a str, &'static str)>,
 ) -> Result<(), String> {
     for (name, asked_by) in names {
-        let out = Command::new("scontrol")
+        let out = cluster_command("scontrol")
             .args(["show", "licenses", name])
             .stdin(Stdio::null())
             .output()
@@ -264,7 +264,7 @@ struct ClusterJob {
 /// This user's jobs the cluster knows, finished ones included (`squeue -t all`).
 fn jobs_of_user() -> Vec<ClusterJob> {
     let uid = nix::unistd::getuid().to_string();
-    let Ok(out) = Command::new("squeue")
+    let Ok(out) = cluster_command("squeue")
         .args([
             "--noheader",
             "--states=all",
@@ -300,7 +300,7 @@ fn cancel_where(matches: impl Fn(&str) -> bool) {
     if ids.is_empty() {
         return;
     }
-    let _ = Command::new("scancel")
+    let _ = cluster_command("scancel")
         .args(&ids)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -308,7 +308,22 @@ fn cancel_where(matches: impl Fn(&str) -> bool) {
         .status();
 }
 
-fn is_active(state: &str) -> bool {
+/// A Slurm command for lanes' own questions to the cluster, without the user's defaults for
+/// it (`SQUEUE_PARTITION`, `SQUEUE_NAMES`, `SCANCEL_PARTITION`…, read from the environment):
+/// they would narrow what it finds or cancels to other jobs than this run's.
+fn cluster_command(program: &str) -> Command {
+    let mut command = Command::new(program);
+    let prefix = format!("{}_", program.to_ascii_uppercase());
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|name| name.starts_with(&prefix)) {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
+/// Whether a job in `state` is not over on the cluster.
+pub(crate) fn is_active(state: &str) -> bool {
     matches!(
         state,
         "PENDING"

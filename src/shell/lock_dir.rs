@@ -167,12 +167,15 @@ impl LockDir {
         prepare(dir)?;
         let slots = match shared_slots {
             Some(count) => {
+                let held = HeldDir::open(&dir.join("slots"))
+                    .map_err(|err| unusable(dir, format!("cannot open slots/: {err}")))?;
                 for i in 0..count {
-                    open_lock_file(&dir.join("slots").join(format!("{i}.lock")))
+                    open_lock_file(&held.path().join(format!("{i}.lock")))
                         .map_err(|err| unusable(dir, format!("cannot create slot {i}: {err}")))?;
                 }
                 Some(Arc::new(SlotPool {
-                    dir: dir.join("slots"),
+                    dir: held.path(),
+                    _held: held,
                     count,
                     state: Mutex::new(PoolState::default()),
                     wanted: Condvar::new(),
@@ -190,9 +193,12 @@ impl LockDir {
     /// waits for the key, else on a thread of its own, which reports the grant on the channel
     /// given to [`LockDir::start`].
     pub(crate) fn acquire(&self, key: Arc<str>) -> Option<Grant> {
-        let paths = KeyPaths::of(&self.root, &key);
         let asked = Instant::now();
-        let held = try_key_now(&paths, &key, &self.identity).ok().flatten();
+        let held = KeyPaths::held(&self.root, &key)
+            .and_then(|paths| try_key_now(&paths, &key, &self.identity))
+            .ok()
+            .flatten();
+        let root = self.root.clone();
         let slot = match (&held, &self.slots) {
             (None, _) => None,
             (Some(_), None) => Some(None),
@@ -227,7 +233,8 @@ impl LockDir {
                     if let Some(held) = held.take() {
                         break held;
                     }
-                    match acquire_key(&paths, &key, &identity) {
+                    let paths = KeyPaths::held(&root, &key);
+                    match paths.and_then(|paths| acquire_key(&paths, &key, &identity)) {
                         Ok(held) => break held,
                         Err(err) => {
                             let text = err.to_string();
@@ -238,7 +245,7 @@ impl LockDir {
                                 let _ = report.send(Acquired::Notice(format!(
                                     "cannot lock key {key:?} in {}: {text}; trying again (said \
                                      again at most every 30 s)",
-                                    paths.lock.display()
+                                    KeyPaths::of(&root, &key).shown.display()
                                 )));
                                 said = Some((text, Instant::now()));
                             }
@@ -385,10 +392,16 @@ fn share_file(file: &File) {
 /// directory itself: a symbolic link there (another user of a shared DIR may have made one)
 /// is refused, so that nothing lanes makes or locks lies outside DIR.
 fn create_shared_dir(path: &Path) -> io::Result<()> {
-    use std::os::unix::fs::PermissionsExt as _;
     match fs::create_dir(path) {
         Ok(()) => {
-            let _ = fs::set_permissions(path, fs::Permissions::from_mode(shared_dir_mode()));
+            // Through a descriptor of the directory made: its name swapped for a link since
+            // is not followed.
+            if let Ok(made) = HeldDir::open(path) {
+                let _ = nix::sys::stat::fchmod(
+                    made.fd.as_raw_fd(),
+                    nix::sys::stat::Mode::from_bits_truncate(shared_dir_mode()),
+                );
+            }
             Ok(())
         }
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
@@ -398,7 +411,7 @@ fn create_shared_dir(path: &Path) -> io::Result<()> {
             } else if !meta.is_dir() {
                 Err(io::Error::other(format!(
                     "{} is there but is not a directory",
-                    path.display()
+                    shown_name(path)
                 )))
             } else {
                 Ok(())
@@ -412,8 +425,17 @@ fn create_shared_dir(path: &Path) -> io::Result<()> {
 fn not_followed(path: &Path) -> io::Error {
     io::Error::other(format!(
         "{} is a symbolic link, and lanes follows no link inside a lock directory: remove it",
-        path.display()
+        shown_name(path)
     ))
+}
+
+/// `path`'s last component, as a message names a file of DIR (its full path may go through
+/// a held directory's descriptor).
+fn shown_name(path: &Path) -> String {
+    path.file_name().map_or_else(
+        || path.display().to_string(),
+        |name| name.to_string_lossy().into_owned(),
+    )
 }
 
 /// Opens an existing file of DIR for reading (a ticket, a lock file to look at), without
@@ -454,33 +476,105 @@ fn open_lock_file(path: &Path) -> io::Result<File> {
         Err(err) if err.raw_os_error() == Some(libc::ELOOP) => return Err(not_followed(path)),
         Err(err) => return Err(err),
     };
-    if !file.metadata()?.is_file() {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
         return Err(io::Error::other(format!(
             "{} is not a regular file: remove it",
-            path.display()
+            shown_name(path)
         )));
+    }
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        if meta.nlink() != 1 {
+            // A hard link to a file elsewhere (another user of a shared DIR may make one):
+            // its holder line and mode must not be written into that file.
+            return Err(io::Error::other(format!(
+                "{} has {} hard links, so it is also a file outside the lock directory: \
+                 remove it",
+                shown_name(path),
+                meta.nlink()
+            )));
+        }
     }
     share_file(&file);
     Ok(file)
+}
+
+/// A directory of DIR held open (`O_DIRECTORY | O_NOFOLLOW`): what lanes makes and locks in
+/// it is named through the descriptor (`/proc/self/fd/N/NAME`), so that the directory's name
+/// swapped for a link to elsewhere after it was opened is never followed.
+struct HeldDir {
+    fd: OwnedFd,
+}
+
+impl HeldDir {
+    /// Opens the directory `path`, whose last component must not be a symbolic link.
+    fn open(path: &Path) -> io::Result<HeldDir> {
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|err| {
+                // `O_DIRECTORY | O_NOFOLLOW` on a link fails with ENOTDIR (or ELOOP).
+                if fs::symlink_metadata(path).is_ok_and(|meta| meta.file_type().is_symlink()) {
+                    not_followed(path)
+                } else {
+                    err
+                }
+            })?;
+        Ok(HeldDir { fd: file.into() })
+    }
+
+    /// The path of the directory itself, through its descriptor.
+    fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
 }
 
 /// The files of one key.
 pub(crate) struct KeyPaths {
     pub(crate) lock: PathBuf,
     pub(crate) queue: PathBuf,
+    /// The lock file's name in DIR, for messages.
+    shown: PathBuf,
+    /// `keys/` held open while these paths go through it.
+    _keys: Option<Arc<HeldDir>>,
 }
 
 impl KeyPaths {
     /// `keys/<sha256(key) in hex>.lock` and `.q`: no key can name a file outside DIR.
     pub(crate) fn of(root: &Path, key: &str) -> Self {
-        let digest = Sha256::digest(key.as_bytes());
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         let keys = root.join("keys");
+        let hex = key_hex(key);
         KeyPaths {
             lock: keys.join(format!("{hex}.lock")),
             queue: keys.join(format!("{hex}.q")),
+            shown: keys.join(format!("{hex}.lock")),
+            _keys: None,
         }
     }
+
+    /// The same, through `keys/` held open ([`HeldDir`]): for everything lanes makes or
+    /// locks. `shown` keeps the lock file's name in DIR, for messages.
+    fn held(root: &Path, key: &str) -> io::Result<Self> {
+        let keys = HeldDir::open(&root.join("keys"))?;
+        let hex = key_hex(key);
+        let through = keys.path();
+        Ok(KeyPaths {
+            lock: through.join(format!("{hex}.lock")),
+            queue: through.join(format!("{hex}.q")),
+            shown: root.join("keys").join(format!("{hex}.lock")),
+            _keys: Some(Arc::new(keys)),
+        })
+    }
+}
+
+/// `sha256(key)` in hex: a key's files' stem.
+fn key_hex(key: &str) -> String {
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Who the lock file says holds it, if it is held now. A lock taken for the look is let go at
@@ -538,10 +632,13 @@ fn acquire_key(
     let lock = open_lock_file(&paths.lock)?;
     let mut holder = read_holder(&lock);
     create_shared_dir(&paths.queue)?;
-    let (ticket, name) = take_ticket(&paths.queue, key, identity)?;
-    let result = wait_in_line(paths, &lock, &name, &mut holder);
+    // The line's directory held open: its name swapped for a link meanwhile is not followed.
+    let queue = HeldDir::open(&paths.queue)?;
+    let queue = queue.path();
+    let (ticket, name) = take_ticket(&queue, key, identity)?;
+    let result = wait_in_line(&queue, &lock, &name, &mut holder);
     // Our ticket goes, whatever happened: the next waiter moves up.
-    let _ = fs::remove_file(paths.queue.join(&name));
+    let _ = fs::remove_file(queue.join(&name));
     drop(ticket);
     result?;
     // Best effort: a lock file opened for reading only holds the key all the same.
@@ -551,6 +648,10 @@ fn acquire_key(
 
 /// `key`'s lock, when it is free and nobody waits for it.
 fn try_key_now(paths: &KeyPaths, key: &str, identity: &Identity) -> io::Result<Option<File>> {
+    if fs::symlink_metadata(&paths.queue).is_ok() {
+        // A link, or no directory, where the key's line goes: said, never followed.
+        create_shared_dir(&paths.queue)?;
+    }
     let queue_empty = match fs::read_dir(&paths.queue) {
         // Tickets, and tickets being made (`.new-…`), are regular files; anything else there
         // is nobody's.
@@ -566,7 +667,7 @@ fn try_key_now(paths: &KeyPaths, key: &str, identity: &Identity) -> io::Result<O
             create_shared_dir(&paths.queue)?;
             return Err(io::Error::other(format!(
                 "cannot read {}",
-                paths.queue.display()
+                shown_name(&paths.queue)
             )));
         }
     };
@@ -604,7 +705,7 @@ fn take_ticket(queue: &Path, key: &str, identity: &Identity) -> io::Result<(File
 
 /// Waits until `name` is the first ticket and the key's lock is ours.
 fn wait_in_line(
-    paths: &KeyPaths,
+    queue: &Path,
     lock: &File,
     name: &str,
     holder: &mut Option<Holder>,
@@ -613,7 +714,7 @@ fn wait_in_line(
     // that none is waited on twice.
     let mut passed: Vec<String> = Vec::new();
     loop {
-        let ahead = tickets(&paths.queue)?
+        let ahead = tickets(queue)?
             .into_iter()
             .rfind(|ticket| ticket.as_str() < name && !passed.contains(ticket));
         match ahead {
@@ -624,7 +725,7 @@ fn wait_in_line(
                 return flock(lock, libc::LOCK_EX);
             }
             Some(before) => {
-                let path = paths.queue.join(&before);
+                let path = queue.join(&before);
                 let Some(file) = open_entry(&path) else {
                     // Gone meanwhile, or not a ticket after all.
                     passed.push(before);
@@ -675,7 +776,9 @@ fn write_holder(file: &File, key: &str, identity: &Identity) -> io::Result<()> {
 /// request is open, and the first to get its slot hands it to the oldest request (a slot got
 /// when no request is left is let go at once).
 struct SlotPool {
+    /// `slots/`, through `_held`.
     dir: PathBuf,
+    _held: HeldDir,
     count: usize,
     state: Mutex<PoolState>,
     wanted: Condvar,

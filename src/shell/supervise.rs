@@ -254,6 +254,14 @@ pub(crate) async fn supervise(
             if ended_badly(&state) {
                 exit = ExitFacts::Signaled(Signal::SIGKILL as i32);
                 note = Some(format!("the Slurm job ended {state}"));
+            } else if super::backend::is_active(&state) {
+                // Not over on the cluster long after srun: what a cancel leaves when processes
+                // of the job linger on the node; not known to have succeeded.
+                exit = ExitFacts::Signaled(Signal::SIGKILL as i32);
+                note = Some(format!(
+                    "the Slurm job was still {state} 10 s after srun ended (processes of it \
+                     left on the node?): not known to have succeeded"
+                ));
             }
         }
     }

@@ -215,7 +215,11 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                 ),
             ));
         }
+        let unrecorded = !first.recorded_seqs.contains(event.seq);
         match event.kind.as_str() {
+            // (A run drawn aggregated keeps only the recorded seqs: its recorded jobs' events
+            // come this far.)
+            _ if !unrecorded => {}
             "started" => {
                 if let Some(slot) = event.slot {
                     running_in.insert(event.seq, slot);

@@ -497,14 +497,30 @@ fn key_stem(dir: &Path, key: &str) -> std::path::PathBuf {
 
 #[test]
 fn a_link_planted_in_a_shared_lock_directory_is_never_followed() {
+    planted_lock_file_is_never_written(
+        |victim, at| std::os::unix::fs::symlink(victim, at),
+        "symbolic link",
+    );
+}
+
+#[test]
+fn a_hard_link_planted_in_a_shared_lock_directory_is_never_written() {
+    planted_lock_file_is_never_written(|victim, at| std::fs::hard_link(victim, at), "hard links");
+}
+
+/// Another user of a shared lock directory makes key k's lock file a link (by `plant`) to a
+/// file of ours outside it: lanes says `said` and waits, and the file is left as it was.
+fn planted_lock_file_is_never_written(
+    plant: impl Fn(&Path, &Path) -> std::io::Result<()>,
+    said_of_it: &str,
+) {
     use std::io::BufRead as _;
     use std::os::unix::fs::PermissionsExt as _;
     let scratch = Scratch::new();
     let dir = lock_dir_made(&scratch);
-    // Another user of the shared directory points key k's lock file at a file of ours.
     let victim = scratch.write("victim", "secret\n");
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
-    std::os::unix::fs::symlink(&victim, key_stem(&dir, "k").with_extension("lock")).unwrap();
+    plant(&victim, &key_stem(&dir, "k").with_extension("lock")).unwrap();
     let mut lanes = Command::new(BIN)
         .arg("--lock-dir")
         .arg(&dir)
@@ -524,7 +540,7 @@ fn a_link_planted_in_a_shared_lock_directory_is_never_followed() {
         let line = line.unwrap();
         said.push_str(&line);
         said.push('\n');
-        if line.contains("symbolic link") {
+        if line.contains(said_of_it) {
             break;
         }
     }
@@ -534,7 +550,7 @@ fn a_link_planted_in_a_shared_lock_directory_is_never_followed() {
     )
     .unwrap();
     let status = lanes.wait().unwrap();
-    assert!(said.contains("symbolic link"), "{said}");
+    assert!(said.contains(said_of_it), "{said}");
     assert_eq!(status.code(), Some(143), "{said}");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret\n");
     let mode = std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777;
@@ -612,4 +628,63 @@ fn lanes_serve_refuses_a_lock_dir_from_the_environment_as_from_the_flag() {
         "{out:?}"
     );
     assert!(!scratch.exists("s.sock"));
+}
+
+#[test]
+fn keys_swapped_for_a_link_while_lanes_runs_is_not_followed() {
+    use std::io::{BufRead as _, Write as _};
+    let scratch = Scratch::new();
+    let dir = lock_dir_made(&scratch);
+    let outside = scratch.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let mut lanes = Command::new(BIN)
+        .arg("--lock-dir")
+        .arg(&dir)
+        .args(["--output", "none"])
+        .env("D", scratch.path())
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = lanes.stdin.take().unwrap();
+    stdin.write_all(b"a\ttouch \"$D/a-ran\"\n").unwrap();
+    stdin.flush().unwrap();
+    scratch.wait_for("a-ran", Duration::from_secs(10));
+    // Another user of the directory swaps keys/ for a link to a directory outside it.
+    std::fs::rename(dir.join("keys"), dir.join("keys.old")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("keys")).unwrap();
+    stdin.write_all(b"b\ttouch \"$D/b-ran\"\n").unwrap();
+    stdin.flush().unwrap();
+    // What lanes says, read on a thread: a lanes that never says it is stopped all the same.
+    let stderr = lanes.stderr.take().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut said = String::new();
+    while let Ok(line) = lines.recv_timeout(Duration::from_secs(20)) {
+        said.push_str(&line);
+        said.push('\n');
+        if line.contains("symbolic link") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(lanes.id() as i32),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    drop(stdin);
+    lanes.wait().unwrap();
+    assert!(said.contains("keys is a symbolic link"), "{said}");
+    let made: Vec<_> = std::fs::read_dir(&outside).unwrap().collect();
+    assert!(made.is_empty(), "lanes made files outside DIR: {made:?}");
+    assert!(!scratch.exists("b-ran"));
 }

@@ -486,10 +486,20 @@ fn inside_an_allocation_each_job_is_a_cluster_job_of_its_own_run_once() {
 #[test]
 fn a_job_the_cluster_cancelled_is_not_a_success_even_when_it_exits_0() {
     let Some(_cluster) = cluster() else { return };
+    // The user's squeue defaults (here one naming no job of this run) change nothing.
+    for squeue_names in [None, Some("zzz")] {
+        cancelled_job_fails(squeue_names);
+    }
+}
+
+fn cancelled_job_fails(squeue_names: Option<&str>) {
     let prefix = prefix();
     let scratch = Scratch::new();
-    let running = slurm_run(&prefix)
-        .scratch(&scratch)
+    let mut run = slurm_run(&prefix).scratch(&scratch);
+    if let Some(names) = squeue_names {
+        run = run.env("SQUEUE_NAMES", names);
+    }
+    let running = run
         .stdin("k\ttrap 'exit 0' TERM; touch \"$D/up\"; sleep 30 & wait\n")
         .spawn();
     scratch.wait_for("up", WAIT);
