@@ -437,6 +437,11 @@ impl Scheduler {
         }
     }
 
+    /// The latest time a transition was given (the core's clock: it never goes back).
+    pub fn latest(&self) -> Tick {
+        self.clock
+    }
+
     /// Jobs admitted and not yet started.
     pub fn queued(&self) -> usize {
         self.queued

@@ -449,7 +449,11 @@ impl Driver {
         // A round's starts are decided at one moment: a job started after others of its
         // round waited for nothing but lanes making their processes, which is no cause of
         // its wait (the cap was not reached); its `started_at` says when its process was made.
-        let now = self.decided_at.take().unwrap_or_else(|| self.tick());
+        // Never before a change the core already made since (a key's lock granted above).
+        let now = match self.decided_at.take() {
+            Some(at) => at.max(self.core.latest()),
+            None => self.tick(),
+        };
         while let Some(start) = self.core.take(now) {
             // What the take itself decided (a delay that ran out) comes before `started`; the
             // other jobs' causes wait for the round's end, as one of them may start next.
