@@ -245,7 +245,7 @@ impl LockDir {
                                 let _ = report.send(Acquired::Notice(format!(
                                     "cannot lock key {key:?} in {}: {text}; trying again (said \
                                      again at most every 30 s)",
-                                    KeyPaths::of(&root, &key).shown.display()
+                                    KeyPaths::of(&root, &key).lock.display()
                                 )));
                                 said = Some((text, Instant::now()));
                             }
@@ -405,19 +405,24 @@ fn create_shared_dir(path: &Path) -> io::Result<()> {
             Ok(())
         }
         Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-            let meta = fs::symlink_metadata(path)?;
-            if meta.file_type().is_symlink() {
-                Err(not_followed(path))
-            } else if !meta.is_dir() {
-                Err(io::Error::other(format!(
-                    "{} is there but is not a directory",
-                    shown_name(path)
-                )))
-            } else {
-                Ok(())
-            }
+            existing_dir(path, &fs::symlink_metadata(path)?)
         }
         Err(err) => Err(err),
+    }
+}
+
+/// Whether what is at `path` (`meta`, not following a link) may serve as a directory of
+/// DIR: a directory itself, not a symbolic link to one nor anything else.
+fn existing_dir(path: &Path, meta: &fs::Metadata) -> io::Result<()> {
+    if meta.file_type().is_symlink() {
+        Err(not_followed(path))
+    } else if !meta.is_dir() {
+        Err(io::Error::other(format!(
+            "{} is there but is not a directory",
+            shown_name(path)
+        )))
+    } else {
+        Ok(())
     }
 }
 
@@ -535,8 +540,6 @@ impl HeldDir {
 pub(crate) struct KeyPaths {
     pub(crate) lock: PathBuf,
     pub(crate) queue: PathBuf,
-    /// The lock file's name in DIR, for messages.
-    shown: PathBuf,
     /// `keys/` held open while these paths go through it.
     _keys: Option<Arc<HeldDir>>,
 }
@@ -549,13 +552,12 @@ impl KeyPaths {
         KeyPaths {
             lock: keys.join(format!("{hex}.lock")),
             queue: keys.join(format!("{hex}.q")),
-            shown: keys.join(format!("{hex}.lock")),
             _keys: None,
         }
     }
 
     /// The same, through `keys/` held open ([`HeldDir`]): for everything lanes makes or
-    /// locks. `shown` keeps the lock file's name in DIR, for messages.
+    /// locks (messages name the files as [`KeyPaths::of`] does).
     fn held(root: &Path, key: &str) -> io::Result<Self> {
         let keys = HeldDir::open(&root.join("keys"))?;
         let hex = key_hex(key);
@@ -563,7 +565,6 @@ impl KeyPaths {
         Ok(KeyPaths {
             lock: through.join(format!("{hex}.lock")),
             queue: through.join(format!("{hex}.q")),
-            shown: root.join("keys").join(format!("{hex}.lock")),
             _keys: Some(Arc::new(keys)),
         })
     }
@@ -648,27 +649,30 @@ fn acquire_key(
 
 /// `key`'s lock, when it is free and nobody waits for it.
 fn try_key_now(paths: &KeyPaths, key: &str, identity: &Identity) -> io::Result<Option<File>> {
-    if fs::symlink_metadata(&paths.queue).is_ok() {
-        // A link, or no directory, where the key's line goes: said, never followed.
-        create_shared_dir(&paths.queue)?;
-    }
-    let queue_empty = match fs::read_dir(&paths.queue) {
-        // Tickets, and tickets being made (`.new-…`), are regular files; anything else there
-        // is nobody's.
-        Ok(mut entries) => !entries.any(|entry| {
-            entry
-                .ok()
-                .and_then(|entry| entry.file_type().ok())
-                .is_some_and(|kind| kind.is_file())
-        }),
+    let queue_empty = match fs::symlink_metadata(&paths.queue) {
         Err(err) if err.kind() == io::ErrorKind::NotFound => true,
-        Err(_) => {
-            // Not a directory, a link, or unreadable: said as what is there.
-            create_shared_dir(&paths.queue)?;
-            return Err(io::Error::other(format!(
-                "cannot read {}",
-                shown_name(&paths.queue)
-            )));
+        Err(err) => return Err(err),
+        Ok(meta) => {
+            // A link, or no directory, where the key's line goes: said, never followed.
+            existing_dir(&paths.queue, &meta)?;
+            match fs::read_dir(&paths.queue) {
+                // Tickets, and tickets being made (`.new-…`), are regular files; anything
+                // else there is nobody's.
+                Ok(mut entries) => !entries.any(|entry| {
+                    entry
+                        .ok()
+                        .and_then(|entry| entry.file_type().ok())
+                        .is_some_and(|kind| kind.is_file())
+                }),
+                // Gone since: its last waiter left.
+                Err(err) if err.kind() == io::ErrorKind::NotFound => true,
+                Err(err) => {
+                    return Err(io::Error::other(format!(
+                        "cannot read {}: {err}",
+                        shown_name(&paths.queue)
+                    )))
+                }
+            }
         }
     };
     if !queue_empty {
