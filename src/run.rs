@@ -52,13 +52,14 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     if let crate::config::Backend::Slurm { options, .. } = &config.backend {
         crate::shell::backend::check_cluster_licenses(
             crate::resources::slurm_license_names(&config.resources)
-                .map(|name| (name, "resource"))
-                .chain(
-                    options
-                        .license
-                        .as_deref()
-                        .map(|name| (name, "--slurm-license")),
-                ),
+                .map(|name| {
+                    let what = format!("resource {name:?} is asked of the cluster as a license");
+                    (name, what)
+                })
+                .chain(options.license.as_deref().map(|name| {
+                    let what = format!("--slurm-license {name} asks every job for a license");
+                    (name, what)
+                })),
         )
         .map_err(|message| anyhow::anyhow!("--backend slurm: {message}"))?;
     }

@@ -153,7 +153,7 @@ const STATE_POLL: Duration = Duration::from_millis(100);
 
 /// How long a job's state is waited for once its srun has ended; a state still not final by
 /// then (a job whose processes the node is still ending) is taken as it is.
-const STATE_PATIENCE: Duration = Duration::from_secs(10);
+pub(crate) const STATE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// Which job a process is for: its key, number and try.
 #[derive(Debug, Clone, Copy)]
@@ -181,28 +181,27 @@ pub(crate) fn slurm_resource_args(grant: &Grant) -> Vec<String> {
 
 /// The cluster licenses a run was granted, as `srun --licenses` lists them: `NAME:N` for
 /// every resource but `gpu` and `mem` ([`crate::resources::check_slurm_resources`]).
-pub(crate) fn slurm_licenses(grant: &Grant) -> Vec<String> {
+pub(crate) fn slurm_licenses(grant: &Grant) -> Vec<(&str, u64)> {
     grant
         .parts()
         .filter(|part| !matches!(part.name, "gpu" | "mem"))
-        .map(|part| format!("{}:{}", part.name, part.amount))
+        .map(|part| (part.name, part.amount))
         .collect()
 }
 
 /// `srun --licenses`' list: `--slurm-license`'s `NAME:1` and the run's granted licenses
 /// (`NAME:N`), each name once: a name asked both ways takes the larger count, not the sum
 /// (both ask for the same cluster license for this job).
-fn one_list_of_licenses(slurm_license: Option<&str>, granted: Vec<String>) -> Vec<String> {
-    let mut listed: Vec<(String, u64)> = Vec::new();
-    let asked = slurm_license.map(|name| format!("{name}:1"));
-    for entry in asked.into_iter().chain(granted) {
-        let Some((name, count)) = entry.rsplit_once(':') else {
-            continue;
-        };
-        let count: u64 = count.parse().unwrap_or(1);
-        match listed.iter_mut().find(|(listed, _)| listed == name) {
+fn one_list_of_licenses(slurm_license: Option<&str>, granted: Vec<(&str, u64)>) -> Vec<String> {
+    let mut listed: Vec<(&str, u64)> = Vec::new();
+    for (name, count) in slurm_license
+        .map(|name| (name, 1))
+        .into_iter()
+        .chain(granted)
+    {
+        match listed.iter_mut().find(|(listed, _)| *listed == name) {
             Some((_, most)) => *most = (*most).max(count),
-            None => listed.push((name.to_owned(), count)),
+            None => listed.push((name, count)),
         }
     }
     listed
@@ -213,14 +212,15 @@ fn one_list_of_licenses(slurm_license: Option<&str>, granted: Vec<String>) -> Ve
 
 /// Checks that the cluster has a license of each name (`scontrol show licenses NAME`), so
 /// that a license it lacks is an error before anything runs rather than every job's. Each
-/// name comes with what asked for it (`"resource"`, or `"--slurm-license"`), for the message.
+/// name comes with what asks for it, as the message says it (`resource "fluent" is asked of
+/// the cluster as a license`).
 ///
 /// # Errors
 /// A name the cluster has no license of, or `scontrol` that cannot be run.
 pub(crate) fn check_cluster_licenses<'a>(
-    names: impl Iterator<Item = (&'a str, &'static str)>,
+    names: impl Iterator<Item = (&'a str, String)>,
 ) -> Result<(), String> {
-    for (name, asked_by) in names {
+    for (name, what) in names {
         let out = cluster_command("scontrol")
             .args(["show", "licenses", name])
             .stdin(Stdio::null())
@@ -231,11 +231,6 @@ pub(crate) fn check_cluster_licenses<'a>(
             .split_whitespace()
             .any(|word| word == format!("LicenseName={name}"));
         if !out.status.success() || !listed {
-            let what = if asked_by == "resource" {
-                format!("resource {name:?} is asked of the cluster as a license")
-            } else {
-                format!("{asked_by} {name} asks every job for a license")
-            };
             return Err(format!(
                 "{what} (srun --licenses), but the cluster has no license {name:?} (scontrol \
                  show licenses)"
@@ -366,11 +361,11 @@ mod tests {
     #[test]
     fn a_license_asked_both_ways_is_listed_once_with_the_larger_count() {
         assert_eq!(
-            one_list_of_licenses(Some("lanes"), vec!["lanes:1".into(), "fluent:2".into()]),
+            one_list_of_licenses(Some("lanes"), vec![("lanes", 1), ("fluent", 2)]),
             ["lanes:1", "fluent:2"]
         );
         assert_eq!(
-            one_list_of_licenses(Some("fluent"), vec!["fluent:3".into()]),
+            one_list_of_licenses(Some("fluent"), vec![("fluent", 3)]),
             ["fluent:3"]
         );
         assert_eq!(one_list_of_licenses(Some("lic"), Vec::new()), ["lic:1"]);
@@ -488,7 +483,7 @@ mod tests {
             .unwrap()
             .unwrap();
         let grant = granted(resources, needs);
-        assert_eq!(slurm_licenses(&grant), ["fluent:3"]);
+        assert_eq!(slurm_licenses(&grant), [("fluent", 3)]);
         let backend = Backend::Slurm {
             options: SlurmOptions {
                 license: Some("lanes".into()),

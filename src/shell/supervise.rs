@@ -259,8 +259,9 @@ pub(crate) async fn supervise(
                 // of the job linger on the node; not known to have succeeded.
                 exit = ExitFacts::Signaled(Signal::SIGKILL as i32);
                 note = Some(format!(
-                    "the Slurm job was still {state} 10 s after srun ended (processes of it \
-                     left on the node?): not known to have succeeded"
+                    "the Slurm job was still {state} {} s after srun ended (processes of it \
+                     left on the node?): not known to have succeeded",
+                    super::backend::STATE_PATIENCE.as_secs()
                 ));
             }
         }
