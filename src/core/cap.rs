@@ -12,10 +12,6 @@ impl Scheduler {
     pub fn set_max_concurrent(&mut self, max_concurrent: usize) -> usize {
         let previous = self.limits.max_concurrent;
         let cap = max_concurrent.max(1);
-        if self.used_weight >= self.limits.max_concurrent {
-            // Full until now, maybe not from now on.
-            self.cap_full_until = self.cap_full_until.max(self.clock);
-        }
         self.capacity_changed(self.clock);
         self.limits.max_concurrent = cap;
         self.last_slot = u32::try_from(cap).unwrap_or(u32::MAX);

@@ -230,7 +230,6 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     spin.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         driver.start_ready(!ended_rx.is_empty()).await;
-        driver.decided_at = None;
         driver.journal_ends().await;
         driver.settle_display();
         if driver.is_done() {

@@ -215,32 +215,33 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                 ),
             ));
         }
+        // (A run drawn aggregated keeps only the recorded seqs: its recorded jobs' events
+        // come this far.)
         let unrecorded = !first.recorded_seqs.contains(event.seq);
-        match event.kind.as_str() {
-            // (A run drawn aggregated keeps only the recorded seqs: its recorded jobs' events
-            // come this far.)
-            _ if !unrecorded => {}
-            "started" => {
-                if let Some(slot) = event.slot {
-                    running_in.insert(event.seq, slot);
-                    slot_started.entry(slot).or_insert(rel);
-                }
-            }
-            "ended" => {
-                if let Some(slot) = running_in.remove(&event.seq) {
-                    if let Some(start) = slot_started.remove(&slot) {
-                        busy_ms += rel.saturating_sub(start);
+        if unrecorded {
+            match event.kind.as_str() {
+                "started" => {
+                    if let Some(slot) = event.slot {
+                        running_in.insert(event.seq, slot);
+                        slot_started.entry(slot).or_insert(rel);
                     }
                 }
-                if event.retry != Some(true) {
-                    ended += 1;
+                "ended" => {
+                    if let Some(slot) = running_in.remove(&event.seq) {
+                        if let Some(start) = slot_started.remove(&slot) {
+                            busy_ms += rel.saturating_sub(start);
+                        }
+                    }
+                    if event.retry != Some(true) {
+                        ended += 1;
+                    }
                 }
+                _ => {}
             }
-            _ => {}
         }
         if !track {
             // A run drawn aggregated: only how many jobs with no record run and wait.
-            if !first.recorded_seqs.contains(event.seq) {
+            if unrecorded {
                 match (event.kind.as_str(), event.retry) {
                     ("queued", _) | ("ended", Some(true)) => {
                         counted.insert(event.seq, false);
