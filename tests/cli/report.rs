@@ -278,21 +278,42 @@ fn slow_job_then_fillers(slow: &str) -> String {
     input
 }
 
+/// lanes writing `flag`'s file (`--report` or `--events`) into a FIFO whose reader is
+/// stalled ([`StalledReader`]), with `args`, on [`slow_job_then_fillers`]`(slow)`; returned
+/// once its quick jobs have all run, or 10 s have passed (`filled`: whether they ran).
+fn run_behind_a_stalled_reader(
+    scratch: &Scratch,
+    flag: &str,
+    args: &[&str],
+    slow: &str,
+) -> (StalledReader, Running, bool) {
+    let fifo = scratch.join(&format!("{}.fifo", flag.trim_start_matches("--")));
+    let reader = StalledReader::new(&fifo);
+    let mut run = Run::new().scratch(scratch);
+    if flag == "--report" {
+        // The report is the FIFO, not the harness's own file.
+        run = run.no_report();
+    }
+    let running = run
+        .arg(flag)
+        .arg(&fifo)
+        .args(args)
+        .stdin(slow_job_then_fillers(slow))
+        .spawn();
+    let filled = wait_until(Duration::from_secs(10), || scratch.exists("filled"));
+    (reader, running, filled)
+}
+
 #[test]
 fn a_report_reader_that_stalls_delays_no_timeout() {
     let scratch = Scratch::new();
-    let fifo = scratch.join("report.fifo");
-    let reader = StalledReader::new(&fifo);
-    let running = Run::new()
-        .scratch(&scratch)
-        .no_report()
-        .arg("--report")
-        .arg(&fifo)
-        .args(["-j", "2", "--timeout", "0.3", "--grace", "5"])
-        .stdin(slow_job_then_fillers("sleep 5"))
-        .spawn();
+    let (reader, running, filled) = run_behind_a_stalled_reader(
+        &scratch,
+        "--report",
+        &["-j", "2", "--timeout", "0.3", "--grace", "5"],
+        "sleep 5",
+    );
     // The reader stays stalled well past the slow job's timeout.
-    let filled = wait_until(Duration::from_secs(10), || scratch.exists("filled"));
     std::thread::sleep(Duration::from_secs(2));
     let text = reader.read_all();
     let out = running.wait();
@@ -313,17 +334,8 @@ fn a_report_reader_that_stalls_delays_no_timeout() {
 #[test]
 fn the_time_lanes_waits_for_a_slow_report_reader_is_not_the_runs() {
     let scratch = Scratch::new();
-    let fifo = scratch.join("report.fifo");
-    let reader = StalledReader::new(&fifo);
-    let running = Run::new()
-        .scratch(&scratch)
-        .no_report()
-        .arg("--report")
-        .arg(&fifo)
-        .args(["-j", "2"])
-        .stdin(slow_job_then_fillers("true"))
-        .spawn();
-    let filled = wait_until(Duration::from_secs(10), || scratch.exists("filled"));
+    let (reader, running, filled) =
+        run_behind_a_stalled_reader(&scratch, "--report", &["-j", "2"], "true");
     // Every job is over; the reader comes back 2 s later.
     std::thread::sleep(Duration::from_secs(2));
     let text = reader.read_all();
@@ -350,18 +362,12 @@ fn the_time_lanes_waits_for_a_slow_report_reader_is_not_the_runs() {
 #[test]
 fn an_events_reader_that_stalls_delays_no_stop_signal() {
     let scratch = Scratch::new();
-    let fifo = scratch.join("events.fifo");
-    let reader = StalledReader::new(&fifo);
-    let running = Run::new()
-        .scratch(&scratch)
-        .arg("--events")
-        .arg(&fifo)
-        .args(["-j", "2"])
-        .stdin(slow_job_then_fillers(
-            "trap 'touch \"$D/got-int\"; exit 0' INT; while :; do sleep 0.05; done",
-        ))
-        .spawn();
-    let filled = wait_until(Duration::from_secs(10), || scratch.exists("filled"));
+    let (reader, running, filled) = run_behind_a_stalled_reader(
+        &scratch,
+        "--events",
+        &["-j", "2"],
+        "trap 'touch \"$D/got-int\"; exit 0' INT; while :; do sleep 0.05; done",
+    );
     running.signal(Signal::SIGINT);
     // The job hears Ctrl-C while the reader still reads nothing.
     let heard = wait_until(Duration::from_secs(3), || scratch.exists("got-int"));
@@ -387,19 +393,12 @@ fn an_events_reader_that_stalls_delays_no_stop_signal() {
 #[test]
 fn a_report_given_up_on_after_a_second_stop_signal_is_said() {
     let scratch = Scratch::new();
-    let fifo = scratch.join("report.fifo");
-    let reader = StalledReader::new(&fifo);
-    let running = Run::new()
-        .scratch(&scratch)
-        .no_report()
-        .arg("--report")
-        .arg(&fifo)
-        .args(["-j", "2"])
-        .stdin(slow_job_then_fillers(
-            "trap 'touch \"$D/got-term\"; exit 0' TERM; while :; do sleep 0.05; done",
-        ))
-        .spawn();
-    let filled = wait_until(Duration::from_secs(10), || scratch.exists("filled"));
+    let (reader, running, filled) = run_behind_a_stalled_reader(
+        &scratch,
+        "--report",
+        &["-j", "2"],
+        "trap 'touch \"$D/got-term\"; exit 0' TERM; while :; do sleep 0.05; done",
+    );
     running.signal(Signal::SIGTERM);
     // The first stop reached the job (lanes now waits for the reader); the second gives up.
     let heard = wait_until(Duration::from_secs(5), || scratch.exists("got-term"));
