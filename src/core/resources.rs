@@ -161,30 +161,38 @@ pub fn reserves(waited: Duration, reserve_after: Duration) -> bool {
 
 /// Whether `needs` fits in `free_weight` units of the cap and `free` amounts of each
 /// resource, after `reserved` (the needs set aside for the head of the ready line) is taken
-/// out; else what it is short of first (the cap before resources, resources in the run's
-/// order of its needs).
+/// out; else what it is short of. What it would be short of with nothing set aside comes
+/// first (the cap before resources, resources in the run's order of its needs): a job short
+/// of memory waits for memory, whether or not a slot is set aside for an earlier job. Only a
+/// job that would fit but for the set-aside is short of what is set aside, resources before
+/// the cap (the README's `resource` cause: "or set aside for an earlier job").
 pub(crate) fn short_of(
     needs: &Needs,
     free_weight: usize,
     free: &[u64],
     reserved: Option<&Needs>,
 ) -> Option<Short> {
-    let set_aside = reserved.map_or(0, |r| r.weight as usize);
-    if (needs.weight as usize).saturating_add(set_aside) > free_weight {
+    let weight_short = |aside: usize| (needs.weight as usize).saturating_add(aside) > free_weight;
+    let resource_short = |reserved: Option<&Needs>| {
+        needs.resources.iter().find_map(|&(index, amount)| {
+            let aside = reserved.map_or(0, |r| {
+                r.resources
+                    .iter()
+                    .find(|(i, _)| *i == index)
+                    .map_or(0, |&(_, a)| a)
+            });
+            (amount.saturating_add(aside) > free[index]).then_some(Short::Resource(index))
+        })
+    };
+    if weight_short(0) {
         return Some(Short::Cap);
     }
-    for &(index, amount) in &needs.resources {
-        let aside = reserved.map_or(0, |r| {
-            r.resources
-                .iter()
-                .find(|(i, _)| *i == index)
-                .map_or(0, |&(_, a)| a)
-        });
-        if amount.saturating_add(aside) > free[index] {
-            return Some(Short::Resource(index));
-        }
+    if let Some(short) = resource_short(None) {
+        return Some(short);
     }
-    None
+    let reserved = reserved?;
+    resource_short(Some(reserved))
+        .or_else(|| weight_short(reserved.weight as usize).then_some(Short::Cap))
 }
 
 /// The run's named resources and what of them is free.
@@ -346,6 +354,33 @@ mod tests {
         assert_eq!(
             short_of(&needs(1, &[(0, 9)]), 4, &[9, 3], Some(&head)),
             None
+        );
+    }
+
+    #[test]
+    fn what_a_job_is_short_of_with_nothing_set_aside_comes_before_the_set_aside() {
+        // One unit of the cap free and 1 of resource 0; the head, needing 1 and 3, has them
+        // set aside. A job needing 3 of resource 0 waits for it, not for the cap: it would
+        // wait for it with nothing set aside.
+        let head = needs(1, &[(0, 3)]);
+        assert_eq!(
+            short_of(&needs(1, &[(0, 3)]), 1, &[1], Some(&head)),
+            Some(Short::Resource(0))
+        );
+        // A job that would fit but for the set-aside: the resource set aside first, then
+        // the cap.
+        assert_eq!(
+            short_of(&needs(1, &[(0, 1)]), 1, &[1], Some(&head)),
+            Some(Short::Resource(0))
+        );
+        assert_eq!(
+            short_of(&needs(1, &[]), 1, &[1], Some(&head)),
+            Some(Short::Cap)
+        );
+        // Short of the cap with nothing set aside: the cap, whatever else it lacks.
+        assert_eq!(
+            short_of(&needs(2, &[(0, 3)]), 1, &[1], Some(&head)),
+            Some(Short::Cap)
         );
     }
 

@@ -432,6 +432,34 @@ fn a_job_reserved_for_then_short_of_the_cap_says_so() {
 }
 
 #[test]
+fn a_job_short_of_memory_behind_a_reserved_job_waits_for_memory_not_the_cap() {
+    // `--resource mem=4G --needs mem=3G -j 2`: 1 runs with 3 of the 4; 2 waits for memory and
+    // has the free slot and memory set aside; 3 is short of memory whatever is set aside, so
+    // it waits for memory too, not for the cap (a slot is free).
+    let mut s = scheduler(2, Policy::default());
+    s.set_resources(vec![Resource {
+        name: Arc::from("mem"),
+        stock: Stock::Count(4),
+    }]);
+    let mem = || WaitCause::Resource {
+        name: Arc::from("mem"),
+    };
+    for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
+        let _ = s.admit(needing(seq, key, 1, 3), ms(0));
+    }
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    assert_eq!(s.take(ms(0)), None);
+    assert_eq!(changes(&mut s), [(2, mem(), 0), (3, mem(), 0)]);
+    let _ = end(&mut s, 1, 0, ms(10));
+    assert_eq!(s.take(ms(10)).map(|st| st.seq), Some(2));
+    assert_eq!(s.take(ms(10)), None);
+    let _ = end(&mut s, 2, 0, ms(20));
+    assert_eq!(s.take(ms(20)).map(|st| st.seq), Some(3));
+    let accounts = end(&mut s, 3, 0, ms(30));
+    assert_eq!(accounts[0].waits, [span(mem(), 0, 20)]);
+}
+
+#[test]
 fn a_heavy_job_whose_weight_does_not_fit_waits_for_the_cap() {
     let mut s = scheduler(2, Policy::default());
     let _ = s.admit(job(1, "a", 0), ms(0));
