@@ -19,6 +19,11 @@ use crate::serve::server::{Call, Owed, Reply};
 /// Most requests answered in one turn of the loop (one `fdatasync` of the journal for all).
 const CALL_BURST: usize = 256;
 
+/// How the error of a job the earlier server did not record ends: why it has no record.
+const SERVER_LOST: &str =
+    "the earlier lanes serve ended without recording it (killed, crashed, or its \
+report could not be written)";
+
 /// A submission waiting for its spawn: its reply, the record that follows (`--wait`), and the
 /// jobs ahead of it at admission.
 type AwaitingStart = (
@@ -286,23 +291,20 @@ impl Driver {
             // stopping, and (without `--requeue-lost`) one that was running.
             let unrun = if job.cancelled {
                 let error = if job.started {
-                    "`lanes cancel` was stopping it when the earlier lanes serve ended without \
-                     recording it (killed, crashed, or its report could not be written)"
+                    format!("`lanes cancel` was stopping it when {SERVER_LOST}")
                 } else {
-                    "`lanes cancel` had dropped it when the earlier lanes serve ended without \
-                     recording it (killed, crashed, or its report could not be written)"
+                    format!("`lanes cancel` had dropped it when {SERVER_LOST}")
                 };
                 Some((self.core.cancelled_with_server(job.seq, now), error))
             } else if job.started && !requeue_lost {
-                let error = "it was running when the earlier lanes serve ended without \
-                             recording it (killed, crashed, or its report could not be written); what it did is unknown";
+                let error = format!("it was running when {SERVER_LOST}; what it did is unknown");
                 Some((self.core.lost_with_server(job.seq, now), error))
             } else {
                 None
             };
             if let Some((account, error)) = unrun {
                 let output = super::RunOutput {
-                    error: Some(error.into()),
+                    error: Some(error),
                     ..super::RunOutput::default()
                 };
                 self.close(&account, &spec, output).await;
