@@ -31,6 +31,8 @@ struct EventLine {
     attempt: Option<u32>,
     #[serde(default)]
     retry: Option<bool>,
+    #[serde(default)]
+    outcome: Option<String>,
 }
 
 /// A job with no record: what its events tell of it.
@@ -53,6 +55,11 @@ pub(crate) struct InFlightJob {
     /// When its last try ended for good, by an `ended` event, though the report has no
     /// record of it yet (its writer had not caught up, or the report was cut short).
     pub ended_at: Option<u64>,
+    /// The outcome its `ended` event told (`failed`, …), when it has ended.
+    pub outcome: Option<String>,
+    /// Its tries before the current one, each retried: (start, end, slot, attempt), ms from
+    /// the run's start.
+    pub earlier: Vec<(u64, u64, Option<u32>, u32)>,
 }
 
 impl InFlightJob {
@@ -62,7 +69,7 @@ impl InFlightJob {
             "seq": self.seq,
             "key": self.key,
             "outcome": match (self.ended_at, self.started_at) {
-                (Some(_), _) => "ended",
+                (Some(_), _) => self.outcome.as_deref().unwrap_or("ended"),
                 (None, Some(_)) => "running",
                 (None, None) => "waiting",
             },
@@ -271,6 +278,8 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                         slot: None,
                         attempt: 0,
                         ended_at: None,
+                        outcome: None,
+                        earlier: Vec::new(),
                     },
                 );
             }
@@ -281,9 +290,9 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                         .as_deref()
                         .and_then(|c| CAUSES.iter().position(|k| *k == c))
                     {
-                        if job.started_at.is_some() {
+                        if let Some(start) = job.started_at.take() {
                             // A retry's wait begins: the try before it is over.
-                            job.started_at = None;
+                            job.earlier.push((start, rel, job.slot.take(), job.attempt));
                             job.waits.clear();
                         }
                         job.waits.push((cause, rel));
@@ -300,13 +309,16 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
             "ended" => {
                 if event.retry == Some(true) {
                     if let Some(job) = open.get_mut(&event.seq) {
-                        job.started_at = None;
+                        if let Some(start) = job.started_at.take() {
+                            job.earlier.push((start, rel, job.slot.take(), job.attempt));
+                        }
                         job.slot = None;
                         job.waits.clear();
                         job.queued_at = rel;
                     }
                 } else if let Some(job) = open.get_mut(&event.seq) {
                     job.ended_at = Some(rel);
+                    job.outcome = event.outcome.clone();
                 }
             }
             _ => {}

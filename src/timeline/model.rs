@@ -580,7 +580,12 @@ fn detail(
         .chain(
             in_flight
                 .into_iter()
-                .flat_map(|f| f.jobs.iter().filter_map(|j| j.slot)),
+                .flat_map(|f| f.jobs.iter())
+                .flat_map(|j| {
+                    j.slot
+                        .into_iter()
+                        .chain(j.earlier.iter().filter_map(|e| e.2))
+                }),
         )
         .filter(|&slot| slot >= 1)
         .collect();
@@ -648,12 +653,24 @@ fn detail(
                 at = until;
             }
             let _ = at;
+            // Its earlier tries, each retried (drawn as a record's retried tries are).
+            let retried = outcome_index("failed") as u8 + 10;
+            for &(start, end, slot, attempt) in &job.earlier {
+                bars.push((row, start, end, 0, retried, index, attempt));
+                if let Some(slot) = slot {
+                    bars.push((slot_row[&slot], start, end, 0, retried, index, attempt));
+                }
+            }
             if let (Some(start), Some(slot)) = (job.started_at, job.slot) {
-                // A job whose events say it ended, with no record, is drawn to its end.
+                // A job whose events say it ended, with no record, is drawn to its end, in
+                // the colour of the outcome its `ended` event told.
                 let end = job.ended_at.unwrap_or(now);
-                let running = outcome_index("running") as u8;
-                bars.push((row, start, end, 0, running, index, job.attempt));
-                bars.push((slot_row[&slot], start, end, 0, running, index, job.attempt));
+                let class = match (&job.ended_at, &job.outcome) {
+                    (Some(_), Some(outcome)) => outcome_index(outcome),
+                    _ => outcome_index("running"),
+                } as u8;
+                bars.push((row, start, end, 0, class, index, job.attempt));
+                bars.push((slot_row[&slot], start, end, 0, class, index, job.attempt));
             }
             records.push(job.record());
         }
