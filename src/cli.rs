@@ -214,6 +214,10 @@ pub struct Cli {
     #[arg(skip)]
     pub trailing_command: Option<Vec<String>>,
 
+    /// The trailing command came after `--` (it was never FILE).
+    #[arg(skip)]
+    pub trailing_after_dashes: bool,
+
     /// `lanes serve [OPTIONS]`: jobs come from the socket, not from stdin.
     #[arg(skip)]
     pub serve: bool,

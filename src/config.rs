@@ -377,8 +377,12 @@ impl RunConfig {
         };
         let command = match &cli.trailing_command {
             Some(words) => {
-                crate::trailing_command::check_program(words, std::env::var_os("PATH").as_deref())
-                    .map_err(ConfigError::Usage)?;
+                crate::trailing_command::check_program(
+                    words,
+                    std::env::var_os("PATH").as_deref(),
+                    cli.trailing_after_dashes,
+                )
+                .map_err(ConfigError::Usage)?;
                 Some(crate::trailing_command::template_text(words))
             }
             None => cli.command.or(settings.command),

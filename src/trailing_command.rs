@@ -23,6 +23,8 @@ pub(crate) struct Invocation {
     pub command: Option<Vec<String>>,
     /// The words after `:::`, as bytes (input, which need not be text).
     pub arguments: Option<Vec<Vec<u8>>>,
+    /// The command came after `--` (so it cannot be a file of jobs).
+    pub after_dashes: bool,
 }
 
 /// Parses the process's command line as [`Cli`], the trailing command and `:::` arguments
@@ -76,6 +78,7 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
     };
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     cli.trailing_command = invocation.command;
+    cli.trailing_after_dashes = invocation.after_dashes;
     cli.arguments = invocation.arguments;
     cli.serve = serve;
     cli
@@ -312,6 +315,7 @@ pub(crate) fn split(
         ));
     }
     invocation.command = (!command_words.is_empty()).then_some(command_words);
+    invocation.after_dashes = forced;
     invocation.arguments = arguments;
     Ok(invocation)
 }
@@ -328,13 +332,16 @@ fn is_program_on_path(name: &str, path: Option<&std::ffi::OsStr>) -> bool {
 
 /// Checks that the program a trailing command names can be found, so that a mistyped FILE of
 /// jobs is not run as a command for every input line. One word with shell syntax in it is
-/// shell text and is not checked; nor are shell builtins.
+/// shell text and is not checked; nor are shell builtins. `after_dashes`: the command came
+/// after `--`, so the word was never a file of jobs.
 ///
 /// # Errors
-/// The program is not a path that exists and is not on `PATH`.
+/// The program is a path that is not an executable file (missing, a directory, no execute
+/// bit), or is not on `PATH`.
 pub(crate) fn check_program(
     words: &[String],
     path: Option<&std::ffi::OsStr>,
+    after_dashes: bool,
 ) -> Result<(), String> {
     let program = match words {
         [one] if one.contains(|c: char| !(c.is_alphanumeric() || "_-./+".contains(c))) => {
@@ -354,14 +361,25 @@ pub(crate) fn check_program(
     if BUILTINS.contains(&program.as_str()) || program.contains('{') {
         return Ok(());
     }
-    let found = if program.contains('/') {
-        Path::new(program).exists()
-    } else {
-        is_program_on_path(program, path)
-    };
-    if found {
+    if program.contains('/') {
+        use std::os::unix::fs::PermissionsExt as _;
+        match std::fs::metadata(program) {
+            Ok(meta) if meta.is_dir() => {
+                return Err(format!("`{program}` is a directory, not a command"));
+            }
+            Ok(meta) if meta.permissions().mode() & 0o111 == 0 => {
+                return Err(format!(
+                    "`{program}` is not executable: make it so (`chmod +x`), or name its \
+                     interpreter first (`sh {program} ...`)"
+                ));
+            }
+            Ok(_) => return Ok(()),
+            Err(_) => {}
+        }
+    } else if is_program_on_path(program, path) {
         return Ok(());
     }
+    let directory = Path::new(program).is_dir();
     // `lanes -j 2 status`: a task named after a run's options.
     let task = if program == "serve"
         || <crate::cli::Task as clap::Subcommand>::has_subcommand(program)
@@ -370,9 +388,24 @@ pub(crate) fn check_program(
     } else {
         String::new()
     };
+    if after_dashes {
+        return Err(if program.contains('/') {
+            format!("`{program}` does not exist: no command to run")
+        } else {
+            format!(
+                "`{program}` is {}not a command on PATH",
+                if directory { "a directory here, " } else { "" }
+            )
+        });
+    }
+    let what = if directory {
+        "is a directory here: neither a file of jobs nor a command on PATH"
+    } else {
+        "is neither an existing file of jobs nor a command on PATH"
+    };
     Err(format!(
-        "`{program}` is neither an existing file of jobs nor a command on PATH (a trailing \
-         command runs for each input line: `lanes [OPTIONS] -- COMMAND [ARGS...]`){task}"
+        "`{program}` {what} (a trailing command runs for each input line: `lanes [OPTIONS] -- \
+         COMMAND [ARGS...]`){task}"
     ))
 }
 
@@ -549,7 +582,7 @@ mod tests {
     #[test]
     fn a_program_that_cannot_be_found_is_named() {
         let path = std::ffi::OsString::from("/bin:/usr/bin");
-        let check = |words: &[&str]| check_program(&strings(words).unwrap(), Some(&path));
+        let check = |words: &[&str]| check_program(&strings(words).unwrap(), Some(&path), false);
         assert!(check(&["sh", "-c", "true"]).is_ok());
         assert!(check(&["cd", "x"]).is_ok());
         assert!(check(&["LC_ALL=C", "sort", "-c"]).is_ok());
@@ -558,6 +591,30 @@ mod tests {
         let err = check(&["jobs.tsv"]).unwrap_err();
         assert!(err.contains("`jobs.tsv` is neither"), "{err}");
         assert!(check(&["./missing/prog", "x"]).is_err());
+    }
+
+    #[test]
+    fn a_path_that_is_no_executable_file_is_refused_and_said_why() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = std::ffi::OsString::from("/bin:/usr/bin");
+        let check =
+            |words: &[&str], dashes| check_program(&strings(words).unwrap(), Some(&path), dashes);
+        let shown = dir.path().to_str().unwrap().to_owned();
+        let err = check(&[&shown, "x"], false).unwrap_err();
+        assert!(err.contains("is a directory, not a command"), "{err}");
+        let script = dir.path().join("run.sh");
+        std::fs::write(&script, "echo hi\n").unwrap();
+        let script = script.to_str().unwrap().to_owned();
+        let err = check(&[&script], false).unwrap_err();
+        assert!(err.contains("not executable"), "{err}");
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(check(&[&script], false).is_ok());
+        // After `--` the word was never a file of jobs: the message does not say it was.
+        let err = check(&["no-such-program-x", "y"], true).unwrap_err();
+        assert_eq!(err, "`no-such-program-x` is not a command on PATH");
+        let err = check(&["./missing/prog"], true).unwrap_err();
+        assert!(err.contains("does not exist"), "{err}");
     }
 
     #[test]

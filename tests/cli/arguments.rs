@@ -206,6 +206,40 @@ fn mistakes_are_usage_errors_with_a_hint() {
         "{}",
         out.dump()
     );
+    // A directory is no command, by a path or by a bare name, and nothing runs.
+    let scratch = Scratch::new();
+    let dir = scratch.mkdir("d");
+    let out = Run::new().no_report().arg(&dir).args([":::", "a"]).run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("is a directory, not a command"),
+        "{}",
+        out.dump()
+    );
+    let out = Run::new()
+        .no_report()
+        .cwd(scratch.path())
+        .args(["d", ":::", "a"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("`d` is a directory here"),
+        "{}",
+        out.dump()
+    );
+    // After `--` the word was never a file of jobs.
+    let out = Run::new()
+        .no_report()
+        .args(["--", "no-such-program-x", ":::", "a"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("`no-such-program-x` is not a command on PATH")
+            && !out.stderr().contains("file of jobs"),
+        "{}",
+        out.dump()
+    );
     let out = Run::new().no_report().args(["-j", "2", "--"]).run();
     out.code(2);
     assert!(
