@@ -77,6 +77,13 @@ impl Scheduler {
         if self.spawn_hold.take().is_some() {
             self.capacity_changed(self.clock);
         }
+        if self.weighs() {
+            // A retry delay that ran out before this end waited, from then, for what the
+            // run's capacity was before this run's weight and resources came free.
+            let at = facts.ended_at.max(self.clock);
+            self.clock = at;
+            self.rejoin_held(at);
+        }
         let released = if let Outcome::Failed(reason) = outcome {
             self.release_failed(seq, facts.ended_at.max(self.clock), reason, facts.exit)
         } else {

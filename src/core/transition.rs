@@ -506,6 +506,16 @@ impl Scheduler {
         Some((slot, lane.waiting.front()?))
     }
 
+    /// Whether the first job of `key` may start at `now` for all the run's capacity: its key
+    /// in the ready line, a slot free, and its needs fitting in what is free beyond what is
+    /// set aside for an earlier key.
+    pub(crate) fn fits_now(&self, key: &str, now: Tick) -> bool {
+        self.walk_ready(now, usize::MAX, |_, ready, candidate| {
+            (**ready == *key)
+                .then(|| candidate.is_some_and(|(slot, short)| slot.is_some() && short.is_none()))
+        }) == Some(true)
+    }
+
     /// What the first job of `key` is short of at `now`, when its key is free (in the ready
     /// line) but it cannot start for want of the cap or of a named resource: measured against
     /// what is free beyond the needs set aside for an earlier key ([`reserves`]). `None` when
@@ -673,6 +683,28 @@ impl Scheduler {
         }
     }
 
+    /// Lanes whose retry delay is over at `now` rejoin the ready line, in the order their
+    /// delays ran out. Each one's wait is decided again with its key in the line and its
+    /// delay's end still known, so that the delay ends when it did and what held the job from
+    /// then (the cap, a named resource) is found as the line is now.
+    pub(crate) fn rejoin_held(&mut self, now: Tick) {
+        while let Some((until, _)) = self.held.first() {
+            if *until > now {
+                break;
+            }
+            let (_, key) = self.held.pop_first().expect("just seen");
+            if !self.lanes.contains_key(&key) {
+                continue;
+            }
+            self.ready.push_back(Arc::clone(&key));
+            self.refresh_waits(&key, Touched::Front, now);
+            if let Some(lane) = self.lanes.get_mut(&key) {
+                lane.held_until = None;
+            }
+            self.refresh_waits(&key, Touched::Front, now);
+        }
+    }
+
     /// Takes run `seq` out of flight: its turn deadline and slot go, its lane is idle again.
     /// Returns the run and whether a newer job of its key had asked it to stop
     /// (`--cancel-in-progress`).
@@ -684,8 +716,9 @@ impl Scheduler {
         if self.used_weight >= self.limits.max_concurrent {
             self.cap_full_until = self.cap_full_until.max(self.clock);
         }
-        if self.policy.sticky_slots {
-            // Its key's slot is free again: a job bound to it waited for it until now.
+        if self.policy.sticky_slots || self.weighs() {
+            // Its key's slot is free again: a job bound to it waited for it until now. With
+            // weights or named resources, what it held may be what another job lacked.
             self.capacity_changed(self.clock);
         }
         // A slot above a lowered cap (`set_max_concurrent`) is not handed out again.
@@ -751,18 +784,7 @@ impl Scheduler {
     /// once: its deadline is cleared. Lanes whose retry delay is over rejoin the ready line.
     pub fn expire(&mut self, now: Tick) -> Vec<Expired> {
         self.clock = self.clock.max(now);
-        while let Some((until, _)) = self.held.first() {
-            if *until > now {
-                break;
-            }
-            let (_, key) = self.held.pop_first().expect("just seen");
-            self.refresh_waits(&key, Touched::Front, now);
-            if let Some(lane) = self.lanes.get_mut(&key) {
-                lane.held_until = None;
-                self.ready.push_back(Arc::clone(&key));
-                self.refresh_waits(&key, Touched::Front, now);
-            }
-        }
+        self.rejoin_held(now);
         let mut expired = Vec::new();
         while let Some(&(at, seq)) = self.deadlines.first() {
             if at > now {

@@ -564,20 +564,24 @@ impl Scheduler {
     }
 
     /// Whether `key`'s next run had the cap free for it from `since` to `now`: nothing changed
-    /// the run's capacity in between, and it is free for the run now (a slot, its sticky
-    /// slot, no pause after a spawn shortage, no backlog of grouped output, no weights that
-    /// could fall short).
+    /// the run's capacity in between (in a run with weights or named resources, no job ended
+    /// either), and it is free for the run now (a slot, its sticky slot, no pause after a
+    /// spawn shortage, no backlog of grouped output, its weight and needs fitting).
     fn cap_was_free(&self, key: &str, since: Tick, now: Tick) -> bool {
-        !self.weighs()
-            && self.capacity_changed_at <= since
+        let fits = if self.weighs() {
+            self.fits_now(key, now)
+        } else {
+            self.used_weight < self.limits.max_concurrent
+                && self
+                    .candidate(key, now)
+                    .is_some_and(|(slot, _)| slot.is_some())
+        };
+        self.capacity_changed_at <= since
             && self.cap_full_until <= since
             && !self.draining
-            && self.used_weight < self.limits.max_concurrent
             && self.output_backlog < self.limits.max_concurrent
             && self.spawn_hold.is_none_or(|until| until <= since)
-            && self
-                .candidate(key, now)
-                .is_some_and(|(slot, _)| slot.is_some())
+            && fits
     }
 
     /// Decides again the causes of the jobs of `key`'s lane around `touched` at `now`. Called

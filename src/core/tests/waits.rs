@@ -175,6 +175,101 @@ fn a_delay_that_ran_out_while_other_jobs_ended_with_slots_free_never_waited_for_
     assert_eq!(accounts[0].waits, [span(WaitCause::RetryDelay, 10, 115)]);
 }
 
+fn one_gpu(s: &mut Scheduler) {
+    s.set_resources(vec![Resource {
+        name: Arc::from("gpu"),
+        stock: Stock::Units(vec![Arc::from("0")]),
+    }]);
+}
+
+#[test]
+fn in_a_run_with_resources_a_delay_that_ran_out_with_what_it_needs_free_never_waited_for_the_cap() {
+    let policy = Policy {
+        retries: 1,
+        retry_delay: ms(100),
+        ..Policy::default()
+    };
+    let mut s = scheduler(4, policy);
+    one_gpu(&mut s);
+    let _ = s.admit(needing(1, "a", 1, 1), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    assert!(
+        s.finish(1, exited(1, ms(10)), ms(10))
+            .expect("in flight")
+            .retry
+    );
+    let _ = changes(&mut s);
+    // The delay is over at 110; the shell comes to it at 113, the GPU and slots free all
+    // along: only the delay held it, until it started.
+    assert!(s.expire(ms(113)).is_empty());
+    assert_eq!(s.take(ms(113)).map(|st| st.seq), Some(1));
+    assert_eq!(changes(&mut s), []);
+    let accounts = end(&mut s, 1, 0, ms(120));
+    assert_eq!(accounts[0].waits, [span(WaitCause::RetryDelay, 10, 113)]);
+}
+
+#[test]
+fn in_a_run_with_resources_a_delay_that_ran_out_with_the_resource_held_waits_for_it_from_its_end() {
+    let policy = Policy {
+        retries: 1,
+        retry_delay: ms(100),
+        ..Policy::default()
+    };
+    let mut s = scheduler(4, policy);
+    one_gpu(&mut s);
+    let _ = s.admit(needing(1, "a", 1, 1), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    assert!(
+        s.finish(1, exited(1, ms(10)), ms(10))
+            .expect("in flight")
+            .retry
+    );
+    // b takes the GPU during a's delay and holds it past its end.
+    let _ = s.admit(needing(2, "b", 1, 1), ms(20));
+    assert_eq!(s.take(ms(20)).map(|st| st.seq), Some(2));
+    let _ = changes(&mut s);
+    assert!(s.expire(ms(113)).is_empty());
+    assert_eq!(s.take(ms(113)), None);
+    assert_eq!(changes(&mut s), [(1, gpu(), 110)]);
+    let _ = end(&mut s, 2, 0, ms(200));
+    assert_eq!(s.take(ms(200)).map(|st| st.seq), Some(1));
+    let accounts = end(&mut s, 1, 0, ms(210));
+    assert_eq!(
+        accounts[0].waits,
+        [span(WaitCause::RetryDelay, 10, 110), span(gpu(), 110, 200)]
+    );
+}
+
+#[test]
+fn in_a_run_with_resources_a_delay_that_ran_out_before_the_resource_was_freed_waited_for_it() {
+    let policy = Policy {
+        retries: 1,
+        retry_delay: ms(100),
+        ..Policy::default()
+    };
+    let mut s = scheduler(4, policy);
+    one_gpu(&mut s);
+    let _ = s.admit(needing(1, "a", 1, 1), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    assert!(
+        s.finish(1, exited(1, ms(10)), ms(10))
+            .expect("in flight")
+            .retry
+    );
+    let _ = s.admit(needing(2, "b", 1, 1), ms(20));
+    assert_eq!(s.take(ms(20)).map(|st| st.seq), Some(2));
+    let _ = changes(&mut s);
+    // b frees the GPU at 112, after a's delay ran out (110) and before the shell came to a
+    // (115): a waited for the GPU from 110 to 112, not for the cap.
+    let _ = end(&mut s, 2, 0, ms(112));
+    assert!(s.expire(ms(115)).is_empty());
+    assert_eq!(s.take(ms(115)).map(|st| st.seq), Some(1));
+    let accounts = end(&mut s, 1, 0, ms(120));
+    let causes: Vec<&WaitCause> = accounts[0].waits.iter().map(|w| &w.cause).collect();
+    assert_eq!(causes.first(), Some(&&WaitCause::RetryDelay), "{causes:?}");
+    assert!(!causes.contains(&&WaitCause::Cap), "{causes:?}");
+}
+
 #[test]
 fn a_partial_batch_found_ready_late_waited_for_its_delay_not_the_cap() {
     let policy = Policy {
