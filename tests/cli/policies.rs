@@ -970,6 +970,24 @@ fn a_retry_whose_delay_ran_out_with_slots_free_never_waited_for_the_cap() {
 }
 
 #[test]
+fn in_a_run_with_resources_a_retry_whose_delay_ran_out_with_its_needs_free_never_waited_for_the_cap(
+) {
+    // The same with named resources: each key needs one of four GPUs, never short.
+    let out = Run::new()
+        .args(["-j", "8", "--retries", "1", "--retry-delay", "150ms"])
+        .args(["--resource", "gpu=0,1,2,3", "--needs", "gpu=1"])
+        .stdin("a\texit 1\nb\texit 1\nc\texit 1\nd\texit 1\n")
+        .run();
+    out.code(1);
+    for seq in 1..=4 {
+        let job = out.job(seq);
+        assert_eq!(job.attempts, 2, "{}", out.dump());
+        let causes: Vec<&str> = job.waits.iter().map(|w| w.cause.as_str()).collect();
+        assert_eq!(causes, ["retry_delay"], "seq {seq}: {}", out.dump());
+    }
+}
+
+#[test]
 fn a_burst_of_jobs_under_a_cap_never_reached_never_waited_for_the_cap() {
     // 60 keys read at once, -j 100: each job starts as lanes takes it in; the time lanes
     // spends starting the others is no wait for the cap.
