@@ -25,7 +25,8 @@ pub(crate) fn bad_job_line(entry: &Entry<'_>) -> String {
         shown_key(entry.key.unwrap_or("?")),
         outcome.reason().unwrap_or("")
     );
-    if let (Some(code), Outcome::Failed(_)) = (entry.exit_code(), outcome) {
+    // An interrupted job that exited by itself on the stop shows its status as a failed one.
+    if let Some(code) = entry.exit_code() {
         let _ = write!(line, " (exit {code})");
     }
     if let Some(signal) = entry.signal() {

@@ -784,3 +784,22 @@ fn a_stop_reads_no_more_input_however_fast_it_comes() {
     seqs.sort_unstable();
     assert_eq!(seqs, (1..=records as u64).collect::<Vec<_>>());
 }
+
+#[test]
+fn the_summary_shows_the_exit_status_of_an_interrupted_job_that_exited_by_itself() {
+    // The job traps the timeout's SIGTERM and exits 7: interrupted, with an exit status that
+    // the summary shows as it does a failed job's.
+    let out = Run::new()
+        .args(["--timeout", "0.3"])
+        .stdin("a\ttrap 'exit 7' TERM; while :; do sleep 0.05; done\n")
+        .run();
+    out.code(1);
+    let job = out.job(1);
+    assert_eq!(job.result(), ("interrupted", Some("timeout")), "{job:?}");
+    assert_eq!(job.exit_code, Some(7), "{}", out.dump());
+    assert!(
+        out.stderr().contains("seq 1 [a] timeout (exit 7)"),
+        "{}",
+        out.dump()
+    );
+}
