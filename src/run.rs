@@ -324,6 +324,14 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     {
         end.code = 1;
     }
+    // Ctrl-C while the jobs were typed at an echoing terminal left `^C` (after any
+    // half-typed line) where the cursor is: the summary starts on a line of its own.
+    if end.code == crate::exit::for_signal(nix::sys::signal::Signal::SIGINT as i32)
+        && env.jobs_typed
+        && crate::report::stderr_echoes()
+    {
+        end.summary.insert(0, '\n');
+    }
     let summary = std::mem::take(&mut end.summary).into_bytes();
     let last = (!stderr.try_write_now(&summary)).then_some(summary);
     close_sink(&runtime, stderr, last, &mut stopping, &mut end.signals);

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use super::entry::Entry;
 use super::json::SummaryRecord;
-use crate::core::Outcome;
 
 /// How many bad jobs the summary lists by name; the rest are counted.
 pub(crate) const MAX_LISTED: usize = 20;

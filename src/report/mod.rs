@@ -11,3 +11,5 @@ pub(crate) mod progress;
 pub(crate) mod recorder;
 pub(crate) mod status;
 mod terminal;
+
+pub(crate) use terminal::stderr_echoes;

@@ -205,6 +205,15 @@ impl Echo {
     }
 }
 
+/// Whether stderr is a terminal that echoes what is typed: Ctrl-C there leaves `^C`, after
+/// anything half typed, where the cursor is.
+pub(crate) fn stderr_echoes() -> bool {
+    use nix::sys::termios::{tcgetattr, LocalFlags};
+    use std::io::IsTerminal as _;
+    std::io::stderr().is_terminal()
+        && tcgetattr(std::io::stderr()).is_ok_and(|t| t.local_flags.contains(LocalFlags::ECHO))
+}
+
 /// Whether `lanes` is in the foreground of the terminal `fd` is: `None` when that cannot be
 /// told, because `fd` is no terminal, or because `lanes`' process group cannot be seen (in a
 /// PID namespace that its group's leader is outside of, `unshare --pid --fork lanes …`,

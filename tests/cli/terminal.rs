@@ -943,3 +943,31 @@ fn ctrl_z_changes_nothing_for_lanes_as_a_namespace_init() {
     tmux.type_line("fg");
     prompt_back(&tmux, Duration::from_secs(10));
 }
+
+#[test]
+fn ctrl_c_while_jobs_are_typed_leaves_the_summary_on_a_line_of_its_own() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("typed_ctrl_c", 120, 30, scratch.path()) else {
+        return;
+    };
+    // The jobs are typed at the terminal: a whole line, then half of one when Ctrl-C comes.
+    tmux.type_line(&lanes_line("", scratch.path()));
+    tmux.wait_screen("lanes reading", Duration::from_secs(10), |s| {
+        s.contains("reading jobs from the terminal")
+    });
+    tmux.type_line("a\ttouch \"$D/up\"; exec sleep 30");
+    scratch.wait_for("up", Duration::from_secs(10));
+    tmux.run(&["send-keys", "-l", "b\techo half"]);
+    tmux.wait_screen("the half line", Duration::from_secs(5), |s| {
+        s.contains("echo half")
+    });
+    tmux.key("C-c");
+    let report = ended(&scratch, &tmux, Duration::from_secs(20));
+    assert_eq!(report.jobs.len(), 1);
+    let screen = tmux.screen();
+    let summary = screen
+        .lines()
+        .find(|l| l.contains("lanes: 1 job in "))
+        .unwrap_or_else(|| panic!("no summary:\n{screen}"));
+    assert!(summary.starts_with("lanes: "), "{screen}");
+}
