@@ -265,8 +265,15 @@ impl<'de> Deserialize<'de> for UniqueFields {
 /// A message for the `error` answer: not JSON, no or another version, an unknown operation,
 /// a missing, unknown or repeated field, a cap out of range, an empty key or command.
 pub(crate) fn parse_request(line: &[u8]) -> Result<Request, String> {
-    let UniqueFields(object) = serde_json::from_slice(line)
-        .map_err(|err| format!("the request is not a valid JSON object: {err}"))?;
+    let UniqueFields(object) = serde_json::from_slice(line).map_err(|err| {
+        let hint = if err.to_string().contains("hex escape") {
+            " (a `\\u` escape of a UTF-16 surrogate, D800 to DFFF, must be one of a pair \
+             that makes one character: a lone surrogate is no Unicode text)"
+        } else {
+            ""
+        };
+        format!("the request is not a valid JSON object: {err}{hint}")
+    })?;
     let mut value = serde_json::Value::Object(object);
     let object = value
         .as_object_mut()
@@ -284,12 +291,21 @@ pub(crate) fn parse_request(line: &[u8]) -> Result<Request, String> {
             ))
         }
     }
+    let op = object
+        .get("op")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let request: Request = serde_json::from_value(value).map_err(|err| {
         // serde names Rust types; a client speaks JSON.
         let err = err
             .to_string()
             .replace("expected usize", "expected a whole number of at least 1")
-            .replace("expected u64", "expected a whole number");
+            .replace("expected u64", "expected a whole number")
+            .replace(
+                ", there are no fields",
+                &format!(": `{op}` takes no field but \"v\" and \"op\""),
+            );
         format!("bad request: {err}")
     })?;
     match &request {
@@ -387,6 +403,16 @@ mod tests {
     fn a_bad_request_says_why() {
         let error = |line: &str| parse_request(line.as_bytes()).unwrap_err();
         assert!(error("nonsense").contains("not a valid JSON object"));
+        let lone = error(r#"{"v":1,"op":"submit","key":"\ud800","command":"true"}"#);
+        assert!(
+            lone.contains("a lone surrogate is no Unicode text"),
+            "{lone}"
+        );
+        let extra = error(r#"{"v":1,"op":"status","x":1}"#);
+        assert!(
+            extra.contains("unknown field `x`: `status` takes no field but \"v\" and \"op\""),
+            "{extra}"
+        );
         assert!(error("[1]").contains("not a valid JSON object"));
         assert!(error(r#"{"op":"status"}"#).contains("no \"v\""));
         assert!(error(r#"{"v":2,"op":"status"}"#).contains("version 2"));
