@@ -70,6 +70,16 @@ pub fn prepare_process() -> bool {
     hangup_ignored
 }
 
+/// After a run: when SIGINT stopped it (status 130), ends the process by SIGINT instead of
+/// returning (see [`shell::signal::die_by_sigint`]); else returns at once.
+pub fn end_by_sigint_if_it_stopped_the_run(code: u8) {
+    if code == exit::for_signal(nix::sys::signal::Signal::SIGINT as i32) {
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        shell::signal::die_by_sigint();
+    }
+}
+
 /// Process-wide set-up for a task (`lanes submit`, `lanes locks`, …: see [`run_task`]),
 /// which starts no job: the signals whose default action would end `lanes` are ignored or
 /// blocked as in a run, and the signals `lanes` handles are unblocked, so that a stop signal ends the task at

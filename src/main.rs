@@ -24,7 +24,11 @@ fn main() -> ExitCode {
     }
     let hangup_ignored = lanes::prepare_process();
     let cli = lanes::trailing_command::parse_args(argv);
-    finish(lanes::run(cli, hangup_ignored))
+    let result = lanes::run(cli, hangup_ignored);
+    if let Ok(code) = result {
+        lanes::end_by_sigint_if_it_stopped_the_run(code);
+    }
+    finish(result)
 }
 
 fn finish(result: anyhow::Result<u8>) -> ExitCode {

@@ -128,6 +128,23 @@ pub(crate) fn unblock_handled() {
     let _ = handled_set().thread_unblock();
 }
 
+/// Ends the process by SIGINT, at its default action, once a run that SIGINT stopped has
+/// stopped and recorded every job: a shell that runs `lanes` in a loop or a script then stops
+/// too, as for a program that never caught the signal, and still sees status 130 (the "wait
+/// and cooperative exit" convention: bash goes on after a child that caught SIGINT and
+/// exited, <https://www.cons.org/cracauer/sigint.html>). Returns only if the signal did not end
+/// the process.
+pub(crate) fn die_by_sigint() {
+    use nix::sys::signal::{raise, sigaction, SaFlags, SigAction, SigHandler};
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    // SAFETY: installs the default action, which runs no code of ours.
+    let _ = unsafe { sigaction(Signal::SIGINT, &default) };
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGINT);
+    let _ = set.thread_unblock();
+    let _ = raise(Signal::SIGINT);
+}
+
 fn handled_set() -> SigSet {
     let mut set = SigSet::empty();
     for signal in HANDLED {

@@ -3,6 +3,7 @@
 //! stopping its jobs, and a stop signal in lanes' first moments is not lost.
 
 use std::io::Write;
+use std::os::unix::process::CommandExt as _;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
@@ -802,4 +803,43 @@ fn the_summary_shows_the_exit_status_of_an_interrupted_job_that_exited_by_itself
         "{}",
         out.dump()
     );
+}
+
+#[test]
+fn after_ctrl_c_lanes_dies_by_sigint_so_a_shell_loop_running_it_stops_too() {
+    // bash, in a process group of its own (a terminal's foreground job), runs lanes three
+    // times in a loop; Ctrl-C (SIGINT to the group) comes during the first run. bash goes on
+    // after a child that caught SIGINT and exited 130; it stops after one that died by it.
+    let scratch = Scratch::new();
+    let script = format!(
+        "for i in 1 2 3; do {} --report \"$D/r$i\" ::: 'touch \"$D/up\"; exec sleep 30'; \
+         echo \"$i $?\" >> \"$D/after\"; done",
+        sh_quote(BIN)
+    );
+    let mut loop_shell = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .env("D", scratch.path())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let group = Pid::from_raw(loop_shell.id() as i32);
+    scratch.wait_for("up", WAIT);
+    killpg(group, Signal::SIGINT).unwrap();
+    let ended = wait_until(WAIT, || loop_shell.try_wait().unwrap().is_some());
+    if !ended {
+        let _ = killpg(group, Signal::SIGKILL);
+        let _ = loop_shell.wait();
+    }
+    assert!(
+        ended,
+        "the loop went on after Ctrl-C: {:?}",
+        scratch.lines("after")
+    );
+    assert!(!scratch.exists("after"), "{:?}", scratch.lines("after"));
+    assert!(!scratch.exists("r2"), "a second run started");
+    // The first run stopped cleanly, and said 130.
+    let report = Report::must_parse(&scratch.read("r1"));
+    assert_eq!(report.summary.exit_code, 130);
+    assert_eq!(report.jobs.len(), 1);
 }

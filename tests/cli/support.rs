@@ -1250,11 +1250,12 @@ impl Running {
             survivors.is_empty(),
             "lanes exited ({status}) but left processes behind: {survivors:?}\n{context}"
         );
-        let Some(code) = status.code() else {
-            panic!(
-                "lanes was killed by signal {:?}\n{context}",
-                status.signal()
-            );
+        // After a run that SIGINT stopped, lanes ends itself by SIGINT (a shell sees 130);
+        // any other death by a signal is a fault.
+        let code = match (status.code(), status.signal()) {
+            (Some(code), _) => code,
+            (None, Some(signal)) if signal == Signal::SIGINT as i32 => 128 + signal,
+            (None, signal) => panic!("lanes was killed by signal {signal:?}\n{context}"),
         };
         let report = match &report_text {
             Some(text) if !text.is_empty() => {
