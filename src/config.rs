@@ -393,7 +393,14 @@ impl RunConfig {
             ));
         }
         let template = match command {
-            Some(text) => Some(Template::parse(&text)?.with_colsep(cli.colsep.clone())),
+            Some(text) => Some(
+                Template::parse(&text)
+                    .map_err(|err| {
+                        // The error names what gave the template.
+                        ConfigError::Usage(err.to_string().replace("--command", template_origin))
+                    })?
+                    .with_colsep(cli.colsep.clone()),
+            ),
             None => None,
         };
         if cli.colsep.as_deref() == Some("") {
@@ -1100,12 +1107,19 @@ fn check_serve(cli: &Cli) -> Result<(), ConfigError> {
         }
         return Ok(());
     }
+    let word = cli
+        .trailing_command
+        .as_ref()
+        .and_then(|words| words.first())
+        .map_or_else(String::new, |word| {
+            format!("a FILE of jobs or a trailing command (`{word}`)")
+        });
     let input = [
         (cli.file.is_some(), "a FILE of jobs"),
         (cli.manifest.is_some(), "--manifest"),
         (cli.arguments.is_some(), "`::: ARG...`"),
         (cli.arg_file.is_some(), "-a"),
-        (cli.trailing_command.is_some(), "a trailing command"),
+        (cli.trailing_command.is_some(), word.as_str()),
         (cli.key.is_some(), "--key"),
         (cli.null, "-0"),
     ];

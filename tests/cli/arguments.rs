@@ -180,7 +180,25 @@ fn a_template_whose_end_would_take_in_the_appended_argument_is_refused_before_an
             "{args:?}: {}",
             out.dump()
         );
+        // The message names what gave the template.
+        let origin = if args[0] == "--command" {
+            "the template in --command"
+        } else {
+            "the template in the trailing command"
+        };
+        assert!(out.stderr().contains(origin), "{args:?}: {}", out.dump());
     }
+    let out = Run::new()
+        .no_report()
+        .args(["echo \"{}\"", ":::", "x"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("placeholder `{}` inside quotes in the trailing command at byte 6"),
+        "{}",
+        out.dump()
+    );
     let pwned: Vec<String> = std::fs::read_dir(scratch.path())
         .unwrap()
         .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
