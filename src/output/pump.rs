@@ -186,7 +186,8 @@ impl Stream {
     /// Hands what is pending to the sink through a reserved place in its queue.
     pub(crate) fn hand_over(&mut self, permit: Option<Permit>) {
         let batch = std::mem::take(&mut self.pending);
-        if let Some(permit) = permit {
+        // An empty buffer is the sink's mark, never output.
+        if let (Some(permit), false) = (permit, batch.is_empty()) {
             permit.send(batch);
         }
     }

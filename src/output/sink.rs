@@ -47,6 +47,7 @@ const PARTIAL_MAX: usize = 64 * 1024;
 struct Pending {
     name: &'static str,
     lost: Arc<std::sync::atomic::AtomicBool>,
+    marks: Arc<Marks>,
     destination: Box<dyn Write + Send>,
     /// The destination's descriptor, when it has one: lets [`Sink::try_write_now`] see whether a
     /// write would block.
@@ -123,12 +124,63 @@ pub(crate) struct SinkTx {
     writer: Arc<Mutex<Writer>>,
     /// Set by the writer thread when a write failed other than for a reader gone (EPIPE).
     lost: Arc<std::sync::atomic::AtomicBool>,
+    marks: Arc<Marks>,
+}
+
+/// Where the writer has got to in what was sent: an empty buffer is a mark, and the writer
+/// counts each one it comes to (written past, or dropped after a failed write), so that a
+/// sender can learn that everything it sent before a mark is written, or never will be.
+#[derive(Default)]
+pub(crate) struct Marks {
+    /// Marks handed out ([`SinkTx::mark`]).
+    sent: std::sync::atomic::AtomicU64,
+    /// Marks the writer came to.
+    reached: std::sync::atomic::AtomicU64,
+    /// A write failed, for any reason (a reader gone too): what was sent since is dropped.
+    failed: std::sync::atomic::AtomicBool,
+    changed: tokio::sync::Notify,
+}
+
+impl Marks {
+    /// Resolves once the writer came to mark `n`, or a write failed.
+    pub(crate) async fn reached(&self, n: u64) {
+        use std::sync::atomic::Ordering;
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.reached.load(Ordering::Acquire) >= n || self.failed() {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// Whether a write failed for any reason, a reader gone (EPIPE) included.
+    pub(crate) fn failed(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 impl SinkTx {
     /// Whether a write failed for another reason than a reader gone (EPIPE): a full disk.
     pub(crate) fn lost(&self) -> bool {
         self.lost.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A mark's number ([`Marks`]), to send with [`SinkTx::send_mark`] in the order handed
+    /// out: everything sent through this sink before it is written once the writer reached
+    /// it ([`SinkTx::marks`]) without a failure.
+    pub(crate) fn mark(&self) -> u64 {
+        self.marks
+            .sent
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+            + 1
+    }
+
+    /// Where the writer has got to ([`SinkTx::mark`]).
+    pub(crate) fn marks(&self) -> Arc<Marks> {
+        Arc::clone(&self.marks)
     }
 
     /// Queues `buffer` for writing, waiting while [`DEPTH`] buffers wait (backpressure).
@@ -139,8 +191,18 @@ impl SinkTx {
         &self,
         buffer: Vec<u8>,
     ) -> Result<(), mpsc::error::SendError<Vec<u8>>> {
+        // An empty buffer writes nothing; sent, it would be a mark ([`Marks`]).
+        if buffer.is_empty() {
+            return Ok(());
+        }
         start(&self.writer);
         self.tx.send(buffer).await
+    }
+
+    /// Sends the mark [`SinkTx::mark`] handed out (in the order they were handed out).
+    pub(crate) async fn send_mark(&self) {
+        start(&self.writer);
+        let _ = self.tx.send(Vec::new()).await;
     }
 }
 
@@ -150,7 +212,16 @@ pub(crate) fn test_channel(depth: usize) -> (SinkTx, mpsc::Receiver<Vec<u8>>) {
     let (tx, rx) = mpsc::channel(depth);
     let writer = Arc::new(Mutex::new(Writer::Closed));
     let lost = Arc::default();
-    (SinkTx { tx, writer, lost }, rx)
+    let marks = Arc::default();
+    (
+        SinkTx {
+            tx,
+            writer,
+            lost,
+            marks,
+        },
+        rx,
+    )
 }
 
 impl SinkTx {
@@ -243,7 +314,16 @@ fn write_all(mut pending: Pending) {
 }
 
 /// Writes one buffer whole, unless an earlier write failed; the first failure is reported.
+/// An empty buffer is a mark ([`Marks`]): counted, written or not.
 fn write_one(pending: &mut Pending, buffer: &[u8]) {
+    if buffer.is_empty() {
+        pending
+            .marks
+            .reached
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        pending.marks.changed.notify_waiters();
+        return;
+    }
     if pending.closed {
         return;
     }
@@ -251,6 +331,11 @@ fn write_one(pending: &mut Pending, buffer: &[u8]) {
     if let Err(err) = written {
         let name = pending.name;
         pending.closed = true;
+        pending
+            .marks
+            .failed
+            .store(true, std::sync::atomic::Ordering::Release);
+        pending.marks.changed.notify_waiters();
         pending.lost.store(
             err.kind() != std::io::ErrorKind::BrokenPipe,
             std::sync::atomic::Ordering::Relaxed,
@@ -283,9 +368,11 @@ impl Sink {
     ) -> Self {
         let (tx, rx) = mpsc::channel::<Vec<u8>>(DEPTH);
         let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let marks = Arc::new(Marks::default());
         let writer = Writer::Pending(Pending {
             name,
             lost: Arc::clone(&lost),
+            marks: Arc::clone(&marks),
             destination: Box::new(Counted(destination)),
             fd: None,
             display,
@@ -298,6 +385,7 @@ impl Sink {
                 tx,
                 writer: Arc::new(Mutex::new(writer)),
                 lost,
+                marks,
             }),
         }
     }

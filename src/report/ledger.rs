@@ -327,11 +327,17 @@ impl Ledger {
         self.recorder.write_junit().await;
     }
 
-    /// Whether a record failed to reach the report file (see
-    /// [`super::recorder::Recorder::report_file_failed`]): from then on no record is known to
-    /// be in it.
-    pub(crate) fn report_file_failed(&self) -> bool {
-        self.recorder.report_file_failed()
+    /// Whether a record failed to reach the report (see
+    /// [`super::recorder::Recorder::report_failed`]): from then on no record is known to be
+    /// in it.
+    pub(crate) fn report_failed(&self) -> bool {
+        self.recorder.report_failed()
+    }
+
+    /// Resolves once every record so far is in the report, stdout's under `--json` included
+    /// (see [`super::recorder::Recorder::report_written`]).
+    pub(crate) fn report_written(&mut self) -> impl std::future::Future<Output = ()> + use<> {
+        self.recorder.report_written()
     }
 
     /// Resolves once every record and event queued so far is in its file: the files' writer

@@ -2,6 +2,7 @@
 //! writer thread (file) and/or the stdout sink, and counted for the summary.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::entry::Entry;
 use super::human;
@@ -9,7 +10,7 @@ use super::json::{to_line, RunRecord, SummaryRecord};
 use super::junit::JunitReport;
 use super::progress::Progress;
 use crate::core::{Outcome, StopReason};
-use crate::output::sink::SinkTx;
+use crate::output::sink::{Marks, SinkTx};
 use crate::output::spool::Spool;
 
 /// Where report lines go, and the running counts.
@@ -19,6 +20,8 @@ pub(crate) struct Recorder {
     file: Option<Spool>,
     file_name: String,
     stdout: Option<SinkTx>,
+    /// `--json`: how far stdout's writer has got (kept after the sink is let go).
+    stdout_marks: Option<Arc<Marks>>,
     /// `--json`: records on their way to the stdout sink through a task of their own, so that
     /// a blocked stdout never holds up the run (signals, timeouts, the next records). Started
     /// with the first record.
@@ -47,6 +50,7 @@ impl Recorder {
         Recorder {
             file,
             file_name,
+            stdout_marks: stdout.as_ref().map(SinkTx::marks),
             stdout,
             forward: None,
             summary: SummaryRecord {
@@ -160,10 +164,31 @@ impl Recorder {
             || self.stdout.as_ref().is_some_and(SinkTx::lost)
     }
 
-    /// Whether a record handed to the report file failed to reach it (any write error, a
-    /// reader gone included): the records queued since are not in the file either.
-    pub(crate) fn report_file_failed(&self) -> bool {
+    /// Whether a record handed to the report file, or under `--json` to stdout, failed to
+    /// reach it (any write error, a reader gone included): the records queued since are not
+    /// there either.
+    pub(crate) fn report_failed(&self) -> bool {
         self.file.as_ref().is_some_and(Spool::failed)
+            || self.stdout_marks.as_deref().is_some_and(Marks::failed)
+    }
+
+    /// Resolves once every record queued so far is in the report file and, under `--json`,
+    /// written to stdout (or has failed to be: [`Recorder::report_failed`]). Unlike
+    /// [`Recorder::written`], it waits for stdout's reader too.
+    pub(crate) fn report_written(&mut self) -> impl std::future::Future<Output = ()> + use<> {
+        let file = self.written();
+        let stdout = self.stdout.clone().map(|stdout| {
+            let mark = stdout.mark();
+            // The mark follows the records queued so far through the forwarding task.
+            let _ = self.forwarder(&stdout).send(Vec::new());
+            (mark, stdout.marks())
+        });
+        async move {
+            file.await;
+            if let Some((mark, marks)) = stdout {
+                marks.reached(mark).await;
+            }
+        }
     }
 
     /// Resolves once every record queued so far is in the report file.
@@ -255,16 +280,27 @@ impl Recorder {
         if let Some(file) = &self.file {
             file.write(line.clone());
         }
+        let stdout = stdout.clone();
+        let _ = self.forwarder(&stdout).send(line);
+    }
+
+    /// The channel of the task that hands records on to the stdout sink (started by the first
+    /// record): an empty buffer in it is a mark ([`crate::output::sink::Marks`]).
+    fn forwarder(&mut self, stdout: &SinkTx) -> &tokio::sync::mpsc::UnboundedSender<Vec<u8>> {
         let (tx, _) = self.forward.get_or_insert_with(|| {
             let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
             let stdout = stdout.clone();
             let task = tokio::spawn(async move {
                 while let Some(line) = rx.recv().await {
-                    let _ = stdout.send(line).await;
+                    if line.is_empty() {
+                        stdout.send_mark().await;
+                    } else {
+                        let _ = stdout.send(line).await;
+                    }
                 }
             });
             (tx, task)
         });
-        let _ = tx.send(line);
+        tx
     }
 }

@@ -152,9 +152,14 @@ fn human(answer: &Answer) -> String {
             running,
             waiting,
         } => format!("{why}: {running} running, {waiting} waiting"),
-        Answer::Ended { exit_code } => {
-            format!("ended: its report is written (exit status {exit_code})")
-        }
+        Answer::Ended {
+            exit_code,
+            report_complete: true,
+        } => format!("ended: its report is written (exit status {exit_code})"),
+        Answer::Ended { exit_code, .. } => format!(
+            "ended: its report is incomplete, the journal keeps the jobs it may lack for the \
+             next server (exit status {exit_code})"
+        ),
         Answer::Status(status) => human_status(status),
         Answer::Record { record } => record.to_string(),
         Answer::Error { error } => format!("error: {error}"),

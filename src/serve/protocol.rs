@@ -48,6 +48,16 @@ pub(crate) enum Request {
     Close {},
 }
 
+fn complete() -> bool {
+    true
+}
+
+// A serde predicate takes its field by reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_complete(complete: &bool) -> bool {
+    *complete
+}
+
 /// The server's answer to one request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "answer", rename_all = "snake_case")]
@@ -147,6 +157,11 @@ pub(crate) enum Answer {
     Ended {
         /// The server's exit status.
         exit_code: u8,
+        /// `false` when a record failed to reach the report (a full disk, its reader gone):
+        /// the journal keeps the jobs whose records may be missing, for the next server.
+        /// Left out when `true`.
+        #[serde(default = "complete", skip_serializing_if = "is_complete")]
+        report_complete: bool,
     },
     /// The record of a job submitted with `wait`: the report's own line, as an object.
     Record {

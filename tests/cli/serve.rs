@@ -3060,3 +3060,94 @@ fn cancel_names_a_run_already_being_stopped_and_leaves_it_its_reason() {
     assert_eq!(reasons[&1], "superseded");
     assert_eq!(reasons[&2], "cancelled");
 }
+
+#[test]
+fn a_server_given_jobs_another_way_says_which_way_it_was_given() {
+    let scratch = Scratch::new();
+    scratch.write("jobs.tsv", "a\ttrue\n");
+    let cases: [(&[&str], &str); 3] = [
+        (&["jobs.tsv"], "not from a FILE of jobs"),
+        (
+            &["missing.tsv"],
+            "not from a FILE of jobs or a trailing command (`missing.tsv`)",
+        ),
+        (&["--", "echo", "hi"], "a trailing command (`echo`)"),
+    ];
+    for (args, said) in cases {
+        let out = Run::new()
+            .no_report()
+            .cwd(scratch.path())
+            .arg("serve")
+            .args(args.iter().copied())
+            .run();
+        out.code(2);
+        assert!(out.stderr().contains(said), "{args:?}: {}", out.dump());
+        assert!(!scratch.exists("lanes.sock"));
+    }
+}
+
+#[test]
+fn a_json_report_whose_reader_went_away_leaves_its_missing_jobs_to_the_next_server() {
+    // The first server's report is its stdout (`--json`), read to the tenth job's record,
+    // then closed. The records written after that are lost with the pipe: their ends must
+    // stay out of the journal, `drain` must not say the report is written, and the next
+    // server records each of those jobs, so that every job has one record across the two
+    // reports. (Before, the ends were journaled as records were handed to stdout, the journal
+    // was emptied and the jobs were left with no record anywhere.)
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let mut first = Command::new(BIN)
+        .args(["serve", "--json", "-j", "1", "--socket"])
+        .arg(&socket)
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(scratch.join("first.err")).unwrap())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    let mut stdout = BufReader::new(first.stdout.take().unwrap());
+    let jobs = 10;
+    for i in 1..=jobs {
+        let key = format!("k{i}");
+        let submitted = client_at(&socket, "submit", &["--wait", &key, "--", "true"], None);
+        assert_eq!(submitted.code, 0, "{}", submitted.stderr);
+    }
+    let mut whole_in_first = Vec::new();
+    while whole_in_first.len() < jobs as usize {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "stdout ended");
+        let record: Value = serde_json::from_str(&line).unwrap();
+        if record["type"] == "job" {
+            whole_in_first.push(record["seq"].as_u64().unwrap());
+        }
+    }
+    // The reader goes, with nothing left unread; more jobs come.
+    drop(stdout);
+    for i in 1..=jobs {
+        let key = format!("m{i}");
+        let submitted = client_at(&socket, "submit", &["--wait", &key, "--", "true"], None);
+        assert_eq!(submitted.code, 0, "{}", submitted.stderr);
+    }
+    let drained = client_at(&socket, "drain", &[], None);
+    assert_eq!(drained.code, 0, "{}", drained.stderr);
+    assert!(
+        drained.stdout.contains("its report is incomplete"),
+        "{}",
+        drained.stdout
+    );
+    first.wait().unwrap();
+    let said = std::fs::read_to_string(scratch.join("first.err")).unwrap();
+    assert!(said.contains("the report is incomplete"), "{said}");
+    let server = serve(&scratch, &["-j", "1"]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, second) = server.end();
+    assert_eq!(
+        seqs_across(&whole_in_first, &second),
+        (1..=2 * jobs).collect::<Vec<_>>(),
+        "one record per job across the two reports; first: {whole_in_first:?}, second: {:#?}",
+        second.jobs
+    );
+    assert!(second
+        .jobs
+        .iter()
+        .all(|job| job.reason.as_deref() == Some("server_lost")));
+}

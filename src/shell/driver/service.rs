@@ -326,8 +326,8 @@ impl Driver {
         {
             return;
         }
-        self.ledger.written().await;
-        let report_failed = self.ledger.report_file_failed();
+        self.ledger.report_written().await;
+        let report_failed = self.ledger.report_failed();
         let Some(service) = &mut self.service else {
             return;
         };
@@ -717,6 +717,7 @@ impl Driver {
     /// submissions answered just before a stop signal, say), so that the process does not end
     /// before them: a submission that has a seq and a record has its answer too.
     pub(super) async fn say_ended(&mut self, code: u8) {
+        let report_complete = !self.ledger.report_failed() && !self.ledger.lost();
         let Some(service) = self.service.as_mut() else {
             return;
         };
@@ -732,7 +733,11 @@ impl Driver {
         service.records.clear();
         let mut written = Vec::new();
         for (held, ack) in service.held.drain(..) {
-            if held.send(Answer::Ended { exit_code: code }).is_ok() {
+            let ended = Answer::Ended {
+                exit_code: code,
+                report_complete,
+            };
+            if held.send(ended).is_ok() {
                 written.push(ack);
             }
         }
