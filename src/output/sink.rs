@@ -138,12 +138,25 @@ pub(crate) struct Marks {
     reached: std::sync::atomic::AtomicU64,
     /// A write failed, for any reason (a reader gone too): what was sent since is dropped.
     failed: std::sync::atomic::AtomicBool,
+    /// The marks the writer had come to when a write failed.
+    reached_before_failure: std::sync::atomic::AtomicU64,
     changed: tokio::sync::Notify,
 }
 
 impl Marks {
+    /// How many marks the writer came to with everything before them written: every mark
+    /// it came to, or, once a write failed, those it had come to before.
+    pub(crate) fn written_through(&self) -> u64 {
+        use std::sync::atomic::Ordering;
+        if self.failed() {
+            self.reached_before_failure.load(Ordering::Acquire)
+        } else {
+            self.reached.load(Ordering::Acquire)
+        }
+    }
+
     /// Resolves once the writer came to mark `n`, or a write failed.
-    pub(crate) async fn reached(&self, n: u64) {
+    pub(crate) async fn wait_for(&self, n: u64) {
         use std::sync::atomic::Ordering;
         loop {
             let changed = self.changed.notified();
@@ -331,8 +344,12 @@ fn write_one(pending: &mut Pending, buffer: &[u8]) {
     if let Err(err) = written {
         let name = pending.name;
         pending.closed = true;
-        pending
-            .marks
+        let marks = &pending.marks;
+        marks.reached_before_failure.store(
+            marks.reached.load(std::sync::atomic::Ordering::Acquire),
+            std::sync::atomic::Ordering::Release,
+        );
+        marks
             .failed
             .store(true, std::sync::atomic::Ordering::Release);
         pending.marks.changed.notify_waiters();

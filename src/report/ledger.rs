@@ -334,6 +334,16 @@ impl Ledger {
         self.recorder.report_failed()
     }
 
+    /// See [`super::recorder::Recorder::mark_stdout`].
+    pub(crate) fn mark_stdout(&mut self) -> Option<u64> {
+        self.recorder.mark_stdout()
+    }
+
+    /// See [`super::recorder::Recorder::stdout_written_through`].
+    pub(crate) fn stdout_written_through(&self) -> u64 {
+        self.recorder.stdout_written_through()
+    }
+
     /// Resolves once every record so far is in the report, stdout's under `--json` included
     /// (see [`super::recorder::Recorder::report_written`]).
     pub(crate) fn report_written(&mut self) -> impl std::future::Future<Output = ()> + use<> {

@@ -172,6 +172,23 @@ impl Recorder {
             || self.stdout_marks.as_deref().is_some_and(Marks::failed)
     }
 
+    /// Under `--json`: a mark sent to stdout behind the records queued so far, its number;
+    /// they are written there once [`Recorder::stdout_reached`] is at least that.
+    pub(crate) fn mark_stdout(&mut self) -> Option<u64> {
+        let stdout = self.stdout.clone()?;
+        let mark = stdout.mark();
+        let _ = self.forwarder(&stdout).send(Vec::new());
+        Some(mark)
+    }
+
+    /// Under `--json`: the marks stdout's writer has come to with every record before them
+    /// written ([`Recorder::mark_stdout`], [`Marks::written_through`]).
+    pub(crate) fn stdout_written_through(&self) -> u64 {
+        self.stdout_marks
+            .as_deref()
+            .map_or(0, Marks::written_through)
+    }
+
     /// Resolves once every record queued so far is in the report file and, under `--json`,
     /// written to stdout (or has failed to be: [`Recorder::report_failed`]). Unlike
     /// [`Recorder::written`], it waits for stdout's reader too.
@@ -186,7 +203,7 @@ impl Recorder {
         async move {
             file.await;
             if let Some((mark, marks)) = stdout {
-                marks.reached(mark).await;
+                marks.wait_for(mark).await;
             }
         }
     }

@@ -1187,11 +1187,12 @@ impl Driver {
         // `--coordinate-records`: a database that does not answer is given up on after each
         // record's tries; a second stop signal gives up at once.
         let fleet_written = until_stopped(self.ledger.fleet_written(), &mut forced, signals).await;
-        if written.is_some() && !self.ledger.lost() && self.service.is_some() {
+        if written.is_some() && self.service.is_some() {
             // `lanes serve`: under `--json`, its records are in the report once stdout's reader
-            // took them.
+            // took them; the ends of those written are journaled.
             let taken = until_stopped(self.ledger.report_written(), &mut forced, signals).await;
-            if taken.is_some() && !self.ledger.report_failed() {
+            self.journal_ends().await;
+            if taken.is_some() && !self.ledger.lost() && !self.ledger.report_failed() {
                 // Every job's record is in the report: nothing is left for a later server.
                 self.journal_finished();
             }

@@ -3151,3 +3151,63 @@ fn a_json_report_whose_reader_went_away_leaves_its_missing_jobs_to_the_next_serv
         .iter()
         .all(|job| job.reason.as_deref() == Some("server_lost")));
 }
+
+#[test]
+fn a_json_report_nobody_reads_holds_up_no_answer_and_no_start() {
+    // Under `--json` a job's end is journaled once its record is written to stdout; a stdout
+    // that is not read (a paused pager) must not hold the server up meanwhile: 1,000 jobs'
+    // records fill the pipe, and every submission is still answered and every job runs.
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let mut server = Command::new(BIN)
+        .args(["serve", "--json", "-j", "4", "--socket"])
+        .arg(&socket)
+        .env("D", scratch.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(listening(&socket));
+    let jobs = 1000;
+    let lines: String = (1..=jobs)
+        .map(|i| format!("k{i}\techo {i} >> \"$D/ran\"\n"))
+        .collect();
+    let submitted = client_at(&socket, "submit", &[], Some(&lines));
+    assert!(
+        matches!(submitted.code, 0 | 10),
+        "{}: {}",
+        submitted.code,
+        submitted.stderr
+    );
+    assert_eq!(
+        submitted.stdout.lines().count(),
+        jobs,
+        "every line answered"
+    );
+    assert!(
+        wait_until(Duration::from_secs(60), || scratch.lines("ran").len()
+            == jobs),
+        "{} of {jobs} jobs ran",
+        scratch.lines("ran").len()
+    );
+    let status = client_at(&socket, "status", &[], None);
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    // Read now, the report is whole, and the server ends with its journal emptied.
+    let mut stdout = server.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        stdout.read_to_string(&mut text).unwrap();
+        text
+    });
+    let drained = client_at(&socket, "drain", &[], None);
+    assert!(
+        drained.stdout.contains("ended: its report is written"),
+        "{}",
+        drained.stdout
+    );
+    assert!(server.wait().unwrap().success());
+    let report = Report::must_parse(&reader.join().unwrap());
+    assert_eq!(report.jobs.len(), jobs);
+    let journal = std::fs::read_to_string(scratch.join("lanes.journal")).unwrap();
+    assert_eq!(journal.lines().count(), 1, "{journal}");
+}

@@ -45,6 +45,9 @@ pub(super) struct Service {
     /// Jobs whose record was handed to the report, not yet journaled as ended (that waits
     /// until the record is in the file).
     pending_ends: Vec<Seq>,
+    /// Under `--json`: jobs whose records were handed to stdout, behind the mark sent after
+    /// them; journaled as ended once stdout's writer has written through it.
+    behind_stdout: std::collections::VecDeque<(u64, Vec<Seq>)>,
     /// Jobs whose process runs (journaled as started), for compaction.
     running: HashSet<Seq>,
     /// Answers to submissions, sent once the journal holds them on disk.
@@ -87,6 +90,7 @@ impl Service {
             journal,
             requeue_lost,
             pending_ends: Vec::new(),
+            behind_stdout: std::collections::VecDeque::new(),
             running: HashSet::new(),
             deferred: Vec::new(),
             awaiting_start: HashMap::new(),
@@ -316,27 +320,55 @@ impl Driver {
     }
 
     /// Journals the ends of the jobs whose records are now in the report file (waiting for
-    /// the report's writer first), and rewrites the journal when it has grown far beyond the
-    /// live jobs.
+    /// the report's writer first) and, under `--json`, written to stdout (never waited for:
+    /// a stdout that is not read holds up no answer and no start; the ends follow once it is
+    /// written), and rewrites the journal when it has grown far beyond the live jobs.
     pub(super) async fn journal_ends(&mut self) {
-        if self
-            .service
-            .as_ref()
-            .is_none_or(|service| service.pending_ends.is_empty())
-        {
+        let Some(service) = &self.service else {
+            return;
+        };
+        let fresh = !service.pending_ends.is_empty();
+        if !fresh && service.behind_stdout.is_empty() {
             return;
         }
-        self.ledger.report_written().await;
+        if fresh {
+            self.ledger.written().await;
+        }
         let report_failed = self.ledger.report_failed();
+        let mark = if fresh && !report_failed {
+            self.ledger.mark_stdout()
+        } else {
+            None
+        };
+        let written_through = self.ledger.stdout_written_through();
         let Some(service) = &mut self.service else {
             return;
         };
+        let ends = std::mem::take(&mut service.pending_ends);
+        match mark {
+            Some(mark) => service.behind_stdout.push_back((mark, ends)),
+            None if report_failed => {}
+            None => {
+                for seq in ends {
+                    service.journal.ended(seq);
+                }
+            }
+        }
+        while let Some((mark, _)) = service.behind_stdout.front() {
+            if *mark > written_through {
+                break;
+            }
+            let (_, ends) = service.behind_stdout.pop_front().expect("just seen");
+            for seq in ends {
+                service.journal.ended(seq);
+            }
+        }
         if report_failed {
-            // These records, and every later one, are not in the report file: their ends stay
+            // These records, and every later one, are not in the report: their ends stay
             // unjournaled, so that a server started on this journal records them (as lost
             // with this one). Nor is the journal rewritten from the live jobs alone: it would
             // drop them.
-            service.pending_ends.clear();
+            service.behind_stdout.clear();
             if !service.report_failure_said {
                 service.report_failure_said = true;
                 let message =
@@ -351,8 +383,10 @@ impl Driver {
             }
             return;
         }
-        for seq in std::mem::take(&mut service.pending_ends) {
-            service.journal.ended(seq);
+        if !service.behind_stdout.is_empty() {
+            // Their jobs are no longer live, and not yet journaled as ended: a journal
+            // rewritten from the live jobs alone would drop them.
+            return;
         }
         if service.journal.wants_compaction(self.jobs.len()) {
             let mut live: Vec<(&Seq, &Box<JobSpec>)> = self.jobs.iter().collect();
