@@ -146,6 +146,9 @@ pub(crate) struct Waiting {
     pub(crate) queued_at: Tick,
     /// Tries already made (0 for a new job, ≥ 1 for a retry).
     pub(crate) attempts: u32,
+    /// Admitted again from an earlier `lanes serve`'s journal: its `queued` answer promised
+    /// it a run, so no later job coalesces it away.
+    pub(crate) promised: bool,
     pub(crate) weight: usize,
     pub(crate) needs: Option<Arc<Needs>>,
     /// The tries it made, oldest first (a job waiting for its retry): its record tells of

@@ -156,13 +156,18 @@ impl Scheduler {
         if self.draining {
             return Admission::Closed;
         }
-        let coalesce = self.policy.coalesce_latest;
+        // A job admitted again from an earlier server's journal was promised its run: it
+        // coalesces nothing away and supersedes no running job, as its first server (which
+        // answered it `queued`) did not, whatever this server's policy.
+        let coalesce = self.policy.coalesce_latest && bounded;
         // The lane's pending job: under coalescing at most one waiting job is fresh (a retry
-        // waiting at the front is never replaced).
+        // waiting at the front, or a promised job, is never replaced).
         let pending = if coalesce {
-            self.lanes
-                .get(&job.key)
-                .and_then(|lane| lane.waiting.iter().position(|w| w.attempts == 0))
+            self.lanes.get(&job.key).and_then(|lane| {
+                lane.waiting
+                    .iter()
+                    .position(|w| w.attempts == 0 && !w.promised)
+            })
         } else {
             None
         };
@@ -208,7 +213,7 @@ impl Scheduler {
         let mut retries_superseded = Vec::new();
         let mut rejoin = false;
         let retrying = lane.waiting.iter().take_while(|w| w.attempts > 0).count();
-        if self.policy.cancel_in_progress && !lane.busy && retrying > 0 {
+        if self.policy.cancel_in_progress && bounded && !lane.busy && retrying > 0 {
             if let Some(until) = lane.held_until.take() {
                 // Held out of the ready line until its delay ends: the newer job joins it.
                 self.held
@@ -262,6 +267,7 @@ impl Scheduler {
                 timeout: job.timeout,
                 queued_at: now,
                 attempts: 0,
+                promised: !bounded,
                 weight: job.weight,
                 needs: job.needs,
                 tries: Vec::new(),
@@ -271,7 +277,7 @@ impl Scheduler {
         );
         // A running batch is as many jobs ahead as it has members.
         let ahead = position + lane.in_flight(&self.running);
-        let cancel = if self.policy.cancel_in_progress && lane.busy && !lane.cancelling {
+        let cancel = if self.policy.cancel_in_progress && bounded && lane.busy && !lane.cancelling {
             lane.cancelling = true;
             self.running
                 .iter_mut()

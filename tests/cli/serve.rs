@@ -3211,3 +3211,40 @@ fn a_json_report_nobody_reads_holds_up_no_answer_and_no_start() {
     let journal = std::fs::read_to_string(scratch.join("lanes.journal")).unwrap();
     assert_eq!(journal.lines().count(), 1, "{journal}");
 }
+
+#[test]
+fn jobs_a_killed_server_answered_queued_all_run_under_a_next_server_that_coalesces() {
+    // The first server (no coalescing) answers three jobs of key q `queued` behind a running
+    // one, and is killed. The next one coalesces; still, each of the three was promised its
+    // run, and runs, in order.
+    let scratch = Scratch::new();
+    let (mut first, socket) = first_server(&scratch, &["-j", "1"]);
+    let running = client_at(
+        &socket,
+        "submit",
+        &["r", "--", "echo $$ > \"$D/r.pid\"; exec sleep 30"],
+        None,
+    );
+    assert_eq!(running.code, 0, "{}", running.stderr);
+    scratch.wait_for("r.pid", Duration::from_secs(10));
+    for i in 1..=3 {
+        let command = format!("echo {i} >> \"$D/q\"");
+        let queued = client_at(&socket, "submit", &["q", "--", &command], None);
+        assert_eq!(queued.code, 10, "{}", queued.stderr);
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The lost job's process runs on after the kill (see the README); it is ours to end.
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(scratch.pid("r.pid")),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    let server = serve(&scratch, &["-j", "1", "--coalesce", "latest"]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, second) = server.end();
+    assert_eq!(scratch.lines("q"), ["1", "2", "3"], "{:#?}", second.jobs);
+    assert!(second
+        .jobs
+        .iter()
+        .all(|job| job.reason.as_deref() != Some("superseded")));
+}

@@ -1059,3 +1059,46 @@ fn a_due_sticky_batch_waiting_for_its_slot_reports_no_past_deadline() {
     done(&mut s, 3);
     assert_eq!(batch(&mut s, ms(21)), [5]);
 }
+
+#[test]
+fn jobs_admitted_again_from_a_journal_coalesce_nothing_and_are_not_coalesced_away() {
+    // An earlier server without coalescing answered three jobs of one key `queued`; this one
+    // coalesces. Admitted again, each keeps its promised run: none replaces another, and a
+    // new job replaces none of them (it joins the lane behind them).
+    let mut s = with(
+        1,
+        10,
+        Policy {
+            cancel_in_progress: true,
+            ..coalescing()
+        },
+    );
+    let _ = s.admit(job(9, "busy", 0), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(9));
+    for seq in 1..=3 {
+        match s.offer_again(job(seq, "q", 0), ms(1)) {
+            Offer::Queued {
+                replaced, cancel, ..
+            } => assert!(replaced.is_none() && cancel.is_none(), "seq {seq}"),
+            other => panic!("seq {seq}: {other:?}"),
+        }
+    }
+    match s.offer(job(4, "q", 0), false, ms(2)) {
+        Offer::Queued { replaced, .. } => assert!(replaced.is_none(), "{replaced:?}"),
+        other => panic!("{other:?}"),
+    }
+    // A fifth coalesces the fourth (fresh, not promised) away, as this server's policy says.
+    match s.offer(job(5, "q", 0), false, ms(3)) {
+        Offer::Queued { replaced, .. } => {
+            assert_eq!(replaced.map(|account| account.seq), Some(4));
+        }
+        other => panic!("{other:?}"),
+    }
+    let _ = s.release(9);
+    let mut order = Vec::new();
+    while let Some(start) = s.take(ms(4)) {
+        order.push(start.seq);
+        let _ = s.release(start.seq);
+    }
+    assert_eq!(order, [1, 2, 3, 5]);
+}
