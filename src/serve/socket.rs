@@ -105,8 +105,10 @@ pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(3);
 /// listening socket outlives its server in any process that holds a copy of it (a child of a
 /// server killed with `kill -9`, between its `clone` and its `exec`), and such a socket takes
 /// connections nobody will accept. So a `status` request is sent and an answer line awaited,
-/// for at most [`ANSWER_TIMEOUT`]: an answer is a live server; end of file, a reset or another
-/// error is a socket left behind (replaced by [`bind`]); silence is refused too.
+/// for at most [`ANSWER_TIMEOUT`]: an answer is a live server, anything else written back a
+/// live process of another kind (also when it closed before the request reached it); end of
+/// file or a reset with nothing written is a socket left behind (replaced by [`bind`]); silence
+/// is refused too.
 ///
 /// # Errors
 /// A server already listens there; a process accepts connections there but does not answer
@@ -184,20 +186,24 @@ fn probe(stream: &UnixStream) -> Probe {
             Ok(sent) => request = &request[sent..],
             Err(nix::errno::Errno::EINTR) => {}
             Err(err) if silent(&err.into()) => return Probe::Silent,
-            Err(_) => return Probe::Gone,
+            // The peer closed its end: what it wrote before is still to be read (a process
+            // that answers at once and closes, before the request reached it).
+            Err(_) => break,
         }
     }
     let mut answer = Vec::new();
     let mut reader = io::BufReader::new(stream).take(ENOUGH);
-    match reader.read_until(b'\n', &mut answer) {
-        Ok(_) if answer.last() == Some(&b'\n') || answer.len() as u64 == ENOUGH => {
-            if answer.starts_with(b"{\"v\":") {
-                Probe::Answered
-            } else {
-                Probe::Other
-            }
-        }
-        // End of file, on a line begun or not: the peer is gone.
+    let read = reader.read_until(b'\n', &mut answer);
+    if !answer.is_empty() {
+        // Whatever it wrote, whole line or not: a process answers there.
+        return if answer.starts_with(b"{\"v\":") {
+            Probe::Answered
+        } else {
+            Probe::Other
+        };
+    }
+    match read {
+        // End of file with nothing written: the peer is gone.
         Ok(_) => Probe::Gone,
         Err(err) if silent(&err) => Probe::Silent,
         Err(_) => Probe::Gone,
@@ -270,4 +276,28 @@ pub(crate) fn check_peer(stream: &impl std::os::fd::AsFd) -> Result<(), String> 
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_that_answered_and_closed_before_the_request_came_is_no_socket_left_behind() {
+        use std::io::Write as _;
+        // The peer writes its own answer and closes before reading anything: sending the
+        // request fails (EPIPE), and its answer is still there to be read.
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        theirs.write_all(b"HTTP/1.0 400 Bad\r\n\r\n").unwrap();
+        drop(theirs);
+        assert_eq!(probe(&ours), Probe::Other);
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        theirs.write_all(b"{\"v\":1,\"answer\":\"status\"").unwrap();
+        drop(theirs);
+        assert_eq!(probe(&ours), Probe::Answered);
+        // Nothing written before the close: nobody answers there.
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        drop(theirs);
+        assert_eq!(probe(&ours), Probe::Gone);
+    }
 }
