@@ -21,10 +21,11 @@ if [ -z "$service" ]; then
   printf 'Status: 400 Bad Request\r\nContent-Type: text/plain\r\n\r\nservice=NAME expected\n'
   exit 0
 fi
-answer=$("$LANES" submit --json "deploy-$service" -- "${DEPLOY:-./deploy.sh}" "$service")
+# A server that does not answer (stopped) is not waited for longer than the web server would.
+answer=$(timeout 10 "$LANES" submit --json "deploy-$service" -- "${DEPLOY:-./deploy.sh}" "$service")
 case $? in
   0 | 10 | 11) printf 'Status: 202 Accepted\r\n' ;;     # started, queued, coalesced
   12 | 13) printf 'Status: 503 Service Unavailable\r\n' ;; # rejected (queue full), closed
-  *) printf 'Status: 500 Internal Server Error\r\n' ;;  # failed to start (1), no server (2)
+  *) printf 'Status: 500 Internal Server Error\r\n' ;;  # failed to start (1), no server (2), no answer (124)
 esac
 printf 'Content-Type: application/json\r\n\r\n%s\n' "$answer"
