@@ -575,6 +575,17 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
     use std::os::unix::fs::FileTypeExt as _;
     let meta = std::fs::metadata(path);
     if meta.as_ref().is_ok_and(|meta| meta.file_type().is_fifo()) {
+        if let Some(opened) = open_fifo_with_a_reader(path) {
+            return Ok(opened);
+        }
+        // Said, so that a wait for a reader that never comes is no silent hang.
+        let _ = std::io::Write::write_fmt(
+            &mut std::io::stderr(),
+            format_args!(
+                "lanes: waiting for a reader of the FIFO {} (a stop signal ends lanes)\n",
+                path.display()
+            ),
+        );
         crate::shell::signal::unblock_handled();
         crate::shell::signal::release_watched(nix::sys::signal::Signal::SIGTSTP);
         let opened = File::create(path);
@@ -594,6 +605,39 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
     check_unclaimed(&file, path, nix::libc::LOCK_EX)?;
     file.set_len(0)?;
     Ok(file)
+}
+
+/// Opens the FIFO at `path` for writing if a reader has it open within a second (polled
+/// without blocking: with no reader, a non-blocking open fails with ENXIO, fifo(7)); `None`
+/// when none has, or on another error (the blocking open that follows says what).
+fn open_fifo_with_a_reader(path: &std::path::Path) -> Option<File> {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(path)
+        {
+            Ok(file) => {
+                // Written by a thread that blocks while the reader reads slowly.
+                let flags =
+                    nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).ok()?;
+                let blocking =
+                    nix::fcntl::OFlag::from_bits_truncate(flags) - nix::fcntl::OFlag::O_NONBLOCK;
+                nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(blocking))
+                    .ok()?;
+                return Some(file);
+            }
+            Err(err) if err.raw_os_error() == Some(nix::libc::ENXIO) => {}
+            Err(_) => return None,
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Writes `text` to stdout; a closed stdout (`lanes locks DIR | head -1`) is no error.

@@ -299,6 +299,30 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     end
 }
 
+/// How long lanes waits, its jobs over, for a reader of its files before it says so.
+const READER_NOTICE: Duration = Duration::from_secs(2);
+
+/// `work`, saying on stderr, once it has taken [`READER_NOTICE`], that lanes waits for the
+/// reader of `what`: a reader that holds a FIFO open and never reads would otherwise look like
+/// a hang.
+async fn saying_if_slow<F: std::future::Future>(
+    work: F,
+    stderr: crate::output::sink::SinkTx,
+    what: &str,
+) -> F::Output {
+    tokio::pin!(work);
+    tokio::select! {
+        done = &mut work => return done,
+        () = tokio::time::sleep(READER_NOTICE) => {}
+    }
+    let notice = format!(
+        "lanes: every job has ended; waiting for the reader of {what} to read it (a stop \
+         signal gives up on it)\n"
+    );
+    let _ = stderr.send(notice.into_bytes()).await;
+    work.await
+}
+
 /// What became of a job offered ([`Driver::admit_job`]).
 enum Admitted {
     /// `--resume` skipped it; it has its record.
@@ -1183,7 +1207,12 @@ impl Driver {
         // reads slowly is waited for as lanes' stdout is; one given up on leaves its file
         // incomplete.
         let junit = until_stopped(self.ledger.write_junit(), &mut forced, signals).await;
-        let written = until_stopped(self.ledger.written(), &mut forced, signals).await;
+        let written = saying_if_slow(
+            self.ledger.written(),
+            self.launcher.stderr().clone(),
+            "the report, events or JUnit file",
+        );
+        let written = until_stopped(written, &mut forced, signals).await;
         // `--coordinate-records`: a database that does not answer is given up on after each
         // record's tries; a second stop signal gives up at once.
         let fleet_written = until_stopped(self.ledger.fleet_written(), &mut forced, signals).await;

@@ -580,3 +580,66 @@ fn outputs_that_are_one_file_through_a_link_to_a_file_not_made_yet_are_refused()
     );
     assert!(!scratch.exists("r.jsonl"), "nothing is made");
 }
+
+#[test]
+fn a_report_fifo_without_a_reader_or_a_reader_that_does_not_read_is_said_not_silent() {
+    // At the start: no reader has the FIFO open, and lanes says it waits for one.
+    let scratch = Scratch::new();
+    let fifo = scratch.join("report.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let said = |what: &str| {
+        let what = what.to_owned();
+        let err = scratch.join("err");
+        move || fs::read_to_string(&err).unwrap_or_default().contains(&what)
+    };
+    let running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("exec 2>\"$D/err\"")
+        .arg("--report")
+        .arg(&fifo)
+        .stdin("a\ttrue\n")
+        .spawn();
+    assert!(
+        wait_until(
+            Duration::from_secs(10),
+            said("lanes: waiting for a reader of the FIFO")
+        ),
+        "{}",
+        fs::read_to_string(scratch.join("err")).unwrap_or_default()
+    );
+    let text = fs::read_to_string(&fifo).unwrap();
+    running.wait().code(0);
+    assert_eq!(Report::must_parse(&text).jobs.len(), 1);
+    // At the end: the reader has it open and reads nothing; every job has ended, and lanes
+    // says what it waits for.
+    let scratch = Scratch::new();
+    let reader = StalledReader::new(&scratch.join("report.fifo"));
+    let running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("exec 2>\"$D/err\"")
+        .arg("--report")
+        .arg(scratch.join("report.fifo"))
+        .stdin(slow_job_then_fillers("true"))
+        .spawn();
+    let said = |what: &str| {
+        let what = what.to_owned();
+        let err = scratch.join("err");
+        move || fs::read_to_string(&err).unwrap_or_default().contains(&what)
+    };
+    assert!(
+        wait_until(
+            Duration::from_secs(10),
+            said("every job has ended; waiting for the reader of")
+        ),
+        "{}",
+        fs::read_to_string(scratch.join("err")).unwrap_or_default()
+    );
+    let text = reader.read_all();
+    running.wait().code(0);
+    assert_eq!(Report::must_parse(&text).jobs.len(), 41);
+    assert!(!fs::read_to_string(scratch.join("err"))
+        .unwrap()
+        .contains("waiting for a reader of the FIFO"));
+}
