@@ -956,8 +956,15 @@ fn a_superseded_waiting_job_keeps_its_wait() {
 fn a_retry_whose_delay_ran_out_with_slots_free_never_waited_for_the_cap() {
     // Four keys, each failing once, at -j 8: the cap is never reached. lanes wakes for each
     // delay's end a little after it; that moment is the delay's, not the cap's.
+    four_keys_each_failing_once_wait_only_for_their_delay(&[]);
+}
+
+/// Four keys, each failing once, at -j 8 with `extra` flags: each retry waits for its delay
+/// only, whatever moment lanes wakes for the delay's end.
+fn four_keys_each_failing_once_wait_only_for_their_delay(extra: &[&str]) {
     let out = Run::new()
         .args(["-j", "8", "--retries", "1", "--retry-delay", "150ms"])
+        .args(extra)
         .stdin("a\texit 1\nb\texit 1\nc\texit 1\nd\texit 1\n")
         .run();
     out.code(1);
@@ -973,18 +980,12 @@ fn a_retry_whose_delay_ran_out_with_slots_free_never_waited_for_the_cap() {
 fn in_a_run_with_resources_a_retry_whose_delay_ran_out_with_its_needs_free_never_waited_for_the_cap(
 ) {
     // The same with named resources: each key needs one of four GPUs, never short.
-    let out = Run::new()
-        .args(["-j", "8", "--retries", "1", "--retry-delay", "150ms"])
-        .args(["--resource", "gpu=0,1,2,3", "--needs", "gpu=1"])
-        .stdin("a\texit 1\nb\texit 1\nc\texit 1\nd\texit 1\n")
-        .run();
-    out.code(1);
-    for seq in 1..=4 {
-        let job = out.job(seq);
-        assert_eq!(job.attempts, 2, "{}", out.dump());
-        let causes: Vec<&str> = job.waits.iter().map(|w| w.cause.as_str()).collect();
-        assert_eq!(causes, ["retry_delay"], "seq {seq}: {}", out.dump());
-    }
+    four_keys_each_failing_once_wait_only_for_their_delay(&[
+        "--resource",
+        "gpu=0,1,2,3",
+        "--needs",
+        "gpu=1",
+    ]);
 }
 
 #[test]

@@ -175,22 +175,19 @@ fn a_delay_that_ran_out_while_other_jobs_ended_with_slots_free_never_waited_for_
     assert_eq!(accounts[0].waits, [span(WaitCause::RetryDelay, 10, 115)]);
 }
 
-fn one_gpu(s: &mut Scheduler) {
-    s.set_resources(vec![Resource {
-        name: Arc::from("gpu"),
-        stock: Stock::Units(vec![Arc::from("0")]),
-    }]);
-}
-
-#[test]
-fn in_a_run_with_resources_a_delay_that_ran_out_with_what_it_needs_free_never_waited_for_the_cap() {
+/// Cap 4, one GPU, a retry with a 100 ms delay: job 1 (key a) took the GPU at 0 and failed at
+/// 10, its retry held until 110.
+fn a_gpu_job_failed_once() -> Scheduler {
     let policy = Policy {
         retries: 1,
         retry_delay: ms(100),
         ..Policy::default()
     };
     let mut s = scheduler(4, policy);
-    one_gpu(&mut s);
+    s.set_resources(vec![Resource {
+        name: Arc::from("gpu"),
+        stock: Stock::Units(vec![Arc::from("0")]),
+    }]);
     let _ = s.admit(needing(1, "a", 1, 1), ms(0));
     assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
     assert!(
@@ -198,6 +195,12 @@ fn in_a_run_with_resources_a_delay_that_ran_out_with_what_it_needs_free_never_wa
             .expect("in flight")
             .retry
     );
+    s
+}
+
+#[test]
+fn in_a_run_with_resources_a_delay_that_ran_out_with_what_it_needs_free_never_waited_for_the_cap() {
+    let mut s = a_gpu_job_failed_once();
     let _ = changes(&mut s);
     // The delay is over at 110; the shell comes to it at 113, the GPU and slots free all
     // along: only the delay held it, until it started.
@@ -210,20 +213,7 @@ fn in_a_run_with_resources_a_delay_that_ran_out_with_what_it_needs_free_never_wa
 
 #[test]
 fn in_a_run_with_resources_a_delay_that_ran_out_with_the_resource_held_waits_for_it_from_its_end() {
-    let policy = Policy {
-        retries: 1,
-        retry_delay: ms(100),
-        ..Policy::default()
-    };
-    let mut s = scheduler(4, policy);
-    one_gpu(&mut s);
-    let _ = s.admit(needing(1, "a", 1, 1), ms(0));
-    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
-    assert!(
-        s.finish(1, exited(1, ms(10)), ms(10))
-            .expect("in flight")
-            .retry
-    );
+    let mut s = a_gpu_job_failed_once();
     // b takes the GPU during a's delay and holds it past its end.
     let _ = s.admit(needing(2, "b", 1, 1), ms(20));
     assert_eq!(s.take(ms(20)).map(|st| st.seq), Some(2));
@@ -242,20 +232,7 @@ fn in_a_run_with_resources_a_delay_that_ran_out_with_the_resource_held_waits_for
 
 #[test]
 fn in_a_run_with_resources_a_delay_that_ran_out_before_the_resource_was_freed_waited_for_it() {
-    let policy = Policy {
-        retries: 1,
-        retry_delay: ms(100),
-        ..Policy::default()
-    };
-    let mut s = scheduler(4, policy);
-    one_gpu(&mut s);
-    let _ = s.admit(needing(1, "a", 1, 1), ms(0));
-    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
-    assert!(
-        s.finish(1, exited(1, ms(10)), ms(10))
-            .expect("in flight")
-            .retry
-    );
+    let mut s = a_gpu_job_failed_once();
     let _ = s.admit(needing(2, "b", 1, 1), ms(20));
     assert_eq!(s.take(ms(20)).map(|st| st.seq), Some(2));
     let _ = changes(&mut s);
