@@ -957,7 +957,10 @@ impl Driver {
         match acquired {
             Acquired::Granted(key, grant) => {
                 self.asked_holders.remove(&key);
-                if self.core.host_key_acquired(&key, self.tick()) {
+                let now = self.tick();
+                // The job the grant frees to go waited for nothing but lanes from now on.
+                self.decided_at = Some(now);
+                if self.core.host_key_acquired(&key, now) {
                     self.grants.insert(key, grant);
                 }
             }

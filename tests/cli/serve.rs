@@ -3248,3 +3248,25 @@ fn jobs_a_killed_server_answered_queued_all_run_under_a_next_server_that_coalesc
         .iter()
         .all(|job| job.reason.as_deref() != Some("superseded")));
 }
+
+#[test]
+fn submissions_under_a_cap_never_reached_never_waited_for_the_cap() {
+    // 60 keys submitted in one batch, -j 100: each job starts as the server takes it in; the
+    // time the server spends starting the others is no wait for the cap.
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "100"]);
+    let lines: String = (1..=60).map(|i| format!("k{i}\ttrue\n")).collect();
+    let submitted = client_at(&server.socket, "submit", &[], Some(&lines));
+    assert_eq!(submitted.stdout.lines().count(), 60, "{}", submitted.stderr);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, report) = server.end();
+    assert_eq!(report.jobs.len(), 60);
+    for job in &report.jobs {
+        assert!(
+            job.waits.iter().all(|w| w.cause != "cap"),
+            "seq {}: {:?}",
+            job.seq,
+            job.waits
+        );
+    }
+}

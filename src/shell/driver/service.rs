@@ -504,6 +504,8 @@ impl Driver {
         };
         self.received += 1;
         let now = self.tick();
+        // A job this submission frees to go waited for nothing but lanes from now on.
+        self.decided_at = Some(now);
         if let Some(message) = over_limit(&spec.key, &spec.command) {
             if let Some(service) = self.service.as_mut() {
                 service.journal.numbered(seq);
