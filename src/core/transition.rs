@@ -212,7 +212,11 @@ impl Scheduler {
         // as much as a running one; the newer job supersedes it, and it keeps its tries.
         let mut retries_superseded = Vec::new();
         let mut rejoin = false;
-        let retrying = lane.waiting.iter().take_while(|w| w.attempts > 0).count();
+        let retrying = lane
+            .waiting
+            .iter()
+            .take_while(|w| w.attempts > 0 && !w.promised)
+            .count();
         if self.policy.cancel_in_progress && bounded && !lane.busy && retrying > 0 {
             if let Some(until) = lane.held_until.take() {
                 // Held out of the ready line until its delay ends: the newer job joins it.
@@ -277,15 +281,20 @@ impl Scheduler {
         );
         // A running batch is as many jobs ahead as it has members.
         let ahead = position + lane.in_flight(&self.running);
+        // A running job admitted again from a journal is as promised as a waiting one: no
+        // newer job supersedes it.
         let cancel = if self.policy.cancel_in_progress && bounded && lane.busy && !lane.cancelling {
-            lane.cancelling = true;
-            self.running
+            let superseded = self
+                .running
                 .iter_mut()
                 .find(|(_, run)| run.key == job.key)
+                .filter(|(_, run)| !run.batch.iter().any(|w| w.promised))
                 .map(|(&seq, run)| {
                     run.superseded_by = Some(job.seq);
                     seq
-                })
+                });
+            lane.cancelling = superseded.is_some();
+            superseded
         } else {
             None
         };

@@ -1102,3 +1102,36 @@ fn jobs_admitted_again_from_a_journal_coalesce_nothing_and_are_not_coalesced_awa
     }
     assert_eq!(order, [1, 2, 3, 5]);
 }
+
+#[test]
+fn a_running_or_retrying_job_admitted_again_from_a_journal_is_superseded_by_no_newer_job() {
+    // Under --cancel-in-progress a newer job supersedes the key's running job, or one waiting
+    // for its retry; not one an earlier server promised its run.
+    let mut s = with(
+        1,
+        10,
+        Policy {
+            retries: 1,
+            retry_delay: Duration::from_secs(60),
+            ..cancelling()
+        },
+    );
+    let _ = s.offer_again(job(1, "q", 0), ms(0));
+    let _ = s.offer_again(job(2, "q", 0), ms(0));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    match s.offer(job(3, "q", 0), false, ms(1)) {
+        Offer::Queued { cancel, .. } => assert_eq!(cancel, None),
+        other => panic!("{other:?}"),
+    }
+    // 1 fails: it waits for its retry, ahead of 2 and 3; a newer job does not supersede it.
+    assert!(matches!(fail(&mut s, 1, ms(2)), Released::Retry { .. }));
+    match s.offer(job(4, "q", 0), false, ms(3)) {
+        Offer::Queued {
+            cancel, retries, ..
+        } => {
+            assert_eq!(cancel, None);
+            assert!(retries.is_empty(), "{retries:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
