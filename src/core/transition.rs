@@ -720,6 +720,34 @@ impl Scheduler {
         }
     }
 
+    /// `--batch-delay`: the ready keys whose partial batch has waited out its delay by `now`
+    /// while still told `batch_delay` have their waits decided again, so that what holds them
+    /// from then (the cap) is told when the core is woken for it ([`Scheduler::next_deadline`]),
+    /// not at the batch's start.
+    fn end_batch_delays(&mut self, now: Tick) {
+        if self.policy.batch_delay.is_zero() || self.wait_changes.is_none() {
+            return;
+        }
+        let due: Vec<Arc<str>> = self
+            .ready
+            .iter()
+            .filter(|key| {
+                self.lanes.get(*key).is_some_and(|lane| {
+                    lane.waiting
+                        .front()
+                        .is_some_and(|w| w.wait.cause() == Some(&super::WaitCause::BatchDelay))
+                        && self
+                            .batch_ready_at(&lane.waiting)
+                            .is_none_or(|at| at <= now)
+                })
+            })
+            .cloned()
+            .collect();
+        for key in due {
+            self.refresh_waits(&key, Touched::Front, now);
+        }
+    }
+
     /// Takes run `seq` out of flight: its turn deadline and slot go, its lane is idle again.
     /// Returns the run and whether a newer job of its key had asked it to stop
     /// (`--cancel-in-progress`).
@@ -800,6 +828,7 @@ impl Scheduler {
     pub fn expire(&mut self, now: Tick) -> Vec<Expired> {
         self.clock = self.clock.max(now);
         self.rejoin_held(now);
+        self.end_batch_delays(now);
         let mut expired = Vec::new();
         while let Some(&(at, seq)) = self.deadlines.first() {
             if at > now {

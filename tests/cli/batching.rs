@@ -752,3 +752,38 @@ fn a_batch_delay_is_not_waited_out_while_the_queue_is_full() {
         assert!(scratch.exists(a), "{a}");
     }
 }
+
+#[test]
+fn a_batch_whose_delay_ran_out_with_the_slot_taken_is_told_waiting_for_the_cap_at_once() {
+    // -j 1: a's batch runs until the test lets it go; b's partial batch waits out its 100 ms
+    // delay, then for the cap. The `waiting` event saying so comes while a still runs (it
+    // came only just before b's start, back-dated).
+    let scratch = Scratch::new();
+    let events = scratch.join("events.jsonl");
+    let report = scratch.join("report.jsonl");
+    let mut running = run_to(&scratch, &report)
+        .args(["-j", "1", "--batch-size", "3", "--batch-delay", "100ms"])
+        .arg("--events")
+        .arg(&events)
+        .args([
+            "--command",
+            "until [ -e \"$D/go\" ]; do sleep 0.02; done; echo {}",
+        ])
+        .stdin_piped()
+        .spawn();
+    running.stdin().write_all(b"a\tx1\nb\ty1\n").unwrap();
+    let told = wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .any(|line| line.contains("\"seq\":2") && line.contains("\"cause\":\"cap\""))
+    });
+    scratch.write("go", "");
+    running.close_stdin();
+    running.wait().code(0);
+    assert!(told, "{}", std::fs::read_to_string(&events).unwrap());
+    let records = Records::read(&report);
+    let b = records.job(2);
+    let causes: Vec<&str> = b.waits.iter().map(|w| w.cause.as_str()).collect();
+    assert_eq!(causes, ["batch_delay", "cap"], "{b:?}");
+}

@@ -272,6 +272,35 @@ fn a_partial_batch_found_ready_late_waited_for_its_delay_not_the_cap() {
 }
 
 #[test]
+fn a_partial_batch_whose_delay_ran_out_with_the_slot_taken_says_cap_when_woken_for_it() {
+    // Cap 1, held by x's batch; partial batches of keys a and b wait out their 100 ms delay. The core asks to
+    // be woken at its end (next_deadline); woken then, it tells the batch's wait for the cap
+    // at once, not at the batch's start a job-length later.
+    let policy = Policy {
+        batch_size: 3,
+        batch_delay: ms(100),
+        ..Policy::default()
+    };
+    let mut s = scheduler(1, policy);
+    for seq in 7..=9 {
+        let _ = s.admit(job(seq, "x", 0), ms(0));
+    }
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "b", 0), ms(0));
+    // x's batch is full: it goes at once.
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(7));
+    let _ = changes(&mut s);
+    assert_eq!(s.next_deadline(), Some(ms(100)));
+    assert!(s.expire(ms(101)).is_empty());
+    assert_eq!(s.take(ms(101)), None);
+    assert_eq!(
+        changes(&mut s),
+        [(1, WaitCause::Cap, 100), (2, WaitCause::Cap, 100)]
+    );
+    assert_eq!(s.next_deadline(), None);
+}
+
+#[test]
 fn a_partial_batch_waits_out_its_delay_and_a_full_one_does_not() {
     let policy = Policy {
         batch_size: 3,
