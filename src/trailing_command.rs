@@ -259,6 +259,16 @@ pub(crate) fn split(
                  each input line"
             ));
         }
+        if let Some(interpreter) = is_file.then(|| script_interpreter(path)).flatten() {
+            let after: String = words
+                .map(|word| format!(" {}", word.to_string_lossy()))
+                .collect();
+            return Err(format!(
+                "`{text}` is a script (`{interpreter}`), not a file of jobs: to run it for each \
+                 input line, write `lanes [OPTIONS] -- {text}{after}`; to read its lines as \
+                 KEY<TAB>COMMAND jobs all the same, give it on stdin (`lanes < {text}`)"
+            ));
+        }
         if is_file {
             invocation.options.push(word.clone());
             file = Some(word);
@@ -318,6 +328,22 @@ pub(crate) fn split(
     invocation.after_dashes = forced;
     invocation.arguments = arguments;
     Ok(invocation)
+}
+
+/// The `#!` line of the regular file at `path` when it starts with one that does not name
+/// lanes (a job file may start `#!/usr/bin/env lanes`: `#` lines are comments): a script
+/// given where xargs takes its command, not a file of jobs.
+fn script_interpreter(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut head = Vec::with_capacity(256);
+    file.take(256).read_to_end(&mut head).ok()?;
+    let line = head.split(|&b| b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line).trim_end().to_owned();
+    (line.starts_with("#!") && !line.contains("lanes")).then_some(line)
 }
 
 /// Whether `name` (no `/` in it) is an executable file in a directory of `path` (`PATH`):

@@ -87,7 +87,7 @@ fn after_a_double_dash_an_existing_file_is_the_command() {
         .run();
     out.code(0);
     assert_eq!(scratch.read("out"), "ran x y\n");
-    // Without `--` the file is a file of jobs, and a word after it is explained.
+    // Without `--` a script is no file of jobs: the message gives the command's form.
     let out = Run::new()
         .cwd(scratch.path())
         .no_report()
@@ -663,4 +663,30 @@ fn a_negative_number_is_a_bad_value_of_its_option() {
         );
         assert!(!out.stderr().contains("-- "), "{}", out.stderr());
     }
+}
+
+#[test]
+fn a_script_given_where_xargs_takes_its_command_is_refused_with_both_forms() {
+    // `ls | lanes ./proc.sh` (the xargs habit): the script is no file of jobs.
+    let scratch = Scratch::new();
+    scratch.write("proc.sh", "#!/bin/sh\n# one file\necho \"got $1\"\n");
+    let out = Run::new()
+        .no_report()
+        .cwd(scratch.path())
+        .arg("./proc.sh")
+        .stdin("f1\nf2\n")
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("`./proc.sh` is a script (`#!/bin/sh`), not a file of jobs")
+            && out.stderr().contains("lanes [OPTIONS] -- ./proc.sh"),
+        "{}",
+        out.dump()
+    );
+    // A file of jobs that runs itself through lanes is one.
+    scratch.write("jobs", "#!/usr/bin/env lanes\na\techo ran\n");
+    let out = Run::new().cwd(scratch.path()).arg("./jobs").run();
+    out.code(0);
+    assert_eq!(out.stdout(), "[a] ran\n");
 }
