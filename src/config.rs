@@ -424,7 +424,7 @@ impl RunConfig {
             // Without --colsep `{1}` is the whole argument and every later column empty.
             let named = [
                 (
-                    "--command",
+                    template_origin,
                     template.as_ref().map_or(0, Template::largest_column),
                 ),
                 (

@@ -70,6 +70,9 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
             let unknown = err.kind() == clap::error::ErrorKind::UnknownArgument;
             if unknown {
                 let _ = err.print();
+                if let Some(hint) = xargs_hint(&invocation.options) {
+                    eprintln!("{hint}");
+                }
                 eprintln!("{UNKNOWN_ARGUMENT_HINT}");
                 std::process::exit(i32::from(crate::exit::USAGE));
             }
@@ -182,6 +185,30 @@ fn task_command(name: &str) -> Option<clap::Command> {
 /// Printed after clap's "unexpected argument" error.
 const UNKNOWN_ARGUMENT_HINT: &str = "hint: to run a command for each input line, put it after \
 the options: `lanes [OPTIONS] -- COMMAND [ARGS...]`; its own options then belong to it";
+
+/// What an xargs or GNU parallel option lanes does not take is here, for the first such
+/// option in `options`.
+fn xargs_hint(options: &[OsString]) -> Option<&'static str> {
+    options.iter().skip(1).find_map(|option| {
+        let option = option.to_str()?;
+        let name = option.split('=').next()?;
+        Some(match name {
+            "-P" | "--max-procs" => "hint: xargs' `-P N` is `-j N` here",
+            "-n" | "--max-args" | "-L" | "--max-lines" => {
+                "hint: one argument per job is what lanes does (xargs' `-n 1`); \
+                 `--batch-size N` runs up to N of a key's arguments as one job"
+            }
+            "-I" | "-i" | "--replace" => {
+                "hint: the argument is `{}` in the command (xargs' `-I {}`), appended when the \
+                 command has none"
+            }
+            _ if option.starts_with("-P") && option[2..].bytes().all(|b| b.is_ascii_digit()) => {
+                "hint: xargs' `-P N` is `-j N` here"
+            }
+            _ => return None,
+        })
+    })
+}
 
 /// Splits `argv` (program name first). `exists` tells whether a path names a file.
 ///
@@ -310,11 +337,15 @@ pub(crate) fn split(
         command_words.push(word);
     }
     if forced && command_words.is_empty() {
-        return Err(
+        return Err(if arguments.is_some() {
+            "no command between `--` and `:::`: give the command to run for each argument \
+             there (`lanes [OPTIONS] -- COMMAND [ARGS...] ::: ARG...`), or leave `--` out to \
+             run each argument as a command (`lanes ::: 'echo a' 'echo b'`)"
+        } else {
             "nothing after `--`: give the command to run for each input line \
-                    (`lanes [OPTIONS] -- COMMAND [ARGS...]`)"
-                .to_owned(),
-        );
+             (`lanes [OPTIONS] -- COMMAND [ARGS...]`)"
+        }
+        .to_owned());
     }
     if let (Some(file), false) = (&file, command_words.is_empty()) {
         return Err(format!(

@@ -208,6 +208,30 @@ fn a_template_whose_end_would_take_in_the_appended_argument_is_refused_before_an
 }
 
 #[test]
+fn xargs_and_parallel_habits_are_usage_errors_that_say_what_is_meant_here() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["-P", "4", "echo", ":::", "a"],
+            "xargs' `-P N` is `-j N` here",
+        ),
+        (
+            &["-n", "1", "echo", ":::", "a"],
+            "one argument per job is what lanes does",
+        ),
+        (&["--", ":::", "a"], "no command between `--` and `:::`"),
+        (
+            &["echo", "{2}", ":::", "a"],
+            "the trailing command names column {2}, but there is no --colsep",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = Run::new().no_report().args(args.iter().copied()).run();
+        out.code(2);
+        assert!(out.stderr().contains(said), "{args:?}: {}", out.dump());
+    }
+}
+
+#[test]
 fn mistakes_are_usage_errors_with_a_hint() {
     let out = Run::new().no_report().args(["-j", "2", "--bogus"]).run();
     out.code(2);
