@@ -33,6 +33,8 @@ struct EventLine {
     retry: Option<bool>,
     #[serde(default)]
     outcome: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
 }
 
 /// A job with no record: what its events tell of it.
@@ -57,6 +59,8 @@ pub(crate) struct InFlightJob {
     pub ended_at: Option<u64>,
     /// The outcome its `ended` event told (`failed`, …), when it has ended.
     pub outcome: Option<String>,
+    /// The reason its `ended` event told (`timeout`, `shutdown`, …).
+    pub reason: Option<String>,
     /// Its tries before the current one, each retried: (start, end, slot, attempt), ms from
     /// the run's start.
     pub earlier: Vec<(u64, u64, Option<u32>, u32)>,
@@ -73,6 +77,7 @@ impl InFlightJob {
                 (None, Some(_)) => "running",
                 (None, None) => "waiting",
             },
+            "reason": self.reason,
             "attempts": self.attempt,
             "slot": self.slot,
             "note": "no record yet: read from the events file",
@@ -279,6 +284,7 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                         attempt: 0,
                         ended_at: None,
                         outcome: None,
+                        reason: None,
                         earlier: Vec::new(),
                     },
                 );
@@ -319,6 +325,7 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
                 } else if let Some(job) = open.get_mut(&event.seq) {
                     job.ended_at = Some(rel);
                     job.outcome = event.outcome.clone();
+                    job.reason = event.reason.clone();
                 }
             }
             _ => {}

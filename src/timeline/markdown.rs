@@ -114,14 +114,14 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
     let outcomes: Vec<String> = f.outcomes.iter().map(|(o, n)| format!("{n} {o}")).collect();
     writeln!(
         out,
-        "{} jobs{} over {} keys; wall time {}; utilisation {:.0}% of `{}`{}.\n",
-        f.jobs,
+        "{}{} over {}; wall time {}; utilisation {:.0}% of `{}`{}.\n",
+        crate::plural::plural(f.jobs, "job"),
         if outcomes.is_empty() {
             String::new()
         } else {
             format!(" ({})", outcomes.join(", "))
         },
-        f.keys,
+        crate::plural::plural(f.keys, "key"),
         duration(f.wall_ms),
         f.utilisation * 100.0,
         f.cap_text(),

@@ -639,13 +639,21 @@ fn detail(
         for job in &in_flight.jobs {
             let row = row_of[&Some(job.key.clone())];
             let index = records.len() as u32;
+            // Ended while it waited for a retry: its last try was its last, and the wait after
+            // it is drawn no more than its record would tell it.
+            let ended_waiting = job.ended_at.is_some() && job.started_at.is_none();
+            let waits: &[(usize, u64)] = if ended_waiting && !job.earlier.is_empty() {
+                &[]
+            } else {
+                &job.waits
+            };
             let mut at = job.queued_at;
-            for (i, (cause, since)) in job.waits.iter().enumerate() {
-                let until = job
-                    .waits
+            for (i, (cause, since)) in waits.iter().enumerate() {
+                let until = waits
                     .get(i + 1)
                     .map(|w| w.1)
                     .or(job.started_at)
+                    .or(job.ended_at)
                     .unwrap_or(now);
                 if until > *since {
                     bars.push((row, *since, until, 1, *cause as u8, index, 0));
@@ -655,7 +663,9 @@ fn detail(
             let _ = at;
             // Its earlier tries, each retried (drawn as a record's retried tries are).
             let retried = outcome_index("failed") as u8 + 10;
-            for &(start, end, slot, attempt) in &job.earlier {
+            for (i, &(start, end, slot, attempt)) in job.earlier.iter().enumerate() {
+                let last = ended_waiting && i + 1 == job.earlier.len();
+                let retried = if last { retried - 10 } else { retried };
                 bars.push((row, start, end, 0, retried, index, attempt));
                 if let Some(slot) = slot {
                     bars.push((slot_row[&slot], start, end, 0, retried, index, attempt));

@@ -1188,3 +1188,95 @@ fn jobs_that_ended_by_their_events_without_a_record_are_drawn_and_counted() {
     // `lint` fails twice and cannot end before three other jobs have.
     assert!(retried_seen >= 1, "a retried job without a record: {whole}");
 }
+
+/// The data a timeline page embeds.
+fn page_data(html: &str) -> Value {
+    let data = html
+        .split("id=\"timeline-data\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</script>").next())
+        .expect("the page's data");
+    serde_json::from_str(data).unwrap()
+}
+
+/// The bars of job `seq` on a detailed page: (kind, class, attempt), sorted.
+fn bars_of(data: &Value, seq: u64) -> Vec<(u64, u64, u64)> {
+    let jobs = data["body"]["jobs"].as_array().unwrap();
+    let index = jobs
+        .iter()
+        .position(|job| job["seq"] == seq)
+        .unwrap_or_else(|| panic!("seq {seq} is not on the page")) as u64;
+    let mut bars: Vec<(u64, u64, u64)> = data["body"]["bars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|bar| bar[5] == index)
+        .map(|bar| {
+            (
+                bar[3].as_u64().unwrap(),
+                bar[4].as_u64().unwrap(),
+                bar[6].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    bars.sort_unstable();
+    bars
+}
+
+#[test]
+fn a_job_stopped_while_waiting_for_its_retry_is_drawn_alike_with_and_without_its_record() {
+    // b fails and waits out a 60 s retry delay; Ctrl-C stops the run meanwhile. Drawn from its
+    // record, or from the events of a report cut before it, it is the same: one failed try,
+    // no wait after it (README: the retry delay of a job stopped while it waited one out is
+    // not drawn), and the reason its end told.
+    let scratch = Scratch::new();
+    let report = scratch.join("run.jsonl");
+    let events = scratch.join("events.jsonl");
+    let running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args([
+            "-j",
+            "2",
+            "--retries",
+            "2",
+            "--retry-delay",
+            "60s",
+            "--report",
+        ])
+        .arg(&report)
+        .arg("--events")
+        .arg(&events)
+        .stdin("a\ttouch \"$D/a\"; exec sleep 30\nb\texit 5\n")
+        .spawn();
+    scratch.wait_for("a", Duration::from_secs(10));
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .contains("\"retry\":true")
+    }));
+    running.signal(nix::sys::signal::Signal::SIGINT);
+    running.wait().code(130);
+    let whole = scratch.read("run.jsonl");
+    let cut: String = whole.lines().take(1).map(|l| format!("{l}\n")).collect();
+    let cut_path = scratch.write("cut.jsonl", cut);
+    let full_page = scratch.join("full.html");
+    draw_timeline(&report, Some(&events), &full_page).code(0);
+    let cut_page = scratch.join("cut.html");
+    draw_timeline(&cut_path, Some(&events), &cut_page).code(0);
+    let full = page_data(&scratch.read("full.html"));
+    let cut = page_data(&scratch.read("cut.html"));
+    let failed = full["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|o| o == "failed")
+        .unwrap() as u64;
+    // A try on its key's row and on its slot's row; nothing else.
+    assert_eq!(bars_of(&full, 2), [(0, failed, 1), (0, failed, 1)]);
+    assert_eq!(bars_of(&cut, 2), bars_of(&full, 2));
+    let jobs = cut["body"]["jobs"].as_array().unwrap();
+    let b = jobs.iter().find(|job| job["seq"] == 2).unwrap();
+    assert_eq!(b["outcome"], "interrupted", "{b}");
+    assert_eq!(b["reason"], "shutdown", "{b}");
+}
