@@ -229,14 +229,12 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         config.json.then(|| stdout.sender()),
     );
     if let Some(path) = &config.junit {
-        // Made now, so that a path that cannot be written fails before anything runs; a
-        // regular file is held (locked) until it is written at the end.
+        // Made now, so that a path that cannot be written fails before anything runs, and held
+        // until it is written at the end: a regular file locked, a FIFO open to the reader
+        // that came for it (opened again at the end, it would wait for another).
         let held = create_output(path)
             .with_context(|| format!("cannot create the JUnit file {}", path.display()))?;
-        let held = held
-            .metadata()
-            .is_ok_and(|meta| meta.is_file())
-            .then_some(held);
+        let held = Some(held);
         let name = format!("lanes {}", config.source.describe());
         recorder = recorder.with_junit(path.clone(), JunitReport::new(&name, origin), held);
     }

@@ -35,8 +35,8 @@ pub(crate) struct Recorder {
     any_bad: bool,
     /// The JUnit file could not be written whole.
     report_lost: bool,
-    /// With the file, when it is a regular one, held open (and so locked, see `run.rs`'s
-    /// `create_output`) until it is written.
+    /// With the file, held open since the start until it is written: a regular one locked
+    /// (see `run.rs`'s `create_output`), a FIFO or a device written through it.
     junit: Option<(PathBuf, JunitReport, Option<std::fs::File>)>,
     progress: Option<Progress>,
     /// `--coordinate-records`: job records also go to the fleet's database.
@@ -240,9 +240,18 @@ impl Recorder {
         self.report_lost = true;
         let xml = junit.to_xml();
         let written = tokio::task::spawn_blocking(move || {
-            let written = std::fs::write(&path, xml).map_err(|err| (path, err));
-            drop(held);
-            written
+            let written = match held {
+                // A FIFO or a device: written through what was opened at the start.
+                Some(mut file) if !file.metadata().is_ok_and(|meta| meta.is_file()) => {
+                    std::io::Write::write_all(&mut file, xml.as_bytes())
+                }
+                held => {
+                    let written = std::fs::write(&path, xml);
+                    drop(held);
+                    written
+                }
+            };
+            written.map_err(|err| (path, err))
         })
         .await;
         match written {

@@ -1209,7 +1209,12 @@ impl Driver {
         // exit status is decided: a file that could not be stored makes it 1. A reader that
         // reads slowly is waited for as lanes' stdout is; one given up on leaves its file
         // incomplete.
-        let junit = until_stopped(self.ledger.write_junit(), &mut forced, signals).await;
+        let junit = saying_if_slow(
+            self.ledger.write_junit(),
+            self.launcher.stderr().clone(),
+            "the JUnit file",
+        );
+        let junit = until_stopped(junit, &mut forced, signals).await;
         let written = saying_if_slow(
             self.ledger.written(),
             self.launcher.stderr().clone(),

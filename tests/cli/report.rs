@@ -643,3 +643,28 @@ fn a_report_fifo_without_a_reader_or_a_reader_that_does_not_read_is_said_not_sil
         .unwrap()
         .contains("waiting for a reader of the FIFO"));
 }
+
+#[test]
+fn a_junit_fifo_is_written_to_the_reader_that_opened_it_first() {
+    // The reader is started first, as for a report FIFO: it gets the whole XML, not an end of
+    // file at the start while lanes waits, at its end, for a second reader.
+    let scratch = Scratch::new();
+    let fifo = scratch.join("junit.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || fs::read_to_string(fifo).unwrap())
+    };
+    let out = Run::new()
+        .arg("--junit")
+        .arg(&fifo)
+        .stdin("a\techo 1\nb\texit 3\n")
+        .run();
+    out.code(1);
+    let xml = reader.join().unwrap();
+    assert!(xml.starts_with("<?xml"), "{xml:?}");
+    assert!(
+        xml.contains("<testsuites") && xml.contains("failures=\"1\""),
+        "{xml}"
+    );
+}
