@@ -134,6 +134,19 @@ impl Spool {
         self.failed.load(Ordering::Relaxed)
     }
 
+    /// A ticket that is answered (or dropped) once everything queued so far has been
+    /// written, or has failed; `None` when everything queued is written already (no writer
+    /// thread: written as it comes).
+    pub(crate) fn flush_ticket(&self) -> Option<tokio::sync::oneshot::Receiver<()>> {
+        match &self.destination {
+            Destination::Thread(tx) => {
+                let (done, answer) = tokio::sync::oneshot::channel();
+                tx.send(Message::Flush(done)).ok().map(|()| answer)
+            }
+            Destination::Direct => None,
+        }
+    }
+
     /// Resolves once everything queued so far has been written (or has failed).
     pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
         let answer = match &self.destination {

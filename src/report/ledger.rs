@@ -334,9 +334,19 @@ impl Ledger {
         self.recorder.report_failed()
     }
 
-    /// See [`super::recorder::Recorder::mark_stdout`].
-    pub(crate) fn mark_stdout(&mut self) -> Option<u64> {
-        self.recorder.mark_stdout()
+    /// See [`super::recorder::Recorder::report_mark`].
+    pub(crate) fn report_mark(&mut self) -> super::recorder::ReportMark {
+        self.recorder.report_mark()
+    }
+
+    /// See [`super::recorder::Recorder::reached`].
+    pub(crate) fn reached(&self, mark: &mut super::recorder::ReportMark) -> bool {
+        self.recorder.reached(mark)
+    }
+
+    /// See [`super::recorder::Recorder::report_file_failed`].
+    pub(crate) fn report_file_failed(&self) -> bool {
+        self.recorder.report_file_failed()
     }
 
     /// See [`super::recorder::Recorder::stdout_written_through`].

@@ -13,6 +13,21 @@ use crate::core::{Outcome, StopReason};
 use crate::output::sink::{Marks, SinkTx};
 use crate::output::spool::Spool;
 
+/// A mark behind the records queued at one moment ([`Recorder::report_mark`]).
+pub(crate) struct ReportMark {
+    /// The report file's writer answers once it has written what was queued before.
+    file: Option<tokio::sync::oneshot::Receiver<()>>,
+    /// Under `--json`: the stdout sink's mark ([`SinkTx::mark`]).
+    stdout: Option<u64>,
+}
+
+impl ReportMark {
+    /// Under `--json`: the stdout sink's mark.
+    pub(crate) fn stdout(&self) -> Option<u64> {
+        self.stdout
+    }
+}
+
 /// Where report lines go, and the running counts.
 pub(crate) struct Recorder {
     /// The report file, written by a thread of its own: a reader that reads slowly (a FIFO)
@@ -170,6 +185,39 @@ impl Recorder {
     pub(crate) fn report_failed(&self) -> bool {
         self.file.as_ref().is_some_and(Spool::failed)
             || self.stdout_marks.as_deref().is_some_and(Marks::failed)
+    }
+
+    /// A mark behind the records queued so far, in the report file and (under `--json`) on
+    /// stdout: [`Recorder::reached`] tells, without waiting, when they are all written (or
+    /// failed to be).
+    pub(crate) fn report_mark(&mut self) -> ReportMark {
+        ReportMark {
+            file: self.file.as_ref().and_then(Spool::flush_ticket),
+            stdout: self.mark_stdout(),
+        }
+    }
+
+    /// Whether the records before `mark` are all written, or failed to be (never waits).
+    pub(crate) fn reached(&self, mark: &mut ReportMark) -> bool {
+        if let Some(ticket) = &mut mark.file {
+            if matches!(
+                ticket.try_recv(),
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty)
+            ) {
+                return false;
+            }
+            mark.file = None;
+        }
+        mark.stdout.is_none_or(|n| {
+            n <= self.stdout_written_through()
+                || self.stdout_marks.as_deref().is_some_and(Marks::failed)
+        })
+    }
+
+    /// Whether a record failed to reach the report file (under `--json`, stdout's failures
+    /// are told by the marks: [`Recorder::stdout_written_through`]).
+    pub(crate) fn report_file_failed(&self) -> bool {
+        self.file.as_ref().is_some_and(Spool::failed)
     }
 
     /// Under `--json`: a mark sent to stdout behind the records queued so far, its number;

@@ -123,8 +123,17 @@ pub(crate) fn check_free(path: &Path) -> anyhow::Result<()> {
             path.display()
         );
     }
-    let Ok(stream) = UnixStream::connect(path) else {
-        return Ok(());
+    let stream = match connect_within(path, ANSWER_TIMEOUT) {
+        Ok(stream) => stream,
+        Err(nix::errno::Errno::EAGAIN) => anyhow::bail!(
+            "a process listens on {} but takes no connection within {} s (its backlog is \
+             full): refusing to replace its socket (stop that process, or give another \
+             --socket)",
+            path.display(),
+            ANSWER_TIMEOUT.as_secs()
+        ),
+        // Refused (nobody listens), or gone: a socket left behind.
+        Err(_) => return Ok(()),
     };
     match probe(&stream) {
         Probe::Answered => anyhow::bail!(
@@ -144,6 +153,39 @@ pub(crate) fn check_free(path: &Path) -> anyhow::Result<()> {
             ANSWER_TIMEOUT.as_secs()
         ),
         Probe::Gone => Ok(()),
+    }
+}
+
+/// Connects to the socket at `path` without blocking for longer than `patience`: a listener
+/// whose backlog is full makes a blocking `connect` wait until it accepts, for ever if it never
+/// does (unix(7): a non-blocking one fails with EAGAIN instead, tried again every 50 ms).
+///
+/// # Errors
+/// EAGAIN when the backlog stayed full; ECONNREFUSED when nobody listens; another error.
+fn connect_within(path: &Path, patience: Duration) -> Result<UnixStream, nix::errno::Errno> {
+    use nix::sys::socket::{connect, socket, AddressFamily, SockFlag, SockType, UnixAddr};
+    let address = UnixAddr::new(path)?;
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        let fd = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC,
+            None,
+        )?;
+        match connect(fd.as_raw_fd(), &address) {
+            Ok(()) => {
+                let stream = UnixStream::from(fd);
+                stream
+                    .set_nonblocking(false)
+                    .map_err(|_| nix::errno::Errno::EIO)?;
+                return Ok(stream);
+            }
+            Err(nix::errno::Errno::EAGAIN) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(err) => return Err(err),
+        }
     }
 }
 
@@ -281,6 +323,47 @@ pub(crate) fn check_peer(stream: &impl std::os::fd::AsFd) -> Result<(), String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listener_whose_backlog_is_full_is_refused_within_the_patience_not_waited_for() {
+        use nix::sys::socket::{
+            bind, connect, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("full.sock");
+        let address = UnixAddr::new(&path).unwrap();
+        let listener = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::empty(),
+            None,
+        )
+        .unwrap();
+        bind(listener.as_raw_fd(), &address).unwrap();
+        listen(&listener, Backlog::new(0).unwrap()).unwrap();
+        // Never accepted: fill its backlog.
+        let mut queued = Vec::new();
+        loop {
+            let fd = socket(
+                AddressFamily::Unix,
+                SockType::Stream,
+                SockFlag::SOCK_NONBLOCK,
+                None,
+            )
+            .unwrap();
+            match connect(fd.as_raw_fd(), &address) {
+                Ok(()) => queued.push(fd),
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(err) => panic!("{err}"),
+            }
+            assert!(queued.len() < 64, "the backlog never filled");
+        }
+        let started = std::time::Instant::now();
+        let err = check_free(&path).unwrap_err().to_string();
+        assert!(err.contains("takes no connection"), "{err}");
+        assert!(started.elapsed() < ANSWER_TIMEOUT + Duration::from_secs(2));
+        assert!(path.exists(), "its socket is left as it was");
+    }
 
     #[test]
     fn a_process_that_answered_and_closed_before_the_request_came_is_no_socket_left_behind() {

@@ -928,7 +928,7 @@ impl Driver {
             .is_some_and(|service| service.wants_record(account.seq));
         let (started, record) = self.ledger.close_encoded(account, facts, encode).await;
         if let Some(service) = &mut self.service {
-            service.recorded(account.seq, record);
+            service.recorded(account.seq, &spec.key, &spec.command, record);
         }
         if started {
             self.results_index
@@ -1209,16 +1209,27 @@ impl Driver {
         // exit status is decided: a file that could not be stored makes it 1. A reader that
         // reads slowly is waited for as lanes' stdout is; one given up on leaves its file
         // incomplete.
+        let junit_file = self
+            .config
+            .junit
+            .as_ref()
+            .map_or_else(String::new, |path| format!("`{}`", path.display()));
         let junit = saying_if_slow(
             self.ledger.write_junit(),
             self.launcher.stderr().clone(),
-            "the JUnit file",
+            &junit_file,
         );
         let junit = until_stopped(junit, &mut forced, signals).await;
+        let files = [&self.config.report, &self.config.events]
+            .into_iter()
+            .flatten()
+            .map(|path| format!("`{}`", path.display()))
+            .collect::<Vec<_>>()
+            .join(" and ");
         let written = saying_if_slow(
             self.ledger.written(),
             self.launcher.stderr().clone(),
-            "the report, events or JUnit file",
+            &files,
         );
         let written = until_stopped(written, &mut forced, signals).await;
         // `--coordinate-records`: a database that does not answer is given up on after each

@@ -631,7 +631,10 @@ fn a_report_fifo_without_a_reader_or_a_reader_that_does_not_read_is_said_not_sil
     assert!(
         wait_until(
             Duration::from_secs(10),
-            said("every job has ended; waiting for the reader of")
+            said(&format!(
+                "every job has ended; waiting for the reader of `{}`",
+                scratch.join("report.fifo").display()
+            ))
         ),
         "{}",
         fs::read_to_string(scratch.join("err")).unwrap_or_default()

@@ -3270,3 +3270,53 @@ fn submissions_under_a_cap_never_reached_never_waited_for_the_cap() {
         );
     }
 }
+
+#[test]
+fn an_events_fifo_nobody_reads_holds_up_no_start_and_no_end_of_a_server() {
+    // The events file is a FIFO whose reader has it open and reads nothing (a paused
+    // dashboard): the records' ends wait for nothing of it, and 300 jobs run to their end
+    // meanwhile (the server waited for that file before it journaled their ends).
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let scratch = Scratch::new();
+    let fifo = scratch.join("events.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut paused = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    nix::fcntl::fcntl(paused.as_raw_fd(), nix::fcntl::FcntlArg::F_SETPIPE_SZ(4096)).unwrap();
+    let server = serve(&scratch, &["-j", "2", "--events", fifo.to_str().unwrap()]);
+    let jobs = 300;
+    let lines: String = (1..=jobs)
+        .map(|i| format!("k{}\techo {i} >> \"$D/ran\"\n", i % 7))
+        .collect();
+    let submitted = client_at(&server.socket, "submit", &[], Some(&lines));
+    assert_eq!(
+        submitted.stdout.lines().count(),
+        jobs,
+        "{}",
+        submitted.stderr
+    );
+    let all_ran = wait_until(Duration::from_secs(30), || {
+        scratch.lines("ran").len() == jobs
+    });
+    // Now read, so that the server can end.
+    nix::fcntl::fcntl(
+        paused.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::empty()),
+    )
+    .unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        paused.read_to_string(&mut text).unwrap();
+        text
+    });
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, report) = server.end();
+    let events = reader.join().unwrap();
+    assert!(all_ran, "{} of {jobs} jobs ran", scratch.lines("ran").len());
+    assert_eq!(report.jobs.len(), jobs);
+    assert_eq!(events.matches("\"type\":\"ended\"").count(), jobs);
+}

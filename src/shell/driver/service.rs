@@ -16,6 +16,13 @@ use crate::serve::protocol::{
 };
 use crate::serve::server::{Call, Owed, Reply};
 
+/// A job whose record was handed to the report and whose end is not journaled yet.
+pub(super) struct Ended {
+    seq: Seq,
+    key: Arc<str>,
+    command: String,
+}
+
 /// Most requests answered in one turn of the loop (one `fdatasync` of the journal for all).
 const CALL_BURST: usize = 256;
 
@@ -44,10 +51,11 @@ pub(super) struct Service {
     requeue_lost: bool,
     /// Jobs whose record was handed to the report, not yet journaled as ended (that waits
     /// until the record is in the file).
-    pending_ends: Vec<Seq>,
-    /// Under `--json`: jobs whose records were handed to stdout, behind the mark sent after
-    /// them; journaled as ended once stdout's writer has written through it.
-    behind_stdout: std::collections::VecDeque<(u64, Vec<Seq>)>,
+    pending_ends: Vec<Ended>,
+    /// Jobs whose records were handed to the report, behind the mark queued after them;
+    /// journaled as ended once the report's writers (the file's, stdout's under `--json`)
+    /// have written through it.
+    behind_marks: std::collections::VecDeque<(crate::report::recorder::ReportMark, Vec<Ended>)>,
     /// Jobs whose process runs (journaled as started), for compaction.
     running: HashSet<Seq>,
     /// Answers to submissions, sent once the journal holds them on disk.
@@ -90,7 +98,7 @@ impl Service {
             journal,
             requeue_lost,
             pending_ends: Vec::new(),
-            behind_stdout: std::collections::VecDeque::new(),
+            behind_marks: std::collections::VecDeque::new(),
             running: HashSet::new(),
             deferred: Vec::new(),
             awaiting_start: HashMap::new(),
@@ -131,12 +139,22 @@ impl Service {
         self.records.contains_key(&seq)
     }
 
-    /// The record of `seq` is written (`record`: its line, when it was wanted): the waiters
-    /// for it are answered.
-    pub(super) fn recorded(&mut self, seq: Seq, record: Option<Vec<u8>>) {
+    /// The record of `seq` (`key`, `command`) is written (`record`: its line, when it was
+    /// wanted): the waiters for it are answered.
+    pub(super) fn recorded(
+        &mut self,
+        seq: Seq,
+        key: &Arc<str>,
+        command: &str,
+        record: Option<Vec<u8>>,
+    ) {
         self.ended += 1;
         self.running.remove(&seq);
-        self.pending_ends.push(seq);
+        self.pending_ends.push(Ended {
+            seq,
+            key: Arc::clone(key),
+            command: command.to_owned(),
+        });
         if let Some(waiters) = self.records.remove(&seq) {
             let record = record
                 .and_then(|line| serde_json::from_slice(&line).ok())
@@ -319,56 +337,51 @@ impl Driver {
         }
     }
 
-    /// Journals the ends of the jobs whose records are now in the report file (waiting for
-    /// the report's writer first) and, under `--json`, written to stdout (never waited for:
-    /// a stdout that is not read holds up no answer and no start; the ends follow once it is
-    /// written), and rewrites the journal when it has grown far beyond the live jobs.
+    /// Journals the ends of the jobs whose records are now in the report file and, under
+    /// `--json`, written to stdout, and rewrites the journal when it has grown far beyond the
+    /// live jobs. Never waits for the report's writers: a reader that reads slowly or not at
+    /// all (a FIFO, stdout into a paused pager) holds up no answer, start or end; the ends
+    /// follow once it has read.
     pub(super) async fn journal_ends(&mut self) {
         let Some(service) = &self.service else {
             return;
         };
-        let fresh = !service.pending_ends.is_empty();
-        if !fresh && service.behind_stdout.is_empty() {
+        if service.pending_ends.is_empty() && service.behind_marks.is_empty() {
             return;
         }
-        if fresh {
-            self.ledger.written().await;
+        if !service.pending_ends.is_empty() {
+            let mark = self.ledger.report_mark();
+            let service = self.service.as_mut().expect("seen above");
+            let ends = std::mem::take(&mut service.pending_ends);
+            service.behind_marks.push_back((mark, ends));
         }
-        let report_failed = self.ledger.report_failed();
-        let mark = if fresh && !report_failed {
-            self.ledger.mark_stdout()
-        } else {
-            None
-        };
-        let written_through = self.ledger.stdout_written_through();
+        let file_failed = self.ledger.report_file_failed();
         let Some(service) = &mut self.service else {
             return;
         };
-        let ends = std::mem::take(&mut service.pending_ends);
-        match mark {
-            Some(mark) => service.behind_stdout.push_back((mark, ends)),
-            None if report_failed => {}
-            None => {
-                for seq in ends {
-                    service.journal.ended(seq);
-                }
-            }
-        }
-        while let Some((mark, _)) = service.behind_stdout.front() {
-            if *mark > written_through {
+        while let Some((mark, _)) = service.behind_marks.front_mut() {
+            if file_failed || !self.ledger.reached(mark) {
                 break;
             }
-            let (_, ends) = service.behind_stdout.pop_front().expect("just seen");
-            for seq in ends {
-                service.journal.ended(seq);
+            if mark
+                .stdout()
+                .is_some_and(|n| n > self.ledger.stdout_written_through())
+            {
+                // Stdout failed before this mark: its records are not there.
+                break;
+            }
+            let (_, ends) = service.behind_marks.pop_front().expect("just seen");
+            for ended in ends {
+                service.journal.ended(ended.seq);
             }
         }
+        let report_failed = self.ledger.report_failed();
         if report_failed {
             // These records, and every later one, are not in the report: their ends stay
             // unjournaled, so that a server started on this journal records them (as lost
             // with this one). Nor is the journal rewritten from the live jobs alone: it would
             // drop them.
-            service.behind_stdout.clear();
+            service.behind_marks.clear();
             if !service.report_failure_said {
                 service.report_failure_said = true;
                 let message =
@@ -383,18 +396,25 @@ impl Driver {
             }
             return;
         }
-        if !service.behind_stdout.is_empty() {
-            // Their jobs are no longer live, and not yet journaled as ended: a journal
-            // rewritten from the live jobs alone would drop them.
-            return;
-        }
         if service.journal.wants_compaction(self.jobs.len()) {
-            let mut live: Vec<(&Seq, &Box<JobSpec>)> = self.jobs.iter().collect();
-            live.sort_unstable_by_key(|(seq, _)| **seq);
+            // The jobs whose records are not yet known written stay in the journal too, as
+            // started: a server started on it after a crash finds each one's record in the
+            // report, or records it lost, and never runs it again.
             let running = &service.running;
-            let jobs = live
-                .into_iter()
-                .map(|(seq, job)| (*seq, &*job.key, job.command.as_str(), running.contains(seq)));
+            let mut live: Vec<(Seq, &str, &str, bool)> = self
+                .jobs
+                .iter()
+                .map(|(seq, job)| (*seq, &*job.key, job.command.as_str(), running.contains(seq)))
+                .chain(
+                    service
+                        .behind_marks
+                        .iter()
+                        .flat_map(|(_, ends)| ends)
+                        .map(|ended| (ended.seq, &*ended.key, ended.command.as_str(), true)),
+                )
+                .collect();
+            live.sort_unstable_by_key(|(seq, ..)| *seq);
+            let jobs = live.into_iter();
             if let Err(err) = service.journal.compact(jobs) {
                 if !std::mem::replace(&mut service.compaction_failure_said, true) {
                     let message = format!(
