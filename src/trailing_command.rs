@@ -374,7 +374,22 @@ fn script_interpreter(path: &Path) -> Option<String> {
     file.take(256).read_to_end(&mut head).ok()?;
     let line = head.split(|&b| b == b'\n').next()?;
     let line = String::from_utf8_lossy(line).trim_end().to_owned();
-    (line.starts_with("#!") && !line.contains("lanes")).then_some(line)
+    let interpreter = line.strip_prefix("#!")?;
+    (!runs_lanes(interpreter)).then_some(line)
+}
+
+/// Whether a `#!` line's interpreter (the text after `#!`) is lanes: `lanes` by name or path,
+/// or `env` (its options and `NAME=VALUE` words passed over) running it.
+fn runs_lanes(interpreter: &str) -> bool {
+    let is = |word: &str, name: &str| Path::new(word).file_name().is_some_and(|f| f == name);
+    let mut words = interpreter.split_whitespace();
+    match words.next() {
+        Some(program) if is(program, "lanes") => true,
+        Some(program) if is(program, "env") => words
+            .find(|word| !word.starts_with('-') && !is_assignment(word))
+            .is_some_and(|word| is(word, "lanes")),
+        _ => false,
+    }
 }
 
 /// Whether `name` (no `/` in it) is an executable file in a directory of `path` (`PATH`):
@@ -648,6 +663,28 @@ mod tests {
         let err = check(&["jobs.tsv"]).unwrap_err();
         assert!(err.contains("`jobs.tsv` is neither"), "{err}");
         assert!(check(&["./missing/prog", "x"]).is_err());
+    }
+
+    #[test]
+    fn a_shebang_runs_lanes_only_when_its_program_is_lanes() {
+        for lanes in [
+            "/usr/bin/env lanes",
+            "/usr/bin/env -S lanes -j 2",
+            "/usr/local/bin/lanes",
+            " /usr/bin/env LANES_LOCK_DIR=/tmp lanes",
+        ] {
+            assert!(runs_lanes(lanes), "{lanes}");
+        }
+        for other in [
+            "/bin/sh",
+            "/usr/bin/env lanesx",
+            "/opt/lanes/bin/sh",
+            "/bin/sh lanes",
+            "/usr/bin/env",
+            "",
+        ] {
+            assert!(!runs_lanes(other), "{other}");
+        }
     }
 
     #[test]

@@ -687,9 +687,11 @@ class Run:
     def check(self, killed_by_bound):
         cfg = self.cfg
         status = self.exit_status
-        if status == -signal.SIGINT and self.report_has_summary():
-            # After a run that SIGINT stopped, lanes ends itself by SIGINT once its summary is
-            # written (a shell sees 130).
+        if status == -signal.SIGINT and self.report_has_run():
+            # After a run that SIGINT stopped, lanes ends itself by SIGINT once every job is
+            # stopped and recorded (a shell sees 130). With its run record written, its
+            # handlers stood: no SIGINT of ours killed it (its summary may be missing under
+            # the file-size limit).
             self.exit_status = status = 128 + signal.SIGINT
         if not killed_by_bound and status is not None and status < 0:
             signame = signal.Signals(-status).name
@@ -751,14 +753,6 @@ class Run:
         try:
             with open(path, "rb") as f:
                 return b'"type":"run"' in f.read(4096)
-        except OSError:
-            return False
-
-    def report_has_summary(self):
-        path = os.path.join(self.scratch, "stdout" if self.cfg["json"] else "report.jsonl")
-        try:
-            with open(path, "rb") as f:
-                return b'"type":"summary"' in f.read()
         except OSError:
             return False
 
