@@ -205,11 +205,9 @@ enum Probe {
 /// Sends a `status` request on `stream` and waits (at most [`ANSWER_TIMEOUT`] for each write
 /// and read) for an answer line.
 fn probe(stream: &UnixStream) -> Probe {
-    use std::io::BufRead as _;
     use std::io::Read as _;
-    /// Bytes of an answer enough to know that a server answers (a `status` answer of many
-    /// jobs is long).
-    const ENOUGH: u64 = 64 * 1024;
+    /// How every answer of a lanes server begins: enough to tell one.
+    const PREFIX: &[u8] = b"{\"v\":";
     let silent = |err: &io::Error| {
         matches!(
             err.kind(),
@@ -221,6 +219,7 @@ fn probe(stream: &UnixStream) -> Probe {
     {
         return Probe::Gone;
     }
+    let deadline = std::time::Instant::now() + ANSWER_TIMEOUT;
     let mut request: &[u8] = b"{\"v\":1,\"op\":\"status\"}\n";
     while !request.is_empty() {
         // MSG_NOSIGNAL: a peer gone already is an error here, not a SIGPIPE.
@@ -233,20 +232,38 @@ fn probe(stream: &UnixStream) -> Probe {
             Err(_) => break,
         }
     }
+    // The answer's first bytes, read within what is left of [`ANSWER_TIMEOUT`] in all: a
+    // peer that writes a byte at a time holds the probe no longer.
     let mut answer = Vec::new();
-    let mut reader = io::BufReader::new(stream).take(ENOUGH);
-    let read = reader.read_until(b'\n', &mut answer);
+    let mut buffer = [0u8; 64];
+    let read = loop {
+        // Enough to tell: a whole prefix, a line, or bytes no lanes answer begins with.
+        if !answer.is_empty() && !(answer.len() < PREFIX.len() && PREFIX.starts_with(&answer)) {
+            break Ok(());
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            break Err(io::Error::from(io::ErrorKind::TimedOut));
+        }
+        match (&*stream).read(&mut buffer) {
+            Ok(0) => break Ok(()),
+            Ok(n) => answer.extend_from_slice(&buffer[..n]),
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => break Err(err),
+        }
+    };
     if !answer.is_empty() {
-        // Whatever it wrote, whole line or not: a process answers there.
-        return if answer.starts_with(b"{\"v\":") {
-            Probe::Answered
+        // Whatever it wrote, whole or not: a process answers there.
+        let lanes = if answer.len() >= PREFIX.len() {
+            answer.starts_with(PREFIX)
         } else {
-            Probe::Other
+            PREFIX.starts_with(&answer)
         };
+        return if lanes { Probe::Answered } else { Probe::Other };
     }
     match read {
         // End of file with nothing written: the peer is gone.
-        Ok(_) => Probe::Gone,
+        Ok(()) => Probe::Gone,
         Err(err) if silent(&err) => Probe::Silent,
         Err(_) => Probe::Gone,
     }
@@ -363,6 +380,26 @@ mod tests {
         assert!(err.contains("takes no connection"), "{err}");
         assert!(started.elapsed() < ANSWER_TIMEOUT + Duration::from_secs(2));
         assert!(path.exists(), "its socket is left as it was");
+    }
+
+    #[test]
+    fn a_peer_that_writes_a_byte_at_a_time_holds_the_probe_no_longer_than_its_patience() {
+        use std::io::Write as _;
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let writer = std::thread::spawn(move || {
+            // A byte every half second for 10 s, never a newline.
+            for _ in 0..20 {
+                if theirs.write_all(b"x").is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        let started = std::time::Instant::now();
+        assert_eq!(probe(&ours), Probe::Other);
+        assert!(started.elapsed() <= ANSWER_TIMEOUT + Duration::from_millis(500));
+        drop(ours);
+        writer.join().unwrap();
     }
 
     #[test]
