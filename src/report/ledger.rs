@@ -360,6 +360,16 @@ impl Ledger {
         self.recorder.report_written()
     }
 
+    /// The two halves of [`Ledger::written`]: the report file's, then the events file's.
+    pub(crate) fn written_each(
+        &self,
+    ) -> (
+        impl std::future::Future<Output = ()> + use<>,
+        impl std::future::Future<Output = ()> + use<>,
+    ) {
+        (self.recorder.written(), self.events.written())
+    }
+
     /// Resolves once every record and event queued so far is in its file: the files' writer
     /// threads never hold up the run, and the run's end waits for them (a reader may be slow).
     pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {

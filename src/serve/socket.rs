@@ -238,7 +238,9 @@ fn probe(stream: &UnixStream) -> Probe {
     let mut buffer = [0u8; 64];
     let read = loop {
         // Enough to tell: a whole prefix, a line, or bytes no lanes answer begins with.
-        if !answer.is_empty() && !(answer.len() < PREFIX.len() && PREFIX.starts_with(&answer)) {
+        let undecided =
+            answer.is_empty() || answer.len() < PREFIX.len() && PREFIX.starts_with(&answer);
+        if !undecided {
             break Ok(());
         }
         let left = deadline.saturating_duration_since(std::time::Instant::now());

@@ -1220,17 +1220,18 @@ impl Driver {
             &junit_file,
         );
         let junit = until_stopped(junit, &mut forced, signals).await;
-        let files = [&self.config.report, &self.config.events]
-            .into_iter()
-            .flatten()
-            .map(|path| format!("`{}`", path.display()))
-            .collect::<Vec<_>>()
-            .join(" and ");
-        let written = saying_if_slow(
-            self.ledger.written(),
-            self.launcher.stderr().clone(),
-            &files,
-        );
+        let shown = |path: &Option<std::path::PathBuf>| {
+            path.as_ref()
+                .map_or_else(String::new, |path| format!("`{}`", path.display()))
+        };
+        let (report, events) = (shown(&self.config.report), shown(&self.config.events));
+        let (report_written, events_written) = self.ledger.written_each();
+        let stderr = self.launcher.stderr().clone();
+        // Each file's reader named only when it is the one waited for.
+        let written = async {
+            saying_if_slow(report_written, stderr.clone(), &report).await;
+            saying_if_slow(events_written, stderr, &events).await;
+        };
         let written = until_stopped(written, &mut forced, signals).await;
         // `--coordinate-records`: a database that does not answer is given up on after each
         // record's tries; a second stop signal gives up at once.
