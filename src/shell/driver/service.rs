@@ -355,12 +355,13 @@ impl Driver {
             let ends = std::mem::take(&mut service.pending_ends);
             service.behind_marks.push_back((mark, ends));
         }
-        let file_failed = self.ledger.report_file_failed();
         let Some(service) = &mut self.service else {
             return;
         };
         while let Some((mark, _)) = service.behind_marks.front_mut() {
-            if file_failed || !self.ledger.reached(mark) {
+            // Whether a write failed is read once the writer has passed the mark: it set the
+            // failure, if any, before it answered.
+            if !self.ledger.reached(mark) || self.ledger.report_file_failed() {
                 break;
             }
             if mark
