@@ -388,10 +388,20 @@ fn every_job_of_a_stopped_batch_is_told_stopped_and_running_again() {
         "echo $$ > \"$D/pid\"; kill -STOP $$; {}; true {{}}",
         await_file("go")
     );
+    // The batch waits for its second job (however late lanes reads that line, a busy machine
+    // may let it take the first alone otherwise), and goes as soon as it is full.
     let running = Run::new()
         .scratch(&scratch)
         .no_report()
-        .args(["--command", &template, "--batch-size", "2", "--events"])
+        .args([
+            "--command",
+            &template,
+            "--batch-size",
+            "2",
+            "--batch-delay",
+            "30s",
+        ])
+        .arg("--events")
         .arg(&events)
         .stdin("k\t1\nk\t2\n")
         .spawn();
