@@ -339,19 +339,9 @@ impl Ledger {
         self.recorder.report_mark()
     }
 
-    /// See [`super::recorder::Recorder::reached`].
-    pub(crate) fn reached(&self, mark: &mut super::recorder::ReportMark) -> bool {
-        self.recorder.reached(mark)
-    }
-
-    /// See [`super::recorder::Recorder::report_file_failed`].
-    pub(crate) fn report_file_failed(&self) -> bool {
-        self.recorder.report_file_failed()
-    }
-
-    /// See [`super::recorder::Recorder::stdout_written_through`].
-    pub(crate) fn stdout_written_through(&self) -> u64 {
-        self.recorder.stdout_written_through()
+    /// See [`super::recorder::Recorder::written_through`].
+    pub(crate) fn written_through(&self, mark: &mut super::recorder::ReportMark) -> bool {
+        self.recorder.written_through(mark)
     }
 
     /// Resolves once every record so far is in the report, stdout's under `--json` included
@@ -373,7 +363,7 @@ impl Ledger {
     /// Resolves once every record and event queued so far is in its file: the files' writer
     /// threads never hold up the run, and the run's end waits for them (a reader may be slow).
     pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
-        let (records, events) = (self.recorder.written(), self.events.written());
+        let (records, events) = self.written_each();
         async move {
             records.await;
             events.await;

@@ -21,13 +21,6 @@ pub(crate) struct ReportMark {
     stdout: Option<u64>,
 }
 
-impl ReportMark {
-    /// Under `--json`: the stdout sink's mark.
-    pub(crate) fn stdout(&self) -> Option<u64> {
-        self.stdout
-    }
-}
-
 /// Where report lines go, and the running counts.
 pub(crate) struct Recorder {
     /// The report file, written by a thread of its own: a reader that reads slowly (a FIFO)
@@ -188,8 +181,8 @@ impl Recorder {
     }
 
     /// A mark behind the records queued so far, in the report file and (under `--json`) on
-    /// stdout: [`Recorder::reached`] tells, without waiting, when they are all written (or
-    /// failed to be).
+    /// stdout: [`Recorder::written_through`] tells, without waiting, when they are all
+    /// written.
     pub(crate) fn report_mark(&mut self) -> ReportMark {
         ReportMark {
             file: self.file.as_ref().and_then(Spool::flush_ticket),
@@ -197,8 +190,11 @@ impl Recorder {
         }
     }
 
-    /// Whether the records before `mark` are all written, or failed to be (never waits).
-    pub(crate) fn reached(&self, mark: &mut ReportMark) -> bool {
+    /// Whether the records before `mark` are all written (never waits): the file's writer
+    /// has passed it with no write failed (it sets a failure before it answers, so the failure
+    /// is read after its answer), and stdout's writer has passed it before any failure. After
+    /// a failure a mark is never written through: [`Recorder::report_failed`] says why.
+    pub(crate) fn written_through(&self, mark: &mut ReportMark) -> bool {
         if let Some(ticket) = &mut mark.file {
             if matches!(
                 ticket.try_recv(),
@@ -208,33 +204,22 @@ impl Recorder {
             }
             mark.file = None;
         }
-        mark.stdout.is_none_or(|n| {
-            n <= self.stdout_written_through()
-                || self.stdout_marks.as_deref().is_some_and(Marks::failed)
-        })
+        !self.file.as_ref().is_some_and(Spool::failed)
+            && mark.stdout.is_none_or(|n| {
+                n <= self
+                    .stdout_marks
+                    .as_deref()
+                    .map_or(0, Marks::written_through)
+            })
     }
 
-    /// Whether a record failed to reach the report file (under `--json`, stdout's failures
-    /// are told by the marks: [`Recorder::stdout_written_through`]).
-    pub(crate) fn report_file_failed(&self) -> bool {
-        self.file.as_ref().is_some_and(Spool::failed)
-    }
-
-    /// Under `--json`: a mark sent to stdout behind the records queued so far, its number;
-    /// they are written there once [`Recorder::stdout_reached`] is at least that.
-    pub(crate) fn mark_stdout(&mut self) -> Option<u64> {
+    /// Under `--json`: a mark sent to stdout behind the records queued so far, its number
+    /// ([`Marks::written_through`]).
+    fn mark_stdout(&mut self) -> Option<u64> {
         let stdout = self.stdout.clone()?;
         let mark = stdout.mark();
         let _ = self.forwarder(&stdout).send(Vec::new());
         Some(mark)
-    }
-
-    /// Under `--json`: the marks stdout's writer has come to with every record before them
-    /// written ([`Recorder::mark_stdout`], [`Marks::written_through`]).
-    pub(crate) fn stdout_written_through(&self) -> u64 {
-        self.stdout_marks
-            .as_deref()
-            .map_or(0, Marks::written_through)
     }
 
     /// Resolves once every record queued so far is in the report file and, under `--json`,
@@ -242,12 +227,7 @@ impl Recorder {
     /// [`Recorder::written`], it waits for stdout's reader too.
     pub(crate) fn report_written(&mut self) -> impl std::future::Future<Output = ()> + use<> {
         let file = self.written();
-        let stdout = self.stdout.clone().map(|stdout| {
-            let mark = stdout.mark();
-            // The mark follows the records queued so far through the forwarding task.
-            let _ = self.forwarder(&stdout).send(Vec::new());
-            (mark, stdout.marks())
-        });
+        let stdout = self.mark_stdout().zip(self.stdout_marks.clone());
         async move {
             file.await;
             if let Some((mark, marks)) = stdout {

@@ -359,16 +359,7 @@ impl Driver {
             return;
         };
         while let Some((mark, _)) = service.behind_marks.front_mut() {
-            // Whether a write failed is read once the writer has passed the mark: it set the
-            // failure, if any, before it answered.
-            if !self.ledger.reached(mark) || self.ledger.report_file_failed() {
-                break;
-            }
-            if mark
-                .stdout()
-                .is_some_and(|n| n > self.ledger.stdout_written_through())
-            {
-                // Stdout failed before this mark: its records are not there.
+            if !self.ledger.written_through(mark) {
                 break;
             }
             let (_, ends) = service.behind_marks.pop_front().expect("just seen");
