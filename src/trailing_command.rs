@@ -192,8 +192,13 @@ fn xargs_hint(options: &[OsString]) -> Option<&'static str> {
     options.iter().skip(1).find_map(|option| {
         let option = option.to_str()?;
         let name = option.split('=').next()?;
+        // `-P`, `-P4`.
+        let procs = option
+            .strip_prefix("-P")
+            .is_some_and(|count| count.bytes().all(|b| b.is_ascii_digit()));
         Some(match name {
-            "-P" | "--max-procs" => "hint: xargs' `-P N` is `-j N` here",
+            _ if procs => "hint: xargs' `-P N` is `-j N` here",
+            "--max-procs" => "hint: xargs' `-P N` is `-j N` here",
             "-n" | "--max-args" | "-L" | "--max-lines" => {
                 "hint: one argument per job is what lanes does (xargs' `-n 1`); \
                  `--batch-size N` runs up to N of a key's arguments as one job"
@@ -201,9 +206,6 @@ fn xargs_hint(options: &[OsString]) -> Option<&'static str> {
             "-I" | "-i" | "--replace" => {
                 "hint: the argument is `{}` in the command (xargs' `-I {}`), appended when the \
                  command has none"
-            }
-            _ if option.starts_with("-P") && option[2..].bytes().all(|b| b.is_ascii_digit()) => {
-                "hint: xargs' `-P N` is `-j N` here"
             }
             _ => return None,
         })
@@ -361,9 +363,9 @@ pub(crate) fn split(
     Ok(invocation)
 }
 
-/// The `#!` line of the regular file at `path` when it starts with one that does not name
-/// lanes (a job file may start `#!/usr/bin/env lanes`: `#` lines are comments): a script
-/// given where xargs takes its command, not a file of jobs.
+/// The `#!` line of the regular file at `path` when it starts with one whose program is not
+/// lanes ([`runs_lanes`]; a job file may start `#!/usr/bin/env lanes`: `#` lines are
+/// comments): a script given where xargs takes its command, not a file of jobs.
 fn script_interpreter(path: &Path) -> Option<String> {
     use std::io::Read as _;
     let file = std::fs::File::open(path).ok()?;

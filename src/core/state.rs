@@ -320,8 +320,9 @@ pub struct Scheduler {
     pub(crate) clock: Tick,
     /// When the run's capacity last changed other than by starts and ends: a spawn
     /// shortage's pause set or over, grouped output's backlog moved, the cap set, a sticky
-    /// slot freed (in a run with weights or named resources, any job's end). A delay that ran out before the shell looked waited for the cap in between
-    /// only if the cap was short then; while nothing changed it since (and it was not full,
+    /// slot freed (in a run with weights or named resources, any job's end). A delay that ran
+    /// out before the shell looked waited for the cap in between only if the cap was short
+    /// then; while nothing changed it since (and it was not full,
     /// [`Scheduler::cap_full_until`]), it was as free then as it is now.
     pub(crate) capacity_changed_at: Tick,
     /// When the cap last stopped being full (every unit of `-j` held): a job found free to go

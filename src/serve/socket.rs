@@ -202,8 +202,8 @@ enum Probe {
     Gone,
 }
 
-/// Sends a `status` request on `stream` and waits (at most [`ANSWER_TIMEOUT`] for each write
-/// and read) for an answer line.
+/// Sends a `status` request on `stream` and reads the first bytes of what comes back, for at
+/// most [`ANSWER_TIMEOUT`] in all: enough to tell a lanes server's answer from another's.
 fn probe(stream: &UnixStream) -> Probe {
     use std::io::Read as _;
     /// How every answer of a lanes server begins: enough to tell one.

@@ -1209,22 +1209,21 @@ impl Driver {
         // exit status is decided: a file that could not be stored makes it 1. A reader that
         // reads slowly is waited for as lanes' stdout is; one given up on leaves its file
         // incomplete.
-        let junit_file = self
-            .config
-            .junit
-            .as_ref()
-            .map_or_else(String::new, |path| format!("`{}`", path.display()));
+        let shown = |path: &Option<std::path::PathBuf>| {
+            path.as_ref()
+                .map_or_else(String::new, |path| format!("`{}`", path.display()))
+        };
+        let (junit_file, report, events) = (
+            shown(&self.config.junit),
+            shown(&self.config.report),
+            shown(&self.config.events),
+        );
         let junit = saying_if_slow(
             self.ledger.write_junit(),
             self.launcher.stderr().clone(),
             &junit_file,
         );
         let junit = until_stopped(junit, &mut forced, signals).await;
-        let shown = |path: &Option<std::path::PathBuf>| {
-            path.as_ref()
-                .map_or_else(String::new, |path| format!("`{}`", path.display()))
-        };
-        let (report, events) = (shown(&self.config.report), shown(&self.config.events));
         let (report_written, events_written) = self.ledger.written_each();
         let stderr = self.launcher.stderr().clone();
         // Each file's reader named only when it is the one waited for.

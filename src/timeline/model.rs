@@ -647,7 +647,6 @@ fn detail(
             } else {
                 &job.waits
             };
-            let mut at = job.queued_at;
             for (i, (cause, since)) in waits.iter().enumerate() {
                 let until = waits
                     .get(i + 1)
@@ -658,17 +657,15 @@ fn detail(
                 if until > *since {
                     bars.push((row, *since, until, 1, *cause as u8, index, 0));
                 }
-                at = until;
             }
-            let _ = at;
-            // Its earlier tries, each retried (drawn as a record's retried tries are).
-            let retried = outcome_index("failed") as u8 + 10;
+            // Its earlier tries, each retried (drawn as a record's retried tries are), but
+            // the last of a job that ended while it waited for its retry: its last try.
             for (i, &(start, end, slot, attempt)) in job.earlier.iter().enumerate() {
                 let last = ended_waiting && i + 1 == job.earlier.len();
-                let retried = if last { retried - 10 } else { retried };
-                bars.push((row, start, end, 0, retried, index, attempt));
+                let class = outcome_index("failed") as u8 + if last { 0 } else { 10 };
+                bars.push((row, start, end, 0, class, index, attempt));
                 if let Some(slot) = slot {
-                    bars.push((slot_row[&slot], start, end, 0, retried, index, attempt));
+                    bars.push((slot_row[&slot], start, end, 0, class, index, attempt));
                 }
             }
             if let (Some(start), Some(slot)) = (job.started_at, job.slot) {
