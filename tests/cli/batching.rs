@@ -665,6 +665,10 @@ fn a_batch_stopped_in_its_retry_delay_keeps_its_batch_in_every_record() {
             "exit 3; true {}",
             "--batch-size",
             "2",
+            // Each batch waits for its second job: a busy machine may let lanes read a key's
+            // first line alone and start it before the second is read.
+            "--batch-delay",
+            "30s",
             "--retries",
             "3",
             "--retry-delay",
