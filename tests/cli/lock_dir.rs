@@ -521,14 +521,14 @@ fn planted_lock_file_is_never_written(
     let victim = scratch.write("victim", "secret\n");
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
     plant(&victim, &key_stem(&dir, "k").with_extension("lock")).unwrap();
-    let mut lanes = Command::new(BIN)
-        .arg("--lock-dir")
-        .arg(&dir)
-        .args(["--output", "none"])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut lanes = Spawned::start(
+        Command::new(BIN)
+            .arg("--lock-dir")
+            .arg(&dir)
+            .args(["--output", "none"])
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
     {
         use std::io::Write as _;
         let mut stdin = lanes.stdin.take().unwrap();
@@ -637,15 +637,15 @@ fn keys_swapped_for_a_link_while_lanes_runs_is_not_followed() {
     let dir = lock_dir_made(&scratch);
     let outside = scratch.join("outside");
     std::fs::create_dir(&outside).unwrap();
-    let mut lanes = Command::new(BIN)
-        .arg("--lock-dir")
-        .arg(&dir)
-        .args(["--output", "none"])
-        .env("D", scratch.path())
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut lanes = Spawned::start(
+        Command::new(BIN)
+            .arg("--lock-dir")
+            .arg(&dir)
+            .args(["--output", "none"])
+            .env("D", scratch.path())
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
     let mut stdin = lanes.stdin.take().unwrap();
     stdin.write_all(b"a\ttouch \"$D/a-ran\"\n").unwrap();
     stdin.flush().unwrap();

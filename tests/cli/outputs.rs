@@ -163,12 +163,12 @@ fn with_stdout_and_stderr_in_one_file_each_blocks_stderr_stays_in_its_block() {
             sh_quote(scratch.join("jobs.tsv").to_str().unwrap()),
             sh_quote(merged.to_str().unwrap()),
         );
-        let mut child = Command::new("sh")
-            .args(["-c", &command])
-            .env("D", scratch.path())
-            .stdin(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut child = Spawned::start(
+            Command::new("sh")
+                .args(["-c", &command])
+                .env("D", scratch.path())
+                .stdin(std::process::Stdio::null()),
+        );
         // b and c end while a waits.
         assert!(wait_until(WAIT, || {
             let so_far = fs::read_to_string(&report).unwrap_or_default();

@@ -1292,6 +1292,50 @@ impl Drop for Running {
     }
 }
 
+/// A process started from a bare `Command`, for the shapes [`Run`] cannot make: a wrapper
+/// (`prlimit`, `sh -c 'ulimit …; exec "$@"'`), a stdout read line by line, a server killed and
+/// followed by another. Tagged like a run; when dropped, it and every live process carrying its
+/// tag are SIGKILLed (by pid), so that a test failing halfway leaves nothing running. It derefs
+/// to its [`Child`].
+pub struct Spawned {
+    child: Child,
+    tag: String,
+}
+
+impl Spawned {
+    /// Tags `command` and starts it; panics if it cannot be started.
+    pub fn start(command: &mut Command) -> Self {
+        let tag = unique_tag();
+        let child = command
+            .env(TAG_VAR, &tag)
+            .spawn()
+            .expect("start the command");
+        Self { child, tag }
+    }
+}
+
+impl std::ops::Deref for Spawned {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.child
+    }
+}
+
+impl std::ops::DerefMut for Spawned {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.child
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        // A child already waited for is not signalled again (std keeps its status).
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        kill_tagged(&self.tag);
+    }
+}
+
 /// What a finished run left.
 #[derive(Debug)]
 pub struct Output {
