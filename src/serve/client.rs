@@ -151,7 +151,17 @@ fn human(answer: &Answer) -> String {
             why,
             running,
             waiting,
+            from_job: None,
         } => format!("{why}: {running} running, {waiting} waiting"),
+        Answer::Ending {
+            why,
+            running,
+            waiting,
+            from_job: Some(seq),
+        } => format!(
+            "{why}: {running} running, {waiting} waiting; asked from inside job {seq}, which \
+             the server's end waits for: not waiting for that end"
+        ),
         Answer::Ended {
             exit_code,
             report_complete: true,
@@ -511,7 +521,9 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
 /// `lanes cancel KEY`, `lanes status`, `lanes set -j N`: one request, one answer; `status`
 /// exits 13 when the server admits no more. `drain` and `close`: their answer, then the wait
 /// until the server has ended: its `ended` answer, once its report is written, then end of
-/// file; an end of file without it is an error (the server was killed).
+/// file; an end of file without it is an error (the server was killed). Asked from inside one
+/// of the server's jobs (`from_job`), they wait for nothing more: that end comes after the
+/// job's.
 ///
 /// # Errors
 /// No server, or a broken connection.
@@ -527,7 +539,7 @@ pub(crate) fn request(socket: Option<&Path>, json: bool, request: Request) -> an
         Answer::Status(status) if !status.admitting => exit::CLOSED,
         _ => exit::SUCCESS,
     };
-    if waits_for_end && matches!(answer, Answer::Ending { .. }) {
+    if waits_for_end && matches!(answer, Answer::Ending { from_job: None, .. }) {
         let mut ended = false;
         while let Some((line, answer)) = connection.answer()? {
             if matches!(answer, Answer::Ended { .. }) {

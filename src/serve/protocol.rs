@@ -150,6 +150,11 @@ pub(crate) enum Answer {
         running: usize,
         /// Jobs waiting now (`drain`: still to run; `close`: dropped).
         waiting: usize,
+        /// The seq of the server's running job the request came from (the client runs inside
+        /// it): the server can end only after that job, so no `ended` follows, and the
+        /// connection closes after this answer. Absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_job: Option<u64>,
     },
     /// `drain` or `close`: the server has ended, its report (and JUnit file) written; sent
     /// after [`Answer::Ending`], just before the connection closes. A connection that closes

@@ -21,6 +21,9 @@ use super::protocol::{answer_line, parse_request, Answer, Request, MAX_REQUEST_B
 pub(crate) struct Call {
     /// What was asked.
     pub request: Request,
+    /// The pid of the client that asked (`SO_PEERCRED`), when known: the driver tells a
+    /// request made from inside one of its own jobs.
+    pub peer: Option<i32>,
     /// The answer.
     pub reply: oneshot::Sender<Reply>,
 }
@@ -311,10 +314,13 @@ enum Pending {
 async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>, owed: Arc<Owed>) {
     let (read, write) = stream.into_split();
     let out = Out::new(write);
-    if let Err(error) = super::socket::check_peer(&read.as_ref()) {
-        say_error(out, error).await;
-        return;
-    }
+    let peer = match super::socket::check_peer(&read.as_ref()) {
+        Ok(peer) => peer,
+        Err(error) => {
+            say_error(out, error).await;
+            return;
+        }
+    };
     let (pending_tx, pending_rx) = mpsc::channel::<Due>(PIPELINE_DEPTH);
     let mut writing = tokio::spawn(write_answers(out, pending_rx));
     let budget = std::sync::Arc::new(tokio::sync::Semaphore::new(PIPELINE_BYTES));
@@ -381,7 +387,14 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>, owed: A
                 let last = matches!(request, Request::Drain {} | Request::Close {});
                 let (tx, rx) = oneshot::channel();
                 let owing = owed.owe();
-                match calls.send(Call { request, reply: tx }).await {
+                match calls
+                    .send(Call {
+                        request,
+                        peer,
+                        reply: tx,
+                    })
+                    .await
+                {
                     Ok(()) if one_at_a_time => {
                         let (done_tx, done_rx) = oneshot::channel();
                         if pending_tx

@@ -322,11 +322,12 @@ pub(crate) fn bind(path: &Path) -> anyhow::Result<UnixListener> {
 }
 
 /// Whether the peer of `stream` runs as this process's effective uid; the message for the
-/// refusal when not.
+/// refusal when not. Returns the peer's pid (`SO_PEERCRED`, as of its `connect`), when this
+/// PID namespace can name it.
 ///
 /// # Errors
 /// The peer's uid, when another, as the `error` answer's text; or why it cannot be known.
-pub(crate) fn check_peer(stream: &impl std::os::fd::AsFd) -> Result<(), String> {
+pub(crate) fn check_peer(stream: &impl std::os::fd::AsFd) -> Result<Option<i32>, String> {
     let credentials = getsockopt(stream, PeerCredentials)
         .map_err(|err| format!("cannot read the peer's credentials (SO_PEERCRED): {err}"))?;
     let me = Uid::effective().as_raw();
@@ -336,7 +337,8 @@ pub(crate) fn check_peer(stream: &impl std::os::fd::AsFd) -> Result<(), String> 
             credentials.uid()
         ));
     }
-    Ok(())
+    // 0 when the peer is in a PID namespace this one cannot name (unix(7)).
+    Ok((credentials.pid() > 0).then_some(credentials.pid()))
 }
 
 #[cfg(test)]

@@ -195,17 +195,42 @@ pub(crate) fn strays_by_seq(
         if !descends_from(pid, me, procs, &mut descends) {
             continue;
         }
-        let seq = environ(pid).and_then(|environ| {
-            environ
-                .split(|&b| b == 0)
-                .find_map(|var| var.strip_prefix(b"LANES_SEQ="))
-                .and_then(|value| std::str::from_utf8(value).ok()?.parse().ok())
-        });
-        if let Some(seq) = seq {
+        if let Some(seq) = environ(pid).as_deref().and_then(seq_in) {
             found.push((pid, seq));
         }
     }
     found
+}
+
+/// The job process `pid` runs in: the `LANES_SEQ` its environment carries, when `lanes` is on
+/// its chain of parents (`/proc/PID/stat`; `lanes` is the child subreaper, so a job's process
+/// stays its descendant whoever its parent was). `None` for a process outside `lanes`' tree,
+/// one whose environment names no job (`env -i`), or one already gone.
+pub(crate) fn job_of(pid: i32) -> Option<u64> {
+    let me = std::process::id() as i32;
+    let mut at = pid;
+    for _ in 0..4096 {
+        if at == me {
+            break;
+        }
+        match proc_stat(at)?.ppid {
+            parent if parent > 0 => at = parent,
+            _ => return None,
+        }
+    }
+    if at != me || pid == me {
+        return None;
+    }
+    environ(pid).as_deref().and_then(seq_in)
+}
+
+/// The `LANES_SEQ` an environment (`/proc/PID/environ`: `NAME=value` entries, each ended by
+/// a NUL) carries.
+fn seq_in(environ: &[u8]) -> Option<u64> {
+    environ
+        .split(|&b| b == 0)
+        .find_map(|var| var.strip_prefix(b"LANES_SEQ="))
+        .and_then(|value| std::str::from_utf8(value).ok()?.parse().ok())
 }
 
 /// Whether a process is a zombie (or dead): no longer a process of anyone's.
@@ -258,4 +283,34 @@ fn descends_from(
         known.insert(pid, answer);
     }
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_descendant_is_told_by_the_job_its_environment_names_and_others_by_none() {
+        let spawn = |seq: Option<&str>| {
+            let mut command = std::process::Command::new("sleep");
+            command.arg("30").env_remove("LANES_SEQ");
+            if let Some(seq) = seq {
+                command.env("LANES_SEQ", seq);
+            }
+            command.spawn().unwrap()
+        };
+        let mut children = [spawn(Some("7")), spawn(None), spawn(Some("x"))];
+        let pid = |child: &std::process::Child| i32::try_from(child.id()).unwrap();
+        // The environment is readable once `sleep` has been exec'd.
+        let told: Vec<Option<u64>> = children.iter().map(|c| job_of(pid(c))).collect();
+        for child in &mut children {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        assert_eq!(told, [Some(7), None, None]);
+        // Not a descendant (init, outside every PID namespace's tree of this process), and
+        // this process itself.
+        assert_eq!(job_of(1), None);
+        assert_eq!(job_of(std::process::id() as i32), None);
+    }
 }

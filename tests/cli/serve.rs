@@ -158,6 +158,7 @@ struct Answer {
     record: Option<Value>,
     error: Option<String>,
     exit_code: Option<u8>,
+    from_job: Option<u64>,
 }
 
 /// A job that ignores SIGTERM and runs until killed, its pid in `$D/pid`.
@@ -389,6 +390,132 @@ fn status_set_and_close() {
         assert_eq!(report.job(seq).result(), ("interrupted", Some("shutdown")));
     }
     assert!(!server_socket_exists(&scratch));
+}
+
+/// A shell command that runs `lanes TASK ARGS… --socket SOCKET` from inside a job, its stdout
+/// to `$D/NAME.out`, its stderr to `$D/NAME.err` and its exit status to `$D/NAME.code`.
+fn client_in_job(socket: &Path, task: &str, args: &str, name: &str) -> String {
+    format!(
+        "{} {task} --socket {} {args} > \"$D/{name}.out\" 2> \"$D/{name}.err\"; \
+         echo $? > \"$D/{name}.code\"",
+        sh_quote(BIN),
+        sh_quote(socket.to_str().unwrap()),
+    )
+}
+
+#[test]
+fn a_job_that_drains_its_own_server_is_answered_at_once_and_the_server_ends_after_it() {
+    // The job's `lanes drain` used to wait for the server's end, which waited for the job.
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2"]);
+    let drain = client_in_job(&server.socket, "drain", "--json", "drain");
+    assert_eq!(server.client("submit", &["a", "--", &drain]).code, 0);
+    scratch.wait_for("drain.code", Duration::from_secs(20));
+    assert_eq!(
+        scratch.read("drain.code").trim(),
+        "0",
+        "{}",
+        scratch.read("drain.err")
+    );
+    let answers: Vec<Answer> = scratch
+        .lines("drain.out")
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(answers.len(), 1, "no `ended`: {answers:?}");
+    assert_eq!(answers[0].answer, "ending");
+    assert_eq!(answers[0].why.as_deref(), Some("draining"));
+    assert_eq!(answers[0].from_job, Some(1));
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 1);
+    assert_eq!(report.job(1).result(), ("succeeded", None));
+    // Asked from a job of another server, `drain` waits for that server's end as from
+    // outside: only the server's own jobs are told apart. For people, the answer says why it
+    // does not wait.
+    let (other, third) = (Scratch::new(), Scratch::new());
+    let second = serve(&other, &["-j", "1"]);
+    let first_again = serve(&third, &["-j", "1"]);
+    let across = format!(
+        "{}; {}",
+        client_in_job(&second.socket, "drain", "", "across"),
+        client_in_job(&first_again.socket, "drain", "", "own")
+    );
+    assert_eq!(first_again.client("submit", &["a", "--", &across]).code, 0);
+    third.wait_for("own.code", Duration::from_secs(20));
+    assert_eq!(third.read("across.code").trim(), "0");
+    assert!(
+        third
+            .read("across.out")
+            .contains("ended: its report is written"),
+        "{}",
+        third.read("across.out")
+    );
+    assert!(
+        third
+            .read("own.out")
+            .contains("asked from inside job 1, which the server's end waits for"),
+        "{}",
+        third.read("own.out")
+    );
+    second.end().0.code(0);
+    first_again.end().0.code(0);
+}
+
+#[test]
+fn a_job_that_closes_its_own_server_is_stopped_with_the_rest_and_the_server_ends() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2"]);
+    assert_eq!(
+        server
+            .client("submit", &["b", "--", &blocked_on("never")])
+            .code,
+        0
+    );
+    let close = client_in_job(&server.socket, "close", "", "close");
+    assert_eq!(server.client("submit", &["a", "--", &close]).code, 0);
+    let (out, report) = server.end();
+    out.code(1);
+    assert_eq!(report.jobs.len(), 2);
+    for seq in [1, 2] {
+        assert_eq!(report.job(seq).result(), ("interrupted", Some("shutdown")));
+    }
+}
+
+#[test]
+fn submit_wait_of_its_own_key_from_inside_a_job_is_refused_and_of_another_key_waits() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2"]);
+    let job = format!(
+        "{}; {}",
+        client_in_job(&server.socket, "submit", "--wait b -- 'exit 7'", "other"),
+        client_in_job(&server.socket, "submit", "--wait a -- true", "own")
+    );
+    assert_eq!(server.client("submit", &["a", "--", &job]).code, 0);
+    scratch.wait_for("own.code", Duration::from_secs(20));
+    assert_eq!(
+        scratch.read("other.code").trim(),
+        "7",
+        "the job of key b ran and was waited for"
+    );
+    assert_eq!(scratch.read("own.code").trim(), "2");
+    let said = scratch.read("own.err");
+    assert!(
+        said.contains("`submit --wait` of key a from inside job 1, of the same key")
+            && said.contains("submit it without --wait"),
+        "{said}"
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(1);
+    // Nothing was admitted for the refused submission.
+    let mut seqs: Vec<(u64, String)> = report
+        .jobs
+        .iter()
+        .map(|job| (job.seq, job.key.clone().unwrap()))
+        .collect();
+    seqs.sort();
+    assert_eq!(seqs, [(1, "a".to_owned()), (2, "b".to_owned())]);
 }
 
 fn server_socket_exists(scratch: &Scratch) -> bool {
@@ -796,19 +923,19 @@ fn other_uid_client(socket: &Path, runtime: &Path) -> Option<(i32, String)> {
 /// A server started directly (it is to die of SIGKILL) on `lanes.sock` in `scratch`, its report
 /// in `first.jsonl`, its output in `first.out` and `first.err`; `$D` is the scratch directory.
 /// Returns it once it listens, with its socket.
-fn first_server(scratch: &Scratch, args: &[&str]) -> (std::process::Child, PathBuf) {
+fn first_server(scratch: &Scratch, args: &[&str]) -> (Spawned, PathBuf) {
     let socket = scratch.join("lanes.sock");
-    let first = Command::new(BIN)
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .arg("--report")
-        .arg(scratch.join("first.jsonl"))
-        .args(args)
-        .env("D", scratch.path())
-        .stdout(std::fs::File::create(scratch.join("first.out")).unwrap())
-        .stderr(std::fs::File::create(scratch.join("first.err")).unwrap())
-        .spawn()
-        .unwrap();
+    let first = Spawned::start(
+        Command::new(BIN)
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .arg("--report")
+            .arg(scratch.join("first.jsonl"))
+            .args(args)
+            .env("D", scratch.path())
+            .stdout(std::fs::File::create(scratch.join("first.out")).unwrap())
+            .stderr(std::fs::File::create(scratch.join("first.err")).unwrap()),
+    );
     assert!(listening(&socket));
     (first, socket)
 }
@@ -905,20 +1032,20 @@ fn a_record_the_report_file_could_not_hold_leaves_its_job_to_the_next_server() {
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
     let first_report = scratch.join("first.jsonl");
-    let mut first = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -f 4; exec \"$@\"")
-        .arg("sh")
-        .arg(BIN)
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .arg("--report")
-        .arg(&first_report)
-        .args(["-j", "1"])
-        .stdout(std::fs::File::create(scratch.join("first.out")).unwrap())
-        .stderr(std::fs::File::create(scratch.join("first.err")).unwrap())
-        .spawn()
-        .unwrap();
+    let mut first = Spawned::start(
+        Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -f 4; exec \"$@\"")
+            .arg("sh")
+            .arg(BIN)
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .arg("--report")
+            .arg(&first_report)
+            .args(["-j", "1"])
+            .stdout(std::fs::File::create(scratch.join("first.out")).unwrap())
+            .stderr(std::fs::File::create(scratch.join("first.err")).unwrap()),
+    );
     assert!(listening(&socket));
     let jobs = 12;
     for i in 1..=jobs {
@@ -1154,18 +1281,18 @@ fn killed_while_a_job_runs(
     meanwhile: impl FnOnce(&Path),
 ) {
     let socket = scratch.join("lanes.sock");
-    let mut first = Command::new(BIN)
-        .arg("serve")
-        .args(args)
-        .arg("--socket")
-        .arg(&socket)
-        .arg("--journal")
-        .arg(scratch.join("j.journal"))
-        .env("D", scratch.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = Spawned::start(
+        Command::new(BIN)
+            .arg("serve")
+            .args(args)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--journal")
+            .arg(scratch.join("j.journal"))
+            .env("D", scratch.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
     assert!(listening(&socket));
     let job = format!(
         "if [ -e \"$D/tried\" ]; then {then}; exit 0; fi; \
@@ -1319,7 +1446,7 @@ fn first_answer(client: &mut std::process::Child) -> (Answer, String) {
 }
 
 /// Waits (bounded) for `child` to end; kills it and fails when it does not.
-fn ended_by(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
+fn ended_by(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
     let mut status = None;
     wait_until(Duration::from_secs(20), || {
         status = child.try_wait().expect("wait for the client");
@@ -1349,14 +1476,14 @@ fn a_client_waiting_for_its_answer_dies_on_a_stop_signal() {
         ("close", &[], Signal::SIGTERM),
     ];
     for (task, args, signal) in cases {
-        let child = spawn_client(&socket, task, args);
+        let mut child = spawn_client(&socket, task, args);
         let (stream, _) = listener.accept().unwrap();
         // Its request read, the client waits for the answer.
         let mut request = String::new();
         BufReader::new(&stream).read_line(&mut request).unwrap();
         assert!(request.contains("\"op\""), "{request}");
         kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
-        let status = ended_by(child, task);
+        let status = ended_by(&mut child, task);
         assert_eq!(
             status.signal(),
             Some(signal as i32),
@@ -1511,16 +1638,16 @@ fn a_server_waiting_to_open_a_fifo_report_binds_nothing_and_dies_on_sigterm() {
     let fifo = scratch.join("report.fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let socket = scratch.join("lanes.sock");
-    let child = Command::new(BIN)
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .arg("--report")
-        .arg(&fifo)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = Spawned::start(
+        Command::new(BIN)
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .arg("--report")
+            .arg(&fifo)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
     let pid = child.id();
     // Blocked in the FIFO's open, waiting for a reader.
     assert!(
@@ -1536,7 +1663,7 @@ fn a_server_waiting_to_open_a_fifo_report_binds_nothing_and_dies_on_sigterm() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    let status = ended_by(child, "serve");
+    let status = ended_by(&mut child, "serve");
     assert_eq!(
         status.signal(),
         Some(nix::sys::signal::Signal::SIGTERM as i32),
@@ -1617,8 +1744,8 @@ fn a_drain_during_a_close_says_closing_and_status_exits_13_while_the_server_ends
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    for (client, what) in [(close, "close"), (drain, "drain")] {
-        let status = ended_by(client, what);
+    for (mut client, what) in [(close, "close"), (drain, "drain")] {
+        let status = ended_by(&mut client, what);
         assert_eq!(status.code(), Some(0), "{what}");
     }
     let (_, report) = server.end();
@@ -2158,7 +2285,7 @@ fn each_answer_of_a_batch_cut_short_by_the_journal_says_what_a_crash_would_do() 
     assert!(usual > 0 && lost > 0, "{usual} usual, {lost} lost answers");
     let close = client_at(&socket, "close", &[], None);
     assert_eq!(close.code, 0, "{}{}", close.stdout, close.stderr);
-    server.0.wait().unwrap();
+    server.wait().unwrap();
 }
 
 /// A journal line that cannot be written (here a file-size limit, `ulimit -f`, as a full disk
@@ -2202,7 +2329,7 @@ fn an_admission_the_journal_cannot_hold_is_answered_with_an_error_and_admissions
     }
     let close = client_at(&socket, "close", &[], None);
     assert_eq!(close.code, 0, "{}{}", close.stdout, close.stderr);
-    server.0.wait().unwrap();
+    server.wait().unwrap();
     let stderr = std::fs::read_to_string(&stderr_path).unwrap();
     assert_eq!(
         stderr.matches("cannot write the journal").count(),
@@ -2216,8 +2343,7 @@ fn an_admission_the_journal_cannot_hold_is_answered_with_an_error_and_admissions
 #[test]
 fn drain_and_close_whose_server_is_killed_before_its_end_say_so() {
     let scratch = Scratch::new();
-    let (server, socket) = first_server(&scratch, &["-j", "1", "--grace", "30"]);
-    let mut server = Reaped(server);
+    let (mut server, socket) = first_server(&scratch, &["-j", "1", "--grace", "30"]);
     // A job that ignores SIGTERM, and ends once the test is done.
     let job = "trap '' TERM; touch \"$D/running\"; until [ -e \"$D/stop\" ] || [ ! -d \"$D\" ]; do sleep 0.1; done";
     assert_eq!(
@@ -2244,8 +2370,8 @@ fn drain_and_close_whose_server_is_killed_before_its_end_say_so() {
         waiting.push((client, reader));
     }
     // Both are held: the job ignores SIGTERM for its 30 s grace.
-    let _ = server.0.kill();
-    server.0.wait().unwrap();
+    let _ = server.kill();
+    server.wait().unwrap();
     for (client, mut reader) in waiting {
         let mut rest = String::new();
         reader.read_to_string(&mut rest).unwrap();
@@ -2260,38 +2386,27 @@ fn drain_and_close_whose_server_is_killed_before_its_end_say_so() {
     scratch.write("stop", "");
 }
 
-/// A server started by hand, killed and reaped if the test ends before it does.
 /// A server (`-j 1`) on `lanes.sock` in `scratch`, journal `lanes.journal`, whose files may
 /// not grow past 4 KiB (`prlimit --fsize`, as a full disk would stop them), its stderr to
 /// `stderr`; returned once it listens, with its socket and journal.
-fn server_with_4_kib_files(scratch: &Scratch, stderr: Stdio) -> (Reaped, PathBuf, PathBuf) {
+fn server_with_4_kib_files(scratch: &Scratch, stderr: Stdio) -> (Spawned, PathBuf, PathBuf) {
     let socket = scratch.join("lanes.sock");
     let journal = scratch.join("lanes.journal");
-    let server = Command::new("prlimit")
-        .arg("--fsize=4096")
-        .arg("--")
-        .arg(BIN)
-        .args(["serve", "-j", "1", "--socket"])
-        .arg(&socket)
-        .arg("--journal")
-        .arg(&journal)
-        .env("D", scratch.path())
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .unwrap();
-    let server = Reaped(server);
+    let server = Spawned::start(
+        Command::new("prlimit")
+            .arg("--fsize=4096")
+            .arg("--")
+            .arg(BIN)
+            .args(["serve", "-j", "1", "--socket"])
+            .arg(&socket)
+            .arg("--journal")
+            .arg(&journal)
+            .env("D", scratch.path())
+            .stdout(Stdio::null())
+            .stderr(stderr),
+    );
     assert!(listening(&socket));
     (server, socket, journal)
-}
-
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// `lanes serve --help` and `lanes help serve` show a server's usage and options: not the
@@ -2748,7 +2863,7 @@ fn fail_fast_ends_the_server_and_later_calls_are_told_why() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
-    assert_eq!(ended_by(drain, "drain").code(), Some(0));
+    assert_eq!(ended_by(&mut drain, "drain").code(), Some(0));
     let (out, report) = server.end();
     out.code(1);
     assert_eq!(report.jobs.len(), 2, "{}", out.dump());
@@ -2821,16 +2936,16 @@ fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() 
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
     let journal = scratch.join("j.journal");
-    let mut first = Command::new(BIN)
-        .args(["serve", "--grace", "60s", "--socket"])
-        .arg(&socket)
-        .arg("--journal")
-        .arg(&journal)
-        .env("D", scratch.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = Spawned::start(
+        Command::new(BIN)
+            .args(["serve", "--grace", "60s", "--socket"])
+            .arg(&socket)
+            .arg("--journal")
+            .arg(&journal)
+            .env("D", scratch.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
     assert!(listening(&socket));
     // Under the second server, a run (which must not happen) ends at once.
     let job = "echo run >> \"$D/runs\"; [ -e \"$D/second\" ] && exit 0; trap '' TERM; \
@@ -2844,7 +2959,7 @@ fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() 
         client_at(&socket, "submit", &["a", "--", job], None).code,
         10
     );
-    let cancel = spawn_client(&socket, "cancel", &["a"]);
+    let mut cancel = spawn_client(&socket, "cancel", &["a"]);
     assert!(wait_until(Duration::from_secs(20), || {
         client_at(&socket, "status", &["--json"], None)
             .stdout
@@ -2852,7 +2967,7 @@ fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() 
     }));
     first.kill().unwrap();
     first.wait().unwrap();
-    let _ = ended_by(cancel, "cancel");
+    let _ = ended_by(&mut cancel, "cancel");
     let pid = scratch.pid("pid");
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(-pid),
@@ -3008,7 +3123,7 @@ fn a_running_batch_counts_each_of_its_jobs_in_answers_status_and_cancel() {
     );
     let cancel = server.client("cancel", &["--json", "a"]).answer();
     assert_eq!((cancel.dropped, cancel.stopped), (Some(vec![4]), Some(1)));
-    assert!(ended_by(drain, "drain").success());
+    assert!(ended_by(&mut drain, "drain").success());
     let report_path = server.report.clone();
     server.running.wait();
     // Read as plain JSON: the batch's records have `batch` set.
@@ -3096,13 +3211,13 @@ fn a_json_report_whose_reader_went_away_leaves_its_missing_jobs_to_the_next_serv
     // was emptied and the jobs were left with no record anywhere.)
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
-    let mut first = Command::new(BIN)
-        .args(["serve", "--json", "-j", "1", "--socket"])
-        .arg(&socket)
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(scratch.join("first.err")).unwrap())
-        .spawn()
-        .unwrap();
+    let mut first = Spawned::start(
+        Command::new(BIN)
+            .args(["serve", "--json", "-j", "1", "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(scratch.join("first.err")).unwrap()),
+    );
     assert!(listening(&socket));
     let mut stdout = BufReader::new(first.stdout.take().unwrap());
     let jobs = 10;
@@ -3159,14 +3274,14 @@ fn a_json_report_nobody_reads_holds_up_no_answer_and_no_start() {
     // records fill the pipe, and every submission is still answered and every job runs.
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
-    let mut server = Command::new(BIN)
-        .args(["serve", "--json", "-j", "4", "--socket"])
-        .arg(&socket)
-        .env("D", scratch.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut server = Spawned::start(
+        Command::new(BIN)
+            .args(["serve", "--json", "-j", "4", "--socket"])
+            .arg(&socket)
+            .env("D", scratch.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
+    );
     assert!(listening(&socket));
     let jobs = 1000;
     let lines: String = (1..=jobs)

@@ -466,12 +466,37 @@ impl Driver {
         }
     }
 
+    /// The run of this server that `call`'s client runs inside, by its first seq, with its
+    /// key: a process of one of its jobs (`LANES_SEQ`, a descendant of this server) while that
+    /// run is in flight.
+    fn caller_run(&self, call: &Call) -> Option<(Seq, Arc<str>)> {
+        let seq = crate::shell::lineage::job_of(call.peer?)?;
+        self.core.slot_of(seq)?;
+        Some((seq, Arc::clone(&self.jobs.get(&seq)?.key)))
+    }
+
     async fn submit(&mut self, call: Call, key: String, command: String, wait: bool) {
         let admits = self.service.as_ref().is_some_and(|s| self.admits(s));
         if !admits {
             let answer = self.closed_answer();
             reply(call, answer);
             return;
+        }
+        if wait {
+            if let Some((caller, _)) = self
+                .caller_run(&call)
+                .filter(|(_, caller_key)| **caller_key == *key)
+            {
+                // Its job would wait in the lane behind the job that waits for it.
+                let error = format!(
+                    "`submit --wait` of key {} from inside job {caller}, of the same key: the \
+                     job would run only after job {caller} ends, which waits for it; submit \
+                     it without --wait",
+                    crate::output::framing::escape_controls(&key)
+                );
+                reply(call, Answer::Error { error });
+                return;
+            }
         }
         let Some(service) = self.service.as_mut() else {
             return;
@@ -816,9 +841,22 @@ impl Driver {
             .as_ref()
             .and_then(|service| service.ending)
             .unwrap_or(why);
+        // Asked from inside one of this server's jobs: its end comes only after that job's,
+        // so nothing waits for it (the client would wait for its own end).
+        let from_job = self.caller_run(&call).map(|(seq, _)| seq);
         if why == "closing" && self.core.stopping().is_none() {
             let halt = self.core.close(self.tick());
             self.apply_halt(halt).await;
+        }
+        if from_job.is_some() {
+            let answer = Answer::Ending {
+                why: now_ending.into(),
+                running,
+                waiting,
+                from_job,
+            };
+            let _ = call.reply.send(Reply::now(answer));
+            return;
         }
         let (held, then) = oneshot::channel();
         let (written_tx, written) = oneshot::channel();
@@ -830,6 +868,7 @@ impl Driver {
                 why: now_ending.into(),
                 running,
                 waiting,
+                from_job: None,
             },
             then: Some(then),
             written: Some(written_tx),
