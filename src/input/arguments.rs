@@ -5,7 +5,7 @@
 
 use std::io::BufRead;
 
-use crate::input::lines::{parse_line, unpassable, Limits, LineItem, LineReader, NumberedLine};
+use crate::input::lines::{parse_keyed, unpassable, Limits, LineItem, LineReader, NumberedLine};
 use crate::key_template::KeyTemplate;
 
 /// How records are separated and what a record holds.
@@ -34,8 +34,19 @@ impl RecordFormat {
     /// What one record is; `None` when it is no job (empty, blank or a comment).
     pub(crate) fn item(&self, record: &[u8]) -> Option<LineItem> {
         match &self.key {
-            None => parse_line(record, Limits::of_system()).map(|item| self.hinted(item)),
+            None => {
+                parse_keyed(record, Limits::of_system(), self.after_tab()).map(|i| self.hinted(i))
+            }
             Some(key) => plain(record, key),
+        }
+    }
+
+    /// What the text after a record's tab is: the template's argument under `--command`.
+    fn after_tab(&self) -> &'static str {
+        if self.hint_no_tab {
+            "argument"
+        } else {
+            "command"
         }
     }
 
@@ -119,7 +130,8 @@ impl<R: BufRead> RecordReader<R> {
     /// Reads `input` as `format` says.
     pub(crate) fn new(input: R, format: RecordFormat) -> Self {
         if format.is_tab_lines() {
-            return RecordReader::Lines(LineReader::new(input), format);
+            let lines = LineReader::new(input).naming_after_tab(format.after_tab());
+            return RecordReader::Lines(lines, format);
         }
         RecordReader::Records {
             input,

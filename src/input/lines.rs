@@ -43,6 +43,12 @@ pub(crate) enum LineItem {
 /// or command longer than `limits`, or holding a NUL byte, is invalid: no process could be
 /// given it.
 pub(crate) fn parse_line(raw: &[u8], limits: Limits) -> Option<LineItem> {
+    parse_keyed(raw, limits, "command")
+}
+
+/// [`parse_line`] for a record whose text after the tab is `after_tab` (`command`, or
+/// `argument` under `--command`), as its messages name it.
+pub(crate) fn parse_keyed(raw: &[u8], limits: Limits, after_tab: &str) -> Option<LineItem> {
     let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
     if raw.iter().all(u8::is_ascii_whitespace) || raw.first() == Some(&b'#') {
         return None;
@@ -50,7 +56,10 @@ pub(crate) fn parse_line(raw: &[u8], limits: Limits) -> Option<LineItem> {
     let Some(tab) = raw.iter().position(|&b| b == b'\t') else {
         return Some(invalid(
             None,
-            "no tab between key and command (expected KEY<TAB>COMMAND)",
+            &format!(
+                "no tab between key and {after_tab} (expected KEY<TAB>{})",
+                after_tab.to_ascii_uppercase()
+            ),
         ));
     };
     let (key, command) = (&raw[..tab], &raw[tab + 1..]);
@@ -67,12 +76,15 @@ pub(crate) fn parse_line(raw: &[u8], limits: Limits) -> Option<LineItem> {
     }
     let command = match std::str::from_utf8(command) {
         Ok(command) => command,
-        Err(err) => return Some(invalid(key_for_record, &not_utf8("command", err))),
+        Err(err) => return Some(invalid(key_for_record, &not_utf8(after_tab, err))),
     };
     if command.trim().is_empty() {
-        return Some(invalid(key_for_record, "empty command after the tab"));
+        return Some(invalid(
+            key_for_record,
+            &format!("empty {after_tab} after the tab"),
+        ));
     }
-    if let Some(problem) = unpassable("command", command.as_bytes(), limits.command) {
+    if let Some(problem) = unpassable(after_tab, command.as_bytes(), limits.command) {
         return Some(invalid(key_for_record, &problem));
     }
     Some(LineItem::Job {
@@ -143,12 +155,21 @@ pub(crate) struct LineReader<R> {
     skipping: bool,
     line: u64,
     seq: u64,
+    /// What the text after the tab is, as messages name it ([`parse_keyed`]).
+    after_tab: &'static str,
 }
 
 impl<R: BufRead> LineReader<R> {
     /// Wraps a buffered reader, with the system's [`Limits`].
     pub(crate) fn new(input: R) -> Self {
         Self::with_limits(input, Limits::of_system())
+    }
+
+    /// Names the text after the tab `after_tab` in messages (`argument` under `--command`);
+    /// `command` unless told.
+    pub(crate) fn naming_after_tab(mut self, after_tab: &'static str) -> Self {
+        self.after_tab = after_tab;
+        self
     }
 
     /// Wraps a buffered reader, with `limits`.
@@ -160,6 +181,7 @@ impl<R: BufRead> LineReader<R> {
             skipping: false,
             line: 0,
             seq: 0,
+            after_tab: "command",
         }
     }
 
@@ -255,7 +277,7 @@ impl<R: BufRead> LineReader<R> {
             key,
             &format!(
                 "{}; the rest of the line was skipped",
-                too_long("command", self.limits.command)
+                too_long(self.after_tab, self.limits.command)
             ),
         )
     }
@@ -281,7 +303,7 @@ impl<R: BufRead> Iterator for LineReader<R> {
                 // A comment may be of any length.
                 (raw.first() != Some(&b'#')).then(|| self.cut_line(raw))
             } else {
-                parse_line(raw, self.limits)
+                parse_keyed(raw, self.limits, self.after_tab)
             };
             if let Some(item) = item {
                 self.seq += 1;

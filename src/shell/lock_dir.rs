@@ -905,6 +905,11 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
     let mut text = String::new();
     for (key, holder, waiters) in &listed {
         match holder {
+            Some(h) if exited(h.pid) => text.push_str(&format!(
+                "{key:?}: held by pid {} (run {}), which has exited: a process it left holds \
+                 the key\n",
+                h.pid, h.run
+            )),
             Some(h) => text.push_str(&format!("{key:?}: held by pid {} (run {})\n", h.pid, h.run)),
             None => text.push_str(&format!("{key:?}: being handed over\n")),
         }
@@ -946,6 +951,18 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
 }
 
 /// The tickets of a key's waiters that are alive, in line order.
+/// Whether process `pid` has exited: none exists in this PID namespace (`kill(pid, 0)` fails
+/// with ESRCH) or it is a zombie not yet reaped (`/proc/PID/stat`). A holder that exited while
+/// a process it left holds its key; a holder in another PID namespace sharing the directory may
+/// be said exited too.
+fn exited(pid: u32) -> bool {
+    i32::try_from(pid).is_ok_and(|pid| {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH)
+            || super::unix::proc_stat(pid).is_some_and(|stat| matches!(stat.state, 'Z' | 'X'))
+    })
+}
+
 fn live_tickets(queue: &Path) -> Vec<Holder> {
     let Ok(names) = tickets(queue) else {
         return Vec::new();

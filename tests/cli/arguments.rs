@@ -521,8 +521,22 @@ fn lines_without_a_tab_under_command_say_how_to_run_them() {
     out.code(1);
     let error = out.job(1).error.clone().unwrap();
     assert!(
-        error.contains("no tab") && error.contains("lanes [OPTIONS] -- COMMAND"),
+        error.starts_with("line 1: no tab between key and argument (expected KEY<TAB>ARGUMENT)")
+            && error.contains("lanes [OPTIONS] -- COMMAND"),
         "{error}"
+    );
+    // What follows the tab is the template's argument, and is named so.
+    let out = Run::new()
+        .args(["--command", "echo {}"])
+        .stdin(
+            "k	 
+",
+        )
+        .run();
+    out.code(1);
+    assert_eq!(
+        out.job(1).error.as_deref(),
+        Some("line 1: empty argument after the tab")
     );
     // As it says: with --key, every line is an argument.
     let out = Run::new()

@@ -222,7 +222,13 @@ fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
         .lines("log.k")
         .len()
         > 1));
-    assert!(locks(&dir).contains("1 ahead"), "{}", locks(&dir));
+    let listed = locks(&dir);
+    assert!(listed.contains("1 ahead"), "{listed}");
+    assert!(
+        listed.contains(&format!("held by pid {} (run ", a.pid()))
+            && listed.contains("which has exited: a process it left holds the key"),
+        "{listed}"
+    );
     scratch.write("go", "");
     let b = b.wait();
     b.code(0);
