@@ -37,7 +37,7 @@ use crate::shell::strict::Checked;
 /// `--strict` input error, an unreadable input file, a report file that cannot be created. The
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
-    let config = RunConfig::from_cli(cli)?;
+    let mut config = RunConfig::from_cli(cli)?;
     let report_on_stdout = config.json;
     if config.dry_run {
         let resume = load_resume(&config)?;
@@ -124,6 +124,14 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 config.requeue_lost,
                 config.report.as_deref(),
             )?;
+            // The server's jobs reach it by default (`lanes drain`, `lanes submit` inside
+            // one), wherever they change directory.
+            if let Some(socket) = std::path::absolute(&path)
+                .ok()
+                .and_then(|absolute| absolute.into_os_string().into_string().ok())
+            {
+                config.env.push(("LANES_SOCKET".to_owned(), socket));
+            }
             Some((path, journal))
         }
         _ => None,

@@ -56,7 +56,7 @@ impl Scheduler {
 
     /// The input has ended at `now`: no job will join a batch any more, so a batch waiting out
     /// `--batch-delay` for more jobs may go at once (the causes of its lane are decided
-    /// again). Not for `lanes serve`, whose jobs may come at any time.
+    /// again). For `lanes serve`, whose jobs may come at any time, once it drains.
     pub fn input_ended(&mut self, now: Tick) {
         self.clock = self.clock.max(now);
         if std::mem::replace(&mut self.input_ended, true) || self.policy.batch_delay.is_zero() {

@@ -202,26 +202,24 @@ pub(crate) fn strays_by_seq(
     found
 }
 
-/// The job process `pid` runs in: the `LANES_SEQ` its environment carries, when `lanes` is on
-/// its chain of parents (`/proc/PID/stat`; `lanes` is the child subreaper, so a job's process
-/// stays its descendant whoever its parent was). `None` for a process outside `lanes`' tree,
-/// one whose environment names no job (`env -i`), or one already gone.
+/// The job of `lanes` that process `pid` runs in: found on its chain of parents
+/// (`/proc/PID/stat`), the child of `lanes` it descends from is the job's process (its shell,
+/// or a process of the job that outlived its parent: `lanes` is the child subreaper), and that
+/// process's environment, set by `lanes` as it started the job, names the job (`LANES_SEQ`).
+/// `pid`'s own environment is not read: a `lanes` run inside the job gives its own jobs
+/// `LANES_SEQ`s of its own. `None` for a process outside `lanes`' tree, a child of `lanes`
+/// whose environment names no job, or one already gone.
 pub(crate) fn job_of(pid: i32) -> Option<u64> {
     let me = std::process::id() as i32;
     let mut at = pid;
     for _ in 0..4096 {
-        if at == me {
-            break;
-        }
         match proc_stat(at)?.ppid {
+            parent if parent == me => return environ(at).as_deref().and_then(seq_in),
             parent if parent > 0 => at = parent,
             _ => return None,
         }
     }
-    if at != me || pid == me {
-        return None;
-    }
-    environ(pid).as_deref().and_then(seq_in)
+    None
 }
 
 /// The `LANES_SEQ` an environment (`/proc/PID/environ`: `NAME=value` entries, each ended by
@@ -308,6 +306,35 @@ mod tests {
             child.wait().unwrap();
         }
         assert_eq!(told, [Some(7), None, None]);
+        // A process below a child of this process is told by that child's environment, not
+        // by its own (a `lanes` run inside a job numbers its own jobs).
+        let mut nested = std::process::Command::new("sh")
+            .args(["-c", "LANES_SEQ=1 sleep 30 & echo $!; wait"])
+            .env("LANES_SEQ", "9")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(nested.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let grandchild: i32 = line.trim().parse().unwrap();
+        // Its `sleep` has been exec'd once its environment names seq 1.
+        for _ in 0..500 {
+            if environ(grandchild).as_deref().and_then(seq_in) == Some(1) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        let told = job_of(grandchild);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(grandchild),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        nested.wait().unwrap();
+        assert_eq!(told, Some(9));
         // Not a descendant (init, outside every PID namespace's tree of this process), and
         // this process itself.
         assert_eq!(job_of(1), None);

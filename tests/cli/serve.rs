@@ -463,6 +463,115 @@ fn a_job_that_drains_its_own_server_is_answered_at_once_and_the_server_ends_afte
 }
 
 #[test]
+fn a_server_s_jobs_reach_it_by_default_and_a_run_inside_one_is_told_by_that_job() {
+    // The server was started with --socket and a LANES_SOCKET naming another server: its jobs'
+    // clients reach their own server all the same (LANES_SOCKET is set for them). A `lanes` run
+    // inside job 2 numbers its own job 1: the `drain` from there is told to come from job 2.
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let report = scratch.join("report.jsonl");
+    let elsewhere = scratch.join("elsewhere.sock");
+    let running = Run::new()
+        .no_report()
+        .scratch(&scratch)
+        .env("LANES_SOCKET", &elsewhere)
+        .arg("serve")
+        .arg("--socket")
+        .arg(&socket)
+        .arg("--report")
+        .arg(&report)
+        .args(["-j", "2"])
+        .spawn();
+    assert!(listening(&socket), "the socket did not appear");
+    let server = Server {
+        running,
+        socket,
+        report,
+    };
+    assert_eq!(
+        server
+            .client("submit", &["--wait", "first", "--", "true"])
+            .code,
+        0
+    );
+    let drain = format!(
+        "{} drain --json > \"$D/drain.out\" 2> \"$D/drain.err\"; echo $? > \"$D/drain.code\"",
+        sh_quote(BIN)
+    );
+    let job = format!(
+        "echo \"$LANES_SOCKET\" > \"$D/told\"; {} --output none ::: {}",
+        sh_quote(BIN),
+        sh_quote(&drain)
+    );
+    assert_eq!(server.client("submit", &["b", "--", &job]).code, 0);
+    scratch.wait_for("drain.code", Duration::from_secs(20));
+    assert_eq!(
+        scratch.read("told").trim(),
+        server.socket.to_str().unwrap(),
+        "the job's LANES_SOCKET"
+    );
+    assert_eq!(
+        scratch.read("drain.code").trim(),
+        "0",
+        "{}",
+        scratch.read("drain.err")
+    );
+    let answer: Answer = serde_json::from_str(scratch.read("drain.out").trim()).unwrap();
+    assert_eq!(
+        (answer.answer.as_str(), answer.from_job),
+        ("ending", Some(2))
+    );
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 2);
+}
+
+#[test]
+fn a_drain_runs_a_batch_waiting_out_its_delay_at_once() {
+    // Draining is the server's end of input: nothing can join the batch any more.
+    let scratch = Scratch::new();
+    let server = serve(
+        &scratch,
+        &[
+            "-j",
+            "2",
+            "--batch-size",
+            "5",
+            "--batch-delay",
+            "60s",
+            "--command",
+            "echo {} >> \"$D/ran\"",
+        ],
+    );
+    for arg in ["one", "two"] {
+        assert_eq!(server.client("submit", &["a", "--", arg]).code, 10);
+    }
+    let asked = Instant::now();
+    assert_eq!(server.client("drain", &[]).code, 0);
+    assert!(
+        asked.elapsed() < Duration::from_secs(30),
+        "drain took {:?}",
+        asked.elapsed()
+    );
+    let report_path = server.report.clone();
+    server.running.wait().code(0);
+    assert_eq!(scratch.lines("ran"), ["one two"]);
+    // Read as plain JSON: the records have `batch` set.
+    let outcomes: Vec<(u64, String)> = crate::records::events(&report_path)
+        .iter()
+        .filter(|r| r["type"] == "job")
+        .map(|r| (r["batch"].as_u64().unwrap(), r["outcome"].to_string()))
+        .collect();
+    assert_eq!(outcomes.len(), 2);
+    assert!(
+        outcomes
+            .iter()
+            .all(|(batch, outcome)| *batch == 1 && outcome == "\"succeeded\""),
+        "{outcomes:?}"
+    );
+}
+
+#[test]
 fn a_job_that_closes_its_own_server_is_stopped_with_the_rest_and_the_server_ends() {
     let scratch = Scratch::new();
     let server = serve(&scratch, &["-j", "2"]);
@@ -516,6 +625,23 @@ fn submit_wait_of_its_own_key_from_inside_a_job_is_refused_and_of_another_key_wa
         .collect();
     seqs.sort();
     assert_eq!(seqs, [(1, "a".to_owned()), (2, "b".to_owned())]);
+    // Under --cancel-in-progress the new job would stop the job waiting for it: refused, and
+    // said so.
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "2", "--cancel-in-progress"]);
+    let job = client_in_job(&server.socket, "submit", "--wait a -- true", "own");
+    assert_eq!(server.client("submit", &["a", "--", &job]).code, 0);
+    scratch.wait_for("own.code", Duration::from_secs(20));
+    assert_eq!(scratch.read("own.code").trim(), "2");
+    let said = scratch.read("own.err");
+    assert!(
+        said.contains("under --cancel-in-progress the job would stop job 1, which waits for it"),
+        "{said}"
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(report.jobs.len(), 1);
 }
 
 fn server_socket_exists(scratch: &Scratch) -> bool {

@@ -487,13 +487,22 @@ impl Driver {
                 .caller_run(&call)
                 .filter(|(_, caller_key)| **caller_key == *key)
             {
-                // Its job would wait in the lane behind the job that waits for it.
-                let error = format!(
-                    "`submit --wait` of key {} from inside job {caller}, of the same key: the \
-                     job would run only after job {caller} ends, which waits for it; submit \
-                     it without --wait",
-                    crate::output::framing::escape_controls(&key)
-                );
+                // Its job would wait in the lane behind the job that waits for it, or, under
+                // `--cancel-in-progress`, stop it.
+                let key = crate::output::framing::escape_controls(&key);
+                let error = if self.config.policy.cancel_in_progress {
+                    format!(
+                        "`submit --wait` of key {key} from inside job {caller}, of the same key: \
+                         under --cancel-in-progress the job would stop job {caller}, which waits \
+                         for it (submitted without --wait, it stops job {caller} all the same)"
+                    )
+                } else {
+                    format!(
+                        "`submit --wait` of key {key} from inside job {caller}, of the same key: \
+                         the job would run only after job {caller} ends, which waits for it; \
+                         submit it without --wait"
+                    )
+                };
                 reply(call, Answer::Error { error });
                 return;
             }
@@ -847,6 +856,13 @@ impl Driver {
         if why == "closing" && self.core.stopping().is_none() {
             let halt = self.core.close(self.tick());
             self.apply_halt(halt).await;
+        } else if self.core.stopping().is_none() {
+            // Draining is the server's end of input: nothing joins a batch any more, so a
+            // batch waiting out `--batch-delay` goes now.
+            let now = self.tick();
+            self.decided_at = Some(now);
+            self.core.input_ended(now);
+            self.start_ready(false).await;
         }
         if from_job.is_some() {
             let answer = Answer::Ending {
