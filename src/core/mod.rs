@@ -12,6 +12,8 @@
 //! - [`shutdown`]: stop signals, turn timeouts and the halt that drains the run;
 //! - [`status`]: what runs and waits now, for a status report (SIGUSR1, `lanes status`);
 //! - [`cancel`]: `lanes cancel KEY`: a key's waiting jobs dropped, its running job stopped;
+//! - [`awaits`]: `lanes submit --wait` from inside a job: whether the wait would come back to
+//!   the job asking;
 //! - [`cap`]: `lanes set -j N`: the cap changed while jobs run;
 //! - [`suspend`]: Ctrl-Z: stopped time counts toward no deadline;
 //! - [`hostwide`]: `--lock-dir`: when a key's host-wide lock is asked for and let go;
@@ -21,6 +23,7 @@
 //! - [`wait`]: why each waiting job waits, and its wait split by cause.
 
 mod account;
+mod awaits;
 mod cancel;
 mod cap;
 mod dispatch;

@@ -527,6 +527,42 @@ fn a_server_s_jobs_reach_it_by_default_and_a_run_inside_one_is_told_by_that_job(
 }
 
 #[test]
+fn a_wait_that_comes_back_through_another_key_to_the_job_asking_is_refused() {
+    // Job 1 (key a) waits for job 2 (key b), which asks to wait for a new job of key a: that
+    // job would wait behind job 1, which waits for job 2. Slots are free: only the waits loop.
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &["-j", "3"]);
+    let inner = client_in_job(&server.socket, "submit", "--wait a -- true", "inner");
+    let middle = client_in_job(
+        &server.socket,
+        "submit",
+        &format!("--wait b -- {}", sh_quote(&inner)),
+        "middle",
+    );
+    assert_eq!(server.client("submit", &["a", "--", &middle]).code, 0);
+    scratch.wait_for("middle.code", Duration::from_secs(20));
+    assert_eq!(scratch.read("inner.code").trim(), "2");
+    let said = scratch.read("inner.err");
+    assert!(
+        said.contains(
+            "`submit --wait` of key a from inside job 2: the job would wait for job 1, then \
+             job 2, each waiting for the next"
+        ),
+        "{said}"
+    );
+    // Job 2 went on to its end (its command's last word succeeded), and job 1's wait with it.
+    assert_eq!(scratch.read("middle.code").trim(), "0");
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    assert_eq!(
+        report.jobs.len(),
+        2,
+        "nothing admitted for the refused wait"
+    );
+}
+
+#[test]
 fn a_drain_runs_a_batch_waiting_out_its_delay_at_once() {
     // Draining is the server's end of input: nothing can join the batch any more.
     let scratch = Scratch::new();

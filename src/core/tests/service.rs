@@ -1,7 +1,7 @@
 //! `lanes cancel KEY` and `lanes set -j N`: the key's waiting jobs dropped in lane order and its
 //! running job stopped once; the cap changed without stopping anything, slots staying 1..=N.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
 
@@ -207,5 +207,79 @@ proptest! {
         }
         prop_assert_eq!(ended.len() as u64, next - 1);
         prop_assert!(s.is_idle());
+    }
+}
+
+/// `awaits` from (run, jobs it waits for) pairs.
+fn awaits(pairs: &[(Seq, &[Seq])]) -> HashMap<Seq, Vec<Seq>> {
+    pairs
+        .iter()
+        .map(|(run, jobs)| (*run, jobs.to_vec()))
+        .collect()
+}
+
+#[test]
+fn a_wait_that_comes_back_to_the_job_asking_is_found_through_other_keys() {
+    // Runs 1 (a), 2 (b) and 3 (c) in flight; 4 (a) waits behind 1.
+    let mut s = sched(3, 100);
+    for (seq, key) in [(1, "a"), (2, "b"), (3, "c"), (4, "a")] {
+        admit(&mut s, job(seq, key, 0), ms(0));
+    }
+    assert_eq!(take_all(&mut s, ms(0)), vec![1, 2, 3]);
+    // Run 1 asking for a new job of its own key: behind itself.
+    assert_eq!(s.awaited_back("a", 1, &HashMap::new()), Some(vec![1]));
+    // Nothing waits for anything: run 2 may wait for a new job of a or c.
+    assert_eq!(s.awaited_back("a", 2, &HashMap::new()), None);
+    assert_eq!(s.awaited_back("c", 2, &HashMap::new()), None);
+    // Run 1 waits for job 2: run 2 asking for a new job of a would wait behind 1, which
+    // waits for 2.
+    let one_waits_for_two = awaits(&[(1, &[2])]);
+    assert_eq!(s.awaited_back("a", 2, &one_waits_for_two), Some(vec![2, 1]));
+    // Three keys round: 1 waits for 2, 2 for 3; 3 asking for a new job of a.
+    let round = awaits(&[(1, &[2]), (2, &[3])]);
+    assert_eq!(s.awaited_back("a", 3, &round), Some(vec![3, 2, 1]));
+    // A new job of c asked by 1 waits behind 3, which waits for nothing: no loop.
+    assert_eq!(s.awaited_back("c", 1, &one_waits_for_two), None);
+    // Through a waiting job: 3 waits for job 4 (a, behind 1), and 1 asks for a new job of c.
+    let through_waiting = awaits(&[(3, &[4])]);
+    assert_eq!(
+        s.awaited_back("c", 1, &through_waiting),
+        Some(vec![1, 4, 3])
+    );
+    // A key with nothing in its lane is no wait at all.
+    assert_eq!(s.awaited_back("z", 1, &round), None);
+}
+
+#[test]
+fn under_cancel_in_progress_a_new_job_waits_for_no_run_of_its_key_but_stops_the_one_asking() {
+    for (coalesce_latest, cancel_in_progress) in [(false, false), (true, false), (false, true)] {
+        let mut s = Scheduler::with_policy(
+            Limits {
+                max_concurrent: 2,
+                max_queued: 100,
+            },
+            Policy {
+                coalesce_latest,
+                cancel_in_progress,
+                ..Policy::default()
+            },
+        );
+        for (seq, key) in [(1, "a"), (2, "b")] {
+            // Queued, or taking the place of no waiting job.
+            let _ = s.admit(job(seq, key, 0), ms(0));
+        }
+        assert_eq!(take_all(&mut s, ms(0)), vec![1, 2]);
+        // Run 1 waits for job 2; run 2 asks for a new job of a. Queued, or coalesced behind
+        // run 1, it waits for 1's end, which waits for 2; under --cancel-in-progress it stops
+        // run 1 instead (whose wait for 2 ends with it).
+        let one_waits_for_two = awaits(&[(1, &[2])]);
+        let want = (!cancel_in_progress).then(|| vec![2, 1]);
+        assert_eq!(
+            s.awaited_back("a", 2, &one_waits_for_two),
+            want,
+            "coalesce {coalesce_latest}, cancel {cancel_in_progress}"
+        );
+        // Run 1 asking for a new job of its own key: behind itself, or stopping itself.
+        assert_eq!(s.awaited_back("a", 1, &HashMap::new()), Some(vec![1]));
     }
 }

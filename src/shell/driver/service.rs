@@ -23,6 +23,10 @@ pub(super) struct Ended {
     command: String,
 }
 
+/// A `submit --wait` client: where its job's record goes, and the run of this server (by its
+/// first seq) it asked from, if one.
+type RecordWaiter = (oneshot::Sender<Answer>, Option<Seq>);
+
 /// Most requests answered in one turn of the loop (one `fdatasync` of the journal for all).
 const CALL_BURST: usize = 256;
 
@@ -72,7 +76,7 @@ pub(super) struct Service {
     /// `ended` answer goes, and what tells that it was written ([`Driver::say_ended`]).
     held: Vec<(oneshot::Sender<Answer>, oneshot::Receiver<()>)>,
     /// `submit --wait`: who waits for each job's record.
-    records: HashMap<Seq, Vec<oneshot::Sender<Answer>>>,
+    records: HashMap<Seq, Vec<RecordWaiter>>,
     /// `cancel`: the answers sent once the stopped run (by its first seq) has its record.
     cancels: HashMap<Seq, Vec<(oneshot::Sender<Reply>, Answer)>>,
     /// Jobs admitted since the start.
@@ -134,6 +138,20 @@ impl Service {
         }
     }
 
+    /// Which runs of this server (by first seq) wait for which jobs' records, through a
+    /// `submit --wait` whose client still waits.
+    fn awaits(&self) -> HashMap<Seq, Vec<Seq>> {
+        let mut awaits: HashMap<Seq, Vec<Seq>> = HashMap::new();
+        for (&seq, waiters) in &self.records {
+            for (waiter, from) in waiters {
+                if let Some(run) = from.filter(|_| !waiter.is_closed()) {
+                    awaits.entry(run).or_default().push(seq);
+                }
+            }
+        }
+        awaits
+    }
+
     /// Whether the record of `seq` is waited for (encoded for `submit --wait`).
     pub(super) fn wants_record(&self, seq: Seq) -> bool {
         self.records.contains_key(&seq)
@@ -159,7 +177,7 @@ impl Service {
             let record = record
                 .and_then(|line| serde_json::from_slice(&line).ok())
                 .unwrap_or(serde_json::Value::Null);
-            for waiter in waiters {
+            for (waiter, _) in waiters {
                 let _ = waiter.send(Answer::Record {
                     record: record.clone(),
                 });
@@ -482,23 +500,39 @@ impl Driver {
             reply(call, answer);
             return;
         }
-        if wait {
-            if let Some((caller, _)) = self
-                .caller_run(&call)
-                .filter(|(_, caller_key)| **caller_key == *key)
-            {
+        // The run of this server the client asks from, for a wait.
+        let from = if wait { self.caller_run(&call) } else { None };
+        if let Some((caller, caller_key)) = &from {
+            let caller = *caller;
+            let awaits = self
+                .service
+                .as_ref()
+                .map(Service::awaits)
+                .unwrap_or_default();
+            if let Some(chain) = self.core.awaited_back(&key, caller, &awaits) {
                 // Its job would wait in the lane behind the job that waits for it, or, under
-                // `--cancel-in-progress`, stop it.
-                let key = crate::output::framing::escape_controls(&key);
-                let error = if self.config.policy.cancel_in_progress {
+                // `--cancel-in-progress`, stop it; or it would wait behind a job that waits,
+                // through other jobs' waits, for the job asking.
+                let shown = crate::output::framing::escape_controls(&key);
+                let error = if **caller_key != *key {
+                    let through: Vec<String> =
+                        chain.iter().rev().map(|seq| format!("job {seq}")).collect();
                     format!(
-                        "`submit --wait` of key {key} from inside job {caller}, of the same key: \
+                        "`submit --wait` of key {shown} from inside job {caller}: the job would \
+                         wait for {}, each waiting for the next (through `submit --wait` or \
+                         its lane) and the last being the job asking: none would ever end; \
+                         submit it without --wait",
+                        through.join(", then ")
+                    )
+                } else if self.config.policy.cancel_in_progress {
+                    format!(
+                        "`submit --wait` of key {shown} from inside job {caller}, of the same key: \
                          under --cancel-in-progress the job would stop job {caller}, which waits \
                          for it (submitted without --wait, it stops job {caller} all the same)"
                     )
                 } else {
                     format!(
-                        "`submit --wait` of key {key} from inside job {caller}, of the same key: \
+                        "`submit --wait` of key {shown} from inside job {caller}, of the same key: \
                          the job would run only after job {caller} ends, which waits for it; \
                          submit it without --wait"
                     )
@@ -534,7 +568,12 @@ impl Driver {
         let seq = service.last_seq;
         let (record_tx, record_rx) = oneshot::channel();
         if wait {
-            service.records.entry(seq).or_default().push(record_tx);
+            let from = from.as_ref().map(|(run, _)| *run);
+            service
+                .records
+                .entry(seq)
+                .or_default()
+                .push((record_tx, from));
         }
         let key: Arc<str> = Arc::from(key);
         let spec = JobSpec {
