@@ -124,6 +124,7 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
     let owing = Arc::clone(&owed);
     let most = max_connections();
     let open = std::sync::Arc::new(tokio::sync::Semaphore::new(most));
+    let waits = std::sync::Arc::new(tokio::sync::Semaphore::new(most_waiting(most)));
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
@@ -131,8 +132,9 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
                     Ok(permit) => {
                         let calls = tx.clone();
                         let owed = Arc::clone(&owing);
+                        let waits = Arc::clone(&waits);
                         tokio::spawn(async move {
-                            serve_connection(stream, calls, owed).await;
+                            serve_connection(stream, calls, owed, waits).await;
                             drop(permit);
                         });
                     }
@@ -155,6 +157,14 @@ fn max_connections() -> usize {
     let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .map_or(1024, |(soft, _)| soft);
     usize::try_from(soft / 4).unwrap_or(256).clamp(1, 256)
+}
+
+/// The most connections that may wait for a job's record at once (`submit --wait`): all but
+/// an eighth of [`max_connections`] (at least one), kept for the requests that act on the
+/// jobs waited for (`status`, `cancel`, `drain`, `close`), so that waiting clients can never
+/// lock those out.
+fn most_waiting(most: usize) -> usize {
+    most.saturating_sub((most / 8).max(1)).max(1)
 }
 
 /// Answers a connection over [`max_connections`] with an error, then closes it.
@@ -311,7 +321,12 @@ enum Pending {
 /// answered twice) is the last one read until its answer is written. A peer that closes its
 /// socket while answers are still due ends the connection at once (a job it submitted runs
 /// on), so that it holds none of the [`max_connections`].
-async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>, owed: Arc<Owed>) {
+async fn serve_connection(
+    stream: UnixStream,
+    calls: mpsc::Sender<Call>,
+    owed: Arc<Owed>,
+    waits: Arc<tokio::sync::Semaphore>,
+) {
     let (read, write) = stream.into_split();
     let out = Out::new(write);
     let peer = match super::socket::check_peer(&read.as_ref()) {
@@ -368,8 +383,22 @@ async fn serve_connection(stream: UnixStream, calls: mpsc::Sender<Call>, owed: A
                 .await;
             break;
         }
-        let (pending, owing) = match parse_request(&line) {
+        let request = parse_request(&line);
+        // A `submit --wait` holds one of the [`most_waiting`] until its record is written (to
+        // the end of this turn: the connection reads nothing more until then).
+        let waiting = matches!(request, Ok(Request::Submit { wait: true, .. }))
+            .then(|| Arc::clone(&waits).try_acquire_owned().ok());
+        let (pending, owing) = match request {
             Err(error) => (Pending::Now(Reply::now(Answer::Error { error })), None),
+            Ok(Request::Submit { wait: true, .. }) if matches!(waiting, Some(None)) => {
+                let error = format!(
+                    "{} clients wait for their jobs' records already, the most that may wait \
+                     at once (the other connections are kept for status, cancel, drain and \
+                     close); submit without --wait, or try again once one has its record",
+                    most_waiting(max_connections())
+                );
+                (Pending::Now(Reply::now(Answer::Error { error })), None)
+            }
             Ok(request) => {
                 // A request whose answer has a second part (`submit` with `wait`, `drain`,
                 // `close`) or can be large (`status`: every running and waiting job) is the
@@ -545,7 +574,12 @@ mod tests {
     fn connect() -> Client {
         let (client, server) = UnixStream::pair().unwrap();
         let (tx, calls) = mpsc::channel(4);
-        let serving = tokio::spawn(serve_connection(server, tx, Arc::default()));
+        let serving = tokio::spawn(serve_connection(
+            server,
+            tx,
+            Arc::default(),
+            Arc::new(tokio::sync::Semaphore::new(1)),
+        ));
         let (read, write) = client.into_split();
         (serving, calls, BufReader::new(read), write)
     }

@@ -563,6 +563,55 @@ fn a_wait_that_comes_back_through_another_key_to_the_job_asking_is_refused() {
 }
 
 #[test]
+fn waiting_clients_never_take_the_connections_status_cancel_and_close_need() {
+    // 64 descriptors: the server serves 16 connections at once, of which 14 may wait for a
+    // record. With those 14 waiting, the next --wait is refused, and status and cancel (which
+    // ends every wait) still get through.
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let _server = Spawned::start(
+        Command::new("prlimit")
+            .arg("--nofile=64")
+            .arg("--")
+            .arg(BIN)
+            .args(["serve", "-j", "1", "--socket"])
+            .arg(&socket)
+            .arg("--report")
+            .arg(scratch.join("report.jsonl"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    assert!(listening(&socket));
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", &blocked_on("never")], None).code,
+        0
+    );
+    let mut waiters: Vec<std::process::Child> = (0..14)
+        .map(|_| spawn_client(&socket, "submit", &["--json", "--wait", "a", "--", "true"]))
+        .collect();
+    for waiter in &mut waiters {
+        let (answer, _) = first_answer(waiter);
+        assert_eq!(answer.answer, "queued");
+    }
+    let refused = client_at(&socket, "submit", &["--wait", "a", "--", "true"], None);
+    assert_eq!(refused.code, 2);
+    assert!(
+        refused
+            .stderr
+            .contains("14 clients wait for their jobs' records already"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(client_at(&socket, "status", &[], None).code, 0);
+    assert_eq!(client_at(&socket, "cancel", &["a"], None).code, 0);
+    for waiter in &mut waiters {
+        // Its job was dropped by the cancel: interrupted, exit status 1.
+        assert_eq!(ended_by(waiter, "submit --wait").code(), Some(1));
+    }
+    assert_eq!(client_at(&socket, "close", &[], None).code, 0);
+}
+
+#[test]
 fn a_drain_runs_a_batch_waiting_out_its_delay_at_once() {
     // Draining is the server's end of input: nothing can join the batch any more.
     let scratch = Scratch::new();
