@@ -91,16 +91,16 @@ fn status_of(answer: &Answer) -> u8 {
 fn human(answer: &Answer) -> String {
     match answer {
         Answer::Started { seq, key, slot } => {
-            format!("started seq {seq} (key {}) in slot {slot}", shown(key))
+            format!("started seq {seq} (key {}) in slot {slot}", shown_key(key))
         }
         Answer::Failed { seq, key, reason } => {
             format!(
                 "failed seq {seq} (key {}): it could not start ({reason}); see its record",
-                shown(key)
+                shown_key(key)
             )
         }
         Answer::Queued { seq, key, ahead } => {
-            format!("queued seq {seq} (key {}), {ahead} ahead", shown(key))
+            format!("queued seq {seq} (key {}), {ahead} ahead", shown_key(key))
         }
         Answer::Coalesced {
             seq,
@@ -109,11 +109,23 @@ fn human(answer: &Answer) -> String {
             replaced,
         } => format!(
             "coalesced seq {seq} (key {}), replacing seq {replaced}, {ahead} ahead",
-            shown(key)
+            shown_key(key)
         ),
-        Answer::Rejected { seq, key, reason } => {
-            format!("rejected seq {seq} (key {}): {reason}", shown(key))
-        }
+        Answer::Rejected {
+            seq,
+            key,
+            reason,
+            error: None,
+        } => format!("rejected seq {seq} (key {}): {reason}", shown_key(key)),
+        Answer::Rejected {
+            seq,
+            key,
+            reason,
+            error: Some(error),
+        } => format!(
+            "rejected seq {seq} (key {}): {reason}: {error}",
+            shown_key(key)
+        ),
         Answer::Closed { why } => format!("closed: the server admits no more jobs ({why})"),
         Answer::Cancelled {
             key,
@@ -129,17 +141,20 @@ fn human(answer: &Answer) -> String {
             };
             match (stopped, stopping) {
                 (Some(seq), _) => {
-                    format!("cancelled key {}: {dropped}; stopped seq {seq}", shown(key))
+                    format!(
+                        "cancelled key {}: {dropped}; stopped seq {seq}",
+                        shown_key(key)
+                    )
                 }
                 (None, Some(run)) => format!(
                     "cancelled key {}: {dropped}; seq {} was already being stopped ({})",
-                    shown(key),
+                    shown_key(key),
                     run.seq,
                     run.reason
                 ),
                 (None, None) => format!(
                     "cancelled key {}: {dropped}; nothing was running",
-                    shown(key)
+                    shown_key(key)
                 ),
             }
         }
@@ -182,6 +197,20 @@ fn shown(text: &str) -> String {
     crate::output::framing::escape_controls(text)
 }
 
+/// The most characters of a key an answer for a person shows, as a run's summary does; the
+/// report and `--json` have it whole.
+const KEY_SHOWN: usize = 80;
+
+/// A key as shown to a person: [`shown`], cut to [`KEY_SHOWN`] characters with `…` when
+/// longer, so that an answer stays one line to read.
+fn shown_key(key: &str) -> String {
+    let escaped = shown(key);
+    match escaped.char_indices().nth(KEY_SHOWN) {
+        Some((cut, _)) => format!("{}…", &escaped[..cut]),
+        None => escaped,
+    }
+}
+
 fn human_status(status: &Status) -> String {
     let waiting: usize = status.waiting.iter().map(|lane| lane.jobs.len()).sum();
     let mut text = format!(
@@ -205,7 +234,7 @@ fn human_status(status: &Status) -> String {
         text.push_str(&format!(
             "\nrunning seq {} (key {}) in slot {}, {:.1}s{stopping}: {}",
             run.seq,
-            shown(&run.key),
+            shown_key(&run.key),
             run.slot,
             run.elapsed,
             shown(&run.command)
@@ -219,7 +248,7 @@ fn human_status(status: &Status) -> String {
             .collect();
         text.push_str(&format!(
             "\nwaiting (key {}): {}",
-            shown(&lane.key),
+            shown_key(&lane.key),
             jobs.join(", ")
         ));
     }
@@ -239,6 +268,16 @@ fn say(text: &str) -> anyhow::Result<()> {
     )
 }
 
+/// Writes `text` and a newline to stderr in one write, so that the lines of clients sharing a
+/// stderr (jobs of one server waiting for others) are never run together; a failure to write
+/// changes nothing.
+fn complain(text: &str) {
+    let mut line = String::with_capacity(text.len() + 1);
+    line.push_str(text);
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 /// A write's result, a broken pipe (the reader is gone) counted as done.
 fn quiet_on_closed_pipe(result: std::io::Result<()>) -> anyhow::Result<()> {
     match result {
@@ -250,7 +289,7 @@ fn quiet_on_closed_pipe(result: std::io::Result<()>) -> anyhow::Result<()> {
 /// Prints one answer: its JSON line, or its human line; an error answer goes to stderr.
 fn print(line: &str, answer: &Answer, json: bool) -> anyhow::Result<()> {
     if let Answer::Error { error } = answer {
-        eprintln!("lanes: the server refused the request: {error}");
+        complain(&format!("lanes: the server refused the request: {error}"));
         if json {
             say(line)?;
         }
@@ -333,7 +372,7 @@ pub(crate) fn submit(
     if json {
         say(&record.to_string())?;
     } else {
-        eprintln!("{}", record_summary(&record));
+        complain(&record_summary(&record));
     }
     Ok(job_status(&record))
 }
@@ -359,11 +398,21 @@ fn record_summary(record: &serde_json::Value) -> String {
             .get("seq")
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(0),
-        field("key").unwrap_or(""),
+        shown_key(field("key").unwrap_or("")),
         field("outcome").unwrap_or("?")
     );
-    if let Some(reason) = field("reason") {
-        text.push_str(&format!(" ({reason})"));
+    // How it ended, as a run's summary says it: `(exit_status, exit 3)`, `(killed, SIGKILL)`.
+    let exit = record
+        .get("exit_code")
+        .and_then(serde_json::Value::as_i64)
+        .filter(|&code| code != 0)
+        .map(|code| format!("exit {code}"))
+        .or_else(|| field("signal").map(str::to_owned));
+    match (field("reason"), exit) {
+        (Some(reason), Some(exit)) => text.push_str(&format!(" ({reason}, {exit})")),
+        (Some(reason), None) => text.push_str(&format!(" ({reason})")),
+        (None, Some(exit)) => text.push_str(&format!(" ({exit})")),
+        (None, None) => {}
     }
     text
 }
@@ -429,7 +478,9 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                     raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
                 }
                 if raw.len() > MAX_REQUEST_BYTES / 2 {
-                    eprintln!("lanes: stdin line {number}: longer than a request may be; not sent");
+                    complain(&format!(
+                        "lanes: stdin line {number}: longer than a request may be; not sent"
+                    ));
                     status = status.max(exit::USAGE);
                     continue;
                 }
@@ -437,7 +488,7 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                     None => continue,
                     Some(LineItem::Job { key, command }) => (key, command),
                     Some(LineItem::Invalid { message, .. }) => {
-                        eprintln!("lanes: stdin line {number}: {message}; not sent");
+                        complain(&format!("lanes: stdin line {number}: {message}; not sent"));
                         status = status.max(exit::USAGE);
                         continue;
                     }
@@ -451,10 +502,10 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
                 // line, must fit, or the server would close the connection on the whole batch.
                 let encoded = request_line(&request);
                 if encoded.len() > MAX_REQUEST_BYTES + 1 {
-                    eprintln!(
+                    complain(&format!(
                         "lanes: stdin line {number}: longer than a request may be once encoded \
                          as JSON; not sent"
-                    );
+                    ));
                     status = status.max(exit::USAGE);
                     continue;
                 }
@@ -486,7 +537,7 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     while let Some((line, answer)) = connection.answer()? {
         answered += 1;
         if let Answer::Error { error } = &answer {
-            eprintln!("lanes: the server refused a request: {error}");
+            complain(&format!("lanes: the server refused a request: {error}"));
             refused = true;
         }
         if json {

@@ -112,6 +112,10 @@ pub(crate) enum Answer {
         key: String,
         /// The record's `reason`.
         reason: String,
+        /// Why, for a person, when the reason needs one (`invalid_input`: what is too
+        /// long); the record's `error`. Absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// The server admits nothing more (draining, closing, stopped by a signal or by
     /// `--fail-fast`, or ending); nothing was recorded.

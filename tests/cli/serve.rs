@@ -791,6 +791,19 @@ fn submit_wait_exits_as_the_job_did_and_lines_on_stdin_are_answered_in_order() {
     let plain = server.client("submit", &["--wait", "w", "--", "exit 0"]);
     assert_eq!(plain.code, 0);
     assert!(plain.stderr.contains("succeeded"), "{}", plain.stderr);
+    // A failure says its exit status, as a run's summary does; a key past 80 characters is
+    // cut there (the report and --json have it whole).
+    let long_key = "k".repeat(200);
+    let failed = server.client("submit", &["--wait", &long_key, "--", "exit 7"]);
+    assert_eq!(failed.code, 7);
+    assert_eq!(
+        failed.stderr,
+        format!(
+            "seq 3 (key {}…) failed (exit_status, exit 7)\n",
+            "k".repeat(80)
+        ),
+        "one line, written whole"
+    );
     let batch = client_at(
         &server.socket,
         "submit",
@@ -833,7 +846,7 @@ fn submit_wait_exits_as_the_job_did_and_lines_on_stdin_are_answered_in_order() {
     assert_eq!(sent[0].key.as_deref(), Some("bom"));
     assert_eq!(server.client("drain", &[]).code, 0);
     let (_, report) = server.end();
-    assert_eq!(report.jobs.len(), 6);
+    assert_eq!(report.jobs.len(), 7);
 }
 
 #[test]
@@ -1747,7 +1760,10 @@ fn submit_wait_exits_1_for_a_job_lanes_stopped() {
     let out = waiting.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("interrupted (cancelled)"), "{stderr}");
+    assert!(
+        stderr.contains("interrupted (cancelled, SIGTERM)"),
+        "{stderr}"
+    );
     assert_eq!(server.client("drain", &[]).code, 0);
     let (out, report) = server.end();
     assert_eq!(report.job(1).signal.as_deref(), Some("SIGTERM"));
@@ -1914,10 +1930,19 @@ fn a_job_that_cannot_start_is_answered_failed_and_an_over_long_one_rejected() {
         (answer.answer.as_str(), answer.reason.as_deref()),
         ("rejected", Some("invalid_input"))
     );
+    let why = answer.error.unwrap();
+    assert!(why.starts_with("the command is 204805 bytes, more than"), "{why}");
+    // For a person, the answer says why too.
+    let refused = client_at(&server.socket, "submit", &[], Some(&long));
+    assert_eq!(refused.code, 12, "{}", refused.stderr);
+    assert_eq!(
+        refused.stdout,
+        format!("rejected seq 4 (key b): invalid_input: {why}\n")
+    );
     let status = server.client("status", &["--json"]).answer();
     assert_eq!(
         (status.submitted, status.ended),
-        (Some(3), Some(3)),
+        (Some(4), Some(4)),
         "every seq handed out is submitted, every record ended"
     );
     assert_eq!(server.client("drain", &[]).code, 0);

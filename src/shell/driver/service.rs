@@ -598,7 +598,7 @@ impl Driver {
             // It could never start (E2BIG): refused as a run refuses such a line.
             let account = self.core.invalid_input(seq, now);
             let output = super::RunOutput {
-                error: Some(message),
+                error: Some(message.clone()),
                 ..super::RunOutput::default()
             };
             self.close(&account, &spec, output).await;
@@ -609,6 +609,7 @@ impl Driver {
                     .reason()
                     .unwrap_or_default()
                     .to_owned(),
+                error: Some(message),
             };
             let then = wait.then_some(record_rx);
             self.defer(call.reply, answer, then);
@@ -636,6 +637,7 @@ impl Driver {
                     .reason()
                     .unwrap_or_default()
                     .to_owned(),
+                error: None,
             },
             Admitted::Refused(_) => self.closed_answer(),
             Admitted::Queued { ahead, .. }
