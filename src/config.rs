@@ -533,9 +533,15 @@ impl RunConfig {
             }
         };
         if batching && template.is_none() {
+            // `lanes serve` takes neither a trailing command nor a manifest.
+            let ways = if cli.serve {
+                "--command"
+            } else {
+                "--command, a trailing command or the manifest's `command`"
+            };
             return Err(ConfigError::Usage(format!(
-                "{} needs a command template (--command, a trailing command or the manifest's \
-                 `command`): a batch runs one command for the arguments of several jobs",
+                "{} needs a command template ({ways}): a batch runs one command for the \
+                 arguments of several jobs",
                 batch_name()
             )));
         }

@@ -327,6 +327,15 @@ pub(crate) fn submit(
     command: &[String],
 ) -> anyhow::Result<u8> {
     let Some(key) = key else {
+        if command.first().is_some_and(|word| word.starts_with('-')) {
+            // `lanes submit -- -x -- make`, as clap's tip for `-x` suggests: no KEY may begin
+            // with `-` on the command line.
+            bail!(
+                "a COMMAND needs its KEY: `lanes submit KEY -- COMMAND...`; a KEY that begins \
+                 with `-` is given on stdin: `printf -- '{}\\tCOMMAND\\n' | lanes submit`",
+                shown(&command[0])
+            );
+        }
         if !command.is_empty() {
             bail!("a COMMAND needs its KEY: `lanes submit KEY -- COMMAND...`");
         }

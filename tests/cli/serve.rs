@@ -1931,7 +1931,10 @@ fn a_job_that_cannot_start_is_answered_failed_and_an_over_long_one_rejected() {
         ("rejected", Some("invalid_input"))
     );
     let why = answer.error.unwrap();
-    assert!(why.starts_with("the command is 204805 bytes, more than"), "{why}");
+    assert!(
+        why.starts_with("the command is 204805 bytes, more than"),
+        "{why}"
+    );
     // For a person, the answer says why too.
     let refused = client_at(&server.socket, "submit", &[], Some(&long));
     assert_eq!(refused.code, 12, "{}", refused.stderr);
@@ -2643,6 +2646,37 @@ fn server_with_4_kib_files(scratch: &Scratch, stderr: Stdio) -> (Spawned, PathBu
     );
     assert!(listening(&socket));
     (server, socket, journal)
+}
+
+#[test]
+fn a_key_that_begins_with_a_dash_and_a_batch_without_a_template_are_told_how_under_serve() {
+    // clap's tip for `lanes submit -x -- make` is `-- -x`, which takes -x for the COMMAND.
+    let scratch = Scratch::new();
+    let out = Command::new(BIN)
+        .args(["submit", "--socket"])
+        .arg(scratch.join("none.sock"))
+        .args(["--", "-x", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("a KEY that begins with `-` is given on stdin: `printf -- '-x\\tCOMMAND\\n' | lanes submit`"),
+        "{said}"
+    );
+    // `lanes serve` takes neither a trailing command nor a manifest.
+    let out = Command::new(BIN)
+        .args(["serve", "--batch-size", "2", "--socket"])
+        .arg(scratch.join("s.sock"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("--batch-size needs a command template (--command): a batch"),
+        "{said}"
+    );
+    assert!(!scratch.exists("s.sock"));
 }
 
 /// `lanes serve --help` and `lanes help serve` show a server's usage and options: not the
