@@ -207,6 +207,13 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     )
     // The destination is a duplicate of descriptor 2: polling 2 tells about it.
     .with_fd(2);
+    // One file behind both (`2>&1 | tee log`): each write of one waits for the other's to end.
+    let (stdout, stderr) = if crate::output::sink::stdout_is_stderr() {
+        let one_file = std::sync::Arc::new(std::sync::Mutex::new(()));
+        (stdout.sharing(&one_file), stderr.sharing(&one_file))
+    } else {
+        (stdout, stderr)
+    };
     let color_stdout = use_color(config.color, env.stdout_is_terminal, &env);
     let color_stderr = use_color(config.color, env.stderr_is_terminal, &env);
     let streams = Streams {

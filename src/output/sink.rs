@@ -52,6 +52,10 @@ struct Pending {
     /// The destination's descriptor, when it has one: lets [`Sink::try_write_now`] see whether a
     /// write would block.
     fd: Option<std::os::fd::RawFd>,
+    /// Held through each write when another sink writes to the same file ([`Sink::sharing`]):
+    /// a write of more than `PIPE_BUF` bytes to a pipe may be split, and another writer's
+    /// bytes land between its pieces, in the middle of a line.
+    shared: Option<Arc<Mutex<()>>>,
     display: Option<indicatif::MultiProgress>,
     /// With the display: the end of the last line written, held back until its newline (or
     /// the end), since the display, drawn below a part of a line, would draw over it.
@@ -62,8 +66,15 @@ struct Pending {
 }
 
 impl Pending {
-    /// Writes `buffer` whole (with the display, up to its last newline: see `partial`).
+    /// Writes `buffer` whole (with the display, up to its last newline: see `partial`), holding
+    /// the lock of a file shared with another sink.
     fn write(&mut self, buffer: &[u8]) -> std::io::Result<()> {
+        let shared = self.shared.clone();
+        let _one_writer = shared.as_deref().map(lock);
+        self.write_unshared(buffer)
+    }
+
+    fn write_unshared(&mut self, buffer: &[u8]) -> std::io::Result<()> {
         let Some(display) = &self.display else {
             return self.destination.write_all(buffer);
         };
@@ -93,6 +104,8 @@ impl Pending {
         if self.closed {
             return;
         }
+        let shared = self.shared.clone();
+        let _one_writer = shared.as_deref().map(lock);
         if !self.partial.is_empty() {
             let rest = std::mem::take(&mut self.partial);
             let written = match &self.display {
@@ -392,6 +405,7 @@ impl Sink {
             marks: Arc::clone(&marks),
             destination: Box::new(Counted(destination)),
             fd: None,
+            shared: None,
             display,
             partial: Vec::new(),
             rx,
@@ -441,6 +455,18 @@ impl Sink {
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Writer::Pending(pending) = &mut *writer {
                 pending.fd = Some(fd);
+            }
+        }
+        self
+    }
+
+    /// Makes this sink hold `one_file` through each write: another sink writing to the same
+    /// file (lanes' stdout and stderr, `2>&1 | tee log`) holds it too, so that neither
+    /// writes in the middle of the other's lines.
+    pub(crate) fn sharing(self, one_file: &Arc<Mutex<()>>) -> Self {
+        if let Some(tx) = &self.tx {
+            if let Writer::Pending(pending) = &mut *lock(&tx.writer) {
+                pending.shared = Some(Arc::clone(one_file));
             }
         }
         self

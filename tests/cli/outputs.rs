@@ -196,6 +196,70 @@ fn with_stdout_and_stderr_in_one_file_each_blocks_stderr_stays_in_its_block() {
 }
 
 #[test]
+fn lines_of_stdout_and_stderr_in_one_pipe_are_never_mixed() {
+    // `lanes … 2>&1 | cat`: lines of 3,000 bytes, two jobs' on stdout and stderr at once, and a
+    // third job's short lines on stderr. lanes writes its lines in batches larger than a pipe
+    // takes at once (PIPE_BUF): without one writer at a time, one sink's batch went into the
+    // pipe between the pieces of the other's, in the middle of a line.
+    let scratch = Scratch::new();
+    let lines = |key: &str, count: usize, width: usize, to: &str| {
+        format!(
+            "{key}\tawk -v k={key} -v n={count} -v w={width} 'BEGIN {{ s = \"\"; \
+             for (j = 0; j < w; j++) s = s \"x\"; for (i = 0; i < n; i++) \
+             printf \"%s%d:%s\\n\", k, i, s }}' {to}\n"
+        )
+    };
+    scratch.write(
+        "jobs.tsv",
+        [
+            lines("A", 3000, 3000, ""),
+            lines("B", 100_000, 10, ">&2"),
+            lines("C", 3000, 3000, ">&2"),
+        ]
+        .concat(),
+    );
+    // Four rounds: a mixed line came in about half of the rounds before.
+    for _ in 0..4 {
+        one_pipe_round(&scratch);
+    }
+}
+
+/// One run of `jobs.tsv` of [`lines_of_stdout_and_stderr_in_one_pipe_are_never_mixed`]:
+/// checks every line whole and counts them.
+fn one_pipe_round(scratch: &Scratch) {
+    let merged = scratch.join("merged.txt");
+    let command = format!(
+        "{} -j 3 {} 2>&1 | cat > {}",
+        sh_quote(BIN),
+        sh_quote(scratch.join("jobs.tsv").to_str().unwrap()),
+        sh_quote(merged.to_str().unwrap()),
+    );
+    let mut child = Spawned::start(
+        Command::new("sh")
+            .args(["-c", &command])
+            .stdin(std::process::Stdio::null()),
+    );
+    assert!(child.wait().unwrap().success());
+    let text = fs::read_to_string(&merged).unwrap();
+    let mut counts = BTreeMap::new();
+    for line in text.lines().filter(|line| !line.starts_with("lanes: ")) {
+        let whole = ["A", "B", "C"].iter().find(|key| {
+            line.strip_prefix(&format!("[{key}] {key}"))
+                .and_then(|rest| rest.split_once(':'))
+                .is_some_and(|(number, xs)| {
+                    number.parse::<u32>().is_ok() && xs.bytes().all(|b| b == b'x')
+                })
+        });
+        let key = whole.unwrap_or_else(|| panic!("a mixed line: {}", &line[..line.len().min(120)]));
+        *counts.entry(*key).or_insert(0) += 1;
+    }
+    assert_eq!(
+        counts,
+        BTreeMap::from([("A", 3000), ("B", 100_000), ("C", 3000)])
+    );
+}
+
+#[test]
 fn keep_order_writes_blocks_in_input_order_even_when_later_jobs_end_first() {
     let scratch = Scratch::new();
     let run = Run::new()
