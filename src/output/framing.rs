@@ -42,7 +42,9 @@ impl LineFramer {
             chunk = rest;
         }
         self.partial.extend_from_slice(chunk);
-        while self.partial.len() >= MAX_PIECE {
+        // A piece goes only once more than a piece is held: a line of exactly a piece (or of
+        // a multiple) waits for its newline, which ends it, not an empty piece after it.
+        while self.partial.len() > MAX_PIECE {
             let rest = self.partial.split_off(MAX_PIECE);
             let piece = std::mem::replace(&mut self.partial, rest);
             self.emit_piece(&piece, out);
@@ -191,6 +193,25 @@ mod tests {
         assert!(pieces.iter().all(|p| p.starts_with(b"[k] ")));
         let total: usize = pieces.iter().map(|p| p.len() - 4).sum();
         assert_eq!(total, line.len());
+    }
+
+    #[test]
+    fn a_line_of_exactly_one_or_two_pieces_is_followed_by_no_empty_line() {
+        for pieces in [1, 2] {
+            let mut input = vec![b'x'; MAX_PIECE * pieces];
+            input.extend_from_slice(b"\nnext\n");
+            // The newline in a chunk of its own, and with the line.
+            for cut in [MAX_PIECE * pieces, 1000] {
+                let out = frame(&[&input[..cut], &input[cut..]]);
+                let lines: Vec<usize> = out
+                    .split(|&b| b == b'\n')
+                    .map(<[u8]>::len)
+                    .collect();
+                let mut want = vec![4 + MAX_PIECE; pieces];
+                want.extend([4 + 4, 0]);
+                assert_eq!(lines, want, "{pieces} pieces, cut at {cut}");
+            }
+        }
     }
 
     #[test]
