@@ -203,10 +203,7 @@ mod tests {
             // The newline in a chunk of its own, and with the line.
             for cut in [MAX_PIECE * pieces, 1000] {
                 let out = frame(&[&input[..cut], &input[cut..]]);
-                let lines: Vec<usize> = out
-                    .split(|&b| b == b'\n')
-                    .map(<[u8]>::len)
-                    .collect();
+                let lines: Vec<usize> = out.split(|&b| b == b'\n').map(<[u8]>::len).collect();
                 let mut want = vec![4 + MAX_PIECE; pieces];
                 want.extend([4 + 4, 0]);
                 assert_eq!(lines, want, "{pieces} pieces, cut at {cut}");

@@ -125,24 +125,35 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
     let most = max_connections();
     let open = std::sync::Arc::new(tokio::sync::Semaphore::new(most));
     let waits = std::sync::Arc::new(tokio::sync::Semaphore::new(most_waiting(most)));
+    let spares = SPARES.get_or_init(|| Spares::new(most));
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => match std::sync::Arc::clone(&open).try_acquire_owned() {
                     Ok(permit) => {
+                        spares.connection_opened();
                         let calls = tx.clone();
                         let owed = Arc::clone(&owing);
                         let waits = Arc::clone(&waits);
                         tokio::spawn(async move {
                             serve_connection(stream, calls, owed, waits).await;
                             drop(permit);
+                            spares.connection_closed();
                         });
                     }
                     Err(_) => {
                         tokio::spawn(refuse(stream, most));
                     }
                 },
-                // Out of descriptors and the like: the next connection may fare better.
+                // Out of descriptors: a spare one is given up for this connection, taken
+                // again once a connection closes.
+                Err(err)
+                    if matches!(
+                        err.raw_os_error(),
+                        Some(nix::libc::EMFILE | nix::libc::ENFILE)
+                    ) && spares.give_one_up() => {}
+                // Out of descriptors with no spare left, and the like: the next connection
+                // may fare better.
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
             }
         }
@@ -165,6 +176,98 @@ fn max_connections() -> usize {
 /// lock those out.
 fn most_waiting(most: usize) -> usize {
     most.saturating_sub((most / 8).max(1)).max(1)
+}
+
+/// The server's spare descriptors, once it listens.
+static SPARES: std::sync::OnceLock<Spares> = std::sync::OnceLock::new();
+
+/// Whether the server holds every spare descriptor it keeps for connections ([`Spares`]),
+/// opening them again first as far as descriptors are free, and [`HEADROOM`] more are free
+/// beside them; always true outside `lanes serve`. A job may start only then: the descriptor
+/// a connection or a job gave back goes to the spares before any job's pipes or cgroup can
+/// take it, and the jobs leave the server the descriptors its own work needs (a job's end:
+/// its cgroup's files, `/proc`).
+pub(crate) fn spares_held() -> bool {
+    SPARES.get().is_none_or(|spares| {
+        spares.refill()
+            && (0..HEADROOM)
+                .map(|_| std::fs::File::open("/dev/null"))
+                .collect::<std::io::Result<Vec<_>>>()
+                .is_ok()
+    })
+}
+
+/// Descriptors a job's start leaves free beside the spares, for the server's own work.
+const HEADROOM: usize = 8;
+
+/// Descriptors held for connections only: one for each connection the server may still accept
+/// ([`max_connections`] less those open). The jobs' pipes, cgroups and files cannot take them,
+/// so that with every other descriptor taken (a small `ulimit -n`, many jobs) the listener
+/// can still accept the `status`, `cancel`, `drain` or `close` that ends the waits: a
+/// connection takes a spare's number (closed just before its `accept`), and gives it back
+/// when it closes.
+struct Spares {
+    held: std::sync::Mutex<SpareFiles>,
+}
+
+/// The spares held, open on `/dev/null`, close-on-exec, and how many there should be.
+struct SpareFiles {
+    files: Vec<std::fs::File>,
+    target: usize,
+}
+
+impl Spares {
+    fn new(most: usize) -> Self {
+        let spares = Spares {
+            held: std::sync::Mutex::new(SpareFiles {
+                files: Vec::with_capacity(most),
+                target: most,
+            }),
+        };
+        spares.refill();
+        spares
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SpareFiles> {
+        self.held
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Closes one spare, if one is held, so that an `accept` can take its number; returns
+    /// whether one was.
+    fn give_one_up(&self) -> bool {
+        self.lock().files.pop().is_some()
+    }
+
+    /// A connection was accepted: one spare fewer is kept (closed now, unless the `accept`
+    /// took one's number already).
+    fn connection_opened(&self) {
+        let mut held = self.lock();
+        held.target = held.target.saturating_sub(1);
+        if held.files.len() > held.target {
+            held.files.pop();
+        }
+    }
+
+    /// A connection closed: its spare is kept again, as soon as a descriptor is free.
+    fn connection_closed(&self) {
+        self.lock().target += 1;
+        self.refill();
+    }
+
+    /// Opens spares again up to the target, as far as descriptors are free; returns whether
+    /// every one is held.
+    fn refill(&self) -> bool {
+        let mut held = self.lock();
+        while held.files.len() < held.target {
+            match std::fs::File::open("/dev/null") {
+                Ok(file) => held.files.push(file),
+                Err(_) => return false,
+            }
+        }
+        true
+    }
 }
 
 /// Answers a connection over [`max_connections`] with an error, then closes it.

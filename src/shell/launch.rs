@@ -209,6 +209,15 @@ impl Launcher {
         command: &str,
         locks: [Option<std::os::fd::RawFd>; 2],
     ) -> Result<mpsc::UnboundedSender<Control>, NotStarted> {
+        if !crate::serve::server::spares_held() {
+            // `lanes serve` out of descriptors: a connection's spare is taken back first.
+            return Err(NotStarted {
+                failure: SpawnFailure::Shortage { descriptors: false },
+                message: "no descriptor free beside those the server keeps for connections \
+                          (raise `ulimit -n`)"
+                    .to_owned(),
+            });
+        }
         let cgroup = match &self.cgroups {
             Some(run) => Some(run.job().map_err(|err| {
                 // Out of descriptors, or at a cgroup limit (`cgroup.max.descendants`,

@@ -566,7 +566,8 @@ fn a_wait_that_comes_back_through_another_key_to_the_job_asking_is_refused() {
 fn waiting_clients_never_take_the_connections_status_cancel_and_close_need() {
     // 64 descriptors: the server serves 16 connections at once, of which 14 may wait for a
     // record. With those 14 waiting, the next --wait is refused, and status and cancel (which
-    // ends every wait) still get through.
+    // ends every wait) still get through. Then, under a cap that lets every waited job start,
+    // the jobs never take the descriptors the connections need.
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
     let _server = Spawned::start(
@@ -608,7 +609,31 @@ fn waiting_clients_never_take_the_connections_status_cancel_and_close_need() {
         // Its job was dropped by the cancel: interrupted, exit status 1.
         assert_eq!(ended_by(waiter, "submit --wait").code(), Some(1));
     }
-    assert_eq!(client_at(&socket, "close", &[], None).code, 0);
+    assert_eq!(client_at(&socket, "set", &["-j", "100"], None).code, 0);
+    let mut waiters: Vec<std::process::Child> = (1..=14)
+        .map(|i| {
+            let key = format!("k{i}");
+            spawn_client(
+                &socket,
+                "submit",
+                &["--json", "--wait", &key, "--", &blocked_on("never")],
+            )
+        })
+        .collect();
+    for waiter in &mut waiters {
+        let _ = first_answer(waiter);
+    }
+    for (task, args) in [
+        ("status", &[][..]),
+        ("cancel", &["k1"][..]),
+        ("close", &[][..]),
+    ] {
+        let mut client = spawn_client(&socket, task, args);
+        assert_eq!(ended_by(&mut client, task).code(), Some(0), "{task}");
+    }
+    for waiter in &mut waiters {
+        assert_eq!(ended_by(waiter, "submit --wait").code(), Some(1));
+    }
 }
 
 #[test]
