@@ -125,20 +125,28 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
     let most = max_connections();
     let open = std::sync::Arc::new(tokio::sync::Semaphore::new(most));
     let waits = std::sync::Arc::new(tokio::sync::Semaphore::new(most_waiting(most)));
-    let spares = SPARES.get_or_init(|| Spares::new(most));
+    // Descriptors are kept from the jobs only where they are scarce: a spare for each of 256
+    // connections costs every job's `execve` their closing.
+    let scarce = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .is_ok_and(|(soft, _)| soft < SCARCE_BELOW);
+    let spares = scarce.then(|| SPARES.get_or_init(|| Spares::new(most)));
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => match std::sync::Arc::clone(&open).try_acquire_owned() {
                     Ok(permit) => {
-                        spares.connection_opened();
+                        if let Some(spares) = spares {
+                            spares.connection_opened();
+                        }
                         let calls = tx.clone();
                         let owed = Arc::clone(&owing);
                         let waits = Arc::clone(&waits);
                         tokio::spawn(async move {
                             serve_connection(stream, calls, owed, waits).await;
                             drop(permit);
-                            spares.connection_closed();
+                            if let Some(spares) = spares {
+                                spares.connection_closed();
+                            }
                         });
                     }
                     Err(_) => {
@@ -151,7 +159,7 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
                     if matches!(
                         err.raw_os_error(),
                         Some(nix::libc::EMFILE | nix::libc::ENFILE)
-                    ) && spares.give_one_up() => {}
+                    ) && spares.is_some_and(Spares::give_one_up) => {}
                 // Out of descriptors with no spare left, and the like: the next connection
                 // may fare better.
                 Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
@@ -199,6 +207,11 @@ pub(crate) fn spares_held() -> bool {
 
 /// Descriptors a job's start leaves free beside the spares, for the server's own work.
 const HEADROOM: usize = 8;
+
+/// The soft limit on open descriptors (`RLIMIT_NOFILE`) below which the server keeps
+/// descriptors from its jobs ([`Spares`]); above it (`lanes` raises its soft limit to the hard
+/// one, often 524,288 or more) jobs run short of descriptors long before connections do.
+const SCARCE_BELOW: u64 = 8192;
 
 /// Descriptors held for connections only: one for each connection the server may still accept
 /// ([`max_connections`] less those open). The jobs' pipes, cgroups and files cannot take them,

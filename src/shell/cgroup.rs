@@ -555,9 +555,13 @@ impl JobCgroup {
     /// SIGCONT, so that a stopped process hears it (as timeout(1) and systemd do). One pass: a
     /// process the job forks after the pass (a trap's cleanup) is left alone, as a process
     /// group signal would leave it; `cgroup.kill` at the end of the grace period catches
-    /// everything.
-    pub(crate) fn signal_all(&self, signal: Signal) {
-        let pids = self.pids();
+    /// everything. Returns false, signalling nothing, when the cgroup's processes cannot be
+    /// read (no descriptor free: `ulimit -n`): the caller signals the job's process group.
+    #[must_use]
+    pub(crate) fn signal_all(&self, signal: Signal) -> bool {
+        let Some(pids) = self.pids() else {
+            return false;
+        };
         for &pid in &pids {
             super::unix::signal_process(pid, signal);
         }
@@ -566,6 +570,7 @@ impl JobCgroup {
                 super::unix::signal_process(pid, Signal::SIGCONT);
             }
         }
+        true
     }
 
     /// Keeps this cgroup from serving a later job: it is removed once empty.
@@ -574,8 +579,10 @@ impl JobCgroup {
     }
 
     /// SIGKILL to every process in it at once (`cgroup.kill`, Linux 5.14); where that file is
-    /// missing, SIGKILL to each process, a few passes.
-    pub(crate) fn kill(&self) {
+    /// missing, SIGKILL to each process, a few passes. Returns false when neither could be
+    /// done (no descriptor free): the caller kills the job's process group.
+    #[must_use]
+    pub(crate) fn kill(&self) -> bool {
         self.killed.store(true, Ordering::Relaxed);
         let written = fs::OpenOptions::new()
             .write(true)
@@ -583,7 +590,9 @@ impl JobCgroup {
             .and_then(|mut file| file.write_all(b"1"));
         if written.is_err() {
             for _ in 0..3 {
-                let pids = self.pids();
+                let Some(pids) = self.pids() else {
+                    return false;
+                };
                 if pids.is_empty() {
                     break;
                 }
@@ -592,18 +601,25 @@ impl JobCgroup {
                 }
             }
         }
+        true
     }
 
     /// The processes in the job's cgroup and in any cgroup the job made below it. Pids of
     /// processes in another PID namespace read as 0 and are left out: `kill(0, …)` would
-    /// signal lanes' own process group.
-    fn pids(&self) -> Vec<i32> {
+    /// signal lanes' own process group. `None` when the job's own `cgroup.procs` cannot be
+    /// read (no descriptor free).
+    fn pids(&self) -> Option<Vec<i32>> {
         let mut pids = Vec::new();
         let mut dirs = vec![self.dir().to_path_buf()];
+        let mut first = true;
         while let Some(dir) = dirs.pop() {
             let mut text = String::new();
-            let _ = fs::File::open(dir.join("cgroup.procs"))
+            let read = fs::File::open(dir.join("cgroup.procs"))
                 .and_then(|mut file| file.read_to_string(&mut text));
+            if read.is_err() && first {
+                return None;
+            }
+            first = false;
             pids.extend(
                 text.split_ascii_whitespace()
                     .filter_map(|p| p.parse::<i32>().ok())
@@ -618,7 +634,7 @@ impl JobCgroup {
                 );
             }
         }
-        pids
+        Some(pids)
     }
 
     /// What the job used, as far as the cgroup tells: its CPU time past the baseline taken

@@ -393,7 +393,15 @@ impl Job {
     /// `signal` to every process of the job, then SIGCONT so that a stopped one hears it.
     fn signal_all(&self, signal: Signal) {
         match &self.cgroup {
-            Some(cgroup) => cgroup.signal_all(signal),
+            Some(cgroup) => {
+                if !cgroup.signal_all(signal) {
+                    // Its processes could not be read: its process group at least.
+                    signal_group(self.pid, signal);
+                    if signal != Signal::SIGKILL {
+                        signal_group(self.pid, Signal::SIGCONT);
+                    }
+                }
+            }
             None => {
                 let strays = lineage::strays_to_signal(self.pid, self.seq, self.attempt);
                 signal_group(self.pid, signal);
@@ -424,7 +432,11 @@ impl Job {
                 signal_process(self.pid, Signal::SIGINT);
             }
             Action::Force { .. } => match &self.cgroup {
-                Some(cgroup) => cgroup.kill(),
+                Some(cgroup) => {
+                    if !cgroup.kill() {
+                        signal_group(self.pid, Signal::SIGKILL);
+                    }
+                }
                 None => self.signal_all(Signal::SIGKILL),
             },
         }
