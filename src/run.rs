@@ -38,7 +38,6 @@ use crate::shell::strict::Checked;
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let mut config = RunConfig::from_cli(cli)?;
-    let report_on_stdout = config.json;
     if config.dry_run {
         let resume = load_resume(&config)?;
         let runtime = event_loop()?;
@@ -316,8 +315,8 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // is left unwritten then ends with the process.
     let mut end = end;
     let mut stopping = end.forced;
-    // Under `--json` the report is stdout.
-    let stdout_lost = report_on_stdout.then(|| stdout.lost_flag());
+    // Under `--json` the report is stdout; else the jobs' output is, a CI job's log.
+    let stdout_lost = stdout.lost_flag();
     let all_written = close_sink(&runtime, stdout, None, &mut stopping, &mut end.signals);
     if !all_written {
         stopping = true;
@@ -330,11 +329,9 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
              last line written may be cut short)\n",
         );
     }
-    // Records that failed to reach it after the exit status was decided (its writer thread
-    // writes behind the run) still make the status 1.
-    if end.code == crate::exit::SUCCESS
-        && stdout_lost.is_some_and(|lost| lost.load(std::sync::atomic::Ordering::Relaxed))
-    {
+    // Records or output that failed to reach it after the exit status was decided (its
+    // writer thread writes behind the run) still make the status 1.
+    if end.code == crate::exit::SUCCESS && stdout_lost.load(std::sync::atomic::Ordering::Relaxed) {
         end.code = 1;
     }
     // Ctrl-C while the jobs were typed at an echoing terminal left `^C` (after any

@@ -1251,6 +1251,7 @@ impl Driver {
                 || self.read_error
                 || self.ledger.lost()
                 || self.output_lost
+                || self.launcher.job_stdout_lost()
                 || self.grouped.lost()
                 || junit.is_none()
                 || written.is_none()

@@ -524,6 +524,13 @@ impl Launcher {
         }
     }
 
+    /// Whether the jobs' stdout output (to lanes' stdout; to its stderr under `--json`) failed
+    /// to be written so far for another reason than a reader gone: a full disk, a file-size
+    /// limit.
+    pub(crate) fn job_stdout_lost(&self) -> bool {
+        self.streams.job_stdout.lost()
+    }
+
     /// The sink of lanes' own messages.
     pub(crate) fn stderr(&self) -> &SinkTx {
         &self.streams.stderr

@@ -208,6 +208,8 @@ fn a_report_that_cannot_be_stored_makes_the_run_exit_1_though_every_job_runs() {
 fn junit_events_and_json_report_that_cannot_be_stored_make_the_run_exit_1() {
     for (wrapper, args, what) in [
         ("exec >/dev/full", vec!["--json"], "stdout"),
+        // The jobs' output, a CI job's log on a full disk.
+        ("exec >/dev/full", vec![], "stdout"),
         (":", vec!["--junit", "/dev/full"], "the JUnit file"),
         (":", vec!["--events", "/dev/full"], "the events file"),
     ] {
@@ -216,7 +218,7 @@ fn junit_events_and_json_report_that_cannot_be_stored_make_the_run_exit_1() {
             .scratch(&scratch)
             .wrapper(wrapper)
             .args(args)
-            .stdin("a\tsleep 0.2; touch \"$D/a-ran\"\n")
+            .stdin("a\techo out; sleep 0.2; touch \"$D/a-ran\"\n")
             .run();
         out.code(1);
         assert!(scratch.exists("a-ran"), "{what}");
