@@ -247,8 +247,9 @@ impl Ledger {
             batch: account.batch,
             error: facts.error.as_deref(),
             stderr_tail: facts.stderr_tail,
-            cpu: facts.cpu.filter(|_| account.in_flight),
-            memory_peak: facts.memory_peak.filter(|_| account.in_flight),
+            // Its last try's, whether it ended in flight or was stopped waiting for its retry.
+            cpu: facts.cpu.filter(|_| tried.is_some()),
+            memory_peak: facts.memory_peak.filter(|_| tried.is_some()),
             tries,
             lock: facts.lock.as_ref().map(Option::as_ref),
             lock_waited_on: facts.lock_waited_on.as_ref(),

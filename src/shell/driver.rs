@@ -363,9 +363,10 @@ struct Driver {
     output_lost: bool,
     /// A job's output was dropped after a stop signal, its reader taking nothing.
     output_dropped: bool,
-    /// The stderr tail of the last try of each run waiting for its retry, by its first job:
-    /// should the run stop before the retry starts, the record tells of that try.
-    retry_tails: HashMap<Seq, Vec<u8>>,
+    /// The stderr tail and the CPU time and peak memory of the last try of each run waiting
+    /// for its retry, by its first job: should the run stop before the retry starts, the
+    /// record tells of that try.
+    retry_tails: HashMap<Seq, (Vec<u8>, Usage)>,
     /// When the event just carried out was (an input item admitted, a job's end, a deadline
     /// reached): the starts it makes possible are decided at that same moment, so that a job
     /// it freed to go waited for nothing but lanes (no `cap` while the cap was not reached).
@@ -840,7 +841,7 @@ impl Driver {
         } = output;
         if finished.retry {
             self.grouped.retried(first, block);
-            self.retry_tails.insert(first, stderr_tail);
+            self.retry_tails.insert(first, (stderr_tail, usage));
             return;
         }
         self.retry_tails.remove(&first);
@@ -893,8 +894,10 @@ impl Driver {
     /// Writes the record of a job that was waiting (superseded, drained by a halt).
     async fn close_waiting(&mut self, account: &Account) {
         if let Some(spec) = self.jobs.remove(&account.seq) {
+            let (stderr_tail, usage) = self.retry_tails.remove(&account.seq).unwrap_or_default();
             let output = RunOutput {
-                stderr_tail: self.retry_tails.remove(&account.seq).unwrap_or_default(),
+                stderr_tail,
+                usage,
                 ..RunOutput::default()
             };
             self.close(account, &spec, output).await;

@@ -267,4 +267,9 @@ fn a_stop_during_the_retry_delay_keeps_the_failed_try_and_its_exit_status() {
     assert_eq!(tried[0].started_at, job.started_at);
     // The summary names the failed try's exit status and its stderr.
     assert!(out.stderr().contains("| failing"), "{}", out.dump());
+    // In cgroup containment, its CPU time is the try's, as for any other record.
+    let report = out.report.as_ref().expect("the report");
+    if report.run.containment == "cgroup" {
+        assert!(job.cpu_ms.is_some(), "{job:?}");
+    }
 }
