@@ -950,7 +950,6 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
     Ok(text)
 }
 
-/// The tickets of a key's waiters that are alive, in line order.
 /// Whether process `pid` has exited: none exists in this PID namespace (`kill(pid, 0)` fails
 /// with ESRCH) or it is a zombie not yet reaped (`/proc/PID/stat`). A holder that exited while
 /// a process it left holds its key; a holder in another PID namespace sharing the directory may
@@ -963,6 +962,7 @@ fn exited(pid: u32) -> bool {
     })
 }
 
+/// The tickets of a key's waiters that are alive, in line order.
 fn live_tickets(queue: &Path) -> Vec<Holder> {
     let Ok(names) = tickets(queue) else {
         return Vec::new();
