@@ -8,7 +8,8 @@
 //! shortest such loop through another key. Waits for a slot or a resource are not edges: those
 //! free up as any run ends, so they form no certain loop.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, VecDeque};
 
 use super::state::{Scheduler, Seq};
 
@@ -23,33 +24,41 @@ impl Scheduler {
         caller: Seq,
         awaits: &HashMap<Seq, Vec<Seq>>,
     ) -> Option<Vec<Seq>> {
-        // Each job in a lane: the run it waits for first (its lane's in flight) and the jobs
-        // ahead of it, as what must end before it.
         let mut run_of: HashMap<Seq, Seq> = HashMap::new();
         for (&first, run) in &self.running {
             for member in run.members() {
                 run_of.insert(member, first);
             }
         }
-        let ahead_of = |seq: Seq| -> Vec<Seq> {
-            if let Some(&first) = run_of.get(&seq) {
-                // A running job ends after the jobs its run waits for.
-                return awaits.get(&first).cloned().unwrap_or_default();
+        // Where each waiting job stands: its lane and its place in it, read once (a lane's
+        // line searched for each job would take the square of a long queue).
+        let mut place: HashMap<Seq, (&str, usize)> = HashMap::new();
+        for (lane_key, lane) in &self.lanes {
+            for (at, waiting) in lane.waiting.iter().enumerate() {
+                place.insert(waiting.seq, (&**lane_key, at));
             }
-            let Some((_, lane)) = self
-                .lanes
-                .iter()
-                .find(|(_, lane)| lane.waiting.iter().any(|w| w.seq == seq))
-            else {
+        }
+        // How many of each lane's waiting jobs, from its front, were given as ahead of some job
+        // already: a job ahead of others is given once, whatever the jobs behind it.
+        let mut given: HashMap<&str, usize> = HashMap::new();
+        // The jobs of lane `key` before its waiting job at `upto` (the run in flight, then the
+        // waiting ones) not given before.
+        let mut ahead_in_lane = |key: &str, upto: usize| -> Vec<Seq> {
+            let Some((lane_key, lane)) = self.lanes.get_key_value(key) else {
                 return Vec::new();
             };
+            let from = given.get(&**lane_key).copied().unwrap_or(0);
             let mut before: Vec<Seq> = lane.running_seq.filter(|_| lane.busy).into_iter().collect();
-            before.extend(
-                lane.waiting
-                    .iter()
-                    .map(|w| w.seq)
-                    .take_while(|&waiting| waiting != seq),
-            );
+            if upto > from {
+                before.extend(
+                    lane.waiting
+                        .iter()
+                        .skip(from)
+                        .take(upto - from)
+                        .map(|w| w.seq),
+                );
+                given.insert(lane_key, upto);
+            }
             before
         };
         // The new job waits behind its lane's whole line; under `--coalesce latest` it takes
@@ -65,10 +74,7 @@ impl Scheduler {
         } else if self.policy.coalesce_latest {
             running.into_iter().collect()
         } else {
-            running
-                .into_iter()
-                .chain(lane.waiting.iter().map(|w| w.seq))
-                .collect()
+            ahead_in_lane(key, lane.waiting.len())
         };
         // Breadth first from the line, remembering how each job was reached.
         let mut came_from: HashMap<Seq, Option<Seq>> = HashMap::new();
@@ -77,7 +83,6 @@ impl Scheduler {
             came_from.insert(seq, None);
             queue.push_back(seq);
         }
-        let mut seen: HashSet<Seq> = came_from.keys().copied().collect();
         while let Some(seq) = queue.pop_front() {
             if run_of.get(&seq) == Some(&caller) {
                 let mut chain = vec![seq];
@@ -88,9 +93,16 @@ impl Scheduler {
                 }
                 return Some(chain);
             }
-            for next in ahead_of(seq) {
-                if seen.insert(next) {
-                    came_from.insert(next, Some(seq));
+            // A running job ends after the jobs its run waits for; a waiting one after those
+            // ahead of it in its lane.
+            let next_ones = match (run_of.get(&seq), place.get(&seq)) {
+                (Some(first), _) => awaits.get(first).cloned().unwrap_or_default(),
+                (None, Some(&(lane_key, at))) => ahead_in_lane(lane_key, at),
+                (None, None) => Vec::new(),
+            };
+            for next in next_ones {
+                if let Entry::Vacant(unseen) = came_from.entry(next) {
+                    unseen.insert(Some(seq));
                     queue.push_back(next);
                 }
             }
