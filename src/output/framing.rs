@@ -136,6 +136,19 @@ pub(crate) fn is_hidden(c: char) -> bool {
         )
 }
 
+/// The most characters of a key (escaped) a line for people shows (a run's summary, a
+/// client's answers); the report and `--json` have it whole.
+pub(crate) const KEY_SHOWN: usize = 80;
+
+/// `text` cut after [`KEY_SHOWN`] characters, `…` added, when longer: a key shown to people
+/// stays one line to read.
+pub(crate) fn cut_key(text: String) -> String {
+    match text.char_indices().nth(KEY_SHOWN) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
 /// `key` as shown to people: control characters escaped (`\n`, `\u{1}`), and the other
 /// characters of [`is_hidden`] (`\u{202e}`), so a key can never break a line, move the cursor
 /// or reorder what follows it; everything else, Unicode included, as it is.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::entry::Entry;
 use super::json::SummaryRecord;
+use crate::output::framing::cut_key;
 
 /// How many bad jobs the summary lists by name; the rest are counted.
 pub(crate) const MAX_LISTED: usize = 20;
@@ -46,17 +47,11 @@ pub(crate) fn bad_job_line(entry: &Entry<'_>) -> String {
     line
 }
 
-/// The most characters of a key (escaped) a summary line shows; the report has it whole.
-const KEY_SHOWN: usize = 80;
-
-/// `key` escaped (control characters, quotes and non-ASCII as `\u{…}`), cut to [`KEY_SHOWN`]
-/// characters with `…` when longer, so that one line of the summary stays one line to read.
+/// `key` escaped (control characters, quotes and non-ASCII as `\u{…}`), cut to
+/// [`crate::output::framing::KEY_SHOWN`] characters with `…` when longer, so that one line of
+/// the summary stays one line to read.
 fn shown_key(key: &str) -> String {
-    let escaped = key.escape_default().to_string();
-    match escaped.char_indices().nth(KEY_SHOWN) {
-        Some((cut, _)) => format!("{}…", &escaped[..cut]),
-        None => escaped,
-    }
+    cut_key(key.escape_default().to_string())
 }
 
 /// The whole summary: one line of counts, then the listed bad jobs, then how many more.
@@ -98,6 +93,7 @@ pub(crate) fn summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::framing::KEY_SHOWN;
 
     #[test]
     fn a_long_key_is_cut_in_the_summary() {

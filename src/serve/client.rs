@@ -197,18 +197,10 @@ fn shown(text: &str) -> String {
     crate::output::framing::escape_controls(text)
 }
 
-/// The most characters of a key an answer for a person shows, as a run's summary does; the
-/// report and `--json` have it whole.
-const KEY_SHOWN: usize = 80;
-
-/// A key as shown to a person: [`shown`], cut to [`KEY_SHOWN`] characters with `…` when
-/// longer, so that an answer stays one line to read.
+/// A key as shown to a person: [`shown`], cut as a run's summary cuts it
+/// ([`crate::output::framing::cut_key`]).
 fn shown_key(key: &str) -> String {
-    let escaped = shown(key);
-    match escaped.char_indices().nth(KEY_SHOWN) {
-        Some((cut, _)) => format!("{}…", &escaped[..cut]),
-        None => escaped,
-    }
+    crate::output::framing::cut_key(shown(key))
 }
 
 fn human_status(status: &Status) -> String {
