@@ -393,16 +393,10 @@ impl Job {
     /// `signal` to every process of the job, then SIGCONT so that a stopped one hears it.
     fn signal_all(&self, signal: Signal) {
         match &self.cgroup {
-            Some(cgroup) => {
-                if !cgroup.signal_all(signal) {
-                    // Its processes could not be read: its process group at least.
-                    signal_group(self.pid, signal);
-                    if signal != Signal::SIGKILL {
-                        signal_group(self.pid, Signal::SIGCONT);
-                    }
-                }
-            }
-            None => {
+            Some(cgroup) if cgroup.signal_all(signal) => {}
+            // No cgroup, or its processes could not be read (no descriptor free): its process
+            // group, and the processes that left it.
+            _ => {
                 let strays = lineage::strays_to_signal(self.pid, self.seq, self.attempt);
                 signal_group(self.pid, signal);
                 for &pid in &strays {
@@ -432,12 +426,8 @@ impl Job {
                 signal_process(self.pid, Signal::SIGINT);
             }
             Action::Force { .. } => match &self.cgroup {
-                Some(cgroup) => {
-                    if !cgroup.kill() {
-                        signal_group(self.pid, Signal::SIGKILL);
-                    }
-                }
-                None => self.signal_all(Signal::SIGKILL),
+                Some(cgroup) if cgroup.kill() => {}
+                _ => self.signal_all(Signal::SIGKILL),
             },
         }
     }

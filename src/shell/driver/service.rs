@@ -905,13 +905,13 @@ impl Driver {
             self.core.input_ended(now);
             self.start_ready(false).await;
         }
+        let answer = Answer::Ending {
+            why: now_ending.into(),
+            running,
+            waiting,
+            from_job,
+        };
         if from_job.is_some() {
-            let answer = Answer::Ending {
-                why: now_ending.into(),
-                running,
-                waiting,
-                from_job,
-            };
             let _ = call.reply.send(Reply::now(answer));
             return;
         }
@@ -921,12 +921,7 @@ impl Driver {
             service.held.push((held, written));
         }
         let _ = call.reply.send(Reply {
-            answer: Answer::Ending {
-                why: now_ending.into(),
-                running,
-                waiting,
-                from_job: None,
-            },
+            answer,
             then: Some(then),
             written: Some(written_tx),
         });
