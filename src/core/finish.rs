@@ -85,7 +85,7 @@ impl Scheduler {
             self.rejoin_held(at);
         }
         let released = if let Outcome::Failed(reason) = outcome {
-            self.release_failed(seq, facts.ended_at.max(self.clock), reason, facts.exit)
+            self.release_failed(seq, facts.ended_at, reason, facts.exit)
         } else {
             self.release_at(seq, None, Some(now))
         };

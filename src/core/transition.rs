@@ -607,19 +607,20 @@ impl Scheduler {
         self.release_at(seq, None, None)
     }
 
-    /// Releases a job that was in flight and failed, at `now`. Under `--retries N` a job with
-    /// tries left goes back to the front of its own lane, so its key's order holds; with a
-    /// `--retry-delay` the lane waits that long before it can be taken again.
-    /// The try is recorded as failed for `reason`, its direct child having ended as `exit`
-    /// (`None`: it could not be started).
+    /// Releases a job that was in flight and failed, its try having ended at `ended_at`. Under
+    /// `--retries N` a job with tries left goes back to the front of its own lane, so its key's
+    /// order holds; with a `--retry-delay` the lane waits that long before it can be taken
+    /// again, counted from `ended_at` or the core's latest reading of the clock, whichever is
+    /// later (the clock never goes back). The try is recorded as failed for `reason` at
+    /// `ended_at`, its direct child having ended as `exit` (`None`: it could not be started).
     pub fn release_failed(
         &mut self,
         seq: Seq,
-        now: Tick,
+        ended_at: Tick,
         reason: FailReason,
         exit: Option<ExitFacts>,
     ) -> Released {
-        self.release_at(seq, Some((now, reason, exit)), None)
+        self.release_at(seq, Some((ended_at, reason, exit)), None)
     }
 
     /// Releases run `seq`, failed or not; `at`, when known, is when (the clock's latest
@@ -630,9 +631,9 @@ impl Scheduler {
         failed: Option<(Tick, FailReason, Option<ExitFacts>)>,
         at: Option<Tick>,
     ) -> Released {
-        let failed_at = failed.map(|(now, _, _)| now);
+        let failed_at = failed.map(|(ended_at, _, _)| ended_at.max(self.clock));
         if let Some(now) = failed_at {
-            self.clock = self.clock.max(now);
+            self.clock = now;
         }
         let Some((run, cancelled)) = self.vacate(seq) else {
             return Released::Unknown;
@@ -643,7 +644,7 @@ impl Scheduler {
             .lanes
             .get_mut(&run.key)
             .expect("a running job's key has a lane");
-        if let (Some(now), Some((_, reason, exit))) = (retry_at, failed) {
+        if let (Some(now), Some((ended_at, reason, exit))) = (retry_at, failed) {
             self.queued += run.batch.len();
             self.queued_weight += run
                 .batch
@@ -654,7 +655,7 @@ impl Scheduler {
                 slot: run.slot,
                 waited: run.waited,
                 started_at: run.started_at,
-                ended_at: now,
+                ended_at,
                 outcome: Outcome::Failed(reason),
                 exit,
             };

@@ -46,6 +46,8 @@ pub(crate) struct Ledger {
     origin: SystemTime,
     recorder: Recorder,
     events: EventLog,
+    /// The latest `ended_at` of the records written so far (zero before the first).
+    latest_end: Tick,
 }
 
 impl Ledger {
@@ -55,7 +57,14 @@ impl Ledger {
             origin,
             recorder,
             events,
+            latest_end: Tick::ZERO,
         }
+    }
+
+    /// The latest end of a job the records written so far tell of (its record's `ended_at`
+    /// or its `ended` event's): zero before the first record.
+    pub(crate) fn latest_end(&self) -> Tick {
+        self.latest_end
     }
 
     /// The wall-clock time of `tick`.
@@ -217,6 +226,7 @@ impl Ledger {
             Some(tried) if !account.in_flight => tried.ended_at,
             _ => account.ended_at,
         };
+        self.latest_end = self.latest_end.max(ended_at).max(account.ended_at);
         let tries = account
             .tries
             .iter()

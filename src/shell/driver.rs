@@ -194,6 +194,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         received: 0,
         output_lost: false,
         output_dropped: false,
+        over_at: Tick::ZERO,
         retry_tails: HashMap::new(),
         decided_at: None,
         stopped: HashMap::new(),
@@ -363,6 +364,9 @@ struct Driver {
     output_lost: bool,
     /// A job's output was dropped after a stop signal, its reader taking nothing.
     output_dropped: bool,
+    /// The latest moment, other than a record's end, that the run's time counts to: the
+    /// input's end, a stop signal, the end of a sweep of escapees (see [`Driver::run_end`]).
+    over_at: Tick,
     /// The stderr tail and the CPU time and peak memory of the last try of each run waiting
     /// for its retry, by its first job: should the run stop before the retry starts, the
     /// record tells of that try.
@@ -392,6 +396,20 @@ struct Driver {
 impl Driver {
     fn tick(&self) -> Tick {
         self.t0.elapsed()
+    }
+
+    /// The run's end, once the event loop is done: every job and what it left is over, the
+    /// latest of the records' ends, the input's end, a stop signal and the end of a sweep of
+    /// escapees. Not the loop's own end: a job's supervisor hands the job's last output on
+    /// before it tells of the job's end, and a reader of lanes' stdout that reads slowly
+    /// holds that hand-over (backpressure); waiting for readers of lanes' output and files is
+    /// no part of the run's time. `lanes serve` ends when it is drained or closed: the loop's
+    /// end.
+    fn run_end(&self) -> Tick {
+        if self.service.is_some() {
+            return self.tick();
+        }
+        self.over_at.max(self.ledger.latest_end())
     }
 
     /// Everything the last event brought is carried out: the live display may show it, with
@@ -656,7 +674,9 @@ impl Driver {
             return;
         }
         self.ledger.input_ended(self.received);
-        self.core.input_ended(self.tick());
+        let now = self.tick();
+        self.over_at = self.over_at.max(now);
+        self.core.input_ended(now);
     }
 
     async fn accept(&mut self, item: InputItem) {
@@ -1131,7 +1151,9 @@ impl Driver {
     }
 
     async fn on_signal(&mut self, signal: nix::sys::signal::Signal) {
-        match self.core.signal_received(signal, self.tick()) {
+        let now = self.tick();
+        self.over_at = self.over_at.max(now);
+        match self.core.signal_received(signal, now) {
             SignalVerdict::Halt(halt) => {
                 // The display says that jobs are being stopped until they are gone.
                 if let Some(progress) = self.ledger.progress() {
@@ -1185,9 +1207,11 @@ impl Driver {
         };
         // A stop signal from now on changes no outcome and not the exit status: every job has
         // its record. It only ends the waits (see `Scheduler::stop_signal`).
-        let late = sweep_escapees(self.launcher.reaper(), grace, signals)
-            .await
-            .is_some();
+        let (came, swept) = sweep_escapees(self.launcher.reaper(), grace, signals).await;
+        let late = came.is_some();
+        if swept {
+            self.over_at = self.over_at.max(self.tick());
+        }
         // Every shared key is let go before lanes exits.
         self.grants.clear();
         if let Some(locks) = &self.lock_dir {
@@ -1197,9 +1221,7 @@ impl Driver {
         }
         // Slurm: nothing of this run may stay on the cluster.
         self.launcher.backend().cancel_run();
-        // The run's end: every job and what it left is over. What follows waits for readers
-        // of lanes' output and files, which is no part of the run's time.
-        let run_end = self.tick();
+        let run_end = self.run_end();
         let mut forced = self.core.is_forced() || late;
         if let Some(writer) = self.grouped.close() {
             let abort = writer.abort_handle();

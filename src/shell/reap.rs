@@ -156,12 +156,13 @@ impl Reaper {
 /// Terminates what escaped its job's process group (`setsid`, a double fork into another
 /// session) and was re-parented to `lanes`: SIGTERM (then SIGCONT) to each one's group, SIGKILL after the
 /// grace period to what is left, so that no process of any job outlives the run. A stop signal
-/// meanwhile ends the grace at once; the first one that came is returned.
+/// meanwhile ends the grace at once. Returns the first stop signal that came, and whether
+/// there was any escapee to sweep.
 pub(crate) async fn sweep_escapees(
     reaper: &Reaper,
     grace: std::time::Duration,
     signals: &mut Option<super::signal::StopSignals>,
-) -> Option<nix::sys::signal::Signal> {
+) -> (Option<nix::sys::signal::Signal>, bool) {
     use nix::sys::signal::Signal;
     use std::time::Duration;
     use tokio::time::Instant;
@@ -178,7 +179,7 @@ pub(crate) async fn sweep_escapees(
         reaper.reap();
         let left = super::unix::children();
         if left.is_empty() || give_up.is_some_and(|give_up| Instant::now() >= give_up) {
-            return came;
+            return (came, !signalled.is_empty() || give_up.is_some());
         }
         let forced = Instant::now() >= deadline;
         if forced && give_up.is_none() {

@@ -354,3 +354,65 @@ fn grouped_output_waiting_for_a_stalled_reader_holds_new_jobs_back() {
         .sum::<usize>();
     assert_eq!(payload, 10 * 1_500_000);
 }
+
+/// A program that writes its stdout until the pipe to lanes stays full for 100 ms (lanes
+/// holding back what its own stdout's reader has not taken), then ends: its last output is
+/// still in lanes.
+const FILLS_ITS_PIPE: &str = r#"import os, time
+os.set_blocking(1, False)
+lines = (b"x" * 99 + b"\n") * 600
+def fits():
+    try:
+        os.write(1, lines)
+        return True
+    except BlockingIOError:
+        return False
+while True:
+    while fits():
+        pass
+    time.sleep(0.1)
+    if not fits():
+        break
+"#;
+
+#[test]
+fn a_slow_reader_of_lanes_stdout_is_no_part_of_the_run_s_duration() {
+    let scratch = Scratch::new();
+    scratch.write("fill.py", FILLS_ITS_PIPE);
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .own_stdout()
+        .stdin("a\tpython3 \"$D/fill.py\"; echo $$ > \"$D/pid\"\n")
+        .spawn();
+    let stdout = running.take_stdout();
+    scratch.wait_for("pid", WAIT);
+    let pid = scratch.pid("pid");
+    assert!(
+        wait_until(WAIT, || !std::path::Path::new(&format!("/proc/{pid}"))
+            .exists()),
+        "the job ends and is reaped while its output waits"
+    );
+    // The reader comes back late.
+    std::thread::sleep(Duration::from_millis(300));
+    let reading = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let reader = read_in_background(stdout);
+    let out = running.wait();
+    let text = reader.join().unwrap();
+    out.code(0);
+    assert!(text.len() > 200_000, "{} bytes of output", text.len());
+    let report = out.report();
+    let job = out.job(1);
+    let run_end = parse_time(&report.run.started_at).unwrap()
+        + i64::try_from(report.summary.duration_ms).unwrap();
+    assert!(
+        run_end < reading,
+        "the run ended {} ms after the reader came back, its job {} ms before\n{}",
+        run_end - reading,
+        reading - job.end_ms(),
+        out.dump()
+    );
+    assert!(run_end >= job.end_ms(), "{}", out.dump());
+}

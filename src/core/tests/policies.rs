@@ -390,6 +390,48 @@ fn a_failed_job_is_retried_until_its_tries_run_out() {
 }
 
 #[test]
+fn a_retried_try_ends_when_its_run_ended_though_the_core_heard_of_it_later() {
+    let mut s = with(2, 10, retrying(1, ms(10)));
+    queue(&mut s, job(1, "a", 0), ms(0));
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    // Another decision at 20 ms: the core's clock is past the run's end (15 ms) when the
+    // end reaches it.
+    queue(&mut s, job(2, "b", 0), ms(20));
+    let failed = RunFacts {
+        exit: Some(ExitFacts::Exited(1)),
+        stopped_while_running: false,
+        ended_at: ms(15),
+    };
+    let first = s.finish(1, failed, ms(20)).expect("job 1 runs");
+    assert!(first.retry, "one retry is left");
+    // The delay counts from the later of the two: nothing of key a before 30 ms.
+    assert_eq!(take(&mut s, ms(20)).seq, 2);
+    assert_eq!(
+        s.next_deadline(),
+        Some(ms(30)),
+        "the retry delay counts from 20 ms"
+    );
+    assert!(s.expire(ms(30)).is_empty());
+    assert_eq!(take(&mut s, ms(30)).seq, 1);
+    let last = s
+        .finish(
+            1,
+            RunFacts {
+                ended_at: ms(40),
+                ..failed
+            },
+            ms(40),
+        )
+        .expect("job 1 runs again");
+    let ended: Vec<Tick> = last.accounts[0].tries.iter().map(|t| t.ended_at).collect();
+    assert_eq!(
+        ended,
+        vec![ms(15), ms(40)],
+        "each try ends when its run ended"
+    );
+}
+
+#[test]
 fn without_retries_a_failure_is_final_and_a_success_is_never_retried() {
     let mut s = with(1, 10, Policy::default());
     queue(&mut s, job(1, "a", 0), ms(0));
