@@ -54,8 +54,10 @@ pub struct WaitingLane {
     /// How many jobs of the key are in flight, ahead of every waiting one: 0, 1, or a
     /// running batch's members.
     pub in_flight: usize,
-    /// Its waiting jobs in the order they will run: the i-th has `i + in_flight` jobs ahead.
-    pub waiting: Vec<Seq>,
+    /// Its waiting jobs in the order they will run, each with how many of the key's jobs
+    /// run before it (`in_flight` included; under batching, the jobs it would be taken with
+    /// are not ahead of it).
+    pub waiting: Vec<(Seq, usize)>,
 }
 
 impl Scheduler {
@@ -65,13 +67,27 @@ impl Scheduler {
             .lanes
             .iter()
             .filter(|(_, lane)| !lane.waiting.is_empty())
-            .map(|(key, lane)| WaitingLane {
-                key: Arc::clone(key),
-                in_flight: lane.in_flight(&self.running),
-                waiting: lane.waiting.iter().map(|w| w.seq).collect(),
+            .map(|(key, lane)| {
+                let in_flight = lane.in_flight(&self.running);
+                let (size, bytes) = if self.policy.batching() {
+                    (self.policy.batch_size, self.policy.batch_bytes)
+                } else {
+                    (1, usize::MAX)
+                };
+                let ahead = super::transition::waiting_ahead(&lane.waiting, size, bytes);
+                WaitingLane {
+                    key: Arc::clone(key),
+                    in_flight,
+                    waiting: lane
+                        .waiting
+                        .iter()
+                        .zip(ahead)
+                        .map(|(w, ahead)| (w.seq, in_flight + ahead))
+                        .collect(),
+                }
             })
             .collect();
-        lanes.sort_unstable_by_key(|lane| lane.waiting[0]);
+        lanes.sort_unstable_by_key(|lane| lane.waiting[0].0);
         lanes
     }
 

@@ -115,10 +115,20 @@ pub(crate) fn batch_len(
     size: usize,
     bytes: usize,
 ) -> usize {
+    batch_len_from(waiting, 0, size, bytes)
+}
+
+/// [`batch_len`] of the lane's jobs from index `start` on: the batch that job would lead.
+fn batch_len_from(
+    waiting: &std::collections::VecDeque<Waiting>,
+    start: usize,
+    size: usize,
+    bytes: usize,
+) -> usize {
     let mut total = 0usize;
     let mut count = 0;
-    let attempts = waiting.front().map_or(0, |w| w.attempts);
-    for job in waiting.iter().take(size) {
+    let attempts = waiting.get(start).map_or(0, |w| w.attempts);
+    for job in waiting.range(start.min(waiting.len())..).take(size) {
         if job.attempts != attempts {
             break;
         }
@@ -128,7 +138,25 @@ pub(crate) fn batch_len(
         }
         count += 1;
     }
-    count.max(usize::from(!waiting.is_empty()))
+    count.max(usize::from(start < waiting.len()))
+}
+
+/// For each of a lane's waiting jobs, in lane order, how many of the waiting jobs run before
+/// it: those of the batches the lane's front makes before the job's own, as they stand (a
+/// job that would share a batch with those before it waits behind none of them). Without
+/// batching (`size` 1), every job before it.
+pub(crate) fn waiting_ahead(
+    waiting: &std::collections::VecDeque<Waiting>,
+    size: usize,
+    bytes: usize,
+) -> Vec<usize> {
+    let mut ahead = Vec::with_capacity(waiting.len());
+    while ahead.len() < waiting.len() {
+        let start = ahead.len();
+        let count = batch_len_from(waiting, start, size, bytes);
+        ahead.extend(std::iter::repeat_n(start, count));
+    }
+    ahead
 }
 
 /// A running job whose turn timeout has passed; reported once.
@@ -279,8 +307,18 @@ impl Scheduler {
                 batch: None,
             },
         );
-        // A running batch is as many jobs ahead as it has members.
-        let ahead = position + lane.in_flight(&self.running);
+        // A running batch is as many jobs ahead as it has members; under batching, the jobs
+        // the new one would be taken with are not ahead of it.
+        let batch_start = if self.policy.batching() {
+            waiting_ahead(
+                &lane.waiting,
+                self.policy.batch_size,
+                self.policy.batch_bytes,
+            )[position]
+        } else {
+            position
+        };
+        let ahead = batch_start + lane.in_flight(&self.running);
         // A running job admitted again from a journal is as promised as a waiting one: no
         // newer job supersedes it.
         let cancel = if self.policy.cancel_in_progress && bounded && lane.busy && !lane.cancelling {

@@ -898,6 +898,36 @@ fn batch_bytes_bounds_the_sum_of_weights() {
 }
 
 #[test]
+fn jobs_a_job_will_be_batched_with_are_not_ahead_of_it() {
+    let mut s = with(1, 20, batching(2, 10, Duration::ZERO));
+    let ahead = |s: &mut Scheduler, seq: Seq, weight: usize| match s
+        .admit(weighted(seq, "a", weight), ms(0))
+    {
+        Admission::Queued { ahead } => ahead,
+        other => panic!("job {seq}: {other:?}"),
+    };
+    assert_eq!(ahead(&mut s, 1, 1), 0);
+    assert_eq!(take(&mut s, ms(0)).batch, [1]);
+    // Job 1 runs; 2 and 3 will go together, 4 and 5 after them, 6 (too heavy to share)
+    // alone after those.
+    assert_eq!(ahead(&mut s, 2, 1), 1, "the job in flight");
+    assert_eq!(ahead(&mut s, 3, 1), 1, "2 goes with it");
+    assert_eq!(ahead(&mut s, 4, 1), 3);
+    assert_eq!(ahead(&mut s, 5, 1), 3);
+    assert_eq!(ahead(&mut s, 6, 10), 5);
+    let lanes = s.waiting_lanes();
+    assert_eq!(lanes.len(), 1);
+    assert_eq!(
+        lanes[0].waiting,
+        [(2, 1), (3, 1), (4, 3), (5, 3), (6, 5)],
+        "the status says the same"
+    );
+    done(&mut s, 1);
+    assert_eq!(take(&mut s, ms(0)).batch, [2, 3]);
+    assert_eq!(s.waiting_lanes()[0].waiting, [(4, 2), (5, 2), (6, 4)]);
+}
+
+#[test]
 fn the_byte_bound_is_inclusive() {
     let mut s = with(1, 20, batching(10, 10, Duration::ZERO));
     for (seq, weight) in [(1, 5), (2, 5), (3, 10), (4, 1)] {

@@ -192,7 +192,26 @@ impl Model {
     /// The next batch of a lane: the longest prefix of the jobs at the same try as the first
     /// (a retried batch goes again alone) within the count and byte bounds, at least one job.
     fn batch(&self, key: usize) -> Vec<MJob> {
-        let lane = self.lane(key);
+        self.batch_of(self.lane(key))
+    }
+
+    /// How many of the waiting jobs of `key` run before job `seq`: those of the batches its
+    /// lane makes, as it stands, before the one `seq` is in.
+    fn waiting_ahead_of(&self, key: usize, seq: Seq) -> usize {
+        let mut lane = self.lane(key);
+        let mut before = 0;
+        loop {
+            let batch = self.batch_of(lane.clone());
+            if batch.iter().any(|j| j.seq == seq) {
+                return before;
+            }
+            before += batch.len();
+            lane.drain(..batch.len());
+        }
+    }
+
+    /// The batch the first of `lane` (in lane order, not empty) would lead.
+    fn batch_of(&self, lane: Vec<MJob>) -> Vec<MJob> {
         let first = lane[0].attempts;
         let group: Vec<MJob> = lane
             .into_iter()
@@ -308,14 +327,9 @@ impl Model {
             self.join_ready(key);
         }
         let replaced = pending.map(|i| self.waiting.remove(i).seq);
-        let order = w.lane_order();
+        let seq = w.seq;
         self.waiting.push(w);
-        let ahead = self
-            .waiting
-            .iter()
-            .filter(|o| o.key == key && o.lane_order() < order)
-            .count()
-            + self.in_flight(key);
+        let ahead = self.waiting_ahead_of(key, seq) + self.in_flight(key);
         let mut cancel = None;
         if self.policy.cancel_in_progress {
             if let Some(run) = self.running.iter_mut().find(|r| r.key == key) {

@@ -815,11 +815,7 @@ impl Driver {
                 jobs: lane
                     .waiting
                     .iter()
-                    .enumerate()
-                    .map(|(i, &seq)| WaitingJob {
-                        seq,
-                        ahead: i + lane.in_flight,
-                    })
+                    .map(|&(seq, ahead)| WaitingJob { seq, ahead })
                     .collect(),
             })
             .collect();
