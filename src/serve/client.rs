@@ -223,8 +223,14 @@ fn human_status(status: &Status) -> String {
             .as_ref()
             .map(|why| format!(" (stopping: {why})"))
             .unwrap_or_default();
+        // A batch's members after its first: the batch they run in.
+        let batch = run
+            .batch
+            .filter(|&first| first != run.seq)
+            .map(|first| format!(", in the batch of seq {first}"))
+            .unwrap_or_default();
         text.push_str(&format!(
-            "\nrunning seq {} (key {}) in slot {}, {:.1}s{stopping}: {}",
+            "\nrunning seq {} (key {}{batch}) in slot {}, {:.1}s{stopping}: {}",
             run.seq,
             shown_key(&run.key),
             run.slot,

@@ -3400,6 +3400,18 @@ fn a_running_batch_counts_each_of_its_jobs_in_answers_status_and_cancel() {
     let queued = server.client("submit", &["--json", "a", "--", "x4"]);
     assert_eq!(queued.code, 10);
     assert_eq!(queued.answer().ahead, Some(3), "the batch's three jobs");
+    // The next job would be taken with x4: x4 is not ahead of it.
+    let joining = server.client("submit", &["--json", "a", "--", "x5"]);
+    assert_eq!(joining.code, 10);
+    assert_eq!(joining.answer().ahead, Some(3), "x4 goes with it");
+    let plain = server.client("status", &[]).stdout;
+    assert!(
+        plain.contains("running seq 1 (key a) in slot 1")
+            && plain.contains("running seq 2 (key a, in the batch of seq 1) in slot 1")
+            && plain.contains("running seq 3 (key a, in the batch of seq 1) in slot 1")
+            && plain.contains("waiting (key a): seq 4 (3 ahead), seq 5 (3 ahead)"),
+        "{plain}"
+    );
     let status = server.client("status", &["--json"]).answer();
     let running = status.running.unwrap();
     let listed: Vec<(u64, u64)> = running
@@ -3413,16 +3425,19 @@ fn a_running_batch_counts_each_of_its_jobs_in_answers_status_and_cancel() {
         status.waiting.unwrap()[0]["jobs"][0]["ahead"].as_u64(),
         Some(3)
     );
-    // A drain counts jobs as status does: the batch's three run, one waits.
+    // A drain counts jobs as status does: the batch's three run, two wait.
     let mut drain = spawn_client(&server.socket, "drain", &["--json"]);
     let (ending, _) = first_answer(&mut drain);
     assert_eq!(ending.answer, "ending");
     assert_eq!(
         (ending.running, ending.waiting),
-        (Some(serde_json::json!(3)), Some(serde_json::json!(1)))
+        (Some(serde_json::json!(3)), Some(serde_json::json!(2)))
     );
     let cancel = server.client("cancel", &["--json", "a"]).answer();
-    assert_eq!((cancel.dropped, cancel.stopped), (Some(vec![4]), Some(1)));
+    assert_eq!(
+        (cancel.dropped, cancel.stopped),
+        (Some(vec![4, 5]), Some(1))
+    );
     assert!(ended_by(&mut drain, "drain").success());
     let report_path = server.report.clone();
     server.running.wait();
@@ -3432,13 +3447,13 @@ fn a_running_batch_counts_each_of_its_jobs_in_answers_status_and_cancel() {
         .filter(|r| r["type"] == "job" && r["reason"] == "cancelled")
         .map(|r| r["seq"].as_u64().unwrap())
         .collect();
-    assert_eq!(cancelled.len(), 4, "{cancelled:?}");
+    assert_eq!(cancelled.len(), 5, "{cancelled:?}");
     let queued_ahead: Vec<(u64, u64)> = crate::records::events(&events)
         .iter()
         .filter(|e| e["type"] == "queued")
         .map(|e| (e["seq"].as_u64().unwrap(), e["ahead"].as_u64().unwrap()))
         .collect();
-    assert_eq!(queued_ahead[3], (4, 3), "{queued_ahead:?}");
+    assert_eq!(queued_ahead[3..], [(4, 3), (5, 3)], "{queued_ahead:?}");
 }
 
 #[test]
