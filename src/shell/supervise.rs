@@ -16,7 +16,7 @@ use super::reap::Reaper;
 use super::signal::ReaderWatch;
 use super::sleep_until_opt;
 use super::spawn::Spawned;
-use super::unix::{group_alive, signal_group, signal_process};
+use super::unix::{exiting, group_alive, signal_group, signal_process};
 use crate::config::Backend;
 use crate::core::{Action, Escalation, Event, ExitFacts};
 use crate::output::capture::Capture;
@@ -157,6 +157,9 @@ pub(crate) async fn supervise(
     // whose processes were all stopped then (a read of the terminal) says so in its record.
     let mut stop_seen = false;
     let mut was_stopped = None;
+    // A stop that came while the direct child was exiting: carried out once its exit is
+    // known, on what the job left (nothing, most often: the job then ended on its own).
+    let mut deferred_stop = None;
 
     loop {
         let pipes_open = stdout.is_some() || stderr.is_some();
@@ -185,7 +188,28 @@ pub(crate) async fn supervise(
         let actions = tokio::select! {
             biased;
             message = control.recv(), if control_open => match message {
-                Some(Control::Stop { signal }) => escalation.on(Event::Stop(signal), tick()),
+                Some(Control::Stop { signal }) => {
+                    // The core's deadline and the job's end may come a moment apart: its exit
+                    // is taken first, and a stop that finds none of its processes left
+                    // stopped nothing (the job ended on its own; what it left in its pipes is
+                    // read next).
+                    let mut actions = Vec::new();
+                    if exit.is_none() {
+                        reaper.reap();
+                        if let Ok(facts) = exit_rx.try_recv() {
+                            exit = Some(facts);
+                            actions = escalation.on(Event::Exited, tick());
+                        }
+                    }
+                    if exit.is_none() && timing.backend.is_local() && exiting(pid) {
+                        // Its exit is under way: the stop waits for it, and then goes to
+                        // what the job left, if anything.
+                        deferred_stop.get_or_insert(signal);
+                    } else if !escalation.exited() || job.alive() {
+                        actions.extend(escalation.on(Event::Stop(signal), tick()));
+                    }
+                    actions
+                }
                 Some(Control::Kill) => {
                     killed = true;
                     escalation.on(Event::Kill, tick())
@@ -203,7 +227,14 @@ pub(crate) async fn supervise(
                 // The reaper never drops a watched pid's sender before sending; should it be
                 // gone anyway, the job is taken as killed.
                 exit = Some(facts.unwrap_or(ExitFacts::Signaled(Signal::SIGKILL as i32)));
-                escalation.on(Event::Exited, tick())
+                let mut actions = escalation.on(Event::Exited, tick());
+                if let Some(signal) = deferred_stop.take() {
+                    reaper.reap();
+                    if job.alive() {
+                        actions.extend(escalation.on(Event::Stop(signal), tick()));
+                    }
+                }
+                actions
             },
             permit = room(&out) => { out.hand_over(permit); Vec::new() },
             permit = room(&err) => { err.hand_over(permit); Vec::new() },

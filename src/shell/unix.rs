@@ -94,6 +94,24 @@ pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
     Some(ProcStat { state, ppid, pgid })
 }
 
+/// Whether process `pid` is exiting now: its exit under way (`PF_EXITING`, 0x4 in the flags,
+/// field 9 of `/proc/PID/stat`, `include/linux/sched.h`), which no signal changes any more, or
+/// already a zombie; false when it cannot be read.
+pub(crate) fn exiting(pid: i32) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some(end) = text.rfind(')') else {
+        return false;
+    };
+    // From the state (field 3): state, ppid, pgrp, session, tty_nr, tpgid, flags.
+    let mut fields = text[end + 1..].split_ascii_whitespace();
+    let state = fields.next().and_then(|state| state.chars().next());
+    let flags = fields.nth(5).and_then(|flags| flags.parse::<u64>().ok());
+    matches!(state, Some('Z' | 'X')) || flags.is_some_and(|flags| flags & PF_EXITING != 0)
+}
+
 /// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`) `lanes` was started with,
 /// when [`raise_descriptor_limit`] raised its own soft limit: what every job is given back.
 static STARTING_DESCRIPTOR_LIMIT: std::sync::OnceLock<[u64; 2]> = std::sync::OnceLock::new();

@@ -304,3 +304,37 @@ fn a_stop_signal_reaches_hundreds_of_jobs_at_once_in_process_group_mode() {
         assert_eq!(job.signal.as_deref(), Some("SIGINT"), "{job:?}");
     }
 }
+
+#[test]
+fn a_job_that_ended_as_its_timeout_came_keeps_its_own_outcome() {
+    // Deadlines of a millisecond: many of these jobs end right as their timeout's stop is
+    // sent. A stop that finds the job's processes gone, or its shell's exit under way, stops
+    // nothing; only an exit that begins in the very moment the stop is sent can still be
+    // taken as stopped.
+    let jobs = 200;
+    let input: String = (0..jobs).map(|i| format!("k{i}\techo {i}\n")).collect();
+    let out = Run::new()
+        .args(["-j", "4", "--timeout", "0.001"])
+        .stdin(input)
+        .run();
+    let report = out.report();
+    assert_eq!(report.jobs.len(), jobs);
+    for job in &report.jobs {
+        match job.result() {
+            ("succeeded", None) => assert_eq!(job.exit_code, Some(0), "{job:?}"),
+            ("interrupted", Some("timeout")) => {}
+            _ => panic!("{job:?}"),
+        }
+    }
+    let stopped_but_ended_on_their_own = report
+        .jobs
+        .iter()
+        .filter(|job| job.reason.as_deref() == Some("timeout") && job.signal.is_none())
+        .count();
+    assert!(
+        stopped_but_ended_on_their_own <= jobs / 20,
+        "{stopped_but_ended_on_their_own} of {jobs} jobs were taken as stopped by their timeout \
+         but exited on their own\n{}",
+        out.dump()
+    );
+}
