@@ -7,6 +7,7 @@ use clap::Parser;
 
 use crate::settings::{BackendKind, Coalesce, ContainmentMode, OnFull, OutputMode, When};
 
+use crate::count::{count_u32, count_u64};
 use crate::duration::parse_duration;
 
 const EXAMPLES: &str = "\
@@ -131,7 +132,7 @@ pub struct SetArgs {
     #[arg(long)]
     pub json: bool,
     /// The new cap.
-    #[arg(short = 'j', long = "max-concurrent", value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    #[arg(short = 'j', long = "max-concurrent", value_name = "N", value_parser = count_u32, allow_negative_numbers = true)]
     pub max_concurrent: u32,
 }
 
@@ -288,7 +289,7 @@ pub struct Cli {
     pub manifest: Option<PathBuf>,
 
     /// At most N jobs in flight overall [default: the number of CPUs].
-    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
+    #[arg(short = 'j', long, value_name = "N", value_parser = count_u32, allow_negative_numbers = true)]
     pub max_concurrent: Option<u32>,
 
     /// Per-job turn timeout: seconds (`20`, `0.5`) or units (`250ms`, `10m`). Past it the job's
@@ -316,7 +317,7 @@ pub struct Cli {
     pub shell: Option<String>,
 
     /// At most N jobs admitted but not yet started, across all keys [default: 10000].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = count_u64, allow_negative_numbers = true)]
     pub max_queued: Option<u64>,
 
     /// What a new job meets when --max-queued jobs wait: `wait` pauses reading input until
@@ -408,12 +409,12 @@ pub struct Cli {
     /// At most W of weight admitted but not yet started, across all keys (each job counts its
     /// weight, 1 when it declares none), on top of --max-queued; --on-full applies to both
     /// [default: no bound].
-    #[arg(long, value_name = "W", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "W", value_parser = count_u64)]
     pub max_queued_weight: Option<u64>,
 
     /// Every job's share of -j unless the manifest gives its own `weight`: a job of weight W
     /// starts only when W units of -j are free [default: 1].
-    #[arg(long, value_name = "W", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "W", value_parser = count_u32)]
     pub weight: Option<u32>,
 
     /// A named resource of the run (repeatable; overrides the manifest's `[resources]` entry
@@ -445,14 +446,14 @@ pub struct Cli {
 
     /// With --command: merge up to N waiting jobs of one lane into one run; `{}` expands to
     /// all their arguments, in lane order [default: 1].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = count_u64, allow_negative_numbers = true)]
     pub batch_size: Option<u64>,
 
     /// With --command: at most B bytes of quoted arguments in one batch (a batch always holds
     /// at least one job); without --batch-size, batches by bytes alone, as `xargs -s` [default:
     /// 100000, under Linux's 128 KiB limit on one argument; more than that limit, less the
     /// template's own text, is refused].
-    #[arg(long, value_name = "B", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "B", value_parser = count_u64)]
     pub batch_bytes: Option<u64>,
 
     /// With --command: a lane whose batch is not full waits until its oldest job has waited D

@@ -18,6 +18,7 @@ pub mod cli;
 pub(crate) mod config;
 pub(crate) mod containing_dir;
 pub mod core;
+pub(crate) mod count;
 pub(crate) mod dry_run;
 pub(crate) mod duration;
 pub mod exit;

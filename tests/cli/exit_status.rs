@@ -75,3 +75,53 @@ fn a_missing_input_file_is_named() {
     out.code(2);
     assert!(out.stderr().contains("missing-jobs.txt"), "{}", out.dump());
 }
+
+#[test]
+fn a_count_out_of_range_names_the_range_a_manifest_takes_too() {
+    let scratch = Scratch::new();
+    let cases: &[(&[&str], &str)] = &[
+        (&["-j", "0"], "between 1 and 4294967295"),
+        (&["--max-queued", "0"], "between 1 and 9223372036854775807"),
+        (
+            &["--max-queued", "9223372036854775808"],
+            "between 1 and 9223372036854775807",
+        ),
+        (
+            &["--command", "echo", "--batch-size", "-1"],
+            "between 1 and 9223372036854775807",
+        ),
+    ];
+    for (args, range) in cases {
+        let out = Run::new().args(args.iter()).stdin("k\techo\n").run();
+        assert_eq!(out.code, 2, "lanes {args:?}\n{}", out.dump());
+        assert!(
+            out.stderr()
+                .contains(&format!("must be a whole number {range}")),
+            "lanes {args:?}\n{}",
+            out.dump()
+        );
+    }
+    // The largest the flag takes is the largest a manifest takes.
+    let out = Run::new()
+        .args(["--max-queued", "9223372036854775807"])
+        .stdin("k\techo\n")
+        .run();
+    out.code(0);
+    let manifest = scratch.write(
+        "m.toml",
+        "max_queued = 9223372036854775807\n[[job]]\nkey = \"k\"\ncmd = \"true\"\n",
+    );
+    Run::new().arg(&manifest).run().code(0);
+    let manifest = scratch.write(
+        "zero.toml",
+        "max_queued = 0\n[[job]]\nkey = \"k\"\ncmd = \"true\"\n",
+    );
+    let out = Run::new().arg(&manifest).run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("`max_queued` must be between 1 and 9223372036854775807, not 0"),
+        "{}",
+        out.dump()
+    );
+}

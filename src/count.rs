@@ -1,0 +1,59 @@
+//! Counts given on the command line (`-j`, `--max-queued`, `--batch-size`, weights): whole
+//! numbers from 1, bounded as a manifest's setting of the same name is, with the same words.
+
+/// The largest count a manifest can hold: TOML's integers are signed 64-bit (TOML 1.0,
+/// "Integer"). Flags whose manifest setting is a 64-bit count stop there too, so that the
+/// two ways of giving one setting accept the same numbers.
+const LARGEST_TOML_INTEGER: u64 = i64::MAX as u64;
+
+/// A whole number from 1 to `max`, or a message naming the range as a manifest's does.
+fn count(text: &str, max: u64) -> Result<u64, String> {
+    text.trim()
+        .parse::<u64>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("must be a whole number between 1 and {max}"))
+}
+
+/// A 64-bit count: a whole number from 1 to 9223372036854775807 (see
+/// [`LARGEST_TOML_INTEGER`]).
+///
+/// # Errors
+/// Anything else, with the range.
+pub(crate) fn count_u64(text: &str) -> Result<u64, String> {
+    count(text, LARGEST_TOML_INTEGER)
+}
+
+/// A 32-bit count: a whole number from 1 to 4294967295.
+///
+/// # Errors
+/// Anything else, with the range.
+pub(crate) fn count_u32(text: &str) -> Result<u32, String> {
+    count(text, u64::from(u32::MAX)).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_is_a_whole_number_from_1_to_the_manifest_s_largest() {
+        assert_eq!(count_u64("1"), Ok(1));
+        assert_eq!(
+            count_u64("9223372036854775807"),
+            Ok(9_223_372_036_854_775_807)
+        );
+        assert_eq!(count_u32("4294967295"), Ok(u32::MAX));
+        for bad in ["0", "-2", "9223372036854775808", "1.5", "", "ten"] {
+            assert_eq!(
+                count_u64(bad),
+                Err("must be a whole number between 1 and 9223372036854775807".to_owned()),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            count_u32("4294967296"),
+            Err("must be a whole number between 1 and 4294967295".to_owned())
+        );
+    }
+}
