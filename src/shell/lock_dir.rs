@@ -454,30 +454,25 @@ fn open_entry(path: &Path) -> Option<File> {
     file.metadata().ok()?.is_file().then_some(file)
 }
 
-/// Opens (creating) a lock file, close-on-exec: a job gets it only as descriptor 3 or 4
-/// (`spawn`), never by accident. A lock file another user created without write permission
-/// for this one is opened for reading: `flock` needs no more (its holder line is then not
-/// written).
+/// Opens (creating) a lock file for reading only, close-on-exec: a job gets it only as
+/// descriptor 3 or 4 (`spawn`), never by accident, and a job that writes to its descriptor 3
+/// (as a program handed a status descriptor would) gets EBADF instead of overwriting who holds
+/// the key. `flock` needs no more; the holder line is written through a descriptor of its own
+/// ([`write_holder`]).
 ///
 /// A symbolic link is never followed (`O_NOFOLLOW`), and what is there must be a regular
 /// file: a link planted in a shared DIR must not make lanes write, truncate or `chmod` a file
 /// outside it, nor a FIFO there block it.
 fn open_lock_file(path: &Path) -> io::Result<File> {
-    let flags = libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    // `O_CREAT` with reading only: std's `create` asks for write access too.
+    let flags = libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CREAT;
     let opened = OpenOptions::new()
         .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
         .mode(0o666)
         .custom_flags(flags)
         .open(path);
     let file = match opened {
         Ok(file) => file,
-        Err(err) if err.kind() == io::ErrorKind::PermissionDenied => OpenOptions::new()
-            .read(true)
-            .custom_flags(flags)
-            .open(path)?,
         Err(err) if err.raw_os_error() == Some(libc::ELOOP) => return Err(not_followed(path)),
         Err(err) => return Err(err),
     };
@@ -585,6 +580,17 @@ fn held_by(file: &File) -> Option<Holder> {
     held_by_probe(&probe)
 }
 
+/// Whether the lock file is held now and, if so, who it says holds it (`Some(None)`: held by a
+/// process that did not write who it is, such as one without write permission on it, or
+/// written by something other than lanes). A lock taken for the look is let go at once.
+fn held_and_by(file: &File) -> Option<Option<Holder>> {
+    let probe = File::open(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+    match flock(&probe, libc::LOCK_EX | libc::LOCK_NB) {
+        Ok(()) => None,
+        Err(_) => Some(read_holder(&probe)),
+    }
+}
+
 /// Who the lock file `probe` (an open file description of its own) says holds it, if it is
 /// held now; when it is free, the lock taken for the look goes with `probe`.
 fn held_by_probe(probe: &File) -> Option<Holder> {
@@ -593,6 +599,11 @@ fn held_by_probe(probe: &File) -> Option<Holder> {
         Err(_) => read_holder(probe),
     }
 }
+
+/// The longest holder line read: a key as long as a job's may be, escaped in JSON, and room
+/// to spare. A longer first line (written by something other than lanes) is no holder, and
+/// what a lock file holds past it is never read.
+const HOLDER_LINE_MAX: usize = 1 << 20;
 
 fn read_holder(file: &File) -> Option<Holder> {
     let mut buffer = vec![0; 4096];
@@ -608,6 +619,9 @@ fn read_holder(file: &File) -> Option<Holder> {
             break;
         }
         if len == buffer.len() {
+            if len >= HOLDER_LINE_MAX {
+                return None;
+            }
             buffer.resize(buffer.len() * 2, 0);
         }
     }
@@ -760,8 +774,16 @@ fn tickets(queue: &Path) -> io::Result<Vec<String>> {
     Ok(names)
 }
 
-/// Writes who holds the key into its lock file (the lock is held).
+/// Writes who holds the key into its lock file (the lock is held), through a descriptor of its
+/// own opened for writing: the locked one, which the key's job gets, is read-only
+/// ([`open_lock_file`]). It is opened again through `/proc/self/fd` (the same file, whatever
+/// its name points to now); a lock file another user made without write permission for this
+/// one is left as it is.
 fn write_holder(file: &File, key: &str, identity: &Identity) -> io::Result<()> {
+    let file = OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
     let text = serde_json::to_string(&Holder {
         pid: identity.pid,
         run: identity.run.clone(),
@@ -889,31 +911,35 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
         let Some(file) = open_entry(&path) else {
             continue;
         };
-        let holder = held_by(&file);
+        let held = held_and_by(&file);
+        let holder = held.clone().flatten();
         let waiters = live_tickets(&path.with_extension("q"));
-        if holder.is_none() && waiters.is_empty() {
+        if held.is_none() && waiters.is_empty() {
             continue;
         }
         let key = holder
             .as_ref()
-            .map(|h| h.key.clone())
-            .or_else(|| waiters.first().map(|w| w.key.clone()))
-            .unwrap_or_default();
-        listed.push((key, holder, waiters));
+            .map(|h| format!("{:?}", h.key))
+            .or_else(|| waiters.first().map(|w| format!("{:?}", w.key)))
+            .unwrap_or_else(|| format!("the key of {}", shown_name(&path)));
+        listed.push((key, held.is_some(), holder, waiters));
     }
     listed.sort_by(|a, b| a.0.cmp(&b.0));
     let mut text = String::new();
-    for (key, holder, waiters) in &listed {
+    for (key, held, holder, waiters) in &listed {
         match holder {
             Some(h) if exited(h.pid) => text.push_str(&format!(
-                "{key:?}: held by pid {} (run {}), which has exited: a process it left holds \
+                "{key}: held by pid {} (run {}), which has exited: a process it left holds \
                  the key\n",
                 h.pid, h.run
             )),
-            Some(h) => text.push_str(&format!("{key:?}: held by pid {} (run {})\n", h.pid, h.run)),
-            None => text.push_str(&format!("{key:?}: being handed over\n")),
+            Some(h) => text.push_str(&format!("{key}: held by pid {} (run {})\n", h.pid, h.run)),
+            None if *held => text.push_str(&format!(
+                "{key}: held by a process that did not write who it is in the lock file\n"
+            )),
+            None => text.push_str(&format!("{key}: being handed over\n")),
         }
-        let before = usize::from(holder.is_some());
+        let before = usize::from(*held);
         for (i, waiter) in waiters.iter().enumerate() {
             text.push_str(&format!(
                 "  waiting: pid {} (run {}), {} ahead\n",

@@ -694,3 +694,75 @@ fn keys_swapped_for_a_link_while_lanes_runs_is_not_followed() {
     assert!(made.is_empty(), "lanes made files outside DIR: {made:?}");
     assert!(!scratch.exists("b-ran"));
 }
+
+#[test]
+fn a_job_that_writes_to_its_descriptor_3_cannot_hide_who_holds_its_key() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let run = member(&scratch, &dir)
+        .stdin(format!(
+            "k\tif echo junk >&3; then touch \"$D/written\"; fi 2>/dev/null; \
+             touch \"$D/tried\"; {}\n",
+            await_file("go")
+        ))
+        .spawn();
+    scratch.wait_for("tried", Duration::from_secs(10));
+    assert!(
+        !scratch.exists("written"),
+        "the key's lock is read-only to its job"
+    );
+    let listing = locks(&dir);
+    assert!(
+        listing.starts_with(&format!("\"k\": held by pid {} (run ", run.pid())),
+        "{listing}"
+    );
+    scratch.write("go", "");
+    run.wait().code(0);
+    assert_eq!(locks(&dir), "no key is held\n");
+}
+
+#[test]
+fn a_lock_file_of_any_size_is_read_in_bounded_memory() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    member(&scratch, &dir).stdin("k\ttrue\n").run().code(0);
+    let lock = std::fs::read_dir(dir.join("keys"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "lock"))
+        .expect("the key's lock file");
+    // 512 MiB of zeros without a newline (sparse: no disk), held as another process would.
+    std::fs::File::options()
+        .write(true)
+        .truncate(true)
+        .open(&lock)
+        .unwrap()
+        .set_len(512 << 20)
+        .unwrap();
+    let mut holder = Spawned::start(
+        Command::new("flock")
+            .arg(&lock)
+            .args(["sh", "-c"])
+            .arg(format!("touch \"$D/held\"; {}", await_file("go")))
+            .env("D", scratch.path()),
+    );
+    scratch.wait_for("held", Duration::from_secs(10));
+    // Under a 256 MiB address space, reading the whole line would fail.
+    let out = Command::new("prlimit")
+        .arg("--as=268435456")
+        .arg(BIN)
+        .arg("locks")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    scratch.write("go", "");
+    let _ = holder.wait();
+    assert!(out.status.success(), "{out:?}");
+    // The line is no holder's: who holds the key is not known, but that it is held is.
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listing.starts_with("the key of ")
+            && listing.contains(": held by a process that did not write who it is"),
+        "{listing}"
+    );
+}
