@@ -47,6 +47,10 @@ pub(crate) struct HostKeys {
     /// Keys asked for whose lock is held while a shared slot (`--shared-max-concurrent`) is
     /// waited for.
     locked: HashSet<Arc<str>>,
+    /// At most this many keys asked for or held without a job in flight, where the shell's
+    /// descriptors allow fewer than `max_concurrent` + [`HOST_LOOKAHEAD`]
+    /// ([`Scheduler::limit_host_requests`]).
+    most: Option<usize>,
 }
 
 /// What the shell must do with host-wide locks now ([`Scheduler::host_keys`]).
@@ -72,6 +76,16 @@ impl Scheduler {
     /// lock ([`Scheduler::host_keys`]).
     pub fn share_keys(&mut self) {
         self.host.get_or_insert_with(HostKeys::default);
+    }
+
+    /// Asks for at most `most` keys at once (at least one), asked for or held without a job in
+    /// flight, should that be fewer than `max_concurrent` + [`HOST_LOOKAHEAD`]: what the shell's
+    /// descriptors allow, each waiting request holding a few (its lock file, its ticket, its
+    /// line's directory) that the jobs then cannot have. No effect unless keys are host-wide.
+    pub fn limit_host_requests(&mut self, most: usize) {
+        if let Some(host) = self.host.as_mut() {
+            host.most = Some(most.max(1));
+        }
     }
 
     /// Whether keys are host-wide.
@@ -105,7 +119,11 @@ impl Scheduler {
         if self.draining {
             return orders;
         }
-        let budget = self.limits.max_concurrent.saturating_add(HOST_LOOKAHEAD);
+        let budget = self
+            .limits
+            .max_concurrent
+            .saturating_add(HOST_LOOKAHEAD)
+            .min(host.most.unwrap_or(usize::MAX));
         let mut outstanding = host.asked.len()
             + host
                 .held

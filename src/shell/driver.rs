@@ -43,6 +43,23 @@ mod service;
 const INPUT_BURST: usize = 256;
 
 /// How a run ended.
+/// Descriptors a key's waiting request holds under `--lock-dir`: its lock file, its ticket, its
+/// line's directory and the keys' directory (measured: 96 open for 20 waiting requests).
+const DESCRIPTORS_PER_REQUEST: usize = 4;
+
+/// Descriptors kept aside from key requests beyond their half: lanes' own files and the
+/// moments a request or a start opens one more.
+const DESCRIPTORS_KEPT: usize = 16;
+
+/// How many keys may be asked for at once under `--lock-dir` with `free` descriptors: their
+/// requests may hold at most half of what is free (less a few kept aside), the rest being for
+/// the jobs (their pipes, their cgroups, their keys' locks). Under a small `ulimit -n` the
+/// requests would otherwise hold every descriptor, and jobs fail to start for want of one that
+/// no running job would give back.
+fn host_requests_within(free: usize) -> usize {
+    free.saturating_sub(DESCRIPTORS_KEPT) / (2 * DESCRIPTORS_PER_REQUEST)
+}
+
 pub(crate) struct RunEnd {
     /// lanes' exit status.
     pub code: u8,
@@ -157,8 +174,13 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     core.set_input_finite(!matches!(config.source, Source::Stdin | Source::Socket(_)));
     let (acquired_tx, mut acquired_rx) = mpsc::unbounded_channel();
     let lock_dir = lock_dir.map(|dir| dir.start(timestamp(ledger.at(Tick::ZERO)), acquired_tx));
-    if lock_dir.is_some() {
+    if let Some(locks) = &lock_dir {
         core.share_keys();
+        if matches!(locks, KeyLocks::Dir(_)) {
+            if let Some(free) = super::unix::free_descriptors() {
+                core.limit_host_requests(host_requests_within(free));
+            }
+        }
     }
     if ledger.tells_events() {
         core.report_wait_changes();

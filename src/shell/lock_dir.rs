@@ -236,6 +236,19 @@ impl LockDir {
                     let paths = KeyPaths::held(&root, &key);
                     match paths.and_then(|paths| acquire_key(&paths, &key, &identity)) {
                         Ok(held) => break held,
+                        Err(err) if is_out_of_descriptors(&err) => {
+                            // The process's shortage, not this key's: said once for all keys.
+                            if shortage_to_say() {
+                                let _ = report.send(Acquired::Notice(format!(
+                                    "cannot lock keys in {}: {err}; trying again as descriptors come \
+                                     free (raise `ulimit -n`; said again \
+                                     at most every 30 s)",
+                                    root.display()
+                                )));
+                            }
+                            std::thread::sleep(delay);
+                            delay = (delay * 2).min(Duration::from_secs(1));
+                        }
                         Err(err) => {
                             let text = err.to_string();
                             let again = said.as_ref().is_none_or(|(last, at)| {
@@ -631,8 +644,29 @@ fn read_holder(file: &File) -> Option<Holder> {
 
 static TICKETS: AtomicU64 = AtomicU64::new(0);
 
-/// How often one key's same error is said again while lanes keeps trying to lock it.
+/// How often one key's same error is said again while lanes keeps trying to lock it, and
+/// how often a shortage of descriptors is said again for all keys.
 const NOTICE_EVERY: Duration = Duration::from_secs(30);
+
+/// Whether `err` is this process's (EMFILE) or the system's (ENFILE) shortage of descriptors.
+fn is_out_of_descriptors(err: &io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// Whether a shortage of descriptors met while locking keys is to be said now: the first
+/// time, then at most every [`NOTICE_EVERY`], whichever key met it.
+fn shortage_to_say() -> bool {
+    static SAID: Mutex<Option<Instant>> = Mutex::new(None);
+    let mut said = SAID
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let now = Instant::now();
+    if said.is_some_and(|at| now.duration_since(at) < NOTICE_EVERY) {
+        return false;
+    }
+    *said = Some(now);
+    true
+}
 
 /// Waits for `key`'s lock, first come first served; returns it and who held it when this
 /// process began to wait, if anyone did.

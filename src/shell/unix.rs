@@ -112,6 +112,19 @@ pub(crate) fn exiting(pid: i32) -> bool {
     matches!(state, Some('Z' | 'X')) || flags.is_some_and(|flags| flags & PF_EXITING != 0)
 }
 
+/// How many more descriptors `lanes` may open now: its soft limit less those open (listed in
+/// `/proc/self/fd`). `None` when either cannot be read.
+pub(crate) fn free_descriptors() -> Option<usize> {
+    let (soft, _) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok()?;
+    let open = std::fs::read_dir("/proc/self/fd").ok()?.count();
+    Some(
+        usize::try_from(soft)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(open),
+    )
+}
+
 /// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`) `lanes` was started with,
 /// when [`raise_descriptor_limit`] raised its own soft limit: what every job is given back.
 static STARTING_DESCRIPTOR_LIMIT: std::sync::OnceLock<[u64; 2]> = std::sync::OnceLock::new();

@@ -766,3 +766,26 @@ fn a_lock_file_of_any_size_is_read_in_bounded_memory() {
         "{listing}"
     );
 }
+
+#[test]
+fn under_a_small_descriptor_limit_key_requests_leave_the_jobs_theirs() {
+    // At `ulimit -n 40`, the requests of -j 8 + 16 keys would hold every descriptor, and jobs
+    // failed to start for want of one that no running job would give back.
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let jobs: String = (0..200).map(|i| format!("k{i}\tsleep 0.01\n")).collect();
+    let input = scratch.write("jobs.tsv", jobs);
+    let out = member(&scratch, &dir)
+        .wrapper("ulimit -n 40")
+        .args(["-j", "8", "--output", "none"])
+        .arg(&input)
+        .run();
+    out.code(0);
+    let report = out.report();
+    assert_eq!(report.summary.succeeded, 200, "{}", out.dump());
+    let said = out.stderr();
+    assert!(
+        said.matches("Too many open files").count() <= 1,
+        "a shortage of descriptors is said once for all keys\n{said}"
+    );
+}

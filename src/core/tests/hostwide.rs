@@ -143,6 +143,29 @@ fn at_most_the_cap_plus_the_lookahead_is_asked_for() {
 }
 
 #[test]
+fn where_descriptors_are_few_fewer_keys_are_asked_for_and_always_one() {
+    let mut s = shared(8);
+    s.limit_host_requests(3);
+    for seq in 1..=100 {
+        let _ = s.admit(job(seq, &format!("k{seq}"), 0), ms(0));
+    }
+    assert_eq!(keys(&s.host_keys().acquire), ["k1", "k2", "k3"]);
+    assert!(s.host_key_acquired("k1", ms(0)));
+    let _ = s.take(ms(1)).expect("k1 is held");
+    assert_eq!(
+        keys(&s.host_keys().acquire),
+        ["k4"],
+        "k1's job runs: room for one"
+    );
+    let mut s = shared(8);
+    s.limit_host_requests(0);
+    for seq in 1..=3 {
+        let _ = s.admit(job(seq, &format!("k{seq}"), 0), ms(0));
+    }
+    assert_eq!(keys(&s.host_keys().acquire), ["k1"], "never none");
+}
+
+#[test]
 fn without_shared_keys_nothing_is_asked_for() {
     let mut s = Scheduler::new(Limits {
         max_concurrent: 1,
