@@ -109,11 +109,20 @@ pub(crate) fn print(
         let _ = write!(row, "  {}", shown_command(&command));
         by_key[order[&first.key]].1.push(row);
     }
+    // Jobs of another weight than 1 share -j by weight: not "at most N at once".
+    let weighed = planned
+        .runs
+        .iter()
+        .any(|run| run.grant.as_deref().is_some_and(|grant| grant.weight != 1));
+    let cap = if weighed {
+        format!("-j {} shared by weight", config.max_concurrent)
+    } else {
+        format!("at most {} at once", config.max_concurrent)
+    };
     let mut out = format!(
-        "lanes: dry run of {} in {}, at most {} at once: nothing runs\n",
+        "lanes: dry run of {} in {}, {cap}: nothing runs\n",
         plural(jobs.len() as u64, "job"),
         plural(by_key.len() as u64, "key"),
-        config.max_concurrent
     );
     let reserve_after = config.policy.reserve_after;
     if !reserve_after.is_zero() && planned.runs.iter().any(|run| run.grant.is_some()) {

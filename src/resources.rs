@@ -126,6 +126,14 @@ pub(crate) fn parse_resource(text: &str) -> Result<Resource, String> {
     check_name(name)?;
     let stock = if spec.contains(',') {
         let ids = spec.strip_suffix(',').unwrap_or(spec);
+        if let Some(id) = ids.split(',').find(|id| id.contains('=')) {
+            // `--resource a=1,b=2`: two resources meant, as `--needs` would take them.
+            return Err(format!(
+                "unit id {id:?} holds `=`: give each resource its own --resource \
+                 (--resource {name}=… --resource {}=…)",
+                id.split('=').next().unwrap_or_default()
+            ));
+        }
         parse_units(ids.split(','))?
     } else {
         Stock::Count(parse_amount(spec)?)
@@ -383,6 +391,11 @@ mod tests {
         assert_eq!(port.stock, Stock::Units(vec![Arc::from("8001")]));
         assert!(parse_resource("gpu=0,1,1").unwrap_err().contains("twice"));
         assert!(parse_resource("gpu=0,,1").is_err());
+        assert_eq!(
+            parse_resource("a=1,b=2").unwrap_err(),
+            "unit id \"b=2\" holds `=`: give each resource its own --resource \
+             (--resource a=… --resource b=…)"
+        );
         assert!(parse_resource("gpu").is_err());
         assert!(parse_resource("GPU=1").is_err());
         assert!(parse_resource("mem=8GG").is_err());

@@ -58,6 +58,14 @@ pub(crate) enum LockDirError {
         /// What is wrong with it.
         why: String,
     },
+    /// `lanes locks DIR`: DIR cannot be listed.
+    #[error("{dir}: {why}")]
+    Unlisted {
+        /// The directory as given.
+        dir: String,
+        /// What is wrong with it.
+        why: String,
+    },
 }
 
 fn unusable(dir: &Path, why: impl std::fmt::Display) -> LockDirError {
@@ -929,13 +937,29 @@ impl SlotPool {
 /// # Errors
 /// DIR is not a lock directory (no `keys/` in it) or cannot be read.
 pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
+    let unlisted = |why: String| LockDirError::Unlisted {
+        dir: dir.display().to_string(),
+        why,
+    };
+    match fs::metadata(dir) {
+        Err(err) => return Err(unlisted(format!("cannot be read: {err}"))),
+        Ok(meta) if !meta.is_dir() => return Err(unlisted("not a directory".to_owned())),
+        Ok(_) => {}
+    }
     let keys = dir.join("keys");
-    let entries = fs::read_dir(&keys).map_err(|err| {
-        unusable(
-            dir,
-            format!("not a lock directory ({}: {err})", keys.display()),
-        )
-    })?;
+    let entries = match fs::read_dir(&keys) {
+        Ok(entries) => entries,
+        // A directory no lanes has locked a key in yet.
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return Ok("no key is held (no lanes has used this directory yet)\n".to_owned())
+        }
+        Err(err) => {
+            return Err(unlisted(format!(
+                "not a lock directory ({}: {err})",
+                keys.display()
+            )))
+        }
+    };
     let mut listed = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();

@@ -132,10 +132,18 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
             Ok(event) => event,
             Err(_) if !complete => break,
             Err(err) => {
-                return Err(bad(
-                    number,
-                    format!("not an event of a lanes events file: {err}"),
-                ))
+                // A report's line given as events: said as such.
+                let kind = serde_json::from_str::<serde_json::Value>(&text)
+                    .ok()
+                    .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned));
+                let why = match kind.as_deref() {
+                    Some(kind @ ("run" | "job" | "summary")) => format!(
+                        "not a lanes events file: this line is a report's `{kind}` record: it \
+                         is a report (give it as the report, before --events)"
+                    ),
+                    _ => format!("not an event of a lanes events file: {err}"),
+                };
+                return Err(bad(number, why));
             }
         };
         if !matches!(

@@ -202,3 +202,21 @@ fn a_dry_run_shows_a_newline_and_a_backslash_n_apart_and_bash_reads_each_back() 
     }
     assert!(rows[0].starts_with("$'"), "{}", out.dump());
 }
+
+#[test]
+fn a_dry_run_of_weighed_jobs_says_the_cap_is_shared_by_weight() {
+    let out = Run::new()
+        .no_report()
+        .args(["--dry-run", "-j", "3", "--weight", "2"])
+        .stdin("a\ttrue\nb\ttrue\n")
+        .run();
+    out.code(0);
+    assert_eq!(
+        out.stdout(),
+        "lanes: dry run of 2 jobs in 2 keys, -j 3 shared by weight: nothing runs\n\
+         [a]\n  seq 1  round 1  slot 1  holds weight=2  true\n\
+         [b]\n  seq 2  round 2  slot 1  holds weight=2  true\n",
+        "{}",
+        out.dump()
+    );
+}
