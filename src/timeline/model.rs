@@ -342,9 +342,11 @@ impl FirstPass {
                 last: 0,
             });
             let own = job.holds_its_slot();
+            // A job of weight W held W units of -j while it ran.
+            let weight = job.weight.unwrap_or(1).max(1);
             for &(start, end, _, slot, _, retried) in &spans.tries {
                 if own {
-                    figures.busy_ms += end - start;
+                    figures.busy_ms += (end - start).saturating_mul(weight);
                     acc.busy += end - start;
                 }
                 acc.first = acc.first.min(short(start));

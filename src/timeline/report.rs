@@ -128,6 +128,9 @@ pub(crate) struct JobLine<'a> {
     /// With batching, the seq of its batch's first job.
     #[serde(default)]
     pub batch: Option<u64>,
+    /// Its share of `-j` while it ran (absent: 1).
+    #[serde(default)]
+    pub weight: Option<u64>,
     /// Its tries.
     #[serde(default, borrow)]
     pub tries: Vec<TryLine<'a>>,
@@ -154,6 +157,7 @@ impl JobLine<'_> {
             wait_ms: self.wait_ms,
             superseded_by: self.superseded_by,
             batch: self.batch,
+            weight: self.weight,
             tries: self
                 .tries
                 .into_iter()

@@ -1081,6 +1081,32 @@ fn a_batch_s_run_counts_once_in_the_utilisation() {
 }
 
 #[test]
+fn a_job_of_weight_w_counts_w_times_in_the_utilisation() {
+    // One job of weight 2 holds all of -j 2 for the whole run: the cap is full, not half.
+    let scratch = Scratch::new();
+    let report = scratch.join("run.jsonl");
+    Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["-j", "2", "--weight", "2"])
+        .arg("--report")
+        .arg(&report)
+        .stdin("a\tsleep 0.3\n")
+        .run()
+        .code(0);
+    let out = scratch.join("run.md");
+    draw_timeline(&report, None, &out).code(0);
+    let markdown = scratch.read("run.md");
+    let utilisation: u32 = markdown
+        .split("utilisation ")
+        .nth(1)
+        .and_then(|rest| rest.split('%').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{markdown}"));
+    assert!((80..=100).contains(&utilisation), "{markdown}");
+}
+
+#[test]
 fn jobs_that_ended_by_their_events_without_a_record_are_drawn_and_counted() {
     // A report cut short after three records (its writer behind the events', or a torn
     // copy), drawn with the whole events file: the other jobs ended by their events.
