@@ -574,11 +574,35 @@ fn quoted_expansion_end(b: &[u8], at: usize) -> Option<usize> {
 
 /// Where the parameter expansion `${…}` that starts at `at` ends (after its `}`), as the
 /// template writes it: `${{` … `}}`, literal braces doubled, and `{name}` placeholders within.
-/// The text's end when it is not closed.
+/// Quotes nest inside it, and a `}` within them, or escaped, closes nothing (`${x:-"}"}` is
+/// one expansion). The text's end when it is not closed.
 fn parameter_end(b: &[u8], at: usize) -> usize {
     let mut depth = 0usize;
     let mut i = at + 1;
     while i < b.len() {
+        match b[i] {
+            b'\\' => {
+                i += 2;
+                continue;
+            }
+            quote @ (b'"' | b'\'') => {
+                // To the quote that closes it (in double quotes, past escaped bytes).
+                let mut end = i + 1;
+                while end < b.len() && b[end] != quote {
+                    end += if quote == b'"' && b[end] == b'\\' {
+                        2
+                    } else {
+                        1
+                    };
+                }
+                if end >= b.len() {
+                    return b.len();
+                }
+                i = end + 1;
+                continue;
+            }
+            _ => {}
+        }
         if b[i..].starts_with(b"{{") {
             depth += 1;
             i += 2;
@@ -779,6 +803,9 @@ mod tests {
             ("echo \"${{x:-\"{}\"}}\"", Place::Quotes),
             ("echo \"${{HOME#'{}'}}\"", Place::Quotes),
             ("echo ${{x:-{}}}", Place::Quotes),
+            // A quote opened inside `${…}` runs past a `}` within it.
+            ("echo ${{x:-\"}}{}}}", Place::Quotes),
+            ("echo ${{x:-'}}{}'}}", Place::Quotes),
             ("echo $(( {} ))", Place::Quotes),
             ("echo \"$(( {} ))\"", Place::Quotes),
             ("cat <<E{}", Place::Quotes),
