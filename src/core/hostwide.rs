@@ -137,6 +137,12 @@ impl Scheduler {
             if host.asked.contains(key) || host.held.contains_key(key) {
                 continue;
             }
+            // A named resource can stay taken for hours: a key whose first job is short of
+            // one is not asked for (and held from every other process) until it frees. A
+            // key's job waiting for a slot (`-j`) asks at once: slots turn over.
+            if short_of_named(lanes, self.pool.as_deref(), key).is_some() {
+                continue;
+            }
             host.asked.insert(Arc::clone(key));
             orders.acquire.push(Arc::clone(key));
             outstanding += 1;
@@ -188,6 +194,12 @@ impl Scheduler {
         let host = self.host.as_ref()?;
         if self.host_allows(key) {
             return None;
+        }
+        if !host.asked.contains(key) && !host.held.contains_key(key) {
+            // Not asked for while a named resource it needs is taken: that is its cause.
+            if let Some(name) = short_of_named(&self.lanes, self.pool.as_deref(), key) {
+                return Some(WaitCause::Resource { name });
+            }
         }
         Some(if host.locked.contains(key) {
             WaitCause::SharedCap
@@ -260,4 +272,20 @@ impl Scheduler {
             *holding = Holding::Taken;
         }
     }
+}
+
+/// The named resource the first waiting job of `key` needs more of than is free now
+/// (whatever the cap and what is set aside for earlier keys), if any.
+fn short_of_named(
+    lanes: &HashMap<Arc<str>, Box<super::state::Lane>>,
+    pool: Option<&super::resources::Pool>,
+    key: &str,
+) -> Option<Arc<str>> {
+    let pool = pool?;
+    let needs = lanes.get(key)?.waiting.front()?.needs.as_deref()?;
+    needs
+        .resources
+        .iter()
+        .find(|&&(index, amount)| amount > pool.free[index])
+        .map(|&(index, _)| Arc::clone(pool.name(index)))
 }
