@@ -617,7 +617,11 @@ impl Driver {
             if let Some(fleet) = &grant.fleet {
                 fleet.started(start.seq);
             }
-            if let Some(wait) = grant.wait.take() {
+            if let Some(mut wait) = grant.wait.take() {
+                // The key may have been asked for a job this one superseded
+                // (`--cancel-in-progress`, `--coalesce latest`): it waited for it no longer
+                // than it waited at all.
+                wait.waited = wait.waited.min(start.waited);
                 for &seq in &start.batch {
                     self.host_waits.insert(seq, wait.clone());
                 }

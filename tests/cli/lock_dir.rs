@@ -789,3 +789,49 @@ fn under_a_small_descriptor_limit_key_requests_leave_the_jobs_theirs() {
         "a shortage of descriptors is said once for all keys\n{said}"
     );
 }
+
+#[test]
+fn a_job_that_supersedes_one_waiting_for_its_key_waited_for_it_no_longer_than_it_waited() {
+    use std::io::Write as _;
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let holder = member(&scratch, &dir)
+        .stdin(format!("k\ttouch \"$D/held\"; {}\n", await_file("go")))
+        .spawn();
+    scratch.wait_for("held", Duration::from_secs(10));
+    let report = scratch.join("waiter.jsonl");
+    let mut waiter = member(&scratch, &dir)
+        .no_report()
+        .arg("--report")
+        .arg(&report)
+        .args(["--coalesce", "latest"])
+        .stdin_piped()
+        .spawn();
+    waiter.stdin().write_all(b"k\techo first\n").unwrap();
+    wait_for_listing(|| locks(&dir), "1 ahead");
+    // The newer job comes a while after its lanes asked for the key.
+    std::thread::sleep(Duration::from_millis(400));
+    waiter.stdin().write_all(b"k\techo second\n").unwrap();
+    waiter.close_stdin();
+    wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&report).is_ok_and(|text| text.contains("\"superseded_by\":2"))
+    });
+    scratch.write("go", "");
+    holder.wait().code(0);
+    waiter.wait();
+    // Read as plain JSON: the report has the --lock-dir fields.
+    let records = crate::records::events(&report);
+    let second = records
+        .iter()
+        .find(|r| r["type"] == "job" && r["seq"] == 2)
+        .expect("job 2");
+    assert_eq!(second["outcome"], "succeeded", "{second}");
+    let (lock_wait, wait) = (
+        second["lock_wait_ms"].as_u64().unwrap(),
+        second["wait_ms"].as_u64().unwrap(),
+    );
+    assert!(
+        lock_wait <= wait,
+        "waited {lock_wait} ms for its key of {wait} ms\n{second}"
+    );
+}
