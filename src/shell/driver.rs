@@ -790,7 +790,12 @@ impl Driver {
                 cancel,
                 retries,
             } => {
-                let held_by = self.lock_dir.as_ref().and_then(|dir| dir.holder(&spec.key));
+                // Held by this process (a job of the key runs here): no other process holds it.
+                let held_by = self
+                    .lock_dir
+                    .as_ref()
+                    .and_then(|dir| dir.holder(&spec.key))
+                    .filter(|holder| holder.pid != std::process::id());
                 self.ledger.queued(spec.seq, &spec.key, ahead, held_by, now);
                 self.jobs.insert(spec.seq, Box::new(spec));
                 let replaced_seq = replaced.as_ref().map(|account| account.seq);

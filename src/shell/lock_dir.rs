@@ -687,7 +687,9 @@ fn acquire_key(
         return Ok((lock.into(), None));
     }
     let lock = open_lock_file(&paths.lock)?;
-    let mut holder = read_holder(&lock);
+    // This process itself, read while the key changed hands (its new holder had not written
+    // its line yet), is nobody another process would be waiting behind.
+    let mut holder = read_holder(&lock).filter(|holder| holder.pid != identity.pid);
     create_shared_dir(&paths.queue)?;
     // The line's directory held open: its name swapped for a link meanwhile is not followed.
     let queue = HeldDir::open(&paths.queue)?;
@@ -780,7 +782,7 @@ fn wait_in_line(
         match ahead {
             None => {
                 if holder.is_none() {
-                    *holder = held_by(lock);
+                    *holder = held_by(lock).filter(|holder| holder.pid != std::process::id());
                 }
                 return flock(lock, libc::LOCK_EX);
             }

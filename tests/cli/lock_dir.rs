@@ -835,3 +835,28 @@ fn a_job_that_supersedes_one_waiting_for_its_key_waited_for_it_no_longer_than_it
         "waited {lock_wait} ms for its key of {wait} ms\n{second}"
     );
 }
+
+#[test]
+fn a_key_held_by_its_own_lanes_is_held_by_no_other_process() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let events = scratch.join("events.jsonl");
+    member(&scratch, &dir)
+        .arg("--events")
+        .arg(&events)
+        .stdin("a\tsleep 0.2\na\tsleep 0.2\n")
+        .run()
+        .code(0);
+    let queued: Vec<serde_json::Value> = crate::records::events(&events)
+        .into_iter()
+        .filter(|e| e["type"] == "queued")
+        .collect();
+    assert_eq!(queued.len(), 2);
+    // Job 2 waits behind job 1 of its own lanes, which holds the key: no other holder.
+    assert!(
+        queued
+            .iter()
+            .all(|e| e.get("held_by").is_none_or(|h| h.is_null())),
+        "{queued:?}"
+    );
+}
