@@ -705,6 +705,22 @@ impl RunConfig {
                     &cli.resource,
                     max_concurrent,
                 )?;
+                if let Some(message) = job
+                    .resolved_needs
+                    .as_deref()
+                    .and_then(|needs| crate::resources::too_long_to_hand(needs, &resources))
+                {
+                    let (line, column) = job
+                        .needs
+                        .as_ref()
+                        .map_or((job.line, 1), |needs| (needs.line, needs.column));
+                    return Err(ConfigError::Manifest(ManifestError::Invalid {
+                        path: path.clone(),
+                        line,
+                        column,
+                        message: format!("`needs`: {message}"),
+                    }));
+                }
                 if let Some(message) = template
                     .as_ref()
                     .and_then(|t| t.too_long(&job.cmd, &job.key, last_seq, max_concurrent))
@@ -967,13 +983,26 @@ fn default_needs(
             .map_err(|m| ConfigError::Usage(format!("--needs {text}: {m}")))?,
         None => Vec::new(),
     };
-    crate::resources::resolve(weight.unwrap_or(1), &parsed, resources, cap).map_err(|(fault, m)| {
-        let flag = match fault {
-            crate::resources::NeedFault::Weight => format!("--weight {}", weight.unwrap_or(1)),
-            _ => format!("--needs {}", needs.unwrap_or_default()),
-        };
-        ConfigError::Usage(format!("{flag}: {m}"))
-    })
+    let resolved = crate::resources::resolve(weight.unwrap_or(1), &parsed, resources, cap)
+        .map_err(|(fault, m)| {
+            let flag = match fault {
+                crate::resources::NeedFault::Weight => {
+                    format!("--weight {}", weight.unwrap_or(1))
+                }
+                _ => format!("--needs {}", needs.unwrap_or_default()),
+            };
+            ConfigError::Usage(format!("{flag}: {m}"))
+        })?;
+    if let Some(message) = resolved
+        .as_deref()
+        .and_then(|resolved| crate::resources::too_long_to_hand(resolved, resources))
+    {
+        return Err(ConfigError::Usage(format!(
+            "--needs {}: {message}",
+            needs.unwrap_or_default()
+        )));
+    }
+    Ok(resolved)
 }
 
 /// A manifest job's needs: its own `weight` and `needs` where given, else the run's

@@ -286,6 +286,36 @@ pub(crate) fn resolve(
     }))
 }
 
+/// What is wrong with handing `needs` to a job, if anything: named units it needs so many of
+/// (or with ids so long) that `LANES_RESOURCE_<NAME>=ID,ID,…` could be longer than one
+/// environment string may be ([`crate::arg_limit::max_argument_bytes`]), which would fail its
+/// every start with E2BIG. Counted for the longest ids it could be granted.
+pub(crate) fn too_long_to_hand(needs: &Needs, resources: &[Resource]) -> Option<String> {
+    needs.resources.iter().find_map(|&(index, amount)| {
+        let resource = resources.get(index)?;
+        let Stock::Units(ids) = &resource.stock else {
+            return None;
+        };
+        let mut lengths: Vec<usize> = ids.iter().map(|id| id.len()).collect();
+        lengths.sort_unstable_by(|a, b| b.cmp(a));
+        let count = usize::try_from(amount)
+            .unwrap_or(usize::MAX)
+            .min(lengths.len());
+        let value: usize = lengths[..count].iter().sum::<usize>() + count.saturating_sub(1);
+        let variable = env_name(&resource.name);
+        let longest = variable.len() + 1 + value;
+        let most = crate::arg_limit::max_argument_bytes();
+        (longest > most).then(|| {
+            format!(
+                "{amount} units of {:?} are handed to a job as {variable}, which would be up to \
+                 {longest} bytes, more than one environment string may be ({most} bytes): ask \
+                 for fewer units, or give the resource as a count",
+                resource.name
+            )
+        })
+    })
+}
+
 /// The environment variable that hands resource `name` to a job: `LANES_RESOURCE_GPU`.
 pub(crate) fn env_name(name: &str) -> String {
     format!("LANES_RESOURCE_{}", name.to_ascii_uppercase())
@@ -488,5 +518,30 @@ mod tests {
             assert!(err.contains("must be non-empty"), "{bad:?}: {err}");
         }
         assert!(parse_units(["gpu-0", "gpu:1"]).is_ok());
+    }
+
+    #[test]
+    fn units_too_many_to_hand_in_one_environment_string_are_told_before_the_run() {
+        let ids: Vec<Arc<str>> = (0..30_000).map(|i| Arc::from(i.to_string())).collect();
+        let resources = [Resource {
+            name: Arc::from("gpu"),
+            stock: Stock::Units(ids),
+        }];
+        let needs = |amount| Needs {
+            weight: 1,
+            resources: vec![(0, amount)],
+        };
+        assert_eq!(too_long_to_hand(&needs(8), &resources), None);
+        let message = too_long_to_hand(&needs(30_000), &resources).expect("too long");
+        assert!(
+            message.starts_with("30000 units of \"gpu\" are handed to a job as LANES_RESOURCE_GPU"),
+            "{message}"
+        );
+        // Counts are handed as a number, whatever their size.
+        let count = [Resource {
+            name: Arc::from("mem"),
+            stock: Stock::Count(u64::MAX),
+        }];
+        assert_eq!(too_long_to_hand(&needs(u64::MAX), &count), None);
     }
 }

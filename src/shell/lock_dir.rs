@@ -656,9 +656,28 @@ static TICKETS: AtomicU64 = AtomicU64::new(0);
 /// how often a shortage of descriptors is said again for all keys.
 const NOTICE_EVERY: Duration = Duration::from_secs(30);
 
-/// Whether `err` is this process's (EMFILE) or the system's (ENFILE) shortage of descriptors.
+/// Whether `err` is this process's (EMFILE) or the system's (ENFILE) shortage of descriptors,
+/// itself or as the cause of another error (one naming the path it was met at).
 fn is_out_of_descriptors(err: &io::Error) -> bool {
-    matches!(err.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(error) = cause {
+        if let Some(io) = error.downcast_ref::<io::Error>() {
+            if matches!(io.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                return true;
+            }
+            if let Some(inner) = io.get_ref() {
+                cause = Some(inner);
+                continue;
+            }
+        }
+        cause = error.source();
+    }
+    // The temporary-file crate's error naming a path keeps its OS error only in its text
+    // (its `source` skips it): std writes an OS error as `… (os error N)`.
+    let text = err.to_string();
+    [libc::EMFILE, libc::ENFILE]
+        .iter()
+        .any(|code| text.contains(&format!("(os error {code})")))
 }
 
 /// Whether a shortage of descriptors met while locking keys is to be said now: the first
@@ -1069,6 +1088,32 @@ fn live_tickets(queue: &Path) -> Vec<Holder> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shortage_of_descriptors_is_known_under_the_errors_that_name_a_path() {
+        #[derive(Debug)]
+        struct AtPath(io::Error);
+        impl std::fmt::Display for AtPath {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{} at path \"x\"", self.0)
+            }
+        }
+        impl std::error::Error for AtPath {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let emfile = || io::Error::from_raw_os_error(libc::EMFILE);
+        assert!(is_out_of_descriptors(&emfile()));
+        assert!(is_out_of_descriptors(&io::Error::other(emfile())));
+        assert!(is_out_of_descriptors(&io::Error::other(AtPath(emfile()))));
+        assert!(!is_out_of_descriptors(&io::Error::other(AtPath(
+            io::Error::from_raw_os_error(libc::ENOENT)
+        ))));
+        // As the temporary-file crate makes it: the OS error in the text only.
+        let at_path = io::Error::other(format!("{} at path \"/proc/self/fd/39/.new-x\"", emfile()));
+        assert!(is_out_of_descriptors(&at_path));
+    }
 
     fn identity(pid: u32) -> Identity {
         Identity {

@@ -534,3 +534,29 @@ fn a_trailing_command_is_handed_its_units_in_place() {
     out.code(0);
     assert_eq!(out.stdout(), "[a] a|--gpus=g0,g1\n");
 }
+
+#[test]
+fn units_too_many_to_hand_to_a_job_are_refused_before_the_run() {
+    let scratch = Scratch::new();
+    let ids: Vec<String> = (0..30_000).map(|i| format!("\"{i}\"")).collect();
+    let manifest = scratch.write(
+        "many.toml",
+        format!(
+            "[resources]\ngpu = [{}]\n[[job]]\nkey = \"a\"\ncmd = \"touch \\\"$D/ran\\\"\"\n\
+             needs = {{ gpu = 30000 }}\n",
+            ids.join(",")
+        ),
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .arg(&manifest)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("many.toml:6:11: `needs`: 30000 units of \"gpu\" are handed to a job as LANES_RESOURCE_GPU"),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("ran"));
+}
