@@ -1068,16 +1068,22 @@ fn a_batch_s_run_counts_once_in_the_utilisation() {
         .stdin("a\t1\na\t2\na\t3\na\t4\n")
         .run()
         .code(0);
+    let (utilisation, markdown) = markdown_utilisation(&scratch, &report);
+    assert!((35..=55).contains(&utilisation), "{markdown}");
+}
+
+/// The utilisation, in percent, the Markdown timeline of `report` gives, and that Markdown.
+fn markdown_utilisation(scratch: &Scratch, report: &std::path::Path) -> (u32, String) {
     let out = scratch.join("run.md");
-    draw_timeline(&report, None, &out).code(0);
+    draw_timeline(report, None, &out).code(0);
     let markdown = scratch.read("run.md");
-    let utilisation: u32 = markdown
+    let utilisation = markdown
         .split("utilisation ")
         .nth(1)
         .and_then(|rest| rest.split('%').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("{markdown}"));
-    assert!((35..=55).contains(&utilisation), "{markdown}");
+    (utilisation, markdown)
 }
 
 #[test]
@@ -1094,15 +1100,7 @@ fn a_job_of_weight_w_counts_w_times_in_the_utilisation() {
         .stdin("a\tsleep 0.3\n")
         .run()
         .code(0);
-    let out = scratch.join("run.md");
-    draw_timeline(&report, None, &out).code(0);
-    let markdown = scratch.read("run.md");
-    let utilisation: u32 = markdown
-        .split("utilisation ")
-        .nth(1)
-        .and_then(|rest| rest.split('%').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{markdown}"));
+    let (utilisation, markdown) = markdown_utilisation(&scratch, &report);
     assert!((80..=100).contains(&utilisation), "{markdown}");
 }
 
