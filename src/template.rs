@@ -387,6 +387,7 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
     while i < b.len() {
         let c = b[i];
         let next = b.get(i + 1).copied();
+        let mut word_goes_on = false;
         if let Some(end) = quoted_expansion_end(b, i) {
             places[i..end].fill(Place::Quotes);
             i = end;
@@ -485,6 +486,9 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
             b')' => match nest.last_mut() {
                 Some(Nest::Substitution(0)) => {
                     nest.pop();
+                    // The substitution's end is no word's end: `$(true)#` goes on as one word,
+                    // its `#` no comment.
+                    word_goes_on = true;
                 }
                 Some(Nest::Substitution(open)) => *open -= 1,
                 _ => {}
@@ -492,6 +496,7 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
             b'`' => {
                 if matches!(nest.last(), Some(Nest::Backquote)) {
                     nest.pop();
+                    word_goes_on = true;
                 } else {
                     nest.push(Nest::Backquote);
                 }
@@ -545,10 +550,11 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
             }
             _ => {}
         }
-        word_start = matches!(
-            c,
-            b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>' | b'`'
-        );
+        word_start = !word_goes_on
+            && matches!(
+                c,
+                b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')' | b'<' | b'>' | b'`'
+            );
         i += 1;
     }
     places
@@ -567,9 +573,18 @@ fn quoted_expansion_end(b: &[u8], at: usize) -> Option<usize> {
         Some(parameter_end(b, at))
     } else if rest.starts_with(b"((") {
         Some(arithmetic_end(b, at))
+    } else if rest.starts_with(b"[") {
+        // bash's old `$[…]` arithmetic, read as `$((…))` is.
+        Some(bracket_end(b, at))
     } else {
         None
     }
+}
+
+/// Where bash's arithmetic `$[…]` that starts at `at` ends (after its `]`), its brackets
+/// counted; the text's end when it is not closed.
+fn bracket_end(b: &[u8], at: usize) -> usize {
+    closing_end(b, at, b'[', b']')
 }
 
 /// Where the parameter expansion `${…}` that starts at `at` ends (after its `}`), as the
@@ -580,28 +595,9 @@ fn parameter_end(b: &[u8], at: usize) -> usize {
     let mut depth = 0usize;
     let mut i = at + 1;
     while i < b.len() {
-        match b[i] {
-            b'\\' => {
-                i += 2;
-                continue;
-            }
-            quote @ (b'"' | b'\'') => {
-                // To the quote that closes it (in double quotes, past escaped bytes).
-                let mut end = i + 1;
-                while end < b.len() && b[end] != quote {
-                    end += if quote == b'"' && b[end] == b'\\' {
-                        2
-                    } else {
-                        1
-                    };
-                }
-                if end >= b.len() {
-                    return b.len();
-                }
-                i = end + 1;
-                continue;
-            }
-            _ => {}
+        if let Some(after) = past_quoted(b, i) {
+            i = after;
+            continue;
         }
         if b[i..].starts_with(b"{{") {
             depth += 1;
@@ -622,20 +618,53 @@ fn parameter_end(b: &[u8], at: usize) -> usize {
 /// Where the arithmetic expansion `$((…))` that starts at `at` ends (after its last `)`),
 /// its parentheses counted; the text's end when it is not closed.
 fn arithmetic_end(b: &[u8], at: usize) -> usize {
+    closing_end(b, at, b'(', b')')
+}
+
+/// Where a bracketed expansion that starts at `at` (`$((…))`, `$[…]`) ends, after the
+/// `close` that balances its first `open`: quotes nest inside it (bash reads `$(("))"))` as
+/// one expansion), and escaped or quoted brackets count for nothing. The text's end when it
+/// is not closed.
+fn closing_end(b: &[u8], at: usize, open: u8, close: u8) -> usize {
     let mut depth = 0usize;
-    for (i, &c) in b.iter().enumerate().skip(at + 1) {
-        match c {
-            b'(' => depth += 1,
-            b')' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    return i + 1;
-                }
-            }
-            _ => {}
+    let mut i = at + 1;
+    while i < b.len() {
+        if let Some(after) = past_quoted(b, i) {
+            i = after;
+            continue;
         }
+        if b[i] == open {
+            depth += 1;
+        } else if b[i] == close {
+            depth = depth.saturating_sub(1);
+            if depth == 0 {
+                return i + 1;
+            }
+        }
+        i += 1;
     }
     b.len()
+}
+
+/// Past what starts at `i` when it is quoted or escaped inside an expansion: a backslash and
+/// the byte after it, or a quoted string to its closing quote (in double quotes, past escaped
+/// bytes); the text's end when it is not closed. `None` for any other byte.
+fn past_quoted(b: &[u8], i: usize) -> Option<usize> {
+    match b[i] {
+        b'\\' => Some((i + 2).min(b.len())),
+        quote @ (b'"' | b'\'') => {
+            let mut end = i + 1;
+            while end < b.len() && b[end] != quote {
+                end += if quote == b'"' && b[end] == b'\\' {
+                    2
+                } else {
+                    1
+                };
+            }
+            Some((end + 1).min(b.len()))
+        }
+        _ => None,
+    }
 }
 
 /// The delimiter of a here-document whose `<<` ends before `at`: its text with the quotes
@@ -655,7 +684,15 @@ fn here_document_delimiter(b: &[u8], mut at: usize) -> (Vec<u8>, bool, usize) {
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
             (Some(_), c) => delimiter.push(c),
-            (None, b'\'' | b'"') => quote = Some(c),
+            // A substitution is part of the word, metacharacters in it too (its text is
+            // the delimiter's, unexpanded).
+            (None, b'\'' | b'"' | b'`') => quote = Some(c),
+            (None, b'$') if b.get(at + 1) == Some(&b'(') => {
+                let end = closing_end(b, at, b'(', b')');
+                delimiter.extend_from_slice(&b[at..end]);
+                at = end;
+                continue;
+            }
             (None, b'\\') => {
                 at += 1;
                 if let Some(&escaped) = b.get(at) {
@@ -807,6 +844,18 @@ mod tests {
             ("echo ${{x:-\"}}{}}}", Place::Quotes),
             ("echo ${{x:-'}}{}'}}", Place::Quotes),
             ("echo $(( {} ))", Place::Quotes),
+            // bash's old arithmetic reads its text as in double quotes.
+            ("echo $[ {} ]", Place::Quotes),
+            ("echo $[{}]", Place::Quotes),
+            // Quotes nest inside arithmetic: the expansion runs past the `))` in them.
+            ("echo \"$((\"))\")){}\"", Place::Quotes),
+            // A substitution's end is no word's end: the `#` after it is no comment, and
+            // the quote after that opens one.
+            ("echo $(true)#\"\n{}\"", Place::Quotes),
+            ("echo `true`#\"\n{}\"", Place::Quotes),
+            // A here-document's delimiter word runs on through a substitution in it.
+            ("cat <<E`&{}`", Place::Quotes),
+            ("cat <<E$(&{})", Place::Quotes),
             ("echo \"$(( {} ))\"", Place::Quotes),
             ("cat <<E{}", Place::Quotes),
         ];
@@ -892,6 +941,7 @@ mod tests {
                 "{}", " ", "q", "'", "\"", "`", "$(", ")", "\\", "\n", "#", "<<E", "<<-E",
                 "<<'E'", "E", "${{x:-", "}}", "$'", ";", "|", "{key}", "\t", "<", "$((", "))",
                 "\nE\n", "<<\\E", "{{", "(", "{seq}", "\"$(", "\"$((", "=", "&", "<<<", "!",
+                "$[", "]", "$(true)",
             ][..]), 0..16)
         ) {
             let text: String = tokens.concat();

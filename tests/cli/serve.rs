@@ -395,9 +395,11 @@ fn status_set_and_close() {
 /// A shell command that runs `lanes TASK ARGS… --socket SOCKET` from inside a job, its stdout
 /// to `$D/NAME.out`, its stderr to `$D/NAME.err` and its exit status to `$D/NAME.code`.
 fn client_in_job(socket: &Path, task: &str, args: &str, name: &str) -> String {
+    // The status is written aside and renamed into place: `NAME.code` appears whole, never
+    // empty between its creation and its write.
     format!(
         "{} {task} --socket {} {args} > \"$D/{name}.out\" 2> \"$D/{name}.err\"; \
-         echo $? > \"$D/{name}.code\"",
+         echo $? > \"$D/{name}.code.new\"; mv \"$D/{name}.code.new\" \"$D/{name}.code\"",
         sh_quote(BIN),
         sh_quote(socket.to_str().unwrap()),
     )
@@ -495,7 +497,8 @@ fn a_server_s_jobs_reach_it_by_default_and_a_run_inside_one_is_told_by_that_job(
         0
     );
     let drain = format!(
-        "{} drain --json > \"$D/drain.out\" 2> \"$D/drain.err\"; echo $? > \"$D/drain.code\"",
+        "{} drain --json > \"$D/drain.out\" 2> \"$D/drain.err\"; \
+         echo $? > \"$D/drain.code.new\"; mv \"$D/drain.code.new\" \"$D/drain.code\"",
         sh_quote(BIN)
     );
     let job = format!(
