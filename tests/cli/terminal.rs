@@ -769,9 +769,10 @@ fn after_a_resize_the_display_fits_and_counts_the_jobs_not_shown() {
         s.lines().filter(|l| l.starts_with("  [job-")).count() == 12
     });
     tmux.resize(40, 10);
-    // 10 rows: 7 for jobs, so 6 job lines and the count of the other 6.
+    // 10 rows: 7 for jobs, so 6 job lines and the count of the other 6. tmux reflows the old
+    // frame's rows first; the display is laid out again once its count is the last row.
     let screen = tmux.wait_screen("the display laid out again", Duration::from_secs(5), |s| {
-        s.contains("… and 6 more running")
+        s.lines().rfind(|l| !l.trim().is_empty()) == Some("  … and 6 more running")
     });
     let rows: Vec<&str> = screen.lines().filter(|l| !l.trim().is_empty()).collect();
     let status = rows
