@@ -705,9 +705,13 @@ impl RunConfig {
                     &cli.resource,
                     max_concurrent,
                 )?;
-                if let Some(message) = job
-                    .resolved_needs
-                    .as_deref()
+                // The run's own needs were checked once, in `default_needs`.
+                let own_needs = job.resolved_needs.as_ref().filter(|needs| {
+                    !default_needs
+                        .as_ref()
+                        .is_some_and(|d| Arc::ptr_eq(d, needs))
+                });
+                if let Some(message) = own_needs
                     .and_then(|needs| crate::resources::too_long_to_hand(needs, &resources))
                 {
                     let (line, column) = job

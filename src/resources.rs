@@ -296,15 +296,23 @@ pub(crate) fn too_long_to_hand(needs: &Needs, resources: &[Resource]) -> Option<
         let Stock::Units(ids) = &resource.stock else {
             return None;
         };
+        let variable = env_name(&resource.name);
+        let most = crate::arg_limit::max_argument_bytes();
+        // As many of the longest id and a comma fit: no need to count them one by one.
+        let longest_id = ids.iter().map(|id| id.len()).max().unwrap_or(0);
+        let bound = usize::try_from(amount)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(longest_id + 1);
+        if variable.len() + 1 + bound <= most {
+            return None;
+        }
         let mut lengths: Vec<usize> = ids.iter().map(|id| id.len()).collect();
         lengths.sort_unstable_by(|a, b| b.cmp(a));
         let count = usize::try_from(amount)
             .unwrap_or(usize::MAX)
             .min(lengths.len());
         let value: usize = lengths[..count].iter().sum::<usize>() + count.saturating_sub(1);
-        let variable = env_name(&resource.name);
         let longest = variable.len() + 1 + value;
-        let most = crate::arg_limit::max_argument_bytes();
         (longest > most).then(|| {
             format!(
                 "{amount} units of {:?} are handed to a job as {variable}, which would be up to \

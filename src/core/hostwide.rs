@@ -283,9 +283,9 @@ fn short_of_named(
 ) -> Option<Arc<str>> {
     let pool = pool?;
     let needs = lanes.get(key)?.waiting.front()?.needs.as_deref()?;
-    needs
-        .resources
-        .iter()
-        .find(|&&(index, amount)| amount > pool.free[index])
-        .map(|&(index, _)| Arc::clone(pool.name(index)))
+    // The cap left out (all of it free), and nothing set aside: named resources alone.
+    match super::resources::short_of(needs, usize::MAX, &pool.free, None)? {
+        super::resources::Short::Resource(index) => Some(Arc::clone(pool.name(index))),
+        super::resources::Short::Cap => None,
+    }
 }

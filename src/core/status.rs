@@ -69,12 +69,12 @@ impl Scheduler {
             .filter(|(_, lane)| !lane.waiting.is_empty())
             .map(|(key, lane)| {
                 let in_flight = lane.in_flight(&self.running);
-                let (size, bytes) = if self.policy.batching() {
-                    (self.policy.batch_size, self.policy.batch_bytes)
-                } else {
-                    (1, usize::MAX)
-                };
-                let ahead = super::transition::waiting_ahead(&lane.waiting, size, bytes);
+                // Without batching (a batch size of 1) each job is a batch of its own.
+                let ahead = super::transition::waiting_ahead(
+                    &lane.waiting,
+                    self.policy.batch_size,
+                    self.policy.batch_bytes,
+                );
                 WaitingLane {
                     key: Arc::clone(key),
                     in_flight,

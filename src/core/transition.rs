@@ -159,6 +159,25 @@ pub(crate) fn waiting_ahead(
     ahead
 }
 
+/// [`waiting_ahead`] of the one waiting job at `position`, without the rest: where the batch
+/// it is in starts.
+fn batch_start(
+    waiting: &std::collections::VecDeque<Waiting>,
+    position: usize,
+    size: usize,
+    bytes: usize,
+) -> usize {
+    let mut start = 0;
+    while start < waiting.len() {
+        let count = batch_len_from(waiting, start, size, bytes);
+        if position < start + count {
+            break;
+        }
+        start += count;
+    }
+    start
+}
+
 /// A running job whose turn timeout has passed; reported once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expired {
@@ -309,16 +328,17 @@ impl Scheduler {
         );
         // A running batch is as many jobs ahead as it has members; under batching, the jobs
         // the new one would be taken with are not ahead of it.
-        let batch_start = if self.policy.batching() {
-            waiting_ahead(
+        let before = if self.policy.batching() {
+            batch_start(
                 &lane.waiting,
+                position,
                 self.policy.batch_size,
                 self.policy.batch_bytes,
-            )[position]
+            )
         } else {
             position
         };
-        let ahead = batch_start + lane.in_flight(&self.running);
+        let ahead = before + lane.in_flight(&self.running);
         // A running job admitted again from a journal is as promised as a waiting one: no
         // newer job supersedes it.
         let cancel = if self.policy.cancel_in_progress && bounded && lane.busy && !lane.cancelling {

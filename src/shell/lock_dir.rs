@@ -597,8 +597,7 @@ fn key_hex(key: &str) -> String {
 /// Who the lock file says holds it, if it is held now. A lock taken for the look is let go at
 /// once.
 fn held_by(file: &File) -> Option<Holder> {
-    let probe = File::open(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
-    held_by_probe(&probe)
+    held_and_by(file).flatten()
 }
 
 /// Whether the lock file is held now and, if so, who it says holds it (`Some(None)`: held by a
@@ -606,18 +605,21 @@ fn held_by(file: &File) -> Option<Holder> {
 /// written by something other than lanes). A lock taken for the look is let go at once.
 fn held_and_by(file: &File) -> Option<Option<Holder>> {
     let probe = File::open(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
-    match flock(&probe, libc::LOCK_EX | libc::LOCK_NB) {
-        Ok(()) => None,
-        Err(_) => Some(read_holder(&probe)),
-    }
+    held_and_by_probe(&probe)
 }
 
 /// Who the lock file `probe` (an open file description of its own) says holds it, if it is
 /// held now; when it is free, the lock taken for the look goes with `probe`.
 fn held_by_probe(probe: &File) -> Option<Holder> {
+    held_and_by_probe(probe).flatten()
+}
+
+/// [`held_and_by`] through `probe`, an open file description of its own: when the file is
+/// free, the lock taken for the look goes with `probe`.
+fn held_and_by_probe(probe: &File) -> Option<Option<Holder>> {
     match flock(probe, libc::LOCK_EX | libc::LOCK_NB) {
         Ok(()) => None,
-        Err(_) => read_holder(probe),
+        Err(_) => Some(read_holder(probe)),
     }
 }
 

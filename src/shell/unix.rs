@@ -58,6 +58,8 @@ pub(crate) struct ProcStat {
     pub(crate) state: char,
     pub(crate) ppid: i32,
     pub(crate) pgid: i32,
+    /// Its kernel flags (`PF_*`, field 9).
+    pub(crate) flags: u64,
 }
 
 /// The pids listed in `/proc` now.
@@ -81,7 +83,7 @@ pub(crate) fn proc_snapshot() -> Option<std::collections::HashMap<i32, ProcStat>
     )
 }
 
-/// `pid`'s state, parent and process group, when it still exists.
+/// `pid`'s state, parent, process group and flags, when it still exists.
 pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: fields after it are counted
@@ -91,7 +93,14 @@ pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
     let state = fields.next()?.chars().next()?;
     let ppid = fields.next()?.parse().ok()?;
     let pgid = fields.next()?.parse().ok()?;
-    Some(ProcStat { state, ppid, pgid })
+    // After pgrp: session, tty_nr, tpgid, then flags.
+    let flags = fields.nth(3)?.parse().ok()?;
+    Some(ProcStat {
+        state,
+        ppid,
+        pgid,
+        flags,
+    })
 }
 
 /// Whether process `pid` is exiting now: its exit under way (`PF_EXITING`, 0x4 in the flags,
@@ -99,17 +108,8 @@ pub(crate) fn proc_stat(pid: i32) -> Option<ProcStat> {
 /// already a zombie; false when it cannot be read.
 pub(crate) fn exiting(pid: i32) -> bool {
     const PF_EXITING: u64 = 0x4;
-    let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let Some(end) = text.rfind(')') else {
-        return false;
-    };
-    // From the state (field 3): state, ppid, pgrp, session, tty_nr, tpgid, flags.
-    let mut fields = text[end + 1..].split_ascii_whitespace();
-    let state = fields.next().and_then(|state| state.chars().next());
-    let flags = fields.nth(5).and_then(|flags| flags.parse::<u64>().ok());
-    matches!(state, Some('Z' | 'X')) || flags.is_some_and(|flags| flags & PF_EXITING != 0)
+    proc_stat(pid)
+        .is_some_and(|stat| matches!(stat.state, 'Z' | 'X') || stat.flags & PF_EXITING != 0)
 }
 
 /// How many more descriptors `lanes` may open now: its soft limit less those open (listed in
