@@ -4,7 +4,6 @@
 
 use std::os::fd::AsFd as _;
 
-use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader, Interest};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{UnixListener, UnixStream};
@@ -362,40 +361,31 @@ impl Out {
 
 /// Returns once the peer of `stream` has closed its socket (the socket hangs up: `POLLHUP`);
 /// a peer that only shut down its writing (a client that sent its requests and waits for
-/// the answers) has not. Never returns when that cannot be watched (no descriptor left).
+/// the answers) has not.
 ///
-/// The watch is a duplicate of the descriptor registered for no readiness but priority data,
-/// which a Unix stream socket never has: only a hang-up (or an error) wakes it, however much
-/// unread data waits on the socket.
+/// The watch costs no descriptor: it waits on the connection's own registration for a closed
+/// read side (`Interest::PRIORITY` wakes on that and on priority data, which a Unix stream
+/// socket never has, never on the data waiting to be read), so that a waiting client holds
+/// one descriptor of the server, as [`Spares`] counts. A closed read side stays set and
+/// wakes no one again: a peer that only shut down its writing is looked at every
+/// [`HALF_CLOSED_CHECK`] until it closes.
 async fn hung_up(stream: &UnixStream) {
-    let watch = stream.as_fd().try_clone_to_owned().and_then(|fd| {
-        // SAFETY: an `OwnedFd` stays open, on the same descriptor, until it is dropped with
-        // the `AsyncFd` that owns it.
-        unsafe { AsyncFd::register_with_interest(fd, Interest::PRIORITY) }.map_err(Into::into)
-    });
-    let Ok(watch) = watch else {
+    if stream.ready(Interest::PRIORITY).await.is_err() {
         return std::future::pending().await;
-    };
-    loop {
-        let Ok(mut ready) = watch.ready(Interest::PRIORITY).await else {
-            return std::future::pending().await;
-        };
-        if ready.ready().is_read_closed() {
-            // A closed state stays set: without the hang-up confirmed, there is nothing to wait
-            // for (and no wake-up to loop on).
-            if peer_closed(watch.get_ref()) {
-                return;
-            }
-            return std::future::pending().await;
-        }
-        ready.clear_ready();
+    }
+    while !peer_closed(stream.as_fd()) {
+        tokio::time::sleep(HALF_CLOSED_CHECK).await;
     }
 }
 
+/// How often a peer that shut down its writing is looked at for a close while it waits for
+/// an answer (see [`hung_up`]).
+const HALF_CLOSED_CHECK: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Whether the socket `fd` has hung up (`poll` with no wait).
-fn peer_closed(fd: &std::os::fd::OwnedFd) -> bool {
+fn peer_closed(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+    let mut fds = [PollFd::new(fd, PollFlags::empty())];
     matches!(poll(&mut fds, PollTimeout::ZERO), Ok(1))
         && fds[0]
             .revents()
@@ -751,6 +741,28 @@ mod tests {
             .send(Reply::followed_by(error("first"), Some(then)));
         // The first answer read, the peer closes its socket.
         assert!(answer(&mut read).await.contains("first"));
+        drop((read, write));
+        tokio::time::timeout(Duration::from_secs(20), serving)
+            .await
+            .expect("the connection ended")
+            .unwrap();
+        assert!(record.is_closed(), "nobody waits for the record any more");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_peer_that_shut_down_its_writing_then_closes_while_its_record_is_due_ends_it() {
+        // A closed read side wakes no one twice: the close after it is still seen.
+        let (serving, mut calls, mut read, mut write) = connect();
+        write.write_all(WAIT).await.unwrap();
+        write.shutdown().await.unwrap();
+        let call = calls.recv().await.unwrap();
+        let (record, then) = oneshot::channel();
+        let _ = call
+            .reply
+            .send(Reply::followed_by(error("first"), Some(then)));
+        assert!(answer(&mut read).await.contains("first"));
+        // Time for the half-close to be seen before the close.
+        tokio::time::sleep(Duration::from_millis(200)).await;
         drop((read, write));
         tokio::time::timeout(Duration::from_secs(20), serving)
             .await

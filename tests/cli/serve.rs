@@ -640,6 +640,56 @@ fn waiting_clients_never_take_the_connections_status_cancel_and_close_need() {
 }
 
 #[test]
+fn a_waiting_client_holds_one_descriptor_of_the_server() {
+    // The server watches a waiting client for a hang-up on the connection's own descriptor,
+    // not on a second one: the spares it keeps for connections count one each, and a second
+    // descriptor per waiter would take those the listener needs to accept `cancel`.
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let server = Spawned::start(
+        Command::new(BIN)
+            .args(["serve", "-j", "1", "--socket"])
+            .arg(&socket)
+            .arg("--report")
+            .arg(scratch.join("report.jsonl"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    assert!(listening(&socket));
+    let sockets = || {
+        std::fs::read_dir(format!("/proc/{}/fd", server.id()))
+            .expect("the server's descriptors")
+            .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+            .filter(|target| target.to_string_lossy().starts_with("socket:"))
+            .count()
+    };
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", &blocked_on("never")], None).code,
+        0
+    );
+    // The connections of the clients that ended close a moment after them.
+    let samples = |n| {
+        (0..n).map(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            sockets()
+        })
+    };
+    let idle = samples(50).min().unwrap();
+    let mut waiters: Vec<std::process::Child> = (0..14)
+        .map(|_| spawn_client(&socket, "submit", &["--json", "--wait", "a", "--", "true"]))
+        .collect();
+    for waiter in &mut waiters {
+        assert_eq!(first_answer(waiter).0.answer, "queued");
+    }
+    let most = samples(50).max().unwrap();
+    assert_eq!(most, idle + 14, "{idle} sockets idle");
+    assert_eq!(client_at(&socket, "cancel", &["a"], None).code, 0);
+    for waiter in &mut waiters {
+        assert_eq!(ended_by(waiter, "submit --wait").code(), Some(1));
+    }
+}
+
+#[test]
 fn a_drain_runs_a_batch_waiting_out_its_delay_at_once() {
     // Draining is the server's end of input: nothing can join the batch any more.
     let scratch = Scratch::new();
