@@ -122,7 +122,7 @@ impl Stream {
         mut results: Option<&mut ResultFiles>,
     ) {
         for _ in 0..DRAIN_MAX / READ_SIZE {
-            match self.read(pipe, results.as_deref_mut()) {
+            match self.read(pipe, results.as_deref_mut(), Past::Readiness) {
                 Read::Data => {}
                 Read::Closed => {
                     *pipe = None;
@@ -144,15 +144,27 @@ impl Stream {
         if ready.is_err() {
             return false;
         }
-        !matches!(self.read(pipe, results), Read::Closed)
+        !matches!(self.read(pipe, results, Past::Nothing), Read::Closed)
     }
 
     /// One read from the pipe.
-    fn read(&mut self, pipe: &Option<pipe::Receiver>, results: Option<&mut ResultFiles>) -> Read {
+    fn read(
+        &mut self,
+        pipe: &Option<pipe::Receiver>,
+        results: Option<&mut ResultFiles>,
+        past: Past,
+    ) -> Read {
         let Some(reader) = pipe.as_ref() else {
             return Read::Closed;
         };
-        READ_BUFFER.with_borrow_mut(|buffer| match reader.try_read(buffer) {
+        let read = |buffer: &mut [u8]| match past {
+            Past::Nothing => reader.try_read(buffer),
+            Past::Readiness => {
+                use std::os::fd::AsRawFd as _;
+                nix::unistd::read(reader.as_raw_fd(), buffer).map_err(io::Error::from)
+            }
+        };
+        READ_BUFFER.with_borrow_mut(|buffer| match read(buffer) {
             Ok(0) => Read::Closed,
             Ok(n) => {
                 let data = &buffer[..n];
@@ -228,6 +240,18 @@ enum Read {
     Empty,
     /// EOF or a read error.
     Closed,
+}
+
+/// How a read from a job's pipe goes about it.
+#[derive(Clone, Copy)]
+enum Past {
+    /// As the event loop knows the pipe: nothing is read before it has seen the pipe become
+    /// readable.
+    Nothing,
+    /// Straight from the pipe, past what the event loop has seen: once the job's processes are
+    /// gone, their last output and the EOF of their exit may not have reached it yet, and a
+    /// pipe they closed would be taken for one held open elsewhere (a leak).
+    Readiness,
 }
 
 pub(crate) type Permit = tokio::sync::mpsc::OwnedPermit<Vec<u8>>;

@@ -126,7 +126,8 @@ pub(crate) struct JobRecord {
     #[schemars(range(min = 1))]
     pub slot: Option<u32>,
     /// Whether processes of the job's group outlived its shell past the leak window and were
-    /// terminated, or held its output pipes open.
+    /// terminated (not when lanes was stopping the job as its shell exited: its processes got
+    /// the stop with the shell), or held its output pipes open.
     pub leaked: bool,
     /// The `seq` of the job that replaced this one (`superseded` only); else `null`.
     #[schemars(range(min = 1))]
