@@ -13,6 +13,10 @@
 //!   (first come, first served across processes; no process keeps a key for ever).
 //! - At most `max_concurrent` + [`HOST_LOOKAHEAD`] keys are asked for or held without a job in
 //!   flight at once, so that a long ready line does not hold a lock (and a thread) per key.
+//! - A key whose lock cannot even be asked for, for want of descriptors, is asked again; once
+//!   nothing of this run could free one ([`Scheduler::host_key_short`]: no job in flight, no
+//!   key held, every key asked for short too), its first job is let go without the lock, for
+//!   the shell to fail it (`spawn_error`) instead of waiting for ever.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -35,7 +39,16 @@ enum Holding {
     Idle,
     /// A job of the key was taken under it.
     Taken,
+    /// Not held: the lock could not be asked for, for want of descriptors, and nothing of
+    /// this run would free one ([`Scheduler::host_key_short`]). The key's first job may be
+    /// taken, for the shell to fail it; the key is asked for again after it.
+    Unlocked,
 }
+
+/// How many times in a row a key's request must have run short of descriptors before it is
+/// given up with nothing else in flight: once may be the moment another request or the
+/// event loop held the last one.
+const SHORT_IN_A_ROW: u32 = 2;
 
 /// The host-wide locks asked for and held.
 #[derive(Debug, Default)]
@@ -47,6 +60,9 @@ pub(crate) struct HostKeys {
     /// Keys asked for whose lock is held while a shared slot (`--shared-max-concurrent`) is
     /// waited for.
     locked: HashSet<Arc<str>>,
+    /// Keys asked for whose request ran short of descriptors, and how many times in a row
+    /// with nothing of the run in flight since ([`Scheduler::host_key_short`]).
+    short: HashMap<Arc<str>, u32>,
     /// At most this many keys asked for or held without a job in flight, where the shell's
     /// descriptors allow fewer than `max_concurrent` + [`HOST_LOOKAHEAD`]
     /// ([`Scheduler::limit_host_requests`]).
@@ -110,6 +126,10 @@ impl Scheduler {
                 Holding::Taken => lane.is_some_and(|lane| {
                     lane.busy || lane.waiting.front().is_some_and(|w| w.attempts > 0)
                 }),
+                // Kept for its first job until taken (then gone): no lock to let go.
+                Holding::Unlocked => {
+                    return lane.is_some_and(|lane| !lane.waiting.is_empty() && !lane.busy)
+                }
             };
             if !needed {
                 orders.release.push(Arc::clone(key));
@@ -161,6 +181,8 @@ impl Scheduler {
             return false;
         };
         host.locked.remove(&key);
+        // Descriptors were free: every shortage counts afresh.
+        host.short.clear();
         let needed = !self.draining
             && self
                 .lanes
@@ -214,7 +236,56 @@ impl Scheduler {
         if let Some(host) = self.host.as_mut() {
             host.asked.remove(key);
             host.locked.remove(key);
+            host.short.remove(key);
         }
+    }
+
+    /// The request for `key`'s lock ran short of descriptors at `now` (EMFILE: the lock file
+    /// could not be opened) and is tried again. Only this run's own work holds this process's
+    /// descriptors, so when nothing of it could free one — no job in flight, no key held, and
+    /// every key asked for short too, each [`SHORT_IN_A_ROW`] times in a row — nothing ever
+    /// will: those keys are given up and returned, for the shell to stop asking. Each one's
+    /// first job may then be taken without the lock, for the shell to fail it
+    /// (`failed`/`spawn_error`, or a retry under `--retries`, which asks for the lock again),
+    /// and the key's later jobs ask again. Returns nothing while something may still free one.
+    pub fn host_key_short(&mut self, key: &str, now: Tick) -> Vec<Arc<str>> {
+        self.clock = self.clock.max(now);
+        let Some(host) = self.host.as_mut() else {
+            return Vec::new();
+        };
+        let Some(key) = host.asked.get(key).cloned() else {
+            return Vec::new();
+        };
+        if !self.running.is_empty() || !host.held.is_empty() {
+            // Something of this run will free descriptors: every shortage counts afresh.
+            host.short.clear();
+            return Vec::new();
+        }
+        *host.short.entry(key).or_default() += 1;
+        let nothing_frees = host
+            .asked
+            .iter()
+            .all(|asked| host.short.get(asked).is_some_and(|&n| n >= SHORT_IN_A_ROW));
+        if !nothing_frees {
+            return Vec::new();
+        }
+        let mut given_up: Vec<Arc<str>> = host.short.drain().map(|(key, _)| key).collect();
+        given_up.sort_unstable();
+        for key in &given_up {
+            host.asked.remove(key);
+            host.locked.remove(key);
+            if self
+                .lanes
+                .get(key)
+                .is_some_and(|lane| !lane.waiting.is_empty() && !lane.busy)
+            {
+                host.held.insert(Arc::clone(key), Holding::Unlocked);
+            }
+        }
+        for key in &given_up {
+            self.refresh_waits(key, Touched::Front, now);
+        }
+        given_up
     }
 
     /// The shell lost `key`'s lock while holding it (`--coordinate`: the database session that
@@ -252,7 +323,7 @@ impl Scheduler {
             return true;
         };
         match host.held.get(key) {
-            Some(Holding::Idle) => true,
+            Some(Holding::Idle | Holding::Unlocked) => true,
             // Still held for a retry waiting first in its lane.
             Some(Holding::Taken) => self.lanes.get(key).is_some_and(|lane| {
                 !lane.busy && lane.waiting.front().is_some_and(|w| w.attempts > 0)
@@ -266,10 +337,20 @@ impl Scheduler {
         self.host.as_ref().is_none_or(|host| !host.held.is_empty())
     }
 
-    /// A job of `key` was taken under its host-wide lock.
+    /// A job of `key` was taken under its host-wide lock (or, given up, without it: the key
+    /// is then no longer held).
     pub(crate) fn host_taken(&mut self, key: &Arc<str>) {
-        if let Some(holding) = self.host.as_mut().and_then(|host| host.held.get_mut(key)) {
-            *holding = Holding::Taken;
+        let Some(host) = self.host.as_mut() else {
+            return;
+        };
+        // A job taken: its end will free descriptors, and shortages count afresh.
+        host.short.clear();
+        match host.held.get_mut(key) {
+            Some(Holding::Unlocked) => {
+                host.held.remove(key);
+            }
+            Some(holding) => *holding = Holding::Taken,
+            None => {}
         }
     }
 }

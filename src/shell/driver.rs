@@ -224,6 +224,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         grants: HashMap::new(),
         host_waits: HashMap::new(),
         asked_holders: HashMap::new(),
+        unlockable: HashMap::new(),
         service,
         lock_lost: HashMap::new(),
     };
@@ -409,6 +410,9 @@ struct Driver {
     /// The keys asked for that another process held when asked, and who held them: told in
     /// the record of a job stopped before it got its key.
     asked_holders: HashMap<Arc<str>, LockHolder>,
+    /// Keys given up for want of descriptors nothing of this run would free
+    /// ([`Scheduler::host_key_short`]), and what their first job's record says.
+    unlockable: HashMap<Arc<str>, String>,
     /// `lanes serve`: what the service keeps between requests.
     service: Option<service::Service>,
     /// Runs stopped because their key's lock was lost, and why: told in their records.
@@ -561,6 +565,17 @@ impl Driver {
             .map(|member| member.command.as_str());
         let command = self.launcher.command(job, &start, members);
         let grant = self.grants.get(&start.key);
+        if grant.is_none() && self.lock_dir.is_some() {
+            // A key given up for want of descriptors: its job fails, never run without it.
+            let (seq, key) = (start.seq, Arc::clone(&start.key));
+            let message = self.unlockable.remove(&key).unwrap_or_else(|| {
+                format!("the lock of key {key:?} is not held: the job is not run without it")
+            });
+            let failure = crate::core::SpawnFailure::Failed;
+            self.not_started(seq, &start.batch, &key, NotStarted { failure, message })
+                .await;
+            return;
+        }
         let locks = grant.map_or([None, None], |grant| {
             [
                 Some(grant.key.as_raw_fd()),
@@ -1024,6 +1039,20 @@ impl Driver {
             Acquired::Locked(key) => {
                 let now = self.tick();
                 self.core.host_key_locked(&key, now);
+            }
+            Acquired::Short { key, error } => {
+                let now = self.tick();
+                let given_up = self.core.host_key_short(&key, now);
+                for key in given_up {
+                    if let Some(KeyLocks::Dir(dir)) = &self.lock_dir {
+                        dir.give_up(&key);
+                    }
+                    let message = format!(
+                        "cannot lock key {key:?}: {error}, and no job of this run will free a \
+                         descriptor (raise `ulimit -n`)"
+                    );
+                    self.unlockable.insert(key, message);
+                }
             }
             Acquired::Notice(message) => {
                 let _ = self

@@ -17,13 +17,13 @@
 //! The key's and the slot's descriptors are handed to the job (descriptors 3 and 4), so that
 //! its processes hold them for as long as they live, even when `lanes` itself is killed.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -115,6 +115,14 @@ pub(crate) enum Acquired {
     HeldBy(Arc<str>, LockHolder),
     /// A message for people (a file that could not be used for a while); the wait goes on.
     Notice(String),
+    /// The key's lock could not be asked for, for want of descriptors (EMFILE, `error`); it is
+    /// asked again until [`LockDir::give_up`].
+    Short {
+        /// The key.
+        key: Arc<str>,
+        /// What opening its lock file said.
+        error: String,
+    },
     /// `--coordinate`: the key held under grant number `grant` was lost (`why`, for people).
     Lost {
         /// The key.
@@ -144,6 +152,7 @@ impl CheckedLockDir {
             },
             slots: self.slots,
             report,
+            asking: Arc::default(),
         }
     }
 }
@@ -154,6 +163,24 @@ pub(crate) struct LockDir {
     identity: Identity,
     slots: Option<Arc<SlotPool>>,
     report: mpsc::UnboundedSender<Acquired>,
+    /// Each key's request under way on a thread, by a flag that tells the thread to give up.
+    asking: Arc<Asking>,
+}
+
+/// The requests under way on threads, each by the flag that tells it to give up.
+type Asking = Mutex<HashMap<Arc<str>, Arc<AtomicBool>>>;
+
+/// Forgets `key`'s request once its thread is done, unless a later request took its place.
+fn done_asking(asking: &Asking, key: &str, flag: &Arc<AtomicBool>) {
+    let mut asking = asking
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if asking
+        .get(key)
+        .is_some_and(|current| Arc::ptr_eq(current, flag))
+    {
+        asking.remove(key);
+    }
 }
 
 #[derive(Clone)]
@@ -230,6 +257,12 @@ impl LockDir {
         let identity = self.identity.clone();
         let slots = self.slots.clone();
         let report = self.report.clone();
+        let given_up = Arc::new(AtomicBool::new(false));
+        self.asking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(Arc::clone(&key), Arc::clone(&given_up));
+        let asking = Arc::clone(&self.asking);
         let spawned = std::thread::Builder::new()
             .name("lanes-lock".into())
             .spawn(move || {
@@ -240,6 +273,10 @@ impl LockDir {
                 let (key_fd, holder) = loop {
                     if let Some(held) = held.take() {
                         break held;
+                    }
+                    if given_up.load(Ordering::Relaxed) {
+                        done_asking(&asking, &key, &given_up);
+                        return;
                     }
                     let paths = KeyPaths::held(&root, &key);
                     match paths.and_then(|paths| acquire_key(&paths, &key, &identity)) {
@@ -254,6 +291,10 @@ impl LockDir {
                                     root.display()
                                 )));
                             }
+                            let _ = report.send(Acquired::Short {
+                                key: Arc::clone(&key),
+                                error: err.to_string(),
+                            });
                             std::thread::sleep(delay);
                             delay = (delay * 2).min(Duration::from_secs(1));
                         }
@@ -288,6 +329,7 @@ impl LockDir {
                     }),
                     fleet: None,
                 };
+                done_asking(&asking, &key, &given_up);
                 let _ = report.send(Acquired::Granted(key, grant));
             });
         if let Err(err) = spawned {
@@ -296,6 +338,20 @@ impl LockDir {
             )));
         }
         None
+    }
+
+    /// Stops asking for `key`'s lock (a request short of descriptors that nothing of this
+    /// run would free: [`crate::core::Scheduler::host_key_short`]). A grant already on its way
+    /// is still reported, and let go as one no job needs.
+    pub(crate) fn give_up(&self, key: &str) {
+        if let Some(flag) = self
+            .asking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key)
+        {
+            flag.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Who holds `key` now, if anyone (read from its lock file).

@@ -1,6 +1,8 @@
 //! Resource limits on lanes itself (`ulimit -f`, `-n`, `-u`): never a death by signal, never a
 //! panic; a clear message and a documented status, and no job left behind.
 
+use std::time::Duration;
+
 use crate::support::*;
 
 #[test]
@@ -85,6 +87,55 @@ fn no_descriptor_limit_makes_lanes_panic() {
             }
         }
     }
+}
+
+#[test]
+fn under_lock_dir_no_descriptor_limit_makes_a_run_wait_for_ever() {
+    // Where not one key's lock file can be opened with nothing of the run in flight, nothing
+    // will free a descriptor: the jobs fail (`spawn_error`) instead of waiting for ever.
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let mut failed_for_want_of_a_lock = 0;
+    for limit in 0..=40 {
+        let out = Run::new()
+            .scratch(&scratch)
+            .wrapper(&format!("ulimit -n {limit}"))
+            .arg("--lock-dir")
+            .arg(&dir)
+            .stdin("a\ttrue\nb\ttrue\n")
+            .run();
+        let stderr = out.stderr();
+        assert!(
+            !stderr.contains("panicked") && out.elapsed < Duration::from_secs(30),
+            "ulimit -n {limit}\n{}",
+            out.dump()
+        );
+        match out.code {
+            127 => assert!(stderr.contains("error while loading shared libraries")),
+            1 | 2 => assert!(
+                stderr.contains("lanes:"),
+                "ulimit -n {limit}\n{}",
+                out.dump()
+            ),
+            0 => {}
+            _ => panic!("ulimit -n {limit}: exit {}\n{}", out.code, out.dump()),
+        }
+        if out.code == 1 && stderr.contains("cannot lock key") {
+            failed_for_want_of_a_lock += 1;
+            for seq in [1, 2] {
+                let job = out.job(seq);
+                assert_eq!(job.result(), ("failed", Some("spawn_error")), "{job:?}");
+                assert!(
+                    job.error.as_deref().unwrap().contains("ulimit -n"),
+                    "{job:?}"
+                );
+            }
+        }
+    }
+    assert!(
+        failed_for_want_of_a_lock > 0,
+        "no limit left lanes without a lock file"
+    );
 }
 
 #[test]

@@ -166,6 +166,55 @@ fn where_descriptors_are_few_fewer_keys_are_asked_for_and_always_one() {
 }
 
 #[test]
+fn keys_short_of_descriptors_with_nothing_in_flight_are_given_up_and_their_jobs_taken() {
+    let mut s = shared(2);
+    for (seq, key) in [(1, "a"), (2, "b"), (3, "a")] {
+        let _ = s.admit(job(seq, key, 0), ms(0));
+    }
+    assert_eq!(keys(&s.host_keys().acquire), ["a", "b"]);
+    // Twice each, in a row: once may be a moment's shortage.
+    assert!(s.host_key_short("a", ms(1)).is_empty());
+    assert!(s.host_key_short("b", ms(1)).is_empty());
+    assert!(
+        s.host_key_short("a", ms(2)).is_empty(),
+        "b is short once only"
+    );
+    assert_eq!(keys(&s.host_key_short("b", ms(2))), ["a", "b"]);
+    // Taken without the lock, for the shell to fail: nothing to let go, nothing asked.
+    assert_eq!(s.take(ms(3)).map(|st| st.seq), Some(1));
+    assert_eq!(s.take(ms(3)).map(|st| st.seq), Some(2));
+    assert!(s.host_keys().is_empty(), "a's next job waits for a's job");
+    let _ = s.spawn_failed(1, SpawnFailure::Failed, ms(4));
+    let orders = s.host_keys();
+    assert!(orders.release.is_empty(), "no lock was held");
+    assert_eq!(keys(&orders.acquire), ["a"], "a's next job asks again");
+    assert_eq!(s.take(ms(5)), None, "and is not taken without it");
+}
+
+#[test]
+fn a_shortage_is_not_given_up_while_anything_of_the_run_may_free_a_descriptor() {
+    let mut s = shared(2);
+    for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
+        let _ = s.admit(job(seq, key, 0), ms(0));
+    }
+    assert_eq!(keys(&s.host_keys().acquire), ["a", "b", "c"]);
+    // b's job runs, and c waits for another process: a's shortage waits for them.
+    assert!(s.host_key_acquired("b", ms(0)));
+    let start = s.take(ms(0)).expect("b is held");
+    for at in 1..=5 {
+        assert!(s.host_key_short("a", ms(at)).is_empty(), "b's job runs");
+    }
+    let _ = s.finish(start.seq, ended(0, ms(6)), ms(6));
+    assert_eq!(keys(&s.host_keys().release), ["b"]);
+    for at in 7..=10 {
+        assert!(s.host_key_short("a", ms(at)).is_empty(), "c may be granted");
+    }
+    // c is short too from now on: twice each in a row, counted from b's end.
+    assert!(s.host_key_short("c", ms(11)).is_empty());
+    assert_eq!(keys(&s.host_key_short("c", ms(12))), ["a", "c"]);
+}
+
+#[test]
 fn without_shared_keys_nothing_is_asked_for() {
     let mut s = Scheduler::new(Limits {
         max_concurrent: 1,
