@@ -37,6 +37,9 @@ pub(crate) struct RunRecord {
     /// When the run started.
     #[schemars(with = "Timestamp")]
     pub started_at: String,
+    /// The process id of the `lanes` that wrote the report: what a job of another `lanes`
+    /// that waited for a key this one held names in its `lock_holder` (with `started_at`).
+    pub pid: u32,
     /// The most jobs in flight at once (`-j`, `--max-concurrent`).
     #[schemars(range(min = 1))]
     pub max_concurrent: usize,

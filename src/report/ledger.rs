@@ -86,6 +86,7 @@ impl Ledger {
                 version: env!("CARGO_PKG_VERSION"),
                 schema: SCHEMA_VERSION,
                 started_at: timestamp(self.origin),
+                pid: std::process::id(),
                 max_concurrent,
                 source,
                 command,

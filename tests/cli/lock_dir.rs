@@ -137,6 +137,11 @@ fn jobs_ready_first_start_first_across_processes_and_locks_lists_the_line() {
         (holder.pid, holder.run.as_str()),
         (a_pid, a.report().run.started_at.as_str())
     );
+    assert_eq!(
+        u64::from(holder.pid),
+        a.report().run.pid,
+        "a's run record names it"
+    );
     assert!(b.job(1).lock_wait_ms.is_some_and(|ms| ms > 0));
     let events = scratch.read("b.events");
     let queued = events

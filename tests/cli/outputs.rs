@@ -949,8 +949,8 @@ fn the_schema_refuses_broken_records() {
         "tries":[],"flaky":false});
     assert_eq!(schema_errors(&schema, &skipped), Vec::<String>::new());
     let run = json!({"type":"run","version":"0.1.0","schema":2,
-        "started_at":"2026-11-29T11:45:26.050Z","max_concurrent":2,"source":"-","command":null,
-        "containment":"cgroup"});
+        "started_at":"2026-11-29T11:45:26.050Z","pid":4711,"max_concurrent":2,"source":"-",
+        "command":null,"containment":"cgroup"});
     assert_eq!(schema_errors(&schema, &run), Vec::<String>::new());
     for (field, bad) in [
         ("schema", json!(1)),

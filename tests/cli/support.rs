@@ -44,6 +44,8 @@ pub struct RunRecord {
     pub version: String,
     pub schema: u64,
     pub started_at: String,
+    /// The writing lanes' process id.
+    pub pid: u64,
     pub max_concurrent: u64,
     pub source: String,
     /// The command template, as given (`null` without one).
@@ -174,6 +176,7 @@ const RUN_FIELDS: &[&str] = &[
     "version",
     "schema",
     "started_at",
+    "pid",
     "max_concurrent",
     "source",
     "command",
