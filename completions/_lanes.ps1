@@ -159,7 +159,7 @@ Register-ArgumentCompleter -Native -CommandName 'lanes' -ScriptBlock {
             break
         }
         'lanes;timeline' {
-            [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'The run''s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it')
+            [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'The run''s events file (--events; `-`: stdin): jobs still running or waiting, which have no record yet, are drawn from it')
             [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Where to write the timeline (`-`: stdout)')
             [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Where to write the timeline (`-`: stdout)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT''s extension (.html/.htm, .json, .md)')

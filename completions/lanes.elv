@@ -148,7 +148,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --help 'Print help'
         }
         &'lanes;timeline'= {
-            cand --events 'The run''s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it'
+            cand --events 'The run''s events file (--events; `-`: stdin): jobs still running or waiting, which have no record yet, are drawn from it'
             cand -o 'Where to write the timeline (`-`: stdout)'
             cand --output 'Where to write the timeline (`-`: stdout)'
             cand --format 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT''s extension (.html/.htm, .json, .md)'

@@ -137,7 +137,7 @@ complete -c lanes -n "__fish_lanes_using_subcommand drain" -s h -l help -d 'Prin
 complete -c lanes -n "__fish_lanes_using_subcommand close" -l socket -d 'The server\'s socket' -r -F
 complete -c lanes -n "__fish_lanes_using_subcommand close" -l json -d 'Print the answer as JSON'
 complete -c lanes -n "__fish_lanes_using_subcommand close" -s h -l help -d 'Print help'
-complete -c lanes -n "__fish_lanes_using_subcommand timeline" -l events -d 'The run\'s events file (--events): jobs still running or waiting, which have no record yet, are drawn from it' -r -F
+complete -c lanes -n "__fish_lanes_using_subcommand timeline" -l events -d 'The run\'s events file (--events; `-`: stdin): jobs still running or waiting, which have no record yet, are drawn from it' -r -F
 complete -c lanes -n "__fish_lanes_using_subcommand timeline" -s o -l output -d 'Where to write the timeline (`-`: stdout)' -r -F
 complete -c lanes -n "__fish_lanes_using_subcommand timeline" -l format -d 'html, json (Chrome Trace Event format) or md (Mermaid); by default from OUT\'s extension (.html/.htm, .json, .md)' -r -f -a "html\t''
 json\t''

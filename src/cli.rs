@@ -166,11 +166,11 @@ pub struct CloseArgs {
 #[derive(Debug, clap::Args)]
 pub struct TimelineArgs {
     /// The report of the run (JSON Lines, as --report writes it; one still being written
-    /// will do).
+    /// will do; `-`: stdin).
     #[arg(value_name = "REPORT")]
     pub report: PathBuf,
-    /// The run's events file (--events): jobs still running or waiting, which have no
-    /// record yet, are drawn from it.
+    /// The run's events file (--events; `-`: stdin): jobs still running or waiting, which
+    /// have no record yet, are drawn from it.
     #[arg(long, value_name = "EVENTS")]
     pub events: Option<PathBuf>,
     /// Where to write the timeline (`-`: stdout).

@@ -119,6 +119,9 @@ pub(crate) fn write(
     format: Option<&str>,
 ) -> anyhow::Result<()> {
     let format = format_of(output, format)?;
+    if report.as_os_str() == "-" && events.is_some_and(|events| events.as_os_str() == "-") {
+        bail!("the report and the events cannot both be read from stdin (-): name a file for one");
+    }
     for input in std::iter::once(report).chain(events) {
         let file = std::fs::metadata(input).is_ok_and(|meta| meta.is_file());
         if file && output.as_os_str() != "-" && crate::config::same_file(input, output) {
@@ -154,15 +157,21 @@ struct Spooled<'a> {
 impl<'a> Spooled<'a> {
     fn of(given: &'a Path) -> anyhow::Result<Self> {
         let cannot = || format!("cannot read {}", given.display());
-        let regular = std::fs::metadata(given).map_or(true, |meta| meta.is_file() || meta.is_dir());
+        let stdin = given.as_os_str() == "-";
+        let regular =
+            !stdin && std::fs::metadata(given).map_or(true, |meta| meta.is_file() || meta.is_dir());
         if regular {
             return Ok(Spooled { given, copy: None });
         }
-        let mut from = std::fs::File::open(given).with_context(cannot)?;
+        let mut from: Box<dyn std::io::Read> = if stdin {
+            Box::new(std::io::stdin().lock())
+        } else {
+            Box::new(std::fs::File::open(given).with_context(cannot)?)
+        };
         let mut copy = tempfile::NamedTempFile::new()
             .map_err(without_temporary_name)
             .with_context(|| format!("cannot keep a copy of {}", given.display()))?;
-        std::io::copy(&mut from, copy.as_file_mut())
+        std::io::copy(&mut *from, copy.as_file_mut())
             .map_err(without_temporary_name)
             .with_context(cannot)?;
         Ok(Spooled {

@@ -920,6 +920,24 @@ fn a_report_or_events_on_a_pipe_is_drawn_as_the_file_is() {
     let piped = draw("small.jsonl", Some("/dev/stdin"), "json", &events);
     piped.code(0);
     assert_eq!(piped.stdout(), want.stdout());
+    // `-` is stdin, for either (not both).
+    let dash = draw("-", Some("unfinished-events.jsonl"), "json", &small);
+    dash.code(0);
+    assert_eq!(
+        dash.stdout()
+            .replace("\"report\":\"-\"", "\"report\":\"small.jsonl\""),
+        want.stdout()
+    );
+    let dash = draw("small.jsonl", Some("-"), "json", &events);
+    dash.code(0);
+    assert_eq!(dash.stdout(), want.stdout());
+    let both = draw("-", Some("-"), "json", &small);
+    both.code(2);
+    assert!(
+        both.stderr().contains("cannot both be read from stdin"),
+        "{}",
+        both.stderr()
+    );
     let bad = draw("/dev/stdin", None, "md", b"{\"type\":\"run\"}\n");
     bad.code(2);
     assert!(
