@@ -299,6 +299,10 @@ pub(crate) enum Place {
     /// In a here-document's body: expanded by the shell (`$(…)` runs), and a line of the
     /// substitution equal to the delimiter ends the body early, whatever the delimiter's quoting.
     HereDocument,
+    /// After a `case` inside a command substitution: its patterns end in a `)` that does not
+    /// end the substitution, which this scan does not follow (it is no parser), so where the
+    /// text after it stands is not known.
+    AfterCase,
 }
 
 impl std::fmt::Display for Place {
@@ -308,6 +312,10 @@ impl std::fmt::Display for Place {
             Place::Quotes => "inside quotes",
             Place::Comment => "in a comment",
             Place::HereDocument => "in a here-document",
+            Place::AfterCase => {
+                "after a `case` inside `$(…)` (lanes does not follow its patterns' `)`: move \
+                 the case out of the command substitution, or the placeholder before it)"
+            }
         })
     }
 }
@@ -325,9 +333,10 @@ enum Nest {
 /// The [`Place`] of every byte of `text`. A plain scan, not a parser: it follows quotes,
 /// backslashes, comments, `$(…)` and backquotes (nested), and here-documents (`<<` and `<<-`,
 /// bodies from the next newline to the delimiter's line; `<<<` is no here-document). Text it
-/// cannot follow (a `case` pattern's `)` inside `$(…)`) errs towards [`Place::Quotes`] for
-/// the rest of a double-quoted string, never towards [`Place::Word`] in a here-document or a
-/// comment.
+/// cannot follow, a `case` inside `$(…)` (a pattern's `)` would be taken for the
+/// substitution's end, and a quote after it for the end of the quotes around the
+/// substitution), makes the rest of the text [`Place::AfterCase`]: refused, never taken for
+/// a word.
 fn places(text: &str) -> Vec<Place> {
     // A line continuation (backslash-newline) is removed before the shell reads further
     // (POSIX §2.2.1): `#` or `<<` after one starts a comment or a here-document. The text is
@@ -393,6 +402,15 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
             i = end;
             word_start = false;
             continue;
+        }
+        if word_start
+            && matches!(nest.last(), Some(Nest::Substitution(_)))
+            && b[i..].starts_with(b"case")
+            && b.get(i + 4)
+                .is_none_or(|&n| !(n.is_ascii_alphanumeric() || n == b'_'))
+        {
+            places[i..].fill(Place::AfterCase);
+            return places;
         }
         if matches!(nest.last(), Some(Nest::Double)) {
             places[i] = Place::Quotes;
@@ -813,6 +831,40 @@ mod tests {
     }
 
     #[test]
+    fn a_placeholder_after_a_case_inside_a_command_substitution_is_refused() {
+        // The pattern's `)` is no end of the substitution: the `"` after it opens quotes
+        // inside it, and the `{}` there would run its argument's `$(…)`.
+        let hostile = "echo \"$(case x in x) echo \" {} \" ;; esac)\"";
+        assert_eq!(
+            Template::parse(hostile),
+            Err(TemplateError::Quoted("{}".into(), 28, Place::AfterCase))
+        );
+        for refused in [
+            "echo $(case {} in a) echo;; esac)",
+            "echo \"$( (case x in (x) true;; esac) )\" {}",
+            "x=$(true; case y in y) :;; esac) {key}",
+        ] {
+            assert!(
+                matches!(
+                    Template::parse(refused),
+                    Err(TemplateError::Quoted(_, _, Place::AfterCase))
+                ),
+                "{refused}"
+            );
+        }
+        // A case at the top level, one before the placeholder's substitution, and words that
+        // only begin with `case`, are followed as before.
+        for accepted in [
+            "case {} in *[!0-9]*) exit 2;; esac; echo {}",
+            "echo {} \"$(case x in x) echo hi;; esac)\"",
+            "echo \"$(cases {})\"",
+            "echo \"$(basename {})\" case",
+        ] {
+            assert!(Template::parse(accepted).is_ok(), "{accepted}");
+        }
+    }
+
+    #[test]
     fn placeholders_in_comments_and_here_documents_are_refused() {
         let refused = [
             ("cat <<EOF\n{}\nEOF", Place::HereDocument),
@@ -941,7 +993,7 @@ mod tests {
                 "{}", " ", "q", "'", "\"", "`", "$(", ")", "\\", "\n", "#", "<<E", "<<-E",
                 "<<'E'", "E", "${{x:-", "}}", "$'", ";", "|", "{key}", "\t", "<", "$((", "))",
                 "\nE\n", "<<\\E", "{{", "(", "{seq}", "\"$(", "\"$((", "=", "&", "<<<", "!",
-                "$[", "]", "$(true)",
+                "$[", "]", "$(true)", "case x in x) ", ";; esac",
             ][..]), 0..16)
         ) {
             let text: String = tokens.concat();

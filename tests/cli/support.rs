@@ -1418,7 +1418,7 @@ pub fn draw_timeline(report: &Path, events: Option<&Path>, out: &Path) -> Output
 mod harness {
     use super::*;
 
-    const RUN: &str = r#"{"type":"run","version":"VERSION","schema":2,"started_at":"2026-01-02T03:04:05.006Z","max_concurrent":2,"source":"-","command":null,"containment":"cgroup"}"#;
+    const RUN: &str = r#"{"type":"run","version":"VERSION","schema":2,"started_at":"2026-01-02T03:04:05.006Z","pid":4711,"max_concurrent":2,"source":"-","command":null,"containment":"cgroup"}"#;
     const JOB: &str = r#"{"type":"job","seq":1,"line":1,"key":"k","command":"true","outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"started":true,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10,"wait_ms":0,"attempts":1,"flaky":false,"slot":1,"leaked":false,"superseded_by":null,"batch":null,"error":null,"cpu_ms":null,"memory_peak_bytes":null,"tries":[{"attempt":1,"outcome":"succeeded","reason":null,"exit_code":0,"signal":null,"slot":1,"started_at":"2026-01-02T03:04:05.010Z","ended_at":"2026-01-02T03:04:05.020Z","duration_ms":10}]}"#;
     const SUMMARY: &str = r#"{"type":"summary","jobs":1,"succeeded":1,"flaky":0,"failed":0,"interrupted":0,"rejected":0,"skipped":0,"duration_ms":15,"exit_code":0}"#;
 
