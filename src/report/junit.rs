@@ -546,6 +546,10 @@ fn command_name(command: &str, max: usize) -> String {
 /// (`\u{1}`, `\n`, `\u{1b}`), as lanes shows keys on the terminal, not dropped: two keys
 /// that differ only there stay two suites.
 fn key_name(key: &str) -> String {
+    if key == NO_KEY || key.starts_with('"') {
+        // Not the suite of the jobs that had none, nor another key's: quoted and escaped.
+        return format!("{key:?}");
+    }
     let mut name = String::with_capacity(key.len());
     for c in key.chars() {
         if shown_in_name(c) {
@@ -788,6 +792,14 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn a_key_that_reads_as_no_key_names_a_suite_of_its_own() {
+        assert_eq!(key_name("(no key)"), "\"(no key)\"");
+        assert_eq!(key_name("\"(no key)\""), "\"\\\"(no key)\\\"\"");
+        assert_ne!(key_name("(no key)"), NO_KEY);
+        assert_eq!(key_name("alpha"), "alpha");
     }
 
     #[test]

@@ -54,9 +54,19 @@ pub(crate) fn key_hash(key: Option<&str>) -> u64 {
     hasher.finish()
 }
 
-/// The label of a key's row.
+/// The label of the row of the jobs that had no key (lines rejected before a key was read).
+const NO_KEY: &str = "(no key)";
+
+/// The label of a key's row: the key as it is, or [`NO_KEY`]; a key that reads as that label,
+/// or that begins with `"`, is written as a JSON string, so that no two rows look alike.
 pub(crate) fn key_label(key: Option<&str>) -> String {
-    key.map_or_else(|| "(no key)".to_owned(), str::to_owned)
+    match key {
+        None => NO_KEY.to_owned(),
+        Some(key) if key == NO_KEY || key.starts_with('"') => {
+            serde_json::to_string(key).unwrap_or_else(|_| key.to_owned())
+        }
+        Some(key) => key.to_owned(),
+    }
 }
 
 /// One key among the slowest: its chain (first wait or start to last end) is its critical
@@ -885,6 +895,19 @@ impl Grid {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn no_two_keys_and_the_missing_key_share_a_label() {
+        let labels: Vec<String> = [None, Some("(no key)"), Some("\"(no key)\""), Some("a")]
+            .into_iter()
+            .map(key_label)
+            .collect();
+        assert_eq!(labels[0], "(no key)");
+        assert_eq!(labels[3], "a");
+        let distinct: std::collections::HashSet<&String> = labels.iter().collect();
+        assert_eq!(distinct.len(), labels.len(), "{labels:?}");
+    }
+
     use super::*;
 
     #[test]
