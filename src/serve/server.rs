@@ -121,14 +121,37 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
     let (tx, calls) = mpsc::channel(CALL_DEPTH);
     let owed = Arc::<Owed>::default();
     let owing = Arc::clone(&owed);
-    let most = max_connections();
-    let open = std::sync::Arc::new(tokio::sync::Semaphore::new(most));
-    let waits = std::sync::Arc::new(tokio::sync::Semaphore::new(most_waiting(most)));
+    let mut most = max_connections();
     // Descriptors are kept from the jobs only where they are scarce: a spare for each of 256
     // connections costs every job's `execve` their closing.
     let scarce = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .is_ok_and(|(soft, _)| soft < SCARCE_BELOW);
     let spares = scarce.then(|| SPARES.get_or_init(|| Spares::new(most)));
+    if let Some(spares) = spares {
+        // As many connections as there are spares beside the server's own descriptors: a
+        // connection without one could take the descriptor that `status`, `cancel` or
+        // `close` need. Two at least: one may wait for a record, one is kept for those.
+        most = spares.held().min(most);
+        spares.keep_at_most(most);
+        // Not even `/proc/self/fd` can be read without a descriptor free.
+        let free = crate::shell::unix::free_descriptors().unwrap_or(0);
+        if most >= 2 && free < HEADROOM {
+            // Said once: each job that cannot start says so in its record.
+            eprintln!(
+                "lanes: only {free} descriptors are free beside the server's own and those \
+                 kept for {most} connections: jobs cannot start (raise `ulimit -n`)"
+            );
+        }
+        if most < 2 {
+            return Err(std::io::Error::other(format!(
+                "too few descriptors are free beside the server's own for the two \
+                 connections it serves at least (free: {most}; raise `ulimit -n`)"
+            )));
+        }
+    }
+    let open = std::sync::Arc::new(tokio::sync::Semaphore::new(most));
+    let most_waits = most_waiting(most);
+    let waits = std::sync::Arc::new(tokio::sync::Semaphore::new(most_waits));
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
@@ -141,7 +164,7 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
                         let owed = Arc::clone(&owing);
                         let waits = Arc::clone(&waits);
                         tokio::spawn(async move {
-                            serve_connection(stream, calls, owed, waits).await;
+                            serve_connection(stream, calls, owed, (waits, most_waits)).await;
                             drop(permit);
                             if let Some(spares) = spares {
                                 spares.connection_closed();
@@ -244,6 +267,18 @@ impl Spares {
         self.held
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many spares are held.
+    fn held(&self) -> usize {
+        self.lock().files.len()
+    }
+
+    /// Keeps at most `most` spares, from now on.
+    fn keep_at_most(&self, most: usize) {
+        let mut held = self.lock();
+        held.target = held.target.min(most);
+        held.files.truncate(most);
     }
 
     /// Closes one spare, if one is held, so that an `accept` can take its number; returns
@@ -431,7 +466,7 @@ async fn serve_connection(
     stream: UnixStream,
     calls: mpsc::Sender<Call>,
     owed: Arc<Owed>,
-    waits: Arc<tokio::sync::Semaphore>,
+    (waits, most_waits): (Arc<tokio::sync::Semaphore>, usize),
 ) {
     let (read, write) = stream.into_split();
     let out = Out::new(write);
@@ -497,11 +532,16 @@ async fn serve_connection(
         let (pending, owing) = match request {
             Err(error) => (Pending::Now(Reply::now(Answer::Error { error })), None),
             Ok(Request::Submit { wait: true, .. }) if matches!(waiting, Some(None)) => {
+                let clients = crate::plural::plural(most_waits as u64, "client");
+                let verb = if most_waits == 1 {
+                    "waits for its job's record"
+                } else {
+                    "wait for their jobs' records"
+                };
                 let error = format!(
-                    "{} clients wait for their jobs' records already, the most that may wait \
-                     at once (the other connections are kept for status, cancel, drain and \
-                     close); submit without --wait, or try again once one has its record",
-                    most_waiting(max_connections())
+                    "{clients} {verb} already, the most that may wait at once (the other \
+                     connections are kept for status, cancel, drain and close); submit \
+                     without --wait, or try again once one has its record"
                 );
                 (Pending::Now(Reply::now(Answer::Error { error })), None)
             }
@@ -684,7 +724,7 @@ mod tests {
             server,
             tx,
             Arc::default(),
-            Arc::new(tokio::sync::Semaphore::new(1)),
+            (Arc::new(tokio::sync::Semaphore::new(1)), 1),
         ));
         let (read, write) = client.into_split();
         (serving, calls, BufReader::new(read), write)

@@ -225,6 +225,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         host_waits: HashMap::new(),
         asked_holders: HashMap::new(),
         unlockable: HashMap::new(),
+        unlocked_failed: false,
         service,
         lock_lost: HashMap::new(),
     };
@@ -413,6 +414,8 @@ struct Driver {
     /// Keys given up for want of descriptors nothing of this run would free
     /// ([`Scheduler::host_key_short`]), and what their first job's record says.
     unlockable: HashMap<Arc<str>, String>,
+    /// A job of such a key failed in this round of starts: another round follows.
+    unlocked_failed: bool,
     /// `lanes serve`: what the service keeps between requests.
     service: Option<service::Service>,
     /// Runs stopped because their key's lock was lost, and why: told in their records.
@@ -483,6 +486,17 @@ impl Driver {
     /// loop behind these starts (jobs' ends, input lines); a round's later starts wait behind
     /// its first ([`Launcher::set_backlog`]).
     async fn start_ready(&mut self, backlog: bool) {
+        // A job that failed for want of its key's lock readies the key's next job, whose lock
+        // is asked for in another round.
+        while {
+            self.start_round(backlog).await;
+            std::mem::take(&mut self.unlocked_failed)
+        } {}
+    }
+
+    /// One round of [`Driver::start_ready`]: the host-wide locks to ask for and let go, then
+    /// the takes.
+    async fn start_round(&mut self, backlog: bool) {
         self.core.set_output_backlog(self.grouped.waiting());
         if let Some(lock_dir) = &self.lock_dir {
             let orders = self.core.host_keys();
@@ -574,6 +588,7 @@ impl Driver {
             let failure = crate::core::SpawnFailure::Failed;
             self.not_started(seq, &start.batch, &key, NotStarted { failure, message })
                 .await;
+            self.unlocked_failed = true;
             return;
         }
         let locks = grant.map_or([None, None], |grant| {

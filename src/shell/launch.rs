@@ -210,13 +210,15 @@ impl Launcher {
         locks: [Option<std::os::fd::RawFd>; 2],
     ) -> Result<mpsc::UnboundedSender<Control>, NotStarted> {
         if !crate::serve::server::spares_held() {
-            // `lanes serve` out of descriptors: a connection's spare is taken back first.
-            return Err(NotStarted {
-                failure: SpawnFailure::Shortage { descriptors: false },
+            // `lanes serve` out of descriptors: a connection's spare is taken back first. Only
+            // jobs of the server free descriptors for good (a connection that closes gives
+            // its spare back): with none running, none will.
+            return Err(self.after_shortage(NotStarted {
+                failure: SpawnFailure::Shortage { descriptors: true },
                 message: "no descriptor free beside those the server keeps for connections \
                           (raise `ulimit -n`)"
                     .to_owned(),
-            });
+            }));
         }
         let cgroup = match &self.cgroups {
             Some(run) => Some(run.job().map_err(|err| {

@@ -408,7 +408,16 @@ fn prepare(dir: &Path) -> Result<(), LockDirError> {
     let probe = tempfile::Builder::new()
         .prefix(".probe-")
         .tempfile_in(dir)
-        .map_err(|err| unusable(dir, format!("not writable: {err}")))?;
+        .map_err(|err| {
+            if is_out_of_descriptors(&err) {
+                unusable(
+                    dir,
+                    "cannot open a file in it: too many open files (raise `ulimit -n`)",
+                )
+            } else {
+                unusable(dir, format!("not writable: {err}"))
+            }
+        })?;
     let second = File::open(probe.path()).map_err(|err| unusable(dir, err))?;
     if let Err(err) = flock(probe.as_file(), libc::LOCK_EX | libc::LOCK_NB) {
         return Err(unusable(dir, format!("flock does not work here: {err}")));

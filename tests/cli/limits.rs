@@ -100,9 +100,9 @@ fn under_lock_dir_no_descriptor_limit_makes_a_run_wait_for_ever() {
         let out = Run::new()
             .scratch(&scratch)
             .wrapper(&format!("ulimit -n {limit}"))
-            .arg("--lock-dir")
+            .args(["-j", "1", "--lock-dir"])
             .arg(&dir)
-            .stdin("a\ttrue\nb\ttrue\n")
+            .stdin("a\ttrue\na\ttrue\nb\ttrue\n")
             .run();
         let stderr = out.stderr();
         assert!(
@@ -122,7 +122,8 @@ fn under_lock_dir_no_descriptor_limit_makes_a_run_wait_for_ever() {
         }
         if out.code == 1 && stderr.contains("cannot lock key") {
             failed_for_want_of_a_lock += 1;
-            for seq in [1, 2] {
+            // The key's next job asks again, and fails in its turn.
+            for seq in [1, 2, 3] {
                 let job = out.job(seq);
                 assert_eq!(job.result(), ("failed", Some("spawn_error")), "{job:?}");
                 assert!(

@@ -640,6 +640,109 @@ fn waiting_clients_never_take_the_connections_status_cancel_and_close_need() {
 }
 
 #[test]
+fn a_server_with_no_descriptors_for_jobs_fails_them_and_says_so_instead_of_holding_them() {
+    // Under `ulimit -n 26` the server's own descriptors and those it keeps for connections
+    // leave none for a job: it says so as it starts, and a job fails (`spawn_error`) instead
+    // of waiting for ever, `queued`.
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let err = scratch.join("server.err");
+    let mut server = Spawned::start(
+        Command::new("prlimit")
+            .arg("--nofile=26")
+            .arg("--")
+            .arg(BIN)
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap()),
+    );
+    assert!(listening(&socket));
+    // Said as it starts serving (a connection may be made a moment before).
+    let says = || std::fs::read_to_string(&err).unwrap_or_default();
+    assert!(
+        wait_until(Duration::from_secs(20), || says()
+            .contains("jobs cannot start (raise `ulimit -n`)")),
+        "{}",
+        says()
+    );
+    let waited = client_at(&socket, "submit", &["--wait", "k", "--", "true"], None);
+    assert_eq!(waited.code, 1, "{}", waited.stderr);
+    let said = format!("{}{}", waited.stdout, waited.stderr);
+    assert!(
+        said.contains("seq 1 (key k) failed (spawn_error)"),
+        "{said}"
+    );
+    assert_eq!(client_at(&socket, "close", &[], None).code, 0);
+    // A job failed: the server's exit status says so.
+    assert_eq!(ended_by(&mut server, "the server").code(), Some(1));
+}
+
+#[test]
+fn under_a_tiny_descriptor_limit_fewer_clients_may_wait_and_status_cancel_close_get_through() {
+    // `ulimit -n 19`: spares for two connections only beside the server's own, so one client
+    // may wait for its record; the others are refused, and status, cancel and close are
+    // still served. The batch delay keeps the waiting job waiting.
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let _server = Spawned::start(
+        Command::new("prlimit")
+            .arg("--nofile=19")
+            .arg("--")
+            .arg(BIN)
+            .args(["serve", "--batch-size", "5", "--batch-delay", "60s"])
+            .args(["--command", "echo {}", "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    assert!(listening(&socket));
+    let mut waiters: Vec<std::process::Child> = (0..4)
+        .map(|i| {
+            spawn_client(
+                &socket,
+                "submit",
+                &["--json", "--wait", "a", "--", &format!("x{i}")],
+            )
+        })
+        .collect();
+    let mut waiting = 0;
+    let mut refused = 0;
+    for waiter in &mut waiters {
+        let mut line = String::new();
+        BufReader::new(waiter.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        if line.contains("\"error\"") {
+            assert!(
+                line.contains("already, the most that may wait at once"),
+                "{line}"
+            );
+            assert_eq!(ended_by(waiter, "a refused waiter").code(), Some(2));
+            refused += 1;
+        } else {
+            assert!(line.contains("\"queued\""), "{line}");
+            waiting += 1;
+        }
+    }
+    assert!(
+        waiting >= 1 && refused >= 1,
+        "{waiting} waiting, {refused} refused"
+    );
+    for (task, args) in [
+        ("status", &[][..]),
+        ("cancel", &["a"][..]),
+        ("close", &[][..]),
+    ] {
+        let mut client = spawn_client(&socket, task, args);
+        assert_eq!(ended_by(&mut client, task).code(), Some(0), "{task}");
+    }
+    for waiter in &mut waiters {
+        let _ = ended_by(waiter, "submit --wait");
+    }
+}
+
+#[test]
 fn a_waiting_client_holds_one_descriptor_of_the_server() {
     // The server watches a waiting client for a hang-up on the connection's own descriptor,
     // not on a second one: the spares it keeps for connections count one each, and a second
