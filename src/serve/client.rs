@@ -541,11 +541,14 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     let mut status = exit::SUCCESS;
     let mut answered = 0u64;
     let mut refused = false;
+    // The first answer, when an error: all the server says to a connection it refuses.
+    let mut first_refused = false;
     while let Some((line, answer)) = connection.answer()? {
         answered += 1;
         if let Answer::Error { error } = &answer {
             complain(&format!("lanes: the server refused a request: {error}"));
             refused = true;
+            first_refused |= answered == 1;
         }
         if json {
             quiet_on_closed_pipe(writeln!(out, "{line}"))?;
@@ -561,6 +564,11 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
     let (sent, read_status, failure) = sender
         .join()
         .map_err(|_| anyhow::anyhow!("the sending thread failed"))?;
+    if answered == 1 && first_refused && sent > 1 {
+        // One error, then the connection closed: the connection was refused (the server
+        // serves as many as it may), not the first submission alone.
+        bail!("the server closed the connection; none of the {sent} submissions sent was admitted");
+    }
     if let Some(failure) = failure {
         bail!("{failure}; it answered {answered} of the {sent} submissions sent");
     }
