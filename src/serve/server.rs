@@ -770,17 +770,25 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_peer_that_closes_its_socket_while_its_record_is_due_ends_the_connection() {
+    /// A peer that sends a `submit --wait`, reads the first answer and closes its socket
+    /// (having shut down its writing first, when `shut_down`): the connection ends and
+    /// nobody waits for the record any more.
+    async fn a_peer_that_closes_while_its_record_is_due(shut_down: bool) {
         let (serving, mut calls, mut read, mut write) = connect();
         write.write_all(WAIT).await.unwrap();
+        if shut_down {
+            write.shutdown().await.unwrap();
+        }
         let call = calls.recv().await.unwrap();
         let (record, then) = oneshot::channel();
         let _ = call
             .reply
             .send(Reply::followed_by(error("first"), Some(then)));
-        // The first answer read, the peer closes its socket.
         assert!(answer(&mut read).await.contains("first"));
+        if shut_down {
+            // Time for the half-close to be seen before the close.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         drop((read, write));
         tokio::time::timeout(Duration::from_secs(20), serving)
             .await
@@ -790,25 +798,14 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
+    async fn a_peer_that_closes_its_socket_while_its_record_is_due_ends_the_connection() {
+        a_peer_that_closes_while_its_record_is_due(false).await;
+    }
+
+    #[tokio::test(flavor = "current_thread")]
     async fn a_peer_that_shut_down_its_writing_then_closes_while_its_record_is_due_ends_it() {
         // A closed read side wakes no one twice: the close after it is still seen.
-        let (serving, mut calls, mut read, mut write) = connect();
-        write.write_all(WAIT).await.unwrap();
-        write.shutdown().await.unwrap();
-        let call = calls.recv().await.unwrap();
-        let (record, then) = oneshot::channel();
-        let _ = call
-            .reply
-            .send(Reply::followed_by(error("first"), Some(then)));
-        assert!(answer(&mut read).await.contains("first"));
-        // Time for the half-close to be seen before the close.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        drop((read, write));
-        tokio::time::timeout(Duration::from_secs(20), serving)
-            .await
-            .expect("the connection ended")
-            .unwrap();
-        assert!(record.is_closed(), "nobody waits for the record any more");
+        a_peer_that_closes_while_its_record_is_due(true).await;
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -66,25 +66,7 @@ fn no_descriptor_limit_makes_lanes_panic() {
                     .arg(scratch.join("junit.xml"));
             }
             let out = run.stdin("a\ttrue\nb\ttrue\n").run();
-            let stderr = out.stderr();
-            assert!(
-                !stderr.contains("panicked") && !stderr.contains("internal error"),
-                "ulimit -n {limit}\n{}",
-                out.dump()
-            );
-            match out.code {
-                // Too few for the dynamic loader: lanes never started.
-                127 => assert!(stderr.contains("error while loading shared libraries")),
-                // Nothing could run: a usage error naming the limit; or jobs that could not
-                // start, which lanes says on stderr.
-                1 | 2 => assert!(
-                    stderr.contains("lanes:"),
-                    "ulimit -n {limit}\n{}",
-                    out.dump()
-                ),
-                0 => {}
-                _ => panic!("ulimit -n {limit}: exit {}\n{}", out.code, out.dump()),
-            }
+            ended_plainly(limit, &out);
         }
     }
 }
@@ -104,23 +86,13 @@ fn under_lock_dir_no_descriptor_limit_makes_a_run_wait_for_ever() {
             .arg(&dir)
             .stdin("a\ttrue\na\ttrue\nb\ttrue\n")
             .run();
-        let stderr = out.stderr();
+        ended_plainly(limit, &out);
         assert!(
-            !stderr.contains("panicked") && out.elapsed < Duration::from_secs(30),
+            out.elapsed < Duration::from_secs(30),
             "ulimit -n {limit}\n{}",
             out.dump()
         );
-        match out.code {
-            127 => assert!(stderr.contains("error while loading shared libraries")),
-            1 | 2 => assert!(
-                stderr.contains("lanes:"),
-                "ulimit -n {limit}\n{}",
-                out.dump()
-            ),
-            0 => {}
-            _ => panic!("ulimit -n {limit}: exit {}\n{}", out.code, out.dump()),
-        }
-        if out.code == 1 && stderr.contains("cannot lock key") {
+        if out.code == 1 && out.stderr().contains("cannot lock key") {
             failed_for_want_of_a_lock += 1;
             // The key's next job asks again, and fails in its turn.
             for seq in [1, 2, 3] {
@@ -137,6 +109,30 @@ fn under_lock_dir_no_descriptor_limit_makes_a_run_wait_for_ever() {
         failed_for_want_of_a_lock > 0,
         "no limit left lanes without a lock file"
     );
+}
+
+/// A run under `ulimit -n LIMIT` ended as lanes ends for want of descriptors: no panic, and
+/// an exit status that says what happened.
+fn ended_plainly(limit: u32, out: &Output) {
+    let stderr = out.stderr();
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("internal error"),
+        "ulimit -n {limit}\n{}",
+        out.dump()
+    );
+    match out.code {
+        // Too few for the dynamic loader: lanes never started.
+        127 => assert!(stderr.contains("error while loading shared libraries")),
+        // Nothing could run: a usage error naming the limit; or jobs that could not start,
+        // which lanes says on stderr.
+        1 | 2 => assert!(
+            stderr.contains("lanes:"),
+            "ulimit -n {limit}\n{}",
+            out.dump()
+        ),
+        0 => {}
+        _ => panic!("ulimit -n {limit}: exit {}\n{}", out.code, out.dump()),
+    }
 }
 
 #[test]

@@ -573,19 +573,14 @@ fn waiting_clients_never_take_the_connections_status_cancel_and_close_need() {
     // the jobs never take the descriptors the connections need.
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
-    let _server = Spawned::start(
-        Command::new("prlimit")
-            .arg("--nofile=64")
-            .arg("--")
-            .arg(BIN)
-            .args(["serve", "-j", "1", "--socket"])
-            .arg(&socket)
-            .arg("--report")
-            .arg(scratch.join("report.jsonl"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
+    let report = scratch.join("report.jsonl");
+    let report = ["--report", report.to_str().unwrap()];
+    let _server = server_under(
+        64,
+        &socket,
+        &[&["-j", "1"][..], &report].concat(),
+        Stdio::null(),
     );
-    assert!(listening(&socket));
     assert_eq!(
         client_at(&socket, "submit", &["a", "--", &blocked_on("never")], None).code,
         0
@@ -647,17 +642,12 @@ fn a_server_with_no_descriptors_for_jobs_fails_them_and_says_so_instead_of_holdi
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
     let err = scratch.join("server.err");
-    let mut server = Spawned::start(
-        Command::new("prlimit")
-            .arg("--nofile=26")
-            .arg("--")
-            .arg(BIN)
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&err).unwrap()),
+    let mut server = server_under(
+        26,
+        &socket,
+        &[],
+        std::fs::File::create(&err).unwrap().into(),
     );
-    assert!(listening(&socket));
     // Said as it starts serving (a connection may be made a moment before).
     let says = || std::fs::read_to_string(&err).unwrap_or_default();
     assert!(
@@ -685,18 +675,15 @@ fn under_a_tiny_descriptor_limit_fewer_clients_may_wait_and_status_cancel_close_
     // still served. The batch delay keeps the waiting job waiting.
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
-    let _server = Spawned::start(
-        Command::new("prlimit")
-            .arg("--nofile=19")
-            .arg("--")
-            .arg(BIN)
-            .args(["serve", "--batch-size", "5", "--batch-delay", "60s"])
-            .args(["--command", "echo {}", "--socket"])
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    );
-    assert!(listening(&socket));
+    let batching = [
+        "--batch-size",
+        "5",
+        "--batch-delay",
+        "60s",
+        "--command",
+        "echo {}",
+    ];
+    let _server = server_under(19, &socket, &batching, Stdio::null());
     let mut waiters: Vec<std::process::Child> = (0..4)
         .map(|i| {
             spawn_client(
@@ -1824,6 +1811,25 @@ fn raising_the_cap_starts_a_waiting_job_and_a_stop_signal_ends_the_server() {
         1,
         "every job recorded: nothing to recover"
     );
+}
+
+/// A server on `socket` under `prlimit --nofile=NOFILE`, with `args`, its stderr to `stderr`,
+/// once it accepts connections.
+fn server_under(nofile: u32, socket: &Path, args: &[&str], stderr: Stdio) -> Spawned {
+    let server = Spawned::start(
+        Command::new("prlimit")
+            .arg(format!("--nofile={nofile}"))
+            .arg("--")
+            .arg(BIN)
+            .arg("serve")
+            .args(args)
+            .arg("--socket")
+            .arg(socket)
+            .stdout(Stdio::null())
+            .stderr(stderr),
+    );
+    assert!(listening(socket));
+    server
 }
 
 /// Spawns a client command against `socket`, its stdout and stderr piped, not waited for.
