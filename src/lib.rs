@@ -19,6 +19,7 @@ pub(crate) mod config;
 pub(crate) mod containing_dir;
 pub mod core;
 pub(crate) mod count;
+pub(crate) mod descriptors;
 pub(crate) mod dry_run;
 pub(crate) mod duration;
 pub mod exit;

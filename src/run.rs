@@ -666,7 +666,7 @@ fn print_quietly(text: &str) -> anyhow::Result<()> {
 /// Builds the event loop. Its descriptors (its poller, its waker, the signal pipe) are made
 /// sure of first: tokio cannot report a failure to make the signal pipe (it panics).
 fn event_loop() -> anyhow::Result<tokio::runtime::Runtime> {
-    crate::shell::unix::ensure_free_descriptors(EVENT_LOOP_DESCRIPTORS)
+    crate::descriptors::ensure_free(EVENT_LOOP_DESCRIPTORS)
         .and_then(|()| {
             tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -134,7 +134,7 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
         most = spares.held().min(most);
         spares.keep_at_most(most);
         // Not even `/proc/self/fd` can be read without a descriptor free.
-        let free = crate::shell::unix::free_descriptors().unwrap_or(0);
+        let free = crate::descriptors::free().unwrap_or(0);
         if most >= 2 && free < HEADROOM {
             // Said once: each job that cannot start says so in its record.
             eprintln!(

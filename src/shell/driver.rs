@@ -177,7 +177,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     if let Some(locks) = &lock_dir {
         core.share_keys();
         if matches!(locks, KeyLocks::Dir(_)) {
-            if let Some(free) = super::unix::free_descriptors() {
+            if let Some(free) = crate::descriptors::free() {
                 core.limit_host_requests(host_requests_within(free));
             }
         }

@@ -112,19 +112,6 @@ pub(crate) fn exiting(pid: i32) -> bool {
         .is_some_and(|stat| matches!(stat.state, 'Z' | 'X') || stat.flags & PF_EXITING != 0)
 }
 
-/// How many more descriptors `lanes` may open now: its soft limit less those open (listed in
-/// `/proc/self/fd`). `None` when either cannot be read.
-pub(crate) fn free_descriptors() -> Option<usize> {
-    let (soft, _) =
-        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok()?;
-    let open = std::fs::read_dir("/proc/self/fd").ok()?.count();
-    Some(
-        usize::try_from(soft)
-            .unwrap_or(usize::MAX)
-            .saturating_sub(open),
-    )
-}
-
 /// The soft and hard limits on open descriptors (`RLIMIT_NOFILE`) `lanes` was started with,
 /// when [`raise_descriptor_limit`] raised its own soft limit: what every job is given back.
 static STARTING_DESCRIPTOR_LIMIT: std::sync::OnceLock<[u64; 2]> = std::sync::OnceLock::new();
@@ -293,19 +280,4 @@ pub(crate) fn signal_escapee(pid: i32, signal: Signal) {
             let _ = kill(pid, signal);
         }
     }
-}
-
-/// Makes sure `count` more descriptors can be opened now: opens that many duplicates of
-/// /dev/null's, then closes them. For code that cannot report running out (tokio's event loop
-/// panics when it cannot make its signal pipe).
-///
-/// # Errors
-/// EMFILE (or ENFILE) when fewer are free: `ulimit -n` is too low.
-pub(crate) fn ensure_free_descriptors(count: usize) -> std::io::Result<()> {
-    let null = std::fs::File::open("/dev/null")?;
-    let mut held = Vec::with_capacity(count);
-    for _ in 1..count {
-        held.push(null.try_clone()?);
-    }
-    Ok(())
 }
