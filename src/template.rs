@@ -303,6 +303,12 @@ pub(crate) enum Place {
     /// end the substitution, which this scan does not follow (it is no parser), so where the
     /// text after it stands is not known.
     AfterCase,
+    /// After an `alias` command: the alias's text is read again wherever it is used, as
+    /// quotes, a comment or a here-document this scan cannot see.
+    AfterAlias,
+    /// Right after a `$`: the substitution's opening quote would start bash's `$'…'`, in
+    /// which a backslash escapes the closing quote.
+    AfterDollar,
 }
 
 impl std::fmt::Display for Place {
@@ -312,6 +318,14 @@ impl std::fmt::Display for Place {
             Place::Quotes => "inside quotes",
             Place::Comment => "in a comment",
             Place::HereDocument => "in a here-document",
+            Place::AfterAlias => {
+                "after an `alias` command (an alias's text is read again where it is used, \
+                 which lanes does not follow: write the command itself)"
+            }
+            Place::AfterDollar => {
+                "right after a `$` (`${}` would be bash's `$'…'`, where a backslash escapes \
+                 the quote: write `$` and the placeholder apart, or drop the `$`)"
+            }
             Place::AfterCase => {
                 "after a `case` inside `$(…)` (lanes does not follow its patterns' `)`: move \
                  the case out of the command substitution, or the placeholder before it)"
@@ -403,13 +417,23 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
             word_start = false;
             continue;
         }
-        if word_start
-            && matches!(nest.last(), Some(Nest::Substitution(_)))
-            && b[i..].starts_with(b"case")
-            && b.get(i + 4)
-                .is_none_or(|&n| !(n.is_ascii_alphanumeric() || n == b'_'))
-        {
+        let word_here = |word: &[u8]| {
+            word_start
+                && b[i..].starts_with(word)
+                && b.get(i + word.len())
+                    .is_none_or(|&n| !(n.is_ascii_alphanumeric() || n == b'_'))
+        };
+        if matches!(nest.last(), Some(Nest::Substitution(_))) && word_here(b"case") {
             places[i..].fill(Place::AfterCase);
+            return places;
+        }
+        // `alias` as a command (`alias.st`, an argument of git's, is none).
+        if !matches!(nest.last(), Some(Nest::Double))
+            && word_here(b"alias")
+            && b.get(i + 5)
+                .is_none_or(|n| matches!(n, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b')'))
+        {
+            places[i..].fill(Place::AfterAlias);
             return places;
         }
         if matches!(nest.last(), Some(Nest::Double)) {
@@ -496,6 +520,8 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
                 word_start = true;
                 continue;
             }
+            // A placeholder right after a `$` (`{{` is a literal brace, read above).
+            b'$' if next == Some(b'{') => places[i + 1] = Place::AfterDollar,
             b'(' => {
                 if let Some(Nest::Substitution(open)) = nest.last_mut() {
                     *open += 1;
@@ -865,6 +891,47 @@ mod tests {
     }
 
     #[test]
+    fn a_placeholder_right_after_a_dollar_or_after_an_alias_is_refused() {
+        // `$'…'` is bash's quoting with backslash escapes: `\'` in the argument ends nothing.
+        for refused in ["echo ${}", "echo a${key}b", "echo $\\\n{}", "echo ${2}"] {
+            assert!(
+                matches!(
+                    Template::parse(refused),
+                    Err(TemplateError::Quoted(_, _, Place::AfterDollar))
+                ),
+                "{refused}"
+            );
+        }
+        // An alias's text is read again where it is used: here a `"` before `{}`.
+        for refused in [
+            "alias q='echo \"'\nq {}",
+            "alias c='#'\nc {}",
+            "x; alias;{}",
+        ] {
+            assert!(
+                matches!(
+                    Template::parse(refused),
+                    Err(TemplateError::Quoted(_, _, Place::AfterAlias))
+                ),
+                "{refused}"
+            );
+        }
+        assert!(matches!(
+            Template::parse("echo hi; alias q=x"),
+            Err(TemplateError::AppendedQuoted(Place::AfterAlias))
+        ));
+        for accepted in [
+            "echo \\${}",
+            "echo ${{HOME}} {}",
+            "echo $ {}",
+            "git config alias.st {}",
+            "echo {}; alias q=x",
+        ] {
+            assert!(Template::parse(accepted).is_ok(), "{accepted}");
+        }
+    }
+
+    #[test]
     fn placeholders_in_comments_and_here_documents_are_refused() {
         let refused = [
             ("cat <<EOF\n{}\nEOF", Place::HereDocument),
@@ -993,7 +1060,7 @@ mod tests {
                 "{}", " ", "q", "'", "\"", "`", "$(", ")", "\\", "\n", "#", "<<E", "<<-E",
                 "<<'E'", "E", "${{x:-", "}}", "$'", ";", "|", "{key}", "\t", "<", "$((", "))",
                 "\nE\n", "<<\\E", "{{", "(", "{seq}", "\"$(", "\"$((", "=", "&", "<<<", "!",
-                "$[", "]", "$(true)", "case x in x) ", ";; esac",
+                "$[", "]", "$(true)", "case x in x) ", ";; esac", "$", "alias q='#'\nq ",
             ][..]), 0..16)
         ) {
             let text: String = tokens.concat();
