@@ -559,7 +559,7 @@ fn check_journal_apart(journal: &std::path::Path, config: &RunConfig) -> anyhow:
         }
         // Found out before its lock is made: a file of another kind is no journal.
         if file.metadata().is_ok_and(|meta| meta.len() > 0)
-            && !crate::serve::journal::is_journal(journal)
+            && !crate::serve::journal::begins_as_journal(&file)
         {
             bail!(
                 "the journal {}: line 1 is not a journal line (a journal begins with \

@@ -692,11 +692,16 @@ fn write_new<'a>(
 /// Whether the file at `path` begins as a journal does (its header's `{"journal":`): a file
 /// no report, events or JUnit file may replace.
 pub(crate) fn is_journal(path: &Path) -> bool {
-    use std::io::Read as _;
+    File::open(path).is_ok_and(|file| begins_as_journal(&file))
+}
+
+/// Whether the open `file` begins as a journal does ([`is_journal`]), read where it begins
+/// whatever its offset, and left there.
+pub(crate) fn begins_as_journal(file: &File) -> bool {
+    use std::os::unix::fs::FileExt as _;
     const START: &[u8] = b"{\"journal\":";
     let mut start = [0u8; START.len()];
-    File::open(path)
-        .and_then(|mut file| file.read_exact(&mut start))
+    file.read_exact_at(&mut start, 0)
         .is_ok_and(|()| start == START)
 }
 

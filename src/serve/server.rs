@@ -135,11 +135,12 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
         spares.keep_at_most(most);
         // Not even `/proc/self/fd` can be read without a descriptor free.
         let free = crate::descriptors::free().unwrap_or(0);
-        if most >= 2 && free < HEADROOM {
+        if most >= 2 && free < HEADROOM + KEPT_ONCE_RUNNING {
             // Said once: each job that cannot start says so in its record.
             eprintln!(
                 "lanes: only {free} descriptors are free beside the server's own and those \
-                 kept for {most} connections: jobs cannot start (raise `ulimit -n`)"
+                 kept for {most} connections: jobs will fail to start for want of them (raise \
+                 `ulimit -n`)"
             );
         }
         if most < 2 {
@@ -229,6 +230,11 @@ pub(crate) fn spares_held() -> bool {
 
 /// Descriptors a job's start leaves free beside the spares, for the server's own work.
 const HEADROOM: usize = 8;
+
+/// Descriptors the server holds for good once it has started a job (the watch on its jobs'
+/// cgroups, the cgroup kept for the next job, and the like): with fewer than [`HEADROOM`] and
+/// these free at the start, a first job may start and no later one.
+const KEPT_ONCE_RUNNING: usize = 3;
 
 /// The soft limit on open descriptors (`RLIMIT_NOFILE`) below which the server keeps
 /// descriptors from its jobs ([`Spares`]); above it (`lanes` raises its soft limit to the hard

@@ -652,7 +652,7 @@ fn a_server_with_no_descriptors_for_jobs_fails_them_and_says_so_instead_of_holdi
     let says = || std::fs::read_to_string(&err).unwrap_or_default();
     assert!(
         wait_until(Duration::from_secs(20), || says()
-            .contains("jobs cannot start (raise `ulimit -n`)")),
+            .contains("jobs will fail to start for want of them")),
         "{}",
         says()
     );
