@@ -136,6 +136,39 @@ fn ended_plainly(limit: u32, out: &Output) {
 }
 
 #[test]
+fn a_server_short_of_descriptors_never_calls_its_journal_no_journal() {
+    // The journal a clean end leaves (its header alone), read again under every small limit:
+    // a second open of it for want of a descriptor once made it "no journal".
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    scratch.write("lanes.journal", "{\"journal\":3,\"last\":0}\n");
+    // (Each too small for a server to start: it says why and ends.)
+    for limit in 8..=15 {
+        let out = Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .wrapper(&format!("ulimit -n {limit}"))
+            .arg("serve")
+            .arg("--socket")
+            .arg(&socket)
+            .run();
+        let stderr = out.stderr();
+        assert!(
+            !stderr.contains("not a journal line"),
+            "ulimit -n {limit}\n{}",
+            out.dump()
+        );
+        if out.code == 2 && stderr.contains("Too many open files") {
+            assert!(
+                stderr.contains("raise `ulimit -n`"),
+                "ulimit -n {limit}\n{}",
+                out.dump()
+            );
+        }
+    }
+}
+
+#[test]
 fn lanes_own_output_survives_when_no_thread_can_be_started() {
     // RLIMIT_NPROC counts every process and thread of the user, and root is exempt from it:
     // the run is made as `nobody`, with room for lanes and its one job but no writer thread.
