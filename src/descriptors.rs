@@ -14,6 +14,36 @@ pub(crate) fn free() -> Option<usize> {
     )
 }
 
+/// Whether `err` is this process's (EMFILE) or the system's (ENFILE) shortage of descriptors,
+/// itself or as the cause of another error (one naming the path it was met at, an error of
+/// the run's made from it). An error that kept the OS error only in its text counts too: std
+/// writes one as `… (os error N)`, and the temporary-file crate's error naming a path keeps it
+/// only there (its `source` skips it), as does an error made into text.
+pub(crate) fn ran_out(err: &(dyn std::error::Error + 'static)) -> bool {
+    const CODES: [i32; 2] = [nix::libc::EMFILE, nix::libc::ENFILE];
+    let mut cause = Some(err);
+    while let Some(error) = cause {
+        let text = error.to_string();
+        if CODES
+            .iter()
+            .any(|code| text.contains(&format!("(os error {code})")))
+        {
+            return true;
+        }
+        if let Some(io) = error.downcast_ref::<std::io::Error>() {
+            if io.raw_os_error().is_some_and(|code| CODES.contains(&code)) {
+                return true;
+            }
+            if let Some(inner) = io.get_ref() {
+                cause = Some(inner);
+                continue;
+            }
+        }
+        cause = error.source();
+    }
+    false
+}
+
 /// Makes sure `count` more descriptors can be opened now: opens that many duplicates of
 /// /dev/null's, then closes them. For code that cannot report running out (tokio's event loop
 /// panics when it cannot make its signal pipe).

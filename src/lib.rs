@@ -93,6 +93,18 @@ pub fn prepare_task_process() {
     shell::signal::unblock_handled();
 }
 
+/// What `lanes` says of the error it ends on: the error and its causes (`{:#}`), and, when it
+/// was a shortage of descriptors wherever it struck and does not say so already, the way out
+/// (raise `ulimit -n`).
+pub fn error_message(err: &anyhow::Error) -> String {
+    let text = format!("{err:#}");
+    if descriptors::ran_out(err.as_ref()) && !text.contains("ulimit -n") {
+        format!("{text} (raise `ulimit -n`)")
+    } else {
+        text
+    }
+}
+
 /// Makes a panic (a bug in `lanes`) print one line naming where it happened, without a raw
 /// backtrace (unless `RUST_BACKTRACE` asks for one); the process then exits with status 101
 /// ([`exit::INTERNAL_ERROR`]): the main thread's panic unwinds to that end, and a panic on any

@@ -37,23 +37,7 @@ fn finish(result: anyhow::Result<u8>) -> ExitCode {
         Err(err) => {
             // Not `eprintln!`, which panics when stderr cannot be written.
             use std::io::Write as _;
-            let text = format!("{err:#}");
-            // Out of descriptors, wherever it struck: the way out is the same.
-            // (An error made into text keeps only its words.)
-            let out_of_descriptors = err.chain().any(|cause| {
-                cause
-                    .downcast_ref::<std::io::Error>()
-                    .and_then(std::io::Error::raw_os_error)
-                    .is_some_and(|code| matches!(code, nix::libc::EMFILE | nix::libc::ENFILE))
-            }) || [nix::libc::EMFILE, nix::libc::ENFILE]
-                .iter()
-                .any(|code| text.contains(&format!("(os error {code})")));
-            let hint = if out_of_descriptors && !text.contains("ulimit -n") {
-                " (raise `ulimit -n`)"
-            } else {
-                ""
-            };
-            let _ = writeln!(std::io::stderr(), "lanes: {text}{hint}");
+            let _ = writeln!(std::io::stderr(), "lanes: {}", lanes::error_message(&err));
             ExitCode::from(lanes::exit::USAGE)
         }
     }

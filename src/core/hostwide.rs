@@ -127,9 +127,7 @@ impl Scheduler {
                     lane.busy || lane.waiting.front().is_some_and(|w| w.attempts > 0)
                 }),
                 // Kept for its first job until taken (then gone): no lock to let go.
-                Holding::Unlocked => {
-                    return lane.is_some_and(|lane| !lane.waiting.is_empty() && !lane.busy)
-                }
+                Holding::Unlocked => return lane.is_some_and(|lane| lane.first_is_next()),
             };
             if !needed {
                 orders.release.push(Arc::clone(key));
@@ -187,7 +185,7 @@ impl Scheduler {
             && self
                 .lanes
                 .get(&key)
-                .is_some_and(|lane| !lane.waiting.is_empty() && !lane.busy);
+                .is_some_and(|lane| lane.first_is_next());
         if needed {
             host.held.insert(Arc::clone(&key), Holding::Idle);
             self.refresh_waits(&key, Touched::Front, now);
@@ -274,11 +272,7 @@ impl Scheduler {
         for key in &given_up {
             host.asked.remove(key);
             host.locked.remove(key);
-            if self
-                .lanes
-                .get(key)
-                .is_some_and(|lane| !lane.waiting.is_empty() && !lane.busy)
-            {
+            if self.lanes.get(key).is_some_and(|lane| lane.first_is_next()) {
                 host.held.insert(Arc::clone(key), Holding::Unlocked);
             }
         }

@@ -209,6 +209,11 @@ impl Lane {
             None => 0,
         }
     }
+
+    /// Whether a job waits and none of the key is in flight: its first job is next to take.
+    pub(crate) fn first_is_next(&self) -> bool {
+        !self.waiting.is_empty() && !self.busy
+    }
 }
 
 /// A job in flight.

@@ -38,11 +38,10 @@ use quick_junit::{
 };
 
 use super::entry::{millis, signal_name, Entry};
+use super::NO_KEY;
 use crate::core::{ExitFacts, FailReason, Outcome, StopReason};
 use crate::output::framing::is_hidden;
 
-/// Suite name (and class name) of the jobs that have no key.
-const NO_KEY: &str = "(no key)";
 /// Longest command, in characters, put into a test case name.
 const COMMAND_CHARS: usize = 200;
 /// Longest stderr tail, in bytes, kept per job (the caller already bounds it; this is a guard).
@@ -546,7 +545,7 @@ fn command_name(command: &str, max: usize) -> String {
 /// (`\u{1}`, `\n`, `\u{1b}`), as lanes shows keys on the terminal, not dropped: two keys
 /// that differ only there stay two suites.
 fn key_name(key: &str) -> String {
-    if key == NO_KEY || key.starts_with('"') {
+    if super::shown_quoted(key) {
         // Not the suite of the jobs that had none, nor another key's: quoted and escaped.
         return format!("{key:?}");
     }

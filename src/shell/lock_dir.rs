@@ -723,28 +723,9 @@ static TICKETS: AtomicU64 = AtomicU64::new(0);
 /// how often a shortage of descriptors is said again for all keys.
 const NOTICE_EVERY: Duration = Duration::from_secs(30);
 
-/// Whether `err` is this process's (EMFILE) or the system's (ENFILE) shortage of descriptors,
-/// itself or as the cause of another error (one naming the path it was met at).
+/// Whether `err` is a shortage of descriptors ([`crate::descriptors::ran_out`]).
 fn is_out_of_descriptors(err: &io::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(error) = cause {
-        if let Some(io) = error.downcast_ref::<io::Error>() {
-            if matches!(io.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
-                return true;
-            }
-            if let Some(inner) = io.get_ref() {
-                cause = Some(inner);
-                continue;
-            }
-        }
-        cause = error.source();
-    }
-    // The temporary-file crate's error naming a path keeps its OS error only in its text
-    // (its `source` skips it): std writes an OS error as `… (os error N)`.
-    let text = err.to_string();
-    [libc::EMFILE, libc::ENFILE]
-        .iter()
-        .any(|code| text.contains(&format!("(os error {code})")))
+    crate::descriptors::ran_out(err)
 }
 
 /// Whether a shortage of descriptors met while locking keys is to be said now: the first

@@ -54,15 +54,14 @@ pub(crate) fn key_hash(key: Option<&str>) -> u64 {
     hasher.finish()
 }
 
-/// The label of the row of the jobs that had no key (lines rejected before a key was read).
-const NO_KEY: &str = "(no key)";
-
-/// The label of a key's row: the key as it is, or [`NO_KEY`]; a key that reads as that label,
-/// or that begins with `"`, is written as a JSON string, so that no two rows look alike.
+/// The label of a key's row: the key as it is, or [`NO_KEY`]; a key
+/// [`shown_quoted`](crate::report::shown_quoted) is written as a JSON string, so that no two
+/// rows look alike.
 pub(crate) fn key_label(key: Option<&str>) -> String {
+    use crate::report::{shown_quoted, NO_KEY};
     match key {
         None => NO_KEY.to_owned(),
-        Some(key) if key == NO_KEY || key.starts_with('"') => {
+        Some(key) if shown_quoted(key) => {
             serde_json::to_string(key).unwrap_or_else(|_| key.to_owned())
         }
         Some(key) => key.to_owned(),
@@ -895,6 +894,7 @@ impl Grid {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn no_two_keys_and_the_missing_key_share_a_label() {
@@ -907,8 +907,6 @@ mod tests {
         let distinct: std::collections::HashSet<&String> = labels.iter().collect();
         assert_eq!(distinct.len(), labels.len(), "{labels:?}");
     }
-
-    use super::*;
 
     #[test]
     fn a_report_that_grows_between_the_passes_is_drawn_as_the_first_pass_read_it() {
