@@ -400,8 +400,62 @@ fn without_continuations(b: &[u8]) -> (Vec<u8>, Vec<usize>) {
     (joined, at)
 }
 
-/// [`places`] of a text without line continuations.
+/// [`places`] of a text without line continuations: [`scan`]'s, and from the first `alias`
+/// command on, [`Place::AfterAlias`].
 fn places_joined(b: &[u8]) -> Vec<Place> {
+    let mut places = scan(b);
+    if let Some(at) = alias_command(b) {
+        places[at..].fill(Place::AfterAlias);
+    }
+    places
+}
+
+/// Where the first word that may run `alias` starts: `alias` whose neighbours are a word's
+/// edge or what expansion takes away (quotes, a backslash, an empty `` ` ` `` or `$(…)`
+/// before it: ``` ``alias ``` runs it too), wherever the scan stands there (quotes around
+/// it run it all the same). `alias.st`, a git argument, is no such word. A name made less
+/// plainly (`a''lias`) is code made at run time, as `eval`'s is.
+fn alias_command(b: &[u8]) -> Option<usize> {
+    const WORD: &[u8] = b"alias";
+    (0..b.len()).find(|&at| {
+        b[at..].starts_with(WORD)
+            && (at == 0
+                || matches!(
+                    b[at - 1],
+                    b' ' | b'\t'
+                        | b'\n'
+                        | b';'
+                        | b'&'
+                        | b'|'
+                        | b'('
+                        | b')'
+                        | b'`'
+                        | b'\''
+                        | b'"'
+                        | b'\\'
+                        | b'}'
+                ))
+            && b.get(at + WORD.len()).is_none_or(|n| {
+                matches!(
+                    n,
+                    b' ' | b'\t'
+                        | b'\n'
+                        | b';'
+                        | b'&'
+                        | b'|'
+                        | b')'
+                        | b'`'
+                        | b'\''
+                        | b'"'
+                        | b'\\'
+                        | b'$'
+                )
+            })
+    })
+}
+
+/// The [`Place`] of every byte of a text without line continuations, `alias` aside.
+fn scan(b: &[u8]) -> Vec<Place> {
     let mut places = vec![Place::Word; b.len()];
     let mut nest: Vec<Nest> = Vec::new();
     let mut pending: Vec<(Vec<u8>, bool)> = Vec::new();
@@ -425,15 +479,6 @@ fn places_joined(b: &[u8]) -> Vec<Place> {
         };
         if matches!(nest.last(), Some(Nest::Substitution(_))) && word_here(b"case") {
             places[i..].fill(Place::AfterCase);
-            return places;
-        }
-        // `alias` as a command (`alias.st`, an argument of git's, is none).
-        if !matches!(nest.last(), Some(Nest::Double))
-            && word_here(b"alias")
-            && b.get(i + 5)
-                .is_none_or(|n| matches!(n, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b')'))
-        {
-            places[i..].fill(Place::AfterAlias);
             return places;
         }
         if matches!(nest.last(), Some(Nest::Double)) {
@@ -907,6 +952,9 @@ mod tests {
             "alias q='echo \"'\nq {}",
             "alias c='#'\nc {}",
             "x; alias;{}",
+            "``alias q='#'\nq {}",
+            "\\alias c='#'\nc {}",
+            "'alias' c='#'\nc {}",
         ] {
             assert!(
                 matches!(
