@@ -514,10 +514,7 @@ impl Driver {
                     None => {
                         // This lanes itself may already hold the key while it waits for a
                         // shared slot: the key was free, and no other lanes is its holder.
-                        if let Some(holder) = lock_dir
-                            .holder(&key)
-                            .filter(|holder| holder.pid != std::process::id())
-                        {
+                        if let Some(holder) = lock_dir.other_holder(&key) {
                             self.asked_holders.insert(key, holder);
                         }
                     }
@@ -824,8 +821,7 @@ impl Driver {
                 let held_by = self
                     .lock_dir
                     .as_ref()
-                    .and_then(|dir| dir.holder(&spec.key))
-                    .filter(|holder| holder.pid != std::process::id());
+                    .and_then(|dir| dir.other_holder(&spec.key));
                 self.ledger.queued(spec.seq, &spec.key, ahead, held_by, now);
                 self.jobs.insert(spec.seq, Box::new(spec));
                 let replaced_seq = replaced.as_ref().map(|account| account.seq);

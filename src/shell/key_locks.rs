@@ -69,10 +69,11 @@ impl KeyLocks {
         }
     }
 
-    /// Who holds `key` now, when that can be known without waiting (a lock directory).
-    pub(crate) fn holder(&self, key: &str) -> Option<LockHolder> {
+    /// Which other process holds `key` now, when that can be known without waiting (a lock
+    /// directory); never this one.
+    pub(crate) fn other_holder(&self, key: &str) -> Option<LockHolder> {
         match self {
-            KeyLocks::Dir(dir) => dir.holder(key).map(super::lock_dir::Holder::named),
+            KeyLocks::Dir(dir) => dir.other_holder(key).map(super::lock_dir::Holder::named),
             KeyLocks::Fleet(_) => None,
         }
     }

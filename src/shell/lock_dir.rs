@@ -21,7 +21,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Condvar, Mutex};
@@ -45,6 +45,11 @@ pub(crate) struct Holder {
     pub(crate) run: String,
     /// The key itself.
     pub(crate) key: String,
+    /// The PID namespace `pid` is a number in: the inode of that process's
+    /// `/proc/self/ns/pid`. Absent from lines written before it was; such a holder is taken to
+    /// be in the reader's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pid_namespace: Option<u64>,
 }
 
 /// Why DIR cannot be used; each message names DIR.
@@ -92,6 +97,30 @@ pub(crate) struct Grant {
 }
 
 impl Holder {
+    /// Whether this is `identity`, the process reading it: the same pid in the same PID
+    /// namespace, in the same run (a process of another container may have the same pid).
+    fn is(&self, identity: &Identity) -> bool {
+        self.pid == identity.pid
+            && self.run == identity.run
+            && self.pid_namespace.unwrap_or(identity.pid_namespace) == identity.pid_namespace
+    }
+
+    /// Whether `pid` is a number in another PID namespace than this process's (known only
+    /// when the holder wrote its namespace).
+    fn elsewhere(&self, ours: Option<u64>) -> bool {
+        matches!((self.pid_namespace, ours), (Some(theirs), Some(ours)) if theirs != ours)
+    }
+
+    /// As `lanes locks` shows it: `pid N (run R)`, the pid said to be another namespace's.
+    fn shown(&self, ours: Option<u64>) -> String {
+        let elsewhere = if self.elsewhere(ours) {
+            " of another PID namespace"
+        } else {
+            ""
+        };
+        format!("pid {}{elsewhere} (run {})", self.pid, self.run)
+    }
+
     /// As records and events name it.
     pub(crate) fn named(self) -> LockHolder {
         LockHolder {
@@ -149,6 +178,7 @@ impl CheckedLockDir {
             identity: Identity {
                 pid: std::process::id(),
                 run,
+                pid_namespace: own_pid_namespace().unwrap_or(0),
             },
             slots: self.slots,
             report,
@@ -187,6 +217,28 @@ fn done_asking(asking: &Asking, key: &str, flag: &Arc<AtomicBool>) {
 struct Identity {
     pid: u32,
     run: String,
+    /// [`Holder::pid_namespace`]; 0 where `/proc` cannot tell.
+    pid_namespace: u64,
+}
+
+impl Identity {
+    /// This process, as the holder of `key`.
+    fn holding(&self, key: &str) -> Holder {
+        Holder {
+            pid: self.pid,
+            run: self.run.clone(),
+            key: key.to_owned(),
+            pid_namespace: Some(self.pid_namespace).filter(|&ns| ns != 0),
+        }
+    }
+}
+
+/// The inode of this process's `/proc/self/ns/pid`: which PID namespace its pids are numbers
+/// in (namespaces(7)); `None` without `/proc`.
+fn own_pid_namespace() -> Option<u64> {
+    fs::metadata("/proc/self/ns/pid")
+        .ok()
+        .map(|meta| meta.ino())
 }
 
 impl LockDir {
@@ -354,11 +406,12 @@ impl LockDir {
         }
     }
 
-    /// Who holds `key` now, if anyone (read from its lock file).
-    pub(crate) fn holder(&self, key: &str) -> Option<Holder> {
+    /// Which other process holds `key` now, if any (read from its lock file): this process,
+    /// which may hold it for a job of the key or while it waits for a shared slot, is none.
+    pub(crate) fn other_holder(&self, key: &str) -> Option<Holder> {
         let paths = KeyPaths::of(&self.root, key);
         let file = open_entry(&paths.lock)?;
-        held_by_probe(&file)
+        held_by_probe(&file).filter(|holder| !holder.is(&self.identity))
     }
 }
 
@@ -465,7 +518,7 @@ fn shared_file_mode() -> u32 {
 /// Gives `file` (open) the shared mode when this user owns it and it has another; errors are
 /// left to the users of the file to meet.
 fn share_file(file: &File) {
-    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    use std::os::unix::fs::PermissionsExt as _;
     let mode = shared_file_mode();
     if let Ok(meta) = file.metadata() {
         if meta.uid() == nix::unistd::geteuid().as_raw() && meta.mode() & 0o7777 != mode {
@@ -570,7 +623,6 @@ fn open_lock_file(path: &Path) -> io::Result<File> {
         )));
     }
     {
-        use std::os::unix::fs::MetadataExt as _;
         if meta.nlink() != 1 {
             // A hard link to a file elsewhere (another user of a shared DIR may make one):
             // its holder line and mode must not be written into that file.
@@ -756,13 +808,13 @@ fn acquire_key(
     let lock = open_lock_file(&paths.lock)?;
     // This process itself, read while the key changed hands (its new holder had not written
     // its line yet), is nobody another process would be waiting behind.
-    let mut holder = read_holder(&lock).filter(|holder| holder.pid != identity.pid);
+    let mut holder = read_holder(&lock).filter(|holder| !holder.is(identity));
     create_shared_dir(&paths.queue)?;
     // The line's directory held open: its name swapped for a link meanwhile is not followed.
     let queue = HeldDir::open(&paths.queue)?;
     let queue = queue.path();
     let (ticket, name) = take_ticket(&queue, key, identity)?;
-    let result = wait_in_line(&queue, &lock, &name, &mut holder);
+    let result = wait_in_line(&queue, &lock, &name, identity, &mut holder);
     // Our ticket goes, whatever happened: the next waiter moves up.
     let _ = fs::remove_file(queue.join(&name));
     drop(ticket);
@@ -826,8 +878,8 @@ fn take_ticket(queue: &Path, key: &str, identity: &Identity) -> io::Result<(File
     flock(file.as_file(), libc::LOCK_EX | libc::LOCK_NB)?;
     // Readable by the waiters behind it (they wait on it with `flock`) and `lanes locks`.
     share_file(file.as_file());
-    let text = serde_json::json!({ "pid": identity.pid, "run": identity.run, "key": key });
-    file.write_all(text.to_string().as_bytes())?;
+    let text = serde_json::to_string(&identity.holding(key)).map_err(io::Error::other)?;
+    file.write_all(text.as_bytes())?;
     let file = file.persist(queue.join(&name)).map_err(|err| err.error)?;
     Ok((file, name))
 }
@@ -837,6 +889,7 @@ fn wait_in_line(
     queue: &Path,
     lock: &File,
     name: &str,
+    identity: &Identity,
     holder: &mut Option<Holder>,
 ) -> io::Result<()> {
     // Tickets waited on whose file could not be removed after: passed all the same, so
@@ -849,7 +902,7 @@ fn wait_in_line(
         match ahead {
             None => {
                 if holder.is_none() {
-                    *holder = held_by(lock).filter(|holder| holder.pid != std::process::id());
+                    *holder = held_by(lock).filter(|holder| !holder.is(identity));
                 }
                 return flock(lock, libc::LOCK_EX);
             }
@@ -895,12 +948,7 @@ fn write_holder(file: &File, key: &str, identity: &Identity) -> io::Result<()> {
         .write(true)
         .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
-    let text = serde_json::to_string(&Holder {
-        pid: identity.pid,
-        run: identity.run.clone(),
-        key: key.to_owned(),
-    })
-    .map_err(io::Error::other)?;
+    let text = serde_json::to_string(&identity.holding(key)).map_err(io::Error::other)?;
     // One line written over the old one in one call, then the file cut after it: a reader
     // reads up to the first newline and never sees half of a line mixed with another.
     let line = format!("{text}\n");
@@ -1053,14 +1101,14 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
     }
     listed.sort_by(|a, b| a.0.cmp(&b.0));
     let mut text = String::new();
+    let ours = own_pid_namespace();
     for (key, held, holder, waiters) in &listed {
         match holder {
-            Some(h) if exited(h.pid) => text.push_str(&format!(
-                "{key}: held by pid {} (run {}), which has exited: a process it left holds \
-                 the key\n",
-                h.pid, h.run
+            Some(h) if !h.elsewhere(ours) && exited(h.pid) => text.push_str(&format!(
+                "{key}: held by {}, which has exited: a process it left holds the key\n",
+                h.shown(ours)
             )),
-            Some(h) => text.push_str(&format!("{key}: held by pid {} (run {})\n", h.pid, h.run)),
+            Some(h) => text.push_str(&format!("{key}: held by {}\n", h.shown(ours))),
             None if *held => text.push_str(&format!(
                 "{key}: held by a process that did not write who it is in the lock file\n"
             )),
@@ -1069,9 +1117,8 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
         let before = usize::from(*held);
         for (i, waiter) in waiters.iter().enumerate() {
             text.push_str(&format!(
-                "  waiting: pid {} (run {}), {} ahead\n",
-                waiter.pid,
-                waiter.run,
+                "  waiting: {}, {} ahead\n",
+                waiter.shown(ours),
                 before + i
             ));
         }
@@ -1103,10 +1150,10 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
     Ok(text)
 }
 
-/// Whether process `pid` has exited: none exists in this PID namespace (`kill(pid, 0)` fails
+/// Whether process `pid` of this PID namespace has exited: none exists (`kill(pid, 0)` fails
 /// with ESRCH) or it is a zombie not yet reaped (`/proc/PID/stat`). A holder that exited while
-/// a process it left holds its key; a holder in another PID namespace sharing the directory may
-/// be said exited too.
+/// a process it left holds its key. The pid of a holder in another PID namespace
+/// ([`Holder::elsewhere`]) means nothing here, and is not asked about.
 fn exited(pid: u32) -> bool {
     i32::try_from(pid).is_ok_and(|pid| {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
@@ -1167,7 +1214,39 @@ mod tests {
         Identity {
             pid,
             run: "2026-01-01T00:00:00.000Z".into(),
+            pid_namespace: 4026531836,
         }
+    }
+
+    #[test]
+    fn a_holder_is_this_process_only_in_its_namespace_and_run() {
+        let me = identity(1);
+        assert!(me.holding("k").is(&me));
+        let other_namespace = Holder {
+            pid_namespace: Some(4026532000),
+            ..me.holding("k")
+        };
+        assert!(!other_namespace.is(&me));
+        assert!(other_namespace.elsewhere(Some(me.pid_namespace)));
+        assert_eq!(
+            other_namespace.shown(Some(me.pid_namespace)),
+            "pid 1 of another PID namespace (run 2026-01-01T00:00:00.000Z)"
+        );
+        let other_run = Holder {
+            run: "2026-01-01T00:00:00.001Z".into(),
+            ..me.holding("k")
+        };
+        assert!(!other_run.is(&me));
+        // A line written before holders named their namespace: taken to be the reader's.
+        let old: Holder =
+            serde_json::from_str(r#"{"pid":1,"run":"2026-01-01T00:00:00.000Z","key":"k"}"#)
+                .unwrap();
+        assert!(old.is(&me));
+        assert!(!old.elsewhere(Some(me.pid_namespace)));
+        assert_eq!(
+            old.shown(Some(me.pid_namespace)),
+            "pid 1 (run 2026-01-01T00:00:00.000Z)"
+        );
     }
 
     #[test]

@@ -865,3 +865,94 @@ fn a_key_held_by_its_own_lanes_is_held_by_no_other_process() {
         "{queued:?}"
     );
 }
+
+/// Two lanes, each the first process of a PID namespace of its own (pid 1 in both), sharing a
+/// lock directory: the one that waits names the other as the key's holder (the same pid is
+/// not itself), and `lanes locks`, outside both, says whose namespace the pids are numbers in.
+#[test]
+fn lanes_of_two_pid_namespaces_with_the_same_pid_tell_each_other_apart() {
+    if !pid_namespaces("lanes_of_two_pid_namespaces_with_the_same_pid_tell_each_other_apart") {
+        return;
+    }
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
+    let rest = scratch.write("rest.tsv", marked_job("k", ""));
+    let events = scratch.join("b.events");
+    let (a, b) = hold_then_queue(
+        &scratch,
+        member(&scratch, &dir)
+            .wrapper(IN_A_PID_NAMESPACE)
+            .arg(&first),
+        "log.k",
+        member(&scratch, &dir)
+            .wrapper(IN_A_PID_NAMESPACE)
+            .arg(&rest)
+            .arg("--events")
+            .arg(&events),
+        || locks(&dir),
+        "1 ahead",
+    );
+    let listing = locks(&dir);
+    assert!(
+        listing.starts_with("\"k\": held by pid 1 of another PID namespace (run ")
+            && listing.contains("\n  waiting: pid 1 of another PID namespace (run "),
+        "{listing}"
+    );
+    scratch.write("go", "");
+    let (a, b) = (a.wait(), b.wait());
+    a.code(0);
+    b.code(0);
+    assert_eq!((a.report().run.pid, b.report().run.pid), (1, 1));
+    assert_eq!(intervals(&scratch, "k").len(), 2);
+    let holder = b.job(1).lock_holder.clone().expect("b waited for a");
+    assert_eq!(
+        (holder.pid, holder.run.as_str()),
+        (1, a.report().run.started_at.as_str())
+    );
+    let queued = scratch.read("b.events");
+    assert!(
+        queued.contains(&format!(
+            "\"held_by\":{{\"pid\":1,\"run\":\"{}\"}}",
+            holder.run
+        )),
+        "{queued}"
+    );
+}
+
+/// `lanes locks` run in a PID namespace of its own does not take the holder, a lanes of the
+/// host's namespace that it cannot see, for one that has exited.
+#[test]
+fn a_holder_of_another_pid_namespace_is_not_said_to_have_exited() {
+    if !pid_namespaces("a_holder_of_another_pid_namespace_is_not_said_to_have_exited") {
+        return;
+    }
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    let first = scratch.write("first.tsv", marked_job("k", &await_file("go")));
+    let a = member(&scratch, &dir).arg(&first).spawn();
+    let a_pid = a.pid();
+    scratch.wait_for("log.k", Duration::from_secs(10));
+    let inside = Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "--kill-child",
+            BIN,
+            "locks",
+        ])
+        .arg(&dir)
+        .output()
+        .expect("lanes locks in a PID namespace");
+    scratch.write("go", "");
+    a.wait().code(0);
+    assert!(inside.status.success(), "{inside:?}");
+    let listing = String::from_utf8(inside.stdout).unwrap();
+    assert!(
+        listing.starts_with(&format!(
+            "\"k\": held by pid {a_pid} of another PID namespace (run "
+        )) && !listing.contains("exited"),
+        "{listing}"
+    );
+}

@@ -752,6 +752,25 @@ pub fn await_file(name: &str) -> String {
     )
 }
 
+/// Whether `unshare --pid --fork --mount-proc` works here (root, util-linux); says so when not.
+pub fn pid_namespaces(test: &str) -> bool {
+    let works = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "true"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !works {
+        eprintln!("skipped: {test} needs `unshare --pid` (root and util-linux)");
+    }
+    works
+}
+
+/// The `Run::wrapper` prefix that starts lanes as the first process of a PID namespace of its
+/// own (pid 1 there, its own `/proc`), killed with the `unshare` the test started.
+pub const IN_A_PID_NAMESPACE: &str =
+    "exec unshare --pid --fork --mount-proc --kill-child \"$0\" \"$@\"";
+
 /// Quotes `text` for `sh`.
 pub fn sh_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', "'\\''"))

@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    await_file, group_members, sh_quote, state, wait_until, Report, Run, Scratch, BIN,
+    await_file, group_members, pid_namespaces, sh_quote, state, wait_until, Report, Run, Scratch,
+    BIN,
 };
 
 /// One tmux server with one pane running an interactive shell, `width` × `height`.
@@ -852,20 +853,6 @@ fn with_stdout_piped_to_the_terminal_the_display_erases_nothing() {
     }
     assert!(history.contains("lanes: 3 jobs in"), "{history}");
     assert_eq!(report.summary.succeeded, 3);
-}
-
-/// Whether `unshare --pid --fork --mount-proc` works here (root, util-linux); says so when not.
-fn pid_namespaces(test: &str) -> bool {
-    let works = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "true"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
-    if !works {
-        eprintln!("skipped: {test} needs `unshare --pid` (root and util-linux)");
-    }
-    works
 }
 
 /// One job (`sleep 1`, its pid in `a.pid`, then `a.done`) run by `lanes ARGS` in a new PID
