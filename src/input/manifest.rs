@@ -192,7 +192,7 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, ManifestError> {
             let valid = err.utf8_error().valid_up_to();
             let before = String::from_utf8_lossy(&err.as_bytes()[..valid]);
             let before = before.strip_prefix('\u{feff}').unwrap_or(&before);
-            let (line, column) = line_column(before, before.len());
+            let (line, column) = LineIndex::new(before).at(before.len());
             Err(ManifestError::Invalid {
                 path: path.to_path_buf(),
                 line,
@@ -213,8 +213,9 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, ManifestError> {
 pub(crate) fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> {
     // Editors do not show a byte order mark; leave it out so columns match what people see.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let lines = LineIndex::new(text);
     let invalid = |offset: usize, message: String| {
-        let (line, column) = line_column(text, offset);
+        let (line, column) = lines.at(offset);
         ManifestError::Invalid {
             path: path.to_path_buf(),
             line,
@@ -244,29 +245,45 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> 
         invalid(offset, message)
     })?;
     let base = manifest_dir(path);
-    raw.validate(text, &base)
+    raw.validate(&lines, &base)
         .map_err(|(offset, message)| invalid(offset, message))
 }
 
 /// A failed check: byte offset into the text, and the message.
 type Problem = (usize, String);
 
-/// Converts a byte offset in `text` to a 1-based line and a 1-based column in characters.
-/// Offsets past the end (or inside a character) are clamped; never panics.
-fn line_column(text: &str, offset: usize) -> (u64, u64) {
-    let bytes = text.as_bytes();
-    let before = &bytes[..offset.min(bytes.len())];
-    let line_start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |newline| newline + 1);
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    // Count characters by their first bytes (UTF-8 continuation bytes are 0b10xx_xxxx).
-    let chars = before[line_start..]
-        .iter()
-        .filter(|&&b| b & 0xC0 != 0x80)
-        .count();
-    (to_u64(line), to_u64(chars + 1))
+/// Where each line of a manifest's text starts, found once, so that the place of every job and
+/// setting is found by a binary search rather than a scan from the top of the file (a scan per
+/// job made a manifest's load grow with jobs × file size).
+struct LineIndex<'t> {
+    text: &'t str,
+    /// Byte offset of each line's first byte; the first is 0.
+    starts: Vec<usize>,
+}
+
+impl<'t> LineIndex<'t> {
+    fn new(text: &'t str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(memchr::memchr_iter(b'\n', text.as_bytes()).map(|newline| newline + 1))
+            .collect();
+        LineIndex { text, starts }
+    }
+
+    /// Converts a byte offset in the text to a 1-based line and a 1-based column in
+    /// characters. Offsets past the end (or inside a character) are clamped; never panics.
+    fn at(&self, offset: usize) -> (u64, u64) {
+        let bytes = self.text.as_bytes();
+        let offset = offset.min(bytes.len());
+        // The last line starting at or before `offset`; `starts[0]` is 0, so there is one.
+        let line = self.starts.partition_point(|&start| start <= offset);
+        let line_start = self.starts[line - 1];
+        // Count characters by their first bytes (UTF-8 continuation bytes are 0b10xx_xxxx).
+        let chars = bytes[line_start..offset]
+            .iter()
+            .filter(|&&b| b & 0xC0 != 0x80)
+            .count();
+        (to_u64(line), to_u64(chars + 1))
+    }
 }
 
 fn to_u64(n: usize) -> u64 {
@@ -384,8 +401,9 @@ impl<'de> Deserialize<'de> for EnvValue {
 }
 
 impl RawManifest {
-    /// `text` is the parsed text (for job lines), `base` the directory for relative `cwd`.
-    fn validate(self, text: &str, base: &Path) -> Result<Manifest, Problem> {
+    /// `lines` finds places in the parsed text (for job lines), `base` is the directory for
+    /// relative `cwd`.
+    fn validate(self, lines: &LineIndex<'_>, base: &Path) -> Result<Manifest, Problem> {
         // As `-j`: at most u32::MAX (a weight, a slot number and `LANES_SLOT` are u32).
         let max_concurrent = bounded(
             self.max_concurrent,
@@ -405,7 +423,7 @@ impl RawManifest {
         {
             let mut place = |key: &'static str, span: Option<std::ops::Range<usize>>| {
                 if let Some(span) = span {
-                    places.insert(key, line_column(text, span.start));
+                    places.insert(key, lines.at(span.start));
                 }
             };
             place("coalesce", self.coalesce.as_ref().map(Spanned::span));
@@ -486,14 +504,14 @@ impl RawManifest {
             batch_bytes: bounded(self.batch_bytes, "batch_bytes", 1, i64::MAX)?
                 .and_then(|n| usize::try_from(n).ok()),
             batch_delay: resolve_duration(self.batch_delay, "batch_delay")?,
-            resources: resolve_resources(self.resources, text)?,
+            resources: resolve_resources(self.resources, lines)?,
         };
         let jobs = self
             .job
             .into_iter()
             .map(|job| {
-                let (line, _) = line_column(text, job.span().start);
-                job.into_inner().validate(line, base, text)
+                let (line, _) = lines.at(job.span().start);
+                job.into_inner().validate(line, base, lines)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Manifest { settings, jobs })
@@ -502,7 +520,12 @@ impl RawManifest {
 
 impl RawJob {
     /// `line` is where the job's table (its `[[job]]` header) starts.
-    fn validate(self, line: u64, base: &Path, text: &str) -> Result<ManifestJob, Problem> {
+    fn validate(
+        self,
+        line: u64,
+        base: &Path,
+        lines: &LineIndex<'_>,
+    ) -> Result<ManifestJob, Problem> {
         let key_at = self.key.span().start;
         if self.key.get_ref().is_empty() {
             return Err((self.key.span().start, "`key` must not be empty".to_string()));
@@ -556,7 +579,7 @@ impl RawJob {
                             },
                         )
                     })?;
-                    Some(located(text, start, value))
+                    Some(located(lines, start, value))
                 }
             },
             needs: match self.needs {
@@ -578,8 +601,8 @@ impl RawJob {
                                 .resolve()
                                 .map_err(|m| (at, format!("`needs.{}`: {m}", name.get_ref())))?;
                             Ok(NeedAt {
-                                name_at: line_column(text, name.span().start),
-                                amount_at: line_column(text, at),
+                                name_at: lines.at(name.span().start),
+                                amount_at: lines.at(at),
                                 need: Need {
                                     name: name.into_inner(),
                                     amount,
@@ -588,7 +611,7 @@ impl RawJob {
                             })
                         })
                         .collect::<Result<Vec<_>, Problem>>()?;
-                    Some(located(text, start, list))
+                    Some(located(lines, start, list))
                 }
             },
             resolved_needs: None,
@@ -596,8 +619,8 @@ impl RawJob {
     }
 }
 
-fn located<T>(text: &str, offset: usize, value: T) -> Located<T> {
-    let (line, column) = line_column(text, offset);
+fn located<T>(lines: &LineIndex<'_>, offset: usize, value: T) -> Located<T> {
+    let (line, column) = lines.at(offset);
     Located {
         value,
         line,
@@ -608,7 +631,7 @@ fn located<T>(text: &str, offset: usize, value: T) -> Located<T> {
 /// `[resources]`: `NAME = N` or `"32G"` (an amount), `NAME = ["0", "1"]` (named units).
 fn resolve_resources(
     table: BTreeMap<Spanned<String>, Spanned<RawStock>>,
-    text: &str,
+    lines: &LineIndex<'_>,
 ) -> Result<Vec<Located<Resource>>, Problem> {
     table
         .into_iter()
@@ -629,7 +652,7 @@ fn resolve_resources(
                     })?,
             };
             Ok(located(
-                text,
+                lines,
                 name.span().start,
                 Resource {
                     name: std::sync::Arc::from(name.into_inner()),
@@ -1562,9 +1585,39 @@ needs = { gpu = 1, mem = "8G" }
         assert_eq!(message, "`key` must not be empty");
     }
 
+    /// The reference for [`LineIndex::at`]: a scan of the text from its start.
+    fn scanned_line_column(text: &str, offset: usize) -> (u64, u64) {
+        let before = &text.as_bytes()[..offset.min(text.len())];
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |newline| newline + 1);
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let chars = before[line_start..]
+            .iter()
+            .filter(|&&b| b & 0xC0 != 0x80)
+            .count();
+        (to_u64(line), to_u64(chars + 1))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_line_index_finds_every_place_a_scan_finds(
+            text in "[a\nç\r€ ]{0,40}",
+            offsets in proptest::collection::vec(0usize..60, 1..10),
+        ) {
+            let index = LineIndex::new(&text);
+            for offset in offsets {
+                proptest::prop_assert_eq!(index.at(offset), scanned_line_column(&text, offset));
+            }
+        }
+    }
+
     #[test]
     fn line_column_is_clamped_and_counts_characters() {
         let text = "ab\nçd\n";
+        let index = LineIndex::new(text);
+        let line_column = |_: &str, offset| index.at(offset);
         assert_eq!(line_column(text, 0), (1, 1));
         assert_eq!(line_column(text, 2), (1, 3));
         assert_eq!(line_column(text, 3), (2, 1));
@@ -1572,7 +1625,9 @@ needs = { gpu = 1, mem = "8G" }
         assert_eq!(line_column(text, 4), (2, 2)); // inside `ç`: the character's column
         assert_eq!(line_column(text, 7), (3, 1));
         assert_eq!(line_column(text, 1000), (3, 1));
-        assert_eq!(line_column("", 5), (1, 1));
+        assert_eq!(LineIndex::new("").at(5), (1, 1));
+        assert_eq!(LineIndex::new("\n\n").at(1), (2, 1));
+        assert_eq!(LineIndex::new("\n\n").at(2), (3, 1));
     }
 
     #[test]
