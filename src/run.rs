@@ -41,7 +41,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     if config.dry_run {
         let resume = load_resume(&config)?;
         let runtime = event_loop()?;
-        return match feed_for(&config, &runtime, hangup_ignored)? {
+        return match feed_for(&config, &runtime, hangup_ignored, None)? {
             (Checked::Valid(feed), _) => crate::dry_run::print(&config, feed, resume),
             (Checked::Interrupted { signal, .. }, _) => {
                 Ok(crate::exit::for_run(Some(signal as i32), false))
@@ -135,6 +135,11 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         }
         _ => None,
     };
+    // A stop signal that came while the database of `--coordinate` was waited for: nothing
+    // is read or run, and the report says so. Its handlers, installed for that wait, are the
+    // run's.
+    let mut stopped_at_start = None;
+    let mut early_signals = None;
     let lock_dir = match (&config.lock_dir, &config.coordinate) {
         (Some(dir), _) => Some(CheckedKeyLocks::Dir(LockDir::open(
             dir,
@@ -150,16 +155,37 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 grace: config.grace,
                 shared_slots: config.shared_max_concurrent,
             };
-            Some(CheckedKeyLocks::Fleet(Box::new(
-                runtime.block_on(CheckedCoordinator::open(url, settings))?,
-            )))
+            // Up to 10 s for a database that does not answer: a stop signal meanwhile ends
+            // the wait at once.
+            let mut signals = {
+                let _guard = runtime.enter();
+                StopSignals::install(!hangup_ignored).ok()
+            };
+            let opened = runtime.block_on(async {
+                tokio::select! {
+                    biased;
+                    Some(signal) = crate::shell::signal::next_signal(&mut signals) => Err(signal),
+                    opened = CheckedCoordinator::open(url, settings) => Ok(opened),
+                }
+            });
+            early_signals = signals;
+            match opened {
+                Ok(opened) => Some(CheckedKeyLocks::Fleet(Box::new(opened?))),
+                Err(signal) => {
+                    stopped_at_start = Some(signal);
+                    None
+                }
+            }
         }
         (None, None) => None,
     };
     // The run's one clock: every time in the report is tick zero plus a tick. It starts
     // before `--strict` checks the input, so that the run's duration covers the check.
     let (origin, t0) = (SystemTime::now(), tokio::time::Instant::now());
-    let (feed, check_signals) = feed_for(&config, &runtime, hangup_ignored)?;
+    let (feed, check_signals) = match stopped_at_start {
+        Some(signal) => (Checked::Interrupted { signal, lines: 0 }, early_signals),
+        None => feed_for(&config, &runtime, hangup_ignored, early_signals)?,
+    };
     let resume = load_resume(&config)?;
     if let Some(dir) = &config.results {
         crate::output::results::prepare_dir(dir, config.results_clean)
@@ -303,7 +329,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             ledger,
             &config,
             cgroups.is_some(),
-            (signal, lines),
+            (signal, lines, stopped_at_start.is_some()),
             t0,
             check_signals,
         )),
@@ -585,8 +611,9 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
     use std::os::unix::fs::FileTypeExt as _;
     let meta = std::fs::metadata(path);
     if meta.as_ref().is_ok_and(|meta| meta.file_type().is_fifo()) {
-        if let Some(opened) = open_fifo_with_a_reader(path) {
-            return Ok(opened);
+        if let Some(opened) = open_fifo_with_a_reader(path, Some(std::time::Duration::from_secs(1)))
+        {
+            return opened;
         }
         // Said, so that a wait for a reader that never comes is no silent hang.
         let _ = std::io::Write::write_fmt(
@@ -596,12 +623,9 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
                 path.display()
             ),
         );
-        crate::shell::signal::unblock_handled();
-        crate::shell::signal::release_watched(nix::sys::signal::Signal::SIGTSTP);
-        let opened = File::create(path);
-        crate::shell::signal::hold_watched();
-        crate::shell::signal::block_handled();
-        return opened;
+        return crate::shell::signal::stoppable_at_start(|| {
+            open_fifo_with_a_reader(path, None).unwrap_or_else(|| File::create(path))
+        });
     }
     if meta.as_ref().is_ok_and(|meta| !meta.is_file()) {
         return File::create(path);
@@ -617,13 +641,17 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
     Ok(file)
 }
 
-/// Opens the FIFO at `path` for writing if a reader has it open within a second (polled
-/// without blocking: with no reader, a non-blocking open fails with ENXIO, fifo(7)); `None`
-/// when none has, or on another error (the blocking open that follows says what).
-fn open_fifo_with_a_reader(path: &std::path::Path) -> Option<File> {
+/// Opens the FIFO at `path` for writing once a reader has it open (polled without blocking:
+/// with no reader, a non-blocking open fails with ENXIO, fifo(7)), for up to `patience`, or
+/// for as long as it takes when `None`; then `None`. Meanwhile a stop signal a handler noted
+/// ends lanes ([`crate::shell::signal::end_by_noted_stop`]).
+fn open_fifo_with_a_reader(
+    path: &std::path::Path,
+    patience: Option<std::time::Duration>,
+) -> Option<std::io::Result<File>> {
     use std::os::fd::AsRawFd as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    let deadline = patience.map(|patience| std::time::Instant::now() + patience);
     loop {
         match std::fs::OpenOptions::new()
             .write(true)
@@ -632,18 +660,19 @@ fn open_fifo_with_a_reader(path: &std::path::Path) -> Option<File> {
         {
             Ok(file) => {
                 // Written by a thread that blocks while the reader reads slowly.
-                let flags =
-                    nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).ok()?;
-                let blocking =
-                    nix::fcntl::OFlag::from_bits_truncate(flags) - nix::fcntl::OFlag::O_NONBLOCK;
-                nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(blocking))
-                    .ok()?;
-                return Some(file);
+                let blocking = nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL)
+                    .and_then(|flags| {
+                        let blocking = nix::fcntl::OFlag::from_bits_truncate(flags)
+                            - nix::fcntl::OFlag::O_NONBLOCK;
+                        nix::fcntl::fcntl(file.as_raw_fd(), nix::fcntl::FcntlArg::F_SETFL(blocking))
+                    });
+                return Some(blocking.map(|_| file).map_err(std::io::Error::from));
             }
             Err(err) if err.raw_os_error() == Some(nix::libc::ENXIO) => {}
-            Err(_) => return None,
+            Err(err) => return Some(Err(err)),
         }
-        if std::time::Instant::now() >= deadline {
+        crate::shell::signal::end_by_noted_stop();
+        if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
             return None;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
@@ -737,22 +766,24 @@ fn containment(mode: ContainmentMode) -> anyhow::Result<Option<CgroupRun>> {
 }
 
 /// Opens the input. Under `--strict` the whole input is read and checked here, before
-/// anything starts ([`crate::shell::strict`]), listening for stop signals meanwhile; the
-/// listener is returned, for the run to go on listening with.
+/// anything starts ([`crate::shell::strict`]), listening for stop signals meanwhile (on
+/// `signals`, when they are installed already); the listener is returned, for the run to go on
+/// listening with.
 fn feed_for(
     config: &RunConfig,
     runtime: &tokio::runtime::Runtime,
     hangup_ignored: bool,
+    signals: Option<StopSignals>,
 ) -> anyhow::Result<(Checked, Option<StopSignals>)> {
     let reader: Box<dyn BufRead + Send> = match &config.source {
         Source::Manifest { manifest, .. } => {
-            return Ok((Checked::Valid(Feed::Manifest(manifest.clone())), None))
+            return Ok((Checked::Valid(Feed::Manifest(manifest.clone())), signals))
         }
         // `lanes serve`: no input but the socket's.
-        Source::Socket(_) => return Ok((Checked::Valid(Feed::Preloaded(Vec::new())), None)),
+        Source::Socket(_) => return Ok((Checked::Valid(Feed::Preloaded(Vec::new())), signals)),
         Source::List(arguments) => {
             let records = from_list(arguments, &config.records);
-            return Ok((Checked::Valid(checked_list(config, records)?), None));
+            return Ok((Checked::Valid(checked_list(config, records)?), signals));
         }
         Source::Stdin => {
             if std::io::stdin().is_terminal() {
@@ -779,10 +810,13 @@ fn feed_for(
         } else {
             Feed::Records(Box::new(RecordReader::new(reader, config.records.clone())))
         };
-        return Ok((Checked::Valid(feed), None));
+        return Ok((Checked::Valid(feed), signals));
     }
     runtime.block_on(async {
-        let mut signals = StopSignals::install(!hangup_ignored).ok();
+        let mut signals = match signals {
+            Some(signals) => Some(signals),
+            None => StopSignals::install(!hangup_ignored).ok(),
+        };
         let checked = crate::shell::strict::check(
             reader,
             config.source.describe(),
@@ -818,14 +852,15 @@ fn checked_list(config: &RunConfig, records: Vec<NumberedLine>) -> anyhow::Resul
     Ok(Feed::Preloaded(records))
 }
 
-/// A stop signal came while `--strict` was still checking the input: nothing ran. The report
-/// holds its `run` record and a `summary` of no jobs whose `exit_code` is 128 + the signal's
-/// number, the status lanes exits with; stderr says what happened.
+/// A stop signal came while `--strict` was still checking the input (`lines` checked), or,
+/// when `at_database`, while the database of `--coordinate` was waited for at start: nothing
+/// ran. The report holds its `run` record and a `summary` of no jobs whose `exit_code` is 128
+/// + the signal's number, the status lanes exits with; stderr says what happened.
 async fn interrupted_check(
     mut ledger: Ledger,
     config: &RunConfig,
     in_cgroups: bool,
-    (signal, lines): (nix::sys::signal::Signal, u64),
+    (signal, lines, at_database): (nix::sys::signal::Signal, u64, bool),
     t0: tokio::time::Instant,
     mut signals: Option<StopSignals>,
 ) -> RunEnd {
@@ -858,11 +893,18 @@ async fn interrupted_check(
     let _ = until_stopped(ledger.written(), &mut forced, &mut signals).await;
     RunEnd {
         code,
-        summary: format!(
-            "lanes: {signal} while checking the input (--strict): {} checked, none invalid so \
-             far; nothing was run\n",
-            crate::plural::plural(lines, "line")
-        ),
+        summary: if at_database {
+            format!(
+                "lanes: {signal} while waiting for the database at start (--coordinate): \
+                 nothing was read or run\n"
+            )
+        } else {
+            format!(
+                "lanes: {signal} while checking the input (--strict): {} checked, none invalid \
+                 so far; nothing was run\n",
+                crate::plural::plural(lines, "line")
+            )
+        },
         forced,
         signals,
         output_dropped: false,

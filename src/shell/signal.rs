@@ -135,14 +135,35 @@ pub(crate) fn unblock_handled() {
 /// exited, <https://www.cons.org/cracauer/sigint.html>). Returns only if the signal did not end
 /// the process.
 pub(crate) fn die_by_sigint() {
+    die_by(Signal::SIGINT);
+}
+
+/// Ends the process by `signal` at its default action. Returns only if that did not end it.
+fn die_by(signal: Signal) {
     use nix::sys::signal::{raise, sigaction, SaFlags, SigAction, SigHandler};
     let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
     // SAFETY: installs the default action, which runs no code of ours.
-    let _ = unsafe { sigaction(Signal::SIGINT, &default) };
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGINT);
-    let _ = set.thread_unblock();
-    let _ = raise(Signal::SIGINT);
+    let _ = unsafe { sigaction(signal, &default) };
+    let _ = SigSet::from(signal).thread_unblock();
+    let _ = raise(signal);
+}
+
+/// While nothing has started and no report can be written yet (a wait for an output FIFO's
+/// reader): ends the process by the stop signal a handler noted first, if any, as the signal's
+/// default action would have; exits 128+N if that does not end it. Returns when none was noted.
+pub(crate) fn end_by_noted_stop() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let noted = STOPS
+        .into_iter()
+        .filter_map(|stop| {
+            let number = ARRIVED.get(stop as usize)?.load(SeqCst);
+            (number != 0).then_some((number, stop))
+        })
+        .min();
+    if let Some((_, stop)) = noted {
+        die_by(stop);
+        std::process::exit(128 + stop as i32);
+    }
 }
 
 fn handled_set() -> SigSet {
@@ -406,6 +427,24 @@ pub(crate) fn hold_watched() {
 /// made, and for SIGTSTP while no job can have started yet or once every job has ended.
 pub(crate) fn release_watched(signal: Signal) {
     let _ = SigSet::from(signal).thread_unblock();
+}
+
+/// Runs `wait`, a wait of a run's start before anything has started (a FIFO's reader, the
+/// database of `--coordinate`), with the handled signals unblocked at the actions they have
+/// then (their defaults, SIGHUP ignored under `nohup`) and Ctrl-Z released: a stop signal ends
+/// `lanes` at once, by its default action, as any program (or, when the run's handlers stand
+/// already, by [`end_by_noted_stop`] in `wait`), and Ctrl-Z stops it. The signal mask is then
+/// put back as it was.
+pub(crate) fn stoppable_at_start<T>(wait: impl FnOnce() -> T) -> T {
+    use nix::sys::signal::{pthread_sigmask, SigmaskHow};
+    let mut unblocked = handled_set();
+    unblocked.add(Signal::SIGTSTP);
+    let mut before = SigSet::empty();
+    let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&unblocked), Some(&mut before));
+    let result = wait();
+    // As it was: blocked until the run's handlers stand, or unblocked to them already.
+    let _ = pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&before), None);
+    result
 }
 
 /// A non-blocking `signalfd` for `signal`, registered with the event loop for reading. Must

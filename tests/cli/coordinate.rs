@@ -1392,3 +1392,40 @@ fn a_database_that_never_answers_is_a_usage_error_not_a_hang() {
         .code(0);
     assert!(scratch.exists("ran"));
 }
+
+/// A stop signal while lanes waits for a database that does not answer at start ends the wait
+/// at once, with the status of the signal and a report of no jobs, not a usage error 10 s on.
+#[test]
+fn a_stop_signal_ends_the_wait_for_a_database_that_does_not_answer() {
+    let Some(pg) = Postgres::start("a_stop_signal_ends_the_wait_for_a_database") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let hung = Hung::stop(&pg);
+    let running = pg
+        .host(&scratch, "ha")
+        .stdin("k\ttouch \"$D/ran\"\n")
+        .spawn();
+    // Connected to the server, and waiting for its answer.
+    let pid = running.pid();
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|to| to.to_string_lossy().starts_with("socket:"))
+            })
+        })
+    }));
+    running.signal(Signal::SIGINT);
+    let out = running.wait();
+    drop(hung);
+    out.code(130);
+    assert!(
+        out.stderr()
+            .contains("SIGINT while waiting for the database at start (--coordinate)"),
+        "{}",
+        out.dump()
+    );
+    assert!(out.report().jobs.is_empty());
+    assert!(!scratch.exists("ran"));
+}

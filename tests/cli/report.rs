@@ -673,3 +673,38 @@ fn a_junit_fifo_is_written_to_the_reader_that_opened_it_first() {
         "{xml}"
     );
 }
+
+/// A stop signal while lanes waits for a reader of its report FIFO ends it at once, whether or
+/// not its handlers stand already (`--strict` installs them to check the input first).
+#[test]
+fn a_stop_signal_ends_the_wait_for_a_report_fifos_reader() {
+    for strict in [false, true] {
+        let scratch = Scratch::new();
+        let fifo = scratch.join("report.fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let mut run = Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .wrapper("exec 2>\"$D/err\"")
+            .arg("--report")
+            .arg(&fifo);
+        if strict {
+            run = run.arg("--strict");
+        }
+        let running = run.stdin("a\ttouch \"$D/ran\"\n").spawn();
+        let err = scratch.join("err");
+        assert!(wait_until(Duration::from_secs(10), || {
+            fs::read_to_string(&err)
+                .unwrap_or_default()
+                .contains("waiting for a reader of the FIFO")
+        }));
+        running.signal(Signal::SIGINT);
+        let pid = running.pid();
+        assert!(
+            wait_until(Duration::from_secs(5), || !alive(pid)),
+            "strict {strict}: lanes went on waiting after SIGINT"
+        );
+        running.wait().code(130);
+        assert!(!scratch.exists("ran"));
+    }
+}
