@@ -623,8 +623,18 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
                 path.display()
             ),
         );
+        // Before the run's handlers stand, a blocking open, which a stop signal's default
+        // action ends; once they stand (`--strict`, `--coordinate` installed them to wait),
+        // they would take the signal and the open would go on: polled then, and a stop noted
+        // ends lanes.
+        let handled = crate::shell::signal::disposition(nix::libc::SIGTERM)
+            .is_some_and(|action| action != nix::libc::SIG_DFL && action != nix::libc::SIG_IGN);
         return crate::shell::signal::stoppable_at_start(|| {
-            open_fifo_with_a_reader(path, None).unwrap_or_else(|| File::create(path))
+            if handled {
+                open_fifo_with_a_reader(path, None).unwrap_or_else(|| File::create(path))
+            } else {
+                File::create(path)
+            }
         });
     }
     if meta.as_ref().is_ok_and(|meta| !meta.is_file()) {
@@ -675,7 +685,9 @@ fn open_fifo_with_a_reader(
         if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
             return None;
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        // Quick while a reader is likely on its way; then a look 20 times a second.
+        let pause = if deadline.is_some() { 10 } else { 50 };
+        std::thread::sleep(std::time::Duration::from_millis(pause));
     }
 }
 

@@ -126,8 +126,15 @@ pub(crate) const INDEX: &str = "index.jsonl";
 /// DIR cannot be created or read, is not empty, or (with `clean`) holds other files.
 pub(crate) fn prepare_dir(dir: &Path, clean: bool) -> Result<(), String> {
     let shown = dir.display();
-    std::fs::create_dir_all(dir)
-        .map_err(|err| format!("cannot create the results directory {shown}: {err}"))?;
+    std::fs::create_dir_all(dir).map_err(|err| {
+        // `create_dir_all` says "File exists" of a path that is something else.
+        match std::fs::metadata(dir) {
+            Ok(meta) if !meta.is_dir() => {
+                format!("the results directory {shown} exists and is not a directory")
+            }
+            _ => format!("cannot create the results directory {shown}: {err}"),
+        }
+    })?;
     let entries = std::fs::read_dir(dir)
         .map_err(|err| format!("cannot read the results directory {shown}: {err}"))?;
     // Each name, and whether it is a file lanes could have written (not a directory, say).
@@ -257,6 +264,26 @@ mod tests {
         let stem = file_stem(8, &"/".repeat(100));
         assert!(stem.len() <= 7 + MAX_KEY_IN_NAME);
         assert!(stem.ends_with("%2F"));
+    }
+
+    #[test]
+    fn a_path_that_is_no_directory_is_said_to_be_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let said = prepare_dir(&file, false).unwrap_err();
+        assert_eq!(
+            said,
+            format!(
+                "the results directory {} exists and is not a directory",
+                file.display()
+            )
+        );
+        let below = prepare_dir(&file.join("sub"), false).unwrap_err();
+        assert!(
+            below.starts_with("cannot create the results directory"),
+            "{below}"
+        );
     }
 
     #[test]
