@@ -295,7 +295,10 @@ impl LockDir {
             (Some(lock), Some(slot)) => {
                 return Some(Grant {
                     key: above_placements(lock.into()),
-                    slot: slot.map(above_placements),
+                    slot: slot.map(|slot| {
+                        let _ = write_holder(&slot, &key, &self.identity);
+                        above_placements(slot)
+                    }),
                     wait: Some(HostWait {
                         waited: asked.elapsed(),
                         holder: None,
@@ -371,7 +374,12 @@ impl LockDir {
                 if slots.is_some() {
                     let _ = report.send(Acquired::Locked(Arc::clone(&key)));
                 }
-                let slot = slots.map(|pool| above_placements(pool.take()));
+                let slot = slots.map(|pool| {
+                    let slot = pool.take();
+                    // Which key it serves, for `lanes locks`.
+                    let _ = write_holder(&slot, &key, &identity);
+                    above_placements(slot)
+                });
                 let grant = Grant {
                     key: above_placements(key_fd),
                     slot,
@@ -943,7 +951,7 @@ fn tickets(queue: &Path) -> io::Result<Vec<String>> {
 /// ([`open_lock_file`]). It is opened again through `/proc/self/fd` (the same file, whatever
 /// its name points to now); a lock file another user made without write permission for this
 /// one is left as it is.
-fn write_holder(file: &File, key: &str, identity: &Identity) -> io::Result<()> {
+fn write_holder(file: &impl AsRawFd, key: &str, identity: &Identity) -> io::Result<()> {
     let file = OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
@@ -1100,12 +1108,44 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
         listed.push((key, held.is_some(), holder, waiters));
     }
     listed.sort_by(|a, b| a.0.cmp(&b.0));
+    let slots: Vec<PathBuf> = fs::read_dir(dir.join("slots"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|ext| ext == "lock"))
+                .collect()
+        })
+        .unwrap_or_default();
+    // The held slots, each with the key it serves (written by its holder).
+    let held_slots: Vec<Option<Holder>> = slots
+        .iter()
+        .filter_map(|path| {
+            let file = open_entry(path)?;
+            match flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+                Err(err) if err.raw_os_error() == Some(libc::EWOULDBLOCK) => {
+                    Some(read_holder(&file))
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    let in_a_slot = |h: &Holder| {
+        held_slots.iter().flatten().any(|slot| {
+            (&slot.key, slot.pid, &slot.run, slot.pid_namespace)
+                == (&h.key, h.pid, &h.run, h.pid_namespace)
+        })
+    };
     let mut text = String::new();
     let ours = own_pid_namespace();
     for (key, held, holder, waiters) in &listed {
         match holder {
             Some(h) if !h.elsewhere(ours) && exited(h.pid) => text.push_str(&format!(
                 "{key}: held by {}, which has exited: a process it left holds the key\n",
+                h.shown(ours)
+            )),
+            Some(h) if !slots.is_empty() && !in_a_slot(h) => text.push_str(&format!(
+                "{key}: held by {}, its job waiting for a shared slot\n",
                 h.shown(ours)
             )),
             Some(h) => text.push_str(&format!("{key}: held by {}\n", h.shown(ours))),
@@ -1126,26 +1166,12 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
     if listed.is_empty() {
         text.push_str("no key is held\n");
     }
-    let slots: Vec<PathBuf> = fs::read_dir(dir.join("slots"))
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|ext| ext == "lock"))
-                .collect()
-        })
-        .unwrap_or_default();
     if !slots.is_empty() {
-        let held = slots
-            .iter()
-            .filter(|path| {
-                open_entry(path).is_some_and(|file| {
-                    flock(&file, libc::LOCK_EX | libc::LOCK_NB)
-                        .is_err_and(|err| err.raw_os_error() == Some(libc::EWOULDBLOCK))
-                })
-            })
-            .count();
-        text.push_str(&format!("shared slots: {held} of {} held\n", slots.len()));
+        text.push_str(&format!(
+            "shared slots: {} of {} held\n",
+            held_slots.len(),
+            slots.len()
+        ));
     }
     Ok(text)
 }

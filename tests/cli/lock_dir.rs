@@ -473,6 +473,21 @@ fn a_job_stopped_while_waiting_only_for_a_shared_slot_names_no_holder() {
         "{}",
         locks(&dir)
     );
+    // The listing tells the key whose job runs from the one held while it waits.
+    let listing = locks(&dir);
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 3, "{listing}");
+    assert!(
+        lines[0].starts_with(&format!("\"a\": held by pid {} (run ", a.pid()))
+            && lines[0].ends_with(')'),
+        "{listing}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("\"b\": held by pid {} (run ", b.pid()))
+            && lines[1].ends_with("), its job waiting for a shared slot"),
+        "{listing}"
+    );
+    assert_eq!(lines[2], "shared slots: 1 of 1 held", "{listing}");
     b.signal(Signal::SIGTERM);
     let b = b.wait();
     b.code(143);
