@@ -69,7 +69,7 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
         Err(err) => {
             let unknown = err.kind() == clap::error::ErrorKind::UnknownArgument;
             if unknown {
-                let _ = err.print();
+                eprint!("{}", without_dash_dash_tip(&err));
                 if let Some(hint) = xargs_hint(&invocation.options) {
                     eprintln!("{hint}");
                 }
@@ -182,6 +182,32 @@ fn task_command(name: &str) -> Option<clap::Command> {
     )
 }
 
+/// clap's "unexpected argument" error as it prints it (styled for a terminal), without the
+/// tip it gives of an argument that begins with a dash ("to pass '-P' as a value, use '--
+/// -P'"): after `--` lanes reads a command, which `-P` would then be.
+fn without_dash_dash_tip(err: &clap::Error) -> String {
+    use std::io::IsTerminal as _;
+    let rendered = err.render();
+    let text = if std::io::stderr().is_terminal() {
+        rendered.ansi().to_string()
+    } else {
+        rendered.to_string()
+    };
+    let mut kept = String::with_capacity(text.len());
+    let mut lines = text.split_inclusive('\n').peekable();
+    while let Some(line) = lines.next() {
+        if line.contains("to pass '") && line.contains("as a value, use '-- ") {
+            // The blank line before it stays; the one after it goes with it.
+            if lines.peek().is_some_and(|next| next.trim().is_empty()) {
+                lines.next();
+            }
+            continue;
+        }
+        kept.push_str(line);
+    }
+    kept
+}
+
 /// Printed after clap's "unexpected argument" error.
 const UNKNOWN_ARGUMENT_HINT: &str = "hint: to run a command for each input line, put it after \
 the options: `lanes [OPTIONS] -- COMMAND [ARGS...]`; its own options then belong to it";
@@ -199,6 +225,7 @@ fn xargs_hint(options: &[OsString]) -> Option<&'static str> {
         Some(match name {
             _ if procs => "hint: xargs' `-P N` is `-j N` here",
             "--max-procs" => "hint: xargs' `-P N` is `-j N` here",
+            "--jobs" => "hint: GNU parallel's `--jobs N` is `-j N` here",
             "-n" | "--max-args" | "-L" | "--max-lines" => {
                 "hint: one argument per job is what lanes does (xargs' `-n 1`); \
                  `--batch-size N` runs up to N of a key's arguments as one job"

@@ -209,10 +209,14 @@ fn a_template_whose_end_would_take_in_the_appended_argument_is_refused_before_an
 
 #[test]
 fn xargs_and_parallel_habits_are_usage_errors_that_say_what_is_meant_here() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["-P", "4", "echo", ":::", "a"],
             "xargs' `-P N` is `-j N` here",
+        ),
+        (
+            &["--jobs", "4", "echo", ":::", "a"],
+            "GNU parallel's `--jobs N` is `-j N` here",
         ),
         (
             &["-n", "1", "echo", ":::", "a"],
@@ -228,6 +232,12 @@ fn xargs_and_parallel_habits_are_usage_errors_that_say_what_is_meant_here() {
         let out = Run::new().no_report().args(args.iter().copied()).run();
         out.code(2);
         assert!(out.stderr().contains(said), "{args:?}: {}", out.dump());
+        // Not clap's tip to pass the option after `--`, where lanes reads the command.
+        assert!(
+            !out.stderr().contains("as a value, use '--"),
+            "{}",
+            out.dump()
+        );
     }
 }
 
