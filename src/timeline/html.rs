@@ -196,14 +196,23 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
     }
     writeln!(out, "</table></div>")?;
     if let Body::Aggregate(aggregate) = &timeline.body {
+        let keys = aggregate.rows.iter().filter(|r| r.kind == "key").count();
+        // A row for the other keys only when there are others.
+        let rows = if aggregate.rows.iter().any(|r| r.kind == "keys") {
+            format!("a row for each of the {keys} busiest keys, one for the others")
+        } else {
+            format!(
+                "a row for each of the {}",
+                crate::plural::plural(keys as u64, "key")
+            )
+        };
         writeln!(
             out,
             "<p class=\"note\" id=\"aggregated\">{} jobs: too many to draw one by one, so this \
-             timeline is aggregated: a row for each of the {} busiest keys, one for the others \
-             and a row per slot (or group of slots), in buckets of {}; a cell's shade is the \
-             share of its row's capacity that was running (or waiting).</p>",
+             timeline is aggregated: {rows} and a row per slot (or group of slots), in buckets \
+             of {}; a cell's shade is the share of its row's capacity that was running (or \
+             waiting).</p>",
             f.jobs,
-            aggregate.rows.iter().filter(|r| r.kind == "key").count(),
             duration(aggregate.bucket_ms)
         )?;
     }

@@ -87,7 +87,14 @@
   }
 
   if (body.mode === "detail") {
-    body.bars.forEach(function (b, i) {
+    // Waits of one key share a strip: the job ahead in the lane is drawn last, on top, as its
+    // own cause (cap, resource...) is why the jobs behind it wait too. Bars come in the order
+    // the jobs ended, which is a key's lane order.
+    var order = [];
+    body.bars.forEach(function (b, i) { if (b[3] !== 1) order.push(i); });
+    for (var w = body.bars.length - 1; w >= 0; w--) if (body.bars[w][3] === 1) order.push(w);
+    order.forEach(function (i) {
+      var b = body.bars[i];
       var y = AXIS_H + b[0] * ROW_H;
       var node;
       if (b[3] === 2) {
@@ -102,7 +109,7 @@
         drawnBars += 1;
       }
       node.setAttribute("data-bar", String(i));
-      barNodes.push(node);
+      barNodes[i] = node;
     });
   } else {
     var bw = body.bucket_ms * scale;

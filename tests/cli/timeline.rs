@@ -261,6 +261,39 @@ fn status(dom: &str) -> BTreeMap<String, String> {
     attributes
 }
 
+/// A wait's rectangle as the page drew it.
+#[derive(Debug)]
+struct WaitRect {
+    x: f64,
+    width: f64,
+    y: f64,
+    fill: String,
+}
+
+/// The waits' rectangles of a drawn page's DOM, in the order drawn (the last on top).
+fn wait_rects(dom: &str) -> Vec<WaitRect> {
+    dom.split("<rect ")
+        .skip(1)
+        .filter_map(|rest| {
+            let tag = &rest[..rest.find('>')?];
+            if !tag.contains("class=\"bar wait\"") {
+                return None;
+            }
+            let attribute = |name: &str| {
+                let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+                Some(tag[start..start + tag[start..].find('"')?].to_owned())
+            };
+            let number = |name: &str| attribute(name)?.parse::<f64>().ok();
+            Some(WaitRect {
+                x: number("x")?,
+                width: number("width")?,
+                y: number("y")?,
+                fill: attribute("fill")?,
+            })
+        })
+        .collect()
+}
+
 /// A Chromium to test the page with, if one is installed.
 fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
@@ -371,6 +404,28 @@ fn the_page_draws_in_a_real_browser_with_hostile_text_shown_as_text() {
     assert!(!dom.contains("data-pwned=\""), "the key ran: {dom}");
     assert!(!dom.contains("<img"), "the key became markup: {dom}");
     assert_eq!(dom.matches("<script").count(), 2, "only the page's scripts");
+    // Where waits of one key overlap in its strip, the one on top is never a `key_busy` wait
+    // over another cause: the job ahead's own cause (cap, retry delay) is why both wait.
+    let waits = wait_rects(&dom);
+    assert_eq!(waits.len(), 8, "{dom}");
+    let mut overlaps = 0;
+    for (i, top) in waits.iter().enumerate() {
+        for under in &waits[..i] {
+            let (from, to) = (
+                top.x.max(under.x),
+                (top.x + top.width).min(under.x + under.width),
+            );
+            if top.y == under.y && from < to {
+                overlaps += 1;
+                assert!(
+                    top.fill != "var(--key_busy)" || under.fill == "var(--key_busy)",
+                    "a key_busy wait hides a {} wait: {waits:?}",
+                    under.fill
+                );
+            }
+        }
+    }
+    assert!(overlaps >= 2, "{waits:?}");
     // A screenshot for people to look at.
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("timeline-small.png");
     let _ = std::fs::remove_file(&shot);
@@ -558,8 +613,21 @@ fn a_large_run_is_drawn_aggregated_and_says_so() {
     draw_timeline(&report, None, &page).code(0);
     let html = scratch.read("large.html");
     assert!(
-        html.contains("id=\"aggregated\">6000 jobs: too many to draw one by one"),
+        html.contains(
+            "id=\"aggregated\">6000 jobs: too many to draw one by one, so this timeline is \
+             aggregated: a row for each of the 40 busiest keys, one for the others and"
+        ),
         "the page says it is aggregated"
+    );
+    // Over few keys, there are no others to speak of.
+    let few = scratch.write("few.jsonl", large_report(6_000, 2));
+    draw_timeline(&few, None, &scratch.join("few.html")).code(0);
+    assert!(
+        scratch
+            .read("few.html")
+            .contains("aggregated: a row for each of the 2 keys and a row per slot"),
+        "{}",
+        scratch.read("few.html")
     );
     assert!(html.contains("\"mode\":\"aggregate\""));
     assert!(html.len() < 2_000_000, "{} bytes", html.len());
