@@ -383,6 +383,10 @@ impl RunConfig {
                     cli.trailing_after_dashes,
                 )
                 .map_err(ConfigError::Usage)?;
+                if words.len() > 1 {
+                    crate::trailing_command::check_shell_scripts(words)
+                        .map_err(ConfigError::Usage)?;
+                }
                 Some(crate::trailing_command::template_text(words))
             }
             None => cli.command.or(settings.command),

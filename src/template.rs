@@ -25,6 +25,13 @@ pub(crate) fn is_placeholder(name: &str) -> bool {
     piece_of(name).is_some()
 }
 
+/// Whether `{NAME}` is a placeholder whose text comes from the input: the argument (`{}`,
+/// `{.}`, `{N}`…) or the key. `{seq}`, `{slot}` and `{res.NAME}` are lanes' own numbers and
+/// names.
+pub(crate) fn carries_input(name: &str) -> bool {
+    matches!(piece_of(name), Some(Piece::Args(_) | Piece::Key))
+}
+
 /// One piece of a parsed template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Piece {
@@ -58,6 +65,9 @@ pub(crate) struct Template {
 pub(crate) enum TemplateError {
     #[error("unknown placeholder `{{{0}}}` in --command (known: {{}}, {{.}}, {{/}}, {{//}}, {{/.}}, {{1}}, {{key}}, {{seq}} or {{#}}, {{slot}} or {{%}}, {{res.NAME}} of a declared resource; write {{{{ and }}}} for literal braces)")]
     Unknown(String),
+    /// A shell's `${NAME}` read as a placeholder: what to write instead.
+    #[error("`${{{0}}}` in --command: lanes reads `{{{0}}}` as a placeholder, and knows none of that name; a shell's `${{{0}}}` is written `${{{{{0}}}}}` in a template (braces doubled)")]
+    ShellBraces(String),
     #[error("unclosed `{{` in --command at byte {0} (write {{{{ for a literal brace)")]
     Unclosed(usize),
     #[error("lone `}}` in --command at byte {0} (write }}}} for a literal brace)")]
@@ -96,12 +106,19 @@ impl Template {
                     let rest = &text[at + 1..];
                     let close = rest.find('}').ok_or(TemplateError::Unclosed(at))?;
                     let name = &rest[..close];
-                    let piece =
-                        piece_of(name).ok_or_else(|| TemplateError::Unknown(name.to_owned()))?;
-                    // Numbers are safe anywhere; text from the input is not.
                     let place = places[at];
-                    if place != Place::Word
-                        && matches!(piece, Piece::Args(_) | Piece::Key | Piece::Resource(_))
+                    let piece = piece_of(name).ok_or_else(|| {
+                        if place == Place::AfterDollar {
+                            TemplateError::ShellBraces(name.to_owned())
+                        } else {
+                            TemplateError::Unknown(name.to_owned())
+                        }
+                    })?;
+                    // Numbers are safe anywhere; text from the input is not. Right after a `$`
+                    // neither is what it looks like (`${#}` is no shell's count there).
+                    if place == Place::AfterDollar
+                        || place != Place::Word
+                            && matches!(piece, Piece::Args(_) | Piece::Key | Piece::Resource(_))
                     {
                         return Err(TemplateError::Quoted(format!("{{{name}}}"), at, place));
                     }
@@ -324,7 +341,9 @@ impl std::fmt::Display for Place {
             }
             Place::AfterDollar => {
                 "right after a `$` (`${}` would be bash's `$'…'`, where a backslash escapes \
-                 the quote: write `$` and the placeholder apart, or drop the `$`)"
+                 the quote, and `${#}` a number where a shell's `${#}` was meant: write `$` and \
+                 the placeholder apart, or drop the `$`; a shell's own `${NAME}` is written \
+                 `${{NAME}}`)"
             }
             Place::AfterCase => {
                 "after a `case` inside `$(…)` (lanes does not follow its patterns' `)`: move \
@@ -938,7 +957,16 @@ mod tests {
     #[test]
     fn a_placeholder_right_after_a_dollar_or_after_an_alias_is_refused() {
         // `$'…'` is bash's quoting with backslash escapes: `\'` in the argument ends nothing.
-        for refused in ["echo ${}", "echo a${key}b", "echo $\\\n{}", "echo ${2}"] {
+        // And lanes' numbers there would stand for a shell's `${#}` or `${seq}`.
+        for refused in [
+            "echo ${}",
+            "echo a${key}b",
+            "echo $\\\n{}",
+            "echo ${2}",
+            "echo ${#} {}",
+            "echo ${seq} {}",
+            "echo ${%}",
+        ] {
             assert!(
                 matches!(
                     Template::parse(refused),
@@ -947,6 +975,15 @@ mod tests {
                 "{refused}"
             );
         }
+        // A shell's `${NAME}` is no placeholder lanes knows: the error says how to write it.
+        assert_eq!(
+            Template::parse("echo ${HOME}/{}"),
+            Err(TemplateError::ShellBraces("HOME".into()))
+        );
+        assert!(TemplateError::ShellBraces("HOME".into())
+            .to_string()
+            .contains("is written `${{HOME}}` in a template"));
+        assert!(Template::parse("echo ${{HOME}}/{} $ {seq}").is_ok());
         // An alias's text is read again where it is used: here a `"` before `{}`.
         for refused in [
             "alias q='echo \"'\nq {}",

@@ -536,6 +536,111 @@ fn short_takes_value(command: &clap::Command, name: char) -> bool {
 /// arguments, each passed as it is (as xargs passes them): every word is quoted for the shell
 /// except the placeholders in it (`{}`, `{.}`, `{/}`, `{//}`, `{/.}`, `{N}`, `{key}`, `{seq}`,
 /// `{#}`, `{slot}`, `{%}`, `{res.NAME}`), which are substituted, quoted, in place.
+/// Shells whose `-c` word is a script (by the program's file name).
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "ash", "yash", "busybox",
+];
+
+/// Programs that run the command after their own options and operands (`env A=1 sh -c …`,
+/// `timeout 5 sh -c …`).
+const WRAPPERS: &[&str] = &[
+    "env", "sudo", "nice", "nohup", "timeout", "stdbuf", "setsid", "time", "exec", "command",
+    "ionice", "chrt", "taskset",
+];
+
+/// Refuses a placeholder of the input (`{}`, `{key}`…) inside the script a shell runs, the
+/// word after its `-c` (`lanes sh -c 'echo {}' ::: ARG`), with other text: the words are
+/// passed as they are, so the shell would run the argument as code. A shell run directly or
+/// through one of a few wrappers (`env`, `sudo`, `nice`, `timeout`…) is seen; a script that is
+/// the placeholder alone (`sh -c {}`) runs the argument as code on purpose, and is left as it
+/// is, as `eval {}` is in `--command`.
+///
+/// # Errors
+/// The message says which word and how to pass the argument instead.
+pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
+    let name = |word: &str| word.rsplit('/').next().unwrap_or(word).to_owned();
+    let mut rest = words.iter().skip_while(|word| is_assignment(word));
+    // The program, past wrappers and their options and operands.
+    let shell = loop {
+        let Some(word) = rest.next() else {
+            return Ok(());
+        };
+        if SHELLS.contains(&name(word).as_str()) {
+            break name(word);
+        }
+        if !WRAPPERS.contains(&name(word).as_str()) {
+            return Ok(());
+        }
+        // Its options, assignments and numbers (a timeout, a priority) are skipped.
+        let mut peek = rest.clone().peekable();
+        while let Some(next) = peek.peek() {
+            let operand = next.starts_with('-')
+                || is_assignment(next)
+                || next.starts_with(|c: char| c.is_ascii_digit());
+            if !operand {
+                break;
+            }
+            peek.next();
+            rest.next();
+        }
+    };
+    // `busybox sh -c`: the applet.
+    if shell == "busybox" && rest.clone().next().is_some_and(|w| name(w) != "sh") {
+        return Ok(());
+    }
+    let mut script_next = false;
+    for word in rest {
+        if script_next {
+            return check_script_word(&shell, word);
+        }
+        if word == "--" || !(word.starts_with('-') || word.starts_with('+')) {
+            // A script file, or no option naming a script.
+            if shell == "busybox" && name(word) == "sh" {
+                continue;
+            }
+            return Ok(());
+        }
+        script_next = !word.starts_with("--") && word[1..].contains('c');
+    }
+    Ok(())
+}
+
+/// [`check_shell_scripts`] for `script`, the word after `SHELL -c`.
+fn check_script_word(shell: &str, script: &str) -> Result<(), String> {
+    let mut placeholders = Vec::new();
+    let mut rest = script;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open..];
+        if let Some(past) = after.strip_prefix("{{") {
+            rest = past;
+            continue;
+        }
+        match after.find('}') {
+            Some(close) => {
+                let name = &after[1..close];
+                if crate::template::is_placeholder(name) {
+                    placeholders.push((name.to_owned(), close + 1 == after.len() && open == 0));
+                }
+                rest = &after[close + 1..];
+            }
+            None => break,
+        }
+    }
+    match placeholders
+        .iter()
+        .find(|(name, _)| crate::template::carries_input(name))
+    {
+        Some(_) if placeholders.len() == 1 && placeholders[0].1 => Ok(()),
+        Some((name, _)) => Err(format!(
+            "the placeholder `{{{name}}}` is inside the script `{shell} -c` runs: the words of a \
+             trailing command are passed as they are, so {shell} would run the argument as \
+             code. Pass it to the script as an argument instead: `{shell} -c '... \"$1\" ...' \
+             {shell} {{{name}}}`"
+        )),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn template_text(words: &[String]) -> String {
     if let [one] = words {
         return one.clone();
@@ -605,6 +710,63 @@ fn push_literal(out: &mut String, literal: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_placeholder_inside_a_shells_script_word_is_refused() {
+        let words = |text: &str| -> Vec<String> { shell_words(text) };
+        for refused in [
+            "sh -c 'echo {}'",
+            "bash -c 'echo x{}y'",
+            "/bin/dash -ec 'cat {.}.txt'",
+            "zsh -c 'echo {key}'",
+            "env A=1 B=2 sh -c 'echo {}'",
+            "timeout 5 bash -lc 'echo {}'",
+            "sudo -n nice -n 5 sh -xc 'echo {1}'",
+            "X=1 sh -c 'echo {}; echo {}'",
+            "busybox sh -c 'echo {}'",
+        ] {
+            let said = check_shell_scripts(&words(refused)).expect_err(refused);
+            assert!(
+                said.contains("would run the argument as code"),
+                "{refused}: {said}"
+            );
+        }
+        for accepted in [
+            "sh -c {}",
+            "sh -c 'echo \"$1\"' sh {}",
+            "sh -c 'echo {seq} {slot} {res.gpu}'",
+            "sh script.sh {}",
+            "sh -- -c{} {}",
+            "bash --norc script {}",
+            "gcc -c src/{}.c",
+            "python3 -c 'print(1)' {}",
+            "echo sh -c 'x {}'",
+            "sh -c 'echo {{}}'",
+        ] {
+            assert_eq!(check_shell_scripts(&words(accepted)), Ok(()), "{accepted}");
+        }
+    }
+
+    /// `text` split into words as a shell would (single and double quotes only).
+    fn shell_words(text: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        let mut word: Option<String> = None;
+        let mut quote: Option<char> = None;
+        for c in text.chars() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), c) => word.get_or_insert_with(String::new).push(c),
+                (None, '\'' | '"') => {
+                    quote = Some(c);
+                    word.get_or_insert_with(String::new);
+                }
+                (None, ' ') => words.extend(word.take()),
+                (None, c) => word.get_or_insert_with(String::new).push(c),
+            }
+        }
+        words.extend(word);
+        words
+    }
 
     fn split_words(words: &[&str], files: &[&str]) -> Result<Invocation, String> {
         let argv = std::iter::once("lanes")

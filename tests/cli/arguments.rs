@@ -738,3 +738,42 @@ fn a_script_given_where_xargs_takes_its_command_is_refused_with_both_forms() {
     out.code(0);
     assert_eq!(out.stdout(), "[a] ran\n");
 }
+
+/// In the several-words form the words go to the program as they are: a placeholder inside the
+/// script of `sh -c` would make the argument code, and is refused; the argument passed to the
+/// script as `$1` is the way, and stays data.
+#[test]
+fn a_placeholder_inside_a_shells_script_word_is_refused_and_the_argument_form_is_data() {
+    let scratch = Scratch::new();
+    let hostile = "$(touch \"$D/pwned\")";
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["sh", "-c", "echo {}", ":::", hostile])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("the placeholder `{}` is inside the script `sh -c` runs"),
+        "{}",
+        out.dump()
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args([
+            "--output",
+            "raw",
+            "sh",
+            "-c",
+            "printf '%s\\n' \"$1\"",
+            "sh",
+            "{}",
+            ":::",
+            hostile,
+        ])
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), format!("{hostile}\n"));
+    assert!(!scratch.exists("pwned"), "the argument ran");
+}
