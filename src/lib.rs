@@ -51,6 +51,7 @@ pub use run::{run, run_task};
 /// for the binary's first instruction, an ELF constructor.
 pub fn block_handled_signals() {
     shell::signal::hold_early();
+    output::sink::note_closed_stdout();
 }
 
 /// Process-wide set-up that must happen before any thread starts; returns whether SIGHUP was

@@ -12,7 +12,7 @@ use crate::cli::Cli;
 use crate::config::{use_color, use_progress, RunConfig, Source, Surroundings};
 use crate::input::arguments::{from_list, RecordReader};
 use crate::input::lines::{LineItem, NumberedLine};
-use crate::output::sink::{stderr_file, stdout_file, Sink};
+use crate::output::sink::{stderr_file, Sink};
 use crate::output::spool::Spool;
 use crate::report::events::EventLog;
 use crate::report::junit::JunitReport;
@@ -215,11 +215,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     let display = progress.as_ref().map(Progress::handle);
     let stdout = Sink::spawn(
         "stdout",
-        // No descriptor left to duplicate it (`ulimit -n`): written through the process's own.
-        match stdout_file() {
-            Ok(file) => Box::new(file),
-            Err(_) => Box::new(std::io::stdout()),
-        },
+        crate::output::sink::stdout_destination(),
         display.clone().filter(|_| env.stdout_is_terminal),
     );
     let stderr = Sink::spawn(

@@ -562,6 +562,44 @@ impl Sink {
     }
 }
 
+/// Whether descriptor 1 was closed when lanes started (`lanes … >&-`), before Rust's start-up
+/// put `/dev/null` there ([`note_closed_stdout`]).
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Notes whether descriptor 1 is closed. For lanes' first code (an ELF constructor), before
+/// Rust's start-up opens `/dev/null` on a closed standard descriptor, which would make the
+/// jobs' output vanish without a word.
+pub(crate) fn note_closed_stdout() {
+    // SAFETY: `fcntl(F_GETFD)` reads a descriptor's flags; it touches no memory of ours.
+    let closed = unsafe { nix::libc::fcntl(nix::libc::STDOUT_FILENO, nix::libc::F_GETFD) } == -1;
+    STDOUT_CLOSED.store(closed, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// lanes' stdout as a destination, as [`stdout_file`] opens it, or, when descriptor 1 was
+/// closed at start, a destination every write to which fails with EBADF, as a write to a
+/// closed descriptor does: said once, as for a full disk, and the exit status is 1.
+pub(crate) fn stdout_destination() -> Box<dyn std::io::Write + Send> {
+    struct Closed;
+    impl std::io::Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other(
+                "it was closed when lanes started (`>&-`)",
+            ))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    if STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Box::new(Closed);
+    }
+    // No descriptor left to duplicate it (`ulimit -n`): written through the process's own.
+    match stdout_file() {
+        Ok(file) => Box::new(file),
+        Err(_) => Box::new(std::io::stdout()),
+    }
+}
+
 /// lanes' own stdout as a destination: a duplicate of descriptor 1 written without buffering
 /// (one `write` per buffer).
 pub(crate) fn stdout_file() -> std::io::Result<std::fs::File> {

@@ -210,6 +210,9 @@ fn junit_events_and_json_report_that_cannot_be_stored_make_the_run_exit_1() {
         ("exec >/dev/full", vec!["--json"], "stdout"),
         // The jobs' output, a CI job's log on a full disk.
         ("exec >/dev/full", vec![], "stdout"),
+        // Closed: the output is lost as on a full disk, not dropped without a word.
+        ("exec >&-", vec![], "stdout"),
+        ("exec >&-", vec!["--json"], "stdout"),
         (":", vec!["--junit", "/dev/full"], "the JUnit file"),
         (":", vec!["--events", "/dev/full"], "the events file"),
     ] {
