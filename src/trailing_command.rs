@@ -589,9 +589,18 @@ pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
         return Ok(());
     }
     let mut script_next = false;
+    let mut operand_next = false;
     for word in rest {
         if script_next {
             return check_script_word(&shell, word);
+        }
+        if std::mem::take(&mut operand_next) {
+            continue;
+        }
+        // Options that take the next word (`-o pipefail`, bash's `-O extglob`, `--rcfile F`).
+        if ["-o", "+o", "-O", "+O", "--rcfile", "--init-file"].contains(&word.as_str()) {
+            operand_next = true;
+            continue;
         }
         if word == "--" || !(word.starts_with('-') || word.starts_with('+')) {
             // A script file, or no option naming a script.
@@ -722,6 +731,8 @@ mod tests {
             "env A=1 B=2 sh -c 'echo {}'",
             "timeout 5 bash -lc 'echo {}'",
             "sudo -n nice -n 5 sh -xc 'echo {1}'",
+            "bash -O extglob -o pipefail -c 'echo {}'",
+            "bash --rcfile x -c 'echo {}'",
             "X=1 sh -c 'echo {}; echo {}'",
             "busybox sh -c 'echo {}'",
         ] {
