@@ -326,6 +326,9 @@ pub(crate) enum Place {
     /// Right after a `$`: the substitution's opening quote would start bash's `$'…'`, in
     /// which a backslash escapes the closing quote.
     AfterDollar,
+    /// After a `$'…'`: bash's quotes with backslash escapes, which sh (dash) reads as a `$`
+    /// and plain single quotes, so where they end depends on the shell.
+    AfterDollarQuote,
 }
 
 impl std::fmt::Display for Place {
@@ -348,6 +351,11 @@ impl std::fmt::Display for Place {
             Place::AfterCase => {
                 "after a `case` inside `$(…)` (lanes does not follow its patterns' `)`: move \
                  the case out of the command substitution, or the placeholder before it)"
+            }
+            Place::AfterDollarQuote => {
+                "after a `$'…'` (bash's quotes with backslash escapes, which sh reads as `$` \
+                 and plain quotes, so where they end depends on the shell: write the text in \
+                 plain quotes, or the placeholder before it)"
             }
         })
     }
@@ -377,7 +385,21 @@ fn places(text: &str) -> Vec<Place> {
     // placeholder's. Removed in comments and quoted here-documents too, where the shell keeps
     // them: the scan then finds more text in a comment or a document, never less.
     let (joined, at) = without_continuations(text.as_bytes());
-    let found = places_joined(&joined);
+    let (mut found, documents) = places_joined(&joined);
+    // A here-document whose body or delimiter line had a continuation removed: bash joins it
+    // before it looks for the delimiter (unquoted), dash and every quoted document do not, so
+    // where the body ends depends on the shell. The rest of the text is taken as the body.
+    if let Some(document) = documents.iter().find(|document| {
+        let last = document.end.min(joined.len());
+        // A gap between neighbours in the original text, or the delimiter line's end itself.
+        (document.start.max(1)..last).any(|j| at[j] != at[j - 1] + 1)
+            || at
+                .get(last)
+                .zip(last.checked_sub(1).and_then(|l| at.get(l)))
+                .is_some_and(|(after, before)| *after != before + 1)
+    }) {
+        found[document.start..].fill(Place::HereDocument);
+    }
     let mut places = vec![Place::Quotes; text.len()];
     for (place, &original) in found.into_iter().zip(&at) {
         places[original] = place;
@@ -420,13 +442,14 @@ fn without_continuations(b: &[u8]) -> (Vec<u8>, Vec<usize>) {
 }
 
 /// [`places`] of a text without line continuations: [`scan`]'s, and from the first `alias`
-/// command on, [`Place::AfterAlias`].
-fn places_joined(b: &[u8]) -> Vec<Place> {
-    let mut places = scan(b);
+/// command on, [`Place::AfterAlias`]; with the here-documents' bodies, each with its delimiter
+/// line.
+fn places_joined(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
+    let (mut places, documents) = scan(b);
     if let Some(at) = alias_command(b) {
         places[at..].fill(Place::AfterAlias);
     }
-    places
+    (places, documents)
 }
 
 /// Where the first word that may run `alias` starts: `alias` whose neighbours are a word's
@@ -473,8 +496,10 @@ fn alias_command(b: &[u8]) -> Option<usize> {
     })
 }
 
-/// The [`Place`] of every byte of a text without line continuations, `alias` aside.
-fn scan(b: &[u8]) -> Vec<Place> {
+/// The [`Place`] of every byte of a text without line continuations, `alias` aside, and where
+/// each here-document's body and delimiter line are.
+fn scan(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
+    let mut documents = Vec::new();
     let mut places = vec![Place::Word; b.len()];
     let mut nest: Vec<Nest> = Vec::new();
     let mut pending: Vec<(Vec<u8>, bool)> = Vec::new();
@@ -498,7 +523,7 @@ fn scan(b: &[u8]) -> Vec<Place> {
         };
         if matches!(nest.last(), Some(Nest::Substitution(_))) && word_here(b"case") {
             places[i..].fill(Place::AfterCase);
-            return places;
+            return (places, documents);
         }
         if matches!(nest.last(), Some(Nest::Double)) {
             places[i] = Place::Quotes;
@@ -546,17 +571,10 @@ fn scan(b: &[u8]) -> Vec<Place> {
                 continue;
             }
             b'$' if next == Some(b'\'') => {
-                // `$'…'` (bash, ksh, zsh; POSIX 2024): backslash escapes inside, a quoted
-                // substitution's `'` ends it.
-                let mut end = i + 2;
-                while end < b.len() && b[end] != b'\'' {
-                    end += if b[end] == b'\\' { 2 } else { 1 };
-                }
-                let end = (end + 1).min(b.len());
-                places[i..end].fill(Place::Quotes);
-                i = end;
-                word_start = false;
-                continue;
+                // `$'…'` (bash, ksh, zsh; POSIX 2024) has backslash escapes inside; sh (dash)
+                // reads a `$` and plain quotes. Where it ends depends on the shell.
+                places[i..].fill(Place::AfterDollarQuote);
+                return (places, documents);
             }
             b'\'' => {
                 let end = b[i + 1..]
@@ -620,6 +638,19 @@ fn scan(b: &[u8]) -> Vec<Place> {
                 // A substitution in the delimiter's word would be part of that word, its
                 // quotes the word's, and the word can run on past it.
                 places[i..end].fill(Place::Quotes);
+                if nest
+                    .iter()
+                    .any(|n| matches!(n, Nest::Substitution(_) | Nest::Backquote))
+                {
+                    // Opened inside `$(…)` or backquotes, its body may be read (bash) from
+                    // the next newline of the input, one inside a substitution's quotes
+                    // included: the rest of the line is no place for one.
+                    let eol = b[end..]
+                        .iter()
+                        .position(|&n| n == b'\n')
+                        .map_or(b.len(), |at| end + at);
+                    places[end..eol].fill(Place::HereDocument);
+                }
                 i = end;
                 word_start = true;
                 continue;
@@ -632,6 +663,7 @@ fn scan(b: &[u8]) -> Vec<Place> {
                     loop {
                         if line >= b.len() {
                             places[body..].fill(Place::HereDocument);
+                            documents.push(body..b.len());
                             break;
                         }
                         let eol = b[line..]
@@ -646,6 +678,7 @@ fn scan(b: &[u8]) -> Vec<Place> {
                         }
                         if content == delimiter.as_slice() {
                             places[body..line].fill(Place::HereDocument);
+                            documents.push(body..eol);
                             line = eol + 1;
                             break;
                         }
@@ -665,7 +698,7 @@ fn scan(b: &[u8]) -> Vec<Place> {
             );
         i += 1;
     }
-    places
+    (places, documents)
 }
 
 /// Where an expansion that starts at `at` and takes a quoted substitution in as something
@@ -1040,7 +1073,19 @@ mod tests {
             ("cat <\\\n<EOF\n{}\nEOF", Place::HereDocument),
             // A body line ending in a backslash joins the delimiter's line to it.
             ("cat <<EOF\nx\\\nEOF\n{}\nEOF", Place::HereDocument),
-            ("echo $'\\' {} '", Place::Quotes),
+            ("echo $'\\' {} '", Place::AfterDollarQuote),
+            // dash reads `$` and a plain quote: `'{}` would open a quote there.
+            ("echo $'don\\'t '{}", Place::AfterDollarQuote),
+            // A continuation in a document's delimiter line: bash joins it, dash and a quoted
+            // document do not, so the body may go on.
+            ("cat <<'EOF'\nE\\\nOF\necho {}\nEOF", Place::HereDocument),
+            ("cat <<EOF\nE\\\nOF\necho {}\nEOF", Place::HereDocument),
+            // Opened inside `$(…)`: bash may read its body from the next newline, one inside
+            // the argument's quotes included.
+            ("echo $(cat <<EOF) {}\nEOF", Place::HereDocument),
+            // (In backquotes the delimiter word runs on through the closing backquote.)
+            ("echo `cat <<EOF` {}\nEOF", Place::Quotes),
+            ("echo `cat <<EOF ` {}\nEOF", Place::HereDocument),
             ("echo \"${{x:-\"{}\"}}\"", Place::Quotes),
             ("echo \"${{HOME#'{}'}}\"", Place::Quotes),
             ("echo ${{x:-{}}}", Place::Quotes),

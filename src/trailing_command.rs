@@ -531,91 +531,102 @@ fn short_takes_value(command: &clap::Command, name: char) -> bool {
         .any(|arg| arg.get_short() == Some(name) && arg.get_action().takes_values())
 }
 
-/// The `--command` template text for a trailing command. One word is shell text, as a
-/// `--command` template (`lanes 'gunzip -c {} > {.}'`). Several words are a program and its
-/// arguments, each passed as it is (as xargs passes them): every word is quoted for the shell
-/// except the placeholders in it (`{}`, `{.}`, `{/}`, `{//}`, `{/.}`, `{N}`, `{key}`, `{seq}`,
-/// `{#}`, `{slot}`, `{%}`, `{res.NAME}`), which are substituted, quoted, in place.
-/// Shells whose `-c` word is a script (by the program's file name).
+/// Shells, by the program's file name: the first operand after a `-c` among their options is a
+/// script.
 const SHELLS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "ksh93", "mksh", "ash", "yash", "busybox",
+    "sh", "bash", "rbash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "ash", "yash", "posh",
+    "busybox", "fish", "csh", "tcsh",
 ];
 
-/// Programs that run the command after their own options and operands (`env A=1 sh -c …`,
-/// `timeout 5 sh -c …`).
-const WRAPPERS: &[&str] = &[
-    "env", "sudo", "nice", "nohup", "timeout", "stdbuf", "setsid", "time", "exec", "command",
-    "ionice", "chrt", "taskset",
-];
+/// Programs whose `-c WORD` (or `--command WORD`) is a command line for a shell.
+const COMMAND_OPTIONS: &[&str] = &["su", "runuser", "script", "flock"];
 
-/// Refuses a placeholder of the input (`{}`, `{key}`…) inside the script a shell runs, the
-/// word after its `-c` (`lanes sh -c 'echo {}' ::: ARG`), with other text: the words are
-/// passed as they are, so the shell would run the argument as code. A shell run directly or
-/// through one of a few wrappers (`env`, `sudo`, `nice`, `timeout`…) is seen; a script that is
-/// the placeholder alone (`sh -c {}`) runs the argument as code on purpose, and is left as it
-/// is, as `eval {}` is in `--command`.
+/// Refuses a placeholder of the input (`{}`, `{key}`…) where a program of the words would run
+/// it as code, the words being passed as they are: inside the script of a shell's `-c` (the
+/// first operand after its options; `lanes sh -c 'echo {}' ::: ARG`) with other text, in the
+/// `-c` command of `su`, `runuser`, `script` or `flock`, and anywhere in the string of `env
+/// -S`. A shell is found anywhere among the words (after `env`, `sudo`, `timeout`…, whatever
+/// their options), which refuses a few harmless commands (`echo sh -c '{}'`) rather than
+/// miss one. A script that is the placeholder alone (`sh -c {}`) runs the argument as code on
+/// purpose, and is left as it is, as `eval {}` is in `--command`.
 ///
 /// # Errors
 /// The message says which word and how to pass the argument instead.
 pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
     let name = |word: &str| word.rsplit('/').next().unwrap_or(word).to_owned();
-    let mut rest = words.iter().skip_while(|word| is_assignment(word));
-    // The program, past wrappers and their options and operands.
-    let shell = loop {
-        let Some(word) = rest.next() else {
-            return Ok(());
-        };
-        if SHELLS.contains(&name(word).as_str()) {
-            break name(word);
-        }
-        if !WRAPPERS.contains(&name(word).as_str()) {
-            return Ok(());
-        }
-        // Its options, assignments and numbers (a timeout, a priority) are skipped.
-        let mut peek = rest.clone().peekable();
-        while let Some(next) = peek.peek() {
-            let operand = next.starts_with('-')
-                || is_assignment(next)
-                || next.starts_with(|c: char| c.is_ascii_digit());
-            if !operand {
-                break;
+    for (i, word) in words.iter().enumerate() {
+        let program = name(word);
+        let after = &words[i + 1..];
+        if SHELLS.contains(&program.as_str()) {
+            if let Some(script) = shell_script(after) {
+                check_script_word(&program, script, true)?;
             }
-            peek.next();
-            rest.next();
-        }
-    };
-    // `busybox sh -c`: the applet.
-    if shell == "busybox" && rest.clone().next().is_some_and(|w| name(w) != "sh") {
-        return Ok(());
-    }
-    let mut script_next = false;
-    let mut operand_next = false;
-    for word in rest {
-        if script_next {
-            return check_script_word(&shell, word);
-        }
-        if std::mem::take(&mut operand_next) {
-            continue;
-        }
-        // Options that take the next word (`-o pipefail`, bash's `-O extglob`, `--rcfile F`).
-        if ["-o", "+o", "-O", "+O", "--rcfile", "--init-file"].contains(&word.as_str()) {
-            operand_next = true;
-            continue;
-        }
-        if word == "--" || !(word.starts_with('-') || word.starts_with('+')) {
-            // A script file, or no option naming a script.
-            if shell == "busybox" && name(word) == "sh" {
-                continue;
+        } else if COMMAND_OPTIONS.contains(&program.as_str()) {
+            for (j, option) in after.iter().enumerate() {
+                let script = if option == "-c" || option == "--command" {
+                    after.get(j + 1).map(String::as_str)
+                } else if let Some(value) = option.strip_prefix("--command=") {
+                    Some(value)
+                } else if option.len() > 2
+                    && option.starts_with('-')
+                    && !option.starts_with("--")
+                    && option.ends_with('c')
+                {
+                    after.get(j + 1).map(String::as_str)
+                } else {
+                    None
+                };
+                if let Some(script) = script {
+                    check_script_word(&program, script, true)?;
+                }
             }
-            return Ok(());
+        } else if program == "env" {
+            for (j, option) in after.iter().enumerate() {
+                let string = if option == "-S" || option == "--split-string" {
+                    after.get(j + 1).map(String::as_str)
+                } else if let Some(value) = option.strip_prefix("--split-string=") {
+                    Some(value)
+                } else {
+                    option.strip_prefix("-S").filter(|value| !value.is_empty())
+                };
+                if let Some(string) = string {
+                    check_script_word("env -S", string, false)?;
+                }
+            }
         }
-        script_next = !word.starts_with("--") && word[1..].contains('c');
     }
     Ok(())
 }
 
-/// [`check_shell_scripts`] for `script`, the word after `SHELL -c`.
-fn check_script_word(shell: &str, script: &str) -> Result<(), String> {
+/// The script of a shell whose arguments are `words`: the first operand after its options, if
+/// one of them is `-c` (alone or in a cluster, `-ec`).
+fn shell_script(words: &[String]) -> Option<&str> {
+    let mut command = false;
+    let mut words = words.iter();
+    while let Some(word) = words.next() {
+        if word == "--" {
+            break;
+        }
+        // Options that take the next word (`-o pipefail`, bash's `-O extglob`, `--rcfile F`).
+        if ["-o", "+o", "-O", "+O", "--rcfile", "--init-file"].contains(&word.as_str()) {
+            words.next();
+            continue;
+        }
+        if word.starts_with("--") {
+            continue;
+        }
+        if let Some(cluster) = word.strip_prefix('-').or_else(|| word.strip_prefix('+')) {
+            command |= word.starts_with('-') && cluster.contains('c');
+            continue;
+        }
+        return command.then_some(word.as_str());
+    }
+    words.next().filter(|_| command).map(String::as_str)
+}
+
+/// [`check_shell_scripts`] for `script`, a word that `runner` runs as code; the placeholder
+/// alone as the whole word is let through when `whole_allowed`.
+fn check_script_word(runner: &str, script: &str, whole_allowed: bool) -> Result<(), String> {
     let mut placeholders = Vec::new();
     let mut rest = script;
     while let Some(open) = rest.find('{') {
@@ -635,21 +646,27 @@ fn check_script_word(shell: &str, script: &str) -> Result<(), String> {
             None => break,
         }
     }
+    let whole = whole_allowed && placeholders.len() == 1 && placeholders[0].1;
     match placeholders
         .iter()
         .find(|(name, _)| crate::template::carries_input(name))
     {
-        Some(_) if placeholders.len() == 1 && placeholders[0].1 => Ok(()),
+        Some(_) if whole => Ok(()),
         Some((name, _)) => Err(format!(
-            "the placeholder `{{{name}}}` is inside the script `{shell} -c` runs: the words of a \
-             trailing command are passed as they are, so {shell} would run the argument as \
-             code. Pass it to the script as an argument instead: `{shell} -c '... \"$1\" ...' \
-             {shell} {{{name}}}`"
+            "the placeholder `{{{name}}}` is inside a word `{runner}` runs as code: the words \
+             of a trailing command are passed as they are, so the argument would run as \
+             code. Pass it to a script as an argument instead: `sh -c '... \"$1\" ...' sh \
+             {{{name}}}`"
         )),
         None => Ok(()),
     }
 }
 
+/// The `--command` template text for a trailing command. One word is shell text, as a
+/// `--command` template (`lanes 'gunzip -c {} > {.}'`). Several words are a program and its
+/// arguments, each passed as it is (as xargs passes them): every word is quoted for the shell
+/// except the placeholders in it (`{}`, `{.}`, `{/}`, `{//}`, `{/.}`, `{N}`, `{key}`, `{seq}`,
+/// `{#}`, `{slot}`, `{%}`, `{res.NAME}`), which are substituted, quoted, in place.
 pub(crate) fn template_text(words: &[String]) -> String {
     if let [one] = words {
         return one.clone();
@@ -733,12 +750,34 @@ mod tests {
             "sudo -n nice -n 5 sh -xc 'echo {1}'",
             "bash -O extglob -o pipefail -c 'echo {}'",
             "bash --rcfile x -c 'echo {}'",
+            "sh -c -- 'echo {}'",
+            "bash -c -x 'echo {}'",
+            "sh -ce -- 'echo {}'",
+            "bash -c -o errexit 'echo {}'",
+            "env -u HOME sh -c 'echo {}'",
+            "env -C / sh -c 'echo {}'",
+            "timeout -s KILL 5 sh -c 'echo {}'",
+            "sudo -u root sh -c 'echo {}'",
+            "flock f sh -c 'echo {}'",
+            "flock f -c 'echo {}'",
+            "xargs sh -c 'echo {}'",
+            "su -c 'echo {}'",
+            "su -lc 'echo {}'",
+            "script -qc 'echo {}' /dev/null",
+            "script --command='echo {}' /dev/null",
+            "runuser -u root -- sh -c 'echo {}'",
+            "rbash -c 'echo {}'",
+            "env -S 'sh -c \"echo {}\"'",
+            "env --split-string={}",
+            "env '-Scat {}'",
+            // Harmless, refused all the same: a shell is looked for among all the words.
+            "echo sh -c 'x {}'",
             "X=1 sh -c 'echo {}; echo {}'",
             "busybox sh -c 'echo {}'",
         ] {
             let said = check_shell_scripts(&words(refused)).expect_err(refused);
             assert!(
-                said.contains("would run the argument as code"),
+                said.contains("the argument would run as code"),
                 "{refused}: {said}"
             );
         }
@@ -751,7 +790,6 @@ mod tests {
             "bash --norc script {}",
             "gcc -c src/{}.c",
             "python3 -c 'print(1)' {}",
-            "echo sh -c 'x {}'",
             "sh -c 'echo {{}}'",
         ] {
             assert_eq!(check_shell_scripts(&words(accepted)), Ok(()), "{accepted}");

@@ -754,7 +754,7 @@ fn a_placeholder_inside_a_shells_script_word_is_refused_and_the_argument_form_is
     out.code(2);
     assert!(
         out.stderr()
-            .contains("the placeholder `{}` is inside the script `sh -c` runs"),
+            .contains("the placeholder `{}` is inside a word `sh` runs as code"),
         "{}",
         out.dump()
     );
