@@ -549,6 +549,19 @@ impl RunConfig {
                 batch_name()
             )));
         }
+        if let Some(at) = template
+            .as_ref()
+            .filter(|_| batching)
+            .and_then(Template::args_in_assignment)
+        {
+            return Err(ConfigError::Usage(format!(
+                "{} puts several arguments where {template_origin} has its argument in a \
+                 word that begins `NAME=` (byte {at}): as an assignment, the first would be \
+                 the value and the next a command to run (`x='a' 'b'` runs `b`). Assign each \
+                 (`for x in {{}}; do …; done`) or use the arguments as words (`cmd {{}}`)",
+                batch_name()
+            )));
+        }
         if batching && (coalesce_latest || cancel_in_progress) {
             let dropping = if cancel_in_progress {
                 cancel_name()

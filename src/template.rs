@@ -58,6 +58,8 @@ pub(crate) struct Template {
     pieces: Vec<Piece>,
     /// `--colsep`: where `{N}` splits an argument into columns.
     colsep: Option<String>,
+    /// The byte of the first argument placeholder in an assignment word (`x={}`), if any.
+    assigned_at: Option<usize>,
 }
 
 /// Why a template is not usable.
@@ -90,6 +92,7 @@ impl Template {
         let mut pieces = Vec::new();
         let mut literal = String::new();
         let places = places(text);
+        let mut assigned_at = None;
         let mut chars = text.char_indices().peekable();
         while let Some((at, c)) = chars.next() {
             match c {
@@ -122,6 +125,12 @@ impl Template {
                     {
                         return Err(TemplateError::Quoted(format!("{{{name}}}"), at, place));
                     }
+                    if assigned_at.is_none()
+                        && matches!(piece, Piece::Args(_))
+                        && in_assignment(text.as_bytes(), &places, at)
+                    {
+                        assigned_at = Some(at);
+                    }
                     for _ in 0..=name.chars().count() {
                         chars.next();
                     }
@@ -153,7 +162,15 @@ impl Template {
             source,
             pieces,
             colsep: None,
+            assigned_at,
         })
+    }
+
+    /// Where an argument placeholder stands in an assignment word (`x={}`), by byte: a batch's
+    /// several arguments there would make the first the value and the next a command to run
+    /// (`x='a' 'b' 'c'` runs `b c`).
+    pub(crate) fn args_in_assignment(&self) -> Option<usize> {
+        self.assigned_at
     }
 
     /// How many placeholders of the argument (`{}`, `{.}`, `{1}`…) the template holds: each
@@ -369,6 +386,31 @@ enum Nest {
     Substitution(usize),
     /// Backquotes.
     Backquote,
+}
+
+/// Whether the word around byte `at` (a placeholder's `{` in a word) begins as an assignment,
+/// an unquoted `NAME=` or `NAME+=`: the word's start is the last unquoted blank or operator
+/// before it.
+fn in_assignment(b: &[u8], places: &[Place], at: usize) -> bool {
+    let start = (0..at)
+        .rev()
+        .find(|&k| {
+            places[k] == Place::Word
+                && matches!(
+                    b[k],
+                    b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')'
+                )
+        })
+        .map_or(0, |k| k + 1);
+    let word = &b[start..at];
+    let Some(eq) = word.iter().position(|&c| c == b'=') else {
+        return false;
+    };
+    let name = word[..eq].strip_suffix(b"+").unwrap_or(&word[..eq]);
+    !name.is_empty()
+        && !name[0].is_ascii_digit()
+        && name.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_')
+        && places[start..start + eq].iter().all(|&p| p == Place::Word)
 }
 
 /// The [`Place`] of every byte of `text`. A plain scan, not a parser: it follows quotes,
@@ -984,6 +1026,21 @@ mod tests {
             "echo \"$(basename {})\" case",
         ] {
             assert!(Template::parse(accepted).is_ok(), "{accepted}");
+        }
+    }
+
+    #[test]
+    fn an_argument_in_an_assignment_word_is_found() {
+        for (text, at) in [
+            ("x={}; echo \"$x\"", Some(2)),
+            ("a=1 b+={}/x cmd", Some(7)),
+            ("echo {}; y=\"$(cat {})\"", None),
+            ("echo \"a=\"{} 'b='{}", None),
+            ("cmd {} x=1", None),
+            ("x=({})", None),
+        ] {
+            let template = Template::parse(text).unwrap();
+            assert_eq!(template.args_in_assignment(), at, "{text}");
         }
     }
 

@@ -791,3 +791,35 @@ fn a_batch_whose_delay_ran_out_with_the_slot_taken_is_told_waiting_for_the_cap_a
     let causes: Vec<&str> = b.waits.iter().map(|w| w.cause.as_str()).collect();
     assert_eq!(causes, ["batch_delay", "cap"], "{b:?}");
 }
+
+/// A batch's arguments in an assignment word (`x={}`) would make the second argument a
+/// command: refused before anything runs; one argument per job there is fine.
+#[test]
+fn a_batch_in_an_assignment_word_is_refused_before_anything_runs() {
+    let scratch = Scratch::new();
+    let jobs = "k\ta\nk\ttouch\nk\tpwned\n";
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .cwd(scratch.path())
+        .args(["--batch-size", "3", "--command", "x={}; echo \"$x\""])
+        .stdin(jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("in a word that begins `NAME=`"),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("pwned"));
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .cwd(scratch.path())
+        .args(["--output", "raw", "--command", "x={}; echo \"$x\""])
+        .stdin(jobs)
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "a\ntouch\npwned\n");
+    assert!(!scratch.exists("pwned"));
+}
