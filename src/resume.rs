@@ -18,7 +18,7 @@ fn is_torn_run_record(line: &str) -> bool {
 }
 
 /// The part of a report line resuming needs: any record's `type`, a `run` record's `schema`,
-/// a job record's key, command and outcome.
+/// a job record's key, command, outcome and reason.
 #[derive(Debug, Deserialize)]
 struct PastRecord {
     /// Empty when the record has none.
@@ -29,6 +29,7 @@ struct PastRecord {
     key: Option<String>,
     command: Option<String>,
     outcome: Option<String>,
+    reason: Option<String>,
 }
 
 /// The longest line read from a report: far more than any record (a command is at most
@@ -220,7 +221,11 @@ impl Resume {
                     }
                     // A line refused before it was a job has no key or command: nothing matches it.
                     if let (Some(key), Some(command)) = (record.key, record.command) {
-                        let done = matches!(outcome.as_str(), "succeeded" | "skipped");
+                        // A superseded job (`--coalesce latest`, `--cancel-in-progress`) was
+                        // replaced by a newer job of its key: that one runs again if it did not
+                        // succeed, and the stale one is never run after it.
+                        let done = matches!(outcome.as_str(), "succeeded" | "skipped")
+                            || record.reason.as_deref() == Some("superseded");
                         jobs.push((seq, key, command, done));
                     }
                 }
@@ -329,6 +334,30 @@ mod tests {
         "\n",
         r#"{"type":"job","seq":6,"key":"c","comm"#,
     );
+
+    #[test]
+    fn a_job_superseded_before_is_skipped_and_its_newer_job_runs_unless_it_succeeded() {
+        let report = concat!(
+            r#"{"type":"run","version":"0.1.0"}"#,
+            "\n",
+            r#"{"type":"job","seq":1,"key":"a","command":"v1","outcome":"succeeded"}"#,
+            "\n",
+            r#"{"type":"job","seq":2,"key":"a","command":"v2","outcome":"interrupted","reason":"superseded"}"#,
+            "\n",
+            r#"{"type":"job","seq":3,"key":"a","command":"v3","outcome":"interrupted","reason":"superseded"}"#,
+            "\n",
+            r#"{"type":"job","seq":4,"key":"a","command":"v4","outcome":"failed","reason":"exit_status"}"#,
+            "\n",
+            r#"{"type":"job","seq":5,"key":"b","command":"w","outcome":"interrupted","reason":"shutdown"}"#,
+            "\n",
+        );
+        let mut resume = Resume::parse("r.jsonl", report).unwrap();
+        assert!(resume.skip("a", "v1"));
+        assert!(resume.skip("a", "v2"));
+        assert!(resume.skip("a", "v3"));
+        assert!(!resume.skip("a", "v4"));
+        assert!(!resume.skip("b", "w"));
+    }
 
     #[test]
     fn matches_by_key_command_and_occurrence() {

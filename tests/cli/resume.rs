@@ -563,3 +563,46 @@ fn a_report_that_starts_with_a_byte_order_mark_is_read() {
     got.code(0);
     assert_eq!(skipped_seqs(&Records::read(&r2)), vec![1, 2]);
 }
+
+/// A run under `--coalesce latest` whose newest job of a key succeeded is done: resumed, it
+/// runs none of the jobs that newer one superseded, so nothing older runs after it.
+#[test]
+fn jobs_superseded_before_are_not_run_after_the_newer_job_that_replaced_them() {
+    let scratch = Scratch::new();
+    let events = scratch.join("events.jsonl");
+    // v1 runs until every later job is read and v2..v4 were superseded; v5 runs last.
+    let jobs: String = (1..=5)
+        .map(|v| {
+            let body = if v == 1 {
+                await_file("go")
+            } else {
+                "true".to_owned()
+            };
+            format!("a\techo v{v} >> \"$D/ran\"; {body}\n")
+        })
+        .collect();
+    let input = scratch.write("jobs.tsv", &jobs);
+    let first_report = scratch.join("first.jsonl");
+    let first = run_to(&scratch, &first_report)
+        .args(["--coalesce", "latest", "--events"])
+        .arg(&events)
+        .arg(&input)
+        .spawn();
+    assert!(wait_until(WAIT, || std::fs::read_to_string(&events)
+        .unwrap_or_default()
+        .matches("\"superseded\"")
+        .count()
+        >= 3));
+    scratch.write("go", "");
+    first.wait().code(0);
+    assert_eq!(scratch.lines("ran"), ["v1", "v5"]);
+    let second = run_to(&scratch, &scratch.join("second.jsonl"))
+        .args(["--coalesce", "latest", "--resume"])
+        .arg(&first_report)
+        .arg(&input)
+        .run();
+    second.code(0);
+    assert_eq!(scratch.lines("ran"), ["v1", "v5"], "nothing ran again");
+    let records = Records::parse(&scratch.read("second.jsonl"));
+    assert_eq!(skipped_seqs(&records), [1, 2, 3, 4, 5]);
+}
