@@ -111,7 +111,8 @@ impl Template {
                     let name = &rest[..close];
                     let place = places[at];
                     let piece = piece_of(name).ok_or_else(|| {
-                        if place == Place::AfterDollar {
+                        // (Inside double quotes too: `"${HOME}"`.)
+                        if place == Place::AfterDollar || unescaped_dollar_before(text, at) {
                             TemplateError::ShellBraces(name.to_owned())
                         } else {
                             TemplateError::Unknown(name.to_owned())
@@ -119,9 +120,17 @@ impl Template {
                     })?;
                     // Numbers are safe anywhere; text from the input is not. Right after a `$`
                     // neither is what it looks like (`${#}` is no shell's count there).
-                    if place == Place::AfterDollar
-                        || place != Place::Word
-                            && matches!(piece, Piece::Args(_) | Piece::Key | Piece::Resource(_))
+                    let after_dollar =
+                        place == Place::AfterDollar || unescaped_dollar_before(text, at);
+                    if after_dollar {
+                        return Err(TemplateError::Quoted(
+                            format!("{{{name}}}"),
+                            at,
+                            Place::AfterDollar,
+                        ));
+                    }
+                    if place != Place::Word
+                        && matches!(piece, Piece::Args(_) | Piece::Key | Piece::Resource(_))
                     {
                         return Err(TemplateError::Quoted(format!("{{{name}}}"), at, place));
                     }
@@ -386,6 +395,16 @@ enum Nest {
     Substitution(usize),
     /// Backquotes.
     Backquote,
+}
+
+/// Whether a `$` not escaped by a backslash stands right before byte `at` (inside double
+/// quotes as well as outside, where the scan's [`Place::AfterDollar`] finds it).
+fn unescaped_dollar_before(text: &str, at: usize) -> bool {
+    let Some(before) = text[..at].strip_suffix('$') else {
+        return false;
+    };
+    let backslashes = before.bytes().rev().take_while(|&b| b == b'\\').count();
+    backslashes % 2 == 0
 }
 
 /// Whether the word around byte `at` (a placeholder's `{` in a word) begins as an assignment,
@@ -1056,6 +1075,8 @@ mod tests {
             "echo ${#} {}",
             "echo ${seq} {}",
             "echo ${%}",
+            "echo \"${seq}\" {}",
+            "echo \\\\${}",
         ] {
             assert!(
                 matches!(
@@ -1074,6 +1095,10 @@ mod tests {
             .to_string()
             .contains("is written `${{HOME}}` in a template"));
         assert!(Template::parse("echo ${{HOME}}/{} $ {seq}").is_ok());
+        assert_eq!(
+            Template::parse("echo \"${HOME}\" {}"),
+            Err(TemplateError::ShellBraces("HOME".into()))
+        );
         // An alias's text is read again where it is used: here a `"` before `{}`.
         for refused in [
             "alias q='echo \"'\nq {}",
