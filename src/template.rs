@@ -352,8 +352,9 @@ pub(crate) enum Place {
     /// Right after a `$`: the substitution's opening quote would start bash's `$'…'`, in
     /// which a backslash escapes the closing quote.
     AfterDollar,
-    /// After a `$'…'`: bash's quotes with backslash escapes, which sh (dash) reads as a `$`
-    /// and plain single quotes, so where they end depends on the shell.
+    /// After a `$'…'` or a `$[…]`: bash's quotes with backslash escapes, which sh (dash) reads
+    /// as a `$` and plain single quotes, and bash's old arithmetic, which dash reads as words
+    /// (a `<<` in them opens a here-document), so where they end depends on the shell.
     AfterDollarQuote,
 }
 
@@ -379,9 +380,10 @@ impl std::fmt::Display for Place {
                  the case out of the command substitution, or the placeholder before it)"
             }
             Place::AfterDollarQuote => {
-                "after a `$'…'` (bash's quotes with backslash escapes, which sh reads as `$` \
-                 and plain quotes, so where they end depends on the shell: write the text in \
-                 plain quotes, or the placeholder before it)"
+                "after a `$'…'` or `$[…]` (bash's, which sh as dash reads otherwise, as `$` \
+                 and plain quotes, or as words in which `<<` opens a here-document, so where \
+                 they end depends on the shell: write plain quotes or `$((…))`, or the \
+                 placeholder before it)"
             }
         })
     }
@@ -408,24 +410,36 @@ fn unescaped_dollar_before(text: &str, at: usize) -> bool {
 }
 
 /// Whether the word around byte `at` (a placeholder's `{` in a word) begins as an assignment,
-/// an unquoted `NAME=` or `NAME+=`: the word's start is the last unquoted blank or operator
-/// before it.
+/// an unquoted `NAME=`, `NAME+=` or `NAME[…]=`: the word's start is the last unquoted blank
+/// or operator before it outside the parentheses of a `$(…)` in the word.
 fn in_assignment(b: &[u8], places: &[Place], at: usize) -> bool {
-    let start = (0..at)
-        .rev()
-        .find(|&k| {
-            places[k] == Place::Word
-                && matches!(
-                    b[k],
-                    b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b')'
-                )
-        })
-        .map_or(0, |k| k + 1);
+    let mut depth = 0usize;
+    let mut start = 0;
+    for k in (0..at).rev() {
+        if places[k] != Place::Word {
+            continue;
+        }
+        match b[k] {
+            b')' => depth += 1,
+            b'(' if depth > 0 => depth -= 1,
+            b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' if depth == 0 => {
+                start = k + 1;
+                break;
+            }
+            _ => {}
+        }
+    }
     let word = &b[start..at];
     let Some(eq) = word.iter().position(|&c| c == b'=') else {
         return false;
     };
-    let name = word[..eq].strip_suffix(b"+").unwrap_or(&word[..eq]);
+    let mut name = word[..eq].strip_suffix(b"+").unwrap_or(&word[..eq]);
+    // An array element's subscript (`a[0]=`, bash).
+    if let Some(open) = name.iter().position(|&c| c == b'[') {
+        if name.last() == Some(&b']') {
+            name = &name[..open];
+        }
+    }
     !name.is_empty()
         && !name[0].is_ascii_digit()
         && name.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_')
@@ -570,6 +584,12 @@ fn scan(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
         let c = b[i];
         let next = b.get(i + 1).copied();
         let mut word_goes_on = false;
+        if c == b'$' && next == Some(b'[') {
+            // bash's old `$[…]` arithmetic; sh (dash) reads `$[` and words, in which a `<<`
+            // opens a here-document. Where it ends depends on the shell.
+            places[i..].fill(Place::AfterDollarQuote);
+            return (places, documents);
+        }
         if let Some(end) = quoted_expansion_end(b, i) {
             places[i..end].fill(Place::Quotes);
             i = end;
@@ -695,6 +715,12 @@ fn scan(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
                     continue;
                 }
                 let (delimiter, strip, end) = here_document_delimiter(b, i + 2);
+                if b[i + 2..end].windows(2).any(|w| w == b"$'" || w == b"$\"") {
+                    // `$'EOF'` or `$"EOF"`: bash's delimiter is `EOF`, dash's `$EOF`, so
+                    // where the body ends depends on the shell.
+                    places[i..].fill(Place::HereDocument);
+                    return (places, documents);
+                }
                 pending.push((delimiter, strip));
                 // A substitution in the delimiter's word would be part of that word, its
                 // quotes the word's, and the word can run on past it.
@@ -721,6 +747,11 @@ fn scan(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
                 for (delimiter, strip) in pending.drain(..) {
                     // A document before it may have run to the text's end.
                     let body = line.min(b.len());
+                    // A `$(…)` or backquotes still open in the body: an unquoted body's
+                    // substitution is code to dash, and a delimiter line inside it does not
+                    // end the body there (bash ends it). Counted plainly; where one is open at
+                    // the delimiter's line, the rest of the text is taken as the body.
+                    let (mut open, mut backquote) = (0usize, false);
                     loop {
                         if line >= b.len() {
                             places[body..].fill(Place::HereDocument);
@@ -738,10 +769,22 @@ fn scan(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
                             }
                         }
                         if content == delimiter.as_slice() {
+                            if open > 0 || backquote {
+                                places[body..].fill(Place::HereDocument);
+                                return (places, documents);
+                            }
                             places[body..line].fill(Place::HereDocument);
                             documents.push(body..eol);
                             line = eol + 1;
                             break;
+                        }
+                        for (k, &byte) in b[line..eol].iter().enumerate() {
+                            match byte {
+                                b'(' if k > 0 && b[line + k - 1] == b'$' => open += 1,
+                                b')' => open = open.saturating_sub(1),
+                                b'`' => backquote = !backquote,
+                                _ => {}
+                            }
                         }
                         line = eol + 1;
                     }
@@ -775,18 +818,9 @@ fn quoted_expansion_end(b: &[u8], at: usize) -> Option<usize> {
         Some(parameter_end(b, at))
     } else if rest.starts_with(b"((") {
         Some(arithmetic_end(b, at))
-    } else if rest.starts_with(b"[") {
-        // bash's old `$[…]` arithmetic, read as `$((…))` is.
-        Some(bracket_end(b, at))
     } else {
         None
     }
-}
-
-/// Where bash's arithmetic `$[…]` that starts at `at` ends (after its `]`), its brackets
-/// counted; the text's end when it is not closed.
-fn bracket_end(b: &[u8], at: usize) -> usize {
-    closing_end(b, at, b'[', b']')
 }
 
 /// Where the parameter expansion `${…}` that starts at `at` ends (after its `}`), as the
@@ -1057,6 +1091,9 @@ mod tests {
             ("echo \"a=\"{} 'b='{}", None),
             ("cmd {} x=1", None),
             ("x=({})", None),
+            ("f=$(pwd)/{} true", Some(9)),
+            ("arr[0]={} true", Some(7)),
+            ("x=1 x[1]={} true", Some(9)),
         ] {
             let template = Template::parse(text).unwrap();
             assert_eq!(template.args_in_assignment(), at, "{text}");
@@ -1165,6 +1202,17 @@ mod tests {
             // Opened inside `$(…)`: bash may read its body from the next newline, one inside
             // the argument's quotes included.
             ("echo $(cat <<EOF) {}\nEOF", Place::HereDocument),
+            // A delimiter line inside a `$(…)` of an unquoted body ends the body in bash, not
+            // in dash.
+            (
+                "cat <<EOF\nS: $(cat <<EOF\ninner\nEOF\n)\nItem: {}\nEOF",
+                Place::HereDocument,
+            ),
+            // `$"EOF"` is bash's `EOF` and dash's `$EOF`.
+            ("cat <<$\"EOF\"\nhead\n$EOF\necho {}", Place::HereDocument),
+            ("cat <<$'EOF'\nhead\n$EOF\necho {}", Place::HereDocument),
+            // `$[` is bash's arithmetic, dash's word with a here-document in it.
+            ("echo $[1<<2]\necho {}", Place::AfterDollarQuote),
             // (In backquotes the delimiter word runs on through the closing backquote.)
             ("echo `cat <<EOF` {}\nEOF", Place::Quotes),
             ("echo `cat <<EOF ` {}\nEOF", Place::HereDocument),
@@ -1176,8 +1224,8 @@ mod tests {
             ("echo ${{x:-'}}{}'}}", Place::Quotes),
             ("echo $(( {} ))", Place::Quotes),
             // bash's old arithmetic reads its text as in double quotes.
-            ("echo $[ {} ]", Place::Quotes),
-            ("echo $[{}]", Place::Quotes),
+            ("echo $[ {} ]", Place::AfterDollarQuote),
+            ("echo $[{}]", Place::AfterDollarQuote),
             // Quotes nest inside arithmetic: the expansion runs past the `))` in them.
             ("echo \"$((\"))\")){}\"", Place::Quotes),
             // A substitution's end is no word's end: the `#` after it is no comment, and

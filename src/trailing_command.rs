@@ -582,15 +582,27 @@ pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
             }
         } else if program == "env" {
             for (j, option) in after.iter().enumerate() {
-                let string = if option == "-S" || option == "--split-string" {
-                    after.get(j + 1).map(String::as_str)
+                let (string, next) = if option == "-S" || option == "--split-string" {
+                    (after.get(j + 1).map(String::as_str), j + 2)
                 } else if let Some(value) = option.strip_prefix("--split-string=") {
-                    Some(value)
+                    (Some(value), j + 1)
                 } else {
-                    option.strip_prefix("-S").filter(|value| !value.is_empty())
+                    let cluster = option
+                        .strip_prefix('-')
+                        .filter(|o| !o.starts_with('-'))
+                        .and_then(|o| o.find('S').map(|s| &o[s + 1..]))
+                        .filter(|value| !value.is_empty());
+                    (cluster, j + 1)
                 };
                 if let Some(string) = string {
                     check_script_word("env -S", string, false)?;
+                    // The string's words come before the words after it (`env -S'sh -c'
+                    // 'echo {}'`: the shell and its `-c` are in the string).
+                    let mut split: Vec<String> =
+                        string.split_ascii_whitespace().map(str::to_owned).collect();
+                    split.extend(after.iter().skip(next).cloned());
+                    check_shell_scripts(&split)?;
+                    break;
                 }
             }
         }
@@ -770,6 +782,10 @@ mod tests {
             "env -S 'sh -c \"echo {}\"'",
             "env --split-string={}",
             "env '-Scat {}'",
+            "env '-Ssh -c' 'echo {}'",
+            "env --split-string='sh -c' 'echo {}'",
+            "env '-iSsh -c' 'echo {}'",
+            "env -S '/bin/sh -e -c' 'echo {}'",
             // Harmless, refused all the same: a shell is looked for among all the words.
             "echo sh -c 'x {}'",
             "X=1 sh -c 'echo {}; echo {}'",
