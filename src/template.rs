@@ -352,9 +352,12 @@ pub(crate) enum Place {
     /// Right after a `$`: the substitution's opening quote would start bash's `$'…'`, in
     /// which a backslash escapes the closing quote.
     AfterDollar,
-    /// After a `$'…'` or a `$[…]`: bash's quotes with backslash escapes, which sh (dash) reads
-    /// as a `$` and plain single quotes, and bash's old arithmetic, which dash reads as words
-    /// (a `<<` in them opens a here-document), so where they end depends on the shell.
+    /// After a construct sh (dash) and bash read differently: `$'…'` (bash's quotes with
+    /// backslash escapes; dash: a `$` and plain single quotes), `$[…]` (bash's old arithmetic;
+    /// dash: words, in which a `<<` opens a here-document), quotes inside `$((…))` (dash ends
+    /// it at the first `))`), single quotes inside a `${…}` within double quotes, and an array
+    /// assignment inside `$(…)` or `<(…)` (which bash 5.2 misreads), so where the text after
+    /// it stands depends on the shell.
     AfterDollarQuote,
 }
 
@@ -380,10 +383,11 @@ impl std::fmt::Display for Place {
                  the case out of the command substitution, or the placeholder before it)"
             }
             Place::AfterDollarQuote => {
-                "after a `$'…'` or `$[…]` (bash's, which sh as dash reads otherwise, as `$` \
-                 and plain quotes, or as words in which `<<` opens a here-document, so where \
-                 they end depends on the shell: write plain quotes or `$((…))`, or the \
-                 placeholder before it)"
+                "after a construct sh (dash) and bash read differently, so where the text after \
+                 it stands depends on the shell (`$'…'`, `$[…]`, quotes inside `$((…))`, single \
+                 quotes inside a `${…}` within double quotes, an array assignment `a=(…)` inside \
+                 `$(…)` or `<(…)`, a `(#` with a quote after it): write it otherwise, or the \
+                 placeholder before it"
             }
         })
     }
@@ -415,21 +419,46 @@ fn unescaped_dollar_before(text: &str, at: usize) -> bool {
 fn in_assignment(b: &[u8], places: &[Place], at: usize) -> bool {
     let mut depth = 0usize;
     let mut start = 0;
-    for k in (0..at).rev() {
-        if places[k] != Place::Word {
+    let mut k = at;
+    while k > 0 {
+        k -= 1;
+        // A line continuation is no boundary: the shell removes it first.
+        if b[k] == b'\n' && k > 0 && b[k - 1] == b'\\' {
+            k -= 1;
+            continue;
+        }
+        // A `$(`'s parenthesis opens a command, in or out of double quotes.
+        let opens_command = b[k] == b'(' && k > 0 && b[k - 1] == b'$';
+        if places[k] != Place::Word && !opens_command {
             continue;
         }
         match b[k] {
             b')' => depth += 1,
             b'(' if depth > 0 => depth -= 1,
-            b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' if depth == 0 => {
+            b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'(' | b'`' if depth == 0 => {
                 start = k + 1;
                 break;
             }
             _ => {}
         }
     }
-    let word = &b[start..at];
+    // The word as the shell reads it: its line continuations removed.
+    let mut word = Vec::with_capacity(at - start);
+    let mut unquoted = true;
+    let mut j = start;
+    while j < at {
+        if b[j] == b'\\' && b.get(j + 1) == Some(&b'\n') {
+            j += 2;
+            continue;
+        }
+        word.push(b[j]);
+        if word.contains(&b'=') {
+            // Up to the `=`, every byte must be unquoted.
+        } else if places[j] != Place::Word {
+            unquoted = false;
+        }
+        j += 1;
+    }
     let Some(eq) = word.iter().position(|&c| c == b'=') else {
         return false;
     };
@@ -440,10 +469,10 @@ fn in_assignment(b: &[u8], places: &[Place], at: usize) -> bool {
             name = &name[..open];
         }
     }
-    !name.is_empty()
+    unquoted
+        && !name.is_empty()
         && !name[0].is_ascii_digit()
         && name.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_')
-        && places[start..start + eq].iter().all(|&p| p == Place::Word)
 }
 
 /// The [`Place`] of every byte of `text`. A plain scan, not a parser: it follows quotes,
@@ -591,6 +620,20 @@ fn scan(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
             return (places, documents);
         }
         if let Some(end) = quoted_expansion_end(b, i) {
+            // Quotes inside `$((…))` (dash ends it at the first `))`, quoted or not), and
+            // single quotes inside a `${…}` within double quotes (literal to dash, quotes to
+            // bash): where the text after them stands depends on the shell.
+            let span = &b[i..end];
+            let arithmetic = b.get(i + 1) == Some(&b'(');
+            let parts_ways = if arithmetic {
+                span.iter().any(|&q| q == b'\'' || q == b'"')
+            } else {
+                matches!(nest.last(), Some(Nest::Double)) && span.contains(&b'\'')
+            };
+            if parts_ways {
+                places[i..].fill(Place::AfterDollarQuote);
+                return (places, documents);
+            }
             places[i..end].fill(Place::Quotes);
             i = end;
             word_start = false;
@@ -673,6 +716,22 @@ fn scan(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
                     .iter()
                     .position(|&n| n == b'\n')
                     .map_or(b.len(), |at| i + at);
+                // Right after a `(` (inside bash's `[[ … =~ … ]]`) or inside `(( … ))`, a `#`
+                // starts no comment to bash: a quote in what this scan would take for one may
+                // open quotes.
+                let line_start = b[..i]
+                    .iter()
+                    .rposition(|&n| n == b'\n')
+                    .map_or(0, |at| at + 1);
+                let line = &b[line_start..i];
+                let count = |pair: &[u8]| line.windows(2).filter(|w| *w == pair).count();
+                let in_arithmetic = count(b"((") > count(b"))");
+                if (i > 0 && b[i - 1] == b'(' || in_arithmetic)
+                    && b[i..end].iter().any(|&q| matches!(q, b'\'' | b'"' | b'`'))
+                {
+                    places[i..].fill(Place::AfterDollarQuote);
+                    return (places, documents);
+                }
                 places[i..end].fill(Place::Comment);
                 i = end;
                 continue;
@@ -686,6 +745,18 @@ fn scan(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
             // A placeholder right after a `$` (`{{` is a literal brace, read above).
             b'$' if next == Some(b'{') => places[i + 1] = Place::AfterDollar,
             b'(' => {
+                // An array assignment inside `$(…)`, backquotes or `<(…)`: bash 5.2 misreads
+                // quoted text in it there, and may end the substitution inside an argument.
+                if i > 0
+                    && b[i - 1] == b'='
+                    && (nest
+                        .iter()
+                        .any(|n| matches!(n, Nest::Substitution(_) | Nest::Backquote))
+                        || b[..i].windows(2).any(|w| w == b"<(" || w == b">("))
+                {
+                    places[i..].fill(Place::AfterDollarQuote);
+                    return (places, documents);
+                }
                 if let Some(Nest::Substitution(open)) = nest.last_mut() {
                     *open += 1;
                 }
@@ -1094,6 +1165,10 @@ mod tests {
             ("f=$(pwd)/{} true", Some(9)),
             ("arr[0]={} true", Some(7)),
             ("x=1 x[1]={} true", Some(9)),
+            ("echo \"$(x={} true)\"", Some(10)),
+            ("echo \"size: $(FILE={} ./m)\"", Some(19)),
+            ("LC_ALL=C \\\nFILE={} ./m", Some(16)),
+            ("FILE\\\n={} ./m", Some(7)),
         ] {
             let template = Template::parse(text).unwrap();
             assert_eq!(template.args_in_assignment(), at, "{text}");
@@ -1213,11 +1288,17 @@ mod tests {
             ("cat <<$'EOF'\nhead\n$EOF\necho {}", Place::HereDocument),
             // `$[` is bash's arithmetic, dash's word with a here-document in it.
             ("echo $[1<<2]\necho {}", Place::AfterDollarQuote),
+            // bash: no comment inside `[[ =~ ]]`, so the `"` opens quotes over the newline.
+            (
+                "[[ {} =~ ^(#|;) ]] && echo \"c:\n {}\"",
+                Place::AfterDollarQuote,
+            ),
+            ("((1 #));\"\necho {}\n\"", Place::AfterDollarQuote),
             // (In backquotes the delimiter word runs on through the closing backquote.)
             ("echo `cat <<EOF` {}\nEOF", Place::Quotes),
             ("echo `cat <<EOF ` {}\nEOF", Place::HereDocument),
             ("echo \"${{x:-\"{}\"}}\"", Place::Quotes),
-            ("echo \"${{HOME#'{}'}}\"", Place::Quotes),
+            ("echo \"${{HOME#'{}'}}\"", Place::AfterDollarQuote),
             ("echo ${{x:-{}}}", Place::Quotes),
             // A quote opened inside `${…}` runs past a `}` within it.
             ("echo ${{x:-\"}}{}}}", Place::Quotes),
@@ -1227,7 +1308,7 @@ mod tests {
             ("echo $[ {} ]", Place::AfterDollarQuote),
             ("echo $[{}]", Place::AfterDollarQuote),
             // Quotes nest inside arithmetic: the expansion runs past the `))` in them.
-            ("echo \"$((\"))\")){}\"", Place::Quotes),
+            ("echo \"$((\"))\")){}\"", Place::AfterDollarQuote),
             // A substitution's end is no word's end: the `#` after it is no comment, and
             // the quote after that opens one.
             ("echo $(true)#\"\n{}\"", Place::Quotes),
