@@ -639,32 +639,15 @@ fn shell_script(words: &[String]) -> Option<&str> {
 /// [`check_shell_scripts`] for `script`, a word that `runner` runs as code; the placeholder
 /// alone as the whole word is let through when `whole_allowed`.
 fn check_script_word(runner: &str, script: &str, whole_allowed: bool) -> Result<(), String> {
-    let mut placeholders = Vec::new();
-    let mut rest = script;
-    while let Some(open) = rest.find('{') {
-        let after = &rest[open..];
-        if let Some(past) = after.strip_prefix("{{") {
-            rest = past;
-            continue;
-        }
-        match after.find('}') {
-            Some(close) => {
-                let name = &after[1..close];
-                if crate::template::is_placeholder(name) {
-                    placeholders.push((name.to_owned(), close + 1 == after.len() && open == 0));
-                }
-                rest = &after[close + 1..];
-            }
-            None => break,
-        }
-    }
-    let whole = whole_allowed && placeholders.len() == 1 && placeholders[0].1;
-    match placeholders
-        .iter()
-        .find(|(name, _)| crate::template::carries_input(name))
-    {
+    let pieces = word_pieces(script);
+    let whole = whole_allowed && matches!(pieces.as_slice(), [WordPiece::Placeholder(_)]);
+    let input = pieces.iter().find_map(|piece| match piece {
+        WordPiece::Placeholder(name) if crate::template::carries_input(name) => Some(name),
+        _ => None,
+    });
+    match input {
         Some(_) if whole => Ok(()),
-        Some((name, _)) => Err(format!(
+        Some(name) => Err(format!(
             "the placeholder `{{{name}}}` is inside a word `{runner}` runs as code: the words \
              of a trailing command are passed as they are, so the argument would run as \
              code. Pass it to a script as an argument instead: `sh -c '... \"$1\" ...' sh \
@@ -701,10 +684,35 @@ fn word_template(word: &str) -> String {
         return "''".to_owned();
     }
     let mut out = String::new();
+    for piece in word_pieces(word) {
+        match piece {
+            WordPiece::Literal(text) => push_literal(&mut out, &text),
+            WordPiece::Placeholder(name) => {
+                out.push('{');
+                out.push_str(name);
+                out.push('}');
+            }
+        }
+    }
+    out
+}
+
+/// A piece of a word of a trailing command ([`word_pieces`]).
+enum WordPiece<'w> {
+    /// Text as it is (`{{` and `}}` read as braces, and a brace of no placeholder kept).
+    Literal(String),
+    /// A placeholder, by its name (`{.}` is `.`).
+    Placeholder(&'w str),
+}
+
+/// `word` as literal runs and placeholders, in order, adjacent literal text in one piece:
+/// `{{` and `}}` are literal braces, as in `--command`, and a brace of no placeholder passes
+/// as it is.
+fn word_pieces(word: &str) -> Vec<WordPiece<'_>> {
+    let mut pieces = Vec::new();
     let mut literal = String::new();
     let mut rest = word;
     while !rest.is_empty() {
-        // `{{` and `}}` are literal braces, as in `--command`.
         if let Some(brace) = ["{{", "}}"].into_iter().find(|pair| rest.starts_with(pair)) {
             literal.push_str(&brace[..1]);
             rest = &rest[2..];
@@ -714,8 +722,10 @@ fn word_template(word: &str) -> String {
             if let Some(close) = rest.find('}') {
                 let name = &rest[1..close];
                 if crate::template::is_placeholder(name) {
-                    push_literal(&mut out, &std::mem::take(&mut literal));
-                    out.push_str(&rest[..=close]);
+                    if !literal.is_empty() {
+                        pieces.push(WordPiece::Literal(std::mem::take(&mut literal)));
+                    }
+                    pieces.push(WordPiece::Placeholder(name));
                     rest = &rest[close + 1..];
                     continue;
                 }
@@ -725,8 +735,10 @@ fn word_template(word: &str) -> String {
         literal.push(c);
         rest = &rest[c.len_utf8()..];
     }
-    push_literal(&mut out, &literal);
-    out
+    if !literal.is_empty() {
+        pieces.push(WordPiece::Literal(literal));
+    }
+    pieces
 }
 
 /// Appends `literal`, quoted when it holds anything a shell treats specially, braces doubled.
@@ -786,6 +798,8 @@ mod tests {
             "env --split-string='sh -c' 'echo {}'",
             "env '-iSsh -c' 'echo {}'",
             "env -S '/bin/sh -e -c' 'echo {}'",
+            // A literal brace before it: the script is not the placeholder alone.
+            "sh -c '{{{}'",
             // Harmless, refused all the same: a shell is looked for among all the words.
             "echo sh -c 'x {}'",
             "X=1 sh -c 'echo {}; echo {}'",
