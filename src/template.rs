@@ -110,9 +110,11 @@ impl Template {
                     let close = rest.find('}').ok_or(TemplateError::Unclosed(at))?;
                     let name = &rest[..close];
                     let place = places[at];
+                    // Right after a `$` (inside double quotes too: `"${HOME}"`).
+                    let after_dollar =
+                        place == Place::AfterDollar || unescaped_dollar_before(text, at);
                     let piece = piece_of(name).ok_or_else(|| {
-                        // (Inside double quotes too: `"${HOME}"`.)
-                        if place == Place::AfterDollar || unescaped_dollar_before(text, at) {
+                        if after_dollar {
                             TemplateError::ShellBraces(name.to_owned())
                         } else {
                             TemplateError::Unknown(name.to_owned())
@@ -120,8 +122,6 @@ impl Template {
                     })?;
                     // Numbers are safe anywhere; text from the input is not. Right after a `$`
                     // neither is what it looks like (`${#}` is no shell's count there).
-                    let after_dollar =
-                        place == Place::AfterDollar || unescaped_dollar_before(text, at);
                     if after_dollar {
                         return Err(TemplateError::Quoted(
                             format!("{{{name}}}"),
@@ -393,6 +393,12 @@ impl std::fmt::Display for Place {
     }
 }
 
+/// Whether a scan stands inside a command substitution, `$(…)` or backquotes, at any depth.
+fn inside_substitution(nest: &[Nest]) -> bool {
+    nest.iter()
+        .any(|n| matches!(n, Nest::Substitution(_) | Nest::Backquote))
+}
+
 /// What a scan of shell text is inside of, innermost last.
 enum Nest {
     /// Double quotes.
@@ -442,7 +448,8 @@ fn in_assignment(b: &[u8], places: &[Place], at: usize) -> bool {
             _ => {}
         }
     }
-    // The word as the shell reads it: its line continuations removed.
+    // The word as the shell reads it, its line continuations removed; up to its first `=`,
+    // every byte must be unquoted.
     let mut word = Vec::with_capacity(at - start);
     let mut unquoted = true;
     let mut j = start;
@@ -451,12 +458,10 @@ fn in_assignment(b: &[u8], places: &[Place], at: usize) -> bool {
             j += 2;
             continue;
         }
-        word.push(b[j]);
-        if word.contains(&b'=') {
-            // Up to the `=`, every byte must be unquoted.
-        } else if places[j] != Place::Word {
+        if !word.contains(&b'=') && b[j] != b'=' && places[j] != Place::Word {
             unquoted = false;
         }
+        word.push(b[j]);
         j += 1;
     }
     let Some(eq) = word.iter().position(|&c| c == b'=') else {
@@ -749,9 +754,7 @@ fn scan(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
                 // quoted text in it there, and may end the substitution inside an argument.
                 if i > 0
                     && b[i - 1] == b'='
-                    && (nest
-                        .iter()
-                        .any(|n| matches!(n, Nest::Substitution(_) | Nest::Backquote))
+                    && (inside_substitution(&nest)
                         || b[..i].windows(2).any(|w| w == b"<(" || w == b">("))
                 {
                     places[i..].fill(Place::AfterDollarQuote);
@@ -796,10 +799,7 @@ fn scan(b: &[u8]) -> (Vec<Place>, Vec<std::ops::Range<usize>>) {
                 // A substitution in the delimiter's word would be part of that word, its
                 // quotes the word's, and the word can run on past it.
                 places[i..end].fill(Place::Quotes);
-                if nest
-                    .iter()
-                    .any(|n| matches!(n, Nest::Substitution(_) | Nest::Backquote))
-                {
+                if inside_substitution(&nest) {
                     // Opened inside `$(…)` or backquotes, its body may be read (bash) from
                     // the next newline of the input, one inside a substitution's quotes
                     // included: the rest of the line is no place for one.

@@ -102,7 +102,7 @@ impl Holder {
     fn is(&self, identity: &Identity) -> bool {
         self.pid == identity.pid
             && self.run == identity.run
-            && self.pid_namespace.unwrap_or(identity.pid_namespace) == identity.pid_namespace
+            && (self.pid_namespace.is_none() || self.pid_namespace == identity.pid_namespace)
     }
 
     /// Whether `pid` is a number in another PID namespace than this process's (known only
@@ -178,7 +178,7 @@ impl CheckedLockDir {
             identity: Identity {
                 pid: std::process::id(),
                 run,
-                pid_namespace: own_pid_namespace().unwrap_or(0),
+                pid_namespace: own_pid_namespace(),
             },
             slots: self.slots,
             report,
@@ -217,8 +217,8 @@ fn done_asking(asking: &Asking, key: &str, flag: &Arc<AtomicBool>) {
 struct Identity {
     pid: u32,
     run: String,
-    /// [`Holder::pid_namespace`]; 0 where `/proc` cannot tell.
-    pid_namespace: u64,
+    /// [`Holder::pid_namespace`]; `None` where `/proc` cannot tell.
+    pid_namespace: Option<u64>,
 }
 
 impl Identity {
@@ -228,7 +228,7 @@ impl Identity {
             pid: self.pid,
             run: self.run.clone(),
             key: key.to_owned(),
-            pid_namespace: Some(self.pid_namespace).filter(|&ns| ns != 0),
+            pid_namespace: self.pid_namespace,
         }
     }
 }
@@ -1130,12 +1130,8 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
             }
         })
         .collect();
-    let in_a_slot = |h: &Holder| {
-        held_slots.iter().flatten().any(|slot| {
-            (&slot.key, slot.pid, &slot.run, slot.pid_namespace)
-                == (&h.key, h.pid, &h.run, h.pid_namespace)
-        })
-    };
+    // A slot's line is written as its key's: the same holder.
+    let in_a_slot = |h: &Holder| held_slots.iter().flatten().any(|slot| slot == h);
     let mut text = String::new();
     let ours = own_pid_namespace();
     for (key, held, holder, waiters) in &listed {
@@ -1240,7 +1236,7 @@ mod tests {
         Identity {
             pid,
             run: "2026-01-01T00:00:00.000Z".into(),
-            pid_namespace: 4026531836,
+            pid_namespace: Some(4026531836),
         }
     }
 
@@ -1253,9 +1249,9 @@ mod tests {
             ..me.holding("k")
         };
         assert!(!other_namespace.is(&me));
-        assert!(other_namespace.elsewhere(Some(me.pid_namespace)));
+        assert!(other_namespace.elsewhere(me.pid_namespace));
         assert_eq!(
-            other_namespace.shown(Some(me.pid_namespace)),
+            other_namespace.shown(me.pid_namespace),
             "pid 1 of another PID namespace (run 2026-01-01T00:00:00.000Z)"
         );
         let other_run = Holder {
@@ -1268,9 +1264,9 @@ mod tests {
             serde_json::from_str(r#"{"pid":1,"run":"2026-01-01T00:00:00.000Z","key":"k"}"#)
                 .unwrap();
         assert!(old.is(&me));
-        assert!(!old.elsewhere(Some(me.pid_namespace)));
+        assert!(!old.elsewhere(me.pid_namespace));
         assert_eq!(
-            old.shown(Some(me.pid_namespace)),
+            old.shown(me.pid_namespace),
             "pid 1 (run 2026-01-01T00:00:00.000Z)"
         );
     }
