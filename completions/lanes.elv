@@ -33,7 +33,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --containment 'What holds a job''s processes together: `cgroup` (a cgroup v2 per job: nothing escapes by changing process group or session), `process-group` (each job''s own process group), or `auto` (cgroup where lanes can create one, else process group)'
             cand --shell 'Shell that runs each command as `SHELL -c COMMAND` [default: sh]'
             cand --max-queued 'At most N jobs admitted but not yet started, across all keys [default: 10000]'
-            cand --on-full 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) [default: wait]'
+            cand --on-full 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) unless it starts at once (its key idle, a slot free) [default: wait]'
             cand --coalesce 'Coalesce waiting jobs per key: `latest` keeps at most one running and one pending job per key, a newer job replacing the pending one (recorded as superseded) [default: off]'
             cand --retries 'Re-run a failed job up to N more times, first in its own lane [default: 0]'
             cand --retry-delay 'Pause before each retry; the key''s later jobs wait behind it [default: 0s]'

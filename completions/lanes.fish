@@ -39,7 +39,7 @@ cgroup\t'A cgroup (v2) per job; an error (exit 2) where lanes cannot create one'
 process-group\t'The job\'s own process group'"
 complete -c lanes -n "__fish_lanes_needs_command" -l shell -d 'Shell that runs each command as `SHELL -c COMMAND` [default: sh]' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l max-queued -d 'At most N jobs admitted but not yet started, across all keys [default: 10000]' -r
-complete -c lanes -n "__fish_lanes_needs_command" -l on-full -d 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) [default: wait]' -r -f -a "wait\t'Pause reading input until a queued job starts (nothing is lost)'
+complete -c lanes -n "__fish_lanes_needs_command" -l on-full -d 'What a new job meets when --max-queued jobs wait: `wait` pauses reading input until there is room (backpressure); `reject` records it as rejected (queue_full) unless it starts at once (its key idle, a slot free) [default: wait]' -r -f -a "wait\t'Pause reading input until a queued job starts (nothing is lost)'
 reject\t'Record the job as rejected, reason queue_full'"
 complete -c lanes -n "__fish_lanes_needs_command" -l coalesce -d 'Coalesce waiting jobs per key: `latest` keeps at most one running and one pending job per key, a newer job replacing the pending one (recorded as superseded) [default: off]' -r -f -a "off\t'Every job runs'
 latest\t'A key has at most one running and one pending job; a newer job replaces the pending one'"

@@ -321,8 +321,8 @@ pub struct Cli {
     pub max_queued: Option<u64>,
 
     /// What a new job meets when --max-queued jobs wait: `wait` pauses reading input until
-    /// there is room (backpressure); `reject` records it as rejected (queue_full)
-    /// [default: wait].
+    /// there is room (backpressure); `reject` records it as rejected (queue_full) unless it
+    /// starts at once (its key idle, a slot free) [default: wait].
     #[arg(long, value_name = "POLICY", value_enum)]
     pub on_full: Option<OnFull>,
 

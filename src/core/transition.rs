@@ -220,17 +220,15 @@ impl Scheduler {
         };
         let replaceable = pending.is_some();
         self.refresh_waits(&job.key, Touched::Front, now);
-        if bounded && self.queued >= self.limits.max_queued && !replaceable {
-            return Admission::Full;
-        }
         let weight = weight_of(job.needs.as_deref());
         let replaced_weight = pending
             .and_then(|i| self.lanes.get(&job.key)?.waiting.get(i))
             .map_or(0, |w| weight_of(w.needs.as_deref()));
-        if bounded
-            && (self.queued_weight - replaced_weight).saturating_add(weight)
-                > self.policy.max_queued_weight
-        {
+        let over_count = self.queued >= self.limits.max_queued && !replaceable;
+        let over_weight = (self.queued_weight - replaced_weight).saturating_add(weight)
+            > self.policy.max_queued_weight;
+        // The bounds are on jobs that wait: one that the next take starts would never wait.
+        if bounded && (over_count || over_weight) && !self.starts_at_once(&job, now) {
             return Admission::Full;
         }
         self.queued_weight = self.queued_weight - replaced_weight + weight;
@@ -399,27 +397,12 @@ impl Scheduler {
 
     fn take_next(&mut self, now: Tick) -> Option<Start> {
         self.clock = self.clock.max(now);
-        if self.draining || self.used_weight >= self.limits.max_concurrent {
+        if !self.may_take(now) {
             return None;
         }
-        if self.output_backlog >= self.limits.max_concurrent {
-            // As many finished jobs' output blocks wait for a reader as jobs may run: a
-            // stalled reader stalls the run (backpressure) instead of piling up blocks.
-            return None;
-        }
-        if !self.host_may_take() {
-            return None;
-        }
-        match self.spawn_hold {
-            Some(until) if until > now => return None,
-            Some(until) => {
-                self.spawn_hold = None;
-                self.capacity_changed(until);
-            }
-            None => {}
-        }
-        if self.spawn_probing && self.running.values().any(|run| !run.spawned) {
-            return None;
+        if let Some(until) = self.spawn_hold.take() {
+            // Its time has come ([`Scheduler::may_take`]).
+            self.capacity_changed(until);
         }
         let (index, slot) = self.next_to_take(now)?;
         let key = self.ready.remove(index)?;
@@ -503,6 +486,50 @@ impl Scheduler {
         })
     }
 
+    /// Whether the run may start a job at `now` at all, whatever the ready keys: not
+    /// draining, room in the cap, grouped output not backlogged, some key held host-wide
+    /// (`--lock-dir`), no spawn shortage's hold still on, no start still being probed.
+    fn may_take(&self, now: Tick) -> bool {
+        !self.draining
+            && self.used_weight < self.limits.max_concurrent
+            // As many finished jobs' output blocks wait for a reader as jobs may run: a
+            // stalled reader stalls the run (backpressure) instead of piling up blocks.
+            && self.output_backlog < self.limits.max_concurrent
+            && self.host_may_take()
+            && self.spawn_hold.is_none_or(|until| until <= now)
+            && !(self.spawn_probing && self.running.values().any(|run| !run.spawned))
+    }
+
+    /// Whether `job`, admitted at `now`, would be the next job [`Scheduler::take`] starts:
+    /// its key idle with nothing waiting, no ready key taken before it, a slot free and its
+    /// needs fitting (after what is set aside for an earlier key), its key held host-wide
+    /// where keys are shared (`--lock-dir`: a new key's lock is yet to be taken, so never).
+    /// Never when batching: a batch waits for the jobs admitted after its first.
+    fn starts_at_once(&self, job: &JobRequest, now: Tick) -> bool {
+        if self.policy.batching() || !self.may_take(now) {
+            return false;
+        }
+        if self
+            .lanes
+            .get(&job.key)
+            .is_some_and(|lane| lane.busy || !lane.waiting.is_empty() || lane.held_until.is_some())
+        {
+            return false;
+        }
+        let needs = job.needs.as_deref().unwrap_or(&ONE);
+        let behind = self.ready.len();
+        self.walk_ready_then(
+            now,
+            usize::MAX,
+            Some((&job.key, needs)),
+            |index, _, candidate| {
+                let fits = candidate.is_some_and(|(slot, short)| slot.is_some() && short.is_none());
+                // A ready key that fits is taken before it.
+                (index == behind || fits).then_some(index == behind && fits)
+            },
+        ) == Some(true)
+    }
+
     /// The ready key to take at `now` and its slot: the first in the ready line whose lock
     /// is held (`--lock-dir`), whose slot is free (`--sticky-slots`), whose batch may go, and
     /// whose first job fits: its weight in the free part of the cap, each resource it needs
@@ -526,6 +553,19 @@ impl Scheduler {
         &self,
         now: Tick,
         limit: usize,
+        visit: impl FnMut(usize, &Arc<str>, Option<(Option<u32>, Option<Short>)>) -> Option<T>,
+    ) -> Option<T> {
+        self.walk_ready_then(now, limit, None, visit)
+    }
+
+    /// [`Scheduler::walk_ready`], then, past the first `limit` ready keys, `newcomer`: a key
+    /// not in the line whose first job would have these needs, as if it had joined the
+    /// line's back (its index is the line's length).
+    fn walk_ready_then<T>(
+        &self,
+        now: Tick,
+        limit: usize,
+        newcomer: Option<(&Arc<str>, &Needs)>,
         mut visit: impl FnMut(usize, &Arc<str>, Option<(Option<u32>, Option<Short>)>) -> Option<T>,
     ) -> Option<T> {
         let free_weight = self.limits.max_concurrent.saturating_sub(self.used_weight);
@@ -554,7 +594,10 @@ impl Scheduler {
                 reserved = Some(needs);
             }
         }
-        None
+        let (key, needs) = newcomer?;
+        let candidate = self.host_allows(key).then(|| self.slot_for(key)).flatten();
+        let candidate = candidate.map(|slot| (slot, short_of(needs, free_weight, free, reserved)));
+        visit(self.ready.len(), key, candidate)
     }
 
     /// A ready key that may start at `now` but for its needs: its lock is held
@@ -565,10 +608,7 @@ impl Scheduler {
         if !self.host_allows(key) {
             return None;
         }
-        let slot = match self.bound_slots.get(key) {
-            Some(&slot) => Some(self.slot_is_free(slot).then_some(slot)?),
-            None => self.smallest_free_slot(),
-        };
+        let slot = self.slot_for(key)?;
         let lane = self.lanes.get(key)?;
         if self
             .batch_ready_at(&lane.waiting)
@@ -577,6 +617,16 @@ impl Scheduler {
             return None;
         }
         Some((slot, lane.waiting.front()?))
+    }
+
+    /// The slot a job of `key` would start in: its own under `--sticky-slots` once it has
+    /// one, else the smallest free one. `None` when its own slot is taken; `Some(None)` when
+    /// every slot is (the cap is full).
+    fn slot_for(&self, key: &str) -> Option<Option<u32>> {
+        match self.bound_slots.get(key) {
+            Some(&slot) => Some(Some(self.slot_is_free(slot).then_some(slot)?)),
+            None => Some(self.smallest_free_slot()),
+        }
     }
 
     /// Whether the first job of `key` may start at `now` for all the run's capacity: its key

@@ -108,3 +108,47 @@ fn a_full_queue_rejects_with_queue_full_under_on_full_reject() {
     }
     assert_eq!(report.summary.rejected, 3);
 }
+
+/// The bound is on jobs that wait: with `--max-queued` jobs waiting for their busy key, a job
+/// of an idle key with a slot free starts under `--on-full reject`, where one that would wait
+/// is refused. The job that starts is the one that lets the first job end.
+#[test]
+fn under_on_full_reject_a_job_that_starts_at_once_is_not_refused() {
+    let scratch = Scratch::new();
+    let run = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "2", "--max-queued", "1", "--on-full", "reject"])
+        .stdin_piped();
+    let report = sh_quote(&run.report_path().display().to_string());
+    let mut running = run.spawn();
+    running
+        .stdin()
+        .write_all(format!("a\ttouch \"$D/up\"; {}\n", await_file("go")).as_bytes())
+        .unwrap();
+    running.stdin().flush().unwrap();
+    scratch.wait_for("up", Duration::from_secs(10));
+    // The second a waits behind the first and fills the queue; b starts, and lets the first
+    // a end once the third a, which would wait, has been refused.
+    let b = format!(
+        "n=0; until grep -q queue_full {report}; do n=$((n+1)); \
+         if [ $n -gt 500 ]; then exit 97; fi; sleep 0.02; done; touch \"$D/go\""
+    );
+    running
+        .stdin()
+        .write_all(format!("a\ttrue\nb\t{b}\na\ttrue\n").as_bytes())
+        .unwrap();
+    running.close_stdin();
+    let out = running.wait();
+    out.code(1);
+    for seq in [1, 2, 3] {
+        assert_eq!(out.job(seq).result(), ("succeeded", None), "{}", out.dump());
+    }
+    let refused = out.job(4);
+    assert_eq!(
+        refused.result(),
+        ("rejected", Some("queue_full")),
+        "{}",
+        out.dump()
+    );
+    assert!(!refused.started);
+}

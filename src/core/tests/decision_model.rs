@@ -75,6 +75,8 @@ struct Harness {
     halts: usize,
     /// Descriptor shortages met alone since the last spawn that succeeded.
     lone_shortages: u32,
+    /// `--max-queued`.
+    max_queued: usize,
 }
 
 impl Harness {
@@ -175,6 +177,27 @@ impl Harness {
         }
     }
 
+    /// Takes the next job and spawns it at once, as the shell does; most spawns succeed.
+    fn take(&mut self, step: usize) -> Option<Seq> {
+        let start = self.s.take(self.now)?;
+        assert!(self.halted.is_none(), "step {step}: a start after the halt");
+        for member in &start.batch {
+            assert!(self.open.contains(member), "step {step}: {start:?}");
+        }
+        self.flights.insert(
+            start.seq,
+            Flight {
+                members: start.batch.clone(),
+                spawned: false,
+                stop: None,
+            },
+        );
+        self.s.spawned(start.seq, self.now);
+        self.lone_shortages = 0;
+        self.flights.get_mut(&start.seq).unwrap().spawned = true;
+        Some(start.seq)
+    }
+
     fn running(&self) -> Vec<Seq> {
         let mut seqs: Vec<Seq> = self
             .flights
@@ -204,6 +227,7 @@ impl Harness {
                     weight: 0,
                     needs: None,
                 };
+                let queued_before = self.s.queued();
                 match self.s.offer(request, skip, self.now) {
                     Offer::Skipped(account) => {
                         assert!(skip);
@@ -234,6 +258,7 @@ impl Harness {
                     } => {
                         assert!(!skip && self.halted.is_none(), "step {step}: admitted");
                         self.open.insert(seq);
+                        let replacing = replaced.is_some();
                         if let Some(account) = replaced {
                             self.account(&account, step);
                         }
@@ -249,6 +274,19 @@ impl Harness {
                             assert_eq!(stop.reason, StopReason::Superseded);
                             self.ordered(&stop, step);
                         }
+                        if !replacing && queued_before >= self.max_queued {
+                            // Past the bound only for a job the shell's next take starts.
+                            let taken = self
+                                .flights
+                                .values()
+                                .all(|f| f.spawned)
+                                .then(|| self.take(step));
+                            assert_eq!(
+                                taken.flatten(),
+                                Some(seq),
+                                "step {step}: admitted past --max-queued and not started"
+                            );
+                        }
                     }
                 }
             }
@@ -256,24 +294,7 @@ impl Harness {
                 if self.flights.values().any(|f| !f.spawned) {
                     return;
                 }
-                if let Some(start) = self.s.take(self.now) {
-                    assert!(self.halted.is_none(), "step {step}: a start after the halt");
-                    for member in &start.batch {
-                        assert!(self.open.contains(member), "step {step}: {start:?}");
-                    }
-                    self.flights.insert(
-                        start.seq,
-                        Flight {
-                            members: start.batch.clone(),
-                            spawned: false,
-                            stop: None,
-                        },
-                    );
-                    // The shell spawns at once; most spawns succeed.
-                    self.s.spawned(start.seq, self.now);
-                    self.lone_shortages = 0;
-                    self.flights.get_mut(&start.seq).unwrap().spawned = true;
-                }
+                self.take(step);
             }
             Op::Shortage { .. } | Op::SpawnFails => {
                 let Some(start) = self.s.take(self.now) else {
@@ -410,6 +431,7 @@ fn run(policy: Policy, limits: Limits, ops: &[Op]) {
         halted: None,
         halts: 0,
         lone_shortages: 0,
+        max_queued: limits.max_queued,
     };
     for (step, op) in ops.iter().enumerate() {
         h.step(step, op);

@@ -1207,3 +1207,66 @@ fn a_running_or_retrying_job_admitted_again_from_a_journal_is_superseded_by_no_n
         other => panic!("{other:?}"),
     }
 }
+
+/// `--max-queued` bounds the jobs that wait: a job the next take starts (its key idle, a
+/// slot free, no ready key before it) is admitted however many jobs wait; one that would
+/// wait, for its busy key, a full cap, its own slot or grouped output, is not.
+#[test]
+fn a_job_that_starts_at_once_is_admitted_past_max_queued() {
+    let mut s = with(2, 1, Policy::default());
+    queue(&mut s, job(1, "a", 0), ms(0));
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    queue(&mut s, job(2, "a", 0), ms(0));
+    assert!(!s.has_room());
+    assert_eq!(
+        s.admit(job(3, "b", 0), ms(1)),
+        Admission::Queued { ahead: 0 }
+    );
+    assert_eq!(take(&mut s, ms(1)).seq, 3);
+    assert_eq!(s.queued(), 1, "job 2 waits behind job 1; job 3 runs");
+    assert_eq!(s.admit(job(4, "c", 0), ms(1)), Admission::Full, "no slot");
+    assert!(matches!(s.release(3), Released::Done { slot: 2, .. }));
+    assert_eq!(s.admit(job(5, "a", 0), ms(2)), Admission::Full, "busy key");
+    s.set_output_backlog(2);
+    assert_eq!(s.admit(job(6, "c", 0), ms(2)), Admission::Full, "backlog");
+    s.set_output_backlog(0);
+    queue(&mut s, job(7, "c", 0), ms(2));
+    assert_eq!(take(&mut s, ms(2)).seq, 7);
+}
+
+/// A ready key that could start goes first: the new job would wait behind it.
+#[test]
+fn past_max_queued_a_ready_key_goes_first() {
+    let mut s = with(2, 1, Policy::default());
+    queue(&mut s, job(1, "a", 0), ms(0));
+    assert_eq!(s.admit(job(2, "b", 0), ms(0)), Admission::Full);
+}
+
+/// Under `--sticky-slots` a key waits for its own slot; when batching, a batch waits for
+/// the jobs after its first: neither starts at once past the bound.
+#[test]
+fn past_max_queued_neither_a_taken_sticky_slot_nor_a_batch_starts_at_once() {
+    let mut s = with(3, 1, sticky());
+    queue(&mut s, job(1, "a", 0), ms(0));
+    assert_eq!(take3(&mut s, ms(0)), (1, "a".into(), 1));
+    queue(&mut s, job(2, "b", 0), ms(0));
+    assert_eq!(take3(&mut s, ms(0)), (2, "b".into(), 2));
+    assert!(matches!(s.release(2), Released::Done { slot: 2, .. }));
+    queue(&mut s, job(3, "c", 0), ms(1));
+    assert_eq!(take3(&mut s, ms(1)), (3, "c".into(), 2));
+    queue(&mut s, job(4, "a", 0), ms(1));
+    assert!(!s.has_room());
+    assert_eq!(
+        s.admit(job(5, "b", 0), ms(2)),
+        Admission::Full,
+        "slot 2 taken"
+    );
+    queue(&mut s, job(6, "d", 0), ms(2));
+    assert_eq!(take3(&mut s, ms(2)), (6, "d".into(), 3));
+
+    let mut s = with(2, 1, batching(4, usize::MAX, Duration::ZERO));
+    queue(&mut s, job(1, "a", 0), ms(0));
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    queue(&mut s, job(2, "a", 0), ms(0));
+    assert_eq!(s.admit(job(3, "b", 0), ms(1)), Admission::Full);
+}

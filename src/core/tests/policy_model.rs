@@ -263,6 +263,20 @@ impl Model {
         }
     }
 
+    /// Whether a job of `key` admitted at `now` would be the next one taken: its key idle
+    /// with nothing waiting, no ready key that could be taken, a slot for it; never when
+    /// batching.
+    fn starts_at_once(&self, key: usize, now: Tick) -> bool {
+        !self.policy.batching()
+            && !self.draining
+            && !self.busy(key)
+            && !self.has_waiting(key)
+            && self.slot_for(key).is_some()
+            && !self.ready_since.keys().any(|&k| {
+                self.slot_for(k).is_some() && self.batch_ready_at(k).is_none_or(|at| at <= now)
+            })
+    }
+
     fn admit(&mut self, w: MJob) -> Admission {
         self.tick(w.queued_at);
         if self.draining {
@@ -276,7 +290,10 @@ impl Model {
         } else {
             None
         };
-        if self.waiting.len() >= self.max_queued && pending.is_none() {
+        if self.waiting.len() >= self.max_queued
+            && pending.is_none()
+            && !self.starts_at_once(key, w.queued_at)
+        {
             return Admission::Full;
         }
         let pending_seq = pending.map(|i| self.waiting[i].seq);
@@ -608,14 +625,22 @@ impl Ledger {
         self.jobs.iter().filter(|(_, j)| j.life == Life::Waiting)
     }
 
-    fn admitted(&mut self, req: &JobRequest, got: &Admission, queued_before: usize, now: Tick) {
+    /// Checks an admission against the contract and records it. True when the job was
+    /// admitted past `max_queued`, which only a job the next take starts may be.
+    fn admitted(
+        &mut self,
+        req: &JobRequest,
+        got: &Admission,
+        queued_before: usize,
+        now: Tick,
+    ) -> bool {
         let seq = req.seq;
         let key = &req.key;
         let coalesce = self.policy.coalesce_latest;
         let (grows, replaced, cancel) = match *got {
             Admission::Closed => {
                 assert!(self.draining, "job {seq}: Closed before drain");
-                return;
+                return false;
             }
             Admission::Full => {
                 assert!(
@@ -627,7 +652,7 @@ impl Ledger {
                     "job {seq}: Full although it could replace {:?}",
                     self.pending.get(key)
                 );
-                return;
+                return false;
             }
             Admission::Queued { .. } => {
                 assert!(!coalesce, "job {seq}: Queued under coalescing");
@@ -664,12 +689,7 @@ impl Ledger {
             }
         };
         assert!(!self.draining, "job {seq} admitted after drain");
-        if grows {
-            assert!(
-                queued_before < self.limits.max_queued,
-                "job {seq} admitted at max_queued ({queued_before}) without replacing"
-            );
-        }
+        let past_bound = grows && queued_before >= self.limits.max_queued;
         if coalesce {
             assert_eq!(
                 replaced,
@@ -714,7 +734,14 @@ impl Ledger {
             queued_at: now,
             tries: 0,
         };
+        if past_bound {
+            assert!(
+                !self.in_flight.contains_key(key) && !self.waiting().any(|(_, j)| j.key == *key),
+                "job {seq} admitted past max_queued behind another job of its key"
+            );
+        }
         assert!(self.jobs.insert(seq, info).is_none(), "seq {seq} reused");
+        past_bound
     }
 
     fn started(&mut self, st: &Start, now: Tick) {
@@ -1132,7 +1159,15 @@ impl Harness {
                     }
                 }
                 assert_eq!(got, want, "step {step}: admit of job {seq}");
-                self.ledger.admitted(&req, &got, queued_before, self.now);
+                if self.ledger.admitted(&req, &got, queued_before, self.now) {
+                    // Past the bound: the shell's take, right after, starts it.
+                    assert!(self.take(step), "step {step}: job {seq} past the bound");
+                    assert_eq!(
+                        self.ledger.jobs[&seq].life,
+                        Life::Running,
+                        "step {step}: job {seq} admitted past the bound did not start"
+                    );
+                }
             }
             Op::Take => {
                 self.take(step);

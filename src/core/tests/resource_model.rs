@@ -425,3 +425,48 @@ fn a_coalesced_job_gives_back_the_weight_of_the_one_it_replaces() {
     }
     assert_eq!(s.queued_weight(), 4);
 }
+
+/// The weight bound, like `max_queued`, is on jobs that wait: a job whose weight fits in the
+/// free part of the cap, its key idle, starts at once and is admitted past it; one that does
+/// not fit is refused.
+#[test]
+fn a_job_that_fits_now_is_admitted_past_the_weight_bound() {
+    let mut s = Scheduler::with_policy(
+        Limits {
+            max_concurrent: 4,
+            max_queued: 100,
+        },
+        Policy {
+            max_queued_weight: 2,
+            heaviest: 2,
+            on_full: OnFull::Reject,
+            ..Policy::default()
+        },
+    );
+    assert!(matches!(
+        s.admit(heavy(1, "a", 2), ms(0)),
+        Admission::Queued { .. }
+    ));
+    assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
+    assert!(matches!(
+        s.admit(heavy(2, "a", 2), ms(0)),
+        Admission::Queued { .. }
+    ));
+    assert_eq!(s.queued_weight(), 2);
+    assert_eq!(
+        s.admit(heavy(3, "b", 3), ms(1)),
+        Admission::Full,
+        "3 > 2 free"
+    );
+    assert!(matches!(
+        s.admit(heavy(4, "b", 2), ms(1)),
+        Admission::Queued { ahead: 0 }
+    ));
+    assert_eq!(s.take(ms(1)).map(|st| st.seq), Some(4));
+    assert_eq!(s.queued_weight(), 2);
+    assert_eq!(
+        s.admit(heavy(5, "c", 1), ms(1)),
+        Admission::Full,
+        "the cap is full"
+    );
+}
