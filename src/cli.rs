@@ -7,7 +7,7 @@ use clap::Parser;
 
 use crate::settings::{BackendKind, Coalesce, ContainmentMode, OnFull, OutputMode, When};
 
-use crate::count::{count_u32, count_u64};
+use crate::count::{count_u32, count_u64, times_u32};
 use crate::duration::parse_duration;
 
 const EXAMPLES: &str = "\
@@ -341,7 +341,7 @@ pub struct Cli {
     pub no_cancel_in_progress: bool,
 
     /// Re-run a failed job up to N more times, first in its own lane [default: 0].
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", value_parser = times_u32, allow_negative_numbers = true)]
     pub retries: Option<u32>,
 
     /// Pause before each retry; the key's later jobs wait behind it [default: 0s].
@@ -409,12 +409,12 @@ pub struct Cli {
     /// At most W of weight admitted but not yet started, across all keys (each job counts its
     /// weight, 1 when it declares none), on top of --max-queued; --on-full applies to both
     /// [default: no bound].
-    #[arg(long, value_name = "W", value_parser = count_u64)]
+    #[arg(long, value_name = "W", value_parser = count_u64, allow_negative_numbers = true)]
     pub max_queued_weight: Option<u64>,
 
     /// Every job's share of -j unless the manifest gives its own `weight`: a job of weight W
     /// starts only when W units of -j are free [default: 1].
-    #[arg(long, value_name = "W", value_parser = count_u32)]
+    #[arg(long, value_name = "W", value_parser = count_u32, allow_negative_numbers = true)]
     pub weight: Option<u32>,
 
     /// A named resource of the run (repeatable; overrides the manifest's `[resources]` entry
@@ -453,7 +453,7 @@ pub struct Cli {
     /// at least one job); without --batch-size, batches by bytes alone, as `xargs -s` [default:
     /// 100000, under Linux's 128 KiB limit on one argument; more than that limit, less the
     /// template's own text, is refused].
-    #[arg(long, value_name = "B", value_parser = count_u64)]
+    #[arg(long, value_name = "B", value_parser = count_u64, allow_negative_numbers = true)]
     pub batch_bytes: Option<u64>,
 
     /// With --command: a lane whose batch is not full waits until its oldest job has waited D

@@ -392,9 +392,10 @@ impl RunConfig {
             None => cli.command.or(settings.command),
         };
         if command.as_deref().is_some_and(|c| c.trim().is_empty()) {
-            return Err(ConfigError::Usage(
-                "the command is empty: give the command to run for each argument".into(),
-            ));
+            return Err(ConfigError::Usage(format!(
+                "the command ({template_origin}) is empty or blank: give the command to run for \
+                 each argument"
+            )));
         }
         let template = match command {
             Some(text) => Some(

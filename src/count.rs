@@ -8,11 +8,25 @@ const LARGEST_TOML_INTEGER: u64 = i64::MAX as u64;
 
 /// A whole number from 1 to `max`, or a message naming the range as a manifest's does.
 fn count(text: &str, max: u64) -> Result<u64, String> {
+    within(text, 1, max)
+}
+
+/// A whole number from `min` to `max`, or a message naming the range.
+fn within(text: &str, min: u64, max: u64) -> Result<u64, String> {
     text.trim()
         .parse::<u64>()
         .ok()
-        .filter(|n| (1..=max).contains(n))
-        .ok_or_else(|| format!("must be a whole number between 1 and {max}"))
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| format!("must be a whole number between {min} and {max}"))
+}
+
+/// A 32-bit number of times that may be none (`--retries`): a whole number from 0 to
+/// 4294967295.
+///
+/// # Errors
+/// Anything else, with the range.
+pub(crate) fn times_u32(text: &str) -> Result<u32, String> {
+    within(text, 0, u64::from(u32::MAX)).map(|n| u32::try_from(n).unwrap_or(u32::MAX))
 }
 
 /// A 64-bit count: a whole number from 1 to 9223372036854775807 (see
@@ -44,6 +58,13 @@ mod tests {
             Ok(9_223_372_036_854_775_807)
         );
         assert_eq!(count_u32("4294967295"), Ok(u32::MAX));
+        assert_eq!(times_u32("0"), Ok(0));
+        for bad in ["-1", "4294967296", "18446744073709551616"] {
+            assert_eq!(
+                times_u32(bad),
+                Err("must be a whole number between 0 and 4294967295".to_owned())
+            );
+        }
         for bad in ["0", "-2", "9223372036854775808", "1.5", "", "ten"] {
             assert_eq!(
                 count_u64(bad),

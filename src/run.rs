@@ -607,8 +607,10 @@ fn create_output(path: &std::path::Path) -> std::io::Result<File> {
     use std::os::unix::fs::FileTypeExt as _;
     let meta = std::fs::metadata(path);
     if meta.as_ref().is_ok_and(|meta| meta.file_type().is_fifo()) {
-        if let Some(opened) = open_fifo_with_a_reader(path, Some(std::time::Duration::from_secs(1)))
-        {
+        // A stop signal ends the wait from its start, not once it is said.
+        if let Some(opened) = crate::shell::signal::stoppable_at_start(|| {
+            open_fifo_with_a_reader(path, Some(std::time::Duration::from_secs(1)))
+        }) {
             return opened;
         }
         // Said, so that a wait for a reader that never comes is no silent hang.

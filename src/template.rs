@@ -68,13 +68,13 @@ pub(crate) enum TemplateError {
     #[error("unknown placeholder `{{{0}}}` in --command (known: {{}}, {{.}}, {{/}}, {{//}}, {{/.}}, {{1}}, {{key}}, {{seq}} or {{#}}, {{slot}} or {{%}}, {{res.NAME}} of a declared resource; write {{{{ and }}}} for literal braces)")]
     Unknown(String),
     /// A shell's `${NAME}` read as a placeholder: what to write instead.
-    #[error("`${{{0}}}` in --command: lanes reads `{{{0}}}` as a placeholder, and knows none of that name; a shell's `${{{0}}}` is written `${{{{{0}}}}}` in a template (braces doubled)")]
+    #[error("`${{{0}}}` in --command: lanes reads `{{{0}}}` as a placeholder, and knows none of that name; a shell's `${{{0}}}` is written `${{{{{doubled}}}}}` in a template (braces doubled)", doubled = doubled_braces(.0))]
     ShellBraces(String),
     #[error("unclosed `{{` in --command at byte {0} (write {{{{ for a literal brace)")]
     Unclosed(usize),
     #[error("lone `}}` in --command at byte {0} (write }}}} for a literal brace)")]
     LoneClose(usize),
-    #[error("placeholder `{0}` {2} in --command at byte {1}: write it unquoted, outside comments and here-documents; lanes quotes every substitution itself (there the quoted text could run as shell code)")]
+    #[error("placeholder `{0}` {2} in --command at byte {1}{advice}", advice = .2.advice())]
     Quoted(String, usize, Place),
     #[error("the template in --command has no `{{}}`, and the argument appended at its end would be {0}: end the template outside quotes, comments and here-documents, or write `{{}}` where the argument goes (there the quoted text could run as shell code)")]
     AppendedQuoted(Place),
@@ -359,6 +359,31 @@ pub(crate) enum Place {
     /// assignment inside `$(…)` or `<(…)` (which bash 5.2 misreads), so where the text after
     /// it stands depends on the shell.
     AfterDollarQuote,
+}
+
+/// `text` with every brace doubled: how a template writes it literally.
+fn doubled_braces(text: &str) -> String {
+    text.replace('{', "{{").replace('}', "}}")
+}
+
+impl Place {
+    /// What to do about a placeholder here, when the place's own words do not say it.
+    fn advice(&self) -> &'static str {
+        match self {
+            Place::Word | Place::Comment | Place::HereDocument => {
+                ": write it unquoted, outside comments and here-documents; lanes quotes every \
+                 substitution itself (there the quoted text could run as shell code)"
+            }
+            Place::Quotes => {
+                " (a backslash, backquotes, `${…}` and `$((…))` quote it too): write it \
+                 unquoted, outside comments and here-documents; lanes quotes every substitution \
+                 itself (there the quoted text could run as shell code)"
+            }
+            Place::AfterAlias | Place::AfterDollar | Place::AfterCase | Place::AfterDollarQuote => {
+                ""
+            }
+        }
+    }
 }
 
 impl std::fmt::Display for Place {
@@ -1207,6 +1232,12 @@ mod tests {
             .to_string()
             .contains("is written `${{HOME}}` in a template"));
         assert!(Template::parse("echo ${{HOME}}/{} $ {seq}").is_ok());
+        // Every brace of the name is doubled: `${x:-{}` is `${{x:-{{}}`.
+        let message = Template::parse("echo ${x:-{}}").unwrap_err().to_string();
+        assert!(
+            message.contains("is written `${{x:-{{}}` in a template"),
+            "{message}"
+        );
         assert_eq!(
             Template::parse("echo \"${HOME}\" {}"),
             Err(TemplateError::ShellBraces("HOME".into()))

@@ -69,8 +69,9 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
         Err(err) => {
             let unknown = err.kind() == clap::error::ErrorKind::UnknownArgument;
             if unknown {
-                eprint!("{}", without_dash_dash_tip(&err));
-                if let Some(hint) = xargs_hint(&invocation.options) {
+                let hint = xargs_hint(&invocation.options);
+                eprint!("{}", without_dash_dash_tip(&err, hint.is_some()));
+                if let Some(hint) = hint {
                     eprintln!("{hint}");
                 }
                 eprintln!("{UNKNOWN_ARGUMENT_HINT}");
@@ -184,8 +185,9 @@ fn task_command(name: &str) -> Option<clap::Command> {
 
 /// clap's "unexpected argument" error as it prints it (styled for a terminal), without the
 /// tip it gives of an argument that begins with a dash ("to pass '-P' as a value, use '--
-/// -P'"): after `--` lanes reads a command, which `-P` would then be.
-fn without_dash_dash_tip(err: &clap::Error) -> String {
+/// -P'"): after `--` lanes reads a command, which `-P` would then be; nor, when lanes has a
+/// hint of its own (`hinted`), the one of a similar argument (`--joblog`: `--color`).
+fn without_dash_dash_tip(err: &clap::Error, hinted: bool) -> String {
     use std::io::IsTerminal as _;
     let rendered = err.render();
     let text = if std::io::stderr().is_terminal() {
@@ -196,7 +198,9 @@ fn without_dash_dash_tip(err: &clap::Error) -> String {
     let mut kept = String::with_capacity(text.len());
     let mut lines = text.split_inclusive('\n').peekable();
     while let Some(line) = lines.next() {
-        if line.contains("to pass '") && line.contains("as a value, use '-- ") {
+        if (line.contains("to pass '") && line.contains("as a value, use '-- "))
+            || (hinted && line.contains("a similar argument exists"))
+        {
             // The blank line before it stays; the one after it goes with it.
             if lines.peek().is_some_and(|next| next.trim().is_empty()) {
                 lines.next();
@@ -226,6 +230,19 @@ fn xargs_hint(options: &[OsString]) -> Option<&'static str> {
             _ if procs => "hint: xargs' `-P N` is `-j N` here",
             "--max-procs" => "hint: xargs' `-P N` is `-j N` here",
             "--jobs" => "hint: GNU parallel's `--jobs N` is `-j N` here",
+            "--halt" | "--halt-on-error" => {
+                "hint: GNU parallel's `--halt now,fail=1` is `--fail-fast` here (and \
+                 `--halt soon,fail=1` too: lanes stops the running jobs)"
+            }
+            "--joblog" => {
+                "hint: GNU parallel's `--joblog FILE` is `--report FILE` here (JSON Lines, one \
+                 record per job)"
+            }
+            "-k" => "hint: GNU parallel's `-k` is `--output grouped --keep-order` here",
+            "--resume-failed" => {
+                "hint: GNU parallel's `--resume-failed` is `--resume REPORT` here (it runs again \
+                 every job that did not succeed)"
+            }
             "-n" | "--max-args" | "-L" | "--max-lines" => {
                 "hint: one argument per job is what lanes does (xargs' `-n 1`); \
                  `--batch-size N` runs up to N of a key's arguments as one job"
@@ -315,12 +332,12 @@ pub(crate) fn split(
                  each input line"
             ));
         }
-        if let Some(interpreter) = is_file.then(|| script_interpreter(path)).flatten() {
+        if let Some(program) = is_file.then(|| program_kind(path)).flatten() {
             let after: String = words
                 .map(|word| format!(" {}", word.to_string_lossy()))
                 .collect();
             return Err(format!(
-                "`{text}` is a script (`{interpreter}`), not a file of jobs: to run it for each \
+                "`{text}` is {program}, not a file of jobs: to run it for each \
                  input line, write `lanes [OPTIONS] -- {text}{after}`; to read its lines as \
                  KEY<TAB>COMMAND jobs all the same, give it on stdin (`lanes < {text}`)"
             ));
@@ -390,21 +407,31 @@ pub(crate) fn split(
     Ok(invocation)
 }
 
-/// The `#!` line of the regular file at `path` when it starts with one whose program is not
-/// lanes ([`runs_lanes`]; a job file may start `#!/usr/bin/env lanes`: `#` lines are
-/// comments): a script given where xargs takes its command, not a file of jobs.
-fn script_interpreter(path: &Path) -> Option<String> {
+/// What the regular file at `path` is when it is a program given where xargs takes its
+/// command, not a file of jobs: `a script (`#!…`)` when it starts with a `#!` line whose
+/// program is not lanes ([`runs_lanes`]; a job file may start `#!/usr/bin/env lanes`: `#`
+/// lines are comments), `an ELF executable` (its first bytes `\x7fELF`), or `a binary
+/// executable` (an execute bit, and a NUL byte in its first 256 bytes, which no text has).
+fn program_kind(path: &Path) -> Option<String> {
     use std::io::Read as _;
+    use std::os::unix::fs::PermissionsExt as _;
     let file = std::fs::File::open(path).ok()?;
-    if !file.metadata().ok()?.is_file() {
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
         return None;
     }
     let mut head = Vec::with_capacity(256);
     file.take(256).read_to_end(&mut head).ok()?;
+    if head.starts_with(b"\x7fELF") {
+        return Some("an ELF executable".to_owned());
+    }
+    if meta.permissions().mode() & 0o111 != 0 && head.contains(&0) {
+        return Some("a binary executable".to_owned());
+    }
     let line = head.split(|&b| b == b'\n').next()?;
     let line = String::from_utf8_lossy(line).trim_end().to_owned();
     let interpreter = line.strip_prefix("#!")?;
-    (!runs_lanes(interpreter)).then_some(line)
+    (!runs_lanes(interpreter)).then(|| format!("a script (`{line}`)"))
 }
 
 /// Whether a `#!` line's interpreter (the text after `#!`) is lanes: `lanes` by name or path,
@@ -444,6 +471,13 @@ pub(crate) fn check_program(
     path: Option<&std::ffi::OsStr>,
     after_dashes: bool,
 ) -> Result<(), String> {
+    if words.first().is_some_and(|word| word.trim().is_empty()) {
+        return Err(
+            "the trailing command's first word is empty or blank: give the command \
+                    to run for each input line"
+                .to_owned(),
+        );
+    }
     let program = match words {
         [one] if one.contains(|c: char| !(c.is_alphanumeric() || "_-./+".contains(c))) => {
             return Ok(())
@@ -466,7 +500,16 @@ pub(crate) fn check_program(
         use std::os::unix::fs::PermissionsExt as _;
         match std::fs::metadata(program) {
             Ok(meta) if meta.is_dir() => {
-                return Err(format!("`{program}` is a directory, not a command"));
+                return Err(format!(
+                    "`{program}` is a directory, not a command{}",
+                    if after_dashes {
+                        ""
+                    } else {
+                        " nor a file of jobs (give a file of KEY<TAB>COMMAND lines, or the \
+                         command to run for each input line: `lanes [OPTIONS] -- COMMAND \
+                         [ARGS...]`)"
+                    }
+                ));
             }
             Ok(meta) if meta.permissions().mode() & 0o111 == 0 => {
                 return Err(format!(

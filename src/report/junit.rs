@@ -147,9 +147,26 @@ impl JunitReport {
         if self.last_end.is_none_or(|last| end > last) {
             self.last_end = Some(end);
         }
-        let verdict = verdict(entry);
-        let stderr = match verdict {
+        let reruns = reruns(entry);
+        let mut verdict = verdict(entry);
+        let stderr = match &mut verdict {
             Verdict::NonSuccess { .. } => {
+                Some(text_block(entry.stderr_tail)).filter(|s| !s.is_empty())
+            }
+            // Superseded or cancelled while it waited for its retry: a skipped case has no
+            // `<rerunFailure>`, so its message tells of the failed tries, and its stderr stays.
+            Verdict::Skipped { message } if !reruns.is_empty() => {
+                let last = &reruns[reruns.len() - 1];
+                let tries = match reruns.len() {
+                    1 => "1 failed try".to_owned(),
+                    n => format!("{n} failed tries"),
+                };
+                *message = format!(
+                    "{}, after {tries} (the last: {})",
+                    message.as_str(),
+                    last.message
+                )
+                .into();
                 Some(text_block(entry.stderr_tail)).filter(|s| !s.is_empty())
             }
             Verdict::Success | Verdict::Skipped { .. } => None,
@@ -177,7 +194,7 @@ impl JunitReport {
             signal: entry.signal(),
             leaked: entry.leaked,
             stderr: stderr.map(XmlString::new),
-            reruns: reruns(entry),
+            reruns,
         };
 
         let key = entry.key.map(str::to_owned);
@@ -599,6 +616,7 @@ mod tests {
 
     use super::*;
     use crate::core::{ExitFacts, RejectReason};
+    use crate::report::entry::TryEntry;
 
     const WEIRD_KEY: &str = "we<&\"'>ird\u{1}\u{ffff}";
     const WEIRD_NAME: &str = "we<&\"'>ird\\u{1}\\u{ffff}";
@@ -1032,6 +1050,59 @@ mod tests {
         assert!(text.ends_with("éélast line\n"));
         assert!(!text.contains('\u{fffd}'), "cut inside a character");
         assert_eq!(text_block(b""), "");
+    }
+
+    /// A job superseded (or cancelled) while it waited for its retry keeps its failed try:
+    /// its skipped case says so, with the try's exit status, and keeps its stderr tail.
+    #[test]
+    fn a_job_superseded_while_it_waited_for_its_retry_tells_of_its_failed_try() {
+        let mut report = JunitReport::new("run", at("2026-11-29T11:35:56.000Z"));
+        let mut e = started(
+            entry(
+                1,
+                Some("a"),
+                Some("build"),
+                Outcome::Interrupted(StopReason::Superseded),
+            ),
+            40,
+            1,
+        );
+        e.superseded_by = Some(2);
+        e.exit = Some(ExitFacts::Exited(5));
+        e.stderr_tail = b"boom\n";
+        e.tries = vec![TryEntry {
+            slot: Some(1),
+            started_at: e.started_at,
+            ended_at: e.ended_at,
+            duration: e.duration,
+            outcome: Outcome::Failed(FailReason::ExitStatus),
+            exit: Some(ExitFacts::Exited(5)),
+        }];
+        report.add(&e);
+        let mut e = entry(
+            3,
+            Some("b"),
+            Some("old"),
+            Outcome::Interrupted(StopReason::Superseded),
+        );
+        e.superseded_by = Some(4);
+        e.stderr_tail = b"never shown\n";
+        report.add(&e);
+        let xml = report.to_xml();
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+        let retried = case(&doc, "seq 1: build");
+        let skipped = child(retried, "skipped").expect("superseded is skipped");
+        assert_eq!(
+            attr(skipped, "message"),
+            "superseded by seq 2, after 1 failed try (the last: exit status 5)"
+        );
+        assert_eq!(child(retried, "system-err").unwrap().text(), Some("boom\n"));
+        let plain = case(&doc, "seq 3: old");
+        assert_eq!(
+            attr(child(plain, "skipped").unwrap(), "message"),
+            "superseded by seq 4"
+        );
+        assert!(child(plain, "system-err").is_none());
     }
 
     #[test]

@@ -39,7 +39,12 @@ pub(crate) fn status_text<'a>(
             let _ = write!(text, ", stopping ({reason})");
         }
         if let Some(command) = command(job.seq) {
-            let _ = write!(text, ": {}", command.escape_debug());
+            // As it runs: quotes as they are, only control characters escaped (one line).
+            let _ = write!(
+                text,
+                ": {}",
+                crate::output::framing::escape_controls(command)
+            );
         }
         text.push('\n');
     }
@@ -79,6 +84,14 @@ mod tests {
             "lanes: status after 3.0s: 2 running, 4 queued\n  \
              seq 2 [a] running 2.0s: make all\n  \
              seq 5 [b] running 0.5s try 2, stopping (timeout)\n"
+        );
+        // A command is shown as it runs: its quotes as they are, a newline escaped.
+        let text = status_text(&running[..1], 0, Duration::from_millis(3000), |_| {
+            Some("trap \"\" TERM; echo 'x'\nsleep 2")
+        });
+        assert!(
+            text.ends_with(": trap \"\" TERM; echo 'x'\\nsleep 2\n"),
+            "{text}"
         );
     }
 }

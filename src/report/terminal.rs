@@ -21,6 +21,7 @@ pub(super) fn draw_target() -> ProgressDrawTarget {
                 term,
                 ended: AtomicBool::new(false),
                 drawn: Mutex::new(Drawn::default()),
+                gone: AtomicBool::new(false),
             }),
             REFRESH_HZ,
         )
@@ -41,12 +42,18 @@ pub(super) fn draw_target() -> ProgressDrawTarget {
 ///   frame's lines take at the new width.
 /// - Each frame ends with "erase below": a frame shorter than the last leaves nothing under it
 ///   (nothing is ever written below the display).
+///
+/// A terminal that is gone (hung up: EIO; its reader closed: EPIPE) is not written to again,
+/// and no error of a write reaches `indicatif`, which panics on one where it clears and draws
+/// around a line written under the display (`MultiProgress::suspend`).
 #[derive(Debug)]
 struct Rows {
     term: console::Term,
     /// A line was ended: the next text starts on a new row.
     ended: AtomicBool,
     drawn: Mutex<Drawn>,
+    /// A write failed for good: nothing more is written.
+    gone: AtomicBool,
 }
 
 /// The lines of the last frame drawn, and the width they were drawn at.
@@ -60,6 +67,24 @@ struct Drawn {
 }
 
 impl Rows {
+    /// Writes through `write` unless the terminal is gone; an error is kept from the caller,
+    /// and one that says the terminal is gone for good (EIO, EPIPE, ENXIO, EBADF) ends the
+    /// writing.
+    fn write(&self, write: impl FnOnce(&console::Term) -> io::Result<()>) -> io::Result<()> {
+        if self.gone.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        if let Err(err) = write(&self.term) {
+            if matches!(
+                err.raw_os_error(),
+                Some(nix::libc::EIO | nix::libc::EPIPE | nix::libc::ENXIO | nix::libc::EBADF)
+            ) {
+                self.gone.store(true, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
     /// The cursor moves: no line waits for its new row.
     fn moved(&self) {
         self.ended.store(false, Ordering::Relaxed);
@@ -96,44 +121,44 @@ impl TermLike for Rows {
             up = rows - 1;
             drawn.width = width;
         }
-        self.term.move_cursor_up(up)
+        self.write(|term| term.move_cursor_up(up))
     }
 
     fn move_cursor_down(&self, n: usize) -> io::Result<()> {
         self.moved();
-        self.term.move_cursor_down(n)
+        self.write(|term| term.move_cursor_down(n))
     }
 
     fn move_cursor_right(&self, n: usize) -> io::Result<()> {
-        self.term.move_cursor_right(n)
+        self.write(|term| term.move_cursor_right(n))
     }
 
     fn move_cursor_left(&self, n: usize) -> io::Result<()> {
-        self.term.move_cursor_left(n)
+        self.write(|term| term.move_cursor_left(n))
     }
 
     fn write_line(&self, s: &str) -> io::Result<()> {
         self.moved();
-        self.term.write_line(s)
+        self.write(|term| term.write_line(s))
     }
 
     fn write_str(&self, s: &str) -> io::Result<()> {
         if s.bytes().all(|b| b == b' ') {
             // The padding after a line.
             self.ended.store(true, Ordering::Relaxed);
-            return self.term.write_str("\x1b[K");
+            return self.write(|term| term.write_str("\x1b[K"));
         }
         if s != "\r" && self.ended.swap(false, Ordering::Relaxed) {
-            self.term.write_str("\r\n")?;
+            self.write(|term| term.write_str("\r\n"))?;
         }
         if s != "\r" {
             self.drawn().drawing.push(measure_text_width(s));
         }
-        self.term.write_str(s)
+        self.write(|term| term.write_str(s))
     }
 
     fn clear_line(&self) -> io::Result<()> {
-        self.term.clear_line()
+        self.write(console::Term::clear_line)
     }
 
     fn flush(&self) -> io::Result<()> {
@@ -143,9 +168,9 @@ impl TermLike for Rows {
         drawn.lines = std::mem::take(&mut drawn.drawing);
         drawn.width = width;
         if !drawn.lines.is_empty() {
-            self.term.write_str("\x1b[J")?;
+            self.write(|term| term.write_str("\x1b[J"))?;
         }
-        self.term.flush()
+        self.write(console::Term::flush)
     }
 }
 

@@ -389,7 +389,8 @@ struct Driver {
     /// A job's output was dropped after a stop signal, its reader taking nothing.
     output_dropped: bool,
     /// The latest moment, other than a record's end, that the run's time counts to: the
-    /// input's end, a stop signal, the end of a sweep of escapees (see [`Driver::run_end`]).
+    /// input's end, a stop signal that ended the input, the end of a sweep of escapees (see
+    /// [`Driver::run_end`]).
     over_at: Tick,
     /// The stderr tail and the CPU time and peak memory of the last try of each run waiting
     /// for its retry, by its first job: should the run stop before the retry starts, the
@@ -1223,7 +1224,11 @@ impl Driver {
 
     async fn on_signal(&mut self, signal: nix::sys::signal::Signal) {
         let now = self.tick();
-        self.over_at = self.over_at.max(now);
+        if self.input.is_open() {
+            // The signal ends the input: the run went on until then. Once the input is over,
+            // the run ends with its jobs, whenever their output reaches its reader.
+            self.over_at = self.over_at.max(now);
+        }
         match self.core.signal_received(signal, now) {
             SignalVerdict::Halt(halt) => {
                 // The display says that jobs are being stopped until they are gone.

@@ -209,10 +209,22 @@ fn a_template_whose_end_would_take_in_the_appended_argument_is_refused_before_an
 
 #[test]
 fn xargs_and_parallel_habits_are_usage_errors_that_say_what_is_meant_here() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["-P", "4", "echo", ":::", "a"],
             "xargs' `-P N` is `-j N` here",
+        ),
+        (
+            &["--halt", "now,fail=1", "echo", ":::", "a"],
+            "`--halt now,fail=1` is `--fail-fast` here",
+        ),
+        (
+            &["--joblog", "jobs.log", "echo", ":::", "a"],
+            "`--joblog FILE` is `--report FILE` here",
+        ),
+        (
+            &["-k", "echo", ":::", "a"],
+            "`-k` is `--output grouped --keep-order` here",
         ),
         (
             &["--jobs", "4", "echo", ":::", "a"],
@@ -232,9 +244,11 @@ fn xargs_and_parallel_habits_are_usage_errors_that_say_what_is_meant_here() {
         let out = Run::new().no_report().args(args.iter().copied()).run();
         out.code(2);
         assert!(out.stderr().contains(said), "{args:?}: {}", out.dump());
-        // Not clap's tip to pass the option after `--`, where lanes reads the command.
+        // Not clap's tip to pass the option after `--`, where lanes reads the command, nor
+        // its guess at a similar name (`--joblog`: `--color`).
         assert!(
-            !out.stderr().contains("as a value, use '--"),
+            !out.stderr().contains("as a value, use '--")
+                && !out.stderr().contains("similar argument"),
             "{}",
             out.dump()
         );
@@ -497,12 +511,24 @@ fn no_fail_fast_turns_a_manifests_fail_fast_off() {
 
 #[test]
 fn contradictions_are_usage_errors_that_say_why() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 10] = [
         (
             &["--cancel-in-progress", "--coalesce", "off"],
             "--coalesce off keeps every job",
         ),
-        (&["--command", ""], "the command is empty"),
+        (&["--command", ""], "the command (--command) is empty"),
+        (
+            &["--command", " "],
+            "the command (--command) is empty or blank",
+        ),
+        (
+            &["", ":::", "a"],
+            "the trailing command's first word is empty",
+        ),
+        (
+            &["/", ":::", "a"],
+            "`/` is a directory, not a command nor a file of jobs",
+        ),
         (&["--command", "echo", "--", "echo"], "use one"),
         (&["--key", "same"], "no placeholder"),
         (&["echo", ":::"], "nothing after `:::`"),
@@ -698,6 +724,10 @@ fn a_negative_number_is_a_bad_value_of_its_option() {
         ("--retry-delay", "-1"),
         ("--timeout", "-0.5"),
         ("-j", "-2"),
+        ("--weight", "-1"),
+        ("--max-queued-weight", "-1"),
+        ("--batch-bytes", "-1"),
+        ("--max-queued", "-3"),
     ] {
         let out = Run::new()
             .no_report()
@@ -705,7 +735,8 @@ fn a_negative_number_is_a_bad_value_of_its_option() {
             .run();
         out.code(2);
         assert!(
-            out.stderr().contains(&format!("invalid value '{value}'")),
+            out.stderr().contains(&format!("invalid value '{value}'"))
+                && (out.stderr().contains("between") || out.stderr().contains("up to")),
             "{option} {value}: {}",
             out.stderr()
         );
@@ -732,6 +763,39 @@ fn a_script_given_where_xargs_takes_its_command_is_refused_with_both_forms() {
         "{}",
         out.dump()
     );
+    // A compiled program, whatever lines it happens to hold, is no file of jobs either.
+    let mut program = std::fs::read("/bin/true").unwrap();
+    program.extend_from_slice(b"\nk\ttouch \"$D/ran\"\n");
+    std::fs::write(scratch.path().join("tool"), &program).unwrap();
+    let mut binary = b"\0\0\nk\ttouch \"$D/ran\"\n".to_vec();
+    binary.extend_from_slice(&[0; 8]);
+    std::fs::write(scratch.path().join("blob"), &binary).unwrap();
+    for (name, kind) in [
+        ("tool", "an ELF executable"),
+        ("blob", "a binary executable"),
+    ] {
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = scratch.path().join(name);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = Run::new()
+            .scratch(&scratch)
+            .cwd(scratch.path())
+            .no_report()
+            .arg(format!("./{name}"))
+            .stdin("f1\n")
+            .run();
+        out.code(2);
+        assert!(
+            out.stderr()
+                .contains(&format!("`./{name}` is {kind}, not a file of jobs"))
+                && out
+                    .stderr()
+                    .contains(&format!("lanes [OPTIONS] -- ./{name}")),
+            "{}",
+            out.dump()
+        );
+        assert!(!scratch.path().join("ran").exists(), "a line of {name} ran");
+    }
     // A file of jobs that runs itself through lanes is one.
     scratch.write("jobs", "#!/usr/bin/env lanes\na\techo ran\n");
     let out = Run::new().cwd(scratch.path()).arg("./jobs").run();

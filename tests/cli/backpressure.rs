@@ -416,3 +416,47 @@ fn a_slow_reader_of_lanes_stdout_is_no_part_of_the_run_s_duration() {
     );
     assert!(run_end >= job.end_ms(), "{}", out.dump());
 }
+
+/// Stop signals that come while a run's ended job's output waits for a stalled reader (the
+/// first, then a second to drop it at once) end the wait; they are no part of the run's time
+/// either: input had ended, and the run ended with its job.
+#[test]
+fn stop_signals_while_output_waits_for_a_stalled_reader_are_no_part_of_the_run_s_duration() {
+    let scratch = Scratch::new();
+    scratch.write("fill.py", FILLS_ITS_PIPE);
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .own_stdout()
+        .stdin("a\tpython3 \"$D/fill.py\"; echo $$ > \"$D/pid\"\n")
+        .spawn();
+    let stdout = running.take_stdout();
+    scratch.wait_for("pid", WAIT);
+    let pid = scratch.pid("pid");
+    assert!(
+        wait_until(WAIT, || !std::path::Path::new(&format!("/proc/{pid}"))
+            .exists()),
+        "the job ends and is reaped while its output waits"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let signalled = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    running.signal(Signal::SIGINT);
+    std::thread::sleep(Duration::from_millis(300));
+    running.signal(Signal::SIGINT);
+    let out = running.wait();
+    drop(stdout);
+    let report = out.report();
+    let job = out.job(1);
+    let run_end = parse_time(&report.run.started_at).unwrap()
+        + i64::try_from(report.summary.duration_ms).unwrap();
+    assert!(
+        run_end < signalled,
+        "the run ended {} ms after the first stop signal, its job {} ms before it\n{}",
+        run_end - signalled,
+        signalled - job.end_ms(),
+        out.dump()
+    );
+    assert!(run_end >= job.end_ms(), "{}", out.dump());
+}

@@ -710,4 +710,27 @@ fn a_stop_signal_ends_the_wait_for_a_report_fifos_reader() {
         running.wait().code(130);
         assert!(!scratch.exists("ran"));
     }
+    // A signal in the wait's first second, before lanes says it waits, ends it as well: the
+    // message never comes.
+    let scratch = Scratch::new();
+    let fifo = scratch.join("report.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("exec 2>\"$D/err\"")
+        .arg("--report")
+        .arg(&fifo)
+        .stdin("a\ttouch \"$D/ran\"\n")
+        .spawn();
+    let pid = running.pid();
+    // Polling for a reader: asleep between two tries.
+    assert!(wait_until(Duration::from_secs(10), || {
+        fs::read_to_string(format!("/proc/{pid}/wchan")).is_ok_and(|w| w.contains("nanosleep"))
+    }));
+    running.signal(Signal::SIGINT);
+    running.wait().code(130);
+    let err = fs::read_to_string(scratch.join("err")).unwrap_or_default();
+    assert!(!err.contains("waiting for a reader"), "{err}");
+    assert!(!scratch.exists("ran"));
 }

@@ -959,3 +959,53 @@ fn ctrl_c_while_jobs_are_typed_leaves_the_summary_on_a_line_of_its_own() {
         .unwrap_or_else(|| panic!("no summary:\n{screen}"));
     assert!(summary.starts_with("lanes: "), "{screen}");
 }
+
+/// A terminal that goes away (its window closed, an ssh session lost) while the display is
+/// drawn: lanes stops on the SIGHUP as on any stop signal, and a job's last words, which can
+/// no longer be written anywhere, end nothing early. Every job gets its record, the one that
+/// ignores SIGHUP is killed after the grace period, and the summary says SIGHUP.
+#[test]
+fn a_terminal_that_hangs_up_under_the_display_still_gets_every_job_stopped_and_recorded() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("hang_up", 100, 30, scratch.path()) else {
+        return;
+    };
+    scratch.write(
+        "jobs",
+        "talks\ttrap 'echo cleaning up; echo more >&2; exit 1' HUP TERM INT; \
+         touch \"$D/up-talks\"; sleep 30 & wait\n\
+         deaf\ttrap '' HUP TERM INT; touch \"$D/up-deaf\"; sleep 30\n",
+    );
+    tmux.type_line(&lanes_line(
+        "--progress always -j 2 --grace 1 \"$D/jobs\"",
+        scratch.path(),
+    ));
+    scratch.wait_for("up-talks", Duration::from_secs(10));
+    scratch.wait_for("up-deaf", Duration::from_secs(10));
+    tmux.wait_screen("the display", Duration::from_secs(10), |s| {
+        s.contains("2 running")
+    });
+    // The pane's terminal closes: its shell, then lanes, get SIGHUP.
+    tmux.run(&["kill-server"]);
+    let mut report = None;
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            report = fs::read_to_string(scratch.join("report"))
+                .ok()
+                .and_then(|text| Report::parse(&text).ok());
+            report.is_some()
+        }),
+        "no whole report: {:?}",
+        fs::read_to_string(scratch.join("report"))
+    );
+    let report = report.unwrap();
+    assert_eq!(report.summary.exit_code, 129, "{report:?}");
+    for key in ["talks", "deaf"] {
+        let job = &report.by_key(key)[0];
+        assert_eq!(
+            (job.outcome.as_str(), job.reason.as_deref()),
+            ("interrupted", Some("shutdown")),
+            "{key}"
+        );
+    }
+}
