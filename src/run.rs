@@ -854,10 +854,7 @@ fn checked_list(config: &RunConfig, records: Vec<NumberedLine>) -> anyhow::Resul
             .too_long(command, key, numbered.seq)
             .map(|message| (numbered.line, message)),
     }) {
-        bail!(
-            "{}:{line}: {message} (--strict: nothing was run)",
-            config.source.describe()
-        );
+        bail!("::: argument {line}: {message} (--strict: nothing was run)");
     }
     Ok(Feed::Preloaded(records))
 }

@@ -754,7 +754,10 @@ fn resolve_duration(
 }
 
 fn not_seconds(n: impl fmt::Display) -> String {
-    format!("`{n}` is not a non-negative, finite number of seconds within range")
+    format!(
+        "`{n}` is not a non-negative, finite number of seconds up to {}",
+        crate::duration::MAX_SECONDS
+    )
 }
 
 /// A duration as written: a string for [`parse_duration`] or a number of seconds.
@@ -1431,14 +1434,14 @@ needs = { gpu = 1, mem = "8G" }
         assert_eq!((line, column), (1, 9));
         assert_eq!(
             message,
-            "invalid duration for `grace`: `-1` is not a non-negative, finite number of seconds within range"
+            "invalid duration for `grace`: `-1` is not a non-negative, finite number of seconds up to 1000000000"
         );
 
         let (line, column, message) = err("timeout = nan\n");
         assert_eq!((line, column), (1, 11));
         assert_eq!(
             message,
-            "invalid duration for `timeout`: `NaN` is not a non-negative, finite number of seconds within range"
+            "invalid duration for `timeout`: `NaN` is not a non-negative, finite number of seconds up to 1000000000"
         );
 
         let (line, column, message) = err("grace = -0.5\n");

@@ -93,8 +93,13 @@ fn check_all(
     commands: Commands,
     checked: &AtomicU64,
 ) -> anyhow::Result<Feed> {
-    let file = tempfile::tempfile()
-        .context("cannot create a temporary file (in TMPDIR) to hold the input for --strict")?;
+    let file = tempfile::tempfile().with_context(|| {
+        format!(
+            "cannot create a temporary file in {} (TMPDIR, else /tmp) to hold the input for \
+             --strict",
+            std::env::temp_dir().display()
+        )
+    })?;
     let mut spool = Spool {
         input: reader,
         copy: BufWriter::with_capacity(64 * 1024, file),

@@ -841,3 +841,21 @@ fn a_placeholder_inside_a_shells_script_word_is_refused_and_the_argument_form_is
     assert_eq!(out.stdout(), format!("{hostile}\n"));
     assert!(!scratch.exists("pwned"), "the argument ran");
 }
+
+/// `--strict` names an invalid argument of a `:::` list by its place in the list.
+#[test]
+fn strict_names_an_invalid_argument_of_a_list_by_its_place() {
+    let out = Run::new()
+        .no_report()
+        .args([
+            "--strict", "--key", "{1}", "--colsep", ",", "echo", ":::", "a,b", ",c",
+        ])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("::: argument 2: --key gives an empty key for this record"),
+        "{}",
+        out.dump()
+    );
+}
