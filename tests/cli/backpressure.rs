@@ -375,12 +375,12 @@ while True:
         break
 "#;
 
-#[test]
-fn a_slow_reader_of_lanes_stdout_is_no_part_of_the_run_s_duration() {
-    let scratch = Scratch::new();
+/// A run whose one job has filled lanes' stdout (returned, not read) and has ended and been
+/// reaped while its output waits.
+fn ended_job_waiting_for_its_reader(scratch: &Scratch) -> (Running, std::process::ChildStdout) {
     scratch.write("fill.py", FILLS_ITS_PIPE);
     let mut running = Run::new()
-        .scratch(&scratch)
+        .scratch(scratch)
         .own_stdout()
         .stdin("a\tpython3 \"$D/fill.py\"; echo $$ > \"$D/pid\"\n")
         .spawn();
@@ -392,6 +392,13 @@ fn a_slow_reader_of_lanes_stdout_is_no_part_of_the_run_s_duration() {
             .exists()),
         "the job ends and is reaped while its output waits"
     );
+    (running, stdout)
+}
+
+#[test]
+fn a_slow_reader_of_lanes_stdout_is_no_part_of_the_run_s_duration() {
+    let scratch = Scratch::new();
+    let (running, stdout) = ended_job_waiting_for_its_reader(&scratch);
     // The reader comes back late.
     std::thread::sleep(Duration::from_millis(300));
     let reading = std::time::SystemTime::now()
@@ -423,20 +430,7 @@ fn a_slow_reader_of_lanes_stdout_is_no_part_of_the_run_s_duration() {
 #[test]
 fn stop_signals_while_output_waits_for_a_stalled_reader_are_no_part_of_the_run_s_duration() {
     let scratch = Scratch::new();
-    scratch.write("fill.py", FILLS_ITS_PIPE);
-    let mut running = Run::new()
-        .scratch(&scratch)
-        .own_stdout()
-        .stdin("a\tpython3 \"$D/fill.py\"; echo $$ > \"$D/pid\"\n")
-        .spawn();
-    let stdout = running.take_stdout();
-    scratch.wait_for("pid", WAIT);
-    let pid = scratch.pid("pid");
-    assert!(
-        wait_until(WAIT, || !std::path::Path::new(&format!("/proc/{pid}"))
-            .exists()),
-        "the job ends and is reaped while its output waits"
-    );
+    let (running, stdout) = ended_job_waiting_for_its_reader(&scratch);
     std::thread::sleep(Duration::from_millis(300));
     let signalled = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
