@@ -226,6 +226,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         asked_holders: HashMap::new(),
         unlockable: HashMap::new(),
         unlocked_failed: false,
+        descriptor_retry: None,
         service,
         lock_lost: HashMap::new(),
     };
@@ -417,6 +418,10 @@ struct Driver {
     unlockable: HashMap<Arc<str>, String>,
     /// A job of such a key failed in this round of starts: another round follows.
     unlocked_failed: bool,
+    /// The run out of descriptors with no other job of the run to free one: the core tries it
+    /// once more, and it then starts or fails ([`Scheduler::spawn_failed`]). `lanes serve`
+    /// answers its submissions then, not `queued`.
+    descriptor_retry: Option<Seq>,
     /// `lanes serve`: what the service keeps between requests.
     service: Option<service::Service>,
     /// Runs stopped because their key's lock was lost, and why: told in their records.
@@ -606,6 +611,8 @@ impl Driver {
             }
             None => Vec::new(),
         };
+        // What its submissions' answers need, should it not start.
+        let answer = self.service.is_some().then(|| start.clone());
         match self.launcher.launch(job, start, &command, locks) {
             Ok(control) => {
                 self.controls.insert(seq, (control, 0));
@@ -615,8 +622,23 @@ impl Driver {
                     progress.started(seq, &key, &command);
                 }
             }
-            Err(not_started) => self.not_started(seq, &batch, &key, not_started).await,
+            Err(not_started) => {
+                self.not_started(seq, &batch, &key, not_started).await;
+                if let Some(start) = answer {
+                    self.answer_unstarted(&start);
+                }
+            }
         }
+    }
+
+    /// Answers the submissions of `start`'s run, which did not start: `failed` or `queued`,
+    /// except while the core tries it once more for want of descriptors
+    /// ([`Driver::descriptor_retry`]): that try's end is their answer.
+    fn answer_unstarted(&mut self, start: &Start) {
+        if self.descriptor_retry == Some(start.seq) && self.jobs.contains_key(&start.seq) {
+            return;
+        }
+        self.answer_started(start, false);
     }
 
     /// A spawn handed to the spawning threads came back: the run started (the core, the
@@ -634,7 +656,7 @@ impl Driver {
                 self.controls.remove(&start.seq);
                 self.not_started(start.seq, &start.batch, &key, not_started)
                     .await;
-                self.answer_started(&start, false);
+                self.answer_unstarted(&start);
                 return;
             }
         };
@@ -656,6 +678,9 @@ impl Driver {
             }
         }
         self.core.spawned(start.seq, now);
+        if self.descriptor_retry == Some(start.seq) {
+            self.descriptor_retry = None;
+        }
         let batch = self.config.policy.batching().then_some(start.seq);
         let (slot, attempt) = (start.slot, start.attempt);
         self.ledger
@@ -680,9 +705,23 @@ impl Driver {
             progress.run_ended(seq);
         }
         let now = self.tick();
+        let descriptors = matches!(
+            not_started.failure,
+            crate::core::SpawnFailure::Shortage { descriptors: true }
+        );
         match self.core.spawn_failed(seq, not_started.failure, now) {
-            SpawnVerdict::Deferred { .. } => {}
+            SpawnVerdict::Deferred { .. } => {
+                let lone = descriptors && self.core.running() == 0;
+                self.descriptor_retry = if lone {
+                    Some(seq)
+                } else {
+                    self.descriptor_retry.filter(|&retry| retry != seq)
+                };
+            }
             SpawnVerdict::Ended(finished) => {
+                if self.descriptor_retry == Some(seq) {
+                    self.descriptor_retry = None;
+                }
                 let output = RunOutput {
                     error: Some(not_started.message),
                     ..RunOutput::default()

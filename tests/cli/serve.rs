@@ -656,11 +656,20 @@ fn a_server_with_no_descriptors_for_jobs_fails_them_and_says_so_instead_of_holdi
         "{}",
         says()
     );
+    // Its answer is its failure, not `queued` (exit 10) for a job that will never start: the
+    // start is tried once more, and the answer waits for that try.
+    let answered = client_at(&socket, "submit", &["j", "--", "true"], None);
+    assert_eq!(answered.code, 1, "{}{}", answered.stdout, answered.stderr);
+    assert!(
+        answered.stdout.contains("failed seq 1 (key j)") && answered.stdout.contains("spawn_error"),
+        "{}",
+        answered.stdout
+    );
     let waited = client_at(&socket, "submit", &["--wait", "k", "--", "true"], None);
     assert_eq!(waited.code, 1, "{}", waited.stderr);
     let said = format!("{}{}", waited.stdout, waited.stderr);
     assert!(
-        said.contains("seq 1 (key k) failed (spawn_error)"),
+        said.contains("seq 2 (key k) failed (spawn_error)"),
         "{said}"
     );
     assert_eq!(client_at(&socket, "close", &[], None).code, 0);
@@ -1218,9 +1227,10 @@ fn the_socket_is_0600_in_a_private_directory_and_another_uid_is_refused() {
     assert!(close.status.success());
     running.wait().code(0);
     if let Some((code, stderr)) = other_uid {
+        // lanes' own client sees whose server it is before it sends anything.
         assert_eq!(code, 2, "{stderr}");
         assert!(
-            stderr.contains("permission denied") && stderr.contains("uid 65534"),
+            stderr.contains("is served by uid 0, not by this user (uid 65534)"),
             "{stderr}"
         );
     }
@@ -1306,6 +1316,28 @@ fn other_uid_client(socket: &Path, runtime: &Path) -> Option<(i32, String)> {
         }
         break out;
     };
+    // The server's own check, met by a client that does not check the server first (not
+    // lanes'): it is answered why, and nothing else.
+    let probe = Command::new("setpriv")
+        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
+        .arg("/usr/bin/python3")
+        .arg("-c")
+        .arg(
+            "import socket, sys\n\
+             s = socket.socket(socket.AF_UNIX)\n\
+             s.connect(sys.argv[1])\n\
+             s.sendall(b'{\"v\":1,\"op\":\"submit\",\"key\":\"k\",\"command\":\"touch /tmp/lanes-it-should-not-run\"}\\n')\n\
+             print(s.makefile().readline())\n",
+        )
+        .arg(socket)
+        .output()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&probe.stdout);
+    assert!(
+        answer.contains("permission denied") && answer.contains("uid 65534"),
+        "{answer}{}",
+        String::from_utf8_lossy(&probe.stderr)
+    );
     Some((
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -3911,4 +3943,74 @@ fn an_events_fifo_nobody_reads_holds_up_no_start_and_no_end_of_a_server() {
     assert!(all_ran, "{} of {jobs} jobs ran", scratch.lines("ran").len());
     assert_eq!(report.jobs.len(), jobs);
     assert_eq!(events.matches("\"type\":\"ended\"").count(), jobs);
+}
+
+/// A client sends nothing to a socket another user serves (one who made a default socket
+/// directory, `/tmp/lanes-UID`, before its owner): the request's command may hold secrets,
+/// and a false `started` would be believed. The client says who serves it and exits 2.
+#[test]
+fn a_client_sends_nothing_to_a_socket_another_user_serves() {
+    if !nix::unistd::Uid::effective().is_root() {
+        eprintln!("skipped: needs root, to serve a socket as user nobody");
+        return;
+    }
+    let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|path| Path::new(path).exists())
+    else {
+        eprintln!("skipped: no setpriv");
+        return;
+    };
+    // The system's, which user nobody may run.
+    let python = "/usr/bin/python3";
+    if !Path::new(python).exists() {
+        eprintln!("skipped: no {python}");
+        return;
+    }
+    let scratch = Scratch::new();
+    std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    scratch.write(
+        "impostor.py",
+        "import socket, os, sys\n\
+         d = sys.argv[1]\n\
+         s = socket.socket(socket.AF_UNIX)\n\
+         s.bind(d + '/lanes.sock')\n\
+         os.chmod(d + '/lanes.sock', 0o777)\n\
+         s.listen(1)\n\
+         open(d + '/ready', 'w').close()\n\
+         c, _ = s.accept()\n\
+         c.settimeout(10)\n\
+         got = c.recv(65536)\n\
+         open(d + '/got', 'wb').write(got)\n\
+         try:\n\
+         \x20   c.sendall(b'{\"v\":1,\"answer\":\"started\",\"seq\":1,\"key\":\"k\",\"slot\":1}\\n')\n\
+         except OSError:\n\
+         \x20   pass\n",
+    );
+    let mut impostor = Command::new(setpriv)
+        .args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            python,
+        ])
+        .arg(scratch.join("impostor.py"))
+        .arg(scratch.path())
+        .spawn()
+        .unwrap();
+    scratch.wait_for("ready", Duration::from_secs(10));
+    let out = Command::new(BIN)
+        .args(["submit", "--socket"])
+        .arg(scratch.join("lanes.sock"))
+        .args(["k", "--", "deploy --token SECRET"])
+        .output()
+        .unwrap();
+    impostor.wait().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is served by uid") && stderr.contains("nothing was sent"),
+        "{stderr}"
+    );
+    assert_eq!(scratch.read("got"), "", "the impostor was sent the request");
 }

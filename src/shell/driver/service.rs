@@ -641,7 +641,8 @@ impl Driver {
             },
             Admitted::Refused(_) => self.closed_answer(),
             Admitted::Queued { ahead, .. }
-                if self.core.slot_of(seq).is_some() && self.launcher.spawning(seq) =>
+                if (self.core.slot_of(seq).is_some() && self.launcher.spawning(seq))
+                    || self.descriptor_retry == Some(seq) =>
             {
                 // Answered once its process has started, or could not.
                 let then = wait.then_some(record_rx);
