@@ -224,8 +224,26 @@ impl Scheduler {
         let replaced_weight = pending
             .and_then(|i| self.lanes.get(&job.key)?.waiting.get(i))
             .map_or(0, |w| weight_of(w.needs.as_deref()));
-        let over_count = self.queued >= self.limits.max_queued && !replaceable;
-        let over_weight = (self.queued_weight - replaced_weight).saturating_add(weight)
+        // `--cancel-in-progress`: the key's jobs waiting out their retry delay go, superseded
+        // (below), and make room as a replaced job does.
+        let (retries_going, retries_weight) = if self.policy.cancel_in_progress && bounded {
+            self.lanes
+                .get(&job.key)
+                .filter(|lane| !lane.busy)
+                .map_or((0, 0), |lane| {
+                    lane.waiting
+                        .iter()
+                        .take_while(|w| w.attempts > 0 && !w.promised)
+                        .fold((0, 0), |(count, weight), w| {
+                            (count + 1, weight + weight_of(w.needs.as_deref()))
+                        })
+                })
+        } else {
+            (0, 0)
+        };
+        let over_count = self.queued - retries_going >= self.limits.max_queued && !replaceable;
+        let over_weight = (self.queued_weight - replaced_weight - retries_weight)
+            .saturating_add(weight)
             > self.policy.max_queued_weight;
         // The bounds are on jobs that wait: one that the next take starts would never wait.
         if bounded && (over_count || over_weight) && !self.starts_at_once(&job, now) {
@@ -504,9 +522,12 @@ impl Scheduler {
     /// its key idle with nothing waiting, no ready key taken before it, a slot free and its
     /// needs fitting (after what is set aside for an earlier key), its key held host-wide
     /// where keys are shared (`--lock-dir`: a new key's lock is yet to be taken, so never).
-    /// Never when batching: a batch waits for the jobs admitted after its first.
+    /// Never when batching (a batch waits for the jobs admitted after its first), nor under
+    /// `--retries`.
     fn starts_at_once(&self, job: &JobRequest, now: Tick) -> bool {
-        if self.policy.batching() || !self.may_take(now) {
+        // Under `--retries` a job that starts may come back to wait for its retry: admitted past
+        // the bound, failing jobs would pile up without one.
+        if self.policy.batching() || self.policy.retries > 0 || !self.may_take(now) {
             return false;
         }
         if self

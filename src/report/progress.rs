@@ -416,15 +416,34 @@ impl Progress {
 
     /// Clears the display for good, and gives the terminal its echo back.
     pub(crate) fn finish(&mut self) {
-        if self.finished {
-            return;
+        if !self.finished {
+            self.finished = true;
+            self.painter.order(Paint::Finish);
+            // What is written after (the summary) comes below the cleared display.
+            self.painter.wait_done(None);
         }
-        self.finished = true;
-        self.painter.order(Paint::Finish);
-        // What is written after (the summary) comes below the cleared display.
-        self.painter.wait_done(None);
         if let Some(echo) = self.echo.take() {
             echo.restore();
+        }
+    }
+
+    /// Orders the display cleared for good, as [`Progress::finish`] does; returns when it is.
+    /// A terminal that takes nothing (Ctrl-S, a stalled ssh session) holds the display's
+    /// thread in a write, and this wait with it: the caller waits for it as for any reader of
+    /// lanes' output, and may give up on it. [`Progress::finish`] then only gives the echo
+    /// back.
+    pub(crate) fn finish_later(&mut self) -> impl std::future::Future<Output = ()> + 'static {
+        if !self.finished {
+            self.finished = true;
+            self.painter.order(Paint::Finish);
+        }
+        let shared = Arc::clone(&self.painter.shared);
+        async move {
+            let painter = Painter { shared };
+            // Most often done at once; else looked at 50 times a second.
+            while !painter.wait_done(Some(Duration::from_millis(5))) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
     }
 }
@@ -514,8 +533,9 @@ impl Painter {
         wake.notify_all();
     }
 
-    /// Waits until every order is carried out, at most `patience` when given.
-    fn wait_done(&self, patience: Option<Duration>) {
+    /// Waits until every order is carried out, at most `patience` when given; whether they
+    /// are.
+    fn wait_done(&self, patience: Option<Duration>) -> bool {
         let (orders, done) = &*self.shared;
         let deadline = patience.map(|patience| Instant::now() + patience);
         let mut orders = lock(orders);
@@ -525,7 +545,7 @@ impl Painter {
                 Some(deadline) => {
                     let left = deadline.saturating_duration_since(Instant::now());
                     if left.is_zero() {
-                        return;
+                        return false;
                     }
                     done.wait_timeout(orders, left)
                         .unwrap_or_else(PoisonError::into_inner)
@@ -533,6 +553,7 @@ impl Painter {
                 }
             };
         }
+        true
     }
 
     /// No order comes any more: the thread ends once it has carried out those asked.
@@ -592,7 +613,7 @@ fn paint(shared: &(Mutex<Orders>, std::sync::Condvar), multi: &MultiProgress, fr
 /// spinner, which takes 2 columns), the job lines, stopped jobs first, then by seq, and how
 /// many running jobs are not shown. No line is wider than `columns - 1`.
 fn frame(board: &Board, now: Instant, rows: usize, columns: usize) -> String {
-    let width = columns.saturating_sub(1).max(1);
+    let width = columns.saturating_sub(1);
     let elapsed = clock(now.saturating_duration_since(board.since));
     let counts = &board.shown;
     let (running, stopped) = (counts.running, counts.stopped);
@@ -676,6 +697,10 @@ fn job_line(line: &RunLine, now: Instant, width: usize) -> String {
 
 /// `text` cut to `width` columns, ending in `…` when cut.
 fn fit(text: &str, width: usize) -> String {
+    if width == 0 {
+        // Not even the `…`.
+        return String::new();
+    }
     if measure_text_width(text) <= width {
         text.to_owned()
     } else {

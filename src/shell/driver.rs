@@ -227,6 +227,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         unlockable: HashMap::new(),
         unlocked_failed: false,
         descriptor_retry: None,
+        terminal_given_up: false,
         service,
         lock_lost: HashMap::new(),
     };
@@ -312,6 +313,22 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     // any program, while it waits for processes that escaped their jobs and for the readers
     // of its output. There is no job to stop with it, and the display is done, so that the
     // terminal goes back to the shell as it was.
+    if let Some(cleared) = driver
+        .ledger
+        .progress()
+        .map(crate::report::progress::Progress::finish_later)
+    {
+        // Waited for as a reader of lanes' output is: a terminal that takes nothing holds the
+        // run's end until a stop signal gives up on it.
+        let mut forced = driver.core.is_forced();
+        if until_stopped(cleared, &mut forced, &mut signals)
+            .await
+            .is_none()
+        {
+            // The waits for lanes' other output are as short from here on.
+            driver.terminal_given_up = true;
+        }
+    }
     if let Some(progress) = driver.ledger.progress() {
         progress.finish();
     }
@@ -422,6 +439,9 @@ struct Driver {
     /// once more, and it then starts or fails ([`Scheduler::spawn_failed`]). `lanes serve`
     /// answers its submissions then, not `queued`.
     descriptor_retry: Option<Seq>,
+    /// The terminal the display is drawn on took nothing after a stop signal, and was given
+    /// up on: the waits for lanes' other output are short.
+    terminal_given_up: bool,
     /// `lanes serve`: what the service keeps between requests.
     service: Option<service::Service>,
     /// Runs stopped because their key's lock was lost, and why: told in their records.
@@ -1337,7 +1357,7 @@ impl Driver {
         // Slurm: nothing of this run may stay on the cluster.
         self.launcher.backend().cancel_run();
         let run_end = self.run_end();
-        let mut forced = self.core.is_forced() || late;
+        let mut forced = self.core.is_forced() || late || self.terminal_given_up;
         if let Some(writer) = self.grouped.close() {
             let abort = writer.abort_handle();
             if until_stopped(writer, &mut forced, signals).await.is_none() {

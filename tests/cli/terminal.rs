@@ -1009,3 +1009,54 @@ fn a_terminal_that_hangs_up_under_the_display_still_gets_every_job_stopped_and_r
         );
     }
 }
+
+/// Whether a thread of `pid` is held in a write to a terminal that takes nothing
+/// (`wait_woken`, where the kernel parks a writer to a full terminal).
+fn thread_held_in_a_write(pid: i32) -> bool {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.filter_map(Result::ok).any(|task| {
+        fs::read_to_string(task.path().join("wchan")).is_ok_and(|w| w.trim() == "wait_woken")
+    })
+}
+
+/// A terminal that stops taking output (Ctrl-S; a stalled ssh session) holds the display in a
+/// write. A stop signal sent from elsewhere (a CI timeout, `kill`) still ends the run: the
+/// display is given up on as a reader of lanes' output is, and the report gets its summary.
+#[test]
+fn a_stop_signal_ends_a_run_whose_terminal_takes_nothing() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("xoff", 100, 30, scratch.path()) else {
+        return;
+    };
+    scratch.write(
+        "jobs",
+        "flood\ttouch \"$D/up\"; while :; do echo flood line; done\n",
+    );
+    tmux.type_line(&lanes_line(
+        "--progress always --grace 1 \"$D/jobs\"",
+        scratch.path(),
+    ));
+    scratch.wait_for("up", Duration::from_secs(10));
+    let first = fs::read_to_string(scratch.join("report")).unwrap_or_default();
+    let run: serde_json::Value =
+        serde_json::from_str(first.lines().next().expect("the run record")).unwrap();
+    let pid = i32::try_from(run["pid"].as_i64().expect("lanes' pid")).unwrap();
+    tmux.key("C-s");
+    assert!(
+        wait_until(Duration::from_secs(20), || thread_held_in_a_write(pid)),
+        "lanes never waited for the terminal"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let report = report_whole(&scratch, &tmux, Duration::from_secs(40));
+    assert_eq!(report.summary.exit_code, 143);
+    assert_eq!(report.by_key("flood")[0].outcome, "interrupted");
+    // The terminal takes output again, and lanes is gone.
+    tmux.key("C-q");
+    assert!(wait_until(Duration::from_secs(10), || state(pid).is_none()));
+}

@@ -274,7 +274,7 @@ impl Harness {
                             assert_eq!(stop.reason, StopReason::Superseded);
                             self.ordered(&stop, step);
                         }
-                        if !replacing && queued_before >= self.max_queued {
+                        if !replacing && queued_before - retries.len() >= self.max_queued {
                             // Past the bound only for a job the shell's next take starts.
                             let taken = self
                                 .flights

@@ -1270,3 +1270,31 @@ fn past_max_queued_neither_a_taken_sticky_slot_nor_a_batch_starts_at_once() {
     queue(&mut s, job(2, "a", 0), ms(0));
     assert_eq!(s.admit(job(3, "b", 0), ms(1)), Admission::Full);
 }
+
+/// `--cancel-in-progress` at `max_queued`: the key's job waiting out its retry delay is
+/// superseded by a newer job, which takes its place in the queue (and here starts at once):
+/// the count does not grow, so the newer job is not refused. Under `--retries` a job that
+/// starts at once is not admitted past the bound otherwise: it may come back to wait.
+#[test]
+fn at_max_queued_a_newer_job_supersedes_a_retry_waiting_out_its_delay() {
+    let policy = Policy {
+        cancel_in_progress: true,
+        retries: 1,
+        retry_delay: ms(100),
+        ..Policy::default()
+    };
+    let mut s = with(2, 1, policy);
+    queue(&mut s, job(1, "a", 0), ms(0));
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    assert_eq!(retry(&mut s, 1, ms(1)), 2);
+    assert_eq!(s.queued(), 1, "the retry waits out its delay");
+    // Another key's job would start at once, but under --retries it may come back to wait.
+    assert_eq!(s.admit(job(9, "b", 0), ms(1)), Admission::Full);
+    match s.admit(job(2, "a", 0), ms(2)) {
+        Admission::Superseding { retries, .. } => {
+            assert_eq!(retries.iter().map(|a| a.seq).collect::<Vec<_>>(), [1]);
+        }
+        other => panic!("refused: {other:?}"),
+    }
+    assert_eq!(take(&mut s, ms(2)).seq, 2);
+}

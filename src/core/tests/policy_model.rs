@@ -268,6 +268,7 @@ impl Model {
     /// batching.
     fn starts_at_once(&self, key: usize, now: Tick) -> bool {
         !self.policy.batching()
+            && self.policy.retries == 0
             && !self.draining
             && !self.busy(key)
             && !self.has_waiting(key)
@@ -290,7 +291,16 @@ impl Model {
         } else {
             None
         };
-        if self.waiting.len() >= self.max_queued
+        // --cancel-in-progress: the key's retries waiting out their delay go, and make room.
+        let going = if self.policy.cancel_in_progress && !self.busy(key) {
+            self.waiting
+                .iter()
+                .filter(|o| o.key == key && o.attempts > 0)
+                .count()
+        } else {
+            0
+        };
+        if self.waiting.len() - going >= self.max_queued
             && pending.is_none()
             && !self.starts_at_once(key, w.queued_at)
         {
@@ -689,7 +699,11 @@ impl Ledger {
             }
         };
         assert!(!self.draining, "job {seq} admitted after drain");
-        let past_bound = grows && queued_before >= self.limits.max_queued;
+        let superseded = match got {
+            Admission::Superseding { ref retries, .. } => retries.len(),
+            _ => 0,
+        };
+        let past_bound = grows && queued_before - superseded >= self.limits.max_queued;
         if coalesce {
             assert_eq!(
                 replaced,
