@@ -31,6 +31,9 @@ pub enum SpawnVerdict {
     Deferred {
         /// Nothing starts before this time.
         until: Tick,
+        /// Out of descriptors with no other run in flight: its next try either starts it or
+        /// ends it (the rule of [`Scheduler::spawn_failed`]), whatever else happens meanwhile.
+        last_try_next: bool,
     },
     /// The run ends `failed`/`spawn_error` (or is retried, `--retries`): out of descriptors
     /// twice in a row with no other job of this run in flight, nothing would ever free one.
@@ -68,13 +71,18 @@ impl Scheduler {
             }
             SpawnFailure::Failed => false,
         };
+        let last_try_next =
+            matches!(failure, SpawnFailure::Shortage { descriptors: true }) && !others_running;
         if defer && self.defer(seq, now) {
             let until = now.saturating_add(self.spawn_backoff);
             self.spawn_hold = Some(until);
             self.capacity_changed(now);
             self.spawn_probing = true;
             self.spawn_backoff = (self.spawn_backoff * 2).min(BACKOFF_MAX);
-            return SpawnVerdict::Deferred { until };
+            return SpawnVerdict::Deferred {
+                until,
+                last_try_next,
+            };
         }
         let facts = RunFacts {
             exit: None,
@@ -83,7 +91,10 @@ impl Scheduler {
         };
         match self.finish(seq, facts, now) {
             Some(finished) => SpawnVerdict::Ended(finished),
-            None => SpawnVerdict::Deferred { until: now },
+            None => SpawnVerdict::Deferred {
+                until: now,
+                last_try_next: false,
+            },
         }
     }
 

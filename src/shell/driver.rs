@@ -435,9 +435,9 @@ struct Driver {
     unlockable: HashMap<Arc<str>, String>,
     /// A job of such a key failed in this round of starts: another round follows.
     unlocked_failed: bool,
-    /// The run out of descriptors with no other job of the run to free one: the core tries it
-    /// once more, and it then starts or fails ([`Scheduler::spawn_failed`]). `lanes serve`
-    /// answers its submissions then, not `queued`.
+    /// The run whose next try starts or ends it (out of descriptors with no other job of the
+    /// run to free one: [`SpawnVerdict::Deferred`]'s `last_try_next`). `lanes serve` answers
+    /// its submissions then, not `queued`.
     descriptor_retry: Option<Seq>,
     /// The terminal the display is drawn on took nothing after a stop signal, and was given
     /// up on: the waits for lanes' other output are short.
@@ -725,14 +725,9 @@ impl Driver {
             progress.run_ended(seq);
         }
         let now = self.tick();
-        let descriptors = matches!(
-            not_started.failure,
-            crate::core::SpawnFailure::Shortage { descriptors: true }
-        );
         match self.core.spawn_failed(seq, not_started.failure, now) {
-            SpawnVerdict::Deferred { .. } => {
-                let lone = descriptors && self.core.running() == 0;
-                self.descriptor_retry = if lone {
+            SpawnVerdict::Deferred { last_try_next, .. } => {
+                self.descriptor_retry = if last_try_next {
                     Some(seq)
                 } else {
                     self.descriptor_retry.filter(|&retry| retry != seq)

@@ -320,12 +320,16 @@ impl Harness {
                     },
                 );
                 match self.s.spawn_failed(start.seq, failure, self.now) {
-                    SpawnVerdict::Deferred { until } => {
+                    SpawnVerdict::Deferred {
+                        until,
+                        last_try_next,
+                    } => {
                         assert!(
                             matches!(failure, SpawnFailure::Shortage { .. })
                                 && (!lone_descriptors || self.lone_shortages < 2),
                             "step {step}: deferred {failure:?}"
                         );
+                        assert_eq!(last_try_next, lone_descriptors, "step {step}");
                         assert!(until > self.now);
                         self.flights.remove(&start.seq);
                         assert_eq!(self.s.take(self.now), None, "step {step}: held");

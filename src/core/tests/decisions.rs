@@ -277,7 +277,10 @@ fn a_spawn_shortage_defers_the_run_to_the_front_with_back_off() {
     let shortage = SpawnFailure::Shortage { descriptors: false };
     assert_eq!(
         s.spawn_failed(1, shortage, ms(1)),
-        SpawnVerdict::Deferred { until: ms(6) }
+        SpawnVerdict::Deferred {
+            until: ms(6),
+            last_try_next: false
+        }
     );
     assert_eq!(s.take(ms(2)), None, "held back");
     assert_eq!(s.next_deadline(), Some(ms(6)));
@@ -286,7 +289,10 @@ fn a_spawn_shortage_defers_the_run_to_the_front_with_back_off() {
     // A second shortage in a row waits twice as long.
     assert_eq!(
         s.spawn_failed(1, shortage, ms(7)),
-        SpawnVerdict::Deferred { until: ms(17) }
+        SpawnVerdict::Deferred {
+            until: ms(17),
+            last_try_next: false
+        }
     );
     let again = s.take(ms(17)).unwrap();
     s.spawned(again.seq, ms(17));
@@ -300,7 +306,7 @@ fn out_of_descriptors_twice_with_nothing_else_in_flight_fails_the_job() {
     let _ = s.take(ms(0)).unwrap();
     // Once alone: others that failed with it may have given their descriptors back.
     let shortage = SpawnFailure::Shortage { descriptors: true };
-    let SpawnVerdict::Deferred { until } = s.spawn_failed(1, shortage, ms(1)) else {
+    let SpawnVerdict::Deferred { until, .. } = s.spawn_failed(1, shortage, ms(1)) else {
         panic!("the first lone shortage is deferred");
     };
     assert_eq!(s.take(until).unwrap().seq, 1);
@@ -337,7 +343,7 @@ fn runs_whose_spawns_all_failed_together_are_tried_again() {
     let mut until = ms(0);
     for seq in 1..=3 {
         let verdict = s.spawn_failed(seq, shortage, ms(1));
-        let SpawnVerdict::Deferred { until: at } = verdict else {
+        let SpawnVerdict::Deferred { until: at, .. } = verdict else {
             panic!("seq {seq}: {verdict:?}");
         };
         until = until.max(at);
@@ -364,7 +370,7 @@ fn after_a_shortage_starts_are_taken_one_at_a_time_until_one_succeeds() {
     }
     let _ = s.take(ms(0)).unwrap();
     let shortage = SpawnFailure::Shortage { descriptors: false };
-    let SpawnVerdict::Deferred { until } = s.spawn_failed(1, shortage, ms(1)) else {
+    let SpawnVerdict::Deferred { until, .. } = s.spawn_failed(1, shortage, ms(1)) else {
         panic!("deferred");
     };
     assert_eq!(s.take(until).unwrap().seq, 1);
