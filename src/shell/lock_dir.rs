@@ -50,6 +50,11 @@ pub(crate) struct Holder {
     /// be in the reader's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) pid_namespace: Option<u64>,
+    /// Whether that process's jobs take shared slots (`--shared-max-concurrent`): only then
+    /// may it hold a key while its job waits for one. Absent (false) from lines written
+    /// before it was, and from processes without the flag.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) shared_slots: bool,
 }
 
 /// Why DIR cannot be used; each message names DIR.
@@ -179,6 +184,7 @@ impl CheckedLockDir {
                 pid: std::process::id(),
                 run,
                 pid_namespace: own_pid_namespace(),
+                shared_slots: self.slots.is_some(),
             },
             slots: self.slots,
             report,
@@ -219,6 +225,8 @@ struct Identity {
     run: String,
     /// [`Holder::pid_namespace`]; `None` where `/proc` cannot tell.
     pid_namespace: Option<u64>,
+    /// [`Holder::shared_slots`].
+    shared_slots: bool,
 }
 
 impl Identity {
@@ -229,6 +237,7 @@ impl Identity {
             run: self.run.clone(),
             key: key.to_owned(),
             pid_namespace: self.pid_namespace,
+            shared_slots: self.shared_slots,
         }
     }
 }
@@ -1140,7 +1149,7 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
                 "{key}: held by {}, which has exited: a process it left holds the key\n",
                 h.shown(ours)
             )),
-            Some(h) if !slots.is_empty() && !in_a_slot(h) => text.push_str(&format!(
+            Some(h) if h.shared_slots && !in_a_slot(h) => text.push_str(&format!(
                 "{key}: held by {}, its job waiting for a shared slot\n",
                 h.shown(ours)
             )),
@@ -1237,6 +1246,7 @@ mod tests {
             pid,
             run: "2026-01-01T00:00:00.000Z".into(),
             pid_namespace: Some(4026531836),
+            shared_slots: false,
         }
     }
 

@@ -498,6 +498,34 @@ fn a_job_stopped_while_waiting_only_for_a_shared_slot_names_no_holder() {
     assert_eq!(job.lock_holder, None, "{job:?}");
 }
 
+/// A key held by a lanes that takes no shared slot is listed as held, whatever slot files an
+/// earlier run with `--shared-max-concurrent` left in DIR: its job does not wait for one.
+#[test]
+fn a_holder_without_shared_slots_is_not_said_to_wait_for_one() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    // An earlier run that took shared slots leaves their files.
+    member(&scratch, &dir)
+        .no_report()
+        .args(["--shared-max-concurrent", "2"])
+        .stdin("x\ttrue\n")
+        .run()
+        .code(0);
+    let running = member(&scratch, &dir)
+        .stdin(format!("a\ttouch \"$D/up\"; {}\n", await_file("go")))
+        .spawn();
+    scratch.wait_for("up", Duration::from_secs(10));
+    let listing = locks(&dir);
+    let first = listing.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("\"a\": held by pid {} (run ", running.pid()))
+            && first.ends_with(')'),
+        "{listing}"
+    );
+    scratch.write("go", "");
+    running.wait().code(0);
+}
+
 /// `locks` in `scratch`, made by a run that held a key in it.
 fn lock_dir_made(scratch: &Scratch) -> std::path::PathBuf {
     let dir = scratch.join("locks");
