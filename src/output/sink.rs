@@ -17,10 +17,23 @@ const DEPTH: usize = 16;
 /// takes anything ([`output_written`]).
 static OUTPUT_WRITTEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Bytes written to lanes' stdout and stderr so far: a wait for a slow reader that sees this
-/// grow knows the reader still reads.
+/// Bytes of lanes' own notices about a wait for a reader, sent to stderr: no sign that any
+/// reader reads ([`output_written`] leaves them out).
+static NOTICES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Bytes written to lanes' stdout and stderr so far, less lanes' notices about its waits for
+/// readers ([`notice_sent`]): a wait for a slow reader that sees this grow knows the reader
+/// still reads. It may shrink for a moment (a notice counted before it is written).
 pub(crate) fn output_written() -> u64 {
-    OUTPUT_WRITTEN.load(std::sync::atomic::Ordering::Relaxed)
+    OUTPUT_WRITTEN
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .saturating_sub(NOTICES.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// A notice of `bytes` about a wait for a reader goes to stderr: its writing is no progress of
+/// the wait.
+pub(crate) fn notice_sent(bytes: usize) {
+    NOTICES.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// A destination whose writes are counted in [`OUTPUT_WRITTEN`] as they happen (a large

@@ -352,6 +352,7 @@ async fn saying_if_slow<F: std::future::Future>(
     work: F,
     stderr: crate::output::sink::SinkTx,
     what: &str,
+    stopped: bool,
 ) -> F::Output {
     tokio::pin!(work);
     tokio::select! {
@@ -359,9 +360,14 @@ async fn saying_if_slow<F: std::future::Future>(
         () = tokio::time::sleep(READER_NOTICE) => {}
     }
     let notice = format!(
-        "lanes: every job has ended; waiting for the reader of {what} to read it (a stop \
-         signal gives up on it)\n"
+        "lanes: every job has ended; waiting for the reader of {what} to read it ({})\n",
+        if stopped {
+            "given up on once lanes' output takes nothing for 5 s, or at another stop signal"
+        } else {
+            "a stop signal gives up on it"
+        }
     );
+    crate::output::sink::notice_sent(notice.len());
     let _ = stderr.send(notice.into_bytes()).await;
     work.await
 }
@@ -1373,18 +1379,20 @@ impl Driver {
             shown(&self.config.report),
             shown(&self.config.events),
         );
+        let stopped = self.core.stop_signal().is_some();
         let junit = saying_if_slow(
             self.ledger.write_junit(),
             self.launcher.stderr().clone(),
             &junit_file,
+            stopped,
         );
         let junit = until_stopped(junit, &mut forced, signals).await;
         let (report_written, events_written) = self.ledger.written_each();
         let stderr = self.launcher.stderr().clone();
         // Each file's reader named only when it is the one waited for.
         let written = async {
-            saying_if_slow(report_written, stderr.clone(), &report).await;
-            saying_if_slow(events_written, stderr, &events).await;
+            saying_if_slow(report_written, stderr.clone(), &report, stopped).await;
+            saying_if_slow(events_written, stderr, &events, stopped).await;
         };
         let written = until_stopped(written, &mut forced, signals).await;
         // `--coordinate-records`: a database that does not answer is given up on after each

@@ -711,7 +711,7 @@ impl ReaderWatch {
     /// over; when something was, it starts over.
     pub(crate) fn stalled(&mut self) -> bool {
         let written = output_written();
-        if written == self.seen {
+        if written <= self.seen {
             return true;
         }
         self.seen = written;

@@ -734,3 +734,43 @@ fn a_stop_signal_ends_the_wait_for_a_report_fifos_reader() {
     assert!(!err.contains("waiting for a reader"), "{err}");
     assert!(!scratch.exists("ran"));
 }
+
+/// After one stop signal, a report FIFO whose reader takes nothing is given up on once lanes'
+/// output has taken nothing for 5 s; lanes' own notice that it waits is no sign of a reader
+/// (it counted as one, and the wait started over: about 10 s).
+#[test]
+fn after_a_stop_signal_a_report_fifo_that_takes_nothing_is_given_up_on_in_5_s() {
+    let scratch = Scratch::new();
+    let fifo = scratch.join("report.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // A reader that opens it and never reads.
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || fs::File::open(fifo).unwrap())
+    };
+    let jobs: String = (1..=300)
+        .map(|i| format!("k{i}\techo out{i}\n"))
+        .chain(["z\ttouch \"$D/up\"; sleep 100\n".to_owned()])
+        .collect();
+    let running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("exec 2>\"$D/err\"")
+        .args(["--progress", "never", "-j", "2", "--report"])
+        .arg(&fifo)
+        .stdin(jobs)
+        .spawn();
+    let _held = reader.join().unwrap();
+    scratch.wait_for("up", Duration::from_secs(20));
+    let signalled = std::time::Instant::now();
+    running.signal(Signal::SIGTERM);
+    running.wait().code(143);
+    let waited = signalled.elapsed();
+    let err = fs::read_to_string(scratch.join("err")).unwrap_or_default();
+    assert!(waited < Duration::from_secs(8), "{waited:?}\n{err}");
+    assert!(
+        err.contains("given up on once lanes' output takes nothing for 5 s")
+            && err.contains("was given up on"),
+        "{err}"
+    );
+}
