@@ -226,8 +226,14 @@ fn xargs_hint(options: &[OsString]) -> Option<&'static str> {
         let procs = option
             .strip_prefix("-P")
             .is_some_and(|count| count.bytes().all(|b| b.is_ascii_digit()));
+        // `-I{}`, `-I%`: the replacement string attached.
+        let replace = option.len() > 2 && option.starts_with("-I");
         Some(match name {
             _ if procs => "hint: xargs' `-P N` is `-j N` here",
+            _ if replace => {
+                "hint: the argument is `{}` in the command (xargs' `-I {}`), appended when the \
+                 command has none"
+            }
             "--max-procs" => "hint: xargs' `-P N` is `-j N` here",
             "--jobs" => "hint: GNU parallel's `--jobs N` is `-j N` here",
             "--halt" | "--halt-on-error" => {
@@ -311,12 +317,13 @@ pub(crate) fn split(
         }
         // The first word that is not an option.
         if let Some(file) = &file {
+            let file = file.to_string_lossy();
             return Err(format!(
-                "`{}` is an existing file, read as jobs, so `{text}` is not expected after it; \
-                 to run `{}` as a command for each input line, write `lanes [OPTIONS] -- {} {text} ...`",
-                file.to_string_lossy(),
-                file.to_string_lossy(),
-                file.to_string_lossy(),
+                "`{file}` is an existing file, read as jobs, so `{text}` is not expected after \
+                 it; to run `{text}` for each line of `{file}` (xargs' `-a`, GNU parallel's \
+                 `::::`), write `lanes [OPTIONS] -a {file} {text} ...`; to run `{file}` as a \
+                 command for each input line, write `lanes [OPTIONS] -- {} {text} ...`",
+                runnable(&file),
             ));
         }
         let path = Path::new(&word);
@@ -338,8 +345,9 @@ pub(crate) fn split(
                 .collect();
             return Err(format!(
                 "`{text}` is {program}, not a file of jobs: to run it for each \
-                 input line, write `lanes [OPTIONS] -- {text}{after}`; to read its lines as \
-                 KEY<TAB>COMMAND jobs all the same, give it on stdin (`lanes < {text}`)"
+                 input line, write `lanes [OPTIONS] -- {}{after}`; to read its lines as \
+                 KEY<TAB>COMMAND jobs all the same, give it on stdin (`lanes < {text}`)",
+                runnable(&text)
             ));
         }
         if is_file {
@@ -405,6 +413,16 @@ pub(crate) fn split(
     invocation.after_dashes = forced;
     invocation.arguments = arguments;
     Ok(invocation)
+}
+
+/// `path` as a shell runs it: as it is with a `/` in it, else from the current directory
+/// (`./proc.sh`: a bare name is looked for on `PATH`).
+fn runnable(path: &str) -> String {
+    if path.contains('/') {
+        path.to_owned()
+    } else {
+        format!("./{path}")
+    }
 }
 
 /// What the regular file at `path` is when it is a program given where xargs takes its

@@ -209,10 +209,14 @@ fn a_template_whose_end_would_take_in_the_appended_argument_is_refused_before_an
 
 #[test]
 fn xargs_and_parallel_habits_are_usage_errors_that_say_what_is_meant_here() {
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (
             &["-P", "4", "echo", ":::", "a"],
             "xargs' `-P N` is `-j N` here",
+        ),
+        (
+            &["-I{}", "echo", "{}", ":::", "a"],
+            "the argument is `{}` in the command (xargs' `-I {}`)",
         ),
         (
             &["--halt", "now,fail=1", "echo", ":::", "a"],
@@ -272,8 +276,40 @@ fn mistakes_are_usage_errors_with_a_hint() {
         "{}",
         out.dump()
     );
-    // A directory is no command, by a path or by a bare name, and nothing runs.
+    // A word after an existing file: xargs' `-a FILE` habit, with lanes' own form given.
     let scratch = Scratch::new();
+    scratch.write("list.txt", "a\nb\n");
+    let out = Run::new()
+        .no_report()
+        .cwd(scratch.path())
+        .args(["list.txt", "echo", "got"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("write `lanes [OPTIONS] -a list.txt echo ...`")
+            && out
+                .stderr()
+                .contains("`lanes [OPTIONS] -- ./list.txt echo ...`"),
+        "{}",
+        out.dump()
+    );
+    // A script named without a path is run from here with `./`: the form given says so.
+    scratch.write("proc.sh", "#!/bin/sh\necho \"$1\"\n");
+    let out = Run::new()
+        .no_report()
+        .cwd(scratch.path())
+        .arg("proc.sh")
+        .stdin("x\n")
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("write `lanes [OPTIONS] -- ./proc.sh`"),
+        "{}",
+        out.dump()
+    );
+    // A directory is no command, by a path or by a bare name, and nothing runs.
     let dir = scratch.mkdir("d");
     let out = Run::new().no_report().arg(&dir).args([":::", "a"]).run();
     out.code(2);
