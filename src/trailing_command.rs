@@ -977,7 +977,10 @@ mod tests {
     #[test]
     fn ambiguous_and_empty_forms_are_explained() {
         let err = split_words(&["run.sh", "arg"], &["run.sh"]).unwrap_err();
-        assert!(err.contains("-- run.sh arg"), "{err}");
+        assert!(
+            err.contains("-- ./run.sh arg") && err.contains("-a run.sh arg"),
+            "{err}"
+        );
         let err = split_words(&["-j", "2", "--"], &[]).unwrap_err();
         assert!(err.contains("nothing after `--`"), "{err}");
     }
