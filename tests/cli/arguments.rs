@@ -87,7 +87,8 @@ fn after_a_double_dash_an_existing_file_is_the_command() {
         .run();
     out.code(0);
     assert_eq!(scratch.read("out"), "ran x y\n");
-    // Without `--` a script is no file of jobs: the message gives the command's form.
+    // Without `--` a script is no file of jobs: the message gives the command's form, with
+    // the `./` a shell needs to run it from here.
     let out = Run::new()
         .cwd(scratch.path())
         .no_report()
@@ -95,7 +96,7 @@ fn after_a_double_dash_an_existing_file_is_the_command() {
         .run();
     out.code(2);
     assert!(
-        out.stderr().contains("lanes [OPTIONS] -- run.sh arg"),
+        out.stderr().contains("lanes [OPTIONS] -- ./run.sh arg"),
         "{}",
         out.dump()
     );
