@@ -273,21 +273,18 @@ impl Scheduler {
         });
         // `--cancel-in-progress`: a job of the key waiting out its retry delay is in progress
         // as much as a running one; the newer job supersedes it, and it keeps its tries.
+        // They are the `retries_going` first of its lane (counted above): the job `pending`
+        // replaced came after them.
         let mut retries_superseded = Vec::new();
         let mut rejoin = false;
-        let retrying = lane
-            .waiting
-            .iter()
-            .take_while(|w| w.attempts > 0 && !w.promised)
-            .count();
-        if self.policy.cancel_in_progress && bounded && !lane.busy && retrying > 0 {
+        if retries_going > 0 {
             if let Some(until) = lane.held_until.take() {
                 // Held out of the ready line until its delay ends: the newer job joins it.
                 self.held
                     .retain(|(at, held)| !(*at == until && *held == job.key));
                 rejoin = true;
             }
-            for mut waiting in lane.waiting.drain(..retrying) {
+            for mut waiting in lane.waiting.drain(..retries_going) {
                 self.queued -= 1;
                 self.queued_weight -= weight_of(waiting.needs.as_deref());
                 // It tells of its wait up to the try it made (as a cancelled one does).
@@ -311,13 +308,7 @@ impl Scheduler {
                 });
             }
         }
-        let replaced_at = replaced_at.map(|i| {
-            if retries_superseded.is_empty() {
-                i
-            } else {
-                i - retrying
-            }
-        });
+        let replaced_at = replaced_at.map(|i| i - retries_going);
         // Retries wait at the front of their lane whatever the ranks of later jobs.
         let retries = lane.waiting.iter().take_while(|w| w.attempts > 0).count();
         let position = lane
