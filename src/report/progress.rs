@@ -416,9 +416,7 @@ impl Progress {
 
     /// Clears the display for good, and gives the terminal its echo back.
     pub(crate) fn finish(&mut self) {
-        if !self.finished {
-            self.finished = true;
-            self.painter.order(Paint::Finish);
+        if self.order_finish() {
             // What is written after (the summary) comes below the cleared display.
             self.painter.wait_done(None);
         }
@@ -427,16 +425,23 @@ impl Progress {
         }
     }
 
+    /// Orders the display cleared for good, once: whether this call ordered it.
+    fn order_finish(&mut self) -> bool {
+        let first = !self.finished;
+        if first {
+            self.finished = true;
+            self.painter.order(Paint::Finish);
+        }
+        first
+    }
+
     /// Orders the display cleared for good, as [`Progress::finish`] does; returns when it is.
     /// A terminal that takes nothing (Ctrl-S, a stalled ssh session) holds the display's
     /// thread in a write, and this wait with it: the caller waits for it as for any reader of
     /// lanes' output, and may give up on it. [`Progress::finish`] then only gives the echo
     /// back.
     pub(crate) fn finish_later(&mut self) -> impl std::future::Future<Output = ()> + 'static {
-        if !self.finished {
-            self.finished = true;
-            self.painter.order(Paint::Finish);
-        }
+        self.order_finish();
         let shared = Arc::clone(&self.painter.shared);
         async move {
             let painter = Painter { shared };

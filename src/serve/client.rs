@@ -31,19 +31,15 @@ impl Connection {
         })?;
         // Nothing is sent to a socket of another user (a `/tmp/lanes-UID` made first by
         // someone else): the request's command may hold secrets, and the answer would lie.
-        let server =
-            nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
-                .with_context(|| {
-                    format!("cannot tell who serves {} (SO_PEERCRED)", path.display())
-                })?
-                .uid();
-        let me = nix::unistd::Uid::effective().as_raw();
-        if server != me {
+        let server = super::socket::Peer::of(&stream)
+            .with_context(|| format!("cannot tell who serves {} (SO_PEERCRED)", path.display()))?;
+        if !server.is_this_user() {
             bail!(
-                "the socket {} is served by uid {server}, not by this user (uid {me}): nothing \
-                 was sent (a lanes server serves its own user only; give --socket your \
-                 server's socket)",
-                path.display()
+                "the socket {} is served by uid {}, not by this user (uid {}): nothing was sent \
+                 (a lanes server serves its own user only; give --socket your server's socket)",
+                path.display(),
+                server.uid,
+                nix::unistd::Uid::effective().as_raw()
             );
         }
         let writer = stream.try_clone().context("cannot use the socket")?;

@@ -321,24 +321,51 @@ pub(crate) fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     Ok(listener)
 }
 
+/// Who is at the other end of a connected Unix socket, as of its `connect` (`SO_PEERCRED`,
+/// unix(7)).
+pub(crate) struct Peer {
+    /// The peer's effective uid.
+    pub(crate) uid: u32,
+    /// The peer's pid, when this PID namespace can name it (the kernel says 0 otherwise).
+    pub(crate) pid: Option<i32>,
+}
+
+impl Peer {
+    /// The credentials of `stream`'s peer.
+    ///
+    /// # Errors
+    /// `getsockopt`'s, when they cannot be read.
+    pub(crate) fn of(stream: &impl std::os::fd::AsFd) -> nix::Result<Self> {
+        let credentials = getsockopt(stream, PeerCredentials)?;
+        Ok(Peer {
+            uid: credentials.uid(),
+            pid: (credentials.pid() > 0).then_some(credentials.pid()),
+        })
+    }
+
+    /// Whether the peer runs as this process's effective uid: a server serves its own user
+    /// only, and a client talks to its own user's server only.
+    pub(crate) fn is_this_user(&self) -> bool {
+        self.uid == Uid::effective().as_raw()
+    }
+}
+
 /// Whether the peer of `stream` runs as this process's effective uid; the message for the
-/// refusal when not. Returns the peer's pid (`SO_PEERCRED`, as of its `connect`), when this
-/// PID namespace can name it.
+/// refusal when not. Returns the peer's pid, when this PID namespace can name it.
 ///
 /// # Errors
 /// The peer's uid, when another, as the `error` answer's text; or why it cannot be known.
 pub(crate) fn check_peer(stream: &impl std::os::fd::AsFd) -> Result<Option<i32>, String> {
-    let credentials = getsockopt(stream, PeerCredentials)
+    let peer = Peer::of(stream)
         .map_err(|err| format!("cannot read the peer's credentials (SO_PEERCRED): {err}"))?;
-    let me = Uid::effective().as_raw();
-    if credentials.uid() != me {
+    if !peer.is_this_user() {
         return Err(format!(
-            "permission denied: this lanes server belongs to uid {me}; uid {} may not use it",
-            credentials.uid()
+            "permission denied: this lanes server belongs to uid {}; uid {} may not use it",
+            Uid::effective().as_raw(),
+            peer.uid
         ));
     }
-    // 0 when the peer is in a PID namespace this one cannot name (unix(7)).
-    Ok((credentials.pid() > 0).then_some(credentials.pid()))
+    Ok(peer.pid)
 }
 
 #[cfg(test)]

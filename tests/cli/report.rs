@@ -586,25 +586,37 @@ fn outputs_that_are_one_file_through_a_link_to_a_file_not_made_yet_are_refused()
     assert!(!scratch.exists("r.jsonl"), "nothing is made");
 }
 
+/// A new FIFO `report.fifo` in `scratch`, and a lanes given it as `--report` (and `extra`),
+/// its stderr in `$D/err`, that runs `job` (a job line) once a reader opens the FIFO.
+fn run_with_report_fifo(
+    scratch: &Scratch,
+    extra: &[&str],
+    job: &str,
+) -> (std::path::PathBuf, Running) {
+    let fifo = scratch.join("report.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let running = Run::new()
+        .scratch(scratch)
+        .no_report()
+        .wrapper("exec 2>\"$D/err\"")
+        .arg("--report")
+        .arg(&fifo)
+        .args(extra)
+        .stdin(job)
+        .spawn();
+    (fifo, running)
+}
+
 #[test]
 fn a_report_fifo_without_a_reader_or_a_reader_that_does_not_read_is_said_not_silent() {
     // At the start: no reader has the FIFO open, and lanes says it waits for one.
     let scratch = Scratch::new();
-    let fifo = scratch.join("report.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let said = |what: &str| {
         let what = what.to_owned();
         let err = scratch.join("err");
         move || fs::read_to_string(&err).unwrap_or_default().contains(&what)
     };
-    let running = Run::new()
-        .scratch(&scratch)
-        .no_report()
-        .wrapper("exec 2>\"$D/err\"")
-        .arg("--report")
-        .arg(&fifo)
-        .stdin("a\ttrue\n")
-        .spawn();
+    let (fifo, running) = run_with_report_fifo(&scratch, &[], "a\ttrue\n");
     assert!(
         wait_until(
             Duration::from_secs(10),
@@ -683,18 +695,8 @@ fn a_junit_fifo_is_written_to_the_reader_that_opened_it_first() {
 fn a_stop_signal_ends_the_wait_for_a_report_fifos_reader() {
     for strict in [false, true] {
         let scratch = Scratch::new();
-        let fifo = scratch.join("report.fifo");
-        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-        let mut run = Run::new()
-            .scratch(&scratch)
-            .no_report()
-            .wrapper("exec 2>\"$D/err\"")
-            .arg("--report")
-            .arg(&fifo);
-        if strict {
-            run = run.arg("--strict");
-        }
-        let running = run.stdin("a\ttouch \"$D/ran\"\n").spawn();
+        let extra: &[&str] = if strict { &["--strict"] } else { &[] };
+        let (_, running) = run_with_report_fifo(&scratch, extra, "a\ttouch \"$D/ran\"\n");
         let err = scratch.join("err");
         assert!(wait_until(Duration::from_secs(10), || {
             fs::read_to_string(&err)
@@ -713,16 +715,7 @@ fn a_stop_signal_ends_the_wait_for_a_report_fifos_reader() {
     // A signal in the wait's first second, before lanes says it waits, ends it as well: the
     // message never comes.
     let scratch = Scratch::new();
-    let fifo = scratch.join("report.fifo");
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let running = Run::new()
-        .scratch(&scratch)
-        .no_report()
-        .wrapper("exec 2>\"$D/err\"")
-        .arg("--report")
-        .arg(&fifo)
-        .stdin("a\ttouch \"$D/ran\"\n")
-        .spawn();
+    let (_, running) = run_with_report_fifo(&scratch, &[], "a\ttouch \"$D/ran\"\n");
     let pid = running.pid();
     // Polling for a reader: asleep between two tries.
     assert!(wait_until(Duration::from_secs(10), || {
