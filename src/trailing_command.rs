@@ -149,11 +149,45 @@ fn serve_command() -> clap::Command {
 /// word names no task (a run, `lanes serve`, `lanes help`). Usage errors and help are printed
 /// as by [`parse_args`], with the same texts, and end the process.
 pub fn parse_task(argv: &[OsString]) -> Option<Task> {
-    let command = task_command(argv.get(1)?.to_str()?)?;
-    let matches = command
-        .try_get_matches_from(argv)
-        .unwrap_or_else(|err| err.exit());
+    let name = argv.get(1)?.to_str()?;
+    let command = task_command(name)?;
+    let matches = match command.try_get_matches_from(argv) {
+        Ok(matches) => matches,
+        Err(err) => {
+            let hint = (err.kind() == clap::error::ErrorKind::UnknownArgument)
+                .then(|| task_hint(name, &err))
+                .flatten();
+            let Some(hint) = hint else { err.exit() };
+            eprint!("{}", without_dash_dash_tip(&err, true));
+            eprintln!("{hint}");
+            std::process::exit(i32::from(crate::exit::USAGE));
+        }
+    };
     Some(Task::from_arg_matches(&matches).unwrap_or_else(|err| err.exit()))
+}
+
+/// What to write instead, for an argument a task does not take (`err`, clap's "unexpected
+/// argument"): `lanes submit KEY echo hi` (the command needs `--` before it), `lanes submit
+/// -j 2 …` (a run's option: the server's). `None` for a task without such a hint.
+fn task_hint(name: &str, err: &clap::Error) -> Option<String> {
+    if name != "submit" {
+        return None;
+    }
+    let word = match err.get(clap::error::ContextKind::InvalidArg) {
+        Some(clap::error::ContextValue::String(word)) => word.as_str(),
+        _ => "",
+    };
+    Some(if word.starts_with('-') {
+        format!(
+            "hint: `{word}` is no option of `lanes submit`; a run's options (-j, --timeout, \
+             ...) are given to `lanes serve`, and a command's own come after `--`: `lanes \
+             submit KEY -- COMMAND [ARGS...]`"
+        )
+    } else {
+        "hint: the command comes after `--`: `lanes submit KEY -- COMMAND [ARGS...]` (a single \
+         word is shell text: `lanes submit KEY -- 'make && make test'`)"
+            .to_owned()
+    })
 }
 
 /// The task named `name` alone, under the settings of [`Cli`] that reach a task's parsing and
@@ -245,6 +279,20 @@ fn xargs_hint(options: &[OsString]) -> Option<&'static str> {
                  record per job)"
             }
             "-k" => "hint: GNU parallel's `-k` is `--output grouped --keep-order` here",
+            "--tag" | "--tagstring" | "--line-buffer" | "--lb" => {
+                "hint: GNU parallel's `--tag` and `--line-buffer` are lanes' default output \
+                 (`--output prefixed`: each whole line starts with its job's key)"
+            }
+            "-u" | "--ungroup" => "hint: GNU parallel's `--ungroup` is `--output raw` here",
+            "--group" => "hint: GNU parallel's `--group` is `--output grouped` here",
+            "--bar" | "--eta" => {
+                "hint: GNU parallel's `--bar` is the live display here (drawn on a terminal by \
+                 default; `--progress always` elsewhere): done/total, running, queued"
+            }
+            "-X" | "-m" | "--xargs" => {
+                "hint: GNU parallel's `-X` is `--batch-size N` (or `--batch-bytes N`) here: up \
+                 to N of a key's arguments in one job"
+            }
             "--resume-failed" => {
                 "hint: GNU parallel's `--resume-failed` is `--resume REPORT` here (it runs again \
                  every job that did not succeed)"

@@ -4017,3 +4017,32 @@ fn a_client_sends_nothing_to_a_socket_another_user_serves() {
     );
     assert_eq!(scratch.read("got"), "", "the impostor was sent the request");
 }
+
+/// `lanes submit KEY echo hi` (the command without `--`) and `lanes submit -j 2 …` (a run's
+/// option) are usage errors that say where the command and such options go; clap's own tip
+/// (`-- -j`) would have made `-j` part of the job's command.
+#[test]
+fn submit_says_where_a_command_without_dashes_and_a_run_s_option_go() {
+    let out = Run::new()
+        .no_report()
+        .args(["submit", "k", "echo", "hi"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("hint: the command comes after `--`: `lanes submit KEY -- COMMAND"),
+        "{}",
+        out.dump()
+    );
+    let out = Run::new()
+        .no_report()
+        .args(["submit", "-j", "2", "k", "--", "echo"])
+        .run();
+    out.code(2);
+    let err = out.stderr();
+    assert!(
+        err.contains("are given to `lanes serve`") && !err.contains("'-- -j'"),
+        "{}",
+        out.dump()
+    );
+}
