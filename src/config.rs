@@ -425,6 +425,29 @@ impl RunConfig {
             },
             hint_no_tab: !plain && template.is_some(),
         };
+        let columns_named = template
+            .as_ref()
+            .map_or(0, Template::largest_column)
+            .max(records.key.as_ref().map_or(0, KeyTemplate::largest_column));
+        if let Some(colsep) = cli.colsep.as_deref().filter(|_| columns_named == 0) {
+            // GNU parallel passes the columns as arguments where nothing names them; lanes
+            // would pass the whole argument, and a manifest's jobs would not see it at all.
+            let mut looked_in: Vec<String> = Vec::new();
+            if template.is_some() {
+                looked_in.push(format!("not in {template_origin}"));
+            }
+            if records.key.is_some() {
+                looked_in.push("not in the key (--key)".to_owned());
+            }
+            if looked_in.is_empty() {
+                looked_in.push("there is no command template, nor --key".to_owned());
+            }
+            return Err(ConfigError::Usage(format!(
+                "--colsep `{colsep}` is given, but no column placeholder ({{1}}, {{2}}…) uses it \
+                 ({}): name the columns where they go (`echo {{1}} {{2}}`), or leave --colsep out",
+                looked_in.join(", ")
+            )));
+        }
         if cli.colsep.is_none() {
             // Without --colsep `{1}` is the whole argument and every later column empty.
             let named = [

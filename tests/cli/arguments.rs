@@ -210,11 +210,24 @@ fn a_template_whose_end_would_take_in_the_appended_argument_is_refused_before_an
 
 #[test]
 fn xargs_and_parallel_habits_are_usage_errors_that_say_what_is_meant_here() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 13] = [
         (
             &["-P", "4", "echo", ":::", "a"],
             "xargs' `-P N` is `-j N` here",
         ),
+        (
+            &["--tag", "echo", ":::", "a"],
+            "lanes' default output (`--output prefixed`",
+        ),
+        (
+            &["--bar", "echo", ":::", "a"],
+            "`--bar` is the live display here",
+        ),
+        (
+            &["-X", "echo", ":::", "a"],
+            "`-X` is `--batch-size N` (or `--batch-bytes N`) here",
+        ),
+        (&["-u", "echo", ":::", "a"], "`--ungroup` is `--output raw`"),
         (
             &["-I{}", "echo", "{}", ":::", "a"],
             "the argument is `{}` in the command (xargs' `-I {}`)",
@@ -548,7 +561,7 @@ fn no_fail_fast_turns_a_manifests_fail_fast_off() {
 
 #[test]
 fn contradictions_are_usage_errors_that_say_why() {
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 12] = [
         (
             &["--cancel-in-progress", "--coalesce", "off"],
             "--coalesce off keeps every job",
@@ -577,12 +590,37 @@ fn contradictions_are_usage_errors_that_say_why() {
             &["--command", "echo {3}", ":::", "a"],
             "--command names column {3}, but there is no --colsep",
         ),
+        // GNU parallel's habit: columns passed as arguments where nothing names them.
+        (
+            &["--colsep", ",", "echo", ":::", "a,b"],
+            "--colsep `,` is given, but no column placeholder ({1}, {2}…) uses it",
+        ),
+        (
+            &["--colsep", ",", "--key", "{}", "echo {}", ":::", "a,b"],
+            "(not in the trailing command, not in the key (--key))",
+        ),
     ];
     for (args, want) in cases {
         let out = Run::new().no_report().args(args.iter().copied()).run();
         out.code(2);
         assert!(out.stderr().contains(want), "{args:?}\n{}", out.dump());
     }
+    // A manifest's jobs without a `command` template: --colsep would change nothing at all.
+    let scratch = Scratch::new();
+    scratch.write("jobs.toml", "[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\n");
+    let out = Run::new()
+        .no_report()
+        .cwd(scratch.path())
+        .args(["--colsep", ",", "jobs.toml"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("(there is no command template, nor --key)")
+            && !scratch.exists("ran"),
+        "{}",
+        out.dump()
+    );
 }
 
 #[test]
