@@ -135,6 +135,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         }
         _ => None,
     };
+    // The run's one clock: every time in the report is tick zero plus a tick. It starts
+    // before the database of `--coordinate` is waited for and `--strict` checks the input, so
+    // that the run's duration covers both.
+    let (origin, t0) = (SystemTime::now(), tokio::time::Instant::now());
     // A stop signal that came while the database of `--coordinate` was waited for: nothing
     // is read or run, and the report says so. Its handlers, installed for that wait, are the
     // run's.
@@ -179,9 +183,6 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         }
         (None, None) => None,
     };
-    // The run's one clock: every time in the report is tick zero plus a tick. It starts
-    // before `--strict` checks the input, so that the run's duration covers the check.
-    let (origin, t0) = (SystemTime::now(), tokio::time::Instant::now());
     let (feed, check_signals) = match stopped_at_start {
         Some(signal) => (Checked::Interrupted { signal, lines: 0 }, early_signals),
         None => feed_for(&config, &runtime, hangup_ignored, early_signals)?,

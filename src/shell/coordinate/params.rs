@@ -86,7 +86,8 @@ pub(crate) fn resolve(
     os_user: &str,
     home: Option<&Path>,
 ) -> Result<Params, ParamsError> {
-    let mut config = Config::from_str(url).map_err(|err| {
+    let url = userinfo_at_signs_encoded(url);
+    let mut config = Config::from_str(&url).map_err(|err| {
         // tokio-postgres's messages name the part that is wrong, not the text of the URL.
         ParamsError::Invalid(err.to_string())
     })?;
@@ -160,6 +161,11 @@ pub(crate) fn resolve(
         }
     }
     config.user(&user).dbname(&dbname);
+    if matches!(host, HostName::Dir(_)) {
+        // libpq ignores `sslmode` on a Unix socket: a URL that asks for TLS elsewhere works
+        // here too, as it does with libpq.
+        config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+    }
     let target = match host {
         HostName::Dir(dir) => Target::Unix(dir.join(format!(".s.PGSQL.{port}"))),
         HostName::Name(name) => Target::Tcp(name, port),
@@ -170,6 +176,43 @@ pub(crate) fn resolve(
         user,
         dbname,
     })
+}
+
+/// `url` with every `@` of its user and password percent-encoded, where they hold one
+/// (`postgres://u:p@ss@host/db`, a password pasted as it is). tokio-postgres, like libpq,
+/// ends the user and password at the first `@`, so the rest of the password became part of
+/// the host: shown in messages, and looked up in DNS. The user and password end here at the
+/// last `@` before the host's end (the next `/` or `?`), as WHATWG URLs end them at the last
+/// `@` of the authority; percent-encoded, they are decoded as before. A `KEY=VALUE` string,
+/// or a URL with one `@` or none there, is returned as it is. (A password with a `/` or `?`
+/// before an `@` still needs them encoded: the host seems to end there; such a URL does not
+/// parse, and is refused without being quoted.)
+fn userinfo_at_signs_encoded(url: &str) -> std::borrow::Cow<'_, str> {
+    let Some(rest_at) = ["postgres://", "postgresql://"]
+        .iter()
+        .find_map(|scheme| url.starts_with(scheme).then_some(scheme.len()))
+    else {
+        return url.into();
+    };
+    let rest = &url[rest_at..];
+    let Some(first) = rest.find('@') else {
+        return url.into();
+    };
+    // The `@` that ends the user and password: none after it before the host's end.
+    let mut last = first;
+    loop {
+        let after = &rest[last + 1..];
+        let host_end = after.find(['/', '?']).unwrap_or(after.len());
+        match after[..host_end].find('@') {
+            Some(next) => last += 1 + next,
+            None => break,
+        }
+    }
+    if last == first {
+        return url.into();
+    }
+    let userinfo = rest[..last].replace('@', "%40");
+    format!("{}{userinfo}{}", &url[..rest_at], &rest[last..]).into()
 }
 
 enum HostName {
@@ -326,6 +369,67 @@ mod tests {
         let vars = env(&[("PGPASSFILE", other.to_str().unwrap())]);
         let p = resolve_with("postgres://u@h/d", &vars, Some(home.path()));
         assert_eq!(p.config.get_password(), Some(&b"any"[..]));
+    }
+
+    #[test]
+    fn a_password_with_an_at_sign_stays_the_password_and_never_becomes_the_host() {
+        for (url, user, password, target) in [
+            (
+                "postgres://fleet:pa@ss_Secret9@localhost/d",
+                "fleet",
+                "pa@ss_Secret9",
+                Target::Tcp("localhost".into(), 5432),
+            ),
+            (
+                "postgresql://fleet:pa@ss@/d?host=/run/pg",
+                "fleet",
+                "pa@ss",
+                Target::Unix("/run/pg/.s.PGSQL.5432".into()),
+            ),
+            (
+                "postgres://me@corp:a@b@h:6000/d",
+                "me@corp",
+                "a@b",
+                Target::Tcp("h".into(), 6000),
+            ),
+            // One `@`, or an encoded one: as before.
+            (
+                "postgres://u:p%40w@h/d",
+                "u",
+                "p@w",
+                Target::Tcp("h".into(), 5432),
+            ),
+            (
+                "postgres://u:p/w?x@h/d",
+                "u",
+                "p/w?x",
+                Target::Tcp("h".into(), 5432),
+            ),
+        ] {
+            let p = resolve_with(url, &env(&[]), None);
+            assert_eq!(p.user, user, "{url}");
+            assert_eq!(p.config.get_password(), Some(password.as_bytes()), "{url}");
+            assert_eq!(p.target, target, "{url}");
+            assert!(!p.to_string().contains(password), "{url}: {p}");
+        }
+    }
+
+    #[test]
+    fn a_unix_socket_ignores_sslmode_as_libpq_does() {
+        let p = resolve_with(
+            "postgres://u@/d?host=/run/pg&sslmode=require",
+            &env(&[]),
+            None,
+        );
+        assert_eq!(
+            p.config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Disable
+        );
+        let p = resolve_with("postgres://u@h/d?sslmode=require", &env(&[]), None);
+        assert_eq!(
+            p.config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Require
+        );
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! `--coordinate-records`: every job record also goes into the table `lanes_records` of the
 //! fleet's database, so that a fleet has one history to query
 //! (`SELECT … FROM lanes_records WHERE outcome = 'failed'`). The JSON Lines report is unchanged.
-//! Records are written in order by a task with a session of its own, each on its own: one that
-//! cannot be written (refused by the server, or its session lost, or silent for
-//! [`ANSWER_TIMEOUT`], and not regained within [`ATTEMPTS`] tries) is said on stderr, names the job, and makes the run's exit status 1, as a
-//! report file that cannot be written does; the records after it are still written.
+//! Records are written in order by a task with a session of its own, those that came while the
+//! last were written together in one statement. A record that cannot be written (refused by
+//! the server, or its session lost, or silent for [`ANSWER_TIMEOUT`], and not regained within
+//! [`ATTEMPTS`] tries) is said on stderr, names the job, and makes the run's exit status 1, as
+//! a report file that cannot be written does; the records after it are still written. A
+//! statement the server refuses is written again record by record, so that a refused record
+//! is lost alone; while the database cannot be reached, each statement is tried once, so that
+//! an outage costs the run's end one wait, not one per record.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -16,12 +20,15 @@ use super::session::{self, error_text, Session};
 use super::Shared;
 use crate::report::mirror::{MirrorFeed, MirrorMessage};
 
+/// `$4` is a JSON array of records, inserted in its order.
 const INSERT: &str = "
 INSERT INTO lanes_records (namespace, host, run, seq, key, outcome, reason, record)
 SELECT $1, $2, $3, (r->>'seq')::bigint, r->>'key', r->>'outcome', r->>'reason', r
-FROM (SELECT $4::text::jsonb AS r) AS record";
+FROM jsonb_array_elements($4::text::jsonb) WITH ORDINALITY AS records(r, n)
+ORDER BY n";
 
-/// How many times a record is tried on a session lost meanwhile (each time on a new one).
+/// How many times a statement is tried on a session lost meanwhile (each time on a new one),
+/// while the database answers; once it cannot be reached, once until a statement is written.
 const ATTEMPTS: u32 = 3;
 
 /// The pause before each new connection after a session was lost.
@@ -31,106 +38,193 @@ const RECONNECT_DELAY: Duration = Duration::from_millis(500);
 /// that does not answer (stopped, or its host gone) would hold the run's end forever.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Starts the writer of `shared`'s run's job records into the database. Each record is
-/// written on its own: one that the server refuses is lost alone (said on stderr), and a lost
-/// session is opened again for the next attempt (at most [`ATTEMPTS`] per record).
+/// The most records in one statement (a record is a few KiB at most: its stderr tail).
+const STATEMENT_RECORDS: usize = 500;
+
+/// Why a statement was not written.
+struct Unwritten {
+    /// The server refused it (another try would be refused too); else it could not be
+    /// reached.
+    refused: bool,
+    /// For people: the server's error, or the last way it could not be reached.
+    text: String,
+}
+
+/// The records' writer: its session, and whether the database was out of reach at the last
+/// statement.
+struct Writer {
+    shared: Arc<Shared>,
+    session: Option<Session>,
+    unreachable: bool,
+}
+
+/// Starts the writer of `shared`'s run's job records into the database (see the module's
+/// documentation).
 pub(super) fn start(shared: Arc<Shared>, feed: MirrorFeed) {
     let MirrorFeed {
         mut rx,
         lost: failed,
     } = feed;
     tokio::spawn(async move {
-        let mut session: Option<Session> = None;
-        while let Some(message) = rx.recv().await {
-            let line = match message {
+        let mut writer = Writer {
+            shared,
+            session: None,
+            unreachable: false,
+        };
+        let mut held: Option<MirrorMessage> = None;
+        loop {
+            let message = match held.take() {
+                Some(message) => message,
+                None => match rx.recv().await {
+                    Some(message) => message,
+                    None => break,
+                },
+            };
+            let mut lines = match message {
                 MirrorMessage::Flush(done) => {
                     let _ = done.send(());
                     continue;
                 }
-                MirrorMessage::Record(line) => line,
+                MirrorMessage::Record(line) => vec![line],
             };
-            if let Err(err) = write(&shared, &mut session, &line).await {
+            // The records that came meanwhile go with it, up to a flush (answered after them).
+            while lines.len() < STATEMENT_RECORDS {
+                match rx.try_recv() {
+                    Ok(MirrorMessage::Record(line)) => lines.push(line),
+                    Ok(flush) => {
+                        held = Some(flush);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            let lost = writer.write_all(&lines).await;
+            if !lost.is_empty() {
                 failed.store(true, Ordering::Relaxed);
+            }
+            for (line, err) in lost {
                 eprintln!(
                     "lanes: --coordinate-records: the record of {} was not written into \
                      lanes_records: {err}",
-                    which(&line)
+                    which(line)
                 );
             }
         }
     });
 }
 
-/// Writes `line` on `session`, opening it (again) when there is none or it was lost.
-async fn write(shared: &Shared, session: &mut Option<Session>, line: &str) -> Result<(), String> {
-    let mut last = String::new();
-    for attempt in 0..ATTEMPTS {
-        if session.as_ref().is_some_and(|open| open.client.is_closed()) {
-            *session = None;
-        }
-        if session.is_none() {
-            if attempt > 0 {
-                tokio::time::sleep(RECONNECT_DELAY).await;
-            }
-            let (report, _) = mpsc::unbounded_channel();
-            let connect = session::connect(&shared.params, report);
-            match tokio::time::timeout(ANSWER_TIMEOUT, connect).await {
-                Ok(Ok(opened)) => *session = Some(opened),
-                Ok(Err(err)) => {
-                    last = err;
-                    continue;
+impl Writer {
+    /// Writes `lines` in one statement, or record by record when the server refuses it; the
+    /// records lost, each with why.
+    async fn write_all<'a>(&mut self, lines: &'a [String]) -> Vec<(&'a String, String)> {
+        match self.write(lines).await {
+            Ok(()) => Vec::new(),
+            Err(Unwritten {
+                refused: true,
+                text: _,
+            }) if lines.len() > 1 => {
+                let mut lost = Vec::new();
+                for line in lines {
+                    if let Err(err) = self.write(std::slice::from_ref(line)).await {
+                        lost.push((line, err.text));
+                    }
                 }
-                Err(_) => {
-                    last = format!(
-                        "{}: no answer within {} s",
-                        shared.params,
-                        ANSWER_TIMEOUT.as_secs()
-                    );
-                    continue;
-                }
+                lost
             }
-        }
-        let Some(open) = session.as_ref() else {
-            continue;
-        };
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [
-            &shared.settings.namespace,
-            &shared.settings.host_id,
-            &shared.run,
-            &line,
-        ];
-        let written = open.client.execute(INSERT, &params);
-        let Ok(written) = tokio::time::timeout(ANSWER_TIMEOUT, written).await else {
-            last = format!("no answer within {} s", ANSWER_TIMEOUT.as_secs());
-            *session = None;
-            if attempt == 0 {
-                eprintln!(
-                    "lanes: --coordinate-records: the database did not answer within {} s; \
-                     connecting again",
-                    ANSWER_TIMEOUT.as_secs()
-                );
-            }
-            continue;
-        };
-        match written {
-            Ok(_) => return Ok(()),
-            // The server refused this record: another attempt would be refused too.
-            Err(err) if err.as_db_error().is_some() && !open.client.is_closed() => {
-                return Err(error_text(&err));
-            }
-            Err(err) => {
-                last = error_text(&err);
-                *session = None;
-                if attempt == 0 {
-                    eprintln!(
-                        "lanes: --coordinate-records: the session was lost ({last}); \
-                         connecting again"
-                    );
-                }
-            }
+            Err(err) => lines.iter().map(|line| (line, err.text.clone())).collect(),
         }
     }
-    Err(last)
+
+    /// Writes `lines` in one statement on the session, opening it (again) when there is none
+    /// or it was lost.
+    async fn write(&mut self, lines: &[String]) -> Result<(), Unwritten> {
+        let mut last = String::new();
+        let attempts = if self.unreachable { 1 } else { ATTEMPTS };
+        let records = format!("[{}]", lines.join(","));
+        for attempt in 0..attempts {
+            if self
+                .session
+                .as_ref()
+                .is_some_and(|open| open.client.is_closed())
+            {
+                self.session = None;
+            }
+            if self.session.is_none() {
+                if attempt > 0 {
+                    tokio::time::sleep(RECONNECT_DELAY).await;
+                }
+                let (report, _) = mpsc::unbounded_channel();
+                let connect = session::connect(&self.shared.params, report);
+                match tokio::time::timeout(ANSWER_TIMEOUT, connect).await {
+                    Ok(Ok(opened)) => self.session = Some(opened),
+                    Ok(Err(err)) => {
+                        last = err;
+                        continue;
+                    }
+                    Err(_) => {
+                        last = format!(
+                            "{}: no answer within {} s",
+                            self.shared.params,
+                            ANSWER_TIMEOUT.as_secs()
+                        );
+                        continue;
+                    }
+                }
+            }
+            let Some(open) = self.session.as_ref() else {
+                continue;
+            };
+            let shared = &self.shared;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [
+                &shared.settings.namespace,
+                &shared.settings.host_id,
+                &shared.run,
+                &records,
+            ];
+            let written = open.client.execute(INSERT, &params);
+            let Ok(written) = tokio::time::timeout(ANSWER_TIMEOUT, written).await else {
+                last = format!("no answer within {} s", ANSWER_TIMEOUT.as_secs());
+                self.session = None;
+                if attempt == 0 && !self.unreachable {
+                    eprintln!(
+                        "lanes: --coordinate-records: the database did not answer within {} \
+                         s; connecting again",
+                        ANSWER_TIMEOUT.as_secs()
+                    );
+                }
+                continue;
+            };
+            match written {
+                Ok(_) => {
+                    self.unreachable = false;
+                    return Ok(());
+                }
+                // The server refused the statement: another attempt would be refused too.
+                Err(err) if err.as_db_error().is_some() && !open.client.is_closed() => {
+                    self.unreachable = false;
+                    return Err(Unwritten {
+                        refused: true,
+                        text: error_text(&err),
+                    });
+                }
+                Err(err) => {
+                    last = error_text(&err);
+                    self.session = None;
+                    if attempt == 0 && !self.unreachable {
+                        eprintln!(
+                            "lanes: --coordinate-records: the session was lost ({last}); \
+                             connecting again"
+                        );
+                    }
+                }
+            }
+        }
+        self.unreachable = true;
+        Err(Unwritten {
+            refused: false,
+            text: last,
+        })
+    }
 }
 
 /// The record `line` named for people: its `seq` and `key`.
