@@ -37,7 +37,9 @@ use crate::shell::strict::Checked;
 /// `--strict` input error, an unreadable input file, a report file that cannot be created. The
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
-    let mut config = RunConfig::from_cli(cli)?;
+    // A manifest from a FIFO or a pipe (`--manifest -`) is read to its end here, before
+    // anything starts: a stop signal meanwhile ends lanes at once, as any program.
+    let mut config = crate::shell::signal::stoppable_at_start(|| RunConfig::from_cli(cli))?;
     if config.dry_run {
         let resume = load_resume(&config)?;
         let runtime = event_loop()?;
@@ -690,6 +692,36 @@ fn open_fifo_with_a_reader(
     }
 }
 
+/// Opens the file of jobs at `path` for reading. A FIFO without a writer holds the open back
+/// until one comes: meanwhile a stop signal ends `lanes` at once (nothing has started yet),
+/// by its default action or, when the run's handlers stand already (`--coordinate` installed
+/// them to wait for its database), by the stop they noted.
+///
+/// # Errors
+/// `open(2)`'s.
+fn open_input(path: &std::path::Path) -> std::io::Result<File> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let fifo = std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_fifo());
+    if !fifo {
+        return File::open(path);
+    }
+    crate::shell::signal::stoppable_at_start(|| loop {
+        // Not `File::open`, which opens again when a signal interrupts it.
+        match nix::fcntl::open(
+            path,
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        ) {
+            Ok(fd) => {
+                // SAFETY: `open` returned this descriptor, owned by nothing else.
+                return Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+            }
+            Err(nix::errno::Errno::EINTR) => crate::shell::signal::end_by_noted_stop(),
+            Err(err) => return Err(err.into()),
+        }
+    })
+}
+
 /// Writes `text` to stdout; a closed stdout (`lanes locks DIR | head -1`) is no error.
 fn print_quietly(text: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
@@ -812,7 +844,7 @@ fn feed_for(
         }
         Source::LinesFile(path) => Box::new(BufReader::with_capacity(
             64 * 1024,
-            File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
+            open_input(path).with_context(|| format!("cannot open {}", path.display()))?,
         )),
     };
     if !config.strict {

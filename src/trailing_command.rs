@@ -481,6 +481,11 @@ fn runnable(path: &str) -> String {
 fn program_kind(path: &Path) -> Option<String> {
     use std::io::Read as _;
     use std::os::unix::fs::PermissionsExt as _;
+    // Looked at before it is opened: opening a FIFO would wait for its writer, and take
+    // what the writer wrote before the open that reads it.
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
     let file = std::fs::File::open(path).ok()?;
     let meta = file.metadata().ok()?;
     if !meta.is_file() {

@@ -476,3 +476,85 @@ fn strict_checks_a_huge_input_in_bounded_memory_and_says_so_when_interrupted() {
     assert!(!scratch.exists("ran"));
     assert_eq!(scratch.read("events.jsonl"), "");
 }
+
+/// A file of jobs or a manifest that is a FIFO is opened once. lanes opened it to look at its
+/// first bytes (is it a program?) and again to read it: a writer that wrote everything and
+/// closed in between lost it, and lanes waited for a second writer for ever.
+#[test]
+fn a_fifo_of_jobs_or_a_manifest_is_opened_once() {
+    let scratch = Scratch::new();
+    for (name, text) in [
+        ("jobs", "a\ttouch \"$D/ran\"\n"),
+        (
+            "jobs.toml",
+            "[[job]]\nkey = \"a\"\ncmd = 'touch \"$D/ran\"'\n",
+        ),
+    ] {
+        for round in 0..10 {
+            let fifo = scratch.join(&format!("{round}-{name}"));
+            nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+            // The writer waits in its open; lanes' first open is the one it meets.
+            let writer = {
+                let fifo = fifo.clone();
+                std::thread::spawn(move || std::fs::write(fifo, text))
+            };
+            let running = Run::new().scratch(&scratch).no_report().arg(&fifo).spawn();
+            let pid = running.pid();
+            // (Dropped by the panic, `running` kills lanes.)
+            assert!(
+                wait_until(Duration::from_secs(10), || !alive(pid)),
+                "{name}, round {round}: lanes waited for a second writer"
+            );
+            running.wait().code(0);
+            assert!(writer.join().unwrap().is_ok());
+            assert!(scratch.exists("ran"), "{name}, round {round}");
+            std::fs::remove_file(scratch.join("ran")).unwrap();
+        }
+    }
+}
+
+/// A stop signal while lanes waits for the writer of a FIFO of jobs or of a manifest, or
+/// reads a manifest from a pipe that has not ended, ends it at once: nothing has started
+/// (the handled signals were blocked there, and only SIGKILL ended lanes).
+#[test]
+fn a_stop_signal_ends_a_wait_for_the_input_before_anything_starts() {
+    let scratch = Scratch::new();
+    for name in ["jobs", "jobs.toml"] {
+        let fifo = scratch.join(name);
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let running = Run::new().scratch(&scratch).no_report().arg(&fifo).spawn();
+        let pid = running.pid();
+        assert!(wait_until(Duration::from_secs(10), || {
+            std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+                .is_ok_and(|w| w.contains("wait_for_partner"))
+        }));
+        running.signal(nix::sys::signal::Signal::SIGINT);
+        assert!(
+            wait_until(Duration::from_secs(5), || !alive(pid)),
+            "{name}: lanes went on waiting for a writer after SIGINT"
+        );
+        running.wait().code(130);
+    }
+    // `--manifest -` from a producer that has not ended.
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--manifest", "-"])
+        .stdin_piped()
+        .spawn();
+    running
+        .stdin()
+        .write_all(b"[[job]]\nkey = \"a\"\n")
+        .unwrap();
+    let pid = running.pid();
+    assert!(wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+            .is_ok_and(|w| w.contains("pipe_read") || w.contains("pipe_wait"))
+    }));
+    running.signal(nix::sys::signal::Signal::SIGINT);
+    assert!(
+        wait_until(Duration::from_secs(5), || !alive(pid)),
+        "lanes went on reading its manifest after SIGINT"
+    );
+    running.wait().code(130);
+}
