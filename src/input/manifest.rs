@@ -226,28 +226,100 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Manifest, ManifestError> 
     let raw: RawManifest = toml::from_str(text).map_err(|err| {
         // Without a span the parser is speaking of the document as a whole.
         let offset = err.span().map_or(0, |span| span.start);
-        let mut message = err.message().to_string();
-        if message.starts_with("number too large to fit") {
-            // The parser's words name neither the setting nor the range.
-            let before = text.get(..offset).unwrap_or_default();
-            let line = &before[before.rfind('\n').map_or(0, |newline| newline + 1)..];
-            let name = line.trim_end().trim_end_matches('=').trim();
-            message = format!(
-                "{}{message}: a TOML integer is at most {}",
-                if name.is_empty() {
-                    String::new()
-                } else {
-                    format!("`{name}`: ")
-                },
-                i64::MAX
-            );
-        }
-        invalid(offset, message)
+        invalid(offset, explained(text, offset, err.message()))
     })?;
     let base = manifest_dir(path);
     raw.validate(&lines, &base)
         .map_err(|(offset, message)| invalid(offset, message))
 }
+
+/// The TOML parser's `message` for the problem at byte `offset` of `text`, in words that name
+/// the setting and say what to write where the parser's do not: the setting of a value of the
+/// wrong type or too large, a date-time (a "map" to the parser), a NUL byte, a run setting
+/// written after the first `[[job]]` (it then belongs to that job), `[job]` for `[[job]]`.
+fn explained(text: &str, offset: usize, message: &str) -> String {
+    // One line (`invalid table header` and its reason were two).
+    let message = &message.trim_end().replace('\n', ": ");
+    let before = text.get(..offset).unwrap_or_default();
+    let line = &before[before.rfind('\n').map_or(0, |newline| newline + 1)..];
+    // `name = ` before a value: the setting the value is for (the last of an inline table).
+    let name = line
+        .trim_end()
+        .strip_suffix('=')
+        .and_then(|before| before.rsplit([',', '{']).next())
+        .map(str::trim)
+        .filter(|name| !name.is_empty());
+    let named = |message: String| match name {
+        Some(name) => format!("`{name}`: {message}"),
+        None => message,
+    };
+    let at = text.get(offset..).unwrap_or_default();
+    if at.starts_with('\0') {
+        return "a NUL byte: a manifest is text".to_owned();
+    }
+    if message.starts_with("number too large to fit") {
+        return named(format!("{message}: a TOML integer is at most {}", i64::MAX));
+    }
+    if message == "wanted string or table" {
+        return named("invalid type: expected a string or a table".to_owned());
+    }
+    if let Some(rest) = message.strip_prefix("invalid type: map, ") {
+        // A date-time is a table to the parser.
+        let date = at.len() >= 5
+            && at.as_bytes()[..4].iter().all(u8::is_ascii_digit)
+            && at.as_bytes()[4] == b'-';
+        if date {
+            return named(format!("invalid type: date-time, {rest}"));
+        }
+        if rest == "expected a sequence" && line.trim().is_empty() && at.starts_with("[job]") {
+            return "`[job]` is one table: each job is an element of the array `job`, written \
+                    `[[job]]`"
+                .to_owned();
+        }
+    }
+    if message.starts_with("invalid type:") {
+        // TOML's word for what serde calls a map.
+        let message = message.replace(", expected a map", ", expected a table");
+        return named(message);
+    }
+    if let Some(rest) = message.strip_prefix("unknown field `") {
+        let field = rest.split('`').next().unwrap_or_default();
+        let in_job = rest.contains("expected one of `key`, `cmd`");
+        if in_job && RUN_SETTINGS.contains(&field) {
+            return format!(
+                "{message}; `{field}` is a run setting: write it before the first `[[job]]` \
+                 (after it, a line belongs to that job)"
+            );
+        }
+    }
+    message.to_owned()
+}
+
+/// The manifest's top-level settings ([`RawManifest`]'s fields, `job` aside).
+const RUN_SETTINGS: [&str; 22] = [
+    "max_concurrent",
+    "timeout",
+    "grace",
+    "shell",
+    "env",
+    "max_queued",
+    "on_full",
+    "coalesce",
+    "cancel_in_progress",
+    "retries",
+    "retry_delay",
+    "fail_fast",
+    "sticky_slots",
+    "lock_dir",
+    "shared_max_concurrent",
+    "coordinate",
+    "namespace",
+    "command",
+    "batch_size",
+    "batch_bytes",
+    "batch_delay",
+    "resources",
+];
 
 /// A failed check: byte offset into the text, and the message.
 type Problem = (usize, String);
@@ -1317,6 +1389,50 @@ needs = { gpu = 1, mem = "8G" }
     }
 
     #[test]
+    fn the_parser_s_words_get_the_setting_and_what_to_write() {
+        let said = |text: &str| err(text).2;
+        assert_eq!(
+            said("coalesce = true\n"),
+            "`coalesce`: invalid type: expected a string or a table"
+        );
+        assert_eq!(
+            said("timeout = 1979-05-27T07:32:00Z\n"),
+            "`timeout`: invalid type: date-time, expected a duration such as \"10m\" or a \
+             number of seconds"
+        );
+        assert!(
+            said("[[job]]\nkey = \"a\"\ncmd = \"c\"\nretries = 2\n").ends_with(
+                "; `retries` is a run setting: write it before the first `[[job]]` (after it, a \
+             line belongs to that job)"
+            )
+        );
+        assert!(said("[job]\nkey = \"a\"\ncmd = \"c\"\n").contains("written `[[job]]`"));
+        assert_eq!(
+            err("[[job]]\nkey = \"a\"\n\0cmd = \"c\"\n"),
+            (3, 1, "a NUL byte: a manifest is text".to_owned())
+        );
+        assert!(said("max_queued = \"x\"\n").starts_with("`max_queued`: invalid type: string"));
+        assert_eq!(
+            said("[resources]\ngpu = 1\n[resources]\n"),
+            "invalid table header: duplicate key `resources` in document root"
+        );
+    }
+
+    #[test]
+    fn the_run_settings_named_in_hints_are_the_manifest_s() {
+        let message = err("shel = 1\n").2;
+        let listed: Vec<&str> = message
+            .split_once("expected one of ")
+            .unwrap()
+            .1
+            .split(", ")
+            .map(|name| name.trim_matches('`'))
+            .filter(|&name| name != "job")
+            .collect();
+        assert_eq!(listed, RUN_SETTINGS);
+    }
+
+    #[test]
     fn error_unknown_top_level_field() {
         let (line, column, message) = err("max_concurrent = 2\nshel = \"bash\"\n");
         assert_eq!((line, column), (2, 1));
@@ -1356,36 +1472,45 @@ needs = { gpu = 1, mem = "8G" }
     fn error_wrong_types() {
         let (line, column, message) = err("[[job]]\nkey = 5\ncmd = \"x\"\n");
         assert_eq!((line, column), (2, 7));
-        assert_eq!(message, "invalid type: integer `5`, expected a string");
+        assert_eq!(
+            message,
+            "`key`: invalid type: integer `5`, expected a string"
+        );
 
         let (line, column, message) = err("max_concurrent = \"4\"\n");
         assert_eq!((line, column), (1, 18));
         assert_eq!(
             message,
-            "invalid type: string \"4\", expected a whole number"
+            "`max_concurrent`: invalid type: string \"4\", expected a whole number"
         );
 
         let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \"x\"\nrank = 1.5\n");
         assert_eq!((line, column), (4, 8));
         assert_eq!(
             message,
-            "invalid type: floating point `1.5`, expected a whole number"
+            "`rank`: invalid type: floating point `1.5`, expected a whole number"
         );
 
         let (line, column, message) = err("grace = true\n");
         assert_eq!((line, column), (1, 9));
         assert_eq!(
             message,
-            "invalid type: boolean `true`, expected a duration such as \"10m\" or a number of seconds"
+            "`grace`: invalid type: boolean `true`, expected a duration such as \"10m\" or a number of seconds"
         );
 
         let (line, column, message) = err("[[job]]\nkey = \"a\"\ncmd = \"x\"\nenv = 3\n");
         assert_eq!((line, column), (4, 7));
-        assert_eq!(message, "invalid type: integer `3`, expected a map");
+        assert_eq!(
+            message,
+            "`env`: invalid type: integer `3`, expected a table"
+        );
 
         let (line, column, message) = err("[job]\nkey = \"a\"\ncmd = \"x\"\n");
         assert_eq!((line, column), (1, 1));
-        assert_eq!(message, "invalid type: map, expected a sequence");
+        assert_eq!(
+            message,
+            "`[job]` is one table: each job is an element of the array `job`, written `[[job]]`"
+        );
     }
 
     #[test]
@@ -1498,12 +1623,15 @@ needs = { gpu = 1, mem = "8G" }
     fn error_non_string_env_values() {
         let (line, column, message) = err("[env]\nA = \"ok\"\nB = 5\n");
         assert_eq!((line, column), (3, 5));
-        assert_eq!(message, "invalid type: integer `5`, expected a string");
+        assert_eq!(message, "`B`: invalid type: integer `5`, expected a string");
 
         let (line, column, message) =
             err("[[job]]\nkey = \"a\"\ncmd = \"x\"\nenv = { A = \"1\", B = true }\n");
         assert_eq!((line, column), (4, 22));
-        assert_eq!(message, "invalid type: boolean `true`, expected a string");
+        assert_eq!(
+            message,
+            "`B`: invalid type: boolean `true`, expected a string"
+        );
     }
 
     #[test]

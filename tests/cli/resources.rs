@@ -285,7 +285,7 @@ fn bad_manifests_are_pointed_at_before_anything_runs() {
         ),
         (
             "[resources]\ngpu = 2\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\nneeds = { gpu = true }\n",
-            "m.toml:6:17: invalid type: boolean `true`, expected an amount such as 2 or \"8G\"\n",
+            "m.toml:6:17: `gpu`: invalid type: boolean `true`, expected an amount such as 2 or \"8G\"\n",
         ),
         (
             "[resources]\nmem = \"8GG\"\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\n",
