@@ -16,7 +16,7 @@ use crate::plural::plural;
 use crate::resume::Resume;
 use crate::shell::input::Feed;
 
-/// Prints the plan of `feed` on stdout, leaving out the jobs `resume` says succeeded before;
+/// Prints the plan of `feed` on stdout, leaving out the jobs `resume` says were done before;
 /// returns the exit status (0).
 ///
 /// # Errors
@@ -37,11 +37,11 @@ pub(crate) fn print(
     while let Some(item) = rx.blocking_recv() {
         match item {
             InputItem::Job(job) => {
-                if resume
+                if let Some(why) = resume
                     .as_mut()
-                    .is_some_and(|resume| resume.skip(&job.key, &job.command))
+                    .and_then(|resume| resume.skip(&job.key, &job.command))
                 {
-                    skipped.push(job.seq);
+                    skipped.push((job.seq, why));
                 } else {
                     arrival.push(job.seq);
                     jobs.insert(job.seq, job);
@@ -144,8 +144,12 @@ pub(crate) fn print(
     for seq in &planned.dropped {
         let _ = writeln!(out, "not run: seq {seq} (superseded or rejected)");
     }
-    for seq in &skipped {
-        let _ = writeln!(out, "skipped: seq {seq} (succeeded in the --resume report)");
+    for (seq, why) in &skipped {
+        let done = match why {
+            crate::core::SkipReason::SucceededBefore => "succeeded",
+            crate::core::SkipReason::SupersededBefore => "superseded by a newer job of its key",
+        };
+        let _ = writeln!(out, "skipped: seq {seq} ({done} in the --resume report)");
     }
     for line in &invalid {
         let _ = writeln!(out, "invalid: {}", escape_controls(line));

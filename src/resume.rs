@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::core::SkipReason;
 use crate::report::json::SCHEMA_VERSION;
 
 /// Whether `line`, which is not a whole record, is the beginning of a `run` record torn by a
@@ -54,12 +55,13 @@ pub(crate) enum ResumeError {
     },
 }
 
-/// The jobs that succeeded in an earlier report, and the matching of new jobs against them.
+/// The jobs an earlier report holds as done (succeeded, or superseded by a newer job of their
+/// key), and the matching of new jobs against them.
 #[derive(Debug, Default)]
 pub(crate) struct Resume {
-    /// For each key+command pair that succeeded at least once: the occurrence numbers (1-based)
-    /// that succeeded.
-    succeeded: HashMap<(String, String), Vec<u32>>,
+    /// For each key+command pair done at least once: the occurrence numbers (1-based) that
+    /// were done, each with how.
+    succeeded: HashMap<(String, String), Vec<(u32, SkipReason)>>,
     /// Occurrences seen so far in the new run, for pairs in `succeeded` only (memory is bounded
     /// by the old report, not by the new input).
     seen: HashMap<(String, String), u32>,
@@ -129,7 +131,7 @@ impl Resume {
             path: name.to_owned(),
             why,
         };
-        let mut jobs: Vec<(u64, String, String, bool)> = Vec::new();
+        let mut jobs: Vec<(u64, String, String, Option<SkipReason>)> = Vec::new();
         let mut seqs = std::collections::HashSet::new();
         let mut summary = None;
         for (index, line) in lines.iter().enumerate() {
@@ -224,8 +226,15 @@ impl Resume {
                         // A superseded job (`--coalesce latest`, `--cancel-in-progress`) was
                         // replaced by a newer job of its key: that one runs again if it did not
                         // succeed, and the stale one is never run after it.
-                        let done = matches!(outcome.as_str(), "succeeded" | "skipped")
-                            || record.reason.as_deref() == Some("superseded");
+                        let done = match (outcome.as_str(), record.reason.as_deref()) {
+                            ("succeeded", _) => Some(SkipReason::SucceededBefore),
+                            ("interrupted", Some("superseded"))
+                            | ("skipped", Some("superseded_before")) => {
+                                Some(SkipReason::SupersededBefore)
+                            }
+                            ("skipped", _) => Some(SkipReason::SucceededBefore),
+                            _ => None,
+                        };
                         jobs.push((seq, key, command, done));
                     }
                 }
@@ -241,13 +250,13 @@ impl Resume {
         }
         jobs.sort_by_key(|job| job.0);
         let mut occurrences: HashMap<(String, String), u32> = HashMap::new();
-        let mut succeeded: HashMap<(String, String), Vec<u32>> = HashMap::new();
-        for (_, key, command, ok) in jobs {
+        let mut succeeded: HashMap<(String, String), Vec<(u32, SkipReason)>> = HashMap::new();
+        for (_, key, command, done) in jobs {
             let pair = (key, command);
             let n = occurrences.entry(pair.clone()).or_default();
             *n += 1;
-            if ok {
-                succeeded.entry(pair).or_default().push(*n);
+            if let Some(why) = done {
+                succeeded.entry(pair).or_default().push((*n, why));
             }
         }
         Ok(Resume {
@@ -297,15 +306,16 @@ impl Resume {
         ))
     }
 
-    /// Called for every new job in input order: whether it succeeded before and is skipped.
-    pub(crate) fn skip(&mut self, key: &str, command: &str) -> bool {
+    /// Called for every new job in input order: whether it was done before and is skipped,
+    /// and why.
+    pub(crate) fn skip(&mut self, key: &str, command: &str) -> Option<SkipReason> {
         let pair = (key.to_owned(), command.to_owned());
-        let Some(done) = self.succeeded.get(&pair) else {
-            return false;
-        };
+        let done = self.succeeded.get(&pair)?;
         let n = self.seen.entry(pair).or_default();
         *n += 1;
-        done.contains(n)
+        done.iter()
+            .find(|&&(occurrence, _)| occurrence == *n)
+            .map(|&(_, why)| why)
     }
 
     /// How many jobs of the earlier report succeeded.
@@ -352,11 +362,23 @@ mod tests {
             "\n",
         );
         let mut resume = Resume::parse("r.jsonl", report).unwrap();
-        assert!(resume.skip("a", "v1"));
-        assert!(resume.skip("a", "v2"));
-        assert!(resume.skip("a", "v3"));
-        assert!(!resume.skip("a", "v4"));
-        assert!(!resume.skip("b", "w"));
+        assert_eq!(resume.skip("a", "v1"), Some(SkipReason::SucceededBefore));
+        assert_eq!(resume.skip("a", "v2"), Some(SkipReason::SupersededBefore));
+        assert_eq!(resume.skip("a", "v3"), Some(SkipReason::SupersededBefore));
+        assert_eq!(resume.skip("a", "v4"), None);
+        assert_eq!(resume.skip("b", "w"), None);
+        // Skipped for it in a resumed run's report: skipped for it again.
+        let resumed = concat!(
+            r#"{"type":"run","version":"0.1.0"}"#,
+            "\n",
+            r#"{"type":"job","seq":1,"key":"a","command":"v1","outcome":"skipped","reason":"succeeded_before"}"#,
+            "\n",
+            r#"{"type":"job","seq":2,"key":"a","command":"v2","outcome":"skipped","reason":"superseded_before"}"#,
+            "\n",
+        );
+        let mut resume = Resume::parse("r.jsonl", resumed).unwrap();
+        assert_eq!(resume.skip("a", "v1"), Some(SkipReason::SucceededBefore));
+        assert_eq!(resume.skip("a", "v2"), Some(SkipReason::SupersededBefore));
     }
 
     #[test]
@@ -364,13 +386,19 @@ mod tests {
         let mut resume = Resume::parse("r.jsonl", REPORT).unwrap();
         assert_eq!(resume.succeeded_count(), 3);
         // a/echo x: occurrence 1 succeeded, 2 failed, 3 succeeded.
-        assert!(resume.skip("a", "echo x"));
-        assert!(!resume.skip("a", "echo x"));
-        assert!(resume.skip("a", "echo x"));
-        assert!(!resume.skip("a", "echo x"), "a fourth occurrence is new");
-        assert!(resume.skip("b", "true"));
-        assert!(!resume.skip("b", "true "), "a changed command is a new job");
-        assert!(!resume.skip("c", "anything"));
+        assert!(resume.skip("a", "echo x").is_some());
+        assert!(resume.skip("a", "echo x").is_none());
+        assert!(resume.skip("a", "echo x").is_some());
+        assert!(
+            resume.skip("a", "echo x").is_none(),
+            "a fourth occurrence is new"
+        );
+        assert!(resume.skip("b", "true").is_some());
+        assert!(
+            resume.skip("b", "true ").is_none(),
+            "a changed command is a new job"
+        );
+        assert!(resume.skip("c", "anything").is_none());
     }
 
     #[test]
@@ -398,9 +426,9 @@ mod tests {
         );
         let mut resume = Resume::parse("b.jsonl", text).unwrap();
         assert_eq!(resume.succeeded_count(), 2);
-        assert!(resume.skip("a", "x"));
-        assert!(!resume.skip("a", "x"));
-        assert!(resume.skip("a", "x"));
+        assert!(resume.skip("a", "x").is_some());
+        assert!(resume.skip("a", "x").is_none());
+        assert!(resume.skip("a", "x").is_some());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! jobs are offered in.
 
 use super::account::Account;
-use super::outcome::{Outcome, RejectReason, StopReason};
+use super::outcome::{Outcome, RejectReason, SkipReason, StopReason};
 use super::shutdown::StopOrder;
 use super::state::{JobRequest, OnFull, Scheduler, Seq, Tick};
 use super::transition::Admission;
@@ -77,12 +77,12 @@ impl Scheduler {
         }
     }
 
-    /// Offers a job at `now`. `succeeded_before` says a `--resume` report holds a success of
-    /// the same key and command: the job is skipped, with an account of its own. Otherwise it
+    /// Offers a job at `now`. `skipped` says a `--resume` report holds the same key and
+    /// command as done, and why: the job is skipped, with an account of its own. Otherwise it
     /// is admitted ([`Scheduler::admit`]) or refused with its account.
-    pub fn offer(&mut self, job: JobRequest, succeeded_before: bool, now: Tick) -> Offer {
-        if succeeded_before {
-            return Offer::Skipped(Account::unstarted(job.seq, Outcome::Skipped, now));
+    pub fn offer(&mut self, job: JobRequest, skipped: Option<SkipReason>, now: Tick) -> Offer {
+        if let Some(why) = skipped {
+            return Offer::Skipped(Account::unstarted(job.seq, Outcome::Skipped(why), now));
         }
         self.offer_within(job, true, now)
     }

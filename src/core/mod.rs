@@ -48,7 +48,7 @@ pub use escalation::{Action, Escalation, Event};
 pub use finish::{Finished, RunFacts};
 pub use hostwide::{HostKeyOrders, HOST_LOOKAHEAD};
 pub use intake::{admission_order, Offer};
-pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, StopReason};
+pub use outcome::{classify, ExitFacts, FailReason, Outcome, RejectReason, SkipReason, StopReason};
 pub use plan::{plan, Plan, Planned};
 pub use resources::{reserves, Grant, GrantPart, Needs, Resource, Shortage, Stock};
 pub use shutdown::{forwarded, Halt, SignalVerdict, StopOrder};

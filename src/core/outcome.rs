@@ -58,6 +58,18 @@ pub enum RejectReason {
     QueueFull,
 }
 
+/// Why `--resume` did not run a job again: what the report resumed from says of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    /// It succeeded there (or was skipped there for that reason).
+    SucceededBefore,
+    /// A newer job of its key replaced it there (`--coalesce latest`, `--cancel-in-progress`;
+    /// or it was skipped there for that reason): it never ran to its end, and is not run
+    /// after that newer job.
+    SupersededBefore,
+}
+
 /// The one outcome every job ends with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -69,15 +81,14 @@ pub enum Outcome {
     Interrupted(StopReason),
     /// It was refused before it could be queued.
     Rejected(RejectReason),
-    /// `--resume`: it succeeded in the report resumed from (or was skipped there for that
-    /// reason), so it was not run again.
-    Skipped,
+    /// `--resume`: the report resumed from holds it as done, so it was not run again.
+    Skipped(SkipReason),
 }
 
 impl Outcome {
     /// Every outcome with every reason, in declaration order: the `outcome` and `reason` words
     /// the report schema allows, and which reasons go with which outcome.
-    pub const ALL: [Outcome; 14] = [
+    pub const ALL: [Outcome; 15] = [
         Outcome::Succeeded,
         Outcome::Failed(FailReason::ExitStatus),
         Outcome::Failed(FailReason::Killed),
@@ -91,7 +102,8 @@ impl Outcome {
         Outcome::Interrupted(StopReason::LockLost),
         Outcome::Rejected(RejectReason::InvalidInput),
         Outcome::Rejected(RejectReason::QueueFull),
-        Outcome::Skipped,
+        Outcome::Skipped(SkipReason::SucceededBefore),
+        Outcome::Skipped(SkipReason::SupersededBefore),
     ];
 
     /// The report's `outcome` word.
@@ -101,7 +113,7 @@ impl Outcome {
             Outcome::Failed(_) => "failed",
             Outcome::Interrupted(_) => "interrupted",
             Outcome::Rejected(_) => "rejected",
-            Outcome::Skipped => "skipped",
+            Outcome::Skipped(_) => "skipped",
         }
     }
 
@@ -121,7 +133,8 @@ impl Outcome {
             Outcome::Interrupted(StopReason::LockLost) => "lock_lost",
             Outcome::Rejected(RejectReason::InvalidInput) => "invalid_input",
             Outcome::Rejected(RejectReason::QueueFull) => "queue_full",
-            Outcome::Skipped => "succeeded_before",
+            Outcome::Skipped(SkipReason::SucceededBefore) => "succeeded_before",
+            Outcome::Skipped(SkipReason::SupersededBefore) => "superseded_before",
         })
     }
 
@@ -133,7 +146,7 @@ impl Outcome {
             self,
             Outcome::Succeeded
                 | Outcome::Interrupted(StopReason::Superseded | StopReason::Cancelled)
-                | Outcome::Skipped
+                | Outcome::Skipped(_)
         )
     }
 }
@@ -200,7 +213,8 @@ mod tests {
             Outcome::Interrupted(StopReason::LockLost) => 10,
             Outcome::Rejected(RejectReason::InvalidInput) => 11,
             Outcome::Rejected(RejectReason::QueueFull) => 12,
-            Outcome::Skipped => 13,
+            Outcome::Skipped(SkipReason::SucceededBefore) => 13,
+            Outcome::Skipped(SkipReason::SupersededBefore) => 14,
         };
         for (i, &outcome) in Outcome::ALL.iter().enumerate() {
             assert_eq!(position(outcome), i, "{outcome:?}");
@@ -212,7 +226,7 @@ mod tests {
         assert!(!Outcome::Interrupted(StopReason::Superseded).is_bad());
         assert!(Outcome::Interrupted(StopReason::Shutdown).is_bad());
         assert!(Outcome::Rejected(RejectReason::QueueFull).is_bad());
-        assert!(!Outcome::Skipped.is_bad());
+        assert!(!Outcome::Skipped(SkipReason::SupersededBefore).is_bad());
         assert_eq!(Outcome::Succeeded.reason(), None);
         assert_eq!(
             Outcome::Failed(FailReason::SpawnError).reason(),

@@ -69,7 +69,7 @@ pub fn plan(
             }
             let Some(job) = jobs.next() else { break };
             let seq = job.seq;
-            match core.offer(job, false, now) {
+            match core.offer(job, None, now) {
                 Offer::Queued { replaced, .. } => {
                     plan.dropped.extend(replaced.map(|account| account.seq));
                 }

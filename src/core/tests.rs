@@ -326,7 +326,7 @@ fn a_job_offered_again_is_admitted_past_the_queue_bounds_and_later_ones_are_not(
     }
     assert_eq!(s.queued(), 3, "the queue holds more than max_queued");
     assert!(matches!(
-        s.offer(job(4, "c", 0), false, ms(0)),
+        s.offer(job(4, "c", 0), None, ms(0)),
         crate::core::Offer::Refused(_)
     ));
     let mut order = Vec::new();

@@ -98,7 +98,8 @@ pub(crate) struct JobRecord {
     /// SIGTERM or SIGHUP), `fail_fast` (another job failed under `--fail-fast`), `superseded` (a
     /// newer job of the same key replaced it). `rejected`: `invalid_input` (a malformed input
     /// line), `queue_full` (`--on-full reject` with `--max-queued` jobs waiting). `skipped`:
-    /// `succeeded_before`.
+    /// `succeeded_before`, `superseded_before` (the `--resume` report holds it as succeeded, or
+    /// as replaced by a newer job of its key).
     #[schemars(extend("enum" = reason_words()))]
     pub reason: Option<&'static str>,
     /// The direct child's exit status, when it exited normally; else `null`.

@@ -6,7 +6,8 @@
 //! named after its key, that is:
 //! - `succeeded`: a success;
 //! - `interrupted` for `superseded`: `<skipped message="superseded by seq N">`;
-//! - `skipped` (`--resume`): `<skipped message="succeeded before (--resume)">`;
+//! - `skipped` (`--resume`): `<skipped message="succeeded before (--resume)">`, or
+//!   `superseded before` for one a newer job of its key replaced there;
 //! - `failed`: `<failure type=REASON message=…>`, the message being `exit status 3`,
 //!   `killed by SIGSEGV` or the spawn error's text;
 //! - `interrupted` for `timeout`, `shutdown`, `fail_fast`: `<error type=REASON message=REASON>`;
@@ -39,7 +40,7 @@ use quick_junit::{
 
 use super::entry::{millis, signal_name, Entry};
 use super::NO_KEY;
-use crate::core::{ExitFacts, FailReason, Outcome, StopReason};
+use crate::core::{ExitFacts, FailReason, Outcome, SkipReason, StopReason};
 use crate::output::framing::is_hidden;
 
 /// Longest command, in characters, put into a test case name.
@@ -379,8 +380,11 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
                 None => "superseded".into(),
             },
         },
-        Outcome::Skipped => Verdict::Skipped {
+        Outcome::Skipped(SkipReason::SucceededBefore) => Verdict::Skipped {
             message: "succeeded before (--resume)".into(),
+        },
+        Outcome::Skipped(SkipReason::SupersededBefore) => Verdict::Skipped {
+            message: "superseded before (--resume): a newer job of its key replaced it".into(),
         },
         Outcome::Interrupted(StopReason::Cancelled) => Verdict::Skipped {
             message: "cancelled (lanes cancel)".into(),

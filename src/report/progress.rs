@@ -253,7 +253,7 @@ impl Progress {
             Outcome::Rejected(_) => counts.rejected += 1,
             Outcome::Failed(_) => counts.failed += 1,
             Outcome::Interrupted(_) => counts.interrupted += 1,
-            Outcome::Succeeded | Outcome::Skipped => {}
+            Outcome::Succeeded | Outcome::Skipped(_) => {}
         }
     }
 
@@ -833,7 +833,7 @@ mod tests {
         progress.recorded(Outcome::Interrupted(StopReason::Timeout));
         progress.recorded(Outcome::Interrupted(StopReason::Timeout));
         progress.recorded(Outcome::Succeeded);
-        progress.recorded(Outcome::Skipped);
+        progress.recorded(Outcome::Skipped(crate::core::SkipReason::SucceededBefore));
         progress.settle(5);
         let board = progress.board.lock().unwrap();
         let counts = board.shown;

@@ -119,7 +119,7 @@ impl Recorder {
             Outcome::Failed(_) => self.summary.failed += 1,
             Outcome::Interrupted(_) => self.summary.interrupted += 1,
             Outcome::Rejected(_) => self.summary.rejected += 1,
-            Outcome::Skipped => self.summary.skipped += 1,
+            Outcome::Skipped(_) => self.summary.skipped += 1,
         }
         // Listed: every job that did not succeed and was not superseded or skipped; a
         // cancelled one too, though it does not make the exit status 1.
@@ -137,7 +137,7 @@ impl Recorder {
         }
         if let Some(progress) = &mut self.progress {
             // The display counts the jobs this run runs: a skipped one is not among them.
-            if outcome != Outcome::Skipped {
+            if !matches!(outcome, Outcome::Skipped(_)) {
                 progress.recorded(outcome);
             }
         }

@@ -841,13 +841,13 @@ impl Driver {
     /// [`Scheduler::offer_again`]), and carries out what it decided.
     async fn offer_job(&mut self, mut spec: JobSpec, bounded: bool, now: Tick) -> Admitted {
         spec.timeout = self.config.turn_timeout(spec.timeout);
-        let succeeded_before = self
+        let skipped = self
             .resume
             .as_mut()
-            .is_some_and(|resume| resume.skip(&spec.key, &spec.command));
+            .and_then(|resume| resume.skip(&spec.key, &spec.command));
         let request = spec.request(self.config.batch_copies());
-        let offer = if bounded || succeeded_before {
-            self.core.offer(request, succeeded_before, now)
+        let offer = if bounded || skipped.is_some() {
+            self.core.offer(request, skipped, now)
         } else {
             self.core.offer_again(request, now)
         };

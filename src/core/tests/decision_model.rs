@@ -228,10 +228,16 @@ impl Harness {
                     needs: None,
                 };
                 let queued_before = self.s.queued();
-                match self.s.offer(request, skip, self.now) {
+                // Either reason a report gives, by turns.
+                let why = skip.then_some(if seq % 2 == 0 {
+                    SkipReason::SucceededBefore
+                } else {
+                    SkipReason::SupersededBefore
+                });
+                match self.s.offer(request, why, self.now) {
                     Offer::Skipped(account) => {
-                        assert!(skip);
-                        assert_eq!((account.seq, account.outcome), (seq, Outcome::Skipped));
+                        let why = why.expect("skipped only when the report says so");
+                        assert_eq!((account.seq, account.outcome), (seq, Outcome::Skipped(why)));
                         self.open.insert(seq);
                         self.account(&account, step);
                     }

@@ -48,7 +48,7 @@ fn queued(offer: Offer) -> usize {
 fn on_full_wait_stops_reading_and_reject_refuses_with_an_account() {
     let mut wait = scheduler(1, 1, Policy::default());
     assert!(wait.may_read_input());
-    assert_eq!(queued(wait.offer(request(1, "a"), false, ms(0))), 0);
+    assert_eq!(queued(wait.offer(request(1, "a"), None, ms(0))), 0);
     assert!(!wait.may_read_input(), "backpressure: the queue is full");
     let mut reject = scheduler(
         1,
@@ -58,9 +58,9 @@ fn on_full_wait_stops_reading_and_reject_refuses_with_an_account() {
             ..Policy::default()
         },
     );
-    let _ = reject.offer(request(1, "a"), false, ms(0));
+    let _ = reject.offer(request(1, "a"), None, ms(0));
     assert!(reject.may_read_input());
-    match reject.offer(request(2, "b"), false, ms(3)) {
+    match reject.offer(request(2, "b"), None, ms(3)) {
         Offer::Refused(account) => {
             assert_eq!(account.outcome, Outcome::Rejected(RejectReason::QueueFull));
             assert_eq!(
@@ -75,11 +75,11 @@ fn on_full_wait_stops_reading_and_reject_refuses_with_an_account() {
 #[test]
 fn a_job_that_succeeded_before_is_skipped_without_being_admitted() {
     let mut s = scheduler(1, 10, Policy::default());
-    match s.offer(request(1, "a"), true, ms(3)) {
+    match s.offer(request(1, "a"), Some(SkipReason::SucceededBefore), ms(3)) {
         Offer::Skipped(account) => {
             assert_eq!(
                 (account.seq, account.outcome, account.attempts),
-                (1, Outcome::Skipped, 0)
+                (1, Outcome::Skipped(SkipReason::SucceededBefore), 0)
             );
             assert_eq!((account.ended_at, account.waited), (ms(3), None));
             assert!(account.tried().is_none() && !account.in_flight);
@@ -96,7 +96,7 @@ fn a_stop_the_core_ordered_classifies_the_run_only_if_it_reached_the_running_chi
         ..request(seq, "a")
     };
     let mut s = scheduler(2, 10, Policy::default());
-    let _ = s.offer(timed(1), false, ms(0));
+    let _ = s.offer(timed(1), None, ms(0));
     let start = s.take(ms(0)).unwrap();
     s.spawned(start.seq, ms(0));
     let stops = s.expire_turns(ms(10));
@@ -122,7 +122,7 @@ fn a_stop_the_core_ordered_classifies_the_run_only_if_it_reached_the_running_chi
     assert_eq!((tried.started_at, tried.ended_at), (ms(0), ms(12)));
 
     // The child had exited before the stop reached it: its exit status decides.
-    let _ = s.offer(timed(2), false, ms(20));
+    let _ = s.offer(timed(2), None, ms(20));
     let start = s.take(ms(20)).unwrap();
     s.spawned(start.seq, ms(21));
     let _ = s.expire_turns(ms(31));
@@ -138,7 +138,7 @@ fn the_first_stop_reason_wins() {
             timeout: Some(ms(5)),
             ..request(1, "a")
         },
-        false,
+        None,
         ms(0),
     );
     let _ = s.take(ms(0)).unwrap();
@@ -162,7 +162,7 @@ fn the_first_stop_reason_wins() {
 fn a_second_signal_kills_what_runs() {
     let mut s = scheduler(2, 10, Policy::default());
     for seq in 1..=3 {
-        let _ = s.offer(request(seq, &format!("k{seq}")), false, ms(0));
+        let _ = s.offer(request(seq, &format!("k{seq}")), None, ms(0));
     }
     let _ = s.take(ms(0)).unwrap();
     let _ = s.take(ms(0)).unwrap();
@@ -192,7 +192,7 @@ fn a_stop_signal_is_forwarded_as_received_but_lanes_cpu_limit_as_sigterm() {
         (Signal::SIGXCPU, Signal::SIGTERM),
     ] {
         let mut s = scheduler(2, 10, Policy::default());
-        let _ = s.offer(request(1, "a"), false, ms(0));
+        let _ = s.offer(request(1, "a"), None, ms(0));
         let _ = s.take(ms(0)).unwrap();
         s.spawned(1, ms(0));
         let SignalVerdict::Halt(halt) = s.signal_received(received, ms(1)) else {
@@ -211,7 +211,7 @@ fn a_stop_signal_is_forwarded_as_received_but_lanes_cpu_limit_as_sigterm() {
 fn the_running_jobs_are_listed_in_seq_order_with_their_start_and_stop() {
     let mut s = scheduler(3, 10, Policy::default());
     for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
-        let _ = s.offer(request(seq, key), false, ms(0));
+        let _ = s.offer(request(seq, key), None, ms(0));
     }
     for at in [5, 7] {
         let start = s.take(ms(at)).unwrap();
@@ -242,7 +242,7 @@ fn fail_fast_halts_once_and_keeps_reading_a_finite_input() {
         let mut s = scheduler(2, 10, policy);
         s.set_input_finite(finite);
         for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
-            let _ = s.offer(request(seq, key), false, ms(0));
+            let _ = s.offer(request(seq, key), None, ms(0));
         }
         let _ = s.take(ms(0)).unwrap();
         let _ = s.take(ms(0)).unwrap();
@@ -255,7 +255,7 @@ fn fail_fast_halts_once_and_keeps_reading_a_finite_input() {
         assert_eq!(halt.close_input, !finite);
         assert_eq!(s.may_read_input(), finite);
         // Later lines are refused with the reason, each recorded at once.
-        match s.offer(request(4, "d"), false, ms(6)) {
+        match s.offer(request(4, "d"), None, ms(6)) {
             Offer::Refused(account) => {
                 assert_eq!(account.outcome, Outcome::Interrupted(StopReason::FailFast));
             }
@@ -270,7 +270,7 @@ fn fail_fast_halts_once_and_keeps_reading_a_finite_input() {
 fn a_spawn_shortage_defers_the_run_to_the_front_with_back_off() {
     let mut s = scheduler(2, 10, Policy::default());
     for (seq, key) in [(1, "a"), (2, "b"), (3, "a")] {
-        let _ = s.offer(request(seq, key), false, ms(0));
+        let _ = s.offer(request(seq, key), None, ms(0));
     }
     let first = s.take(ms(0)).unwrap();
     assert_eq!(first.seq, 1);
@@ -302,7 +302,7 @@ fn a_spawn_shortage_defers_the_run_to_the_front_with_back_off() {
 #[test]
 fn out_of_descriptors_twice_with_nothing_else_in_flight_fails_the_job() {
     let mut s = scheduler(2, 10, Policy::default());
-    let _ = s.offer(request(1, "a"), false, ms(0));
+    let _ = s.offer(request(1, "a"), None, ms(0));
     let _ = s.take(ms(0)).unwrap();
     // Once alone: others that failed with it may have given their descriptors back.
     let shortage = SpawnFailure::Shortage { descriptors: true };
@@ -334,7 +334,7 @@ fn runs_whose_spawns_all_failed_together_are_tried_again() {
     // shortages starts the count afresh.
     let mut s = scheduler(3, 10, Policy::default());
     for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
-        let _ = s.offer(request(seq, key), false, ms(0));
+        let _ = s.offer(request(seq, key), None, ms(0));
     }
     let shortage = SpawnFailure::Shortage { descriptors: true };
     for seq in 1..=3 {
@@ -366,7 +366,7 @@ fn runs_whose_spawns_all_failed_together_are_tried_again() {
 fn after_a_shortage_starts_are_taken_one_at_a_time_until_one_succeeds() {
     let mut s = scheduler(3, 10, Policy::default());
     for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
-        let _ = s.offer(request(seq, key), false, ms(0));
+        let _ = s.offer(request(seq, key), None, ms(0));
     }
     let _ = s.take(ms(0)).unwrap();
     let shortage = SpawnFailure::Shortage { descriptors: false };
@@ -384,7 +384,7 @@ fn after_a_shortage_starts_are_taken_one_at_a_time_until_one_succeeds() {
 fn a_job_that_ends_frees_a_held_spawn() {
     let mut s = scheduler(2, 10, Policy::default());
     for (seq, key) in [(1, "a"), (2, "b")] {
-        let _ = s.offer(request(seq, key), false, ms(0));
+        let _ = s.offer(request(seq, key), None, ms(0));
     }
     let _ = s.take(ms(0)).unwrap();
     s.spawned(1, ms(0));
@@ -398,7 +398,7 @@ fn a_job_that_ends_frees_a_held_spawn() {
 #[test]
 fn grouped_output_waiting_for_a_reader_holds_new_starts() {
     let mut s = scheduler(2, 10, Policy::default());
-    let _ = s.offer(request(1, "a"), false, ms(0));
+    let _ = s.offer(request(1, "a"), None, ms(0));
     s.set_output_backlog(2);
     assert!(s.output_backlogged());
     assert_eq!(s.take(ms(0)), None);
@@ -416,9 +416,9 @@ fn cancel_in_progress_orders_a_superseded_stop_and_records_who() {
             ..Policy::default()
         },
     );
-    let _ = s.offer(request(1, "a"), false, ms(0));
+    let _ = s.offer(request(1, "a"), None, ms(0));
     let _ = s.take(ms(0)).unwrap();
-    match s.offer(request(2, "a"), false, ms(1)) {
+    match s.offer(request(2, "a"), None, ms(1)) {
         Offer::Queued { cancel, .. } => assert_eq!(
             cancel,
             Some(StopOrder {
@@ -429,7 +429,7 @@ fn cancel_in_progress_orders_a_superseded_stop_and_records_who() {
         ),
         other => panic!("{other:?}"),
     }
-    match s.offer(request(3, "a"), false, ms(2)) {
+    match s.offer(request(3, "a"), None, ms(2)) {
         Offer::Queued {
             replaced, cancel, ..
         } => {
@@ -460,7 +460,7 @@ fn a_retry_waiting_for_its_turn_is_drained_with_its_failed_try_and_exit_status()
             ..Policy::default()
         },
     );
-    let _ = s.offer(request(1, "a"), false, ms(0));
+    let _ = s.offer(request(1, "a"), None, ms(0));
     let _ = s.take(ms(0)).unwrap();
     s.spawned(1, ms(2));
     let finished = s.finish(1, exited(1, ms(10)), ms(11)).unwrap();
@@ -509,7 +509,7 @@ fn stopped_time_counts_toward_no_timeout() {
             timeout: Some(ms(100)),
             ..request(1, "k")
         },
-        false,
+        None,
         ms(0),
     );
     let _ = s.take(ms(0)).unwrap();
@@ -535,7 +535,7 @@ fn retry_delays_and_spawn_pauses_stand_still_too() {
         },
     );
     for (seq, key) in [(1, "a"), (2, "b")] {
-        let _ = s.offer(request(seq, key), false, ms(0));
+        let _ = s.offer(request(seq, key), None, ms(0));
     }
     let _ = s.take(ms(0)).unwrap();
     s.spawned(1, ms(0));

@@ -1155,12 +1155,12 @@ fn jobs_admitted_again_from_a_journal_coalesce_nothing_and_are_not_coalesced_awa
             other => panic!("seq {seq}: {other:?}"),
         }
     }
-    match s.offer(job(4, "q", 0), false, ms(2)) {
+    match s.offer(job(4, "q", 0), None, ms(2)) {
         Offer::Queued { replaced, .. } => assert!(replaced.is_none(), "{replaced:?}"),
         other => panic!("{other:?}"),
     }
     // A fifth coalesces the fourth (fresh, not promised) away, as this server's policy says.
-    match s.offer(job(5, "q", 0), false, ms(3)) {
+    match s.offer(job(5, "q", 0), None, ms(3)) {
         Offer::Queued { replaced, .. } => {
             assert_eq!(replaced.map(|account| account.seq), Some(4));
         }
@@ -1191,13 +1191,13 @@ fn a_running_or_retrying_job_admitted_again_from_a_journal_is_superseded_by_no_n
     let _ = s.offer_again(job(1, "q", 0), ms(0));
     let _ = s.offer_again(job(2, "q", 0), ms(0));
     assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(1));
-    match s.offer(job(3, "q", 0), false, ms(1)) {
+    match s.offer(job(3, "q", 0), None, ms(1)) {
         Offer::Queued { cancel, .. } => assert_eq!(cancel, None),
         other => panic!("{other:?}"),
     }
     // 1 fails: it waits for its retry, ahead of 2 and 3; a newer job does not supersede it.
     assert!(matches!(fail(&mut s, 1, ms(2)), Released::Retry { .. }));
-    match s.offer(job(4, "q", 0), false, ms(3)) {
+    match s.offer(job(4, "q", 0), None, ms(3)) {
         Offer::Queued {
             cancel, retries, ..
         } => {
