@@ -38,8 +38,14 @@ use crate::shell::strict::Checked;
 /// caller prints the error and exits with [`exit::USAGE`].
 pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // A manifest from a FIFO or a pipe (`--manifest -`) is read to its end here, before
-    // anything starts: a stop signal meanwhile ends lanes at once, as any program.
-    let mut config = crate::shell::signal::stoppable_at_start(|| RunConfig::from_cli(cli))?;
+    // anything starts, for as long as its writer takes: a stop signal meanwhile ends lanes at
+    // once, as any program. Otherwise one waits for the run's handlers, as it does from the
+    // process's first step, and the run it stops has a whole report.
+    let mut config = if manifest_from_a_pipe(&cli) {
+        crate::shell::signal::stoppable_at_start(|| RunConfig::from_cli(cli))?
+    } else {
+        RunConfig::from_cli(cli)?
+    };
     if config.dry_run {
         let resume = load_resume(&config)?;
         let runtime = event_loop()?;
@@ -690,6 +696,20 @@ fn open_fifo_with_a_reader(
         let pause = if deadline.is_some() { 10 } else { 50 };
         std::thread::sleep(std::time::Duration::from_millis(pause));
     }
+}
+
+/// Whether the command line names a manifest that may be read from a pipe: `--manifest -`,
+/// or a FIFO given as the manifest or as FILE (a FIFO FILE is read as a manifest when its
+/// name says so).
+fn manifest_from_a_pipe(cli: &Cli) -> bool {
+    use std::os::unix::fs::FileTypeExt as _;
+    let fifo = |path: &std::path::Path| {
+        std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_fifo())
+    };
+    cli.manifest
+        .as_deref()
+        .is_some_and(|path| path == std::path::Path::new("-") || fifo(path))
+        || cli.file.as_deref().is_some_and(fifo)
 }
 
 /// Opens the file of jobs at `path` for reading. A FIFO without a writer holds the open back
