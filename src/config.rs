@@ -573,6 +573,15 @@ impl RunConfig {
                 batch_name()
             )));
         }
+        if batching && plain && cli.key.as_deref().unwrap_or("{}") == "{}" {
+            return Err(ConfigError::Usage(format!(
+                "{} batches the arguments of one key, and here every distinct line is its own \
+                 key (the key template is `{{}}`): no batch would hold more than one argument. \
+                 Group lines into keys with --key (`--key '{{//}}'`: a directory's files \
+                 together), or give KEY<TAB>ARGUMENT lines with --command",
+                batch_name()
+            )));
+        }
         if let Some(at) = template
             .as_ref()
             .filter(|_| batching)

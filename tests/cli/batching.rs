@@ -305,6 +305,40 @@ fn batching_without_command_is_a_usage_error() {
     }
 }
 
+/// With a trailing command and the default key `{}`, every distinct line is its own key, and
+/// a batch holds one key's arguments: batching would change nothing (xargs' `-n 3` habit).
+#[test]
+fn batching_lines_that_are_each_their_own_key_is_a_usage_error_that_says_how_to_group_them() {
+    let scratch = Scratch::new();
+    for extra in [&[][..], &["--key", "{}"][..]] {
+        let out = Run::new()
+            .scratch(&scratch)
+            .args(["--batch-size", "3"])
+            .args(extra)
+            .args(["sh", "-c", "touch \"$D/ran\"", "sh"])
+            .stdin("1\n2\n3\n")
+            .run();
+        out.code(2);
+        assert!(
+            out.stderr()
+                .contains("every distinct line is its own key (the key template is `{}`)")
+                && out.stderr().contains("Group lines into keys with --key"),
+            "{}",
+            out.dump()
+        );
+        assert!(!scratch.exists("ran"));
+    }
+    // Grouped by a key, they batch.
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--batch-size", "3", "--key", "{.}", "echo"])
+        .args([":::", "a.1", "a.2", "a.3"])
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "[a] a.1 a.2 a.3\n");
+}
+
 #[test]
 fn batching_with_coalescing_is_a_usage_error() {
     for flags in [vec!["--coalesce", "latest"], vec!["--cancel-in-progress"]] {
