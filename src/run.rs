@@ -937,7 +937,7 @@ async fn interrupted_check(
             containment,
         )
         .await;
-    ledger.write_junit().await;
+    ledger.write_junit(t0.elapsed()).await;
     let code = crate::exit::for_run(Some(signal as i32), false);
     let (_, forwarder) = ledger.finish(t0.elapsed(), code).await;
     let mut forced = false;

@@ -38,7 +38,7 @@ use quick_junit::{
     NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestRerun, TestSuite, XmlString,
 };
 
-use super::entry::{millis, signal_name, Entry};
+use super::entry::{millis, signal_name, written_duration_ms, Entry};
 use super::NO_KEY;
 use crate::core::{ExitFacts, FailReason, Outcome, SkipReason, StopReason};
 use crate::output::framing::is_hidden;
@@ -59,8 +59,10 @@ pub(crate) struct JunitReport {
     /// When the run started.
     started_at: SystemTime,
     /// The latest `ended_at` of the entries added, to the whole millisecond, for the run's
-    /// `time`.
+    /// `time` when its end is not told ([`JunitReport::end`]).
     last_end: Option<SystemTime>,
+    /// The run's end, as the summary's `duration_ms` counts it.
+    run_end: Option<SystemTime>,
     /// One per distinct key, in the order first added.
     suites: Vec<Suite>,
     /// Key → index into `suites`.
@@ -136,9 +138,16 @@ impl JunitReport {
             name: run_name.to_owned(),
             started_at,
             last_end: None,
+            run_end: None,
             suites: Vec::new(),
             index: HashMap::new(),
         }
+    }
+
+    /// The run ended at `at`: the document's `time` is from the run's start to it, as the
+    /// report's summary counts its `duration_ms` (the input read to its end included).
+    pub(crate) fn end(&mut self, at: SystemTime) {
+        self.run_end = Some(at);
     }
 
     /// Adds one job's final entry; its `stderr_tail` (the last lines of its stderr, may be
@@ -183,10 +192,13 @@ impl JunitReport {
         let case = Case {
             seq: entry.seq,
             name: name.into(),
-            time_ms: match (entry.started(), entry.duration) {
-                (true, Some(duration)) => millis(duration),
-                _ => 0,
-            },
+            // As the record's `duration_ms`: its written `ended_at` minus its `started_at`.
+            time_ms: entry
+                .started_at
+                .filter(|_| entry.started())
+                .map_or(0, |started_at| {
+                    written_duration_ms(started_at, entry.ended_at)
+                }),
             started_at: entry.started_at,
             verdict,
             attempts: entry.attempts,
@@ -227,11 +239,11 @@ impl JunitReport {
     pub(crate) fn to_xml(&self) -> String {
         let mut report = Report::new(self.name.as_str());
         report.set_timestamp(date_time(self.started_at));
-        if let Some(took) = self
-            .last_end
-            .and_then(|end| end.duration_since(self.started_at).ok())
-        {
-            report.set_time(took);
+        if let Some(end) = self.run_end.or(self.last_end) {
+            report.set_time(Duration::from_millis(written_duration_ms(
+                self.started_at,
+                end,
+            )));
         }
 
         // `XmlString::new` is slow (it runs a terminal parser over the text): the texts of a job
@@ -430,7 +442,9 @@ fn reruns(entry: &Entry<'_>) -> Vec<Rerun> {
                 None => "spawn error".to_owned(),
             },
             started_at: t.started_at,
-            time: t.duration,
+            time: t.started_at.map(|started_at| {
+                Duration::from_millis(written_duration_ms(started_at, t.ended_at))
+            }),
         })
         .collect()
 }
@@ -666,8 +680,11 @@ mod tests {
     }
 
     fn started(mut entry: Entry<'_>, duration_ms: u64, slot: u32) -> Entry<'_> {
-        entry.started_at = Some(at("2026-11-29T11:35:56.123Z"));
+        let started_at = at("2026-11-29T11:35:56.123Z");
+        entry.started_at = Some(started_at);
         entry.duration = Some(Duration::from_millis(duration_ms));
+        // As a real entry's: the duration is from its start to its end.
+        entry.ended_at = started_at + Duration::from_millis(duration_ms);
         entry.waited = Some(Duration::ZERO);
         entry.attempts = 1;
         entry.slot = Some(slot);
@@ -1130,14 +1147,21 @@ mod tests {
         let doc = roxmltree::Document::parse(&xml).expect("valid XML");
         let root = doc.root_element();
         assert_eq!(attr(root, "timestamp"), "1970-01-01T00:00:00.000+00:00");
-        // From the start to `ended_at` as the report writes it, 1.623.
-        assert_eq!(attr(root, "time"), "1.622");
+        // From the start to `ended_at` as the report writes them (0.000 and 1.623).
+        assert_eq!(attr(root, "time"), "1.623");
         let suite = child(root, "testsuite").unwrap();
-        assert_eq!(attr(suite, "time"), "1.499");
+        // The record's `duration_ms`: 1.623 - 0.123 as written (the exact 1.4996 cut to 1.499
+        // disagreed with it).
+        assert_eq!(attr(suite, "time"), "1.500");
         assert_eq!(attr(suite, "timestamp"), "1970-01-01T00:00:00.123+00:00");
         let case = child(suite, "testcase").unwrap();
-        assert_eq!(attr(case, "time"), "1.499");
+        assert_eq!(attr(case, "time"), "1.500");
         assert_eq!(attr(case, "timestamp"), "1970-01-01T00:00:00.123+00:00");
+        // The run's end, once told (the input ended after the last job): the summary's.
+        report.end(micros(2_000_400));
+        let xml = report.to_xml();
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+        assert_eq!(attr(doc.root_element(), "time"), "2.000");
     }
 
     #[test]

@@ -334,9 +334,11 @@ impl Ledger {
         self.recorder.report_lost() || self.events.lost()
     }
 
-    /// Writes the JUnit file, if any (before the exit status is decided).
-    pub(crate) async fn write_junit(&mut self) {
-        self.recorder.write_junit().await;
+    /// Writes the JUnit file, if any (before the exit status is decided), for a run that
+    /// ended at `end`.
+    pub(crate) async fn write_junit(&mut self, end: Tick) {
+        let at = self.at(end);
+        self.recorder.write_junit(at).await;
     }
 
     /// Whether a record failed to reach the report (see

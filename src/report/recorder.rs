@@ -260,10 +260,11 @@ impl Recorder {
     /// Writes the JUnit file, if any (before the exit status is decided: a file that cannot
     /// be written makes it 1, like the report), on a thread of its own: the caller may give up
     /// on a reader that does not read (a FIFO), and the file then counts as not written.
-    pub(crate) async fn write_junit(&mut self) {
-        let Some((path, junit, held)) = self.junit.take() else {
+    pub(crate) async fn write_junit(&mut self, end: std::time::SystemTime) {
+        let Some((path, mut junit, held)) = self.junit.take() else {
             return;
         };
+        junit.end(end);
         // Counted lost until written: a wait given up leaves it so.
         self.report_lost = true;
         let xml = junit.to_xml();

@@ -1381,7 +1381,7 @@ impl Driver {
         );
         let stopped = self.core.stop_signal().is_some();
         let junit = saying_if_slow(
-            self.ledger.write_junit(),
+            self.ledger.write_junit(run_end),
             self.launcher.stderr().clone(),
             &junit_file,
             stopped,

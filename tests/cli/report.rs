@@ -767,3 +767,51 @@ fn after_a_stop_signal_a_report_fifo_that_takes_nothing_is_given_up_on_in_5_s() 
         "{err}"
     );
 }
+
+/// The JUnit file's times are the report's: `<testsuites time>` is the summary's
+/// `duration_ms` (an input that stays open after the last job counts in both), and a test
+/// case's `time` its record's `duration_ms` (it was the exact duration cut to the millisecond,
+/// 1 ms off the record's about half the time).
+#[test]
+fn junit_times_are_the_report_s() {
+    let scratch = Scratch::new();
+    let junit = scratch.join("ju.xml");
+    let jobs: String = (1..=8)
+        .map(|i| format!("k{i}\tsleep 0.0{i}; touch \"$D/done{i}\"\n"))
+        .collect();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .arg("--junit")
+        .arg(&junit)
+        .stdin_piped()
+        .spawn();
+    std::io::Write::write_all(running.stdin(), jobs.as_bytes()).unwrap();
+    for i in 1..=8 {
+        scratch.wait_for(&format!("done{i}"), Duration::from_secs(10));
+    }
+    // The input stays open a while after the last job: the run lasts until it ends.
+    std::thread::sleep(Duration::from_millis(300));
+    running.close_stdin();
+    let out = running.wait();
+    out.code(0);
+    let report = out.report();
+    let xml = fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let millis = |node: roxmltree::Node<'_, '_>| -> u64 {
+        let seconds = node.attribute("time").unwrap();
+        let (whole, fraction) = seconds.split_once('.').unwrap();
+        whole.parse::<u64>().unwrap() * 1000 + fraction.parse::<u64>().unwrap()
+    };
+    assert!(report.summary.duration_ms >= 300, "{:?}", report.summary);
+    assert_eq!(
+        millis(doc.root_element()),
+        report.summary.duration_ms,
+        "{xml}"
+    );
+    for case in doc.descendants().filter(|n| n.has_tag_name("testcase")) {
+        let name = case.attribute("name").unwrap();
+        let seq: u64 = name["seq ".len()..name.find(':').unwrap()].parse().unwrap();
+        let record = report.jobs.iter().find(|job| job.seq == seq).unwrap();
+        assert_eq!(Some(millis(case)), record.duration_ms, "{name}");
+    }
+}
