@@ -144,6 +144,8 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
     writeln!(out, "    dateFormat x\n    axisFormat %M:%S")?;
     writeln!(out, "    section keys")?;
     for (label, start, end, failed, running) in &keys {
+        // An aggregated run's cells end on a bucket's end, which may be past the run's.
+        let end = (*end).min(f.wall_ms.max(*start));
         let tag = if *failed {
             "crit, "
         } else if *running {
@@ -155,11 +157,23 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
             out,
             "    {} :{tag}{start}, {}",
             mermaid_name(label),
-            (*end).max(start + 1)
+            end.max(start + 1)
         )?;
     }
     writeln!(out, "```\n")?;
-    if total > keys.len() {
+    let aggregated = matches!(timeline.body, Body::Aggregate(_));
+    if aggregated {
+        // Its rows are the busiest keys, not every key: the slowest of them, said so.
+        writeln!(
+            out,
+            "The run is drawn aggregated: the chart shows the {} slowest of its {total} busiest \
+             keys (the run has {}), to the resolution of {} time buckets; the table below \
+             names the slowest of all its keys.\n",
+            keys.len(),
+            f.keys,
+            super::model::BUCKETS
+        )?;
+    } else if total > keys.len() {
         writeln!(
             out,
             "The chart shows the {} slowest of {total} keys.\n",

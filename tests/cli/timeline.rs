@@ -631,6 +631,21 @@ fn a_large_run_is_drawn_aggregated_and_says_so() {
     );
     assert!(html.contains("\"mode\":\"aggregate\""));
     assert!(html.len() < 2_000_000, "{} bytes", html.len());
+    // The Markdown's chart of an aggregated run: its keys are the drawn rows (the 40 busiest),
+    // and it says so; no bar ends past the run's end (15 s), as a bucket's end may.
+    draw_timeline(&report, None, &scratch.join("large.md")).code(0);
+    let md = scratch.read("large.md");
+    assert!(
+        md.contains("the chart shows the 30 slowest of its 40 busiest keys (the run has 100)"),
+        "{md}"
+    );
+    let ends: Vec<u64> = md
+        .lines()
+        .filter(|line| line.trim_start().starts_with("key "))
+        .filter_map(|line| line.rsplit(", ").next()?.trim().parse().ok())
+        .collect();
+    assert_eq!(ends.len(), 30, "{md}");
+    assert!(ends.iter().all(|&end| end <= 15_000), "{ends:?}");
     let Some(browser) = chromium() else {
         eprintln!("skipped: no Chromium found to open the aggregated page");
         return;
