@@ -42,13 +42,30 @@ impl Block {
 }
 
 /// The line before a grouped block: `==> [key] seq 3: failed (exit_status) <==`.
-pub(crate) fn header(key: &str, seq: u64, outcome: crate::core::Outcome) -> String {
+/// A try of a job that has more than one (`--retries`) is named, and one that goes again is
+/// said so: `==> [key] seq 3: failed (exit_status), try 1, retried <==`, then `==> [key] seq
+/// 3: succeeded, try 2 <==`; a job's first and only try is not.
+pub(crate) fn header(
+    key: &str,
+    seq: u64,
+    outcome: crate::core::Outcome,
+    attempt: u32,
+    retried: bool,
+) -> String {
     let prefix = super::framing::prefix_for(key, false);
     let key = String::from_utf8_lossy(&prefix);
-    match outcome.reason() {
-        Some(reason) => format!("==> {key}seq {seq}: {} ({reason}) <==\n", outcome.name()),
-        None => format!("==> {key}seq {seq}: {} <==\n", outcome.name()),
-    }
+    let reason = outcome
+        .reason()
+        .map_or_else(String::new, |reason| format!(" ({reason})"));
+    let attempt = match (attempt, retried) {
+        (_, true) => format!(", try {attempt}, retried"),
+        (1, false) => String::new(),
+        (_, false) => format!(", try {attempt}"),
+    };
+    format!(
+        "==> {key}seq {seq}: {}{reason}{attempt} <==\n",
+        outcome.name()
+    )
 }
 
 /// Decides when blocks may be written: at once, or after every job with a smaller seq has its

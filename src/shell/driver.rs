@@ -935,7 +935,13 @@ impl Driver {
             .get(&ended.seq)
             .map_or_else(|| Arc::from(""), |job| Arc::clone(&job.key));
         let block = ended.captured.map(|(stdout, stderr)| Block {
-            header: blocks::header(&key, ended.seq, finished.outcome),
+            header: blocks::header(
+                &key,
+                ended.seq,
+                finished.outcome,
+                finished.attempt,
+                finished.retry,
+            ),
             stdout,
             stderr,
         });

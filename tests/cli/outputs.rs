@@ -1284,3 +1284,41 @@ fn junit_shows_retried_tries_as_flaky_or_rerun_failures() {
     );
     assert_eq!(counts(suites["broken"]), [1, 1, 0, 0], "{xml}");
 }
+
+/// Under `--retries`, each try of a job is a grouped block, and its header tells which try it
+/// was and whether it went again: a `failed` header without `retried` is a job that failed
+/// for good (every try's header said `failed (exit_status)` alike).
+#[test]
+fn grouped_blocks_of_a_retried_job_say_which_try_and_whether_it_went_again() {
+    let out = Run::new()
+        .args(["--output", "grouped", "--retries", "3", "-j", "1"])
+        .stdin(
+            "f\techo try $LANES_ATTEMPT; [ $LANES_ATTEMPT -ge 3 ]\n\
+             g\techo once\n\
+             h\techo fails; exit 4\n",
+        )
+        .run();
+    out.code(1);
+    let stdout = out.stdout();
+    // Each key's blocks in order (the keys' blocks interleave as their tries take turns).
+    let mut headers: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("==> "))
+        .collect();
+    headers.sort_by_key(|line| &line[..8]);
+    assert_eq!(
+        headers,
+        [
+            "==> [f] seq 1: failed (exit_status), try 1, retried <==",
+            "==> [f] seq 1: failed (exit_status), try 2, retried <==",
+            "==> [f] seq 1: succeeded, try 3 <==",
+            "==> [g] seq 2: succeeded <==",
+            "==> [h] seq 3: failed (exit_status), try 1, retried <==",
+            "==> [h] seq 3: failed (exit_status), try 2, retried <==",
+            "==> [h] seq 3: failed (exit_status), try 3, retried <==",
+            "==> [h] seq 3: failed (exit_status), try 4 <==",
+        ],
+        "{}",
+        out.dump()
+    );
+}
