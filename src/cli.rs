@@ -453,7 +453,12 @@ pub struct Cli {
     /// at least one job); without --batch-size, batches by bytes alone, as `xargs -s` [default:
     /// 100000, under Linux's 128 KiB limit on one argument; more than that limit, less the
     /// template's own text, is refused].
-    #[arg(long, value_name = "B", value_parser = count_u64, allow_negative_numbers = true)]
+    #[arg(
+        long,
+        value_name = "B",
+        value_parser = crate::count::argument_bytes,
+        allow_negative_numbers = true
+    )]
     pub batch_bytes: Option<u64>,
 
     /// With --command: a lane whose batch is not full waits until its oldest job has waited D

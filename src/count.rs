@@ -38,6 +38,23 @@ pub(crate) fn count_u64(text: &str) -> Result<u64, String> {
     count(text, LARGEST_TOML_INTEGER)
 }
 
+/// A number of bytes in one argument (`--batch-bytes`): a whole number from 1. Its real bound
+/// is what one argument can hold ([`crate::arg_limit::max_argument_bytes`]) less the
+/// template's own text, checked where the template is known (with the most it may be); the
+/// message says so rather than name the 64-bit bound, which no value near it passes.
+///
+/// # Errors
+/// Anything else, with the range.
+pub(crate) fn argument_bytes(text: &str) -> Result<u64, String> {
+    let most = crate::arg_limit::max_argument_bytes();
+    within(text, 1, LARGEST_TOML_INTEGER).map_err(|_| {
+        format!(
+            "must be a whole number of bytes from 1 to what one argument can hold ({most} here), \
+             less the template's own text"
+        )
+    })
+}
+
 /// A 32-bit count: a whole number from 1 to 4294967295.
 ///
 /// # Errors
@@ -76,5 +93,17 @@ mod tests {
             count_u32("4294967296"),
             Err("must be a whole number between 1 and 4294967295".to_owned())
         );
+        let most = crate::arg_limit::max_argument_bytes();
+        assert_eq!(argument_bytes("1"), Ok(1));
+        for bad in ["0", "-1", "9223372036854775808", "1k"] {
+            assert_eq!(
+                argument_bytes(bad),
+                Err(format!(
+                    "must be a whole number of bytes from 1 to what one argument can hold \
+                     ({most} here), less the template's own text"
+                )),
+                "{bad:?}"
+            );
+        }
     }
 }

@@ -811,7 +811,9 @@ fn a_negative_number_is_a_bad_value_of_its_option() {
         out.code(2);
         assert!(
             out.stderr().contains(&format!("invalid value '{value}'"))
-                && (out.stderr().contains("between") || out.stderr().contains("up to")),
+                && ["between", "up to", "from 1 to"]
+                    .iter()
+                    .any(|range| out.stderr().contains(range)),
             "{option} {value}: {}",
             out.stderr()
         );
