@@ -197,7 +197,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     };
     let resume = load_resume(&config)?;
     if let Some(dir) = &config.results {
-        crate::output::results::prepare_dir(dir, config.results_clean)
+        crate::output::results::prepare_dir(dir, config.results_clean, config.resume.is_some())
             .map_err(anyhow::Error::msg)?;
     }
     let report_file = match &config.report {

@@ -120,11 +120,14 @@ pub(crate) const INDEX: &str = "index.jsonl";
 /// Creates DIR (and its parents) when missing. A DIR that holds files already is refused, so
 /// that two runs' files never mix, unless `clean` (`--results-clean`): then the files an
 /// earlier run wrote there (`NNNNNN-KEY.stdout`, `.stderr`, `index.jsonl`) are removed first,
-/// and anything else in DIR is refused.
+/// and anything else in DIR is refused; or unless `resuming` (`--resume`), where the earlier
+/// run's files are the results of the jobs this run skips: they are kept (a job run again
+/// writes its files afresh, and the index is added to), and anything else is refused.
 ///
 /// # Errors
-/// DIR cannot be created or read, is not empty, or (with `clean`) holds other files.
-pub(crate) fn prepare_dir(dir: &Path, clean: bool) -> Result<(), String> {
+/// DIR cannot be created or read, is not empty, or (with `clean` or `resuming`) holds other
+/// files.
+pub(crate) fn prepare_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(), String> {
     let shown = dir.display();
     std::fs::create_dir_all(dir).map_err(|err| {
         // `create_dir_all` says "File exists" of a path that is something else.
@@ -147,7 +150,7 @@ pub(crate) fn prepare_dir(dir: &Path, clean: bool) -> Result<(), String> {
     if names.is_empty() {
         return Ok(());
     }
-    if !clean {
+    if !clean && !resuming {
         return Err(format!(
             "the results directory {shown} is not empty (an earlier run's?): this run's files \
              would mix with them; empty it, name another directory, or add --results-clean"
@@ -158,10 +161,18 @@ pub(crate) fn prepare_dir(dir: &Path, clean: bool) -> Result<(), String> {
         .iter()
         .find(|(name, is_file)| !(*is_file && written_by_lanes(name)))
     {
+        let (flag, done) = if clean {
+            ("--results-clean", "nothing removed")
+        } else {
+            ("--resume", "it would mix with this run's files")
+        };
         return Err(format!(
-            "--results-clean: {shown} holds {}, which lanes did not write: nothing removed",
+            "{flag}: {shown} holds {}, which lanes did not write: {done}",
             other.to_string_lossy()
         ));
+    }
+    if !clean {
+        return Ok(());
     }
     for (name, _) in names {
         std::fs::remove_file(dir.join(&name)).map_err(|err| {
@@ -203,14 +214,20 @@ pub(crate) struct ResultsIndex {
 }
 
 impl ResultsIndex {
-    /// The index of `dir`, created now; none without a directory. One that cannot be created
-    /// is an error for [`ResultsIndex::take_error`]; the jobs' own files are still written.
+    /// The index of `dir`, created now, or added to where an earlier run's stays (`--resume`,
+    /// see [`prepare_dir`]: the latest line of a seq is its job's); none without a directory.
+    /// One that cannot be opened is an error for [`ResultsIndex::take_error`]; the jobs' own
+    /// files are still written.
     pub(crate) fn create(dir: Option<&Path>) -> Self {
         let Some(dir) = dir else {
             return ResultsIndex::default();
         };
         let path = dir.join(INDEX);
-        match std::fs::File::create(&path) {
+        let opened = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&path);
+        match opened {
             Ok(file) => ResultsIndex {
                 path,
                 file: Some(file),
@@ -271,7 +288,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("file");
         std::fs::write(&file, "").unwrap();
-        let said = prepare_dir(&file, false).unwrap_err();
+        let said = prepare_dir(&file, false, false).unwrap_err();
         assert_eq!(
             said,
             format!(
@@ -279,7 +296,7 @@ mod tests {
                 file.display()
             )
         );
-        let below = prepare_dir(&file.join("sub"), false).unwrap_err();
+        let below = prepare_dir(&file.join("sub"), false, false).unwrap_err();
         assert!(
             below.starts_with("cannot create the results directory"),
             "{below}"

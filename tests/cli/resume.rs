@@ -638,3 +638,70 @@ fn jobs_superseded_before_are_not_run_after_the_newer_job_that_replaced_them() {
     assert_eq!(reasons(&Records::parse(&scratch.read("third.jsonl"))), want);
     assert_eq!(scratch.lines("ran"), ["v1", "v5"], "nothing ran again");
 }
+
+/// `--resume` with `--results DIR`: the earlier run's files are the results of the jobs this
+/// run skips, so DIR is kept and added to (it was refused as not empty, and `--results-clean`
+/// removed the skipped jobs' output for good).
+#[test]
+fn a_resumed_run_adds_to_the_results_of_the_run_it_resumes() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("res");
+    let jobs = scratch.write(
+        "jobs.tsv",
+        "a\techo A\nb\techo B-$(cat \"$D/b-says\"); test -e \"$D/b-ok\"\n",
+    );
+    let first = scratch.join("first.jsonl");
+    scratch.write("b-says", "first");
+    run_to(&scratch, &first)
+        .arg("--results")
+        .arg(&dir)
+        .arg(&jobs)
+        .run()
+        .code(1);
+    scratch.write("b-says", "second");
+    scratch.write("b-ok", "");
+    run_to(&scratch, &scratch.join("second.jsonl"))
+        .arg("--results")
+        .arg(&dir)
+        .arg("--resume")
+        .arg(&first)
+        .arg(&jobs)
+        .run()
+        .code(0);
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    assert_eq!(
+        read("000001-a.stdout"),
+        "A\n",
+        "a's output, from the first run, is kept"
+    );
+    assert_eq!(
+        read("000002-b.stdout"),
+        "B-second\n",
+        "b's, run again, is afresh"
+    );
+    let index: Vec<serde_json::Value> = read("index.jsonl")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let mut seqs: Vec<u64> = index.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    // The first run's lines (in the order its jobs ended), then the second's.
+    assert_eq!(seqs.pop(), Some(2), "{index:?}");
+    seqs.sort_unstable();
+    assert_eq!(seqs, [1, 2], "{index:?}");
+    // A file lanes did not write is still refused.
+    scratch.write("res/notes.txt", "mine");
+    let out = run_to(&scratch, &scratch.join("third.jsonl"))
+        .arg("--results")
+        .arg(&dir)
+        .arg("--resume")
+        .arg(scratch.join("second.jsonl"))
+        .arg(&jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("holds notes.txt, which lanes did not write"),
+        "{}",
+        out.dump()
+    );
+}
