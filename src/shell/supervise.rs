@@ -336,9 +336,11 @@ pub(crate) async fn supervise(
         .into_iter()
         .collect();
     let (out_capture, err_capture) = (out.take_capture(), err.take_capture());
+    // A grouped block's spill that failed, for the record's `error` too.
+    let mut spill_failed: Vec<String> = Vec::new();
     for (capture, stream) in [(&out_capture, "stdout"), (&err_capture, "stderr")] {
         if let Some(failure) = capture.as_ref().and_then(Capture::failure) {
-            lost.push(format!(
+            spill_failed.push(format!(
                 "cannot hold the {stream} of job {seq} [{}] beyond {} MiB in a temporary file \
                  (TMPDIR): {failure}; the rest of it is lost",
                 plan.key.escape_default(),
@@ -346,6 +348,7 @@ pub(crate) async fn supervise(
             ));
         }
     }
+    lost.extend(spill_failed.iter().cloned());
     let captured = match (out_capture, err_capture) {
         (Some(stdout), Some(stderr)) => Some((stdout, stderr)),
         _ => None,
@@ -362,9 +365,12 @@ pub(crate) async fn supervise(
         stopped_while_running: escalation.stopped_while_running(),
         leaked: escalation.leaked(),
         ended_at,
+        // A grouped block's spill that failed is the record's too, as a `--results` file's:
+        // a reader of the report alone sees which job's output was cut short.
         output_error: [note, was_stopped, results.and_then(|r| r.error)]
             .into_iter()
             .flatten()
+            .chain(spill_failed)
             .reduce(|all, one| format!("{all}; {one}")),
         lost,
         stderr_tail: err.into_tail(),

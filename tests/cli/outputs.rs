@@ -1206,6 +1206,13 @@ fn grouped_output_that_cannot_be_spilled_is_said_and_makes_the_run_exit_1() {
         "{}",
         out.stderr()
     );
+    // The record says so too, as for a `--results` file: the report alone tells which job's
+    // output was cut short.
+    let error = out.job(1).error.clone().unwrap_or_default();
+    assert!(
+        error.contains("cannot hold the stdout of job 1 [big]"),
+        "{error:?}"
+    );
 }
 
 #[test]
