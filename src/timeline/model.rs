@@ -386,7 +386,8 @@ impl FirstPass {
         }
         figures.finished = summary.is_some();
         figures.wall_ms = summary.unwrap_or(last_end).max(last_end);
-        figures.keys = keys.len() as u64;
+        // Lines refused before they had a key share the `(no key)` row, and are no key.
+        figures.keys = keys.len() as u64 - u64::from(keys.contains_key(&key_hash(None)));
         figures.longest_waits = longest;
         figures.set_utilisation();
         let mut slow: Vec<(u64, u64)> = keys

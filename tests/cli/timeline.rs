@@ -1405,3 +1405,22 @@ fn a_job_stopped_while_waiting_for_its_retry_is_drawn_alike_with_and_without_its
     assert_eq!(b["outcome"], "interrupted", "{b}");
     assert_eq!(b["reason"], "shutdown", "{b}");
 }
+
+/// Lines refused before they had a key are drawn in the `(no key)` row, but are no key of the
+/// run: two keys and an invalid line are "2 keys" (they were 3).
+#[test]
+fn invalid_lines_are_no_key_in_the_timeline_s_count() {
+    let scratch = Scratch::new();
+    let report = scratch.join("r.jsonl");
+    Run::new()
+        .no_report()
+        .arg("--report")
+        .arg(&report)
+        .stdin("a\ttrue\nno tab here\nb\ttrue\n")
+        .run()
+        .code(1);
+    let md = scratch.join("t.md");
+    draw_timeline(&report, None, &md).code(0);
+    let text = scratch.read("t.md");
+    assert!(text.contains(" over 2 keys;"), "{text}");
+}
