@@ -184,9 +184,23 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
         if let Some((recorded_key, tries)) = first.recorded.get(&event.seq) {
             if event.kind == "started" {
                 let attempt = event.attempt.unwrap_or(1);
-                match tries.iter().find(|(a, _)| *a == attempt) {
-                    Some((_, slot)) if event.slot.is_none() || *slot == event.slot => {}
-                    Some((_, slot)) => {
+                match tries.iter().find(|(a, _, _)| *a == attempt) {
+                    // The event and the record take a try's start from the same tick.
+                    Some((_, _, Some(started))) if *started != at => {
+                        return Err(bad(
+                            number,
+                            format!(
+                                "an events file from another run: job {} try {attempt} \
+                                 started at {} here, {} ms {} it did in the report",
+                                event.seq,
+                                event.at,
+                                (at - started).abs(),
+                                if at > *started { "after" } else { "before" }
+                            ),
+                        ))
+                    }
+                    Some((_, slot, _)) if event.slot.is_none() || *slot == event.slot => {}
+                    Some((_, slot, _)) => {
                         return Err(bad(
                             number,
                             format!(

@@ -262,8 +262,8 @@ pub(crate) fn drawn_waits(spans: &Spans) -> Vec<(u64, u64, usize)> {
     waits
 }
 
-/// A try that started, as its record tells: (attempt, slot).
-pub(crate) type TryStart = (u32, Option<u32>);
+/// A try that started, as its record tells: (attempt, slot, start in ms since the epoch).
+pub(crate) type TryStart = (u32, Option<u32>, Option<i64>);
 
 /// The first pass: the figures, and the hashes of the busiest keys.
 pub(crate) struct FirstPass {
@@ -332,7 +332,10 @@ impl FirstPass {
                     .tries
                     .iter()
                     .filter(|t| t.started_at.is_some())
-                    .map(|t| (t.attempt, t.slot))
+                    .map(|t| {
+                        let at = t.started_at.as_deref().and_then(super::report::parse_ms);
+                        (t.attempt, t.slot, at)
+                    })
                     .collect();
                 recorded.insert(job.seq, (job.key.as_deref().map(str::to_owned), tries));
             }

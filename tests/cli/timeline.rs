@@ -766,6 +766,13 @@ fn an_events_file_of_a_later_run_of_the_same_jobs_is_refused() {
             good.replace("\"slot\":1", "\"slot\":2"),
             "slot.jsonl:2: an events file from another run: job 1 try 1 started in slot 2",
         ),
+        // Two runs of the same jobs side by side: the same try in the same slot, 0.3 s later.
+        (
+            "moved.jsonl",
+            good.replace("03:04:05.010Z", "03:04:05.310Z"),
+            "moved.jsonl:2: an events file from another run: job 1 try 1 started at \
+             2026-01-02T03:04:05.310Z here, 300 ms after it did in the report",
+        ),
         (
             "attempt.jsonl",
             good.replace("\"attempt\":1", "\"attempt\":3"),
