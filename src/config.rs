@@ -413,7 +413,7 @@ impl RunConfig {
                 "--colsep is empty: give the string that separates columns".into(),
             ));
         }
-        let records = RecordFormat {
+        let mut records = RecordFormat {
             delimiter: if cli.null { b'\0' } else { b'\n' },
             key: if plain {
                 Some(KeyTemplate::parse(
@@ -424,11 +424,17 @@ impl RunConfig {
                 None
             },
             hint_no_tab: !plain && template.is_some(),
+            columns: None,
         };
         let columns_named = template
             .as_ref()
             .map_or(0, Template::largest_column)
             .max(records.key.as_ref().map_or(0, KeyTemplate::largest_column));
+        records.columns = cli
+            .colsep
+            .clone()
+            .filter(|_| columns_named > 1)
+            .map(|sep| (sep, columns_named));
         if let Some(colsep) = cli.colsep.as_deref().filter(|_| columns_named == 0) {
             // GNU parallel passes the columns as arguments where nothing names them; lanes
             // would pass the whole argument, and a manifest's jobs would not see it at all.

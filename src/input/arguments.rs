@@ -19,6 +19,9 @@ pub(crate) struct RecordFormat {
     /// `KEY<TAB>ARGUMENT` records under `--command`: a record without a tab also says how to
     /// give one argument per line instead.
     pub hint_no_tab: bool,
+    /// `--colsep SEP` and the largest column the templates name (2 or more): an argument
+    /// with fewer columns is refused, not run with the missing ones empty.
+    pub columns: Option<(String, usize)>,
 }
 
 /// Added to the reason of a `KEY<TAB>ARGUMENT` record without a tab.
@@ -34,10 +37,40 @@ impl RecordFormat {
     /// What one record is; `None` when it is no job (empty, blank or a comment).
     pub(crate) fn item(&self, record: &[u8]) -> Option<LineItem> {
         match &self.key {
-            None => {
-                parse_keyed(record, Limits::of_system(), self.after_tab()).map(|i| self.hinted(i))
-            }
-            Some(key) => plain(record, key),
+            None => parse_keyed(record, Limits::of_system(), self.after_tab())
+                .map(|i| self.checked(self.hinted(i))),
+            Some(key) => plain(record, key).map(|i| self.checked(i)),
+        }
+    }
+
+    /// `item`, refused when its argument has fewer columns than the templates name: a missing
+    /// column would be an empty word (`rm -rf dir/{2}` with `--colsep '\t'`, a literal
+    /// backslash and `t`, removed `dir/`).
+    fn checked(&self, item: LineItem) -> LineItem {
+        let (Some((sep, named)), LineItem::Job { command, key }) = (&self.columns, &item) else {
+            return item;
+        };
+        let has = command.split(sep.as_str()).count();
+        if has >= *named {
+            return item;
+        }
+        let escape = ["\\t", "\\s", "\\n", "\\|", "\\,"]
+            .iter()
+            .any(|escape| sep.contains(escape))
+            || sep.contains(['[', '+', '*']);
+        LineItem::Invalid {
+            key: Some(key.clone()),
+            message: format!(
+                "the argument has {has} column{} split at --colsep `{sep}`, but column {{{named}}} \
+                 is named: a missing column would be empty{}",
+                if has == 1 { "" } else { "s" },
+                if escape {
+                    "; --colsep is a literal string, not a regular expression (for a tab, give \
+                     a tab: --colsep $'\\t')"
+                } else {
+                    ""
+                }
+            ),
         }
     }
 
@@ -151,7 +184,7 @@ impl<R: BufRead> Iterator for RecordReader<R> {
             RecordReader::Lines(lines, format) => {
                 return lines.next().map(|numbered| {
                     numbered.map(|numbered| NumberedLine {
-                        item: format.hinted(numbered.item),
+                        item: format.checked(format.hinted(numbered.item)),
                         ..numbered
                     })
                 })
@@ -279,6 +312,7 @@ mod tests {
             delimiter,
             key: Some(KeyTemplate::parse("{}", None).unwrap()),
             hint_no_tab: false,
+            columns: None,
         }
     }
 
@@ -322,6 +356,7 @@ mod tests {
             delimiter: b'\0',
             key: None,
             hint_no_tab: false,
+            columns: None,
         };
         let got = read(b"k\techo a\necho b\0", format);
         assert_eq!(got[0].item, job("k", "echo a\necho b"));
@@ -333,6 +368,7 @@ mod tests {
             delimiter: b'\n',
             key: Some(KeyTemplate::parse("{2}", Some(",".into())).unwrap()),
             hint_no_tab: false,
+            columns: None,
         };
         let got = read(b"a,b\r\n  \nonly\n\xff,x\n", format);
         assert_eq!(got.len(), 3);
@@ -352,6 +388,7 @@ mod tests {
             delimiter: b'\n',
             key: None,
             hint_no_tab: true,
+            columns: None,
         };
         let got = read(b"1\nk\tx\n", format);
         assert!(

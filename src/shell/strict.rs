@@ -201,6 +201,7 @@ mod tests {
             delimiter: b'\n',
             key: None,
             hint_no_tab: false,
+            columns: None,
         }
     }
 

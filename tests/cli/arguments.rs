@@ -936,3 +936,43 @@ fn strict_names_an_invalid_argument_of_a_list_by_its_place() {
         out.dump()
     );
 }
+
+/// An argument with fewer columns than the templates name is refused, not run with the missing
+/// column empty: `--colsep '\t'` (GNU parallel's regular expression for a tab) is a backslash
+/// and a `t` here, and `rm -rf -- dir/{2}` removed `dir/` itself.
+#[test]
+fn an_argument_without_the_columns_named_is_invalid_not_run_with_them_empty() {
+    let scratch = Scratch::new();
+    let keep = scratch.mkdir("sandbox");
+    scratch.write("sandbox/precious", "");
+    scratch.write("hosts.tsv", "db\tmigrate\nweb\tbuild\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["--colsep", "\\t", "--key", "{1}", "-a", "hosts.tsv"])
+        .args(["rm", "-rf", "--", "sandbox/{2}"])
+        .run();
+    out.code(1);
+    assert!(keep.join("precious").exists(), "{}", out.dump());
+    for seq in [1, 2] {
+        let job = out.job(seq);
+        assert_eq!(job.result(), ("rejected", Some("invalid_input")));
+        let error = job.error.clone().unwrap_or_default();
+        assert!(
+            error.contains("the argument has 1 column split at --colsep `\\t`, but column {2}")
+                && error.contains("for a tab, give a tab: --colsep $'\\t'"),
+            "{error}"
+        );
+    }
+    // A real tab splits them; a record short of a column is refused alone.
+    scratch.write("hosts.tsv", "db\tmigrate\nweb\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["--colsep", "\t", "--key", "{1}", "-a", "hosts.tsv"])
+        .args(["sh", "-c", "touch \"$D/$1\"", "sh", "{2}"])
+        .run();
+    out.code(1);
+    assert!(scratch.exists("migrate"));
+    assert_eq!(out.job(2).result(), ("rejected", Some("invalid_input")));
+}
