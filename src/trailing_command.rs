@@ -388,8 +388,9 @@ pub(crate) fn split(
             ));
         }
         if let Some(program) = is_file.then(|| program_kind(path)).flatten() {
+            // Quoted where a shell would need it, so that the form can be pasted back.
             let after: String = words
-                .map(|word| format!(" {}", word.to_string_lossy()))
+                .map(|word| format!(" {}", suggested_word(&word.to_string_lossy())))
                 .collect();
             return Err(format!(
                 "`{text}` is {program}, not a file of jobs: to run it for each \
@@ -464,20 +465,36 @@ pub(crate) fn split(
 }
 
 /// `path` as a shell runs it: as it is with a `/` in it, else from the current directory
-/// (`./proc.sh`: a bare name is looked for on `PATH`).
+/// (`./proc.sh`: a bare name is looked for on `PATH`); quoted where a shell needs it.
 fn runnable(path: &str) -> String {
     if path.contains('/') {
-        path.to_owned()
+        suggested_word(path)
     } else {
-        format!("./{path}")
+        suggested_word(&format!("./{path}"))
+    }
+}
+
+/// `word` as it is written in a suggested command line: as it is where a shell leaves it one
+/// word unchanged (letters, digits, `_@%+=:,./-`, and lanes' `{…}` placeholders), else
+/// single-quoted ([`crate::template::shell_quote`]).
+fn suggested_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-{}".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        crate::template::shell_quote(word)
     }
 }
 
 /// What the regular file at `path` is when it is a program given where xargs takes its
 /// command, not a file of jobs: `a script (`#!…`)` when it starts with a `#!` line whose
 /// program is not lanes ([`runs_lanes`]; a job file may start `#!/usr/bin/env lanes`: `#`
-/// lines are comments), `an ELF executable` (its first bytes `\x7fELF`), or `a binary
-/// executable` (an execute bit, and a NUL byte in its first 256 bytes, which no text has).
+/// lines are comments), `an ELF executable` (its first bytes `\x7fELF`), `a binary
+/// executable` (an execute bit, and a NUL byte in its first 256 bytes, which no text has), or
+/// `an executable file` (an execute bit and no `#!` line: a shell runs it as a script).
 fn program_kind(path: &Path) -> Option<String> {
     use std::io::Read as _;
     use std::os::unix::fs::PermissionsExt as _;
@@ -501,7 +518,11 @@ fn program_kind(path: &Path) -> Option<String> {
     }
     let line = head.split(|&b| b == b'\n').next()?;
     let line = String::from_utf8_lossy(line).trim_end().to_owned();
-    let interpreter = line.strip_prefix("#!")?;
+    let Some(interpreter) = line.strip_prefix("#!") else {
+        // Without a `#!` line, a shell runs an executable file as its own script.
+        return (meta.permissions().mode() & 0o111 != 0)
+            .then(|| "an executable file (a script without a `#!` line)".to_owned());
+    };
     (!runs_lanes(interpreter)).then(|| format!("a script (`{line}`)"))
 }
 
@@ -564,6 +585,14 @@ pub(crate) fn check_program(
         "return", "set", "shift", "test", "times", "trap", "true", "type", "ulimit", "umask",
         "unset", "wait",
     ];
+    if program == "." && words.len() == 1 && !after_dashes {
+        // The shell's `.` would source each input line; a directory is what was meant.
+        return Err(
+            "`.` is the current directory, not a command nor a file of jobs; to source each \
+             input line as a script (the shell's `.`), write `lanes [OPTIONS] -- .`"
+                .to_owned(),
+        );
+    }
     if BUILTINS.contains(&program.as_str()) || program.contains('{') {
         return Ok(());
     }

@@ -976,3 +976,52 @@ fn an_argument_without_the_columns_named_is_invalid_not_run_with_them_empty() {
     assert!(scratch.exists("migrate"));
     assert_eq!(out.job(2).result(), ("rejected", Some("invalid_input")));
 }
+
+/// An executable file without a `#!` line (a shell runs it as its own script) given where xargs
+/// takes its command is refused as a script is: it was read as jobs, a line of it with a tab
+/// ran, and the input on stdin was never used. The form suggested quotes what a shell would
+/// split (`"a b"`), and `lanes .` (the current directory) does not source each input line.
+#[test]
+fn an_executable_without_a_shebang_and_the_current_directory_are_no_file_of_jobs() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "check",
+        "for f in \"$@\"; do echo \"$f\"; done\nk\ttouch \"$D/canary\"\n",
+    );
+    std::fs::set_permissions(
+        scratch.join("check"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .cwd(scratch.path())
+        .args(["./check", "a b", "{}"])
+        .stdin("x\n")
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains(
+            "`./check` is an executable file (a script without a `#!` line), not a file of \
+             jobs: to run it for each input line, write `lanes [OPTIONS] -- ./check 'a b' {}`"
+        ),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("canary"));
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .cwd(scratch.path())
+        .arg(".")
+        .stdin("./check\n")
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("`.` is the current directory"),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("canary"));
+}
