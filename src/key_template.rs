@@ -26,7 +26,7 @@ pub(crate) enum KeyTemplateError {
     Unclosed(usize),
     #[error("lone `}}` in --key at byte {0} (write }}}} for a literal brace)")]
     LoneClose(usize),
-    #[error("--key '{0}' has no placeholder: every job would have the same key (use {{}} for the whole line, {{1}} for its first column)")]
+    #[error("--key '{0}' has no placeholder: every job would have the same key (use {{}} for the whole line, {{1}} for its first column); for one job at a time, give -j 1")]
     Constant(String),
 }
 

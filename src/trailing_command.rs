@@ -286,12 +286,26 @@ fn xargs_hint(options: &[OsString]) -> Option<&'static str> {
             "-u" | "--ungroup" => "hint: GNU parallel's `--ungroup` is `--output raw` here",
             "--group" => "hint: GNU parallel's `--group` is `--output grouped` here",
             "--bar" | "--eta" => {
-                "hint: GNU parallel's `--bar` is the live display here (drawn on a terminal by \
-                 default; `--progress always` elsewhere): done/total, running, queued"
+                "hint: GNU parallel's `--bar` and `--eta` are the live display here (drawn on a \
+                 terminal by default; `--progress always` elsewhere): done/total, running, queued"
             }
             "-X" | "-m" | "--xargs" => {
-                "hint: GNU parallel's `-X` is `--batch-size N` (or `--batch-bytes N`) here: up \
-                 to N of a key's arguments in one job"
+                "hint: GNU parallel's `-X` and `-m` are `--batch-size N` (or `--batch-bytes N`) \
+                 here: up to N of a key's arguments in one job"
+            }
+            "-s" | "--max-chars" => {
+                "hint: xargs' `-s N` is `--batch-bytes N` here (with `--batch-size`, or alone)"
+            }
+            "-r" | "--no-run-if-empty" => {
+                "hint: xargs' `-r` is what lanes does: empty input runs nothing (exit 0)"
+            }
+            "-d" | "--delimiter" => {
+                "hint: records end at a newline, or at a NUL byte with `-0` (xargs' `-0`); \
+                 other delimiters are not taken"
+            }
+            "--verbose" | "-t" => {
+                "hint: every job's command is in its record (`--report FILE`, or `--json`); \
+                 `--dry-run` prints them without running"
             }
             "--resume-failed" => {
                 "hint: GNU parallel's `--resume-failed` is `--resume REPORT` here (it runs again \

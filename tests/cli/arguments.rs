@@ -210,10 +210,18 @@ fn a_template_whose_end_would_take_in_the_appended_argument_is_refused_before_an
 
 #[test]
 fn xargs_and_parallel_habits_are_usage_errors_that_say_what_is_meant_here() {
-    let cases: [(&[&str], &str); 13] = [
+    let cases: [(&[&str], &str); 15] = [
         (
             &["-P", "4", "echo", ":::", "a"],
             "xargs' `-P N` is `-j N` here",
+        ),
+        (
+            &["-s", "100", "echo", ":::", "a"],
+            "xargs' `-s N` is `--batch-bytes N` here",
+        ),
+        (
+            &["--verbose", "echo", ":::", "a"],
+            "every job's command is in its record",
         ),
         (
             &["--tag", "echo", ":::", "a"],
@@ -580,7 +588,11 @@ fn contradictions_are_usage_errors_that_say_why() {
             "`/` is a directory, not a command nor a file of jobs",
         ),
         (&["--command", "echo", "--", "echo"], "use one"),
-        (&["--key", "same"], "no placeholder"),
+        (
+            &["--key", "same"],
+            "no placeholder: every job would have the same key (use {} for the whole line, {1} \
+             for its first column); for one job at a time, give -j 1",
+        ),
         (&["echo", ":::"], "nothing after `:::`"),
         (
             &["--key", "{2}", "echo", ":::", "a"],
