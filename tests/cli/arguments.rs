@@ -229,7 +229,7 @@ fn xargs_and_parallel_habits_are_usage_errors_that_say_what_is_meant_here() {
         ),
         (
             &["--bar", "echo", ":::", "a"],
-            "`--bar` is the live display here",
+            "`--bar` and `--eta` are the live display here",
         ),
         (
             &["-X", "echo", ":::", "a"],
