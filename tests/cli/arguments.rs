@@ -233,7 +233,7 @@ fn xargs_and_parallel_habits_are_usage_errors_that_say_what_is_meant_here() {
         ),
         (
             &["-X", "echo", ":::", "a"],
-            "`-X` is `--batch-size N` (or `--batch-bytes N`) here",
+            "`-X` and `-m` are `--batch-size N` (or `--batch-bytes N`) here",
         ),
         (&["-u", "echo", ":::", "a"], "`--ungroup` is `--output raw`"),
         (
