@@ -337,7 +337,12 @@ impl Driver {
                 };
                 Some((self.core.cancelled_with_server(job.seq, now), error))
             } else if job.started && !requeue_lost {
-                let error = format!("it was running when {SERVER_LOST}; what it did is unknown");
+                // The journal knows a start, not whether a try was still running or had ended
+                // and waited out its retry delay.
+                let error = format!(
+                    "it had started (running, or waiting out its retry delay) when \
+                     {SERVER_LOST}; what it did is unknown"
+                );
                 Some((self.core.lost_with_server(job.seq, now), error))
             } else {
                 None
