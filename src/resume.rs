@@ -61,8 +61,8 @@ pub(crate) enum ResumeError {
 pub(crate) struct Resume {
     /// For each key+command pair done at least once: the occurrence numbers (1-based) that
     /// were done, each with how.
-    succeeded: HashMap<(String, String), Vec<(u32, SkipReason)>>,
-    /// Occurrences seen so far in the new run, for pairs in `succeeded` only (memory is bounded
+    done: HashMap<(String, String), Vec<(u32, SkipReason)>>,
+    /// Occurrences seen so far in the new run, for pairs in `done` only (memory is bounded
     /// by the old report, not by the new input).
     seen: HashMap<(String, String), u32>,
     /// The earlier run's command template and the column separator its column placeholders
@@ -116,8 +116,8 @@ impl Resume {
     /// (of a schema this `lanes` reads), then holds only `job` records and a `summary`. A
     /// torn (unparsable) last line is ignored, as a crash can leave one; an unparsable line
     /// elsewhere is an error. An empty file is a report with no records: lanes creates the
-    /// report before it writes to it. Records `succeeded` or `skipped` (skipped by a
-    /// `--resume` before) count as successes.
+    /// report before it writes to it. Records `succeeded`, `interrupted` as `superseded`, or
+    /// `skipped` (by a `--resume` before) count as done, each with its [`SkipReason`].
     ///
     /// # Errors
     /// Text that is not a lanes report: another first line (an events file, a jobs file),
@@ -250,17 +250,17 @@ impl Resume {
         }
         jobs.sort_by_key(|job| job.0);
         let mut occurrences: HashMap<(String, String), u32> = HashMap::new();
-        let mut succeeded: HashMap<(String, String), Vec<(u32, SkipReason)>> = HashMap::new();
-        for (_, key, command, done) in jobs {
+        let mut done: HashMap<(String, String), Vec<(u32, SkipReason)>> = HashMap::new();
+        for (_, key, command, how) in jobs {
             let pair = (key, command);
             let n = occurrences.entry(pair.clone()).or_default();
             *n += 1;
-            if let Some(why) = done {
-                succeeded.entry(pair).or_default().push((*n, why));
+            if let Some(why) = how {
+                done.entry(pair).or_default().push((*n, why));
             }
         }
         Ok(Resume {
-            succeeded,
+            done,
             seen: HashMap::new(),
             template,
         })
@@ -277,10 +277,10 @@ impl Resume {
     ) -> Option<String> {
         let (text, colsep) = self.template.as_ref()?;
         let earlier = (text.as_deref(), colsep.as_deref());
-        if earlier == current || self.succeeded.is_empty() {
+        if earlier == current || self.done.is_empty() {
             return None;
         }
-        self.succeeded.clear();
+        self.done.clear();
         let shown = |(template, colsep): (Option<&str>, Option<&str>)| {
             template.map_or_else(
                 || "no command template".to_owned(),
@@ -310,7 +310,7 @@ impl Resume {
     /// and why.
     pub(crate) fn skip(&mut self, key: &str, command: &str) -> Option<SkipReason> {
         let pair = (key.to_owned(), command.to_owned());
-        let done = self.succeeded.get(&pair)?;
+        let done = self.done.get(&pair)?;
         let n = self.seen.entry(pair).or_default();
         *n += 1;
         done.iter()
@@ -318,10 +318,10 @@ impl Resume {
             .map(|&(_, why)| why)
     }
 
-    /// How many jobs of the earlier report succeeded.
+    /// How many jobs of the earlier report were done (succeeded or superseded).
     #[cfg(test)]
-    pub(crate) fn succeeded_count(&self) -> usize {
-        self.succeeded.values().map(Vec::len).sum()
+    pub(crate) fn done_count(&self) -> usize {
+        self.done.values().map(Vec::len).sum()
     }
 }
 
@@ -384,7 +384,7 @@ mod tests {
     #[test]
     fn matches_by_key_command_and_occurrence() {
         let mut resume = Resume::parse("r.jsonl", REPORT).unwrap();
-        assert_eq!(resume.succeeded_count(), 3);
+        assert_eq!(resume.done_count(), 3);
         // a/echo x: occurrence 1 succeeded, 2 failed, 3 succeeded.
         assert!(resume.skip("a", "echo x").is_some());
         assert!(resume.skip("a", "echo x").is_none());
@@ -425,7 +425,7 @@ mod tests {
             "\n",
         );
         let mut resume = Resume::parse("b.jsonl", text).unwrap();
-        assert_eq!(resume.succeeded_count(), 2);
+        assert_eq!(resume.done_count(), 2);
         assert!(resume.skip("a", "x").is_some());
         assert!(resume.skip("a", "x").is_none());
         assert!(resume.skip("a", "x").is_some());
@@ -441,7 +441,7 @@ mod tests {
             "{\"type\":\"run\",\"versi",
         ] {
             let resume = Resume::parse("r.jsonl", text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
-            assert_eq!(resume.succeeded_count(), 0, "{text:?}");
+            assert_eq!(resume.done_count(), 0, "{text:?}");
         }
     }
 

@@ -702,14 +702,16 @@ fn open_fifo_with_a_reader(
 /// or a FIFO given as the manifest or as FILE (a FIFO FILE is read as a manifest when its
 /// name says so).
 fn manifest_from_a_pipe(cli: &Cli) -> bool {
-    use std::os::unix::fs::FileTypeExt as _;
-    let fifo = |path: &std::path::Path| {
-        std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_fifo())
-    };
     cli.manifest
         .as_deref()
-        .is_some_and(|path| path == std::path::Path::new("-") || fifo(path))
-        || cli.file.as_deref().is_some_and(fifo)
+        .is_some_and(|path| path == std::path::Path::new("-") || is_fifo(path))
+        || cli.file.as_deref().is_some_and(is_fifo)
+}
+
+/// Whether `path` names a FIFO (through a symbolic link too).
+fn is_fifo(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::FileTypeExt as _;
+    std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_fifo())
 }
 
 /// Opens the file of jobs at `path` for reading. A FIFO without a writer holds the open back
@@ -720,9 +722,7 @@ fn manifest_from_a_pipe(cli: &Cli) -> bool {
 /// # Errors
 /// `open(2)`'s.
 fn open_input(path: &std::path::Path) -> std::io::Result<File> {
-    use std::os::unix::fs::FileTypeExt as _;
-    let fifo = std::fs::metadata(path).is_ok_and(|meta| meta.file_type().is_fifo());
-    if !fifo {
+    if !is_fifo(path) {
         return File::open(path);
     }
     crate::shell::signal::stoppable_at_start(|| loop {
@@ -937,9 +937,11 @@ async fn interrupted_check(
             containment,
         )
         .await;
-    ledger.write_junit(t0.elapsed()).await;
+    // One end for both, so that the JUnit file's time is the summary's.
+    let end = t0.elapsed();
+    ledger.write_junit(end).await;
     let code = crate::exit::for_run(Some(signal as i32), false);
-    let (_, forwarder) = ledger.finish(t0.elapsed(), code).await;
+    let (_, forwarder) = ledger.finish(end, code).await;
     let mut forced = false;
     if let Some(forwarder) = forwarder {
         let abort = forwarder.abort_handle();

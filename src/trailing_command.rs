@@ -514,14 +514,11 @@ fn program_kind(path: &Path) -> Option<String> {
     use std::os::unix::fs::PermissionsExt as _;
     // Looked at before it is opened: opening a FIFO would wait for its writer, and take
     // what the writer wrote before the open that reads it.
-    if !std::fs::metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let file = std::fs::File::open(path).ok()?;
-    let meta = file.metadata().ok()?;
+    let meta = std::fs::metadata(path).ok()?;
     if !meta.is_file() {
         return None;
     }
+    let file = std::fs::File::open(path).ok()?;
     let mut head = Vec::with_capacity(256);
     file.take(256).read_to_end(&mut head).ok()?;
     if head.starts_with(b"\x7fELF") {

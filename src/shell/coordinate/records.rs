@@ -119,10 +119,7 @@ impl Writer {
     async fn write_all<'a>(&mut self, lines: &'a [String]) -> Vec<(&'a String, String)> {
         match self.write(lines).await {
             Ok(()) => Vec::new(),
-            Err(Unwritten {
-                refused: true,
-                text: _,
-            }) if lines.len() > 1 => {
+            Err(Unwritten { refused: true, .. }) if lines.len() > 1 => {
                 let mut lost = Vec::new();
                 for line in lines {
                     if let Err(err) = self.write(std::slice::from_ref(line)).await {
