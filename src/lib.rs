@@ -5,11 +5,16 @@
 
 /// `eprintln!` that never panics: a line to `lanes`' stderr that cannot be written (a closed
 /// pipe, a full disk, `ulimit -f`) is dropped, as output that cannot be written is. `eprintln!`
-/// panics then, and on a writer thread that ended `lanes` with status 101.
+/// panics then, and on a writer thread that ended `lanes` with status 101. The line is
+/// formatted first and written whole, with one `write`: formatted straight into the unbuffered
+/// stderr, each of its pieces was a `write` of its own, and a line written meanwhile by
+/// another thread (the sink of lanes' stderr) could land in the middle of it.
 macro_rules! eprintln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        let mut line = format!($($arg)*);
+        line.push('\n');
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }};
 }
 
