@@ -157,6 +157,17 @@ impl Scheduler {
         Account::unstarted(seq, Outcome::Interrupted(StopReason::Cancelled), now)
     }
 
+    /// The account of a job that a newer job `by` had superseded (dropped while it waited, or
+    /// being stopped under `--cancel-in-progress`) when an earlier `lanes serve` ended without
+    /// recording it (its journal says so): `interrupted`, `superseded`, `superseded_by` `by`,
+    /// with no start of this run's.
+    pub fn superseded_with_server(&self, seq: Seq, by: Seq, now: Tick) -> Account {
+        Account {
+            superseded_by: Some(by),
+            ..Account::unstarted(seq, Outcome::Interrupted(StopReason::Superseded), now)
+        }
+    }
+
     /// `--cancel-in-progress`: the running job `seq` is asked to stop (SIGTERM, reason
     /// `superseded`), unless it already stops for another reason.
     fn supersede(&mut self, seq: Seq) -> Option<StopOrder> {

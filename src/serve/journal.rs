@@ -7,8 +7,9 @@
 //! Format: JSON Lines, first `{"journal":1,"last":SEQ,"report":PATH}` (the highest seq handed
 //! out when the file was written; the absolute path of the server's `--report` file, absent
 //! without one), then `{"a":SEQ,"k":KEY,"c":COMMAND}` (admitted),
-//! `{"s":SEQ}` (started), `{"x":SEQ}` (`lanes cancel` dropped or is stopping it), `{"e":SEQ}`
-//! (its record is in the report). The file is rewritten
+//! `{"s":SEQ}` (started), `{"x":SEQ}` (`lanes cancel` dropped or is stopping it),
+//! `{"p":SEQ,"b":NEWER}` (superseded by job NEWER: dropped while it waited, or being stopped
+//! under `--cancel-in-progress`), `{"e":SEQ}` (its record is in the report). The file is rewritten
 //! with only the jobs still live when it holds many more lines than live jobs (compaction),
 //! so that it does not grow with the jobs a long-running server has seen.
 
@@ -24,9 +25,10 @@ use crate::core::Seq;
 
 /// The format's version, in its first line. Version 2 added the `u` line (a start that did not
 /// happen) and the `n` line (a seq that numbered no admitted job); version 3 the `x` line (a
-/// job cancelled before its record was in the report). An older journal has none of them and
+/// job cancelled before its record was in the report); version 4 the `p` line (a job
+/// superseded before its record was in the report). An older journal has none of them and
 /// reads the same.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 /// The oldest version read.
 const OLDEST_READ: u32 = 1;
@@ -66,6 +68,13 @@ enum Line {
     Cancelled {
         x: Seq,
     },
+    /// A newer job of the key superseded it (`--coalesce` dropped it while it waited, or
+    /// `--cancel-in-progress` is stopping it): a later server records it `superseded` by
+    /// `b`, never runs it again.
+    Superseded {
+        p: Seq,
+        b: Seq,
+    },
     Ended {
         e: Seq,
     },
@@ -84,6 +93,8 @@ pub(crate) struct LiveJob {
     pub started: bool,
     /// Whether `lanes cancel` had dropped it or was stopping it.
     pub cancelled: bool,
+    /// The newer job that superseded it (dropped while it waited, or being stopped).
+    pub superseded_by: Option<Seq>,
 }
 
 /// What an earlier server left to do.
@@ -190,6 +201,7 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
                         command: c,
                         started: false,
                         cancelled: false,
+                        superseded_by: None,
                     },
                 );
             }
@@ -205,6 +217,15 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
             Line::Cancelled { x } => match live.get_mut(&x) {
                 Some(job) => job.cancelled = true,
                 None => return Err(unknown(number, x, "cancelled")),
+            },
+            Line::Superseded { p, b } => match live.get_mut(&p) {
+                Some(job) if b > p => job.superseded_by = Some(b),
+                Some(_) => {
+                    return Err(format!(
+                        "line {number}: seq {p} superseded by seq {b}, which is not newer"
+                    ))
+                }
+                None => return Err(unknown(number, p, "superseded")),
             },
             Line::Ended { e } => {
                 // From version 2 on, an end is of a job admitted, or of a seq handed out
@@ -297,6 +318,9 @@ pub(crate) struct Journal {
     unjournaled: std::collections::HashSet<Seq>,
     /// Live jobs journaled as cancelled (kept by a rewrite).
     cancelled: std::collections::HashSet<Seq>,
+    /// Live jobs journaled as superseded, each with the job that superseded it (kept by a
+    /// rewrite).
+    superseded: std::collections::HashMap<Seq, Seq>,
     /// A flush to the disk (`fdatasync`) failed: from then on no line is known to be on it,
     /// though the page cache may still hold it for a server started after a kill.
     flush_failed: bool,
@@ -347,9 +371,10 @@ impl Journal {
             seq: job.seq,
             key: job.key.as_str(),
             command: job.command.as_str(),
-            // A cancelled job is not run again: it stays started.
-            started: job.started && (!requeue_lost || job.cancelled),
+            // A cancelled or superseded job is not run again: it stays started.
+            started: job.started && (!requeue_lost || job.cancelled || job.superseded_by.is_some()),
             cancelled: job.cancelled,
+            superseded_by: job.superseded_by,
         });
         let file = rewrite(path, recovered.last_seq, report.as_deref(), jobs)
             .map_err(|err| anyhow::anyhow!("cannot write the journal {}: {err}", path.display()))?;
@@ -370,6 +395,11 @@ impl Journal {
                     .iter()
                     .filter(|job| job.cancelled)
                     .map(|job| job.seq)
+                    .collect(),
+                superseded: recovered
+                    .jobs
+                    .iter()
+                    .filter_map(|job| Some((job.seq, job.superseded_by?)))
                     .collect(),
                 flush_failed: false,
             },
@@ -439,10 +469,21 @@ impl Journal {
         }
     }
 
+    /// Job `seq` was superseded by the newer job `by` (`--coalesce` dropped it while it
+    /// waited, or `--cancel-in-progress` is stopping it; journaled before its record is
+    /// handed to the report): a server started after a crash records it `superseded` instead
+    /// of running it (again).
+    pub(crate) fn superseded(&mut self, seq: Seq, by: Seq) {
+        if !self.unjournaled.contains(&seq) && self.superseded.insert(seq, by).is_none() {
+            self.append(&Line::Superseded { p: seq, b: by });
+        }
+    }
+
     /// A job's final record is in the report.
     pub(crate) fn ended(&mut self, seq: Seq) {
         self.last_seq = self.last_seq.max(seq);
         self.cancelled.remove(&seq);
+        self.superseded.remove(&seq);
         if !self.unjournaled.remove(&seq) {
             self.append(&Line::Ended { e: seq });
         }
@@ -513,13 +554,14 @@ impl Journal {
         &mut self,
         jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
     ) -> std::io::Result<()> {
-        let cancelled = &self.cancelled;
+        let (cancelled, superseded) = (&self.cancelled, &self.superseded);
         let jobs = jobs.map(|(seq, key, command, started)| Live {
             seq,
             key,
             command,
             started,
             cancelled: cancelled.contains(&seq),
+            superseded_by: superseded.get(&seq).copied(),
         });
         self.file = rewrite(&self.path, self.last_seq, self.report.as_deref(), jobs)?;
         self.len = self.file.metadata().map_or(0, |meta| meta.len());
@@ -620,6 +662,7 @@ struct Live<'a> {
     command: &'a str,
     started: bool,
     cancelled: bool,
+    superseded_by: Option<Seq>,
 }
 
 /// Writes a journal holding `jobs` beside `path`, flushes it and renames it over `path`;
@@ -676,6 +719,9 @@ fn write_new<'a>(
         }
         if job.cancelled {
             line(&Line::Cancelled { x: job.seq })?;
+        }
+        if let Some(by) = job.superseded_by {
+            line(&Line::Superseded { p: job.seq, b: by })?;
         }
     }
     out.flush()?;
@@ -798,7 +844,7 @@ mod tests {
             journal.started(2);
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.starts_with("{\"journal\":3"), "{text}");
+        assert!(text.starts_with("{\"journal\":4"), "{text}");
         let (_, recovered) = Journal::open(&path, false, None).unwrap();
         let jobs: Vec<(Seq, bool)> = recovered.jobs.iter().map(|j| (j.seq, j.started)).collect();
         assert_eq!(jobs, vec![(1, false), (2, true)]);
@@ -945,6 +991,59 @@ mod tests {
             .map(|j| (j.seq, j.cancelled))
             .collect();
         assert_eq!(jobs, [(1, true), (3, false)], "{text}");
+    }
+
+    #[test]
+    fn a_supersede_is_kept_by_a_restart_and_by_compaction_until_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        {
+            let (mut journal, _) = Journal::open(&path, false, None).unwrap();
+            journal.admitted(1, "a", "x");
+            journal.started(1);
+            journal.admitted(2, "a", "y");
+            journal.superseded(1, 2);
+            journal.superseded(1, 2);
+            journal.admitted(3, "a", "z");
+            journal.superseded(2, 3);
+            journal.sync().unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.matches("{\"p\":").count(),
+            2,
+            "written once each: {text}"
+        );
+        // A restart with --requeue-lost keeps the superseded running job started.
+        let (mut journal, recovered) = Journal::open(&path, true, None).unwrap();
+        let jobs: Vec<(Seq, bool, Option<Seq>)> = recovered
+            .jobs
+            .iter()
+            .map(|j| (j.seq, j.started, j.superseded_by))
+            .collect();
+        assert_eq!(
+            jobs,
+            [(1, true, Some(2)), (2, false, Some(3)), (3, false, None)]
+        );
+        journal.ended(2);
+        journal
+            .compact([(1, "a", "x", true), (3, "a", "z", false)].into_iter())
+            .unwrap();
+        drop(journal);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let recovered = replayed(&text).unwrap();
+        let jobs: Vec<(Seq, bool, Option<Seq>)> = recovered
+            .jobs
+            .iter()
+            .map(|j| (j.seq, j.started, j.superseded_by))
+            .collect();
+        assert_eq!(jobs, [(1, true, Some(2)), (3, false, None)], "{text}");
+        // A supersede by no newer job, or of a job never admitted, is no journal.
+        let bad = "{\"journal\":4}\n{\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n";
+        let err = replayed(&format!("{bad}{{\"p\":1,\"b\":1}}\n")).unwrap_err();
+        assert!(err.contains("line 3: seq 1 superseded by seq 1"), "{err}");
+        let err = replayed(&format!("{bad}{{\"p\":2,\"b\":3}}\n")).unwrap_err();
+        assert!(err.contains("line 3: seq 2 superseded"), "{err}");
     }
 
     #[test]

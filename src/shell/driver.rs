@@ -884,8 +884,18 @@ impl Driver {
                     .as_ref()
                     .and_then(|dir| dir.other_holder(&spec.key));
                 self.ledger.queued(spec.seq, &spec.key, ahead, held_by, now);
+                let by = spec.seq;
                 self.jobs.insert(spec.seq, Box::new(spec));
                 let replaced_seq = replaced.as_ref().map(|account| account.seq);
+                // Journaled before any record: a server killed before the records are in the
+                // report leaves them to the next server as superseded, not to be run (again).
+                if let Some(service) = self.service.as_mut() {
+                    let stopping = cancel
+                        .iter()
+                        .flat_map(|stop| self.core.members_of(stop.seq));
+                    let dropped = replaced.iter().chain(&retries).map(|account| account.seq);
+                    service.superseded(dropped.chain(stopping), by);
+                }
                 if let Some(account) = replaced {
                     self.close_waiting(&account).await;
                 }

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::support::*;
 
@@ -1043,6 +1043,15 @@ fn coalesced_answers_name_the_job_replaced() {
     assert_eq!(
         (answer.answer.as_str(), answer.replaced, answer.ahead),
         ("coalesced", Some(2), Some(1))
+    );
+    // The supersede is journaled before the record's end: a server started after a crash
+    // records job 2 superseded, never runs it.
+    let journal = scratch.read("lanes.journal");
+    let superseded = journal.find("{\"p\":2,\"b\":3}");
+    assert!(superseded.is_some(), "{journal}");
+    assert!(
+        journal.find("{\"e\":2}").is_none_or(|ended| superseded < Some(ended)),
+        "{journal}"
     );
     scratch.write("go", "");
     assert_eq!(server.client("drain", &[]).code, 0);
@@ -3488,6 +3497,103 @@ fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() 
         assert!(!job.started, "{job:?}");
     }
     assert_eq!(report.jobs[0].seq, 1);
+}
+
+/// A supersede under way (`--cancel-in-progress`) when the server is killed is journaled: with
+/// `--requeue-lost`, the next server records the stopped job `superseded` by the newer one and
+/// does not run it again; the newer job runs, once.
+#[test]
+fn requeue_lost_does_not_run_again_a_job_being_superseded_when_the_server_died() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let journal = scratch.join("j.journal");
+    let mut first = Spawned::start(
+        Command::new(BIN)
+            .args([
+                "serve",
+                "--cancel-in-progress",
+                "--grace",
+                "60s",
+                "--socket",
+            ])
+            .arg(&socket)
+            .arg("--journal")
+            .arg(&journal)
+            .env("D", scratch.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    assert!(listening(&socket));
+    // Under the second server, a run (which must not happen) ends at once.
+    let old = "echo old >> \"$D/runs\"; [ -e \"$D/second\" ] && exit 0; trap '' TERM; \
+               echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", old], None).code,
+        0
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    let new = "echo new >> \"$D/runs\"";
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", new], None).code,
+        10
+    );
+    assert!(wait_until(Duration::from_secs(20), || {
+        client_at(&socket, "status", &["--json"], None)
+            .stdout
+            .contains("\"stopping\":\"superseded\"")
+    }));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let pid = scratch.pid("pid");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    scratch.write("second", "");
+    let server = serve(
+        &scratch,
+        &[
+            "--journal",
+            journal.to_str().unwrap(),
+            "--requeue-lost",
+            "--cancel-in-progress",
+        ],
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server.running.wait().code(0);
+    assert_eq!(
+        scratch.read("runs"),
+        "old\nnew\n",
+        "each run once, the old never again"
+    );
+    // Decoded as values: the report's checker refuses `superseded_by`, which only
+    // `--coalesce` sets in a one-shot run.
+    let text = std::fs::read_to_string(&server.report).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["type"] == "job")
+        .collect();
+    assert_eq!(records.len(), 2, "{text}");
+    let (old, new) = (&records[0], &records[1]);
+    assert_eq!(
+        (&old["seq"], &old["outcome"], &old["reason"]),
+        (&json!(1), &json!("interrupted"), &json!("superseded")),
+        "{old}"
+    );
+    assert_eq!(old["superseded_by"], 2, "{old}");
+    assert_eq!(old["started"], false, "{old}");
+    assert!(
+        old["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("being stopped, superseded by seq 2")),
+        "{old}"
+    );
+    assert_eq!(
+        (&new["seq"], &new["outcome"]),
+        (&json!(2), &json!("succeeded"))
+    );
 }
 
 /// Pipelined requests: an answer that is ready is written at once, not held behind a later

@@ -138,6 +138,14 @@ impl Service {
         }
     }
 
+    /// The jobs `seqs` were superseded by job `by`: journaled before their records are handed
+    /// to the report (see [`Journal::superseded`]).
+    pub(super) fn superseded(&mut self, seqs: impl IntoIterator<Item = Seq>, by: Seq) {
+        for seq in seqs {
+            self.journal.superseded(seq, by);
+        }
+    }
+
     /// Which runs of this server (by first seq) wait for which jobs' records, through a
     /// `submit --wait` whose client still waits.
     fn awaits(&self) -> HashMap<Seq, Vec<Seq>> {
@@ -327,9 +335,17 @@ impl Driver {
                 needs: self.config.run_default_needs(),
             };
             self.received += 1;
-            // Recorded at once, not run (again): a job `lanes cancel` had dropped or was
-            // stopping, and (without `--requeue-lost`) one that was running.
-            let unrun = if job.cancelled {
+            // Recorded at once, not run (again): a job a newer one had superseded, one
+            // `lanes cancel` had dropped or was stopping, and (without `--requeue-lost`) one
+            // that was running.
+            let unrun = if let Some(by) = job.superseded_by {
+                let error = if job.started {
+                    format!("it was being stopped, superseded by seq {by}, when {SERVER_LOST}")
+                } else {
+                    format!("seq {by} had superseded it when {SERVER_LOST}")
+                };
+                Some((self.core.superseded_with_server(job.seq, by, now), error))
+            } else if job.cancelled {
                 let error = if job.started {
                     format!("`lanes cancel` was stopping it when {SERVER_LOST}")
                 } else {
