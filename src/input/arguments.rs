@@ -5,7 +5,9 @@
 
 use std::io::BufRead;
 
-use crate::input::lines::{parse_keyed, unpassable, Limits, LineItem, LineReader, NumberedLine};
+use crate::input::lines::{
+    no_tab_hint, parse_keyed, unpassable, Limits, LineItem, LineReader, NumberedLine,
+};
 use crate::key_template::KeyTemplate;
 
 /// How records are separated and what a record holds.
@@ -38,7 +40,7 @@ impl RecordFormat {
     pub(crate) fn item(&self, record: &[u8]) -> Option<LineItem> {
         match &self.key {
             None => parse_keyed(record, Limits::of_system(), self.after_tab())
-                .map(|i| self.checked(self.hinted(i))),
+                .map(|i| self.checked(self.hinted(Some(record), i))),
             Some(key) => plain(record, key).map(|i| self.checked(i)),
         }
     }
@@ -83,15 +85,20 @@ impl RecordFormat {
         }
     }
 
-    /// `item`, with [`NO_TAB_HINT`] after the reason of a record without a tab when asked.
-    fn hinted(&self, item: LineItem) -> LineItem {
+    /// `item` (of `record`, when not hinted by the [`LineReader`] that read it), with a hint
+    /// after the reason of a record without a tab: [`NO_TAB_HINT`] under `--command`, else
+    /// [`no_tab_hint`].
+    fn hinted(&self, record: Option<&[u8]>, item: LineItem) -> LineItem {
         match item {
-            LineItem::Invalid { key: None, message }
-                if self.hint_no_tab && message.starts_with("no tab") =>
-            {
+            LineItem::Invalid { key: None, message } if message.starts_with("no tab") => {
+                let hint = match record {
+                    _ if self.hint_no_tab => NO_TAB_HINT,
+                    Some(record) => no_tab_hint(record),
+                    None => "",
+                };
                 LineItem::Invalid {
                     key: None,
-                    message: message + NO_TAB_HINT,
+                    message: message + hint,
                 }
             }
             item => item,
@@ -184,7 +191,7 @@ impl<R: BufRead> Iterator for RecordReader<R> {
             RecordReader::Lines(lines, format) => {
                 return lines.next().map(|numbered| {
                     numbered.map(|numbered| NumberedLine {
-                        item: format.checked(format.hinted(numbered.item)),
+                        item: format.checked(format.hinted(None, numbered.item)),
                         ..numbered
                     })
                 })

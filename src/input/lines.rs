@@ -93,6 +93,36 @@ pub(crate) fn parse_keyed(raw: &[u8], limits: Limits, after_tab: &str) -> Option
     })
 }
 
+/// The hint after the reason of a `KEY<TAB>COMMAND` line without a tab, from the line `raw`:
+/// a line of a TOML manifest (a `[table]` header, or `name = value` with a TOML value) points
+/// to `--manifest`; any other line to the forms that take lines without keys.
+pub(crate) fn no_tab_hint(raw: &[u8]) -> &'static str {
+    let line = String::from_utf8_lossy(raw);
+    let line = line.trim();
+    let header = line.starts_with('[') && line.ends_with(']');
+    let setting = line.split_once('=').is_some_and(|(name, value)| {
+        let name = name.trim();
+        let value = value.trim_start();
+        // A bare name (`max_concurrent`, `a.b`), or a quoted one, which may hold spaces.
+        let quoted = name.starts_with(['"', '\'']) && name.len() > 1;
+        !name.is_empty()
+            && (quoted
+                || name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)))
+            && (value.starts_with(['"', '\'', '[', '{'])
+                || value.starts_with(|c: char| c.is_ascii_digit())
+                || ["true", "false"].contains(&value))
+    });
+    if header || setting {
+        "; it looks like a line of a TOML manifest: give a manifest with --manifest FILE (or \
+         --manifest - for stdin)"
+    } else {
+        "; for lines without keys, add --key '{}' (each line a command, its own key) or give \
+         the command after the options (lanes [OPTIONS] -- COMMAND)"
+    }
+}
+
 fn invalid(key: Option<String>, message: &str) -> LineItem {
     LineItem::Invalid {
         key,
@@ -303,7 +333,15 @@ impl<R: BufRead> Iterator for LineReader<R> {
                 // A comment may be of any length.
                 (raw.first() != Some(&b'#')).then(|| self.cut_line(raw))
             } else {
-                parse_keyed(raw, self.limits, self.after_tab)
+                parse_keyed(raw, self.limits, self.after_tab).map(|item| match item {
+                    // The default form's lines: say what else the line may have been meant as.
+                    LineItem::Invalid { key: None, message }
+                        if self.after_tab == "command" && message.starts_with("no tab") =>
+                    {
+                        invalid(None, &(message + no_tab_hint(raw)))
+                    }
+                    item => item,
+                })
             };
             if let Some(item) = item {
                 self.seq += 1;
@@ -320,6 +358,47 @@ impl<R: BufRead> Iterator for LineReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_without_a_tab_is_told_apart_as_toml_or_a_line_without_a_key() {
+        for toml in [
+            "[[job]]",
+            " [run] ",
+            "key = \"a\"",
+            "cmd='make'",
+            "max_concurrent = 4",
+            "env = { A = \"1\" }",
+            "\"odd key\" = true",
+            "needs = [\"gpu\"]",
+        ] {
+            assert!(
+                no_tab_hint(toml.as_bytes()).contains("--manifest"),
+                "{toml}"
+            );
+        }
+        for plain in ["make all", "FOO=bar make", "1", "x = y", "echo a=1", "a==1"] {
+            assert!(
+                no_tab_hint(plain.as_bytes()).contains("--key '{}'"),
+                "{plain}"
+            );
+        }
+        // The line reader adds it to a line without a tab; not to other faults.
+        let lines: Vec<_> = LineReader::with_limits(&b"[[job]]\nmake\n\tx\n"[..], LIMITS)
+            .map(|line| match line.unwrap().item {
+                LineItem::Invalid { message, .. } => message,
+                LineItem::Job { .. } => String::new(),
+            })
+            .collect();
+        assert!(
+            lines[0].contains("no tab") && lines[0].contains("--manifest"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("no tab") && lines[1].contains("--key"),
+            "{lines:?}"
+        );
+        assert_eq!(lines[2], "empty key before the tab");
+    }
 
     const LIMITS: Limits = Limits {
         key: 20,

@@ -22,7 +22,9 @@ fn a_dry_run_prints_the_plan_and_runs_nothing() {
          [a]\n  seq 1  round 1  slot 1  touch \"$D/ran-1\"\n  seq 2  round 2  slot 2  touch \"$D/ran-2\"\n\
          [b]\n  seq 3  round 1  slot 2  touch \"$D/ran-3\"\n\
          [c]\n  seq 4  round 2  slot 1  touch \"$D/ran-4\"\n\
-         invalid: line 5: no tab between key and command (expected KEY<TAB>COMMAND)\n"
+         invalid: line 5: no tab between key and command (expected KEY<TAB>COMMAND); for lines \
+         without keys, add --key '{}' (each line a command, its own key) or give the command \
+         after the options (lanes [OPTIONS] -- COMMAND)\n"
     );
     for seq in 1..=4 {
         assert!(!scratch.exists(&format!("ran-{seq}")));

@@ -147,6 +147,44 @@ fn invalid_lines_are_rejected_and_the_other_jobs_run() {
     assert_eq!(report.summary.succeeded, 2);
 }
 
+/// A line without a tab says what it may have been meant as: a TOML manifest piped to stdin
+/// points to `--manifest`, plain lines (a command per line, or arguments) to `--key '{}'` and
+/// to a command after the options; under `-0` too. Nothing of it runs.
+#[test]
+fn a_line_without_a_tab_says_how_to_give_what_it_looks_like() {
+    let manifest = "# jobs\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\n";
+    let out = Run::new().stdin(manifest).run();
+    out.code(1);
+    assert_eq!(out.report().jobs.len(), 3, "{}", out.dump());
+    for job in &out.report().jobs {
+        assert_eq!(job.result(), ("rejected", Some("invalid_input")), "{job:?}");
+        let error = job.error.as_deref().unwrap_or_default();
+        assert!(
+            error.contains("no tab") && error.contains("--manifest -"),
+            "{job:?}"
+        );
+    }
+    for (args, input) in [
+        (&[][..], &b"touch ran\n"[..]),
+        (&["-0"][..], b"touch ran\0"),
+    ] {
+        let out = Run::new().args(args).stdin(input).run();
+        out.code(1);
+        let job = out.job(1);
+        assert_eq!(job.result(), ("rejected", Some("invalid_input")), "{job:?}");
+        let error = job.error.as_deref().unwrap_or_default();
+        assert!(
+            error.contains("no tab") && error.contains("--key '{}'") && !error.contains("TOML"),
+            "{args:?}: {job:?}"
+        );
+        assert!(
+            out.stderr().contains("lanes [OPTIONS] -- COMMAND"),
+            "{}",
+            out.dump()
+        );
+    }
+}
+
 #[test]
 fn strict_mode_exits_2_naming_the_line_and_runs_nothing() {
     let scratch = Scratch::new();

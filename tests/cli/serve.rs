@@ -1050,7 +1050,9 @@ fn coalesced_answers_name_the_job_replaced() {
     let superseded = journal.find("{\"p\":2,\"b\":3}");
     assert!(superseded.is_some(), "{journal}");
     assert!(
-        journal.find("{\"e\":2}").is_none_or(|ended| superseded < Some(ended)),
+        journal
+            .find("{\"e\":2}")
+            .is_none_or(|ended| superseded < Some(ended)),
         "{journal}"
     );
     scratch.write("go", "");
