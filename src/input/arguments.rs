@@ -106,10 +106,17 @@ impl RecordFormat {
     }
 }
 
-/// A plain record: the text is the record; the key is `key` rendered for it.
+/// A plain record: the text is the record; the key is `key` rendered for it. An empty record
+/// (under `-0`: blank lines never get here) is invalid: its job would get an empty argument
+/// (`rm -rf dir/{}`).
 fn plain(record: &[u8], key: &KeyTemplate) -> Option<LineItem> {
     if record.is_empty() {
-        return None;
+        return Some(LineItem::Invalid {
+            key: None,
+            message: "an empty record (a NUL at the start, or right after another): no job is \
+                      run with an empty argument"
+                .to_owned(),
+        });
     }
     let text = match std::str::from_utf8(record) {
         Ok(text) => text,
@@ -204,9 +211,13 @@ impl<R: BufRead> Iterator for RecordReader<R> {
                 seq,
             } => (input, format, buffer, record, seq),
         };
-        // The longest record that can be a job: a key, a tab and a command (and a `\r`).
+        // The longest record that can be a job: a key, a tab and a command (and a `\r`), or
+        // an argument (and a `\r`).
         let limits = Limits::of_system();
-        let longest = limits.key + 1 + limits.command + 1;
+        let longest = match format.key {
+            None => limits.key + 1 + limits.command + 1,
+            Some(_) => limits.command + 1,
+        };
         loop {
             let cut = match read_record(input, format.delimiter, buffer, longest) {
                 Ok(None) => return None,

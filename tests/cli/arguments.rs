@@ -779,6 +779,56 @@ fn a_nul_separated_record_longer_than_any_job_is_refused_and_the_next_runs() {
         out.dump()
     );
     assert_eq!(out.job(2).result(), ("succeeded", None));
+    // The figure is what one argument may hold, not a key, a tab and a command.
+    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .unwrap()
+        .unwrap();
+    let limit = format!("({} bytes)", 32 * page);
+    assert!(out.stderr().contains(&limit), "{limit}: {}", out.dump());
+}
+
+/// An empty `-0` record (`a\0\0b`, or a NUL first) is `rejected`/`invalid_input`, not run with
+/// an empty argument (`rm -rf dir/{}`) nor dropped without a record; the trailing NUL of the
+/// last record makes none.
+#[test]
+fn an_empty_nul_separated_record_is_invalid_not_run_or_dropped() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["-0", "--", "sh", "-c", "touch \"$D/ran-$1\"", "_"])
+        .stdin(&b"\0a\0\0b\0"[..])
+        .run();
+    out.code(1);
+    let report = out.report();
+    let mut lines: Vec<(u64, &str)> = report
+        .jobs
+        .iter()
+        .map(|job| (job.line, job.result().0))
+        .collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            (1, "rejected"),
+            (2, "succeeded"),
+            (3, "rejected"),
+            (4, "succeeded")
+        ],
+        "{}",
+        out.dump()
+    );
+    for seq in [1, 3] {
+        assert!(
+            out.job(seq)
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("empty record")),
+            "{}",
+            out.dump()
+        );
+    }
+    assert!(scratch.exists("ran-a") && scratch.exists("ran-b"));
+    assert!(!scratch.exists("ran-"), "run with an empty argument");
 }
 
 #[test]
