@@ -781,10 +781,14 @@ impl RunConfig {
                         message: format!("`needs`: {message}"),
                     }));
                 }
-                if let Some(message) = template
-                    .as_ref()
-                    .and_then(|t| t.too_long(&job.cmd, &job.key, last_seq, max_concurrent))
-                {
+                let missing = records
+                    .missing_columns(&job.cmd)
+                    .map(|message| format!("the job's `cmd` {message}"));
+                if let Some(message) = missing.or_else(|| {
+                    template
+                        .as_ref()
+                        .and_then(|t| t.too_long(&job.cmd, &job.key, last_seq, max_concurrent))
+                }) {
                     return Err(ConfigError::Manifest(ManifestError::Invalid {
                         path: path.clone(),
                         line: job.line,

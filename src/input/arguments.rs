@@ -49,31 +49,41 @@ impl RecordFormat {
     /// column would be an empty word (`rm -rf dir/{2}` with `--colsep '\t'`, a literal
     /// backslash and `t`, removed `dir/`).
     fn checked(&self, item: LineItem) -> LineItem {
-        let (Some((sep, named)), LineItem::Job { command, key }) = (&self.columns, &item) else {
+        let LineItem::Job { command, key } = &item else {
             return item;
         };
-        let has = command.split(sep.as_str()).count();
+        match self.missing_columns(command) {
+            Some(message) => LineItem::Invalid {
+                key: Some(key.clone()),
+                message: format!("the argument {message}"),
+            },
+            None => item,
+        }
+    }
+
+    /// Why `argument` cannot be split into the columns the templates name, if it cannot:
+    /// `has N column(s) split at --colsep …`, to follow what the argument is.
+    pub(crate) fn missing_columns(&self, argument: &str) -> Option<String> {
+        let (sep, named) = self.columns.as_ref()?;
+        let has = argument.split(sep.as_str()).count();
         if has >= *named {
-            return item;
+            return None;
         }
         let escape = ["\\t", "\\s", "\\n", "\\|", "\\,"]
             .iter()
             .any(|escape| sep.contains(escape))
             || sep.contains(['[', '+', '*']);
-        LineItem::Invalid {
-            key: Some(key.clone()),
-            message: format!(
-                "the argument has {has} column{} split at --colsep `{sep}`, but column {{{named}}} \
-                 is named: a missing column would be empty{}",
-                if has == 1 { "" } else { "s" },
-                if escape {
-                    "; --colsep is a literal string, not a regular expression (for a tab, give \
-                     a tab: --colsep $'\\t')"
-                } else {
-                    ""
-                }
-            ),
-        }
+        Some(format!(
+            "has {has} column{} split at --colsep `{sep}`, but column {{{named}}} is named: a \
+             missing column would be empty{}",
+            if has == 1 { "" } else { "s" },
+            if escape {
+                "; --colsep is a literal string, not a regular expression (for a tab, give a \
+                 tab: --colsep $'\\t')"
+            } else {
+                ""
+            }
+        ))
     }
 
     /// What the text after a record's tab is: the template's argument under `--command`.

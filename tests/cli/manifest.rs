@@ -447,6 +447,52 @@ cmd = "sleep 5"
     );
 }
 
+/// A manifest `command` that names columns, over a job's `cmd` with fewer of them split at
+/// `--colsep`, is refused before anything starts, naming the job (file and line): lines, `-a`
+/// and `:::` reject such an argument; a manifest is checked whole first.
+#[test]
+fn a_job_cmd_without_the_columns_the_command_names_is_refused_before_any_job() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "m.toml",
+        "command = 'touch \"$D\"/{1}-{2}'\n\
+         [[job]]\nkey = \"db\"\ncmd = \"db,migrate\"\n\
+         [[job]]\nkey = \"web\"\ncmd = \"web\"\n",
+    );
+    for flags in [&[][..], &["--dry-run"][..]] {
+        let out = Run::new()
+            .scratch(&scratch)
+            .cwd(scratch.path())
+            .no_report()
+            .args(["--colsep", ","])
+            .args(flags)
+            .arg("m.toml")
+            .run();
+        out.code(2);
+        assert!(
+            out.stderr().contains(
+                "m.toml:5:1: the job's `cmd` has 1 column split at --colsep `,`, but column {2} \
+                 is named"
+            ),
+            "{}",
+            out.dump()
+        );
+        assert!(!scratch.exists("db-migrate"), "a job ran\n{}", out.dump());
+    }
+    // With the column there, both run.
+    scratch.write(
+        "m.toml",
+        "command = 'touch \"$D\"/{1}-{2}'\n[[job]]\nkey = \"web\"\ncmd = \"web,up\"\n",
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["--colsep", ",", "m.toml"])
+        .run();
+    out.code(0);
+    assert!(scratch.exists("web-up"), "{}", out.dump());
+}
+
 /// Two settings that cannot go together are each named as written, the manifest's with file,
 /// line and column, a flag as the flag.
 #[test]
