@@ -425,6 +425,7 @@ impl RunConfig {
             },
             hint_no_tab: !plain && template.is_some(),
             columns: None,
+            whole_commands: plain && template.is_none(),
         };
         let columns_named = template
             .as_ref()

@@ -24,6 +24,10 @@ pub(crate) struct RecordFormat {
     /// `--colsep SEP` and the largest column the templates name (2 or more): an argument
     /// with fewer columns is refused, not run with the missing ones empty.
     pub columns: Option<(String, usize)>,
+    /// Each plain record is a whole command (no command template): one that begins as a
+    /// `KEY<TAB>COMMAND` line does (a word, then a tab) is refused, not run with its key as
+    /// the program.
+    pub whole_commands: bool,
 }
 
 /// Added to the reason of a `KEY<TAB>ARGUMENT` record without a tab.
@@ -41,6 +45,14 @@ impl RecordFormat {
         match &self.key {
             None => parse_keyed(record, Limits::of_system(), self.after_tab())
                 .map(|i| self.checked(self.hinted(Some(record), i))),
+            Some(_) if self.whole_commands && begins_keyed(record) => Some(LineItem::Invalid {
+                key: None,
+                message: "it begins with a word and a tab, as a KEY<TAB>COMMAND line does, but \
+                          here each line is a whole command and that word would run as a program: \
+                          give a file of KEY<TAB>COMMAND lines as FILE (`lanes jobs.tsv`) or on \
+                          stdin without --key, not with -a, :::, or --key"
+                    .to_owned(),
+            }),
             Some(key) => plain(record, key).map(|i| self.checked(i)),
         }
     }
@@ -113,6 +125,17 @@ impl RecordFormat {
             }
             item => item,
         }
+    }
+}
+
+/// Whether `record` begins as a `KEY<TAB>COMMAND` line does: a word, then a tab (the first
+/// blank after the word). A command whose words are separated by tabs is taken for one too:
+/// rare, and the refusal says why.
+fn begins_keyed(record: &[u8]) -> bool {
+    let record = record.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(record);
+    match record.iter().position(u8::is_ascii_whitespace) {
+        Some(at) => at > 0 && record[at] == b'\t' && record[0] != b'#',
+        None => false,
     }
 }
 
@@ -229,9 +252,9 @@ impl<R: BufRead> Iterator for RecordReader<R> {
             Some(_) => limits.command + 1,
         };
         loop {
-            let cut = match read_record(input, format.delimiter, buffer, longest) {
+            let (cut, delimited) = match read_record(input, format.delimiter, buffer, longest) {
                 Ok(None) => return None,
-                Ok(Some(cut)) => cut,
+                Ok(Some(read)) => read,
                 Err(err) => return Some(Err(err)),
             };
             *record += 1;
@@ -252,6 +275,23 @@ impl<R: BufRead> Iterator for RecordReader<R> {
             let mut raw = buffer.strip_suffix(&[format.delimiter]).unwrap_or(buffer);
             if *record == 1 {
                 raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
+                if format.delimiter == 0 && !delimited && raw.contains(&b'\n') {
+                    // The whole input is one record: newline-separated input given -0 (which
+                    // would otherwise run as one job, or as none if its first line is a
+                    // comment).
+                    *seq += 1;
+                    return Some(Ok(NumberedLine {
+                        seq: *seq,
+                        line: *record,
+                        item: LineItem::Invalid {
+                            key: None,
+                            message: "under -0 records end with a NUL byte, and the input has \
+                                      none but has newlines: it would be one record; leave -0 \
+                                      out for one record per line"
+                                .to_owned(),
+                        },
+                    }));
+                }
             }
             if format.delimiter == b'\n' {
                 // CRLF input; a blank line is no argument (as for xargs).
@@ -274,13 +314,14 @@ impl<R: BufRead> Iterator for RecordReader<R> {
 
 /// Reads the next record, up to `delimiter` (dropped), into `buffer`, keeping at most
 /// `longest` bytes of it: `None` at the end of the input, else whether the record was longer
-/// (its beginning is in `buffer`; the rest is read and dropped, in bounded memory).
+/// (its beginning is in `buffer`; the rest is read and dropped, in bounded memory) and whether
+/// it ended with `delimiter` (not with the input).
 fn read_record(
     input: &mut impl BufRead,
     delimiter: u8,
     buffer: &mut Vec<u8>,
     longest: usize,
-) -> std::io::Result<Option<bool>> {
+) -> std::io::Result<Option<(bool, bool)>> {
     buffer.clear();
     let (mut any, mut cut) = (false, false);
     loop {
@@ -290,7 +331,7 @@ fn read_record(
             Err(err) => return Err(err),
         };
         if available.is_empty() {
-            return Ok(any.then_some(cut));
+            return Ok(any.then_some((cut, false)));
         }
         any = true;
         let (chunk, used, done) = match memchr::memchr(delimiter, available) {
@@ -306,7 +347,7 @@ fn read_record(
         }
         input.consume(used);
         if done {
-            return Ok(Some(cut));
+            return Ok(Some((cut, true)));
         }
     }
 }
@@ -341,6 +382,7 @@ mod tests {
             key: Some(KeyTemplate::parse("{}", None).unwrap()),
             hint_no_tab: false,
             columns: None,
+            whole_commands: false,
         }
     }
 

@@ -787,6 +787,104 @@ fn a_nul_separated_record_longer_than_any_job_is_refused_and_the_next_runs() {
     assert!(out.stderr().contains(&limit), "{limit}: {}", out.dump());
 }
 
+/// A `KEY<TAB>COMMAND` file given where each line is a whole command (`-a FILE` without a
+/// command, `--key` without one, `:::`) is not run with each key as a program (`cleanup<TAB>cd
+/// sandbox; rm -f *.tmp` ran the `rm` where the `cd` failed): such a line is
+/// `rejected`/`invalid_input`, and says how to give the file.
+#[test]
+fn a_key_tab_command_line_where_each_line_is_a_whole_command_is_invalid_not_run() {
+    let scratch = Scratch::new();
+    let line = "cleanup\ttouch \"$D/ran\"\n";
+    scratch.write("jobs.tsv", line);
+    scratch.write("jobs0.tsv", line.replace('\n', "\0"));
+    let stdin_key: &[&str] = &["--key", "{1}", "--colsep", "\t"];
+    for (args, stdin) in [
+        (&["-a", "jobs.tsv"][..], ""),
+        (stdin_key, line),
+        (&["--key", "{}"][..], line),
+        (&[":::", "cleanup\ttouch \"$D/ran\""][..], ""),
+        (&["-0", "-a", "jobs0.tsv"][..], ""),
+    ] {
+        let out = Run::new()
+            .scratch(&scratch)
+            .cwd(scratch.path())
+            .args(args)
+            .stdin(stdin)
+            .run();
+        out.code(1);
+        let job = out.job(1);
+        assert_eq!(
+            job.result(),
+            ("rejected", Some("invalid_input")),
+            "{args:?}"
+        );
+        assert!(
+            job.error
+                .as_deref()
+                .is_some_and(|e| e.contains("as a KEY<TAB>COMMAND line does")
+                    && e.contains("`lanes jobs.tsv`")),
+            "{args:?}: {}",
+            out.dump()
+        );
+        assert!(!scratch.exists("ran"), "{args:?}: it ran\n{}", out.dump());
+    }
+    // As FILE, it runs; and a command template takes such a line as its argument.
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .arg("jobs.tsv")
+        .run();
+    out.code(0);
+    assert!(scratch.exists("ran"), "{}", out.dump());
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["-a", "jobs.tsv", "echo"])
+        .run();
+    out.code(0);
+}
+
+/// Newline-separated input given `-0` (no NUL at all, so one record) is refused, not run as one
+/// job, nor dropped whole as a comment when its first line is one (`lanes -0 jobs.tsv` ran
+/// nothing and exited 0).
+#[test]
+fn newline_separated_input_under_nul_separation_is_refused_as_one_record() {
+    let scratch = Scratch::new();
+    scratch.write("jobs.tsv", "# KEY\tCOMMAND\na\ttouch \"$D/ran\"\n");
+    for (args, stdin) in [
+        (&["-0", "jobs.tsv"][..], ""),
+        (&["-0", "--", "touch"][..], "ran\nran2\n"),
+        (&["-0", "-a", "jobs.tsv", "echo"][..], ""),
+    ] {
+        let out = Run::new()
+            .scratch(&scratch)
+            .cwd(scratch.path())
+            .args(args)
+            .stdin(stdin)
+            .run();
+        out.code(1);
+        let job = out.job(1);
+        assert_eq!(
+            job.result(),
+            ("rejected", Some("invalid_input")),
+            "{args:?}"
+        );
+        assert!(
+            job.error
+                .as_deref()
+                .is_some_and(|e| e.contains("leave -0 out for one record per line")),
+            "{args:?}: {}",
+            out.dump()
+        );
+        assert_eq!(out.report().jobs.len(), 1, "{args:?}");
+        assert!(!scratch.exists("ran"), "{args:?}\n{}", out.dump());
+    }
+    // A last record without its NUL, after others, is a record as it is.
+    let out = Run::new().args(["-0", "echo"]).stdin("a\0b\nc").run();
+    out.code(0);
+    assert_eq!(out.report().jobs.len(), 2);
+}
+
 /// An empty `-0` record (`a\0\0b`, or a NUL first) is `rejected`/`invalid_input`, not run with
 /// an empty argument (`rm -rf dir/{}`) nor dropped without a record; the trailing NUL of the
 /// last record makes none.
