@@ -394,8 +394,12 @@ mod tests {
         let jobs = from_list(&words, &plain_format(b'\n'));
         let got: Vec<(u64, u64)> = jobs.iter().map(|n| (n.seq, n.line)).collect();
         assert_eq!(got, [(1, 1), (2, 3)]);
+        // Under -0 every record is kept, an empty one as invalid (no empty argument).
         let kept = from_list(&words, &plain_format(b'\0'));
-        assert_eq!(kept.len(), 4, "under -0 only an empty record is none");
+        assert_eq!(kept.len(), 5);
+        assert!(
+            matches!(&kept[1].item, LineItem::Invalid { message, .. } if message.contains("empty record"))
+        );
     }
 
     fn read(input: &[u8], format: RecordFormat) -> Vec<NumberedLine> {
@@ -414,10 +418,15 @@ mod tests {
     #[test]
     fn nul_records_keep_newlines_tabs_and_spaces() {
         let got = read(b"a b\nc\0d\te\0\0", plain_format(b'\0'));
-        assert_eq!(got.len(), 2);
+        assert_eq!(got.len(), 3);
         assert_eq!(got[0].item, job("a b\nc", "a b\nc"));
         assert_eq!((got[1].seq, got[1].line), (2, 2));
         assert_eq!(got[1].item, job("d\te", "d\te"));
+        assert!(
+            matches!(&got[2].item, LineItem::Invalid { .. }),
+            "{:?}",
+            got[2]
+        );
     }
 
     #[test]
@@ -427,6 +436,7 @@ mod tests {
             key: None,
             hint_no_tab: false,
             columns: None,
+            whole_commands: false,
         };
         let got = read(b"k\techo a\necho b\0", format);
         assert_eq!(got[0].item, job("k", "echo a\necho b"));
@@ -439,6 +449,7 @@ mod tests {
             key: Some(KeyTemplate::parse("{2}", Some(",".into())).unwrap()),
             hint_no_tab: false,
             columns: None,
+            whole_commands: false,
         };
         let got = read(b"a,b\r\n  \nonly\n\xff,x\n", format);
         assert_eq!(got.len(), 3);
@@ -459,6 +470,7 @@ mod tests {
             key: None,
             hint_no_tab: true,
             columns: None,
+            whole_commands: false,
         };
         let got = read(b"1\nk\tx\n", format);
         assert!(

@@ -202,6 +202,7 @@ mod tests {
             key: None,
             hint_no_tab: false,
             columns: None,
+            whole_commands: false,
         }
     }
 
