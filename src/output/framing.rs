@@ -119,9 +119,12 @@ fn plain_prefix(key: &str) -> String {
 
 /// Whether `c` is shown as `\u{..}` rather than as itself: C0 and C1 controls, the bidi
 /// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and marks (U+200E,
-/// U+200F, U+061C), and the line and paragraph separators U+2028 and U+2029; so that a key or
-/// a command shown can neither hide, reorder nor break what follows it (the bidi controls are
-/// the ones of the "Trojan Source" attack, CVE-2021-42574).
+/// U+200F, U+061C), the line and paragraph separators U+2028 and U+2029, and the characters
+/// that show as nothing between others (U+200B zero width space, U+2060 word joiner, U+FEFF
+/// byte order mark); so that a key or a command shown can neither hide, reorder nor break what
+/// follows it, and two keys that differ only by an invisible character look different (the
+/// bidi controls are the ones of the "Trojan Source" attack, CVE-2021-42574). The joiners
+/// U+200C and U+200D are left: scripts and emoji sequences need them.
 pub(crate) fn is_hidden(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -133,6 +136,9 @@ pub(crate) fn is_hidden(c: char) -> bool {
                 | '\u{061c}'
                 | '\u{2028}'
                 | '\u{2029}'
+                | '\u{200b}'
+                | '\u{2060}'
+                | '\u{feff}'
         )
 }
 
@@ -235,6 +241,16 @@ mod tests {
             "a\\u{2066}b\\u{200f}c\\u{2028}"
         );
         assert_eq!(escape_controls("zé🙂"), "zé🙂");
+        // Invisible ones: a key with a byte order mark inside looks unlike the key without.
+        assert_eq!(
+            escape_controls("\u{feff}db\u{200b}x\u{2060}"),
+            "\\u{feff}db\\u{200b}x\\u{2060}"
+        );
+        // The joiners stay: an emoji sequence and a Persian word need them.
+        assert_eq!(
+            escape_controls("👨\u{200d}👩 می\u{200c}خواهم"),
+            "👨\u{200d}👩 می\u{200c}خواهم"
+        );
     }
 
     #[test]

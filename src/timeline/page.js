@@ -37,7 +37,7 @@
   // Control characters, bidi embeddings, overrides, isolates and marks, and the line and
   // paragraph separators shown as \u{..}, as in the header.
   function visible(text) {
-    return String(text).replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, function (c) {
+    return String(text).replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff]/g, function (c) {
       return "\\u{" + c.charCodeAt(0).toString(16) + "}";
     });
   }
