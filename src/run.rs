@@ -849,6 +849,10 @@ fn feed_for(
             return Ok((Checked::Valid(checked_list(config, records)?), signals));
         }
         Source::Stdin => {
+            let stdin_meta = nix::sys::stat::fstat(nix::libc::STDIN_FILENO);
+            if stdin_meta.is_ok_and(|meta| meta.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR) {
+                anyhow::bail!("cannot read stdin: it is a directory (`< DIR`)");
+            }
             if std::io::stdin().is_terminal() {
                 let what = if config.records.key.is_some() {
                     "arguments"
@@ -862,10 +866,15 @@ fn feed_for(
                 crate::shell::input::WatchedStdin::new(),
             ))
         }
-        Source::LinesFile(path) => Box::new(BufReader::with_capacity(
-            64 * 1024,
-            open_input(path).with_context(|| format!("cannot open {}", path.display()))?,
-        )),
+        Source::LinesFile(path) => {
+            let file =
+                open_input(path).with_context(|| format!("cannot open {}", path.display()))?;
+            // A directory opens, and fails at the first read, after the run has begun.
+            if file.metadata().is_ok_and(|meta| meta.is_dir()) {
+                anyhow::bail!("cannot read {}: it is a directory", path.display());
+            }
+            Box::new(BufReader::with_capacity(64 * 1024, file))
+        }
     };
     if !config.strict {
         let feed = if config.records.is_tab_lines() && !config.records.hint_no_tab {

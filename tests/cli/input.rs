@@ -185,6 +185,37 @@ fn a_line_without_a_tab_says_how_to_give_what_it_looks_like() {
     }
 }
 
+/// A directory given as the input (`-a DIR`, `< DIR`) is refused before the run begins, naming
+/// it, as a file that does not exist is: it opened, and its first read ended a run of no jobs
+/// with exit 1, a report without a word of why, and a message that named no file.
+#[test]
+fn a_directory_as_the_input_is_refused_naming_it() {
+    let scratch = Scratch::new();
+    std::fs::create_dir(scratch.join("dir")).unwrap();
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .args(["-a", "dir", "echo"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("cannot read dir: it is a directory"),
+        "{}",
+        out.dump()
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .stdin_file(scratch.join("dir"))
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("cannot read stdin: it is a directory"),
+        "{}",
+        out.dump()
+    );
+}
+
 #[test]
 fn strict_mode_exits_2_naming_the_line_and_runs_nothing() {
     let scratch = Scratch::new();
