@@ -378,6 +378,17 @@ pub(crate) fn split(
             continue;
         }
         // The first word that is not an option.
+        if let Some(file) = file
+            .as_ref()
+            .filter(|file| crate::input::manifest::is_manifest_name(Path::new(file)))
+        {
+            let file = file.to_string_lossy();
+            return Err(format!(
+                "`{file}` is a manifest, so `{text}` is not expected after it: a manifest's \
+                 jobs have their own commands (its `command` setting, a template, gives one to \
+                 every job, each job's `cmd` its argument)"
+            ));
+        }
         if let Some(file) = &file {
             let file = file.to_string_lossy();
             return Err(format!(
@@ -432,6 +443,12 @@ pub(crate) fn split(
                 .by_ref()
                 .map(std::os::unix::ffi::OsStringExt::into_vec)
                 .collect();
+            if let Some(linked) = list
+                .iter()
+                .find(|word| [&b":::+"[..], b"::::+"].contains(&word.as_slice()))
+            {
+                return Err(linked_arguments(&String::from_utf8_lossy(linked)));
+            }
             if list.iter().any(|word| word == b":::" || word == b"::::") {
                 return Err(
                     "one `:::` list only: GNU parallel runs every combination of several lists, \
@@ -441,6 +458,9 @@ pub(crate) fn split(
             }
             arguments = Some(list);
             break;
+        }
+        if word == ":::+" || word == "::::+" {
+            return Err(linked_arguments(&word.to_string_lossy()));
         }
         if word == "::::" {
             return Err(
@@ -486,6 +506,15 @@ fn runnable(path: &str) -> String {
     } else {
         suggested_word(&format!("./{path}"))
     }
+}
+
+/// The refusal of GNU parallel's linked arguments (`:::+`, `::::+`), which have no form here.
+fn linked_arguments(word: &str) -> String {
+    format!(
+        "`{word}` (GNU parallel's linked arguments) has no form here: lanes takes one list; put \
+         the linked values on one line and split it with --colsep (`lanes --colsep , -a \
+         pairs.csv -- cmd {{1}} {{2}}`)"
+    )
 }
 
 /// `word` as it is written in a suggested command line: as it is where a shell leaves it one

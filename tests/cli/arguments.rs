@@ -729,6 +729,41 @@ fn several_lists_and_four_colons_are_refused_with_the_form_to_use() {
         .run();
     out.code(2);
     assert!(out.stderr().contains("`-a FILE`"), "{}", out.dump());
+    // GNU parallel's linked lists: refused, not passed to the command as words (`echo :::+ a
+    // b` ran for every stdin line).
+    for args in [
+        &["echo", ":::+", "a", "b"][..],
+        &["echo", ":::", "a", ":::+", "b"],
+        &["echo", "::::+", "f"],
+    ] {
+        let out = Run::new().no_report().args(args).stdin("x\n").run();
+        out.code(2);
+        assert!(
+            out.stderr().contains("linked arguments") && out.stderr().contains("--colsep"),
+            "{args:?}: {}",
+            out.dump()
+        );
+    }
+}
+
+/// A manifest followed by a command: the refusal says a manifest's jobs have their own
+/// commands, not to give the manifest with `-a` (which would run its lines as arguments).
+#[test]
+fn a_command_after_a_manifest_is_refused_saying_its_jobs_have_their_own() {
+    let scratch = Scratch::new();
+    scratch.write("m.toml", "[[job]]\nkey = \"a\"\ncmd = \"true\"\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .no_report()
+        .args(["m.toml", "echo"])
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("`m.toml` is a manifest") && !out.stderr().contains("-a m.toml"),
+        "{}",
+        out.dump()
+    );
 }
 
 #[test]
