@@ -839,8 +839,14 @@ fn feed_for(
     signals: Option<StopSignals>,
 ) -> anyhow::Result<(Checked, Option<StopSignals>)> {
     let reader: Box<dyn BufRead + Send> = match &config.source {
-        Source::Manifest { manifest, .. } => {
-            return Ok((Checked::Valid(Feed::Manifest(manifest.clone())), signals))
+        Source::Manifest { manifest, path } => {
+            if manifest.jobs.is_empty() {
+                eprintln!(
+                    "lanes: the manifest {} has no job (each is written `[[job]]`): nothing runs",
+                    path.display()
+                );
+            }
+            return Ok((Checked::Valid(Feed::Manifest(manifest.clone())), signals));
         }
         // `lanes serve`: no input but the socket's.
         Source::Socket(_) => return Ok((Checked::Valid(Feed::Preloaded(Vec::new())), signals)),

@@ -291,6 +291,9 @@ fn explained(text: &str, offset: usize, message: &str) -> String {
                  (after it, a line belongs to that job)"
             );
         }
+        if !in_job && ["jobs", "Job", "task", "tasks"].contains(&field) {
+            return format!("`{field}` is no setting: each job is written `[[job]]`");
+        }
     }
     message.to_owned()
 }
@@ -1510,6 +1513,13 @@ needs = { gpu = 1, mem = "8G" }
         assert_eq!(
             message,
             "`[job]` is one table: each job is an element of the array `job`, written `[[job]]`"
+        );
+
+        let (line, column, message) = err("[[jobs]]\nkey = \"a\"\ncmd = \"x\"\n");
+        assert_eq!((line, column), (1, 3));
+        assert_eq!(
+            message,
+            "`jobs` is no setting: each job is written `[[job]]`"
         );
     }
 

@@ -447,6 +447,26 @@ cmd = "sleep 5"
     );
 }
 
+/// A manifest without a job runs nothing, and says so (exit 0, as empty input).
+#[test]
+fn a_manifest_without_a_job_says_that_nothing_runs() {
+    let scratch = Scratch::new();
+    scratch.write("m.toml", "max_concurrent = 2\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .arg("m.toml")
+        .run();
+    out.code(0);
+    assert!(
+        out.stderr()
+            .contains("the manifest m.toml has no job (each is written `[[job]]`)"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(out.report().summary.jobs, 0);
+}
+
 /// A manifest `command` that names columns, over a job's `cmd` with fewer of them split at
 /// `--colsep`, is refused before anything starts, naming the job (file and line): lines, `-a`
 /// and `:::` reject such an argument; a manifest is checked whole first.
