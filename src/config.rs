@@ -330,7 +330,7 @@ impl RunConfig {
             (Some(path), _) => load_manifest(path)?,
             (None, Some(path)) if path == Path::new("-") => Source::Stdin,
             (None, Some(path)) if crate::input::manifest::is_manifest_name(&path) => {
-                load_manifest(path)?
+                load_manifest_by_name(path)?
             }
             (None, Some(path)) if path.is_dir() => {
                 return Err(ConfigError::Usage(format!(
@@ -1353,6 +1353,43 @@ fn link_target(path: &Path) -> PathBuf {
 fn load_manifest(path: PathBuf) -> Result<Source, ConfigError> {
     let manifest = Box::new(manifest::load(&path)?);
     Ok(Source::Manifest { path, manifest })
+}
+
+/// [`load_manifest`] for a FILE taken as a manifest by its name (`*.toml`): an error on a
+/// first line that holds a tab, as a `KEY<TAB>COMMAND` line does, also says that the name
+/// made it a manifest.
+fn load_manifest_by_name(path: PathBuf) -> Result<Source, ConfigError> {
+    match manifest::load(&path) {
+        Ok(manifest) => Ok(Source::Manifest {
+            path,
+            manifest: Box::new(manifest),
+        }),
+        Err(ManifestError::Invalid {
+            path,
+            line,
+            column,
+            mut message,
+        }) => {
+            let tab_lines = std::fs::read(&path).is_ok_and(|text| {
+                text.split(|&b| b == b'\n')
+                    .find(|line| !line.trim_ascii().is_empty() && !line.starts_with(b"#"))
+                    .is_some_and(|line| line.contains(&b'\t'))
+            });
+            if tab_lines {
+                message.push_str(
+                    "; a FILE named *.toml is read as a manifest: give KEY<TAB>COMMAND lines \
+                     on stdin (`lanes < FILE`) or in a file named otherwise",
+                );
+            }
+            Err(ConfigError::Manifest(ManifestError::Invalid {
+                path,
+                line,
+                column,
+                message,
+            }))
+        }
+        Err(err) => Err(err.into()),
+    }
 }
 
 #[cfg(test)]

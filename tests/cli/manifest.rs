@@ -447,6 +447,30 @@ cmd = "sleep 5"
     );
 }
 
+/// A file of `KEY<TAB>COMMAND` lines named `*.toml` is read as a manifest by its name: its
+/// error says so, and how to give the lines.
+#[test]
+fn tab_lines_in_a_file_named_toml_are_said_to_be_read_as_a_manifest() {
+    let scratch = Scratch::new();
+    scratch.write("jobs.toml", "# jobs\na\ttouch \"$D/ran\"\n");
+    let out = Run::new()
+        .scratch(&scratch)
+        .cwd(scratch.path())
+        .no_report()
+        .arg("jobs.toml")
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("jobs.toml:2:")
+            && out
+                .stderr()
+                .contains("a FILE named *.toml is read as a manifest"),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("ran"));
+}
+
 /// A manifest without a job runs nothing, and says so (exit 0, as empty input).
 #[test]
 fn a_manifest_without_a_job_says_that_nothing_runs() {
