@@ -126,10 +126,20 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             check_journal_apart(&journal_path, &config)?;
             crate::serve::socket::check_length(&path)?;
             check_output(&path).with_context(|| format!("cannot listen on {}", path.display()))?;
-            let journal = crate::serve::journal::Journal::open(
+            let (command, colsep) = config.recorded_template();
+            let under = std::env::current_dir()
+                .ok()
+                .map(|cwd| crate::serve::journal::RunsUnder {
+                    command,
+                    colsep,
+                    shell: config.shell.clone(),
+                    cwd,
+                });
+            let journal = crate::serve::journal::Journal::open_under(
                 &journal_path,
                 config.requeue_lost,
                 config.report.as_deref(),
+                under,
             )?;
             // The server's jobs reach it by default (`lanes drain`, `lanes submit` inside
             // one), wherever they change directory.

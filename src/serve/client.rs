@@ -582,11 +582,18 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
         // serves as many as it may), not the first submission alone.
         bail!("the server closed the connection; none of the {sent} submissions sent was admitted");
     }
+    // A submission sent and not answered may have been admitted (journaled) all the same.
+    let unanswered = if answered < sent {
+        "; the unanswered ones may have been admitted before it ended (a server started again \
+         on its journal runs them): look in its report before sending them again"
+    } else {
+        ""
+    };
     if let Some(failure) = failure {
-        bail!("{failure}; it answered {answered} of the {sent} submissions sent");
+        bail!("{failure}; it answered {answered} of the {sent} submissions sent{unanswered}");
     }
     if answered < sent {
-        bail!("the server ended after answering {answered} of {sent} submissions");
+        bail!("the server ended after answering {answered} of {sent} submissions{unanswered}");
     }
     // A line not sent, or not admitted for an error, is an error whatever the others'
     // answers: `queued` must not hide it.

@@ -45,6 +45,10 @@ enum Line {
         /// The report file the server that wrote the header writes its records to.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         report: Option<PathBuf>,
+        /// What the server that wrote the header runs its jobs under (absent before version
+        /// 4).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        under: Option<RunsUnder>,
     },
     Admitted {
         a: Seq,
@@ -80,6 +84,63 @@ enum Line {
     },
 }
 
+/// What a server runs each journaled job's text under: a job's text alone does not say what it
+/// runs. Under a command template it is an argument, which another server without the
+/// template would run as a command; a relative path in it means another file in another
+/// directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RunsUnder {
+    /// The command template (`--command`, a trailing command, the manifest's `command`), as
+    /// the run record has it; absent when each job's text is its command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The `--colsep` the template's column placeholders split at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub colsep: Option<String>,
+    /// The shell that runs each command (`--shell`).
+    pub shell: String,
+    /// The working directory the jobs run in (absolute).
+    pub cwd: PathBuf,
+}
+
+impl RunsUnder {
+    /// What differs in `self` (this server's) from `earlier`, for a person: `--command 'x'
+    /// (the journal's: none)`, one part after another.
+    fn differences(&self, earlier: &RunsUnder) -> Vec<String> {
+        let shown = |value: Option<&str>| value.map_or("none".to_owned(), |v| format!("`{v}`"));
+        let mut differences = Vec::new();
+        if (&self.command, &self.colsep) != (&earlier.command, &earlier.colsep) {
+            let with_colsep = |command: Option<&String>, colsep: Option<&String>| {
+                let command = shown(command.map(String::as_str));
+                match colsep {
+                    Some(colsep) => format!("{command} with --colsep `{colsep}`"),
+                    None => command,
+                }
+            };
+            differences.push(format!(
+                "the command template is {} here, {} in the journal",
+                with_colsep(self.command.as_ref(), self.colsep.as_ref()),
+                with_colsep(earlier.command.as_ref(), earlier.colsep.as_ref()),
+            ));
+        }
+        if self.shell != earlier.shell {
+            differences.push(format!(
+                "the shell is `{}` here, `{}` in the journal",
+                self.shell, earlier.shell
+            ));
+        }
+        if self.cwd != earlier.cwd {
+            differences.push(format!(
+                "the working directory is {} here, {} in the journal",
+                self.cwd.display(),
+                earlier.cwd.display()
+            ));
+        }
+        differences
+    }
+}
+
 /// A job the journal knows to be live (admitted, without its final record).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LiveJob {
@@ -106,6 +167,8 @@ pub(crate) struct Recovered {
     pub last_seq: Seq,
     /// The report file of the server that wrote the journal.
     pub report: Option<PathBuf>,
+    /// What the server that wrote the journal ran its jobs under (unknown before version 4).
+    pub under: Option<RunsUnder>,
 }
 
 /// Replays journal lines.
@@ -118,6 +181,7 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
     let mut last_seq = 0;
     let mut last_admitted = 0;
     let mut report = None;
+    let mut under = None;
     let mut torn: Option<usize> = None;
     // The header's version, once read: it comes first.
     let mut version = None;
@@ -163,6 +227,7 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
                 journal,
                 last,
                 report: named,
+                under: runs_under,
             } if (OLDEST_READ..=VERSION).contains(&journal) => {
                 if last == Seq::MAX {
                     return Err(format!(
@@ -171,6 +236,7 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
                 }
                 last_seq = last_seq.max(last);
                 report = named;
+                under = runs_under;
                 version = Some(journal);
             }
             Line::Header { journal, .. } => {
@@ -245,10 +311,19 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
             }
         }
     }
+    if number == 0 {
+        // lanes writes a journal whole and renames it into place: it is never empty.
+        return Err(
+            "it is empty, so no journal (a truncated one would lose its jobs): \
+                    remove it to start afresh"
+                .to_owned(),
+        );
+    }
     Ok(Recovered {
         jobs: live.into_values().collect(),
         last_seq,
         report,
+        under,
     })
 }
 
@@ -301,6 +376,8 @@ pub(crate) struct Journal {
     file: File,
     /// The report file named in the header (absolute).
     report: Option<PathBuf>,
+    /// What this server runs its jobs under, named in the header.
+    under: Option<RunsUnder>,
     /// Lines written since the file was last rewritten.
     lines: u64,
     /// The highest seq admitted.
@@ -340,10 +417,27 @@ impl Journal {
     ///
     /// # Errors
     /// It cannot be read, created or written; it is no journal (which line, and why).
+    #[cfg(test)]
     pub(crate) fn open(
         path: &Path,
         requeue_lost: bool,
         report: Option<&Path>,
+    ) -> anyhow::Result<(Journal, Recovered)> {
+        Self::open_under(path, requeue_lost, report, None)
+    }
+
+    /// [`Journal::open`] for a server that runs its jobs `under` that: it is named in the
+    /// header, and a journal whose live jobs an earlier server ran under something else is
+    /// refused (their texts would mean other commands here).
+    ///
+    /// # Errors
+    /// As [`Journal::open`]'s; the live jobs were journaled under another command template,
+    /// shell or working directory (each difference named).
+    pub(crate) fn open_under(
+        path: &Path,
+        requeue_lost: bool,
+        report: Option<&Path>,
+        under: Option<RunsUnder>,
     ) -> anyhow::Result<(Journal, Recovered)> {
         let real = one_name(path)?;
         let path = real.as_path();
@@ -363,6 +457,23 @@ impl Journal {
             let recorded = recorded_in(earlier, &live);
             recovered.jobs.retain(|job| !recorded.contains(&job.seq));
         }
+        if let (Some(under), Some(earlier), false) =
+            (&under, &recovered.under, recovered.jobs.is_empty())
+        {
+            let differences = under.differences(earlier);
+            if !differences.is_empty() {
+                anyhow::bail!(
+                    "the journal {} holds {} job{} an earlier server admitted, and {}: they \
+                     would run as other commands here; start the server as the earlier one ran \
+                     (the same --command, --colsep and --shell, in the same directory), or on \
+                     another --journal",
+                    path.display(),
+                    recovered.jobs.len(),
+                    if recovered.jobs.len() == 1 { "" } else { "s" },
+                    differences.join(", ")
+                );
+            }
+        }
         let report = report
             .map(std::path::absolute)
             .transpose()
@@ -376,8 +487,14 @@ impl Journal {
             cancelled: job.cancelled,
             superseded_by: job.superseded_by,
         });
-        let file = rewrite(path, recovered.last_seq, report.as_deref(), jobs)
-            .map_err(|err| anyhow::anyhow!("cannot write the journal {}: {err}", path.display()))?;
+        let file = rewrite(
+            path,
+            recovered.last_seq,
+            report.as_deref(),
+            under.as_ref(),
+            jobs,
+        )
+        .map_err(|err| anyhow::anyhow!("cannot write the journal {}: {err}", path.display()))?;
         Ok((
             Journal {
                 _lock: lock,
@@ -385,6 +502,7 @@ impl Journal {
                 len: file.metadata().map_or(0, |meta| meta.len()),
                 file,
                 report,
+                under,
                 lines: 0,
                 last_seq: recovered.last_seq,
                 unsynced: false,
@@ -563,7 +681,13 @@ impl Journal {
             cancelled: cancelled.contains(&seq),
             superseded_by: superseded.get(&seq).copied(),
         });
-        self.file = rewrite(&self.path, self.last_seq, self.report.as_deref(), jobs)?;
+        self.file = rewrite(
+            &self.path,
+            self.last_seq,
+            self.report.as_deref(),
+            self.under.as_ref(),
+            jobs,
+        )?;
         self.len = self.file.metadata().map_or(0, |meta| meta.len());
         self.lines = 0;
         self.unsynced = false;
@@ -671,12 +795,13 @@ fn rewrite<'a>(
     path: &Path,
     last: Seq,
     report: Option<&Path>,
+    under: Option<&RunsUnder>,
     jobs: impl Iterator<Item = Live<'a>>,
 ) -> std::io::Result<File> {
     let mut name = path.as_os_str().to_owned();
     name.push(".new");
     let new = PathBuf::from(name);
-    let written = write_new(&new, path, last, report, jobs);
+    let written = write_new(&new, path, last, report, under, jobs);
     if written.is_err() {
         // A disk full leaves no half-written file behind.
         let _ = std::fs::remove_file(&new);
@@ -690,6 +815,7 @@ fn write_new<'a>(
     path: &Path,
     last: Seq,
     report: Option<&Path>,
+    under: Option<&RunsUnder>,
     jobs: impl Iterator<Item = Live<'a>>,
 ) -> std::io::Result<File> {
     let mut file = OpenOptions::new()
@@ -707,6 +833,7 @@ fn write_new<'a>(
         journal: VERSION,
         last,
         report: report.map(Path::to_owned),
+        under: under.cloned(),
     })?;
     for job in jobs {
         line(&Line::Admitted {
@@ -1044,6 +1171,49 @@ mod tests {
         assert!(err.contains("line 3: seq 1 superseded by seq 1"), "{err}");
         let err = replayed(&format!("{bad}{{\"p\":2,\"b\":3}}\n")).unwrap_err();
         assert!(err.contains("line 3: seq 2 superseded"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_file_is_no_journal_and_live_jobs_keep_what_they_run_under() {
+        assert!(replayed("").unwrap_err().contains("it is empty"));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        std::fs::write(&path, "").unwrap();
+        let err = Journal::open(&path, false, None).err().unwrap().to_string();
+        assert!(err.contains("is empty"), "{err}");
+        std::fs::remove_file(&path).unwrap();
+        let under = |command: Option<&str>, cwd: &str| RunsUnder {
+            command: command.map(str::to_owned),
+            colsep: None,
+            shell: "sh".into(),
+            cwd: cwd.into(),
+        };
+        {
+            let (mut journal, _) =
+                Journal::open_under(&path, false, None, Some(under(Some("echo {}"), "/a")))
+                    .unwrap();
+            journal.admitted(1, "a", "x");
+            journal.sync().unwrap();
+        }
+        let err = Journal::open_under(&path, false, None, Some(under(None, "/b")))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("holds 1 job an earlier server admitted")
+                && err.contains("the command template is none here, `echo {}` in the journal")
+                && err.contains("the working directory is /b here, /a in the journal"),
+            "{err}"
+        );
+        // The same: the job is recovered, and the rewritten header keeps what it runs under.
+        let (mut journal, recovered) =
+            Journal::open_under(&path, false, None, Some(under(Some("echo {}"), "/a"))).unwrap();
+        assert_eq!(recovered.jobs.len(), 1);
+        journal.ended(1);
+        journal.sync().unwrap();
+        drop(journal);
+        // No live job: another server may use it under anything.
+        assert!(Journal::open_under(&path, false, None, Some(under(None, "/b"))).is_ok());
     }
 
     #[test]

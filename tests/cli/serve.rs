@@ -2711,6 +2711,51 @@ fn a_batch_cut_off_by_the_servers_end_says_what_was_answered_and_what_not_sent()
     assert_eq!(report.jobs.len(), 3, "{:#?}", report.jobs);
 }
 
+/// A batch cut off by a server killed outright: the client says the submissions it sent and
+/// got no answer for may have been admitted, before anyone sends them again (a server started
+/// again on the journal ran 42 of 85 such in a new user's run).
+#[test]
+fn a_batch_cut_off_by_a_killed_server_says_the_unanswered_may_have_been_admitted() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let mut server = Spawned::start(
+        Command::new(BIN)
+            .args(["serve", "-j", "1", "--socket"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    assert!(listening(&socket));
+    let mut client = piped_submit(&socket);
+    let mut stdin = client.stdin.take().unwrap();
+    let mut answers = BufReader::new(client.stdout.take().unwrap());
+    // More than the socket's buffers hold: the server answers it over many turns.
+    let writer = std::thread::spawn(move || {
+        let lines = "k\ttrue\n".repeat(200_000);
+        let _ = stdin.write_all(lines.as_bytes());
+    });
+    let mut line = String::new();
+    answers.read_line(&mut line).unwrap();
+    assert!(line.contains("\"seq\":1"), "{line}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let mut rest = String::new();
+    let _ = answers.read_to_string(&mut rest);
+    let mut stderr = String::new();
+    client
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert_eq!(client.wait().unwrap().code(), Some(2), "{stderr}");
+    writer.join().unwrap();
+    assert!(
+        stderr.contains("the unanswered ones may have been admitted before it ended"),
+        "{stderr}"
+    );
+}
+
 /// A batch whose journal lines cross a file-size limit part way: each admission is answered
 /// by what the journal holds of it. A job whose line went out whole before the failure is
 /// answered as usual (a server started after a crash knows it); one whose line was cut back
@@ -3596,6 +3641,98 @@ fn requeue_lost_does_not_run_again_a_job_being_superseded_when_the_server_died()
         (&new["seq"], &new["outcome"]),
         (&json!(2), &json!("succeeded"))
     );
+}
+
+/// A journal's live jobs are refused to a server that would run them under another command
+/// template, shell or working directory: a job admitted as the argument of `echo got: {}`
+/// ran as a command of its own under a server restarted without `--command`.
+#[test]
+fn a_journal_s_jobs_are_refused_to_a_server_that_would_run_them_otherwise() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let journal = scratch.join("j.journal");
+    let template =
+        "echo got {} >> \"$D/args\"; echo $$ > \"$D/pid\"; [ -e \"$D/second\" ] || sleep 60";
+    let mut first = Spawned::start(
+        Command::new(BIN)
+            .args(["serve", "-j", "1", "--command", template, "--socket"])
+            .arg(&socket)
+            .arg("--journal")
+            .arg(&journal)
+            .env("D", scratch.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    assert!(listening(&socket));
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", "first"], None).code,
+        0
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    let hostile = format!("touch {}/PWNED", scratch.path().display());
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", &hostile], None).code,
+        10
+    );
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let pid = scratch.pid("pid");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    let other = scratch.join("other");
+    std::fs::create_dir(&other).unwrap();
+    for (args, cwd, wanted) in [
+        (&[][..], scratch.path(), "the command template is none here"),
+        (
+            &["--command", template][..],
+            other.as_path(),
+            "the working directory is",
+        ),
+        (
+            &["--command", template, "--shell", "bash"][..],
+            scratch.path(),
+            "the shell is `bash` here",
+        ),
+    ] {
+        let out = Run::new()
+            .scratch(&scratch)
+            .cwd(cwd)
+            .no_report()
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .arg("--journal")
+            .arg(&journal)
+            .args(args)
+            .run();
+        out.code(2);
+        assert!(
+            out.stderr()
+                .contains("holds 2 jobs an earlier server admitted")
+                && out.stderr().contains(wanted),
+            "{args:?}: {}",
+            out.dump()
+        );
+        assert!(!scratch.exists("PWNED"));
+    }
+    // As the earlier server ran: the waiting job runs, as the template's argument.
+    scratch.write("second", "");
+    let server = serve(
+        &scratch,
+        &[
+            "--journal",
+            journal.to_str().unwrap(),
+            "--command",
+            template,
+        ],
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    // Exit 1: the job that was running is `server_lost`.
+    server.running.wait().code(1);
+    assert!(!scratch.exists("PWNED"));
+    assert_eq!(scratch.read("args"), format!("got first\ngot {hostile}\n"));
 }
 
 /// Pipelined requests: an answer that is ready is written at once, not held behind a later
