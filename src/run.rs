@@ -141,6 +141,13 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 config.report.as_deref(),
                 under,
             )?;
+            if let Some(report) = &journal.1.report_unread {
+                eprintln!(
+                    "lanes: the earlier server's report {} cannot be read: its jobs left without \
+                     a record are recorded (or run) as if none had been written",
+                    report.display()
+                );
+            }
             // The server's jobs reach it by default (`lanes drain`, `lanes submit` inside
             // one), wherever they change directory.
             if let Some(socket) = std::path::absolute(&path)

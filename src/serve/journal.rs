@@ -169,6 +169,9 @@ pub(crate) struct Recovered {
     pub report: Option<PathBuf>,
     /// What the server that wrote the journal ran its jobs under (unknown before version 4).
     pub under: Option<RunsUnder>,
+    /// The earlier server's report, when live jobs were left and it could not be read (gone,
+    /// no regular file, unreadable): none of them was found recorded there.
+    pub report_unread: Option<PathBuf>,
 }
 
 /// Replays journal lines.
@@ -324,6 +327,7 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
         last_seq,
         report,
         under,
+        report_unread: None,
     })
 }
 
@@ -456,6 +460,11 @@ impl Journal {
                 .collect();
             let recorded = recorded_in(earlier, &live);
             recovered.jobs.retain(|job| !recorded.contains(&job.seq));
+            let readable = std::fs::metadata(earlier).is_ok_and(|meta| meta.is_file())
+                && File::open(earlier).is_ok();
+            if !readable && !recovered.jobs.is_empty() {
+                recovered.report_unread = Some(earlier.to_owned());
+            }
         }
         if let (Some(under), Some(earlier), false) =
             (&under, &recovered.under, recovered.jobs.is_empty())

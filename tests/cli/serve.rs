@@ -3735,6 +3735,52 @@ fn a_journal_s_jobs_are_refused_to_a_server_that_would_run_them_otherwise() {
     assert_eq!(scratch.read("args"), format!("got first\ngot {hostile}\n"));
 }
 
+/// A server started on a journal whose earlier report is gone says so: the jobs it would have
+/// found recorded there are recorded (or run) as if no record had been written.
+#[test]
+fn a_server_says_when_the_earlier_report_cannot_be_read() {
+    let scratch = Scratch::new();
+    let socket = scratch.join("lanes.sock");
+    let mut first = Spawned::start(
+        Command::new(BIN)
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .arg("--report")
+            .arg(scratch.join("r1.jsonl"))
+            .env("D", scratch.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    assert!(listening(&socket));
+    let job = "echo $$ > \"$D/pid\"; [ -e \"$D/second\" ] || sleep 60";
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", job], None).code,
+        0
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let pid = scratch.pid("pid");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    std::fs::remove_file(scratch.join("r1.jsonl")).unwrap();
+    scratch.write("second", "");
+    let server = serve(&scratch, &[]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(1);
+    assert!(
+        out.stderr().contains("the earlier server's report")
+            && out.stderr().contains("r1.jsonl cannot be read"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(report.job(1).result(), ("interrupted", Some("server_lost")));
+}
+
 /// Pipelined requests: an answer that is ready is written at once, not held behind a later
 /// request's answer that comes late (a `cancel` waits for its job's end).
 #[test]
