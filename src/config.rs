@@ -468,10 +468,22 @@ impl RunConfig {
                 ),
             ];
             if let Some((flag, column)) = named.into_iter().find(|&(_, column)| column > 1) {
+                // `lanes echo {1} {2} --colsep ,`: options after the command are its words.
+                let in_command = template.as_ref().is_some_and(|t| {
+                    t.recorded()
+                        .0
+                        .split_whitespace()
+                        .any(|word| word.starts_with("--colsep"))
+                });
+                let hint = if in_command {
+                    " before the command (after it, `--colsep` is a word of the command)"
+                } else {
+                    ""
+                };
                 return Err(ConfigError::Usage(format!(
                     "{flag} names column {{{column}}}, but there is no --colsep to split the \
                      argument into columns (without it {{1}} is the whole argument and every \
-                     later column is empty): give --colsep SEP"
+                     later column is empty): give --colsep SEP{hint}"
                 )));
             }
         }

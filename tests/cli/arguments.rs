@@ -569,7 +569,7 @@ fn no_fail_fast_turns_a_manifests_fail_fast_off() {
 
 #[test]
 fn contradictions_are_usage_errors_that_say_why() {
-    let cases: [(&[&str], &str); 12] = [
+    let cases: [(&[&str], &str); 13] = [
         (
             &["--cancel-in-progress", "--coalesce", "off"],
             "--coalesce off keeps every job",
@@ -601,6 +601,10 @@ fn contradictions_are_usage_errors_that_say_why() {
         (
             &["--command", "echo {3}", ":::", "a"],
             "--command names column {3}, but there is no --colsep",
+        ),
+        (
+            &["echo", "{1}", "{2}", "--colsep", ",", ":::", "a,b"],
+            "give --colsep SEP before the command (after it, `--colsep` is a word of the command)",
         ),
         // GNU parallel's habit: columns passed as arguments where nothing names them.
         (
