@@ -844,28 +844,9 @@ fn a_key_tab_command_line_where_each_line_is_a_whole_command_is_invalid_not_run(
         (&[":::", "cleanup\ttouch \"$D/ran\""][..], ""),
         (&["-0", "-a", "jobs0.tsv"][..], ""),
     ] {
-        let out = Run::new()
-            .scratch(&scratch)
-            .cwd(scratch.path())
-            .args(args)
-            .stdin(stdin)
-            .run();
-        out.code(1);
-        let job = out.job(1);
-        assert_eq!(
-            job.result(),
-            ("rejected", Some("invalid_input")),
-            "{args:?}"
-        );
-        assert!(
-            job.error
-                .as_deref()
-                .is_some_and(|e| e.contains("as a KEY<TAB>COMMAND line does")
-                    && e.contains("`lanes jobs.tsv`")),
-            "{args:?}: {}",
-            out.dump()
-        );
-        assert!(!scratch.exists("ran"), "{args:?}: it ran\n{}", out.dump());
+        let out = first_rejected_in(&scratch, args, stdin, "as a KEY<TAB>COMMAND line does");
+        let error = out.job(1).error.clone().unwrap_or_default();
+        assert!(error.contains("`lanes jobs.tsv`"), "{args:?}: {error}");
     }
     // As FILE, it runs; and a command template takes such a line as its argument.
     let out = Run::new()
@@ -883,6 +864,31 @@ fn a_key_tab_command_line_where_each_line_is_a_whole_command_is_invalid_not_run(
     out.code(0);
 }
 
+/// Runs `lanes ARGS` in `scratch` on `stdin`: exit 1, its first job `rejected`/`invalid_input`
+/// with `wanted` in its error, and nothing ran (no file `ran`).
+fn first_rejected_in(scratch: &Scratch, args: &[&str], stdin: &str, wanted: &str) -> Output {
+    let out = Run::new()
+        .scratch(scratch)
+        .cwd(scratch.path())
+        .args(args)
+        .stdin(stdin)
+        .run();
+    out.code(1);
+    let job = out.job(1);
+    assert_eq!(
+        job.result(),
+        ("rejected", Some("invalid_input")),
+        "{args:?}"
+    );
+    assert!(
+        job.error.as_deref().is_some_and(|e| e.contains(wanted)),
+        "{args:?}: {}",
+        out.dump()
+    );
+    assert!(!scratch.exists("ran"), "{args:?}: it ran\n{}", out.dump());
+    out
+}
+
 /// Newline-separated input given `-0` (no NUL at all, so one record) is refused, not run as one
 /// job, nor dropped whole as a comment when its first line is one (`lanes -0 jobs.tsv` ran
 /// nothing and exited 0).
@@ -895,28 +901,13 @@ fn newline_separated_input_under_nul_separation_is_refused_as_one_record() {
         (&["-0", "--", "touch"][..], "ran\nran2\n"),
         (&["-0", "-a", "jobs.tsv", "echo"][..], ""),
     ] {
-        let out = Run::new()
-            .scratch(&scratch)
-            .cwd(scratch.path())
-            .args(args)
-            .stdin(stdin)
-            .run();
-        out.code(1);
-        let job = out.job(1);
-        assert_eq!(
-            job.result(),
-            ("rejected", Some("invalid_input")),
-            "{args:?}"
-        );
-        assert!(
-            job.error
-                .as_deref()
-                .is_some_and(|e| e.contains("leave -0 out for one record per line")),
-            "{args:?}: {}",
-            out.dump()
+        let out = first_rejected_in(
+            &scratch,
+            args,
+            stdin,
+            "leave -0 out for one record per line",
         );
         assert_eq!(out.report().jobs.len(), 1, "{args:?}");
-        assert!(!scratch.exists("ran"), "{args:?}\n{}", out.dump());
     }
     // A last record without its NUL, after others, is a record as it is.
     let out = Run::new().args(["-0", "echo"]).stdin("a\0b\nc").run();

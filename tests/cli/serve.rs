@@ -44,6 +44,16 @@ fn serve(scratch: &Scratch, args: &[&str]) -> Server {
     }
 }
 
+/// Ends the process group led by `pid` (a job of a server killed outright, which the test
+/// started) with SIGKILL, and waits until its leader is gone.
+fn kill_group_and_wait(pid: i32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(-pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+}
+
 /// Waits until a server accepts connections on `socket` (the file exists from the `bind`, a
 /// moment before the `listen`).
 fn listening(socket: &Path) -> bool {
@@ -1415,11 +1425,7 @@ fn after_kill_9_a_restarted_server_gives_every_job_exactly_one_record() {
     first.kill().unwrap();
     first.wait().unwrap();
     // The job that ran under the dead server: its group is killed here, by its pid.
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(-pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    kill_group_and_wait(pid);
     std::fs::remove_file(scratch.join("order")).unwrap();
     // The second server, on the same socket and (default) journal.
     let server = serve(&scratch, &["-j", "1"]);
@@ -1746,11 +1752,7 @@ fn killed_while_a_job_runs(
     let pid = scratch.pid("pid");
     first.kill().unwrap();
     first.wait().unwrap();
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(-pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    kill_group_and_wait(pid);
 }
 
 #[test]
@@ -3521,12 +3523,7 @@ fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() 
     first.kill().unwrap();
     first.wait().unwrap();
     let _ = ended_by(&mut cancel, "cancel");
-    let pid = scratch.pid("pid");
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(-pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    kill_group_and_wait(scratch.pid("pid"));
     scratch.write("second", "");
     let server = serve(
         &scratch,
@@ -3591,12 +3588,7 @@ fn requeue_lost_does_not_run_again_a_job_being_superseded_when_the_server_died()
     }));
     first.kill().unwrap();
     first.wait().unwrap();
-    let pid = scratch.pid("pid");
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(-pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    kill_group_and_wait(scratch.pid("pid"));
     scratch.write("second", "");
     let server = serve(
         &scratch,
@@ -3676,12 +3668,7 @@ fn a_journal_s_jobs_are_refused_to_a_server_that_would_run_them_otherwise() {
     );
     first.kill().unwrap();
     first.wait().unwrap();
-    let pid = scratch.pid("pid");
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(-pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    kill_group_and_wait(scratch.pid("pid"));
     let other = scratch.join("other");
     std::fs::create_dir(&other).unwrap();
     for (args, cwd, wanted) in [
@@ -3760,12 +3747,7 @@ fn a_server_says_when_the_earlier_report_cannot_be_read() {
     scratch.wait_for("pid", Duration::from_secs(20));
     first.kill().unwrap();
     first.wait().unwrap();
-    let pid = scratch.pid("pid");
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(-pid),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
+    kill_group_and_wait(scratch.pid("pid"));
     std::fs::remove_file(scratch.join("r1.jsonl")).unwrap();
     scratch.write("second", "");
     let server = serve(&scratch, &[]);
