@@ -1236,8 +1236,14 @@ fn check_serve(cli: &Cli) -> Result<(), ConfigError> {
         (cli.null, "-0"),
     ];
     if let Some((_, what)) = input.iter().find(|(given, _)| *given) {
+        // A trailing command or a manifest may be meant as the template of every job.
+        let template = if cli.trailing_command.is_some() || cli.manifest.is_some() {
+            "; for a command template applied to every submission, give --command TEMPLATE"
+        } else {
+            ""
+        };
         return Err(ConfigError::Usage(format!(
-            "`lanes serve` takes its jobs from `lanes submit`, not from {what}"
+            "`lanes serve` takes its jobs from `lanes submit`, not from {what}{template}"
         )));
     }
     let other = [

@@ -82,8 +82,13 @@ impl Connection {
     }
 
     fn expect_answer(&mut self) -> anyhow::Result<(String, Answer)> {
-        self.answer()?
-            .ok_or_else(|| anyhow::anyhow!("the server closed the connection without an answer"))
+        self.answer()?.ok_or_else(|| {
+            anyhow::anyhow!(
+                "the server closed the connection without an answer (killed or crashed?); \
+                     what it was asked may have been done before it ended (a job admitted runs \
+                     under a server started again on its journal)"
+            )
+        })
     }
 }
 
@@ -381,7 +386,7 @@ pub(crate) fn submit(
     let Some((line, record)) = connection.answer()? else {
         bail!(
             "the server ended before seq {} had its record (killed or crashed?); a server \
-             started again on its journal records it",
+             started again on its journal runs it, or records it if it had started",
             seq_of(&answer)
         );
     };

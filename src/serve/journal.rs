@@ -466,20 +466,30 @@ impl Journal {
                 recovered.report_unread = Some(earlier.to_owned());
             }
         }
-        if let (Some(under), Some(earlier), false) =
-            (&under, &recovered.under, recovered.jobs.is_empty())
-        {
+        // The jobs this server would run: not those it only records (cancelled, superseded,
+        // and without `--requeue-lost` the ones that had started).
+        let to_run = recovered
+            .jobs
+            .iter()
+            .filter(|job| {
+                !job.cancelled && job.superseded_by.is_none() && (!job.started || requeue_lost)
+            })
+            .count();
+        if let (Some(under), Some(earlier), 1..) = (&under, &recovered.under, to_run) {
             let differences = under.differences(earlier);
             if !differences.is_empty() {
+                let left = recovered.jobs.len();
                 anyhow::bail!(
-                    "the journal {} holds {} job{} an earlier server admitted, and {}: they \
-                     would run as other commands here; start the server as the earlier one ran \
-                     (the same --command, --colsep and --shell, in the same directory), or on \
-                     another --journal",
+                    "the journal {} holds {to_run} job{} an earlier server admitted that this \
+                     one would run, and {}: {} would run as other commands here; start the \
+                     server as the earlier one ran (the same --command, --colsep and --shell, \
+                     in the same directory), or on another --journal (the {left} job{} left in \
+                     this one then get no record)",
                     path.display(),
-                    recovered.jobs.len(),
-                    if recovered.jobs.len() == 1 { "" } else { "s" },
-                    differences.join(", ")
+                    if to_run == 1 { "" } else { "s" },
+                    differences.join(", "),
+                    if to_run == 1 { "it" } else { "they" },
+                    if left == 1 { "" } else { "s" },
                 );
             }
         }
@@ -1209,7 +1219,7 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            err.contains("holds 1 job an earlier server admitted")
+            err.contains("holds 1 job an earlier server admitted that this one would run")
                 && err.contains("the command template is none here, `echo {}` in the journal")
                 && err.contains("the working directory is /b here, /a in the journal"),
             "{err}"
@@ -1223,6 +1233,29 @@ mod tests {
         drop(journal);
         // No live job: another server may use it under anything.
         assert!(Journal::open_under(&path, false, None, Some(under(None, "/b"))).is_ok());
+        // Nor does a job it would only record (started, without --requeue-lost; cancelled)
+        // refuse it; with --requeue-lost the started one would run, and does.
+        {
+            let (mut journal, _) =
+                Journal::open_under(&path, false, None, Some(under(None, "/a"))).unwrap();
+            journal.admitted(2, "a", "x");
+            journal.started(2);
+            journal.admitted(3, "b", "y");
+            journal.cancelled(3);
+            journal.sync().unwrap();
+        }
+        let (journal, recovered) =
+            Journal::open_under(&path, false, None, Some(under(None, "/b"))).unwrap();
+        assert_eq!(recovered.jobs.len(), 2);
+        drop(journal);
+        let err = Journal::open_under(&path, true, None, Some(under(None, "/c")))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("holds 1 job") && err.contains("the 2 jobs left in this one"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -255,9 +255,15 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     redraw.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut spin = tokio::time::interval(crate::report::progress::SPIN);
     spin.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // `lanes serve`: the records the ends to journal wait behind, once written.
+    let mut ends_written: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>> =
+        None;
     loop {
         driver.start_ready(!ended_rx.is_empty()).await;
         driver.journal_ends().await;
+        if ends_written.is_none() && driver.ends_waiting() {
+            ends_written = Some(Box::pin(driver.ledger.report_written()));
+        }
         driver.settle_display();
         if driver.is_done() {
             break;
@@ -296,6 +302,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
             () = driver.grouped.written(), if backlogged => {},
             item = driver.input.recv(), if accept_input => driver.on_input(item).await,
             Some(call) = service::next_call(&mut calls) => driver.on_calls(call, &mut calls).await,
+            () = written_optional(&mut ends_written) => ends_written = None,
             _ = redraw.tick(), if driver.ledger.watches_stops() => driver.redraw(),
             Some(()) = recv_optional(&mut resized), if driver.ledger.progress().is_some() => {
                 if let Some(progress) = driver.ledger.progress() {
@@ -340,6 +347,16 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
     let mut end = driver.finish(&mut signals).await;
     end.signals = signals;
     end
+}
+
+/// Resolves once `written` has (never without it).
+async fn written_optional(
+    written: &mut Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+) {
+    match written {
+        Some(written) => written.await,
+        None => std::future::pending().await,
+    }
 }
 
 /// How long lanes waits, its jobs over, for a reader of its files before it says so.

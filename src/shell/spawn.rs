@@ -121,6 +121,24 @@ impl ProgramPaths {
     }
 }
 
+/// The file the program `name` runs from, as its one name (links followed): `name` itself when
+/// it holds a `/`, else found on `PATH` as [`ProgramPaths`] finds it; `None` when not found.
+/// Two spellings of one program (`sh`, `/bin/sh`, `/usr/bin/sh` where `/bin` is a link) give
+/// one file.
+pub(crate) fn program_file(name: &str) -> Option<std::path::PathBuf> {
+    let path = if name.contains('/') {
+        std::path::PathBuf::from(name)
+    } else {
+        let search = std::env::var_os("PATH");
+        let search = search
+            .as_deref()
+            .map_or(&b"/bin:/usr/bin"[..], OsStr::as_bytes);
+        let found = find_on_path(search, name.as_bytes())?;
+        std::path::PathBuf::from(OsStr::from_bytes(found.as_bytes()))
+    };
+    std::fs::canonicalize(path).ok()
+}
+
 /// The first `dir/name` along `search` (a `PATH` value) that is a regular file this process
 /// may execute; `None` when a relative directory comes first or nothing is found.
 fn find_on_path(search: &[u8], name: &[u8]) -> Option<CString> {

@@ -3681,7 +3681,7 @@ fn a_journal_s_jobs_are_refused_to_a_server_that_would_run_them_otherwise() {
         (
             &["--command", template, "--shell", "bash"][..],
             scratch.path(),
-            "the shell is `bash` here",
+            "bash` here, `",
         ),
     ] {
         let out = Run::new()
@@ -3697,14 +3697,15 @@ fn a_journal_s_jobs_are_refused_to_a_server_that_would_run_them_otherwise() {
         out.code(2);
         assert!(
             out.stderr()
-                .contains("holds 2 jobs an earlier server admitted")
+                .contains("holds 1 job an earlier server admitted that this one would run")
                 && out.stderr().contains(wanted),
             "{args:?}: {}",
             out.dump()
         );
         assert!(!scratch.exists("PWNED"));
     }
-    // As the earlier server ran: the waiting job runs, as the template's argument.
+    // As the earlier server ran (`/bin/sh` is the default `sh`): the waiting job runs, as the
+    // template's argument.
     scratch.write("second", "");
     let server = serve(
         &scratch,
@@ -3713,6 +3714,8 @@ fn a_journal_s_jobs_are_refused_to_a_server_that_would_run_them_otherwise() {
             journal.to_str().unwrap(),
             "--command",
             template,
+            "--shell",
+            "/bin/sh",
         ],
     );
     assert_eq!(server.client("drain", &[]).code, 0);
@@ -3761,6 +3764,63 @@ fn a_server_says_when_the_earlier_report_cannot_be_read() {
         out.dump()
     );
     assert_eq!(report.job(1).result(), ("interrupted", Some("server_lost")));
+}
+
+/// A job's end is journaled once its record is in the report, also when nothing else happens
+/// after it: an idle server kept its last job live in the journal, and a server started on the
+/// journal after a crash recorded that job again (`server_lost`) when the report was gone.
+#[test]
+fn an_idle_server_journals_the_end_of_its_last_job() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &[]);
+    assert_eq!(server.client("submit", &["a", "--", "true"]).code, 0);
+    assert!(
+        wait_until(Duration::from_secs(20), || std::fs::read_to_string(
+            &server.report
+        )
+        .is_ok_and(|text| text.contains("\"type\":\"job\""))),
+        "no record"
+    );
+    // Nothing is sent to the server from here on: only the record's writing may wake it.
+    let journal = scratch.join("lanes.journal");
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read_to_string(
+            &journal
+        )
+        .is_ok_and(|text| text.contains("{\"e\":1}"))),
+        "{}",
+        std::fs::read_to_string(&journal).unwrap_or_default()
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server.running.wait().code(0);
+}
+
+/// A server started again with the earlier one's `--report` says that the records in it are
+/// lost (it is written afresh): the natural restart, the same command line, lost a job's only
+/// record without a word.
+#[test]
+fn a_restart_on_the_earlier_report_says_its_records_are_lost() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &[]);
+    assert_eq!(server.client("submit", &["a", "--", "true"]).code, 0);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let out = server.running.wait();
+    out.code(0);
+    assert!(
+        !out.stderr().contains("is the earlier server's"),
+        "{}",
+        out.dump()
+    );
+    let server = serve(&scratch, &[]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let out = server.running.wait();
+    out.code(0);
+    assert!(
+        out.stderr()
+            .contains("report.jsonl is the earlier server's, and is written afresh"),
+        "{}",
+        out.dump()
+    );
 }
 
 /// Pipelined requests: an answer that is ready is written at once, not held behind a later

@@ -376,6 +376,15 @@ impl Driver {
         }
     }
 
+    /// Whether ends wait to be journaled behind records not yet written: the loop is then
+    /// woken once they are ([`Driver::journal_ends`] on its next round), not only by the next
+    /// event (a server idle after its last job kept that job live in its journal).
+    pub(super) fn ends_waiting(&self) -> bool {
+        self.service
+            .as_ref()
+            .is_some_and(|service| !service.behind_marks.is_empty())
+    }
+
     /// Journals the ends of the jobs whose records are now in the report file and, under
     /// `--json`, written to stdout, and rewrites the journal when it has grown far beyond the
     /// live jobs. Never waits for the report's writers: a reader that reads slowly or not at
