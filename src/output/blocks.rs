@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, Notify};
 
-use super::capture::Capture;
+use super::capture::{Capture, SharedSpill};
 use super::sink::SinkTx;
 
 /// One job's (or batch's) captured output with its header line.
@@ -21,6 +21,11 @@ pub(crate) struct Block {
 }
 
 impl Block {
+    /// Bytes of its output held in memory.
+    pub(crate) fn in_memory(&self) -> usize {
+        self.stdout.in_memory() + self.stderr.in_memory()
+    }
+
     /// Writes the header and the captured stdout to `stdout`, the captured stderr to `stderr`.
     /// Returns false when part of the output could not be read back from its spill file (it
     /// is then said in its place).
@@ -78,6 +83,8 @@ pub(crate) struct BlockOrder {
     next: u64,
     /// Finished seqs above `next`, with their blocks.
     held: BTreeMap<u64, Vec<Block>>,
+    /// Bytes of output the held blocks keep in memory.
+    held_in_memory: usize,
 }
 
 impl BlockOrder {
@@ -87,7 +94,23 @@ impl BlockOrder {
             keep_order,
             next: 1,
             held: BTreeMap::new(),
+            held_in_memory: 0,
         }
+    }
+
+    /// Whether the blocks of job `seq`, finished now, would be held back for an earlier job.
+    pub(crate) fn would_hold(&self, seq: u64) -> bool {
+        self.keep_order && seq > self.next && !self.held.contains_key(&seq)
+    }
+
+    /// Bytes of output the held blocks keep in memory.
+    pub(crate) fn held_in_memory(&self) -> usize {
+        self.held_in_memory
+    }
+
+    /// Whether no block is held.
+    pub(crate) fn holds_none(&self) -> bool {
+        self.held.is_empty()
     }
 
     /// Job `seq` has its final record; `blocks` is its output (one per try, oldest first).
@@ -100,9 +123,11 @@ impl BlockOrder {
             // Reported twice: never hold anything back for it.
             return blocks;
         }
+        self.held_in_memory += blocks.iter().map(Block::in_memory).sum::<usize>();
         self.held.insert(seq, blocks);
         let mut ready = Vec::new();
         while let Some(blocks) = self.held.remove(&self.next) {
+            self.held_in_memory -= blocks.iter().map(Block::in_memory).sum::<usize>();
             ready.extend(blocks);
             self.next += 1;
         }
@@ -112,6 +137,7 @@ impl BlockOrder {
     /// Everything still held (at the end of a run, when some seq was never reported, e.g. input
     /// that was never read after a shutdown), in seq order.
     pub(crate) fn drain(&mut self) -> Vec<Block> {
+        self.held_in_memory = 0;
         std::mem::take(&mut self.held)
             .into_values()
             .flatten()
@@ -132,7 +158,16 @@ pub(crate) struct GroupedOutput {
     tx: Option<mpsc::UnboundedSender<Block>>,
     writer: Option<tokio::task::JoinHandle<()>>,
     backlog: Arc<Backlog>,
+    /// `--keep-order`: where held blocks' output goes past [`HELD_IN_MEMORY`] (and every held
+    /// block's own spill file), made when first needed and let go once nothing is held.
+    shared: Option<SharedSpill>,
 }
+
+/// `--keep-order`: the most bytes of output the blocks held back for an earlier job keep in
+/// memory, all together (8 MiB); the output of later ones goes to one temporary file. Each
+/// block's own bound ([`super::capture::SPILL_AT`]) alone would let memory grow with the
+/// number of jobs held behind a slow one.
+pub(crate) const HELD_IN_MEMORY: usize = 8 * 1024 * 1024;
 
 #[derive(Default)]
 struct Backlog {
@@ -169,6 +204,7 @@ impl GroupedOutput {
             tx: Some(tx),
             writer: Some(writer),
             backlog,
+            shared: None,
         }
     }
 
@@ -204,8 +240,43 @@ impl GroupedOutput {
     pub(crate) fn finished(&mut self, seq: u64, block: Option<Block>) {
         let mut blocks = self.tries.remove(&seq).unwrap_or_default();
         blocks.extend(block);
+        if self.order.would_hold(seq) {
+            self.store_held(&mut blocks);
+        }
         let ready = self.order.finished(seq, blocks);
         self.send(ready);
+        if self.order.holds_none() {
+            // Its stored output goes with the blocks just sent.
+            self.shared = None;
+        }
+    }
+
+    /// Blocks about to be held back: a spill file of their own is moved to the shared file
+    /// (a descriptor each would pile up), and so is their output in memory once the held
+    /// blocks keep [`HELD_IN_MEMORY`]. A shared file that cannot be made or written leaves
+    /// them as they are.
+    fn store_held(&mut self, blocks: &mut [Block]) {
+        let mut in_memory = self.order.held_in_memory();
+        for block in blocks {
+            for capture in [&mut block.stdout, &mut block.stderr] {
+                let own_file = capture.has_own_file();
+                let over = in_memory + capture.in_memory() > HELD_IN_MEMORY;
+                if !(own_file || over) {
+                    in_memory += capture.in_memory();
+                    continue;
+                }
+                if self.shared.is_none() {
+                    self.shared = SharedSpill::new().ok();
+                }
+                let stored = self
+                    .shared
+                    .as_mut()
+                    .is_some_and(|shared| capture.store_in(shared).is_ok());
+                if !stored {
+                    in_memory += capture.in_memory();
+                }
+            }
+        }
     }
 
     fn send(&mut self, ready: Vec<Block>) {

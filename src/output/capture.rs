@@ -3,6 +3,8 @@
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt as _;
+use std::sync::Arc;
 
 use super::sink::SinkTx;
 
@@ -17,8 +19,40 @@ const REPLAY_CHUNK: usize = 64 * 1024;
 pub(crate) struct Capture {
     memory: Vec<u8>,
     spill: Option<File>,
+    /// Moved into a file shared with other captures ([`Capture::store_in`]): where.
+    stored: Option<Stored>,
     /// A spill file that failed; the rest of the output is lost, and said so when replayed.
     failed: Option<String>,
+}
+
+/// A capture's bytes in a [`SharedSpill`]: `len` bytes from `offset`.
+#[derive(Debug)]
+struct Stored {
+    file: Arc<File>,
+    offset: u64,
+    len: u64,
+}
+
+/// One unnamed temporary file that many captures are moved into, one after another: blocks
+/// held back (`--keep-order`) keep neither memory nor a descriptor each. It is removed once
+/// the last capture in it is replayed or dropped.
+#[derive(Debug)]
+pub(crate) struct SharedSpill {
+    file: Arc<File>,
+    len: u64,
+}
+
+impl SharedSpill {
+    /// A new shared file in `TMPDIR`.
+    ///
+    /// # Errors
+    /// It cannot be created.
+    pub(crate) fn new() -> io::Result<Self> {
+        Ok(SharedSpill {
+            file: Arc::new(tempfile::tempfile()?),
+            len: 0,
+        })
+    }
 }
 
 impl Capture {
@@ -51,6 +85,49 @@ impl Capture {
         }
     }
 
+    /// Bytes of it held in memory.
+    pub(crate) fn in_memory(&self) -> usize {
+        self.memory.len()
+    }
+
+    /// Whether it holds a spill file of its own (an open descriptor).
+    pub(crate) fn has_own_file(&self) -> bool {
+        self.spill.is_some()
+    }
+
+    /// Moves what it holds (in memory, or in a spill file of its own) to the end of `shared`,
+    /// so that it keeps neither memory nor a descriptor; nothing more may be pushed.
+    ///
+    /// # Errors
+    /// `shared` cannot be written (a full disk): the capture is left as it was.
+    pub(crate) fn store_in(&mut self, shared: &mut SharedSpill) -> io::Result<()> {
+        if self.stored.is_some() {
+            return Ok(());
+        }
+        let offset = shared.len;
+        let len = match &mut self.spill {
+            Some(own) => {
+                own.seek(SeekFrom::Start(0))?;
+                let mut to = shared.file.as_ref();
+                to.seek(SeekFrom::Start(offset))?;
+                io::copy(own, &mut to)
+            }
+            None => shared
+                .file
+                .write_all_at(&self.memory, offset)
+                .map(|()| self.memory.len() as u64),
+        }?;
+        shared.len += len;
+        self.stored = Some(Stored {
+            file: Arc::clone(&shared.file),
+            offset,
+            len,
+        });
+        self.spill = None;
+        self.memory = Vec::new();
+        Ok(())
+    }
+
     /// Why part of the output was lost (its spill file could not be created or written: a
     /// full disk, a file-size limit, no temporary directory), if it was.
     pub(crate) fn failure(&self) -> Option<&str> {
@@ -61,7 +138,16 @@ impl Capture {
     /// newline when the output did not end with one.
     pub(crate) async fn replay(self, sink: &SinkTx) -> io::Result<()> {
         let mut last = None;
-        if let Some(mut file) = self.spill {
+        if let Some(stored) = self.stored {
+            let mut at = 0;
+            while at < stored.len {
+                let mut chunk = vec![0; REPLAY_CHUNK.min((stored.len - at) as usize)];
+                stored.file.read_exact_at(&mut chunk, stored.offset + at)?;
+                at += chunk.len() as u64;
+                last = chunk.last().copied();
+                let _ = sink.send(chunk).await;
+            }
+        } else if let Some(mut file) = self.spill {
             file.seek(SeekFrom::Start(0))?;
             loop {
                 let mut chunk = vec![0; REPLAY_CHUNK];
@@ -130,5 +216,33 @@ mod tests {
         assert!(capture.spill.is_some());
         assert!(capture.memory.is_empty());
         assert_eq!(block_on(replayed(capture)), expected);
+    }
+
+    #[test]
+    fn captures_stored_in_one_shared_file_replay_each_its_own_bytes() {
+        let mut shared = SharedSpill::new().unwrap();
+        let mut small = Capture::default();
+        small.push(b"small\nno newline");
+        let mut large = Capture::default();
+        let mut big: Vec<u8> = (0..3 * SPILL_AT).map(|i| (i % 251) as u8).collect();
+        big.push(b'\n');
+        large.push(&big);
+        assert!(large.spill.is_some());
+        let mut empty = Capture::default();
+        for capture in [&mut small, &mut large, &mut empty] {
+            capture.store_in(&mut shared).unwrap();
+            assert_eq!(capture.in_memory(), 0);
+            assert!(capture.spill.is_none());
+        }
+        assert_eq!(shared.len, 16 + big.len() as u64);
+        // Replayed in another order than stored.
+        assert_eq!(block_on(replayed(empty)), b"");
+        let replayed_large = block_on(replayed(large));
+        assert!(
+            replayed_large == big,
+            "{} bytes replayed",
+            replayed_large.len()
+        );
+        assert_eq!(block_on(replayed(small)), b"small\nno newline\n");
     }
 }

@@ -308,6 +308,96 @@ fn peak_rss_kib(pid: i32) -> u64 {
         .unwrap_or_else(|| panic!("no VmHWM in {status}"))
 }
 
+/// `--keep-order` behind a slow first job: the blocks held for it keep at most 8 MiB in memory
+/// all together, and one temporary file, not a descriptor each: 40 blocks of 1 MB (each under
+/// the 1 MiB a block keeps in memory) took 40 MB, and 400 of them 400 MB. The output is whole
+/// and in order.
+#[test]
+fn keep_order_behind_a_slow_job_keeps_memory_and_descriptors_bounded() {
+    const SMALL: usize = 40;
+    const LARGE: usize = 5;
+    let scratch = Scratch::new();
+    let fifo = scratch.join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let mut input = String::from("first\tread x < \"$D/fifo\"; echo \"got $x\"\n");
+    for i in 0..SMALL {
+        input.push_str(&format!(
+            "s{i}\thead -c 1000000 /dev/zero | tr '\\0' s; touch \"$D/done.$LANES_SEQ\"\n"
+        ));
+    }
+    for i in 0..LARGE {
+        input.push_str(&format!(
+            "l{i}\thead -c 2000000 /dev/zero | tr '\\0' l; touch \"$D/done.$LANES_SEQ\"\n"
+        ));
+    }
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "4", "--output", "grouped", "--keep-order"])
+        .stdin(input)
+        .spawn();
+    let done = || {
+        (2..=1 + SMALL + LARGE)
+            .filter(|seq| scratch.exists(&format!("done.{seq}")))
+            .count()
+    };
+    assert!(
+        wait_until(Duration::from_secs(60), || done() == SMALL + LARGE),
+        "{} of the jobs behind the first ended",
+        done()
+    );
+    // Each job's block is held once its record is: the last job's end is awaited through
+    // its record being counted as held, not through time.
+    assert!(
+        wait_until(WAIT, || {
+            let held_files = fs::read_dir(format!("/proc/{}/fd", running.pid()))
+                .map(|fds| {
+                    fds.filter_map(Result::ok)
+                        .filter_map(|fd| fs::read_link(fd.path()).ok())
+                        .filter(|target| target.to_string_lossy().ends_with("(deleted)"))
+                        .count()
+                })
+                .unwrap_or(0);
+            held_files <= 1
+        }),
+        "held blocks keep a temporary file each"
+    );
+    let peak = peak_rss_kib(running.pid());
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .unwrap()
+        .write_all(b"x\n")
+        .unwrap();
+    let out = running.wait();
+    out.code(0);
+    let stdout = &out.stdout;
+    let mut want = b"==> [first] seq 1: succeeded <==\ngot x\n".to_vec();
+    for i in 0..SMALL {
+        want.extend_from_slice(format!("==> [s{i}] seq {}: succeeded <==\n", i + 2).as_bytes());
+        want.extend(std::iter::repeat_n(b's', 1_000_000));
+        want.push(b'\n');
+    }
+    for i in 0..LARGE {
+        let seq = i + 2 + SMALL;
+        want.extend_from_slice(format!("==> [l{i}] seq {seq}: succeeded <==\n").as_bytes());
+        want.extend(std::iter::repeat_n(b'l', 2_000_000));
+        want.push(b'\n');
+    }
+    assert!(
+        *stdout == want,
+        "grouped stdout ({} bytes) differs",
+        stdout.len()
+    );
+    assert!(
+        peak < 48 * 1024,
+        "lanes' peak RSS was {peak} KiB with {SMALL} blocks of 1 MB held"
+    );
+}
+
 #[test]
 fn grouped_output_of_a_5_mb_job_keeps_memory_low() {
     const LINES: usize = 308_404; // of 17 bytes: just under 5 MiB
