@@ -4031,7 +4031,11 @@ fn a_server_given_jobs_another_way_says_which_way_it_was_given() {
             &["missing.tsv"],
             "not from a FILE of jobs or a trailing command (`missing.tsv`)",
         ),
-        (&["--", "echo", "hi"], "a trailing command (`echo`)"),
+        (
+            &["--", "echo", "hi"],
+            "a trailing command (`echo`); for a command template applied to every submission, \
+             give --command TEMPLATE",
+        ),
     ];
     for (args, said) in cases {
         let out = Run::new()
