@@ -4,7 +4,6 @@
 //! own pipe.
 
 use std::io;
-use std::path::Path;
 use std::sync::Arc;
 
 use tokio::net::unix::pipe;
@@ -27,8 +26,8 @@ pub(crate) struct OutputPlan {
     /// The same for stderr lines (coloured or not, as stderr is).
     pub err_prefix: Arc<[u8]>,
     pub key: Arc<str>,
-    /// `--results DIR`.
-    pub results_dir: Option<Arc<Path>>,
+    /// `--results DIR`: the job's two files there, created before its start.
+    pub results: Option<super::results::ResultFiles>,
 }
 
 /// How much of a job's stderr is kept for the summary and the JUnit file, in bytes.

@@ -49,27 +49,34 @@ struct ResultFile {
 }
 
 impl ResultFiles {
-    /// Creates `DIR/STEM.stdout` and `DIR/STEM.stderr`.
-    pub(crate) fn create(dir: &Path, seq: u64, key: &str) -> Self {
+    /// Creates `DIR/STEM.stdout` and `DIR/STEM.stderr`. A file that cannot be created for a
+    /// lasting reason (a full disk, no permission) is kept as the error, and the job runs
+    /// without it.
+    ///
+    /// # Errors
+    /// A passing shortage (EMFILE, ENFILE, EAGAIN): the job is to start later, once a running
+    /// job has freed a descriptor, as a spawn that met it does.
+    pub(crate) fn create(dir: &Path, seq: u64, key: &str) -> std::io::Result<Self> {
         let stem = file_stem(seq, key);
         let mut error = None;
         let mut open = |path: PathBuf| {
             let file = match File::create(&path) {
                 Ok(file) => Some(file),
+                Err(err) if crate::shell::spawn::is_transient(&err) => return Err(err),
                 Err(err) => {
                     error.get_or_insert_with(|| format!("cannot create {}: {err}", path.display()));
                     None
                 }
             };
-            ResultFile { path, file }
+            Ok(ResultFile { path, file })
         };
-        let stdout = open(dir.join(format!("{stem}.stdout")));
-        let stderr = open(dir.join(format!("{stem}.stderr")));
-        ResultFiles {
+        let stdout = open(dir.join(format!("{stem}.stdout")))?;
+        let stderr = open(dir.join(format!("{stem}.stderr")))?;
+        Ok(ResultFiles {
             stdout,
             stderr,
             error,
-        }
+        })
     }
 
     /// Appends `data` to the job's stdout or stderr file. A file that fails (a full disk,
@@ -306,7 +313,7 @@ mod tests {
     #[test]
     fn files_land_inside_the_directory() {
         let dir = tempfile::tempdir().unwrap();
-        let mut files = ResultFiles::create(dir.path(), 3, "../../escape");
+        let mut files = ResultFiles::create(dir.path(), 3, "../../escape").unwrap();
         assert_eq!(files.stdout.path.parent(), Some(dir.path()));
         files.write(false, b"out\n");
         files.write(true, b"err\n");

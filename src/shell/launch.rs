@@ -278,6 +278,28 @@ impl Launcher {
             cgroup: cgroup.as_ref().map(super::cgroup::JobCgroup::fd),
             locks,
         };
+        // Made before the start, so that a shortage of descriptors for them waits as one
+        // for the start does (the output is not lost).
+        let results = match self.results_dir.as_deref() {
+            Some(dir) => {
+                match crate::output::results::ResultFiles::create(dir, start.seq, &job.key) {
+                    Ok(files) => Some(files),
+                    Err(err) => {
+                        if let Some(cgroup) = cgroup {
+                            cgroup.discard();
+                        }
+                        return Err(self.after_shortage(NotStarted {
+                            failure: SpawnFailure::Shortage { descriptors: true },
+                            message: format!(
+                            "cannot create the job's --results files: {err}, and no running job \
+                             will free a descriptor (raise `ulimit -n`)"
+                        ),
+                        }));
+                    }
+                }
+            }
+            None => None,
+        };
         let order = match spawn::prepare(&launch) {
             Ok(order) => order,
             Err(err) => {
@@ -295,7 +317,7 @@ impl Launcher {
             prefix: Arc::from(prefix_for(&key, self.streams.color_stdout)),
             err_prefix: Arc::from(prefix_for(&key, self.streams.color_stderr)),
             key,
-            results_dir: self.results_dir.clone(),
+            results,
         };
         let timing = Timing {
             backend: Arc::clone(&self.backend),

@@ -21,7 +21,6 @@ use crate::config::Backend;
 use crate::core::{Action, Escalation, Event, ExitFacts};
 use crate::output::capture::Capture;
 use crate::output::pump::{readable, room, OutputPlan, Stream};
-use crate::output::results::ResultFiles;
 
 /// What the driver asks of a running job's supervisor.
 #[derive(Debug, Clone, Copy)]
@@ -116,7 +115,7 @@ pub(crate) async fn supervise(
     spawned: Spawned,
     job_cgroup: Option<JobCgroup>,
     mut control: mpsc::UnboundedReceiver<Control>,
-    plan: OutputPlan,
+    mut plan: OutputPlan,
     timing: Timing,
     reaper: Reaper,
 ) -> Ended {
@@ -128,10 +127,7 @@ pub(crate) async fn supervise(
     } = spawned;
     let mut out = Stream::new(&plan, false);
     let mut err = Stream::new(&plan, true);
-    let mut results = plan
-        .results_dir
-        .as_deref()
-        .map(|dir| ResultFiles::create(dir, seq, &plan.key));
+    let mut results = plan.results.take();
     // The supervisor's clock: time since the start, less the time lanes spent stopped since.
     let origin = Instant::now();
     let stopped_before = timing.time_stopped.total();
