@@ -54,6 +54,24 @@ fn kill_group_and_wait(pid: i32) {
     assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
 }
 
+/// `lanes serve ARGS` on `lanes.sock` in `scratch`, spawned apart (to be killed outright by
+/// the test), `D` the scratch directory, its output let go; returned once it listens.
+fn serve_spawned(scratch: &Scratch, args: &[&str]) -> Spawned {
+    let socket = scratch.join("lanes.sock");
+    let server = Spawned::start(
+        Command::new(BIN)
+            .arg("serve")
+            .args(args)
+            .arg("--socket")
+            .arg(&socket)
+            .env("D", scratch.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    assert!(listening(&socket));
+    server
+}
+
 /// Waits until a server accepts connections on `socket` (the file exists from the `bind`, a
 /// moment before the `listen`).
 fn listening(socket: &Path) -> bool {
@@ -3491,17 +3509,10 @@ fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() 
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
     let journal = scratch.join("j.journal");
-    let mut first = Spawned::start(
-        Command::new(BIN)
-            .args(["serve", "--grace", "60s", "--socket"])
-            .arg(&socket)
-            .arg("--journal")
-            .arg(&journal)
-            .env("D", scratch.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
+    let mut first = serve_spawned(
+        &scratch,
+        &["--grace", "60s", "--journal", journal.to_str().unwrap()],
     );
-    assert!(listening(&socket));
     // Under the second server, a run (which must not happen) ends at once.
     let job = "echo run >> \"$D/runs\"; [ -e \"$D/second\" ] && exit 0; trap '' TERM; \
                echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
@@ -3551,23 +3562,16 @@ fn requeue_lost_does_not_run_again_a_job_being_superseded_when_the_server_died()
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
     let journal = scratch.join("j.journal");
-    let mut first = Spawned::start(
-        Command::new(BIN)
-            .args([
-                "serve",
-                "--cancel-in-progress",
-                "--grace",
-                "60s",
-                "--socket",
-            ])
-            .arg(&socket)
-            .arg("--journal")
-            .arg(&journal)
-            .env("D", scratch.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
+    let mut first = serve_spawned(
+        &scratch,
+        &[
+            "--cancel-in-progress",
+            "--grace",
+            "60s",
+            "--journal",
+            journal.to_str().unwrap(),
+        ],
     );
-    assert!(listening(&socket));
     // Under the second server, a run (which must not happen) ends at once.
     let old = "echo old >> \"$D/runs\"; [ -e \"$D/second\" ] && exit 0; trap '' TERM; \
                echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
@@ -3645,17 +3649,17 @@ fn a_journal_s_jobs_are_refused_to_a_server_that_would_run_them_otherwise() {
     let journal = scratch.join("j.journal");
     let template =
         "echo got {} >> \"$D/args\"; echo $$ > \"$D/pid\"; [ -e \"$D/second\" ] || sleep 60";
-    let mut first = Spawned::start(
-        Command::new(BIN)
-            .args(["serve", "-j", "1", "--command", template, "--socket"])
-            .arg(&socket)
-            .arg("--journal")
-            .arg(&journal)
-            .env("D", scratch.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
+    let mut first = serve_spawned(
+        &scratch,
+        &[
+            "-j",
+            "1",
+            "--command",
+            template,
+            "--journal",
+            journal.to_str().unwrap(),
+        ],
     );
-    assert!(listening(&socket));
     assert_eq!(
         client_at(&socket, "submit", &["a", "--", "first"], None).code,
         0
@@ -3731,17 +3735,8 @@ fn a_journal_s_jobs_are_refused_to_a_server_that_would_run_them_otherwise() {
 fn a_server_says_when_the_earlier_report_cannot_be_read() {
     let scratch = Scratch::new();
     let socket = scratch.join("lanes.sock");
-    let mut first = Spawned::start(
-        Command::new(BIN)
-            .args(["serve", "--socket"])
-            .arg(&socket)
-            .arg("--report")
-            .arg(scratch.join("r1.jsonl"))
-            .env("D", scratch.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null()),
-    );
-    assert!(listening(&socket));
+    let report = scratch.join("r1.jsonl");
+    let mut first = serve_spawned(&scratch, &["--report", report.to_str().unwrap()]);
     let job = "echo $$ > \"$D/pid\"; [ -e \"$D/second\" ] || sleep 60";
     assert_eq!(
         client_at(&socket, "submit", &["a", "--", job], None).code,
