@@ -143,27 +143,6 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 config.report.as_deref(),
                 under,
             )?;
-            let earlier_report = journal.1.report.as_deref();
-            let overwritten =
-                config
-                    .report
-                    .as_deref()
-                    .zip(earlier_report)
-                    .is_some_and(|(report, earlier)| {
-                        std::path::absolute(report).is_ok_and(|report| report == earlier)
-                            && std::fs::metadata(earlier).is_ok_and(|meta| meta.len() > 0)
-                    });
-            if overwritten {
-                eprintln!(
-                    "lanes: the report {} is the earlier server's, and is written afresh: the \
-                     records it holds are lost (give this server another --report to keep them)",
-                    config
-                        .report
-                        .as_deref()
-                        .unwrap_or(std::path::Path::new(""))
-                        .display()
-                );
-            }
             if let Some(report) = &journal.1.report_unread {
                 eprintln!(
                     "lanes: the earlier server's report {} cannot be read: its jobs left without \

@@ -100,7 +100,22 @@ pub(crate) fn no_tab_hint(raw: &[u8]) -> &'static str {
     let line = String::from_utf8_lossy(raw);
     let line = line.trim();
     let header = line.starts_with('[') && line.ends_with(']');
-    let setting = line.split_once('=').is_some_and(|(name, value)| {
+    if header || is_toml_setting(line) {
+        TOML_HINT
+    } else {
+        "; for lines without keys, add --key '{}' (each line a command, its own key) or give \
+         the command after the options (lanes [OPTIONS] -- COMMAND)"
+    }
+}
+
+/// The hint for a line of a TOML manifest given as `KEY<TAB>COMMAND` lines.
+const TOML_HINT: &str = "; it looks like a line of a TOML manifest: give a manifest with \
+                         --manifest FILE (or --manifest - for stdin)";
+
+/// Whether `text` looks like a TOML setting, `name = value` with a TOML value (a string, an
+/// array, a table, a number or a boolean).
+fn is_toml_setting(text: &str) -> bool {
+    text.split_once('=').is_some_and(|(name, value)| {
         let name = name.trim();
         let value = value.trim_start();
         // A bare name (`max_concurrent`, `a.b`), or a quoted one, which may hold spaces.
@@ -113,14 +128,22 @@ pub(crate) fn no_tab_hint(raw: &[u8]) -> &'static str {
             && (value.starts_with(['"', '\'', '[', '{'])
                 || value.starts_with(|c: char| c.is_ascii_digit())
                 || ["true", "false"].contains(&value))
-    });
-    if header || setting {
-        "; it looks like a line of a TOML manifest: give a manifest with --manifest FILE (or \
-         --manifest - for stdin)"
-    } else {
-        "; for lines without keys, add --key '{}' (each line a command, its own key) or give \
-         the command after the options (lanes [OPTIONS] -- COMMAND)"
-    }
+    })
+}
+
+/// A line whose key looks like a TOML setting (`cmd = "make"<TAB># a comment`, a manifest
+/// aligned with tabs): refused, not run, when the other lines of the input would be refused as
+/// TOML. A `[name]` key is a key.
+fn toml_setting_as_key(key: &str) -> Option<LineItem> {
+    is_toml_setting(key.trim()).then(|| {
+        invalid(
+            None,
+            &format!(
+                "the key looks like a TOML setting, and what follows its tab would run as a \
+                 command{TOML_HINT}"
+            ),
+        )
+    })
 }
 
 fn invalid(key: Option<String>, message: &str) -> LineItem {
@@ -340,6 +363,9 @@ impl<R: BufRead> Iterator for LineReader<R> {
                     {
                         invalid(None, &(message + no_tab_hint(raw)))
                     }
+                    LineItem::Job { key, command } if self.after_tab == "command" => {
+                        toml_setting_as_key(&key).unwrap_or(LineItem::Job { key, command })
+                    }
                     item => item,
                 })
             };
@@ -398,6 +424,22 @@ mod tests {
             "{lines:?}"
         );
         assert_eq!(lines[2], "empty key before the tab");
+        // A manifest aligned with tabs: its settings are no keys; a bracketed key is one.
+        let items: Vec<_> = LineReader::with_limits(
+            &b"cmd = \"make\"\t# comment\n[web]\tmake\nx = y\tz\n"[..],
+            Limits {
+                key: 40,
+                command: 40,
+            },
+        )
+        .map(|line| line.unwrap().item)
+        .collect();
+        assert!(
+            matches!(&items[0], LineItem::Invalid { message, .. } if message.contains("TOML setting")),
+            "{items:?}"
+        );
+        assert!(matches!(&items[1], LineItem::Job { key, .. } if key == "[web]"));
+        assert!(matches!(&items[2], LineItem::Job { key, .. } if key == "x = y"));
     }
 
     const LIMITS: Limits = Limits {

@@ -497,6 +497,22 @@ impl Journal {
             .map(std::path::absolute)
             .transpose()
             .map_err(|err| anyhow::anyhow!("cannot name the report's absolute path: {err}"))?;
+        // The earlier server's report holds the only records of the jobs it ended: written
+        // afresh, they would have none.
+        if let (Some(report), Some(earlier), false) =
+            (&report, &recovered.report, recovered.jobs.is_empty())
+        {
+            if report == earlier && std::fs::metadata(earlier).is_ok_and(|meta| meta.len() > 0) {
+                anyhow::bail!(
+                    "the report {} is the one of the earlier server, which ended with {} job{} \
+                     left: it holds the only records of the jobs that server ended, and this \
+                     server would write it afresh; give this server another --report",
+                    report.display(),
+                    recovered.jobs.len(),
+                    if recovered.jobs.len() == 1 { "" } else { "s" },
+                );
+            }
+        }
         let jobs = recovered.jobs.iter().map(|job| Live {
             seq: job.seq,
             key: job.key.as_str(),

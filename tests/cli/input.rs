@@ -152,15 +152,21 @@ fn invalid_lines_are_rejected_and_the_other_jobs_run() {
 /// to a command after the options; under `-0` too. Nothing of it runs.
 #[test]
 fn a_line_without_a_tab_says_how_to_give_what_it_looks_like() {
-    let manifest = "# jobs\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\n";
+    // The last line aligned with a tab: its setting is no key, and its comment no command.
+    let manifest = "# jobs\n[[job]]\nkey = \"a\"\ncmd = \"touch ran\"\t# touch\n";
     let out = Run::new().stdin(manifest).run();
     out.code(1);
     assert_eq!(out.report().jobs.len(), 3, "{}", out.dump());
     for job in &out.report().jobs {
         assert_eq!(job.result(), ("rejected", Some("invalid_input")), "{job:?}");
         let error = job.error.as_deref().unwrap_or_default();
+        let why = if job.line == 4 {
+            "the key looks like a TOML setting"
+        } else {
+            "no tab"
+        };
         assert!(
-            error.contains("no tab") && error.contains("--manifest -"),
+            error.contains(why) && error.contains("--manifest -"),
             "{job:?}"
         );
     }

@@ -3790,32 +3790,73 @@ fn an_idle_server_journals_the_end_of_its_last_job() {
     server.running.wait().code(0);
 }
 
-/// A server started again with the earlier one's `--report` says that the records in it are
-/// lost (it is written afresh): the natural restart, the same command line, lost a job's only
-/// record without a word.
+/// A server started again after a crash with the earlier one's `--report` is refused: that
+/// file holds the only records of the jobs the earlier server ended, and would be written
+/// afresh (the natural restart, the same command line, lost a job's only record). The journal
+/// is left as it was: the server given another report records the job left. After a clean
+/// end, the report is written afresh as a run's is.
 #[test]
-fn a_restart_on_the_earlier_report_says_its_records_are_lost() {
+fn a_restart_after_a_crash_on_the_earlier_report_is_refused() {
     let scratch = Scratch::new();
-    let server = serve(&scratch, &[]);
-    assert_eq!(server.client("submit", &["a", "--", "true"]).code, 0);
-    assert_eq!(server.client("drain", &[]).code, 0);
-    let out = server.running.wait();
-    out.code(0);
-    assert!(
-        !out.stderr().contains("is the earlier server's"),
-        "{}",
-        out.dump()
+    let report = scratch.join("r.jsonl");
+    let journal = scratch.join("j.journal");
+    let mut first = serve_spawned(
+        &scratch,
+        &[
+            "--report",
+            report.to_str().unwrap(),
+            "--journal",
+            journal.to_str().unwrap(),
+        ],
     );
-    let server = serve(&scratch, &[]);
-    assert_eq!(server.client("drain", &[]).code, 0);
-    let out = server.running.wait();
-    out.code(0);
+    let socket = scratch.join("lanes.sock");
+    let ended = client_at(&socket, "submit", &["--wait", "a", "--", "true"], None);
+    assert_eq!(ended.code, 0, "{}", ended.stderr);
+    let job = "echo $$ > \"$D/pid\"; [ -e \"$D/second\" ] || sleep 60";
+    assert_eq!(
+        client_at(&socket, "submit", &["b", "--", job], None).code,
+        0
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    kill_group_and_wait(scratch.pid("pid"));
+    let journaled = scratch.read("j.journal");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .arg("--report")
+        .arg(&report)
+        .arg("--journal")
+        .arg(&journal)
+        .run();
+    out.code(2);
     assert!(
         out.stderr()
-            .contains("report.jsonl is the earlier server's, and is written afresh"),
+            .contains("is the one of the earlier server, which ended with 1 job left"),
         "{}",
         out.dump()
     );
+    assert_eq!(
+        scratch.read("j.journal"),
+        journaled,
+        "the journal was rewritten"
+    );
+    assert!(
+        scratch.read("r.jsonl").contains("\"seq\":1"),
+        "the record of seq 1 is kept"
+    );
+    scratch.write("second", "");
+    let server = serve(&scratch, &["--journal", journal.to_str().unwrap()]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (_, second) = server.end();
+    assert_eq!(second.job(2).result(), ("interrupted", Some("server_lost")));
+    // After a clean end, nothing is left: a run's report, written afresh.
+    let server = serve(&scratch, &["--journal", journal.to_str().unwrap()]);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server.running.wait().code(0);
 }
 
 /// Pipelined requests: an answer that is ready is written at once, not held behind a later
