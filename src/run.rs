@@ -171,6 +171,13 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // run's.
     let mut stopped_at_start = None;
     let mut early_signals = None;
+    if !config.resources.is_empty() && (config.lock_dir.is_some() || config.coordinate.is_some()) {
+        // Keys are shared with other processes; units of a resource are not.
+        eprintln!(
+            "lanes: named resources are handed out by this lanes alone: other lanes processes \
+             sharing keys with it do not share their units (make each unit a key to share it)"
+        );
+    }
     let lock_dir = match (&config.lock_dir, &config.coordinate) {
         (Some(dir), _) => Some(CheckedKeyLocks::Dir(LockDir::open(
             dir,

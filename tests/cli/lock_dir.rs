@@ -999,3 +999,32 @@ fn a_holder_of_another_pid_namespace_is_not_said_to_have_exited() {
         "{listing}"
     );
 }
+
+/// Named resources are per process, keys are shared: a run given both says so, as the
+/// README does (two pipelines each given `--resource gpu=0,1` handed GPU 0 to a job each).
+#[test]
+fn resources_beside_a_lock_dir_are_said_to_be_this_process_s_own() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--lock-dir"])
+        .arg(scratch.join("locks"))
+        .args(["--resource", "gpu=0,1", "--needs", "gpu=1"])
+        .stdin("a\ttrue\n")
+        .run();
+    out.code(0);
+    assert!(
+        out.stderr()
+            .contains("named resources are handed out by this lanes alone"),
+        "{}",
+        out.dump()
+    );
+    let out = Run::new()
+        .scratch(&scratch)
+        .args(["--lock-dir"])
+        .arg(scratch.join("locks"))
+        .stdin("a\ttrue\n")
+        .run();
+    out.code(0);
+    assert!(!out.stderr().contains("named resources"), "{}", out.dump());
+}
