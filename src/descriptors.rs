@@ -58,3 +58,13 @@ pub(crate) fn ensure_free(count: usize) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Whether `err` is a passing shortage of processes or descriptors (EAGAIN, EMFILE, ENFILE):
+/// what met it (a spawn, a job's `--results` files) is tried again once a running job has
+/// freed some.
+pub(crate) fn is_passing_shortage(err: &std::io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(nix::libc::EAGAIN | nix::libc::EMFILE | nix::libc::ENFILE)
+    )
+}

@@ -62,7 +62,7 @@ impl ResultFiles {
         let mut open = |path: PathBuf| {
             let file = match File::create(&path) {
                 Ok(file) => Some(file),
-                Err(err) if crate::shell::spawn::is_transient(&err) => return Err(err),
+                Err(err) if crate::descriptors::is_passing_shortage(&err) => return Err(err),
                 Err(err) => {
                     error.get_or_insert_with(|| format!("cannot create {}: {err}", path.display()));
                     None

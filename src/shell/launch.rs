@@ -225,7 +225,7 @@ impl Launcher {
                 // Out of descriptors, or at a cgroup limit (`cgroup.max.descendants`,
                 // `cgroup.max.depth`: EAGAIN): the run's own jobs ending may free one; with
                 // none running, nothing will, and the job fails rather than wait for ever.
-                let failure = if super::spawn::is_transient(&err) {
+                let failure = if crate::descriptors::is_passing_shortage(&err) {
                     SpawnFailure::Shortage { descriptors: true }
                 } else {
                     SpawnFailure::Failed

@@ -18,6 +18,7 @@
 //! what was sent to lanes' process group before its `setpgid`, which lanes' own child discards
 //! ([`discard_pending_signals`]); README "Limits" says so.
 
+use crate::descriptors::is_passing_shortage;
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
 use std::io;
@@ -1138,7 +1139,7 @@ pub(crate) fn prepare(launch: &Launch<'_>) -> Result<Order, SpawnError> {
                     dir.display()
                 )))
             }
-            Err(err) if is_transient(&err) => return Err(SpawnError::Transient(err)),
+            Err(err) if is_passing_shortage(&err) => return Err(SpawnError::Transient(err)),
             Err(err) => {
                 return Err(SpawnError::Failed(format!(
                     "cannot use working directory {}: {err}",
@@ -1249,7 +1250,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 fn classify_error(err: io::Error, program: &OsStr) -> SpawnError {
-    if is_transient(&err) {
+    if is_passing_shortage(&err) {
         SpawnError::Transient(err)
     } else {
         SpawnError::Failed(format!("cannot run `{}`: {err}", program.to_string_lossy()))
@@ -1259,19 +1260,4 @@ fn classify_error(err: io::Error, program: &OsStr) -> SpawnError {
 fn async_pipe(fd: OwnedFd) -> io::Result<pipe::Receiver> {
     set_nonblocking(&fd)?;
     pipe::Receiver::from_owned_fd_unchecked(fd)
-}
-
-/// Whether a spawn error is a passing shortage of processes or descriptors.
-pub(crate) fn is_transient(err: &io::Error) -> bool {
-    matches!(
-        err.raw_os_error(),
-        Some(libc_errno::EAGAIN | libc_errno::EMFILE | libc_errno::ENFILE)
-    )
-}
-
-mod libc_errno {
-    use nix::errno::Errno;
-    pub(super) const EAGAIN: i32 = Errno::EAGAIN as i32;
-    pub(super) const EMFILE: i32 = Errno::EMFILE as i32;
-    pub(super) const ENFILE: i32 = Errno::ENFILE as i32;
 }
