@@ -1464,6 +1464,14 @@ impl Driver {
             }
         }
         let summary_written = until_stopped(self.ledger.written(), &mut forced, signals).await;
+        // The summary, the report's last line, may not have gone in whole (a file-size limit
+        // met by it alone): the report is incomplete, and the exit status says so, though the
+        // summary's cut `exit_code` could not.
+        let code = if code == exit::SUCCESS && self.ledger.lost() {
+            exit::JOBS_FAILED
+        } else {
+            code
+        };
         // `lanes serve`: the `drain` and `close` clients hear that the report is written.
         let ended = self.say_ended(code);
         let _ = until_stopped(ended, &mut forced, signals).await;

@@ -311,3 +311,44 @@ fn a_json_report_on_stdout_cut_by_the_file_size_limit_makes_the_exit_status_1() 
         scratch.read("err")
     );
 }
+
+/// A file-size limit met by the summary alone, the report's last line: the report is
+/// incomplete, and the exit status is 1, though every job succeeded and the summary's own
+/// (cut) `exit_code` said 0 (found by the chaos test: lanes exited 0).
+#[test]
+fn a_summary_cut_by_the_file_size_limit_makes_the_exit_status_1() {
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    let run = |key: &str, limit: Option<u64>| {
+        let mut run = Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .arg("--report")
+            .arg(&report)
+            .stdin(format!("{key}\ttrue\n"));
+        if let Some(blocks) = limit {
+            run = run.wrapper(&format!("ulimit -f {blocks}"));
+        }
+        run.run()
+    };
+    // Where the summary begins and how long it is, without a limit.
+    run("k", None).code(0);
+    let text = std::fs::read_to_string(&report).unwrap();
+    let summary = text.trim_end().rsplit('\n').next().unwrap().len() + 1;
+    let before = (text.len() - summary) as u64;
+    // A key that puts the limit (in 512-byte blocks) in the middle of the summary: the key
+    // is in the job record once.
+    let blocks = (before + summary as u64 / 2).div_ceil(512);
+    let pad = blocks * 512 - summary as u64 / 2 - before;
+    let key = format!("k{}", "x".repeat(pad as usize));
+    let out = run(&key, Some(blocks));
+    let stored = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        stored.len() as u64 == blocks * 512 && !stored.ends_with('\n'),
+        "the limit did not cut the summary: {} bytes of {}",
+        stored.len(),
+        blocks * 512
+    );
+    out.code(1);
+    assert!(out.stderr().contains("1 succeeded"), "{}", out.dump());
+}
