@@ -219,7 +219,7 @@ impl Scheduler {
             None
         };
         let replaceable = pending.is_some();
-        self.refresh_waits(&job.key, Touched::Front, now);
+        self.refresh_waits(&job.key, Touched::Elapsed, now);
         let weight = weight_of(job.needs.as_deref());
         let replaced_weight = pending
             .and_then(|i| self.lanes.get(&job.key)?.waiting.get(i))
@@ -498,7 +498,7 @@ impl Scheduler {
     /// Whether the run may start a job at `now` at all, whatever the ready keys: not
     /// draining, room in the cap, grouped output not backlogged, some key held host-wide
     /// (`--lock-dir`), no spawn shortage's hold still on, no start still being probed.
-    fn may_take(&self, now: Tick) -> bool {
+    pub(crate) fn may_take(&self, now: Tick) -> bool {
         !self.draining
             && self.used_weight < self.limits.max_concurrent
             // As many finished jobs' output blocks wait for a reader as jobs may run: a
@@ -680,25 +680,53 @@ impl Scheduler {
         &self,
         waiting: &std::collections::VecDeque<Waiting>,
     ) -> Option<Tick> {
+        if !self.batch_may_wait(waiting) {
+            return None;
+        }
         let policy = &self.policy;
-        if policy.batch_delay.is_zero()
+        self.batch_ready_after(
+            waiting,
+            batch_len(waiting, policy.batch_size, policy.batch_bytes),
+        )
+    }
+
+    /// Whether a lane with these waiting jobs may wait for more to join its batch: not
+    /// without a debounce, nor with no job that could join it (the input ended, or the
+    /// queue is full: no line is read or admitted until a job starts), nor for a retry,
+    /// which goes as soon as it may.
+    fn batch_may_wait(&self, waiting: &std::collections::VecDeque<Waiting>) -> bool {
+        !(self.policy.batch_delay.is_zero()
             || self.input_ended
             || !self.has_room()
-            || waiting.front().is_some_and(|w| w.attempts > 0)
-        {
-            // No debounce, no job that could join it (the input ended, or the queue is full:
-            // no line is read or admitted until a job starts), or a retry: it goes as soon as
-            // it may.
+            || waiting.front().is_some_and(|w| w.attempts > 0))
+    }
+
+    /// [`Scheduler::batch_ready_at`], the lane's next batch being its first `count` jobs.
+    pub(crate) fn batch_ready_after(
+        &self,
+        waiting: &std::collections::VecDeque<Waiting>,
+        count: usize,
+    ) -> Option<Tick> {
+        if !self.batch_may_wait(waiting) {
             return None;
         }
-        let count = batch_len(waiting, policy.batch_size, policy.batch_bytes);
-        let weight: usize = waiting.iter().take(count).map(|w| w.weight).sum();
-        if count == policy.batch_size || count < waiting.len() || weight >= policy.batch_bytes {
-            // Full: by count, or by bytes (the next job would not fit, or nothing more could).
+        let policy = &self.policy;
+        if count == policy.batch_size || count < waiting.len() {
+            // Full by count, or by bytes: the next job would not fit.
             return None;
         }
-        let oldest = waiting.iter().map(|w| w.queued_at).min()?;
-        Some(oldest.saturating_add(policy.batch_delay))
+        let (weight, oldest) =
+            waiting
+                .iter()
+                .fold((0usize, None::<Tick>), |(weight, oldest), w| {
+                    let oldest = oldest.map_or(w.queued_at, |t| t.min(w.queued_at));
+                    (weight.saturating_add(w.weight), Some(oldest))
+                });
+        if weight >= policy.batch_bytes {
+            // Full by bytes: nothing more could join it.
+            return None;
+        }
+        Some(oldest?.saturating_add(policy.batch_delay))
     }
 
     /// The shell started the process of running job `seq` at `now` (after its spawn, which may

@@ -413,6 +413,15 @@ impl WaitLog {
 /// ready keys, whose keys further back wait `cap`.
 pub(crate) const READY_LOOK: usize = 64;
 
+/// A lane's next batch, as [`Scheduler::batch_view`] found it.
+#[derive(Debug, Clone, Copy)]
+struct BatchView {
+    /// How many of the lane's first jobs it holds (1 without batching).
+    len: usize,
+    /// When it may be taken, if not at once ([`Scheduler::batch_ready_at`]).
+    ready_at: Option<Tick>,
+}
+
 /// Where in a lane a change happened, so that the jobs around it are looked at again.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Touched {
@@ -420,6 +429,9 @@ pub(crate) enum Touched {
     Front,
     /// Also the job at this index and the one after it.
     At(usize),
+    /// Nothing but time: the lane is as it was when its jobs were last looked at (before a
+    /// change to it, so that a delay that ran out meanwhile ends when it did).
+    Elapsed,
 }
 
 impl Scheduler {
@@ -471,8 +483,37 @@ impl Scheduler {
         log.take_where(|p| p.change.as_ref().is_some_and(|c| c.seq == seq))
     }
 
-    /// Why the job at `index` of `key`'s lane waits at time `at`, the lane as it is now.
-    fn cause_of(&self, key: &str, lane: &Lane, index: usize, at: Tick) -> WaitCause {
+    /// The next batch of a lane as it is now (`None` where the lane is busy, and a batch
+    /// is not looked at).
+    fn batch_view(&self, lane: &Lane) -> Option<BatchView> {
+        if lane.busy {
+            return None;
+        }
+        let len = if self.policy.batching() {
+            batch_len(
+                &lane.waiting,
+                self.policy.batch_size,
+                self.policy.batch_bytes,
+            )
+        } else {
+            1
+        };
+        Some(BatchView {
+            len,
+            ready_at: self.batch_ready_after(&lane.waiting, len),
+        })
+    }
+
+    /// Why the job at `index` of `key`'s lane waits at time `at`, the lane as it is now;
+    /// `view`, its next batch when already looked at ([`Scheduler::batch_view`]).
+    fn cause_of(
+        &self,
+        key: &str,
+        lane: &Lane,
+        index: usize,
+        at: Tick,
+        view: Option<BatchView>,
+    ) -> WaitCause {
         let behind_previous = || WaitCause::KeyBusy {
             behind: lane.waiting[index - 1].seq,
         };
@@ -484,16 +525,10 @@ impl Scheduler {
                 _ => behind_previous(),
             };
         }
-        let next_batch = if self.policy.batching() {
-            batch_len(
-                &lane.waiting,
-                self.policy.batch_size,
-                self.policy.batch_bytes,
-            )
-        } else {
-            1
-        };
-        if index >= next_batch {
+        let view = view
+            .or_else(|| self.batch_view(lane))
+            .expect("a lane not busy has a next batch");
+        if index >= view.len {
             return behind_previous();
         }
         if lane.held_until.is_some_and(|until| until > at) {
@@ -502,10 +537,7 @@ impl Scheduler {
         if let Some(cause) = self.host_cause(key) {
             return cause;
         }
-        if self
-            .batch_ready_at(&lane.waiting)
-            .is_some_and(|ready| ready > at)
-        {
+        if view.ready_at.is_some_and(|ready| ready > at) {
             return WaitCause::BatchDelay;
         }
         self.capacity_cause(key, at)
@@ -544,16 +576,19 @@ impl Scheduler {
         }
         let keys: Vec<Arc<str>> = self.ready.iter().take(READY_LOOK).cloned().collect();
         for key in keys {
-            self.refresh_wait(&key, 0, now);
+            self.refresh_wait(&key, 0, now, None);
         }
     }
 
     /// When the timed cause of the lane's first jobs ends, the lane as it is now: the end of
     /// the retry delay, or when the batch's delay is out.
-    fn timed_end(&self, lane: &Lane, cause: &WaitCause) -> Option<Tick> {
+    fn timed_end(&self, lane: &Lane, cause: &WaitCause, view: Option<BatchView>) -> Option<Tick> {
         match cause {
             WaitCause::RetryDelay => lane.held_until,
-            WaitCause::BatchDelay => self.batch_ready_at(&lane.waiting),
+            WaitCause::BatchDelay => match view {
+                Some(view) => view.ready_at,
+                None => self.batch_ready_at(&lane.waiting),
+            },
             _ => None,
         }
     }
@@ -591,57 +626,103 @@ impl Scheduler {
         let Some(lane) = self.lanes.get(key) else {
             return;
         };
-        let front = if self.policy.batching() {
-            batch_len(
-                &lane.waiting,
-                self.policy.batch_size,
-                self.policy.batch_bytes,
-            )
-        } else {
-            1
-        };
+        // In a busy lane every waiting job waits behind the one before it, whatever the
+        // batches: a change at the back (an admission) changes the cause of no job before it.
+        // The lane itself does not change while its jobs' causes are decided: its next batch
+        // is looked at once.
+        let view = self.batch_view(lane);
+        let front = view.map_or(1, |view| view.len);
         let extra = match touched {
-            Touched::Front => None,
+            Touched::Front | Touched::Elapsed => None,
             Touched::At(i) => Some([i, i + 1]),
         };
-        let indices = (0..=front).chain(extra.into_iter().flatten().filter(|&j| j > front));
-        for index in indices {
-            self.refresh_wait(key, index, now);
+        // The jobs of the next batch share one cause, their key's. Time passing, or a change
+        // elsewhere in the lane (an admission at its back, a cancel), that leaves the first
+        // job's cause as it was leaves the others' too, but for the batch's end, which may
+        // have moved: each admission to a forming batch costs its length, not its length
+        // squared. (Not with weights or named resources, where only the first job is looked
+        // at again as others start and end.)
+        let first_changed = self.refresh_wait(key, 0, now, view);
+        let middle_unchanged = !first_changed
+            && !matches!(touched, Touched::Front)
+            && !self.weighs()
+            && self.policy.batching();
+        let rest = if middle_unchanged {
+            front.saturating_sub(1).max(1)..=front
+        } else {
+            1..=front
+        };
+        for index in rest.chain(extra.into_iter().flatten().filter(|&j| j > front)) {
+            self.refresh_wait(key, index, now, view);
+        }
+        if middle_unchanged {
+            for index in extra
+                .into_iter()
+                .flatten()
+                .filter(|&j| j > 0 && j + 1 < front)
+            {
+                self.refresh_wait(key, index, now, view);
+            }
         }
     }
 
-    /// Decides again the cause of the job at `index` of `key`'s lane, at `now`.
-    fn refresh_wait(&mut self, key: &str, index: usize, now: Tick) {
+    /// Decides again the cause of the job at `index` of `key`'s lane, at `now`; whether it
+    /// changed. `view`: the lane's next batch, when already looked at.
+    fn refresh_wait(
+        &mut self,
+        key: &str,
+        index: usize,
+        now: Tick,
+        view: Option<BatchView>,
+    ) -> bool {
         let Some(lane) = self.lanes.get(key) else {
-            return;
+            return false;
         };
         let Some(job) = lane.waiting.get(index) else {
-            return;
+            return false;
         };
-        let cause = self.cause_of(key, lane, index, now);
+        let cause = self.cause_of(key, lane, index, now, view);
         if job.wait.cause() == Some(&cause) {
-            return;
+            return false;
+        }
+        // A retry delay that ran out while the job is free to go lasts until the job starts: the
+        // time the shell takes to come to it (other jobs' ends and records handled first) is
+        // no wait for the cap. Should a start take what it needs meanwhile, the look at the
+        // ready keys after the take finds it short, and its wait for the cap begins then.
+        if cause == WaitCause::Cap
+            && job.wait.cause() == Some(&WaitCause::RetryDelay)
+            && self.may_take(now)
+            && self.cap_was_free(key, now, now)
+        {
+            if let Some(job) = self
+                .lanes
+                .get_mut(key)
+                .and_then(|lane| lane.waiting.get_mut(index))
+            {
+                job.wait.outlasted(&mut self.wait_changes);
+            }
+            return false;
         }
         // A delay that ran out before now ends when it did, and the job waited for what held
         // it then. Not for the cap, though, when the cap was not short then: the job was
         // free to go, and the delay lasted until the shell came to it.
         let mut outlasted = false;
         let ran_out = job.wait.cause().and_then(|old| {
-            let end = self.timed_end(lane, old)?;
+            let end = self.timed_end(lane, old, view)?;
             if end >= now {
                 return None;
             }
-            let between = self.cause_of(key, lane, index, end);
+            let between = self.cause_of(key, lane, index, end, view);
             if between == WaitCause::Cap && self.cap_was_free(key, end, now) {
                 outlasted = true;
                 return None;
             }
-            let ends_by = self.timed_end(lane, &between);
+            let ends_by = self.timed_end(lane, &between, view);
             Some((between, end, ends_by))
         });
         // A delay ends by a time known now: until then it may still give way within the
         // millisecond it began in.
-        let ends_by = self.timed_end(lane, &cause);
+        let ends_by = self.timed_end(lane, &cause, view);
         let (key, lane) = self
             .lanes
             .get_key_value(key)
@@ -663,5 +744,6 @@ impl Scheduler {
         }
         job.wait
             .set_told(seq, &key, (cause, now, ends_by), &mut self.wait_changes);
+        true
     }
 }

@@ -175,6 +175,54 @@ fn a_delay_that_ran_out_while_other_jobs_ended_with_slots_free_never_waited_for_
     assert_eq!(accounts[0].waits, [span(WaitCause::RetryDelay, 10, 115)]);
 }
 
+#[test]
+fn a_delay_found_over_while_the_shell_handles_other_ends_before_the_take_never_waited_for_the_cap()
+{
+    // The shell wakes late for a's delay (over at 110) and rejoins it at 111, then handles
+    // the ends of b and c before it takes a at 114: slots free all along, and the ends only
+    // freed more. a waited for its delay until it started, not for the cap.
+    let policy = Policy {
+        retries: 1,
+        retry_delay: ms(100),
+        ..Policy::default()
+    };
+    for weighted in [false, true] {
+        let mut s = scheduler(8, policy);
+        if weighted {
+            s.set_resources(vec![Resource {
+                name: Arc::from("gpu"),
+                stock: Stock::Units((0..4).map(|i| Arc::from(i.to_string())).collect()),
+            }]);
+        }
+        for (seq, key) in [(1, "a"), (2, "b"), (3, "c")] {
+            let request = if weighted {
+                needing(seq, key, 1, 1)
+            } else {
+                job(seq, key, 0)
+            };
+            let _ = s.admit(request, ms(0));
+        }
+        for seq in 1..=3 {
+            assert_eq!(s.take(ms(0)).map(|st| st.seq), Some(seq));
+        }
+        assert!(
+            s.finish(1, exited(1, ms(10)), ms(10))
+                .expect("in flight")
+                .retry
+        );
+        assert!(s.expire(ms(111)).is_empty());
+        let _ = end(&mut s, 2, 0, ms(112));
+        let _ = end(&mut s, 3, 0, ms(113));
+        assert_eq!(s.take(ms(114)).map(|st| st.seq), Some(1));
+        let accounts = end(&mut s, 1, 0, ms(120));
+        assert_eq!(
+            accounts[0].waits,
+            [span(WaitCause::RetryDelay, 10, 114)],
+            "weighted: {weighted}"
+        );
+    }
+}
+
 /// Cap 4, one GPU, a retry with a 100 ms delay: job 1 (key a) took the GPU at 0 and failed at
 /// 10, its retry held until 110.
 fn a_gpu_job_failed_once() -> Scheduler {
