@@ -157,6 +157,14 @@ impl Scheduler {
         Account::unstarted(seq, Outcome::Interrupted(StopReason::Cancelled), now)
     }
 
+    /// The account of a job that an earlier `lanes serve` dropped or was stopping as it ended
+    /// for `reason` (`lanes close` or a stop signal: `shutdown`; `fail_fast`) and then ended
+    /// without recording it (its journal says so): `interrupted` for `reason`, with no start
+    /// of this run's.
+    pub fn closed_with_server(&self, seq: Seq, reason: StopReason, now: Tick) -> Account {
+        Account::unstarted(seq, Outcome::Interrupted(reason), now)
+    }
+
     /// The account of a job that a newer job `by` had superseded (dropped while it waited, or
     /// being stopped under `--cancel-in-progress`) when an earlier `lanes serve` ended without
     /// recording it (its journal says so): `interrupted`, `superseded`, `superseded_by` `by`,

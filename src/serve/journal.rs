@@ -9,7 +9,9 @@
 //! without one), then `{"a":SEQ,"k":KEY,"c":COMMAND}` (admitted),
 //! `{"s":SEQ}` (started), `{"x":SEQ}` (`lanes cancel` dropped or is stopping it),
 //! `{"p":SEQ,"b":NEWER}` (superseded by job NEWER: dropped while it waited, or being stopped
-//! under `--cancel-in-progress`), `{"e":SEQ}` (its record is in the report). The file is rewritten
+//! under `--cancel-in-progress`), `{"t":SEQ,"r":REASON}` (the server is ending and dropped or
+//! is stopping it: REASON `shutdown` for `lanes close` or a stop signal, `fail_fast`),
+//! `{"e":SEQ}` (its record is in the report). The file is rewritten
 //! with only the jobs still live when it holds many more lines than live jobs (compaction),
 //! so that it does not grow with the jobs a long-running server has seen.
 
@@ -26,9 +28,9 @@ use crate::core::Seq;
 /// The format's version, in its first line. Version 2 added the `u` line (a start that did not
 /// happen) and the `n` line (a seq that numbered no admitted job); version 3 the `x` line (a
 /// job cancelled before its record was in the report); version 4 the `p` line (a job
-/// superseded before its record was in the report). An older journal has none of them and
-/// reads the same.
-const VERSION: u32 = 4;
+/// superseded before its record was in the report); version 5 the `t` line (a job dropped or
+/// being stopped as the server ended). An older journal has none of them and reads the same.
+const VERSION: u32 = 5;
 
 /// The oldest version read.
 const OLDEST_READ: u32 = 1;
@@ -79,9 +81,26 @@ enum Line {
         p: Seq,
         b: Seq,
     },
+    /// The server is ending (`lanes close`, a stop signal, `--fail-fast`) and dropped the job
+    /// (waiting) or is stopping it (running): a later server records it `interrupted` with
+    /// that reason, never runs it again.
+    Closing {
+        t: Seq,
+        r: Closing,
+    },
     Ended {
         e: Seq,
     },
+}
+
+/// Why a server that was ending dropped or was stopping a job ([`Journal::closing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Closing {
+    /// `lanes close`, or a stop signal (reason `shutdown`).
+    Shutdown,
+    /// A job failed for good under `--fail-fast` (reason `fail_fast`).
+    FailFast,
 }
 
 /// What a server runs each journaled job's text under: a job's text alone does not say what it
@@ -156,6 +175,16 @@ pub(crate) struct LiveJob {
     pub cancelled: bool,
     /// The newer job that superseded it (dropped while it waited, or being stopped).
     pub superseded_by: Option<Seq>,
+    /// Why the ending server dropped it or was stopping it.
+    pub closing: Option<Closing>,
+}
+
+impl LiveJob {
+    /// Whether the job is recorded, never run (again), whatever the next server's
+    /// `--requeue-lost`: cancelled, superseded, or dropped or being stopped as its server ended.
+    pub(crate) fn settled(&self) -> bool {
+        self.cancelled || self.superseded_by.is_some() || self.closing.is_some()
+    }
 }
 
 /// What an earlier server left to do.
@@ -271,6 +300,7 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
                         started: false,
                         cancelled: false,
                         superseded_by: None,
+                        closing: None,
                     },
                 );
             }
@@ -295,6 +325,10 @@ fn replay(text: impl BufRead) -> Result<Recovered, String> {
                     ))
                 }
                 None => return Err(unknown(number, p, "superseded")),
+            },
+            Line::Closing { t, r } => match live.get_mut(&t) {
+                Some(job) => job.closing = Some(r),
+                None => return Err(unknown(number, t, "closing")),
             },
             Line::Ended { e } => {
                 // From version 2 on, an end is of a job admitted, or of a seq handed out
@@ -402,6 +436,9 @@ pub(crate) struct Journal {
     /// Live jobs journaled as superseded, each with the job that superseded it (kept by a
     /// rewrite).
     superseded: std::collections::HashMap<Seq, Seq>,
+    /// Live jobs journaled as dropped or being stopped by the server's end, each with why
+    /// (kept by a rewrite).
+    closing: std::collections::HashMap<Seq, Closing>,
     /// A flush to the disk (`fdatasync`) failed: from then on no line is known to be on it,
     /// though the page cache may still hold it for a server started after a kill.
     flush_failed: bool,
@@ -471,9 +508,7 @@ impl Journal {
         let to_run = recovered
             .jobs
             .iter()
-            .filter(|job| {
-                !job.cancelled && job.superseded_by.is_none() && (!job.started || requeue_lost)
-            })
+            .filter(|job| !job.settled() && (!job.started || requeue_lost))
             .count();
         if let (Some(under), Some(earlier), 1..) = (&under, &recovered.under, to_run) {
             let differences = under.differences(earlier);
@@ -517,10 +552,11 @@ impl Journal {
             seq: job.seq,
             key: job.key.as_str(),
             command: job.command.as_str(),
-            // A cancelled or superseded job is not run again: it stays started.
-            started: job.started && (!requeue_lost || job.cancelled || job.superseded_by.is_some()),
+            // A cancelled, superseded or closed job is not run again: it stays started.
+            started: job.started && (!requeue_lost || job.settled()),
             cancelled: job.cancelled,
             superseded_by: job.superseded_by,
+            closing: job.closing,
         });
         let file = rewrite(
             path,
@@ -553,6 +589,11 @@ impl Journal {
                     .jobs
                     .iter()
                     .filter_map(|job| Some((job.seq, job.superseded_by?)))
+                    .collect(),
+                closing: recovered
+                    .jobs
+                    .iter()
+                    .filter_map(|job| Some((job.seq, job.closing?)))
                     .collect(),
                 flush_failed: false,
             },
@@ -632,11 +673,25 @@ impl Journal {
         }
     }
 
+    /// The server is ending (`why`) and dropped job `seq` (waiting) or is stopping it
+    /// (running; journaled before its record is handed to the report): a server started after
+    /// a crash records it `interrupted` for `why` instead of running it (again).
+    pub(crate) fn closing(&mut self, seq: Seq, why: Closing) {
+        if !self.unjournaled.contains(&seq)
+            && !self.cancelled.contains(&seq)
+            && !self.superseded.contains_key(&seq)
+            && self.closing.insert(seq, why).is_none()
+        {
+            self.append(&Line::Closing { t: seq, r: why });
+        }
+    }
+
     /// A job's final record is in the report.
     pub(crate) fn ended(&mut self, seq: Seq) {
         self.last_seq = self.last_seq.max(seq);
         self.cancelled.remove(&seq);
         self.superseded.remove(&seq);
+        self.closing.remove(&seq);
         if !self.unjournaled.remove(&seq) {
             self.append(&Line::Ended { e: seq });
         }
@@ -707,7 +762,7 @@ impl Journal {
         &mut self,
         jobs: impl Iterator<Item = (Seq, &'a str, &'a str, bool)>,
     ) -> std::io::Result<()> {
-        let (cancelled, superseded) = (&self.cancelled, &self.superseded);
+        let (cancelled, superseded, closing) = (&self.cancelled, &self.superseded, &self.closing);
         let jobs = jobs.map(|(seq, key, command, started)| Live {
             seq,
             key,
@@ -715,6 +770,7 @@ impl Journal {
             started,
             cancelled: cancelled.contains(&seq),
             superseded_by: superseded.get(&seq).copied(),
+            closing: closing.get(&seq).copied(),
         });
         self.file = rewrite(
             &self.path,
@@ -822,6 +878,7 @@ struct Live<'a> {
     started: bool,
     cancelled: bool,
     superseded_by: Option<Seq>,
+    closing: Option<Closing>,
 }
 
 /// Writes a journal holding `jobs` beside `path`, flushes it and renames it over `path`;
@@ -884,6 +941,9 @@ fn write_new<'a>(
         }
         if let Some(by) = job.superseded_by {
             line(&Line::Superseded { p: job.seq, b: by })?;
+        }
+        if let Some(why) = job.closing {
+            line(&Line::Closing { t: job.seq, r: why })?;
         }
     }
     out.flush()?;
@@ -1006,7 +1066,7 @@ mod tests {
             journal.started(2);
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.starts_with("{\"journal\":4"), "{text}");
+        assert!(text.starts_with("{\"journal\":5"), "{text}");
         let (_, recovered) = Journal::open(&path, false, None).unwrap();
         let jobs: Vec<(Seq, bool)> = recovered.jobs.iter().map(|j| (j.seq, j.started)).collect();
         assert_eq!(jobs, vec![(1, false), (2, true)]);
@@ -1153,6 +1213,66 @@ mod tests {
             .map(|j| (j.seq, j.cancelled))
             .collect();
         assert_eq!(jobs, [(1, true), (3, false)], "{text}");
+    }
+
+    #[test]
+    fn a_close_s_stops_are_kept_by_a_restart_and_by_compaction_until_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.journal");
+        {
+            let (mut journal, _) = Journal::open(&path, false, None).unwrap();
+            journal.admitted(1, "a", "x");
+            journal.started(1);
+            journal.admitted(2, "b", "y");
+            journal.admitted(3, "c", "z");
+            journal.cancelled(3);
+            journal.closing(1, Closing::Shutdown);
+            journal.closing(1, Closing::Shutdown);
+            journal.closing(2, Closing::Shutdown);
+            // A cancel's reason stays the job's.
+            journal.closing(3, Closing::Shutdown);
+            journal.sync().unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.matches("{\"t\":").count(),
+            2,
+            "written once each, not for the cancelled job: {text}"
+        );
+        // A restart with --requeue-lost keeps the running job it stopped started.
+        let (mut journal, recovered) = Journal::open(&path, true, None).unwrap();
+        let jobs: Vec<(Seq, bool, Option<Closing>, bool)> = recovered
+            .jobs
+            .iter()
+            .map(|j| (j.seq, j.started, j.closing, j.settled()))
+            .collect();
+        assert_eq!(
+            jobs,
+            [
+                (1, true, Some(Closing::Shutdown), true),
+                (2, false, Some(Closing::Shutdown), true),
+                (3, false, None, true)
+            ]
+        );
+        journal.ended(2);
+        journal.ended(3);
+        journal.compact([(1, "a", "x", true)].into_iter()).unwrap();
+        drop(journal);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let recovered = replayed(&text).unwrap();
+        let jobs: Vec<(Seq, bool, Option<Closing>)> = recovered
+            .jobs
+            .iter()
+            .map(|j| (j.seq, j.started, j.closing))
+            .collect();
+        assert_eq!(jobs, [(1, true, Some(Closing::Shutdown))], "{text}");
+        // `--fail-fast`'s reason reads back as written; a stop of a job never admitted is no
+        // journal.
+        let good = "{\"journal\":5}\n{\"a\":1,\"k\":\"a\",\"c\":\"x\"}\n";
+        let recovered = replayed(&format!("{good}{{\"t\":1,\"r\":\"fail_fast\"}}\n")).unwrap();
+        assert_eq!(recovered.jobs[0].closing, Some(Closing::FailFast));
+        let err = replayed(&format!("{good}{{\"t\":2,\"r\":\"shutdown\"}}\n")).unwrap_err();
+        assert!(err.contains("line 3: seq 2"), "{err}");
     }
 
     #[test]

@@ -26,7 +26,7 @@ use super::supervise::{Control, Ended};
 use crate::config::{RunConfig, Source};
 use crate::core::{
     Account, Finished, Halt, Limits, Offer, Outcome, RejectReason, RunFacts, Scheduler, Seq,
-    SignalVerdict, SpawnVerdict, Start, StopOrder, Tick,
+    SignalVerdict, SpawnVerdict, Start, StopOrder, StopReason, Tick,
 };
 use crate::exit;
 use crate::input::{InputItem, JobSpec};
@@ -36,6 +36,7 @@ use crate::report::entry::HostWait;
 use crate::report::json::{timestamp, LockHolder};
 use crate::report::ledger::{JobFacts, Ledger};
 use crate::resume::Resume;
+use crate::serve::journal::Closing;
 
 mod service;
 
@@ -1351,6 +1352,23 @@ impl Driver {
     /// already handed over is offered to the core, which refuses it with the halt's reason),
     /// writes the drained jobs' records in seq order, and stops the running jobs.
     async fn apply_halt(&mut self, halt: Halt) {
+        // Journaled before any record or stop: a server killed before the records are in
+        // the report leaves these jobs to the next server as closed, not to be run (again).
+        if let Some(service) = self.service.as_mut() {
+            let why = match halt.reason {
+                StopReason::FailFast => Some(Closing::FailFast),
+                StopReason::Shutdown => Some(Closing::Shutdown),
+                _ => None,
+            };
+            if let Some(why) = why {
+                let dropped = halt.drained.iter().map(|account| account.seq);
+                let stopping = halt
+                    .stops
+                    .iter()
+                    .flat_map(|stop| self.core.members_of(stop.seq));
+                service.closing(dropped.chain(stopping), why);
+            }
+        }
         let pending = if halt.close_input {
             self.input.close()
         } else {

@@ -3639,6 +3639,66 @@ fn requeue_lost_does_not_run_again_a_job_being_superseded_when_the_server_died()
     );
 }
 
+/// A job `lanes close` was stopping when its server was killed is recorded by the next server
+/// `interrupted`/`shutdown`, and never run again, `--requeue-lost` or not: the close asked
+/// for it to stop.
+#[test]
+fn requeue_lost_does_not_run_again_a_job_lanes_close_was_stopping_when_the_server_died() {
+    let scratch = Scratch::new();
+    let journal = scratch.join("j.journal");
+    let mut first = serve_spawned(
+        &scratch,
+        &["--grace", "60s", "--journal", journal.to_str().unwrap()],
+    );
+    let socket = scratch.join("lanes.sock");
+    // Under the second server, a run (which must not happen) ends at once.
+    let job = "echo run >> \"$D/runs\"; [ -e \"$D/second\" ] && exit 0; trap '' TERM; \
+               echo $$ > \"$D/pid\"; while :; do sleep 0.05; done";
+    assert_eq!(
+        client_at(&socket, "submit", &["a", "--", job], None).code,
+        0
+    );
+    scratch.wait_for("pid", Duration::from_secs(20));
+    // `close` returns once the server has ended: it is cut off by the kill.
+    let mut close = spawn_client(&socket, "close", &[]);
+    assert!(wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(&journal).is_ok_and(|text| text.contains("{\"t\":1,"))
+    }));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_ne!(close.wait().unwrap().code(), Some(0));
+    kill_group_and_wait(scratch.pid("pid"));
+    scratch.write("second", "");
+    let server = serve(
+        &scratch,
+        &["--journal", journal.to_str().unwrap(), "--requeue-lost"],
+    );
+    assert_eq!(server.client("drain", &[]).code, 0);
+    // An interrupted job, and no stop signal to this server.
+    server.running.wait().code(1);
+    assert_eq!(scratch.read("runs"), "run\n", "run once, never again");
+    let text = std::fs::read_to_string(&server.report).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|r: &Value| r["type"] == "job")
+        .collect();
+    assert_eq!(records.len(), 1, "{text}");
+    let record = &records[0];
+    assert_eq!(
+        (&record["seq"], &record["outcome"], &record["reason"]),
+        (&json!(1), &json!("interrupted"), &json!("shutdown")),
+        "{record}"
+    );
+    assert_eq!(record["started"], false, "{record}");
+    assert!(
+        record["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("`lanes close` or a stop signal was stopping it")),
+        "{record}"
+    );
+}
+
 /// A journal's live jobs are refused to a server that would run them under another command
 /// template, shell or working directory: a job admitted as the argument of `echo got: {}`
 /// ran as a command of its own under a server restarted without `--command`.

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Admitted, Driver};
-use crate::core::{Outcome, RejectReason, Seq};
+use crate::core::{Outcome, RejectReason, Seq, StopReason};
 use crate::input::JobSpec;
-use crate::serve::journal::{Journal, Recovered};
+use crate::serve::journal::{Closing, Journal, Recovered};
 use crate::serve::protocol::{
     Answer, Request, RunningEntry, Status, StoppingRun, WaitingEntry, WaitingJob,
 };
@@ -143,6 +143,15 @@ impl Service {
     pub(super) fn superseded(&mut self, seqs: impl IntoIterator<Item = Seq>, by: Seq) {
         for seq in seqs {
             self.journal.superseded(seq, by);
+        }
+    }
+
+    /// The server is ending (`why`) and dropped or is stopping the jobs `seqs`: journaled
+    /// before their records are handed to the report and before any stop (see
+    /// [`Journal::closing`]).
+    pub(super) fn closing(&mut self, seqs: impl IntoIterator<Item = Seq>, why: Closing) {
+        for seq in seqs {
+            self.journal.closing(seq, why);
         }
     }
 
@@ -352,6 +361,17 @@ impl Driver {
                     format!("`lanes cancel` had dropped it when {SERVER_LOST}")
                 };
                 Some((self.core.cancelled_with_server(job.seq, now), error))
+            } else if let Some(why) = job.closing {
+                let (reason, what) = match why {
+                    Closing::Shutdown => (StopReason::Shutdown, "`lanes close` or a stop signal"),
+                    Closing::FailFast => (StopReason::FailFast, "`--fail-fast`"),
+                };
+                let error = if job.started {
+                    format!("{what} was stopping it when {SERVER_LOST}")
+                } else {
+                    format!("{what} had dropped it when {SERVER_LOST}")
+                };
+                Some((self.core.closed_with_server(job.seq, reason, now), error))
             } else if job.started && !requeue_lost {
                 // The journal knows a start, not whether a try was still running or had ended
                 // and waited out its retry delay.
