@@ -55,6 +55,10 @@ pub(crate) struct Holder {
     /// before it was, and from processes without the flag.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) shared_slots: bool,
+    /// Written as that process let the key go: whatever holds the lock file now is not it (a
+    /// process its job left holding descriptor 3, or a program other than lanes).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) released: bool,
 }
 
 /// Why DIR cannot be used; each message names DIR.
@@ -99,9 +103,29 @@ pub(crate) struct Grant {
     /// `--coordinate`: the database session that holds the key (`key` is a duplicate of its
     /// socket); dropping it lets the key go.
     pub(crate) fleet: Option<Box<crate::shell::coordinate::FleetHold>>,
+    /// `--lock-dir`: the line written over the holder's as the key is let go (the lock still
+    /// held), so that `lanes locks` and other processes' records never name this process as
+    /// the holder of a lock file something else holds afterwards.
+    pub(crate) released: Option<Box<Holder>>,
+}
+
+impl Drop for Grant {
+    fn drop(&mut self) {
+        if let Some(holder) = self.released.take() {
+            let _ = write_line(&self.key, &holder);
+        }
+    }
 }
 
 impl Holder {
+    /// This holder's line as written when it lets the key go (`released`).
+    fn as_released(self) -> Option<Box<Holder>> {
+        Some(Box::new(Holder {
+            released: true,
+            ..self
+        }))
+    }
+
     /// Whether this is `identity`, the process reading it: the same pid in the same PID
     /// namespace, in the same run (a process of another container may have the same pid).
     fn is(&self, identity: &Identity) -> bool {
@@ -238,6 +262,7 @@ impl Identity {
             key: key.to_owned(),
             pid_namespace: self.pid_namespace,
             shared_slots: self.shared_slots,
+            released: false,
         }
     }
 }
@@ -302,7 +327,9 @@ impl LockDir {
         };
         let held = match (held, slot) {
             (Some(lock), Some(slot)) => {
+                let released = self.identity.holding(&key).as_released();
                 return Some(Grant {
+                    released,
                     key: above_placements(lock.into()),
                     slot: slot.map(|slot| {
                         let _ = write_holder(&slot, &key, &self.identity);
@@ -313,7 +340,7 @@ impl LockDir {
                         holder: None,
                     }),
                     fleet: None,
-                })
+                });
             }
             // The key without a slot: the thread waits for the slot.
             (held, _) => held,
@@ -390,6 +417,7 @@ impl LockDir {
                     above_placements(slot)
                 });
                 let grant = Grant {
+                    released: identity.holding(&key).as_released(),
                     key: above_placements(key_fd),
                     slot,
                     wait: Some(HostWait {
@@ -731,7 +759,9 @@ fn key_hex(key: &str) -> String {
 /// Who the lock file says holds it, if it is held now. A lock taken for the look is let go at
 /// once.
 fn held_by(file: &File) -> Option<Holder> {
-    held_and_by(file).flatten()
+    held_and_by(file)
+        .flatten()
+        .filter(|holder| !holder.released)
 }
 
 /// Whether the lock file is held now and, if so, who it says holds it (`Some(None)`: held by a
@@ -745,7 +775,9 @@ fn held_and_by(file: &File) -> Option<Option<Holder>> {
 /// Who the lock file `probe` (an open file description of its own) says holds it, if it is
 /// held now; when it is free, the lock taken for the look goes with `probe`.
 fn held_by_probe(probe: &File) -> Option<Holder> {
-    held_and_by_probe(probe).flatten()
+    held_and_by_probe(probe)
+        .flatten()
+        .filter(|holder| !holder.released)
 }
 
 /// [`held_and_by`] through `probe`, an open file description of its own: when the file is
@@ -825,7 +857,7 @@ fn acquire_key(
     let lock = open_lock_file(&paths.lock)?;
     // This process itself, read while the key changed hands (its new holder had not written
     // its line yet), is nobody another process would be waiting behind.
-    let mut holder = read_holder(&lock).filter(|holder| !holder.is(identity));
+    let mut holder = read_holder(&lock).filter(|holder| !holder.released && !holder.is(identity));
     create_shared_dir(&paths.queue)?;
     // The line's directory held open: its name swapped for a link meanwhile is not followed.
     let queue = HeldDir::open(&paths.queue)?;
@@ -961,11 +993,16 @@ fn tickets(queue: &Path) -> io::Result<Vec<String>> {
 /// its name points to now); a lock file another user made without write permission for this
 /// one is left as it is.
 fn write_holder(file: &impl AsRawFd, key: &str, identity: &Identity) -> io::Result<()> {
+    write_line(file, &identity.holding(key))
+}
+
+/// Writes `holder`'s line over the lock file's first line, as [`write_holder`] does.
+fn write_line(file: &impl AsRawFd, holder: &Holder) -> io::Result<()> {
     let file = OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(format!("/proc/self/fd/{}", file.as_raw_fd()))?;
-    let text = serde_json::to_string(&identity.holding(key)).map_err(io::Error::other)?;
+    let text = serde_json::to_string(holder).map_err(io::Error::other)?;
     // One line written over the old one in one call, then the file cut after it: a reader
     // reads up to the first newline and never sees half of a line mixed with another.
     let line = format!("{text}\n");
@@ -1145,6 +1182,11 @@ pub(crate) fn describe(dir: &Path) -> Result<String, LockDirError> {
     let ours = own_pid_namespace();
     for (key, held, holder, waiters) in &listed {
         match holder {
+            Some(h) if h.released => text.push_str(&format!(
+                "{key}: held, but not by a lanes: the last one to hold it, {}, let it go; a \
+                 process its job left, or a program other than lanes, holds the key\n",
+                h.shown(ours)
+            )),
             Some(h) if !h.elsewhere(ours) && exited(h.pid) => text.push_str(&format!(
                 "{key}: held by {}, which has exited: a process it left holds the key\n",
                 h.shown(ours)

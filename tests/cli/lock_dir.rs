@@ -202,6 +202,38 @@ fn the_shared_cap_holds_across_processes() {
     assert!(locks(&dir).ends_with("shared slots: 0 of 2 held\n"));
 }
 
+/// A lanes that let a key go leaves its line in the lock file marked so: a program other than
+/// lanes that takes the lock afterwards (an outside `flock`) is not shown as that lanes.
+#[test]
+fn a_key_an_outside_flock_holds_after_lanes_let_it_go_names_no_lanes_as_its_holder() {
+    let scratch = Scratch::new();
+    let dir = scratch.join("locks");
+    member(&scratch, &dir).stdin("k\ttrue\n").run().code(0);
+    let lock_files: Vec<_> = std::fs::read_dir(dir.join("keys"))
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "lock"))
+        .collect();
+    assert_eq!(lock_files.len(), 1, "{lock_files:?}");
+    let mut outside = Command::new("flock")
+        .arg(&lock_files[0])
+        .args(["sleep", "30"])
+        .spawn()
+        .expect("flock(1)");
+    assert!(wait_until(Duration::from_secs(10), || locks(&dir)
+        != "no key is held\n"));
+    let listed = locks(&dir);
+    outside.kill().unwrap();
+    outside.wait().unwrap();
+    assert!(
+        listed.contains("\"k\": held, but not by a lanes: the last one to hold it, pid ")
+            && listed.contains("let it go"),
+        "{listed}"
+    );
+    assert!(!listed.contains("which has exited"), "{listed}");
+}
+
 #[test]
 fn a_key_stays_held_by_the_orphaned_job_of_a_killed_lanes() {
     let scratch = Scratch::new();

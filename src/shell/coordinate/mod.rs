@@ -540,6 +540,7 @@ async fn acquire(shared: &Arc<Shared>, key: &Arc<str>, asked: Instant) -> Result
     Ok(Grant {
         key: socket,
         slot: None,
+        released: None,
         wait: Some(HostWait {
             waited: asked.elapsed(),
             holder,
