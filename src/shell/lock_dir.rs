@@ -119,7 +119,7 @@ impl Drop for Grant {
 
 impl Holder {
     /// This holder's line as written when it lets the key go (`released`).
-    fn as_released(self) -> Option<Box<Holder>> {
+    fn into_released(self) -> Option<Box<Holder>> {
         Some(Box::new(Holder {
             released: true,
             ..self
@@ -327,7 +327,7 @@ impl LockDir {
         };
         let held = match (held, slot) {
             (Some(lock), Some(slot)) => {
-                let released = self.identity.holding(&key).as_released();
+                let released = self.identity.holding(&key).into_released();
                 return Some(Grant {
                     released,
                     key: above_placements(lock.into()),
@@ -417,7 +417,7 @@ impl LockDir {
                     above_placements(slot)
                 });
                 let grant = Grant {
-                    released: identity.holding(&key).as_released(),
+                    released: identity.holding(&key).into_released(),
                     key: above_placements(key_fd),
                     slot,
                     wait: Some(HostWait {
