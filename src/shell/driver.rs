@@ -341,7 +341,7 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         progress.finish();
     }
     drop(terminal_stop);
-    super::signal::release_watched(nix::sys::signal::Signal::SIGTSTP);
+    super::signal::release_terminal_stops();
     // `lanes serve`: the event loop takes no more calls; each one sent from now on, or left
     // in the channel, is answered `closed` (`ending`) by its connection.
     drop(calls);

@@ -411,9 +411,16 @@ impl StopSignals {
 }
 
 /// The signals the event loop reads through a `signalfd` instead of a handler: SIGCHLD
-/// ([`ChildExits`]) and SIGTSTP ([`TerminalStop`]). Blocked in every thread of a run
+/// ([`ChildExits`]), SIGTSTP and SIGTTOU ([`TerminalStop`]). Blocked in every thread of a run
 /// ([`hold_watched`]), so that one sent waits, pending, until the event loop acts on it.
-const WATCHED: [Signal; 2] = [Signal::SIGCHLD, Signal::SIGTSTP];
+const WATCHED: [Signal; 3] = [Signal::SIGCHLD, Signal::SIGTSTP, Signal::SIGTTOU];
+
+/// The stops `lanes` takes only once its jobs are stopped ([`TerminalStop`]): Ctrl-Z, and a
+/// SIGTTOU sent to it. The kernel sends none for `lanes`' own writes to its terminal from the
+/// background under `stty tostop` while SIGTTOU is blocked: they are written, as a program that
+/// ignores SIGTTOU writes them, rather than stopping `lanes` while its jobs run on with no one
+/// to enforce their timeouts.
+const TERMINAL_STOPS: [Signal; 2] = [Signal::SIGTSTP, Signal::SIGTTOU];
 
 /// Blocks [`WATCHED`] in the calling thread, and so in every thread it starts. Call it in a
 /// run's set-up, before any thread starts. (A job's process empties its mask before its
@@ -424,9 +431,16 @@ pub(crate) fn hold_watched() {
 
 /// Unblocks `signal` (one of [`WATCHED`]) in the calling thread: it then acts at once, by its
 /// handler or its default action, as in any program. For when its `signalfd` could not be
-/// made, and for SIGTSTP while no job can have started yet or once every job has ended.
+/// made.
 pub(crate) fn release_watched(signal: Signal) {
     let _ = SigSet::from(signal).thread_unblock();
+}
+
+/// Unblocks the terminal stops ([`TERMINAL_STOPS`]) in the calling thread: they then stop
+/// `lanes` at once, as any program, while no job can have started yet or once every job has
+/// ended, or when their `signalfd` could not be made.
+pub(crate) fn release_terminal_stops() {
+    let _ = SigSet::from_iter(TERMINAL_STOPS).thread_unblock();
 }
 
 /// Runs `wait`, a wait of a run's start before anything has started (a FIFO's reader, the
@@ -438,7 +452,9 @@ pub(crate) fn release_watched(signal: Signal) {
 pub(crate) fn stoppable_at_start<T>(wait: impl FnOnce() -> T) -> T {
     use nix::sys::signal::{pthread_sigmask, SigmaskHow};
     let mut unblocked = handled_set();
-    unblocked.add(Signal::SIGTSTP);
+    for stop in TERMINAL_STOPS {
+        unblocked.add(stop);
+    }
     let mut before = SigSet::empty();
     let _ = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&unblocked), Some(&mut before));
     let result = wait();
@@ -447,14 +463,14 @@ pub(crate) fn stoppable_at_start<T>(wait: impl FnOnce() -> T) -> T {
     result
 }
 
-/// A non-blocking `signalfd` for `signal`, registered with the event loop for reading. Must
+/// A non-blocking `signalfd` for `signals`, registered with the event loop for reading. Must
 /// run inside the tokio runtime.
 fn watch(
-    signal: Signal,
+    signals: &[Signal],
 ) -> std::io::Result<tokio::io::unix::AsyncFd<nix::sys::signalfd::SignalFd>> {
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     let fd = SignalFd::with_flags(
-        &SigSet::from(signal),
+        &SigSet::from_iter(signals.iter().copied()),
         SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC,
     )?;
     // SAFETY: `SignalFd` owns its descriptor and closes it only when dropped, with the
@@ -465,8 +481,9 @@ fn watch(
     registered.map_err(std::io::Error::from)
 }
 
-/// Ctrl-Z (SIGTSTP), kept pending until `lanes` has stopped its jobs, then let act as its
-/// default action (the whole process stops). SIGTSTP has no handler and is blocked
+/// Ctrl-Z (SIGTSTP), or a SIGTTOU sent to `lanes` ([`TERMINAL_STOPS`]), kept pending until
+/// `lanes` has stopped its jobs, then let act as its default action (the whole process
+/// stops). SIGTSTP has no handler and is blocked
 /// ([`hold_watched`]): one sent waits, pending, and the `signalfd` tells the event loop that
 /// it came, without taking it. A SIGCONT sent meanwhile (`kill -TSTP` then `kill -CONT`
 /// before `lanes` could act) discards the pending SIGTSTP (POSIX, `kill`; Linux
@@ -482,7 +499,7 @@ impl TerminalStop {
     /// When the `signalfd` cannot be made or registered: the caller then lets SIGTSTP act at
     /// once ([`release_watched`]), as it would in any program.
     pub(crate) fn listen() -> std::io::Result<Self> {
-        watch(Signal::SIGTSTP).map(TerminalStop)
+        watch(&TERMINAL_STOPS).map(TerminalStop)
     }
 
     /// [`Self::listen`], or, when it cannot, `None` with SIGTSTP let act at once in the
@@ -490,7 +507,7 @@ impl TerminalStop {
     pub(crate) fn listen_or_release() -> Option<Self> {
         let listening = Self::listen().ok();
         if listening.is_none() {
-            release_watched(Signal::SIGTSTP);
+            release_terminal_stops();
         }
         listening
     }
@@ -511,7 +528,7 @@ impl TerminalStop {
     /// program, the kernel discards the SIGTSTP instead in an orphaned process group, which
     /// no job control could continue.
     pub(crate) fn stop_if_still_requested(&self) {
-        let set = SigSet::from(Signal::SIGTSTP);
+        let set = SigSet::from_iter(TERMINAL_STOPS);
         let _ = set.thread_unblock();
         let _ = set.thread_block();
     }
@@ -536,7 +553,7 @@ impl ChildExits {
     /// When the `signalfd` cannot be made or registered: the caller then takes SIGCHLD with a
     /// handler ([`release_watched`]).
     pub(crate) fn listen() -> std::io::Result<Self> {
-        watch(Signal::SIGCHLD).map(ChildExits)
+        watch(&[Signal::SIGCHLD]).map(ChildExits)
     }
 
     /// Waits for a SIGCHLD, and takes every one pending (at once for one that came before

@@ -355,8 +355,13 @@ fn count(scratch: &Scratch, name: &str) -> usize {
 }
 
 #[test]
-fn ctrl_z_stops_the_jobs_with_lanes_and_stopped_time_counts_toward_no_timeout() {
-    for mode in modes() {
+fn ctrl_z_or_sigttou_stops_the_jobs_with_lanes_and_stopped_time_counts_toward_no_timeout() {
+    // SIGTTOU is what a write to the terminal from the background sends under `stty tostop`:
+    // lanes must not stop while its jobs run on, their timeouts unwatched.
+    let runs = modes()
+        .into_iter()
+        .flat_map(|mode| [(mode, Signal::SIGTSTP), (mode, Signal::SIGTTOU)]);
+    for (mode, signal) in runs {
         let scratch = Scratch::new();
         // 30 ticks, 50 ms apart: 1.5 s of work, under the 2.5 s timeout unless stopped time
         // counted.
@@ -372,19 +377,19 @@ fn ctrl_z_stops_the_jobs_with_lanes_and_stopped_time_counts_toward_no_timeout() 
             .unwrap();
         running.close_stdin();
         assert!(wait_until(WAIT, || count(&scratch, "ticks") >= 3));
-        running.signal(Signal::SIGTSTP);
+        running.signal(signal);
         std::thread::sleep(Duration::from_millis(300));
         let stopped_at = count(&scratch, "ticks");
         std::thread::sleep(Duration::from_secs(2));
         assert_eq!(
             count(&scratch, "ticks"),
             stopped_at,
-            "{mode}: the job ran on while lanes was stopped"
+            "{mode}, {signal}: the job ran on while lanes was stopped"
         );
         running.signal(Signal::SIGCONT);
         let out = running.wait();
         out.code(0);
-        assert_eq!(out.job(1).result(), ("succeeded", None), "{mode}");
+        assert_eq!(out.job(1).result(), ("succeeded", None), "{mode}, {signal}");
         assert_eq!(count(&scratch, "ticks"), 30);
     }
 }
