@@ -850,6 +850,8 @@ fn own_cgroup() -> Option<String> {
 
 /// Removes the run cgroups below `parent` left by runs whose `lanes` is gone (killed with
 /// SIGKILL): only `lanes-…` directories whose lock no live run holds, and only what is empty.
+/// One killed while stopped (Ctrl-Z) left its jobs frozen, with no one to thaw them: they are
+/// thawed first, and run on as the orphans of any other killed run do.
 fn remove_stale_runs(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
@@ -867,6 +869,7 @@ fn remove_stale_runs(parent: &Path) {
             continue;
         };
         if crate::file_lock::flock(&fd, libc::LOCK_EX | libc::LOCK_NB).is_ok() {
+            let _ = fs::write(path.join("cgroup.freeze"), "0");
             remove_dirs(&path);
         }
     }

@@ -601,6 +601,11 @@ fn the_grace_period_stands_still_while_lanes_is_stopped() {
 
 /// The cgroup2 directory this process is in (as lanes finds its own).
 fn own_cgroup_dir() -> Option<std::path::PathBuf> {
+    cgroup_dir_of("self")
+}
+
+/// The cgroup2 directory process `pid` (a number, or `self`) is in.
+fn cgroup_dir_of(pid: &str) -> Option<std::path::PathBuf> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let mount = mountinfo.lines().find_map(|line| {
         let (before, after) = line.split_once(" - ")?;
@@ -608,7 +613,7 @@ fn own_cgroup_dir() -> Option<std::path::PathBuf> {
             .then(|| before.split_ascii_whitespace().nth(4).map(str::to_owned))
             .flatten()
     })?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
     let path = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_owned();
     Some(std::path::Path::new(&mount).join(path.trim_start_matches('/')))
 }
@@ -687,6 +692,53 @@ fn cgroups_of_runs_that_were_killed_are_removed_by_the_next_run_and_only_those()
         "the run's own cgroup is left: {}",
         own.display()
     );
+}
+
+/// A lanes killed with SIGKILL while stopped (Ctrl-Z) left its jobs frozen, and nothing would
+/// ever thaw them: the next run in the same cgroup does, and they run on as the orphans of a
+/// killed lanes do.
+#[test]
+fn jobs_a_lanes_killed_while_stopped_left_frozen_are_thawed_by_the_next_run() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    let scratch = Scratch::new();
+    let job = "echo $$ > \"$D/pid\"; while :; do echo x >> \"$D/ticks\"; sleep 0.02; done";
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["--containment", "cgroup"])
+        .stdin(format!("k\t{job}\n"))
+        .spawn();
+    assert!(wait_until(WAIT, || count(&scratch, "ticks") >= 3));
+    let shell = scratch.pid("pid");
+    // The run's cgroup, which Ctrl-Z freezes: the job's cgroup's parent.
+    let job_cgroup = cgroup_dir_of(&shell.to_string()).expect("the job's cgroup");
+    let run_cgroup = job_cgroup.parent().expect("the run's cgroup");
+    running.signal(Signal::SIGTSTP);
+    assert!(wait_until(WAIT, || std::fs::read_to_string(
+        run_cgroup.join("cgroup.events")
+    )
+    .is_ok_and(|events| events.contains("frozen 1"))));
+    running.signal(Signal::SIGKILL);
+    assert!(wait_until(WAIT, || state(running.pid()) == Some('Z')));
+    let frozen_at = count(&scratch, "ticks");
+    std::thread::sleep(Duration::from_millis(300));
+    let still_frozen = count(&scratch, "ticks") == frozen_at;
+    Run::new()
+        .args(["--containment", "cgroup"])
+        .stdin("other\ttrue\n")
+        .run()
+        .code(0);
+    let thawed = wait_until(WAIT, || count(&scratch, "ticks") > frozen_at + 3);
+    // Reaps the killed lanes and kills what its job left.
+    drop(running);
+    assert!(wait_until(WAIT, || !alive(shell)));
+    assert!(
+        still_frozen,
+        "the jobs ran on once lanes was killed while stopped"
+    );
+    assert!(thawed, "the next run left the jobs frozen");
 }
 
 #[test]
