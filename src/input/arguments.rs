@@ -244,13 +244,23 @@ impl<R: BufRead> Iterator for RecordReader<R> {
                 seq,
             } => (input, format, buffer, record, seq),
         };
-        // The longest record that can be a job: a key, a tab and a command (and a `\r`), or
-        // an argument (and a `\r`).
+        // The longest record that can be a job: a key, a tab and a command, or an argument
+        // (and a `\r` where records are lines).
         let limits = Limits::of_system();
+        let carriage_return = usize::from(format.delimiter == b'\n');
         let longest = match format.key {
-            None => limits.key + 1 + limits.command + 1,
-            Some(_) => limits.command + 1,
+            None => limits.key + 1 + limits.command + carriage_return,
+            Some(_) => limits.command + carriage_return,
         };
+        // Newline-separated input given -0: the whole input is one record, which would run as
+        // one job (or as none if its first line is a comment), or, longer than a job can be,
+        // be refused as too long without a word about -0.
+        let newlines_under_nul = |record: u64, delimited: bool, raw: &[u8]| {
+            record == 1 && format.delimiter == 0 && !delimited && raw.contains(&b'\n')
+        };
+        const NEWLINES_UNDER_NUL: &str = "under -0 records end with a NUL byte, and the input \
+                                          has none but has newlines: it would be one record; \
+                                          leave -0 out for one record per line";
         loop {
             let (cut, delimited) = match read_record(input, format.delimiter, buffer, longest) {
                 Ok(None) => return None,
@@ -260,35 +270,31 @@ impl<R: BufRead> Iterator for RecordReader<R> {
             *record += 1;
             if cut {
                 *seq += 1;
+                let message = if newlines_under_nul(*record, delimited, buffer) {
+                    NEWLINES_UNDER_NUL.to_owned()
+                } else {
+                    format!(
+                        "the record is longer than any job can be ({longest} bytes); the rest \
+                         of it was skipped"
+                    )
+                };
                 return Some(Ok(NumberedLine {
                     seq: *seq,
                     line: *record,
-                    item: LineItem::Invalid {
-                        key: None,
-                        message: format!(
-                            "the record is longer than any job can be ({longest} bytes); the \
-                             rest of it was skipped"
-                        ),
-                    },
+                    item: LineItem::Invalid { key: None, message },
                 }));
             }
             let mut raw = buffer.strip_suffix(&[format.delimiter]).unwrap_or(buffer);
             if *record == 1 {
                 raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
-                if format.delimiter == 0 && !delimited && raw.contains(&b'\n') {
-                    // The whole input is one record: newline-separated input given -0 (which
-                    // would otherwise run as one job, or as none if its first line is a
-                    // comment).
+                if newlines_under_nul(*record, delimited, raw) {
                     *seq += 1;
                     return Some(Ok(NumberedLine {
                         seq: *seq,
                         line: *record,
                         item: LineItem::Invalid {
                             key: None,
-                            message: "under -0 records end with a NUL byte, and the input has \
-                                      none but has newlines: it would be one record; leave -0 \
-                                      out for one record per line"
-                                .to_owned(),
+                            message: NEWLINES_UNDER_NUL.to_owned(),
                         },
                     }));
                 }

@@ -818,11 +818,12 @@ fn a_nul_separated_record_longer_than_any_job_is_refused_and_the_next_runs() {
         out.dump()
     );
     assert_eq!(out.job(2).result(), ("succeeded", None));
-    // The figure is what one argument may hold, not a key, a tab and a command.
+    // The figure is what one argument may hold (32 pages with its terminating NUL, as
+    // everywhere else the limit is said), not a key, a tab and a command.
     let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
         .unwrap()
         .unwrap();
-    let limit = format!("({} bytes)", 32 * page);
+    let limit = format!("({} bytes)", 32 * page - 1);
     assert!(out.stderr().contains(&limit), "{limit}: {}", out.dump());
 }
 
@@ -896,10 +897,14 @@ fn first_rejected_in(scratch: &Scratch, args: &[&str], stdin: &str, wanted: &str
 fn newline_separated_input_under_nul_separation_is_refused_as_one_record() {
     let scratch = Scratch::new();
     scratch.write("jobs.tsv", "# KEY\tCOMMAND\na\ttouch \"$D/ran\"\n");
+    // A listing longer than any job can be (`find | lanes -0` without `-print0`) says so too,
+    // not only that the record is too long.
+    let long_listing: String = (0..30_000).map(|i| format!("file-{i}\n")).collect();
     for (args, stdin) in [
         (&["-0", "jobs.tsv"][..], ""),
         (&["-0", "--", "touch"][..], "ran\nran2\n"),
         (&["-0", "-a", "jobs.tsv", "echo"][..], ""),
+        (&["-0", "--", "touch"][..], long_listing.as_str()),
     ] {
         let out = first_rejected_in(
             &scratch,
