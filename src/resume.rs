@@ -55,13 +55,16 @@ pub(crate) enum ResumeError {
     },
 }
 
+/// A key+command pair's occurrences (1-based) that were done, each with how.
+type DoneOccurrences = Vec<(u32, SkipReason)>;
+
 /// The jobs an earlier report holds as done (succeeded, or superseded by a newer job of their
 /// key), and the matching of new jobs against them.
 #[derive(Debug, Default)]
 pub(crate) struct Resume {
     /// For each key+command pair done at least once: the occurrence numbers (1-based) that
     /// were done, each with how.
-    done: HashMap<(String, String), Vec<(u32, SkipReason)>>,
+    done: HashMap<(String, String), DoneOccurrences>,
     /// Occurrences seen so far in the new run, for pairs in `done` only (memory is bounded
     /// by the old report, not by the new input).
     seen: HashMap<(String, String), u32>,
@@ -72,7 +75,7 @@ pub(crate) struct Resume {
 }
 
 impl Resume {
-    /// Reads an earlier report (see [`Resume::parse`]).
+    /// Reads an earlier report (see [`Resume::parse_lines`]).
     ///
     /// # Errors
     /// The report cannot be read, or is not a lanes report.
@@ -83,49 +86,69 @@ impl Resume {
             error,
         };
         let mut reader = BufReader::new(File::open(path).map_err(read_error)?);
-        let mut lines = Vec::new();
-        loop {
+        // Read line by line, never whole: a report of a million records is hundreds of MB.
+        let mut number = 0;
+        let lines = std::iter::from_fn(|| {
             let mut line = Vec::new();
-            (&mut reader)
+            if let Err(error) = (&mut reader)
                 .take(MAX_LINE + 1)
                 .read_until(b'\n', &mut line)
-                .map_err(read_error)?;
+            {
+                return Some(Err(read_error(error)));
+            }
             if line.is_empty() {
-                break;
+                return None;
             }
+            number += 1;
             if line.len() as u64 > MAX_LINE {
-                return Err(ResumeError::NotAReport {
-                    path: name,
-                    why: format!(
-                        "line {} is longer than any record ({MAX_LINE} bytes)",
-                        lines.len() + 1
-                    ),
-                });
+                return Some(Err(ResumeError::NotAReport {
+                    path: name.clone(),
+                    why: format!("line {number} is longer than any record ({MAX_LINE} bytes)"),
+                }));
             }
-            lines.push(String::from_utf8_lossy(&line).into_owned());
-            if lines.len() == 1 {
-                // Whether the file is a report at all is told by its first line: a file that
-                // is not one is refused before the rest of it is read.
-                Self::parse(&name, &lines[0])?;
-            }
-        }
-        Self::parse(&name, &lines.concat())
+            let line = line.strip_suffix(b"\n").unwrap_or(&line);
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let line = String::from_utf8_lossy(line).into_owned();
+            // A byte order mark an editor or tool put before the first record is no part of it.
+            Some(Ok(match line.strip_prefix('\u{feff}') {
+                Some(rest) if number == 1 => rest.to_owned(),
+                _ => line,
+            }))
+        });
+        Self::parse_lines(&name, lines)
     }
 
-    /// Parses report `text`; `name` is used in errors. A report begins with its `run` record
-    /// (of a schema this `lanes` reads), then holds only `job` records and a `summary`. A
-    /// torn (unparsable) last line is ignored, as a crash can leave one; an unparsable line
-    /// elsewhere is an error. An empty file is a report with no records: lanes creates the
-    /// report before it writes to it. Records `succeeded`, `interrupted` as `superseded`, or
-    /// `skipped` (by a `--resume` before) count as done, each with its [`SkipReason`].
+    /// Parses report `text`; `name` is used in errors (see [`Resume::parse_lines`]).
     ///
     /// # Errors
-    /// Text that is not a lanes report: another first line (an events file, a jobs file),
-    /// another kind of record, a line other than the last that is not a JSON object.
+    /// Text that is not a lanes report.
+    #[cfg(test)]
     pub(crate) fn parse(name: &str, text: &str) -> Result<Self, ResumeError> {
-        // A byte order mark an editor or tool put before the first record is no part of it.
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        Self::parse_lines(name, text.lines().map(|line| Ok(line.to_owned())))
+    }
+
+    /// Parses a report's `lines` (without their line ends), read one at a time; `name` is
+    /// used in errors. A report begins with its `run` record (of a schema this `lanes`
+    /// reads), then holds only `job` records and a `summary`. A torn (unparsable) last line is
+    /// ignored, as a crash can leave one; an unparsable line elsewhere is an error. An empty
+    /// file is a report with no records: lanes creates the report before it writes to it.
+    /// Records `succeeded`, `interrupted` as `superseded`, or `skipped` (by a `--resume`
+    /// before) count as done, each with its [`SkipReason`]. What is kept is each job's key and
+    /// command, not the records.
+    ///
+    /// # Errors
+    /// A line that cannot be read; text that is not a lanes report: another first line (an
+    /// events file, a jobs file), another kind of record, a line other than the last that is
+    /// not a JSON object.
+    fn parse_lines(
+        name: &str,
+        lines: impl Iterator<Item = Result<String, ResumeError>>,
+    ) -> Result<Self, ResumeError> {
+        let mut lines = lines
+            .filter(|line| line.as_ref().map_or(true, |l| !l.trim().is_empty()))
+            .enumerate()
+            .peekable();
         let mut template = None;
         let not_a_report = |why: String| ResumeError::NotAReport {
             path: name.to_owned(),
@@ -134,8 +157,10 @@ impl Resume {
         let mut jobs: Vec<(u64, String, String, Option<SkipReason>)> = Vec::new();
         let mut seqs = std::collections::HashSet::new();
         let mut summary = None;
-        for (index, line) in lines.iter().enumerate() {
-            let last = index + 1 == lines.len();
+        while let Some((index, line)) = lines.next() {
+            let line = line?;
+            let line = line.as_str();
+            let last = lines.peek().is_none();
             if let Some(summary) = summary {
                 // Nothing follows a summary, torn or whole: lanes writes it last.
                 return Err(not_a_report(format!(
@@ -249,16 +274,21 @@ impl Resume {
             }
         }
         jobs.sort_by_key(|job| job.0);
-        let mut occurrences: HashMap<(String, String), u32> = HashMap::new();
-        let mut done: HashMap<(String, String), Vec<(u32, SkipReason)>> = HashMap::new();
+        // Each pair's occurrences counted, and the ones done kept, in one map (each pair's
+        // text once).
+        let mut occurrences: HashMap<(String, String), (u32, DoneOccurrences)> = HashMap::new();
         for (_, key, command, how) in jobs {
-            let pair = (key, command);
-            let n = occurrences.entry(pair.clone()).or_default();
+            let (n, done) = occurrences.entry((key, command)).or_default();
             *n += 1;
             if let Some(why) = how {
-                done.entry(pair).or_default().push((*n, why));
+                done.push((*n, why));
             }
         }
+        let done = occurrences
+            .into_iter()
+            .filter(|(_, (_, done))| !done.is_empty())
+            .map(|(pair, (_, done))| (pair, done))
+            .collect();
         Ok(Resume {
             done,
             seen: HashMap::new(),
