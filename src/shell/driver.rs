@@ -341,7 +341,10 @@ pub(crate) async fn drive(prepared: Prepared) -> RunEnd {
         progress.finish();
     }
     drop(terminal_stop);
-    super::signal::release_terminal_stops();
+    // Ctrl-Z stops lanes at once from here on, as any program. SIGTTOU stays blocked: its
+    // summary, written from the background under `stty tostop`, is written as its jobs'
+    // output was, and lanes ends.
+    super::signal::release_watched(nix::sys::signal::Signal::SIGTSTP);
     // `lanes serve`: the event loop takes no more calls; each one sent from now on, or left
     // in the channel, is answered `closed` (`ending`) by its connection.
     drop(calls);

@@ -431,14 +431,13 @@ pub(crate) fn hold_watched() {
 
 /// Unblocks `signal` (one of [`WATCHED`]) in the calling thread: it then acts at once, by its
 /// handler or its default action, as in any program. For when its `signalfd` could not be
-/// made.
+/// made, and for SIGTSTP once every job has ended.
 pub(crate) fn release_watched(signal: Signal) {
     let _ = SigSet::from(signal).thread_unblock();
 }
 
 /// Unblocks the terminal stops ([`TERMINAL_STOPS`]) in the calling thread: they then stop
-/// `lanes` at once, as any program, while no job can have started yet or once every job has
-/// ended, or when their `signalfd` could not be made.
+/// `lanes` at once, as any program, when their `signalfd` could not be made.
 pub(crate) fn release_terminal_stops() {
     let _ = SigSet::from_iter(TERMINAL_STOPS).thread_unblock();
 }

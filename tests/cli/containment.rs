@@ -722,9 +722,9 @@ fn jobs_a_lanes_killed_while_stopped_left_frozen_are_thawed_by_the_next_run() {
     .is_ok_and(|events| events.contains("frozen 1"))));
     running.signal(Signal::SIGKILL);
     assert!(wait_until(WAIT, || state(running.pid()) == Some('Z')));
+    // (Whether they stay frozen until then is not looked at: any lanes the suite starts in
+    // this cgroup meanwhile thaws them.)
     let frozen_at = count(&scratch, "ticks");
-    std::thread::sleep(Duration::from_millis(300));
-    let still_frozen = count(&scratch, "ticks") == frozen_at;
     Run::new()
         .args(["--containment", "cgroup"])
         .stdin("other\ttrue\n")
@@ -734,10 +734,6 @@ fn jobs_a_lanes_killed_while_stopped_left_frozen_are_thawed_by_the_next_run() {
     // Reaps the killed lanes and kills what its job left.
     drop(running);
     assert!(wait_until(WAIT, || !alive(shell)));
-    assert!(
-        still_frozen,
-        "the jobs ran on once lanes was killed while stopped"
-    );
     assert!(thawed, "the next run left the jobs frozen");
 }
 

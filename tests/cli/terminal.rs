@@ -300,6 +300,28 @@ fn ctrl_z_then_fg(containment: &str) {
     assert!(scratch.exists("a.done") && scratch.exists("b.done") && scratch.exists("stray.done"));
 }
 
+/// Under `stty tostop` a background lanes writes its jobs' output and its summary, and ends:
+/// stopped by its own write (SIGTTOU) it would leave its jobs running with no one to watch
+/// their timeouts, or, at its end, never end.
+#[test]
+fn in_the_background_under_tostop_lanes_writes_its_output_and_ends() {
+    let scratch = Scratch::new();
+    let Some(tmux) = Tmux::start("tostop_bg", 120, 30, scratch.path()) else {
+        return;
+    };
+    scratch.write("jobs", "a\techo hi-from-a; sleep 0.3; echo bye-from-a\n");
+    tmux.type_line(&format!(
+        "stty tostop; {} \"$D/jobs\" & wait $!; echo \"exited=$?\"; stty -tostop",
+        lanes_line("--timeout 20", scratch.path())
+    ));
+    let screen = tmux.wait_screen("the shell's answer", Duration::from_secs(20), |s| {
+        s.lines().any(|line| line.starts_with("exited="))
+    });
+    assert!(screen.lines().any(|line| line == "exited=0"), "{screen}");
+    assert!(screen.contains("[a] bye-from-a"), "{screen}");
+    assert!(screen.contains("lanes: 1 job in"), "{screen}");
+}
+
 #[test]
 fn after_ctrl_z_and_bg_nothing_is_drawn_until_fg() {
     // In the background the display would draw over the shell's prompt and what is typed
