@@ -614,6 +614,10 @@ fn paint(shared: &(Mutex<Orders>, std::sync::Condvar), multi: &MultiProgress, fr
     }
 }
 
+/// The narrowest terminal that gets more than the spinner (2 columns, and the last column
+/// left free).
+const MIN_COLUMNS: usize = 4;
+
 /// The frame's text for a terminal of `rows` × `columns`: the status line (after the
 /// spinner, which takes 2 columns), the job lines, stopped jobs first, then by seq, and how
 /// many running jobs are not shown. No line is wider than `columns - 1`.
@@ -655,6 +659,10 @@ fn frame(board: &Board, now: Instant, rows: usize, columns: usize) -> String {
         }
     };
     status = fit(&status, width.saturating_sub(2));
+    if columns < MIN_COLUMNS {
+        // No room for a line but the spinner's: a job line would be `…` alone.
+        return status;
+    }
     // Rows left for job lines: two rows of the terminal stay free for what is written above,
     // but a terminal of two or three rows still gets one, for the count at least.
     let job_rows = match rows {
@@ -791,6 +799,16 @@ mod tests {
                 assert!(measure_text_width(line) < columns, "{line:?} at {columns}");
             }
         }
+    }
+
+    #[test]
+    fn a_terminal_narrower_than_four_columns_gets_the_spinner_alone() {
+        let board = board_with(4);
+        for columns in 0..MIN_COLUMNS {
+            let text = frame(&board, board.since, 24, columns);
+            assert_eq!(text, "", "at {columns} columns");
+        }
+        assert!(frame(&board, board.since, 24, MIN_COLUMNS).contains('\n'));
     }
 
     #[test]
