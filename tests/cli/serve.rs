@@ -54,6 +54,22 @@ fn kill_group_and_wait(pid: i32) {
     assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
 }
 
+/// The second server of a test whose first server was killed outright: its job (whose pid is
+/// in `pid`) ended, `second` written (a job run again ends at once), then `lanes serve` on
+/// `journal` with `args`, drained.
+fn second_server(scratch: &Scratch, journal: &Path, args: &[&str]) -> Server {
+    kill_group_and_wait(scratch.pid("pid"));
+    scratch.write("second", "");
+    let journal = journal.to_str().unwrap();
+    let args: Vec<&str> = ["--journal", journal]
+        .into_iter()
+        .chain(args.iter().copied())
+        .collect();
+    let server = serve(scratch, &args);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server
+}
+
 /// `lanes serve ARGS` on `lanes.sock` in `scratch`, spawned apart (to be killed outright by
 /// the test), `D` the scratch directory, its output let go; returned once it listens.
 fn serve_spawned(scratch: &Scratch, args: &[&str]) -> Spawned {
@@ -3534,13 +3550,7 @@ fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() 
     first.kill().unwrap();
     first.wait().unwrap();
     let _ = ended_by(&mut cancel, "cancel");
-    kill_group_and_wait(scratch.pid("pid"));
-    scratch.write("second", "");
-    let server = serve(
-        &scratch,
-        &["--journal", journal.to_str().unwrap(), "--requeue-lost"],
-    );
-    assert_eq!(server.client("drain", &[]).code, 0);
+    let server = second_server(&scratch, &journal, &["--requeue-lost"]);
     let (out, report) = server.end();
     out.code(0);
     assert_eq!(scratch.read("runs"), "run\n", "run once, never again");
@@ -3592,18 +3602,11 @@ fn requeue_lost_does_not_run_again_a_job_being_superseded_when_the_server_died()
     }));
     first.kill().unwrap();
     first.wait().unwrap();
-    kill_group_and_wait(scratch.pid("pid"));
-    scratch.write("second", "");
-    let server = serve(
+    let server = second_server(
         &scratch,
-        &[
-            "--journal",
-            journal.to_str().unwrap(),
-            "--requeue-lost",
-            "--cancel-in-progress",
-        ],
+        &journal,
+        &["--requeue-lost", "--cancel-in-progress"],
     );
-    assert_eq!(server.client("drain", &[]).code, 0);
     server.running.wait().code(0);
     assert_eq!(
         scratch.read("runs"),
@@ -3667,13 +3670,7 @@ fn requeue_lost_does_not_run_again_a_job_lanes_close_was_stopping_when_the_serve
     first.kill().unwrap();
     first.wait().unwrap();
     assert_ne!(close.wait().unwrap().code(), Some(0));
-    kill_group_and_wait(scratch.pid("pid"));
-    scratch.write("second", "");
-    let server = serve(
-        &scratch,
-        &["--journal", journal.to_str().unwrap(), "--requeue-lost"],
-    );
-    assert_eq!(server.client("drain", &[]).code, 0);
+    let server = second_server(&scratch, &journal, &["--requeue-lost"]);
     // An interrupted job, and no stop signal to this server.
     server.running.wait().code(1);
     assert_eq!(scratch.read("runs"), "run\n", "run once, never again");
