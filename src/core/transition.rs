@@ -680,14 +680,10 @@ impl Scheduler {
         &self,
         waiting: &std::collections::VecDeque<Waiting>,
     ) -> Option<Tick> {
-        if !self.batch_may_wait(waiting) {
-            return None;
-        }
         let policy = &self.policy;
-        self.batch_ready_after(
-            waiting,
-            batch_len(waiting, policy.batch_size, policy.batch_bytes),
-        )
+        self.batch_ready_after(waiting, || {
+            batch_len(waiting, policy.batch_size, policy.batch_bytes)
+        })
     }
 
     /// Whether a lane with these waiting jobs may wait for more to join its batch: not
@@ -701,15 +697,17 @@ impl Scheduler {
             || waiting.front().is_some_and(|w| w.attempts > 0))
     }
 
-    /// [`Scheduler::batch_ready_at`], the lane's next batch being its first `count` jobs.
+    /// [`Scheduler::batch_ready_at`], the lane's next batch being its first `count()` jobs
+    /// (measured only where the batch may wait).
     pub(crate) fn batch_ready_after(
         &self,
         waiting: &std::collections::VecDeque<Waiting>,
-        count: usize,
+        count: impl FnOnce() -> usize,
     ) -> Option<Tick> {
         if !self.batch_may_wait(waiting) {
             return None;
         }
+        let count = count();
         let policy = &self.policy;
         if count == policy.batch_size || count < waiting.len() {
             // Full by count, or by bytes: the next job would not fit.

@@ -500,7 +500,7 @@ impl Scheduler {
         };
         Some(BatchView {
             len,
-            ready_at: self.batch_ready_after(&lane.waiting, len),
+            ready_at: self.batch_ready_after(&lane.waiting, || len),
         })
     }
 
@@ -652,17 +652,12 @@ impl Scheduler {
         } else {
             1..=front
         };
-        for index in rest.chain(extra.into_iter().flatten().filter(|&j| j > front)) {
+        let extra = extra
+            .into_iter()
+            .flatten()
+            .filter(|&j| j > 0 && !rest.contains(&j));
+        for index in rest.clone().chain(extra) {
             self.refresh_wait(key, index, now, view);
-        }
-        if middle_unchanged {
-            for index in extra
-                .into_iter()
-                .flatten()
-                .filter(|&j| j > 0 && j + 1 < front)
-            {
-                self.refresh_wait(key, index, now, view);
-            }
         }
     }
 
