@@ -150,18 +150,11 @@ impl Scheduler {
         Account::unstarted(seq, Outcome::Interrupted(StopReason::ServerLost), now)
     }
 
-    /// The account of a job that `lanes cancel` had dropped or was stopping when an earlier
-    /// `lanes serve` ended without recording it (its journal says so): `interrupted`,
-    /// `cancelled`, with no start of this run's.
-    pub fn cancelled_with_server(&self, seq: Seq, now: Tick) -> Account {
-        Account::unstarted(seq, Outcome::Interrupted(StopReason::Cancelled), now)
-    }
-
-    /// The account of a job that an earlier `lanes serve` dropped or was stopping as it ended
-    /// for `reason` (`lanes close` or a stop signal: `shutdown`; `fail_fast`) and then ended
-    /// without recording it (its journal says so): `interrupted` for `reason`, with no start
-    /// of this run's.
-    pub fn closed_with_server(&self, seq: Seq, reason: StopReason, now: Tick) -> Account {
+    /// The account of a job that an earlier `lanes serve` had dropped or was stopping for
+    /// `reason` and then ended without recording it (its journal says so): `lanes cancel`
+    /// (`cancelled`), or the server's own end (`lanes close` or a stop signal: `shutdown`;
+    /// `fail_fast`). `interrupted` for `reason`, with no start of this run's.
+    pub fn stopped_with_server(&self, seq: Seq, reason: StopReason, now: Tick) -> Account {
         Account::unstarted(seq, Outcome::Interrupted(reason), now)
     }
 

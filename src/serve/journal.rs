@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::Seq;
+use crate::core::{Seq, StopReason};
 
 /// The format's version, in its first line. Version 2 added the `u` line (a start that did not
 /// happen) and the `n` line (a seq that numbered no admitted job); version 3 the `x` line (a
@@ -101,6 +101,25 @@ pub(crate) enum Closing {
     Shutdown,
     /// A job failed for good under `--fail-fast` (reason `fail_fast`).
     FailFast,
+}
+
+impl Closing {
+    /// The end of a server that stops its jobs for `reason`, if it is one.
+    pub(crate) fn of(reason: StopReason) -> Option<Closing> {
+        match reason {
+            StopReason::Shutdown => Some(Closing::Shutdown),
+            StopReason::FailFast => Some(Closing::FailFast),
+            _ => None,
+        }
+    }
+
+    /// The reason the jobs it stops are recorded with.
+    pub(crate) fn reason(self) -> StopReason {
+        match self {
+            Closing::Shutdown => StopReason::Shutdown,
+            Closing::FailFast => StopReason::FailFast,
+        }
+    }
 }
 
 /// What a server runs each journaled job's text under: a job's text alone does not say what it

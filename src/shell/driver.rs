@@ -26,7 +26,7 @@ use super::supervise::{Control, Ended};
 use crate::config::{RunConfig, Source};
 use crate::core::{
     Account, Finished, Halt, Limits, Offer, Outcome, RejectReason, RunFacts, Scheduler, Seq,
-    SignalVerdict, SpawnVerdict, Start, StopOrder, StopReason, Tick,
+    SignalVerdict, SpawnVerdict, Start, StopOrder, Tick,
 };
 use crate::exit;
 use crate::input::{InputItem, JobSpec};
@@ -1358,12 +1358,7 @@ impl Driver {
         // Journaled before any record or stop: a server killed before the records are in
         // the report leaves these jobs to the next server as closed, not to be run (again).
         if let Some(service) = self.service.as_mut() {
-            let why = match halt.reason {
-                StopReason::FailFast => Some(Closing::FailFast),
-                StopReason::Shutdown => Some(Closing::Shutdown),
-                _ => None,
-            };
-            if let Some(why) = why {
+            if let Some(why) = Closing::of(halt.reason) {
                 let dropped = halt.drained.iter().map(|account| account.seq);
                 let stopping = halt
                     .stops

@@ -345,8 +345,19 @@ impl Driver {
             };
             self.received += 1;
             // Recorded at once, not run (again): a job a newer one had superseded, one
-            // `lanes cancel` had dropped or was stopping, and (without `--requeue-lost`) one
-            // that was running.
+            // `lanes cancel` or the server's own end had dropped or was stopping, and (without
+            // `--requeue-lost`) one that was running.
+            let stopped_by = match (job.cancelled, job.closing) {
+                (true, _) => Some((StopReason::Cancelled, "`lanes cancel`")),
+                (false, Some(why)) => Some((
+                    why.reason(),
+                    match why {
+                        Closing::Shutdown => "`lanes close` or a stop signal",
+                        Closing::FailFast => "`--fail-fast`",
+                    },
+                )),
+                (false, None) => None,
+            };
             let unrun = if let Some(by) = job.superseded_by {
                 let error = if job.started {
                     format!("it was being stopped, superseded by seq {by}, when {SERVER_LOST}")
@@ -354,24 +365,13 @@ impl Driver {
                     format!("seq {by} had superseded it when {SERVER_LOST}")
                 };
                 Some((self.core.superseded_with_server(job.seq, by, now), error))
-            } else if job.cancelled {
-                let error = if job.started {
-                    format!("`lanes cancel` was stopping it when {SERVER_LOST}")
-                } else {
-                    format!("`lanes cancel` had dropped it when {SERVER_LOST}")
-                };
-                Some((self.core.cancelled_with_server(job.seq, now), error))
-            } else if let Some(why) = job.closing {
-                let (reason, what) = match why {
-                    Closing::Shutdown => (StopReason::Shutdown, "`lanes close` or a stop signal"),
-                    Closing::FailFast => (StopReason::FailFast, "`--fail-fast`"),
-                };
+            } else if let Some((reason, what)) = stopped_by {
                 let error = if job.started {
                     format!("{what} was stopping it when {SERVER_LOST}")
                 } else {
                     format!("{what} had dropped it when {SERVER_LOST}")
                 };
-                Some((self.core.closed_with_server(job.seq, reason, now), error))
+                Some((self.core.stopped_with_server(job.seq, reason, now), error))
             } else if job.started && !requeue_lost {
                 // The journal knows a start, not whether a try was still running or had ended
                 // and waited out its retry delay.
