@@ -118,6 +118,12 @@ impl Drop for Grant {
 }
 
 impl Holder {
+    /// The holder this line names now: none once it has let the key go (`released`), whatever
+    /// holds the lock file then.
+    fn still_holding(self) -> Option<Holder> {
+        (!self.released).then_some(self)
+    }
+
     /// This holder's line as written when it lets the key go (`released`).
     fn into_released(self) -> Option<Box<Holder>> {
         Some(Box::new(Holder {
@@ -759,9 +765,7 @@ fn key_hex(key: &str) -> String {
 /// Who the lock file says holds it, if it is held now. A lock taken for the look is let go at
 /// once.
 fn held_by(file: &File) -> Option<Holder> {
-    held_and_by(file)
-        .flatten()
-        .filter(|holder| !holder.released)
+    held_and_by(file).flatten().and_then(Holder::still_holding)
 }
 
 /// Whether the lock file is held now and, if so, who it says holds it (`Some(None)`: held by a
@@ -777,7 +781,7 @@ fn held_and_by(file: &File) -> Option<Option<Holder>> {
 fn held_by_probe(probe: &File) -> Option<Holder> {
     held_and_by_probe(probe)
         .flatten()
-        .filter(|holder| !holder.released)
+        .and_then(Holder::still_holding)
 }
 
 /// [`held_and_by`] through `probe`, an open file description of its own: when the file is
@@ -857,7 +861,9 @@ fn acquire_key(
     let lock = open_lock_file(&paths.lock)?;
     // This process itself, read while the key changed hands (its new holder had not written
     // its line yet), is nobody another process would be waiting behind.
-    let mut holder = read_holder(&lock).filter(|holder| !holder.released && !holder.is(identity));
+    let mut holder = read_holder(&lock)
+        .and_then(Holder::still_holding)
+        .filter(|holder| !holder.is(identity));
     create_shared_dir(&paths.queue)?;
     // The line's directory held open: its name swapped for a link meanwhile is not followed.
     let queue = HeldDir::open(&paths.queue)?;

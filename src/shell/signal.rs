@@ -438,7 +438,7 @@ pub(crate) fn release_watched(signal: Signal) {
 
 /// Unblocks the terminal stops ([`TERMINAL_STOPS`]) in the calling thread: they then stop
 /// `lanes` at once, as any program, when their `signalfd` could not be made.
-pub(crate) fn release_terminal_stops() {
+fn release_terminal_stops() {
     let _ = SigSet::from_iter(TERMINAL_STOPS).thread_unblock();
 }
 
@@ -492,17 +492,18 @@ fn watch(
 pub(crate) struct TerminalStop(tokio::io::unix::AsyncFd<nix::sys::signalfd::SignalFd>);
 
 impl TerminalStop {
-    /// Listens for SIGTSTP. Must run inside the tokio runtime, after [`hold_watched`].
+    /// Listens for SIGTSTP and SIGTTOU. Must run inside the tokio runtime, after
+    /// [`hold_watched`].
     ///
     /// # Errors
-    /// When the `signalfd` cannot be made or registered: the caller then lets SIGTSTP act at
-    /// once ([`release_watched`]), as it would in any program.
+    /// When the `signalfd` cannot be made or registered: the caller then lets SIGTSTP and
+    /// SIGTTOU act at once ([`Self::listen_or_release`]), as they would in any program.
     pub(crate) fn listen() -> std::io::Result<Self> {
         watch(&TERMINAL_STOPS).map(TerminalStop)
     }
 
-    /// [`Self::listen`], or, when it cannot, `None` with SIGTSTP let act at once in the
-    /// calling thread ([`release_watched`]).
+    /// [`Self::listen`], or, when it cannot, `None` with SIGTSTP and SIGTTOU let act at once
+    /// in the calling thread ([`release_terminal_stops`]).
     pub(crate) fn listen_or_release() -> Option<Self> {
         let listening = Self::listen().ok();
         if listening.is_none() {
