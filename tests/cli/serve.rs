@@ -54,11 +54,18 @@ fn kill_group_and_wait(pid: i32) {
     assert!(wait_until(Duration::from_secs(10), || !alive(pid)));
 }
 
-/// The second server of a test whose first server was killed outright: its job (whose pid is
-/// in `pid`) ended, `second` written (a job run again ends at once), then `lanes serve` on
-/// `journal` with `args`, drained.
-fn second_server(scratch: &Scratch, journal: &Path, args: &[&str]) -> Server {
+/// Kills the first server of a test outright (SIGKILL) and waits for it, then ends the job it
+/// left running, whose pid is in `pid`.
+fn kill_server_and_its_job(first: &mut Spawned, scratch: &Scratch) {
+    first.kill().unwrap();
+    first.wait().unwrap();
     kill_group_and_wait(scratch.pid("pid"));
+}
+
+/// The second server of a test whose first server was killed outright
+/// ([`kill_server_and_its_job`]): `second` written (a job run again ends at once), then `lanes
+/// serve` on `journal` with `args`, drained.
+fn second_server(scratch: &Scratch, journal: &Path, args: &[&str]) -> Server {
     scratch.write("second", "");
     let journal = journal.to_str().unwrap();
     let args: Vec<&str> = ["--journal", journal]
@@ -3547,8 +3554,7 @@ fn requeue_lost_does_not_run_again_a_job_being_cancelled_when_the_server_died() 
             .stdout
             .contains("\"stopping\":\"cancelled\"")
     }));
-    first.kill().unwrap();
-    first.wait().unwrap();
+    kill_server_and_its_job(&mut first, &scratch);
     let _ = ended_by(&mut cancel, "cancel");
     let server = second_server(&scratch, &journal, &["--requeue-lost"]);
     let (out, report) = server.end();
@@ -3600,8 +3606,7 @@ fn requeue_lost_does_not_run_again_a_job_being_superseded_when_the_server_died()
             .stdout
             .contains("\"stopping\":\"superseded\"")
     }));
-    first.kill().unwrap();
-    first.wait().unwrap();
+    kill_server_and_its_job(&mut first, &scratch);
     let server = second_server(
         &scratch,
         &journal,
@@ -3667,8 +3672,7 @@ fn requeue_lost_does_not_run_again_a_job_lanes_close_was_stopping_when_the_serve
     assert!(wait_until(Duration::from_secs(20), || {
         std::fs::read_to_string(&journal).is_ok_and(|text| text.contains("{\"t\":1,"))
     }));
-    first.kill().unwrap();
-    first.wait().unwrap();
+    kill_server_and_its_job(&mut first, &scratch);
     assert_ne!(close.wait().unwrap().code(), Some(0));
     let server = second_server(&scratch, &journal, &["--requeue-lost"]);
     // An interrupted job, and no stop signal to this server.
@@ -3727,9 +3731,7 @@ fn a_journal_s_jobs_are_refused_to_a_server_that_would_run_them_otherwise() {
         client_at(&socket, "submit", &["a", "--", &hostile], None).code,
         10
     );
-    first.kill().unwrap();
-    first.wait().unwrap();
-    kill_group_and_wait(scratch.pid("pid"));
+    kill_server_and_its_job(&mut first, &scratch);
     let other = scratch.join("other");
     std::fs::create_dir(&other).unwrap();
     for (args, cwd, wanted) in [
@@ -3800,9 +3802,7 @@ fn a_server_says_when_the_earlier_report_cannot_be_read() {
         0
     );
     scratch.wait_for("pid", Duration::from_secs(20));
-    first.kill().unwrap();
-    first.wait().unwrap();
-    kill_group_and_wait(scratch.pid("pid"));
+    kill_server_and_its_job(&mut first, &scratch);
     std::fs::remove_file(scratch.join("r1.jsonl")).unwrap();
     scratch.write("second", "");
     let server = serve(&scratch, &[]);
@@ -3875,9 +3875,7 @@ fn a_restart_after_a_crash_on_the_earlier_report_is_refused() {
         0
     );
     scratch.wait_for("pid", Duration::from_secs(20));
-    first.kill().unwrap();
-    first.wait().unwrap();
-    kill_group_and_wait(scratch.pid("pid"));
+    kill_server_and_its_job(&mut first, &scratch);
     let journaled = scratch.read("j.journal");
     let out = Run::new()
         .scratch(&scratch)
