@@ -1110,11 +1110,9 @@ fn coalesced_answers_name_the_job_replaced() {
     assert_eq!(server.client("drain", &[]).code, 0);
     let out = server.running.wait();
     out.code(0);
-    let text = std::fs::read_to_string(&server.report).unwrap();
-    let records: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|r: &Value| r["type"] == "job")
+    let records: Vec<Value> = crate::records::events(&server.report)
+        .into_iter()
+        .filter(|r| r["type"] == "job")
         .collect();
     let second = records.iter().find(|r| r["seq"] == 2).unwrap();
     assert_eq!(second["reason"], "superseded");
@@ -3620,13 +3618,11 @@ fn requeue_lost_does_not_run_again_a_job_being_superseded_when_the_server_died()
     );
     // Decoded as values: the report's checker refuses `superseded_by`, which only
     // `--coalesce` sets in a one-shot run.
-    let text = std::fs::read_to_string(&server.report).unwrap();
-    let records: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|r: &Value| r["type"] == "job")
+    let records: Vec<Value> = crate::records::events(&server.report)
+        .into_iter()
+        .filter(|r| r["type"] == "job")
         .collect();
-    assert_eq!(records.len(), 2, "{text}");
+    assert_eq!(records.len(), 2, "{records:#?}");
     let (old, new) = (&records[0], &records[1]);
     assert_eq!(
         (&old["seq"], &old["outcome"], &old["reason"]),
@@ -3678,13 +3674,11 @@ fn requeue_lost_does_not_run_again_a_job_lanes_close_was_stopping_when_the_serve
     // An interrupted job, and no stop signal to this server.
     server.running.wait().code(1);
     assert_eq!(scratch.read("runs"), "run\n", "run once, never again");
-    let text = std::fs::read_to_string(&server.report).unwrap();
-    let records: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .filter(|r: &Value| r["type"] == "job")
+    let records: Vec<Value> = crate::records::events(&server.report)
+        .into_iter()
+        .filter(|r| r["type"] == "job")
         .collect();
-    assert_eq!(records.len(), 1, "{text}");
+    assert_eq!(records.len(), 1, "{records:#?}");
     let record = &records[0];
     assert_eq!(
         (&record["seq"], &record["outcome"], &record["reason"]),
