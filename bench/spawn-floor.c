@@ -19,6 +19,11 @@
  *            own share of N and J: the floor of a runner that reads its jobs' output and
  *            spawns in parallel.
  *
+ * FLOOR_SPIN_US=N (threads mode) makes each thread spend N µs of its own CPU before each
+ * start, in a loop on its thread CPU clock: the floor of a runner whose threads each take
+ * their own next job and spend N µs on it, to tell what a runner's CPU per job costs from
+ * what one thread deciding for every slot costs (bench/README.md, "2026-12-07 (later)").
+ *
  * Built by bench/run.sh with `cc -O2`. Exits 1 if a child failed, 2 on a usage or system
  * error.
  */
@@ -35,6 +40,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -102,6 +108,24 @@ static long t_n, t_j;
 static atomic_long t_started, t_running, t_reaped;
 static atomic_int t_failures;
 
+/* FLOOR_SPIN_US, read by threads_mode before the threads start: the CPU to spend before
+ * each start, in nanoseconds. */
+static long spin_ns;
+
+static long thread_cpu_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return now.tv_sec * 1000000000L + now.tv_nsec;
+}
+
+static void spin(void) {
+    if (spin_ns <= 0)
+        return;
+    long until = thread_cpu_ns() + spin_ns;
+    while (thread_cpu_ns() < until)
+        ;
+}
+
 static void *threads_worker(void *unused) {
     (void)unused;
     for (;;) {
@@ -111,6 +135,7 @@ static void *threads_worker(void *unused) {
         if (running < t_j && atomic_load(&t_started) < t_n &&
             atomic_compare_exchange_weak(&t_running, &running, running + 1)) {
             if (atomic_fetch_add(&t_started, 1) < t_n) {
+                spin();
                 start(-1, -1);
                 continue;
             }
@@ -147,6 +172,8 @@ static void threads_mode(long n, long j) {
     long threads = thread_count();
     t_n = n;
     t_j = j;
+    const char *spin_us = getenv("FLOOR_SPIN_US");
+    spin_ns = spin_us ? strtol(spin_us, NULL, 10) * 1000 : 0;
     pthread_t *ids = calloc((size_t)threads, sizeof *ids);
     if (!ids)
         die("calloc");
