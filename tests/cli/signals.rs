@@ -752,9 +752,11 @@ fn a_stop_reads_no_more_input_however_fast_it_comes() {
     // had already read get records. Its read buffer holds at most 64 KiB, so 1 KiB lines make
     // at most about 64 of them, plus what its queue and input channel hold.
     let scratch = Scratch::new();
+    let events_file = scratch.join("events.jsonl");
     let mut running = Run::new()
         .scratch(&scratch)
-        .args(["-j", "1", "--max-queued", "5"])
+        .args(["-j", "1", "--max-queued", "5", "--events"])
+        .arg(&events_file)
         .stdin_piped()
         .spawn();
     let mut stdin = running.take_stdin();
@@ -784,6 +786,25 @@ fn a_stop_reads_no_more_input_however_fast_it_comes() {
     let mut seqs: Vec<u64> = report.jobs.iter().map(|job| job.seq).collect();
     seqs.sort_unstable();
     assert_eq!(seqs, (1..=records as u64).collect::<Vec<_>>());
+    // Each record has one `ended` event; only the jobs admitted (the one running and the five
+    // the queue holds) were told `queued`: the lines read as the stop came never were.
+    let events = crate::records::events(&events_file);
+    let mut ended: Vec<u64> = crate::records::of_kind(&events, "ended")
+        .into_iter()
+        .map(|event| crate::records::int(event, "seq"))
+        .collect();
+    ended.sort_unstable();
+    assert_eq!(ended, seqs, "one ended event per record");
+    let queued: Vec<u64> = crate::records::of_kind(&events, "queued")
+        .into_iter()
+        .map(|event| crate::records::int(event, "seq"))
+        .collect();
+    assert_eq!(queued, (1..=queued.len() as u64).collect::<Vec<_>>());
+    assert!(
+        (1..=6).contains(&queued.len()),
+        "{} jobs told queued with a queue of 5",
+        queued.len()
+    );
 }
 
 #[test]
