@@ -47,6 +47,12 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         RunConfig::from_cli(cli)?
     };
     if config.dry_run {
+        // What the run would refuse before it starts, the dry run refuses too (nothing made).
+        check_outputs(&config)?;
+        if let Some(dir) = &config.results {
+            crate::output::results::check_dir(dir, config.results_clean, config.resume.is_some())
+                .map_err(anyhow::Error::msg)?;
+        }
         let resume = load_resume(&config)?;
         let runtime = event_loop()?;
         return match feed_for(&config, &runtime, hangup_ignored, None)? {
@@ -78,20 +84,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     // once the outputs are open, so that no client is accepted by a server still opening them.
     // The outputs can be made: checked before anything is (a journal rewritten, an output
     // emptied), so that a failed start leaves every file as it was.
-    for (_, what, path) in outputs(&config) {
-        if let Some(path) = path {
-            let socket = std::fs::metadata(path)
-                .is_ok_and(|meta| std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
-            if socket {
-                bail!(
-                    "cannot create {what} {}: it is a socket (a lanes serve's?), not a file",
-                    path.display()
-                );
-            }
-            check_output(path)
-                .with_context(|| format!("cannot create {what} {}", path.display()))?;
-        }
-    }
+    check_outputs(&config)?;
     let serving = match &config.source {
         Source::Socket(given) => {
             let path = crate::serve::socket::serve_path(given.as_deref())?;
@@ -179,10 +172,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         );
     }
     let lock_dir = match (&config.lock_dir, &config.coordinate) {
-        (Some(dir), _) => Some(CheckedKeyLocks::Dir(LockDir::open(
-            dir,
-            config.shared_max_concurrent,
-        )?)),
+        (Some(dir), _) => Some(CheckedKeyLocks::Dir(
+            LockDir::open(dir, config.shared_max_concurrent)
+                .map_err(|err| err.given_as(&config.lock_dir_given_as))?,
+        )),
         (None, Some(url)) => {
             let settings = FleetSettings {
                 namespace: config.namespace.clone(),
@@ -502,6 +495,30 @@ fn outputs(config: &RunConfig) -> [(&'static str, &'static str, Option<&std::pat
         ("--events", "the events file", config.events.as_deref()),
         ("--junit", "the JUnit file", config.junit.as_deref()),
     ]
+}
+
+/// Whether every output file of the run (`--report`, `--events`, `--junit`) can be made,
+/// without making any ([`check_output`]).
+///
+/// # Errors
+/// The first that cannot, naming it and why (a socket, a directory, no permission, another
+/// lanes' file).
+fn check_outputs(config: &RunConfig) -> anyhow::Result<()> {
+    for (_, what, path) in outputs(config) {
+        if let Some(path) = path {
+            let socket = std::fs::metadata(path)
+                .is_ok_and(|meta| std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
+            if socket {
+                bail!(
+                    "cannot create {what} {}: it is a socket (a lanes serve's?), not a file",
+                    path.display()
+                );
+            }
+            check_output(path)
+                .with_context(|| format!("cannot create {what} {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// Whether the output file `path` (or a server's socket) can be made without making it: an

@@ -139,12 +139,91 @@ pub(crate) fn prepare_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(),
     std::fs::create_dir_all(dir).map_err(|err| {
         // `create_dir_all` says "File exists" of a path that is something else.
         match std::fs::metadata(dir) {
-            Ok(meta) if !meta.is_dir() => {
-                format!("the results directory {shown} exists and is not a directory")
-            }
+            Ok(meta) if !meta.is_dir() => not_a_directory(dir),
             _ => format!("cannot create the results directory {shown}: {err}"),
         }
     })?;
+    let earlier = earlier_files(dir, clean, resuming)?;
+    if !clean {
+        return Ok(());
+    }
+    for name in earlier {
+        std::fs::remove_file(dir.join(&name)).map_err(|err| {
+            format!(
+                "--results-clean: cannot remove {}: {err}",
+                name.to_string_lossy()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// What [`prepare_dir`] would refuse, found without making or removing anything
+/// (`--dry-run`): a DIR that exists and is refused as it stands, or a missing one whose
+/// nearest existing ancestor is not a directory this process may write in (`access(2)`).
+///
+/// # Errors
+/// As [`prepare_dir`]'s, in the same words.
+pub(crate) fn check_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(), String> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => earlier_files(dir, clean, resuming).map(drop),
+        Ok(_) => Err(not_a_directory(dir)),
+        Err(err)
+            if matches!(
+                err.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            let cannot = |why: String| {
+                format!(
+                    "cannot create the results directory {}: {why}",
+                    dir.display()
+                )
+            };
+            let mut ancestor = crate::containing_dir::containing_dir(dir);
+            while std::fs::symlink_metadata(ancestor).is_err() {
+                match ancestor.parent() {
+                    Some(up) if !up.as_os_str().is_empty() => ancestor = up,
+                    _ => {
+                        ancestor = Path::new(".");
+                        break;
+                    }
+                }
+            }
+            if !std::fs::metadata(ancestor).is_ok_and(|meta| meta.is_dir()) {
+                return Err(cannot(format!("{} is not a directory", ancestor.display())));
+            }
+            nix::unistd::access(
+                ancestor,
+                nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
+            )
+            .map_err(|errno| cannot(std::io::Error::from_raw_os_error(errno as i32).to_string()))
+        }
+        Err(err) => Err(format!(
+            "cannot read the results directory {}: {err}",
+            dir.display()
+        )),
+    }
+}
+
+fn not_a_directory(dir: &Path) -> String {
+    format!(
+        "the results directory {} exists and is not a directory",
+        dir.display()
+    )
+}
+
+/// The names of the files an earlier run wrote in the existing directory `dir`, when this run
+/// may keep (`resuming`) or remove (`clean`) them.
+///
+/// # Errors
+/// DIR cannot be read, holds files and neither is given, or holds anything lanes did not write.
+fn earlier_files(
+    dir: &Path,
+    clean: bool,
+    resuming: bool,
+) -> Result<Vec<std::ffi::OsString>, String> {
+    let shown = dir.display();
     let entries = std::fs::read_dir(dir)
         .map_err(|err| format!("cannot read the results directory {shown}: {err}"))?;
     // Each name, and whether it is a file lanes could have written (not a directory, say).
@@ -155,7 +234,7 @@ pub(crate) fn prepare_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(),
         names.push((entry.file_name(), is_file));
     }
     if names.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     if !clean && !resuming {
         return Err(format!(
@@ -178,18 +257,7 @@ pub(crate) fn prepare_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(),
             other.to_string_lossy()
         ));
     }
-    if !clean {
-        return Ok(());
-    }
-    for (name, _) in names {
-        std::fs::remove_file(dir.join(&name)).map_err(|err| {
-            format!(
-                "--results-clean: cannot remove {}: {err}",
-                name.to_string_lossy()
-            )
-        })?;
-    }
-    Ok(())
+    Ok(names.into_iter().map(|(name, _)| name).collect())
 }
 
 /// Whether a file name is one lanes writes under `--results`: the index, or

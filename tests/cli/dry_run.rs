@@ -222,3 +222,53 @@ fn a_dry_run_of_weighed_jobs_says_the_cap_is_shared_by_weight() {
         out.dump()
     );
 }
+
+#[test]
+fn a_dry_run_refuses_the_outputs_the_run_would_refuse_and_makes_none() {
+    // A results directory an earlier run left files in, or a report in a directory that is
+    // not there: the run would refuse to start (exit 2), so a dry run used as a check before
+    // it must not say 0.
+    let scratch = Scratch::new();
+    std::fs::create_dir(scratch.join("results")).unwrap();
+    scratch.write("results/earlier.txt", "x");
+    let refused = |args: &[&str], said: &str| {
+        for dry in [true, false] {
+            let mut run = Run::new().scratch(&scratch).no_report();
+            if dry {
+                run = run.arg("--dry-run");
+            }
+            let out = run.args(args).stdin("a\ttouch \"$D/ran\"\n").run();
+            out.code(2);
+            assert!(out.stderr().contains(said), "dry {dry}: {}", out.dump());
+            assert!(!scratch.exists("ran"));
+        }
+    };
+    let results = scratch.join("results");
+    let results = results.to_str().unwrap();
+    refused(&["--results", results], "is not empty");
+    refused(
+        &["--results", results, "--results-clean"],
+        "holds earlier.txt, which lanes did not write",
+    );
+    let below_a_file = format!("{results}/earlier.txt/sub");
+    refused(
+        &["--results", &below_a_file],
+        "cannot create the results directory",
+    );
+    let report = scratch.join("missing/report.jsonl");
+    refused(
+        &["--report", report.to_str().unwrap()],
+        "cannot create the report",
+    );
+    // What the run would make, the dry run checks and leaves unmade.
+    let fresh = scratch.join("fresh/deeper");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--dry-run", "--results"])
+        .arg(&fresh)
+        .stdin("a\ttrue\n")
+        .run();
+    out.code(0);
+    assert!(!scratch.join("fresh").exists());
+}
