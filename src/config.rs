@@ -110,6 +110,9 @@ pub(crate) struct RunConfig {
     pub backend: Backend,
     /// `--lock-dir`/`LANES_LOCK_DIR`/`lock_dir`: key lanes shared with other processes.
     pub lock_dir: Option<PathBuf>,
+    /// Where `lock_dir` was given, as messages name it: `--lock-dir`, `LANES_LOCK_DIR`, or the
+    /// manifest's `lock_dir` with its place.
+    pub lock_dir_given_as: String,
     /// `--shared-max-concurrent`: most jobs in flight across the processes sharing `lock_dir`.
     pub shared_max_concurrent: Option<usize>,
     /// `--coordinate`/`LANES_COORDINATE`/`coordinate`: key lanes shared by a fleet of hosts
@@ -629,12 +632,36 @@ impl RunConfig {
         // Each from the flag, else the variable, else the manifest; the level (3, 2, 1) it came
         // from decides between the two: the flag wins over the variable, the variable over the
         // manifest, as for each alone.
-        let env_lock_dir = std::env::var_os("LANES_LOCK_DIR")
-            .filter(|dir| !dir.is_empty())
-            .map(PathBuf::from);
-        let env_coordinate = std::env::var("LANES_COORDINATE")
-            .ok()
-            .filter(|url| !url.is_empty());
+        let env_lock_dir = std::env::var_os("LANES_LOCK_DIR").map(PathBuf::from);
+        let env_coordinate = std::env::var("LANES_COORDINATE").ok();
+        // A variable set but empty (`LANES_LOCK_DIR=$LOCKS` with LOCKS unset) where it would be
+        // taken: a run meant to share its keys would otherwise run without a word.
+        if cli.backend != BackendKind::Slurm {
+            for (name, empty, given_otherwise) in [
+                // `lanes serve` takes no lock directory: an empty one asks for none.
+                (
+                    "LANES_LOCK_DIR",
+                    env_lock_dir
+                        .as_ref()
+                        .is_some_and(|dir| dir.as_os_str().is_empty()),
+                    cli.lock_dir.is_some() || cli.serve,
+                ),
+                (
+                    "LANES_COORDINATE",
+                    env_coordinate.as_ref().is_some_and(String::is_empty),
+                    cli.coordinate.is_some(),
+                ),
+            ] {
+                if empty && !given_otherwise {
+                    return Err(ConfigError::Usage(format!(
+                        "{name} is set but empty: set it to share keys with other lanes, or \
+                         unset it (`unset {name}`) to share none"
+                    )));
+                }
+            }
+        }
+        let env_lock_dir = env_lock_dir.filter(|dir| !dir.as_os_str().is_empty());
+        let env_coordinate = env_coordinate.filter(|url| !url.is_empty());
         let level = |flag: bool, env: bool, manifest: bool| {
             if flag {
                 3
@@ -657,6 +684,11 @@ impl RunConfig {
         // A `coordinate` that gave way to a `--lock-dir` given at a higher level: the fleet
         // settings that came with it (the manifest's `namespace`) are moot, not wrong.
         let mut coordinate_given_way = false;
+        let lock_dir_given_as = match lock_dir_level {
+            3 => "--lock-dir".to_owned(),
+            2 => "LANES_LOCK_DIR".to_owned(),
+            _ => origins.name(false, "--lock-dir", "lock_dir", "lock_dir"),
+        };
         let mut lock_dir = cli.lock_dir.or(env_lock_dir).or(settings.lock_dir);
         let mut coordinate = cli.coordinate.or(env_coordinate).or(settings.coordinate);
         if cli.backend == BackendKind::Slurm {
@@ -730,9 +762,15 @@ impl RunConfig {
                 "shared_max_concurrent",
                 "shared_max_concurrent",
             );
+            // `lanes serve` shares keys through a fleet's database only.
+            let add = if cli.serve {
+                "add --coordinate URL"
+            } else {
+                "add --lock-dir DIR or --coordinate URL"
+            };
             return Err(ConfigError::Usage(format!(
                 "{shared} caps the jobs of every process sharing a lock directory or a fleet's \
-                 database: add --lock-dir DIR or --coordinate URL"
+                 database: {add}"
             )));
         }
         if let Some(license) = cli.slurm_license.as_deref() {
@@ -877,6 +915,7 @@ impl RunConfig {
             journal: cli.journal,
             requeue_lost: cli.requeue_lost,
             lock_dir,
+            lock_dir_given_as,
             shared_max_concurrent,
             coordinate,
             namespace,

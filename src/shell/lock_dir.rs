@@ -65,8 +65,10 @@ pub(crate) struct Holder {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LockDirError {
     /// Not a directory, not creatable, not writable.
-    #[error("--lock-dir {dir}: {why}")]
+    #[error("{given_as} {dir}: {why}")]
     Unusable {
+        /// Where DIR was given: `--lock-dir`, or [`LockDirError::given_as`]'s name.
+        given_as: String,
         /// The directory as given.
         dir: String,
         /// What is wrong with it.
@@ -82,8 +84,21 @@ pub(crate) enum LockDirError {
     },
 }
 
+impl LockDirError {
+    /// The same error, saying DIR was given as `name` (`LANES_LOCK_DIR`, the manifest's
+    /// `lock_dir`) rather than with `--lock-dir`.
+    #[must_use]
+    pub(crate) fn given_as(mut self, name: &str) -> Self {
+        if let LockDirError::Unusable { given_as, .. } = &mut self {
+            name.clone_into(given_as);
+        }
+        self
+    }
+}
+
 fn unusable(dir: &Path, why: impl std::fmt::Display) -> LockDirError {
     LockDirError::Unusable {
+        given_as: "--lock-dir".to_owned(),
         dir: dir.display().to_string(),
         why: why.to_string(),
     }

@@ -714,6 +714,19 @@ fn lanes_serve_refuses_a_lock_dir_from_the_environment_as_from_the_flag() {
         "{out:?}"
     );
     assert!(!scratch.exists("s.sock"));
+    // Nor does the hint of a shared cap without a place to share it name the lock directory.
+    let out = Command::new(BIN)
+        .args(["serve", "--shared-max-concurrent", "2", "--socket"])
+        .arg(scratch.join("s.sock"))
+        .env_remove("LANES_LOCK_DIR")
+        .env_remove("LANES_COORDINATE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("add --coordinate URL"), "{said}");
+    assert!(!said.contains("--lock-dir"), "{said}");
+    assert!(!scratch.exists("s.sock"));
 }
 
 #[test]
@@ -1059,4 +1072,54 @@ fn resources_beside_a_lock_dir_are_said_to_be_this_process_s_own() {
         .run();
     out.code(0);
     assert!(!out.stderr().contains("named resources"), "{}", out.dump());
+}
+
+#[test]
+fn an_empty_variable_is_refused_where_it_would_be_taken_and_an_unusable_one_is_named() {
+    // `LANES_LOCK_DIR=$LOCKS lanes …` with LOCKS unset: a run meant to share its keys must not
+    // run alone without a word.
+    let scratch = Scratch::new();
+    for name in ["LANES_LOCK_DIR", "LANES_COORDINATE"] {
+        let out = Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .env(name, "")
+            .stdin("k\ttouch \"$D/ran\"\n")
+            .run();
+        out.code(2);
+        assert!(
+            out.stderr().contains(&format!("{name} is set but empty")),
+            "{}",
+            out.dump()
+        );
+        assert!(!scratch.exists("ran"));
+    }
+    // A flag given wins over the empty variable, as over a set one.
+    let locks = scratch.join("locks");
+    let out = Run::new()
+        .scratch(&scratch)
+        .env("LANES_LOCK_DIR", "")
+        .arg("--lock-dir")
+        .arg(&locks)
+        .stdin("k\ttouch \"$D/ran\"\n")
+        .run();
+    out.code(0);
+    assert!(scratch.exists("ran") && locks.join("keys").is_dir());
+    // A directory from the variable that cannot be used is said to come from it.
+    let file = scratch.write("a-file", "");
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .env("LANES_LOCK_DIR", &file)
+        .stdin("k\ttrue\n")
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains(&format!(
+            "LANES_LOCK_DIR {}: not a directory",
+            file.display()
+        )),
+        "{}",
+        out.dump()
+    );
 }

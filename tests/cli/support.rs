@@ -1090,6 +1090,9 @@ impl Run {
             .env(TAG_VAR, &tag)
             .env_remove("NO_COLOR")
             .env_remove("CI")
+            // Keys shared with other processes only where a test asks for it.
+            .env_remove("LANES_LOCK_DIR")
+            .env_remove("LANES_COORDINATE")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
