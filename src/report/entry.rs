@@ -47,6 +47,10 @@ pub(crate) struct Entry<'a> {
     pub error: Option<&'a str>,
     /// The last bytes of its stderr (at most a few KiB), for the summary and JUnit.
     pub stderr_tail: &'a [u8],
+    /// The last bytes of the stderr of each of its tries that were retried, oldest first: the
+    /// JUnit file's `<flakyFailure>`/`<rerunFailure>` elements (may be fewer than those tries,
+    /// e.g. for a start that failed).
+    pub retried_tails: &'a [Vec<u8>],
     /// CPU time of its last try's processes, where its cgroup told.
     pub cpu: Option<Duration>,
     /// Peak memory of its last try, in bytes, where its cgroup told.

@@ -15,8 +15,8 @@
 //!
 //! A job's tries that were retried (`--retries`) are `<flakyFailure>` elements of a case that
 //! succeeded in the end, `<rerunFailure>` elements of one that did not (the Maven Surefire
-//! convention), each with its reason as `type`, its exit status as `message`, its start and
-//! its time.
+//! convention), each with its reason as `type`, its exit status as `message`, its start, its
+//! time and its own stderr tail in `<system-err>` (when not empty).
 //!
 //! Failing and erroring cases carry the job's stderr tail in `<system-err>`; every case carries
 //! `attempts`, `slot`, `exit_code`, `signal` (those that are set) and `leaked` as properties.
@@ -112,6 +112,8 @@ struct Rerun {
     message: String,
     started_at: Option<SystemTime>,
     time: Option<Duration>,
+    /// Its stderr tail, cleaned as the case's; `None` when empty.
+    stderr: Option<String>,
 }
 
 #[derive(Debug)]
@@ -353,6 +355,9 @@ impl Case {
             if let Some(time) = rerun.time {
                 run.set_time(time);
             }
+            if let Some(stderr) = &rerun.stderr {
+                run.set_system_err(XmlString::new(stderr));
+            }
             run
         }));
         let mut case = TestCase::new(self.name.clone(), status);
@@ -434,7 +439,8 @@ fn reruns(entry: &Entry<'_>) -> Vec<Rerun> {
     };
     retried
         .iter()
-        .map(|t| Rerun {
+        .enumerate()
+        .map(|(i, t)| Rerun {
             ty: t.outcome.reason().unwrap_or(t.outcome.name()),
             message: match t.exit {
                 Some(ExitFacts::Exited(code)) => format!("exit status {code}"),
@@ -445,6 +451,11 @@ fn reruns(entry: &Entry<'_>) -> Vec<Rerun> {
             time: t.started_at.map(|started_at| {
                 Duration::from_millis(written_duration_ms(started_at, t.ended_at))
             }),
+            stderr: entry
+                .retried_tails
+                .get(i)
+                .map(|tail| text_block(tail))
+                .filter(|text| !text.is_empty()),
         })
         .collect()
 }
@@ -669,6 +680,7 @@ mod tests {
             batch: None,
             error: None,
             stderr_tail: b"",
+            retried_tails: &[],
             cpu: None,
             memory_peak: None,
             tries: Vec::new(),

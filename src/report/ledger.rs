@@ -29,6 +29,8 @@ pub(crate) struct JobFacts<'a> {
     pub error: Option<String>,
     /// The end of the job's stderr.
     pub stderr_tail: &'a [u8],
+    /// The ends of the stderr of its tries that were retried, oldest first (`--retries`).
+    pub retried_tails: &'a [Vec<u8>],
     /// CPU time of the try that just ended, where its cgroup told.
     pub cpu: Option<Duration>,
     /// Peak memory of the try that just ended, where its cgroup told.
@@ -258,6 +260,7 @@ impl Ledger {
             batch: account.batch,
             error: facts.error.as_deref(),
             stderr_tail: facts.stderr_tail,
+            retried_tails: facts.retried_tails,
             // Its last try's, whether it ended in flight or was stopped waiting for its retry.
             cpu: facts.cpu.filter(|_| tried.is_some()),
             memory_peak: facts.memory_peak.filter(|_| tried.is_some()),

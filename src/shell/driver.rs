@@ -81,7 +81,18 @@ struct RunOutput {
     leaked: bool,
     error: Option<String>,
     stderr_tail: Vec<u8>,
+    /// The stderr tails of the tries retried before this one, oldest first (`--retries`).
+    retried_tails: Vec<Vec<u8>>,
     block: Option<Block>,
+    usage: Usage,
+}
+
+/// What is kept of the tries of a job that were retried, until its record is written.
+#[derive(Default)]
+struct RetriedTries {
+    /// Each retried try's stderr tail (at most a few KiB), oldest first.
+    tails: Vec<Vec<u8>>,
+    /// The latest retried try's usage.
     usage: Usage,
 }
 
@@ -440,7 +451,7 @@ struct Driver {
     /// The stderr tail and the CPU time and peak memory of the last try of each run waiting
     /// for its retry, by its first job: should the run stop before the retry starts, the
     /// record tells of that try.
-    retry_tails: HashMap<Seq, (Vec<u8>, Usage)>,
+    retry_tails: HashMap<Seq, RetriedTries>,
     /// When the event just carried out was (an input item admitted, a job's end, a deadline
     /// reached): the starts it makes possible are decided at that same moment, so that a job
     /// it freed to go waited for nothing but lanes (no `cap` while the cap was not reached).
@@ -989,6 +1000,7 @@ impl Driver {
             leaked: ended.leaked,
             error: ended.output_error.or(lost),
             stderr_tail: ended.stderr_tail,
+            retried_tails: Vec::new(),
             block,
             usage: ended.usage,
         };
@@ -1011,15 +1023,22 @@ impl Driver {
             leaked,
             error,
             stderr_tail,
+            retried_tails: _,
             mut block,
             usage,
         } = output;
         if finished.retry {
             self.grouped.retried(first, block);
-            self.retry_tails.insert(first, (stderr_tail, usage));
+            let retried = self.retry_tails.entry(first).or_default();
+            retried.tails.push(stderr_tail);
+            retried.usage = usage;
             return;
         }
-        self.retry_tails.remove(&first);
+        let retried_tails = self
+            .retry_tails
+            .remove(&first)
+            .map(|retried| retried.tails)
+            .unwrap_or_default();
         for account in &finished.accounts {
             let Some(spec) = self.jobs.remove(&account.seq) else {
                 continue;
@@ -1029,6 +1048,11 @@ impl Driver {
                 error: error.clone(),
                 stderr_tail: if account.seq == first {
                     stderr_tail.clone()
+                } else {
+                    Vec::new()
+                },
+                retried_tails: if account.seq == first {
+                    retried_tails.clone()
                 } else {
                     Vec::new()
                 },
@@ -1069,9 +1093,13 @@ impl Driver {
     /// Writes the record of a job that was waiting (superseded, drained by a halt).
     async fn close_waiting(&mut self, account: &Account) {
         if let Some(spec) = self.jobs.remove(&account.seq) {
-            let (stderr_tail, usage) = self.retry_tails.remove(&account.seq).unwrap_or_default();
+            // Stopped while it waited for its retry: its record's tail is its last try's, and
+            // every try it made was retried.
+            let RetriedTries { tails, usage } =
+                self.retry_tails.remove(&account.seq).unwrap_or_default();
             let output = RunOutput {
-                stderr_tail,
+                stderr_tail: tails.last().cloned().unwrap_or_default(),
+                retried_tails: tails,
                 usage,
                 ..RunOutput::default()
             };
@@ -1092,6 +1120,7 @@ impl Driver {
             leaked: output.leaked,
             error: output.error,
             stderr_tail: &output.stderr_tail,
+            retried_tails: &output.retried_tails,
             cpu: output.usage.cpu,
             memory_peak: output.usage.memory_peak,
             lock: self

@@ -1,6 +1,8 @@
 //! Flaky jobs: a job that succeeds after a failed try is `succeeded` with `flaky: true`,
 //! counted in the summary (record and line) and a `<flakyFailure>` per failed try in JUnit.
 
+use std::time::Duration;
+
 use crate::support::*;
 
 #[test]
@@ -14,9 +16,10 @@ fn a_job_that_passes_on_a_retry_is_flaky_everywhere() {
         .args(["--retries", "3", "-j", "3", "--junit"])
         .arg(&junit)
         .stdin(
-            "flaky\tn=$(cat \"$D/n\" 2>/dev/null || echo 0); echo $((n+1)) > \"$D/n\"; [ \"$n\" -ge 2 ]\n\
+            "flaky\tn=$(cat \"$D/n\" 2>/dev/null || echo 0); echo $((n+1)) > \"$D/n\"; \
+             [ \"$n\" -ge 2 ] || { echo \"flaky try $LANES_ATTEMPT failed\" >&2; exit 1; }\n\
              steady\ttrue\n\
-             broken\tfalse\n",
+             broken\techo \"broken try $LANES_ATTEMPT\" >&2; false\n",
         )
         .run();
     out.code(1);
@@ -51,8 +54,78 @@ fn a_job_that_passes_on_a_retry_is_flaky_everywhere() {
         .filter(|name| name != "properties")
         .collect();
     assert_eq!(flaky, ["flakyFailure", "flakyFailure"], "{xml}");
+    // Each retried try carries its own stderr: why it failed.
+    let stderr_of = |suite: &str, tag: &str| -> Vec<String> {
+        case(suite)
+            .children()
+            .filter(|n| n.has_tag_name(tag))
+            .map(|n| {
+                n.children()
+                    .find(|c| c.has_tag_name("system-err"))
+                    .and_then(|c| c.text())
+                    .unwrap_or_default()
+                    .trim()
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(
+        stderr_of("flaky", "flakyFailure"),
+        ["flaky try 1 failed", "flaky try 2 failed"],
+        "{xml}"
+    );
+    assert_eq!(
+        stderr_of("broken", "rerunFailure"),
+        ["broken try 1", "broken try 2", "broken try 3"],
+        "{xml}"
+    );
     assert!(!case("steady")
         .children()
         .any(|n| n.has_tag_name("flakyFailure")));
     assert!(case("broken").children().any(|n| n.has_tag_name("failure")));
+}
+
+#[test]
+fn a_job_stopped_while_it_waits_for_its_retry_keeps_each_tries_stderr_in_junit() {
+    let scratch = Scratch::new();
+    let junit = scratch.join("junit.xml");
+    let events = scratch.join("events.jsonl");
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["--retries", "3", "--retry-delay", "60s", "--junit"])
+        .arg(&junit)
+        .arg("--events")
+        .arg(&events)
+        .stdin("k\techo \"try $LANES_ATTEMPT went wrong\" >&2; exit 3\n")
+        .spawn();
+    // Its first try ended and goes again: it now waits out the delay.
+    assert!(
+        wait_until(Duration::from_secs(10), || crate::records::events(&events)
+            .iter()
+            .any(|event| event["type"] == "ended" && event["retry"] == true)),
+        "the first try never ended"
+    );
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(running.pid()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = running.wait();
+    out.code(130);
+    assert_eq!(out.job(1).result(), ("interrupted", Some("shutdown")));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    let reruns: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rerunFailure"))
+        .map(|n| {
+            n.children()
+                .find(|c| c.has_tag_name("system-err"))
+                .and_then(|c| c.text())
+                .unwrap_or_default()
+                .trim()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(reruns, ["try 1 went wrong"], "{xml}");
 }
