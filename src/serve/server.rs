@@ -153,29 +153,38 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
     let open = std::sync::Arc::new(tokio::sync::Semaphore::new(most));
     let most_waits = most_waiting(most);
     let waits = std::sync::Arc::new(tokio::sync::Semaphore::new(most_waits));
+    let idle = Arc::new(IdleConnections::default());
     tokio::spawn(async move {
         loop {
             match listener.accept().await {
-                Ok((stream, _)) => match std::sync::Arc::clone(&open).try_acquire_owned() {
-                    Ok(permit) => {
-                        if let Some(spares) = spares {
-                            spares.connection_opened();
+                Ok((stream, _)) => {
+                    let serving = Serving {
+                        calls: tx.clone(),
+                        owed: Arc::clone(&owing),
+                        waits: (Arc::clone(&waits), most_waits),
+                        idle: Arc::clone(&idle),
+                        spares,
+                    };
+                    match std::sync::Arc::clone(&open).try_acquire_owned() {
+                        Ok(permit) => {
+                            tokio::spawn(serving.serve(stream, permit));
                         }
-                        let calls = tx.clone();
-                        let owed = Arc::clone(&owing);
-                        let waits = Arc::clone(&waits);
-                        tokio::spawn(async move {
-                            serve_connection(stream, calls, owed, (waits, most_waits)).await;
-                            drop(permit);
-                            if let Some(spares) = spares {
-                                spares.connection_closed();
-                            }
-                        });
+                        // Every place taken: the connection idle longest, if idle long enough,
+                        // makes room; else this one is refused.
+                        Err(_) if idle.close_longest_idle() => {
+                            let open = Arc::clone(&open);
+                            tokio::spawn(async move {
+                                match tokio::time::timeout(ROOM_WAIT, open.acquire_owned()).await {
+                                    Ok(Ok(permit)) => serving.serve(stream, permit).await,
+                                    _ => refuse(stream, most).await,
+                                }
+                            });
+                        }
+                        Err(_) => {
+                            tokio::spawn(refuse(stream, most));
+                        }
                     }
-                    Err(_) => {
-                        tokio::spawn(refuse(stream, most));
-                    }
-                },
+                }
                 // Out of descriptors: a spare one is given up for this connection, taken
                 // again once a connection closes.
                 Err(err)
@@ -190,6 +199,89 @@ pub(crate) fn start(listener: std::os::unix::net::UnixListener) -> std::io::Resu
         }
     });
     Ok(Listening { calls, owed })
+}
+
+/// What a connection accepted needs to be served, beside its place.
+struct Serving {
+    calls: mpsc::Sender<Call>,
+    owed: Arc<Owed>,
+    waits: (Arc<tokio::sync::Semaphore>, usize),
+    idle: Arc<IdleConnections>,
+    spares: Option<&'static Spares>,
+}
+
+impl Serving {
+    /// Serves `stream` in the place `permit` holds, until it closes.
+    async fn serve(self, stream: UnixStream, permit: tokio::sync::OwnedSemaphorePermit) {
+        if let Some(spares) = self.spares {
+            spares.connection_opened();
+        }
+        serve_connection(stream, self.calls, self.owed, self.waits, self.idle).await;
+        drop(permit);
+        if let Some(spares) = self.spares {
+            spares.connection_closed();
+        }
+    }
+}
+
+/// How long a connection must have sent no request, waiting for one, before a new connection may take its place when every place is taken: a client that
+/// forgot its connection, or many idle ones, lock out `status`, `cancel`, `drain` and `close`
+/// for no longer than this, rather than for [`IDLE_TIMEOUT`].
+const IDLE_BEFORE_MAKING_ROOM: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a new connection waits for the place of the idle one closed for it.
+const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The connections waiting for a request, each with since when and how to close it.
+#[derive(Default)]
+struct IdleConnections {
+    next: std::sync::atomic::AtomicU64,
+    waiting: std::sync::Mutex<std::collections::HashMap<u64, (std::time::Instant, Arc<Notify>)>>,
+}
+
+impl IdleConnections {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, (std::time::Instant, Arc<Notify>)>>
+    {
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A number for a new connection.
+    fn id(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Connection `id` waits for a request from now on; `close` is told if it is to make room.
+    fn waiting(&self, id: u64, close: &Arc<Notify>) {
+        self.lock()
+            .insert(id, (std::time::Instant::now(), Arc::clone(close)));
+    }
+
+    /// Connection `id` is busy (a request came) or closed.
+    fn busy(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Tells the connection idle longest to close, if it has been idle for
+    /// [`IDLE_BEFORE_MAKING_ROOM`]; returns whether one was.
+    fn close_longest_idle(&self) -> bool {
+        let mut waiting = self.lock();
+        let longest = waiting
+            .iter()
+            .filter(|(_, (since, _))| since.elapsed() >= IDLE_BEFORE_MAKING_ROOM)
+            .min_by_key(|(_, (since, _))| *since)
+            .map(|(&id, _)| id);
+        match longest.and_then(|id| waiting.remove(&id)) {
+            Some((_, close)) => {
+                close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// The most connections served at once: 256, or a quarter of the descriptors this process may
@@ -473,6 +565,7 @@ async fn serve_connection(
     calls: mpsc::Sender<Call>,
     owed: Arc<Owed>,
     (waits, most_waits): (Arc<tokio::sync::Semaphore>, usize),
+    idle: Arc<IdleConnections>,
 ) {
     let (read, write) = stream.into_split();
     let out = Out::new(write);
@@ -490,21 +583,35 @@ async fn serve_connection(
     let mut line = Vec::new();
     // The peer closed its socket while an answer was due.
     let mut gone = false;
+    let id = idle.id();
+    let make_room = Arc::new(Notify::new());
     loop {
         line.clear();
+        // Waiting for a request with none buffered: closed to make room for a new connection
+        // once idle long enough (the answers still due are written first, as after
+        // [`IDLE_TIMEOUT`]).
+        if reader.buffer().is_empty() {
+            idle.waiting(id, &make_room);
+        }
         let limit = (MAX_REQUEST_BYTES + 1) as u64;
         let mut bounded = (&mut reader).take(limit);
         let read = bounded.read_until(b'\n', &mut line);
-        tokio::select! {
+        let outcome = tokio::select! {
             // A request already buffered is taken without watching the writer.
             biased;
             read = tokio::time::timeout(IDLE_TIMEOUT, read) => match read {
                 // Idle that long: closed, so that forgotten clients hold no descriptor.
-                Err(_) | Ok(Ok(0) | Err(_)) => break,
-                Ok(Ok(_)) => {}
+                Err(_) | Ok(Ok(0) | Err(_)) => false,
+                Ok(Ok(_)) => true,
             },
             // The answers can be written no more (a write failed or made no progress).
-            () = pending_tx.closed() => break,
+            () = pending_tx.closed() => false,
+            // Idle long enough, and a new connection needs its place.
+            () = make_room.notified() => false,
+        };
+        idle.busy(id);
+        if !outcome {
+            break;
         }
         // Its share of the bytes on their way: waits while the answers before it are unwritten.
         let cost = u32::try_from(line.len().clamp(1, PIPELINE_BYTES)).unwrap_or(u32::MAX);
@@ -731,6 +838,7 @@ mod tests {
             tx,
             Arc::default(),
             (Arc::new(tokio::sync::Semaphore::new(1)), 1),
+            Arc::default(),
         ));
         let (read, write) = client.into_split();
         (serving, calls, BufReader::new(read), write)

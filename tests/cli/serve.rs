@@ -1207,6 +1207,11 @@ fn connections_beyond_the_most_served_at_once_are_refused_and_the_rest_go_on() {
     // Sixteen clients that stay connected, each served once.
     let status = "{\"v\":1,\"op\":\"status\"}\n";
     let mut open = take_places(&server.socket, 16, status, "\"answer\":\"status\"");
+    // None of them idle for seconds (which would let a new connection take its place).
+    for stream in &mut open {
+        stream.write_all(status.as_bytes()).unwrap();
+        assert!(answer_line(stream).contains("\"answer\":\"status\""));
+    }
     assert_refused(&server.socket, 16);
     let client = server.client("status", &[]);
     assert_eq!(client.code, 2, "{}", client.stderr);
@@ -1219,6 +1224,50 @@ fn connections_beyond_the_most_served_at_once_are_refused_and_the_rest_go_on() {
     // The connections still open were not disturbed.
     open[0].write_all(status.as_bytes()).unwrap();
     assert!(answer_line(&mut open[0]).contains("\"answer\":\"status\""));
+    drop(open);
+    assert_eq!(server.client("drain", &[]).code, 0);
+    server.end().0.code(0);
+}
+
+#[test]
+fn when_every_place_is_taken_the_connection_idle_longest_makes_room_for_a_new_one() {
+    // Sixteen clients that connected and went quiet hold every place: after a few seconds
+    // idle, the one idle longest is closed for a new client instead of the new one being
+    // refused until the idle timeout (a minute).
+    let scratch = Scratch::new();
+    let server = serve_16_at_once(&scratch);
+    let status = "{\"v\":1,\"op\":\"status\"}\n";
+    let mut open = take_places(&server.socket, 16, status, "\"answer\":\"status\"");
+    // The others stay busy now and then; the first says nothing more.
+    let mut refused = 0;
+    let served = wait_until(Duration::from_secs(30), || {
+        for stream in &mut open[1..] {
+            stream.write_all(status.as_bytes()).unwrap();
+            assert!(answer_line(stream).contains("\"answer\":\"status\""));
+        }
+        let client = server.client("status", &[]);
+        if client.code != 0 {
+            assert!(
+                client.stderr.contains("connections already"),
+                "{}",
+                client.stderr
+            );
+            refused += 1;
+        }
+        client.code == 0
+    });
+    assert!(served, "no client was served while a connection sat idle");
+    assert!(refused > 0, "served before the idle one had been idle long");
+    // The idle one was closed (its read ends), and only it.
+    open[0]
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut rest = Vec::new();
+    assert_eq!(open[0].read_to_end(&mut rest).unwrap(), 0);
+    for stream in &mut open[1..] {
+        stream.write_all(status.as_bytes()).unwrap();
+        assert!(answer_line(stream).contains("\"answer\":\"status\""));
+    }
     drop(open);
     assert_eq!(server.client("drain", &[]).code, 0);
     server.end().0.code(0);
