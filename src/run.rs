@@ -185,6 +185,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                     .unwrap_or_else(crate::shell::coordinate::host_name),
                 grace: config.grace,
                 shared_slots: config.shared_max_concurrent,
+                records: config.coordinate_records,
             };
             // Up to 10 s for a database that does not answer: a stop signal meanwhile ends
             // the wait at once.

@@ -73,22 +73,41 @@ impl Postgres {
             .output()
             .expect("initdb");
         assert!(init.status.success(), "initdb: {init:?}");
+        let mut pg = Postgres { dir, bin, pid: 0 };
+        pg.pg_ctl_start();
+        Some(pg)
+    }
+
+    /// Starts the server on its data directory (`pg_ctl start`, waiting until it takes
+    /// connections), listening on a socket in its directory only; `pid` is its postmaster's.
+    fn pg_ctl_start(&mut self) {
+        let data = self.dir.path().join("data");
         let options = format!(
             "-k {} -c listen_addresses='' -c max_connections=200 -c fsync=off",
-            dir.path().display()
+            self.dir.path().display()
         );
-        let started = as_server_user(&bin.join("pg_ctl"))
+        let started = as_server_user(&self.bin.join("pg_ctl"))
             .args(["-w", "-D"])
             .arg(&data)
             .args(["-o", &options, "-l"])
-            .arg(dir.path().join("log"))
+            .arg(self.dir.path().join("log"))
             .arg("start")
             .output()
             .expect("pg_ctl");
         assert!(started.status.success(), "pg_ctl start: {started:?}");
         let pid_file = std::fs::read_to_string(data.join("postmaster.pid")).unwrap();
-        let pid = pid_file.lines().next().unwrap().trim().parse().unwrap();
-        Some(Postgres { dir, bin, pid })
+        self.pid = pid_file.lines().next().unwrap().trim().parse().unwrap();
+    }
+
+    /// Stops the server (its fast shutdown: every session ended), waiting until it is gone.
+    fn stop(&mut self) {
+        let stopped = as_server_user(&self.bin.join("pg_ctl"))
+            .args(["-w", "-m", "fast", "-D"])
+            .arg(self.dir.path().join("data"))
+            .arg("stop")
+            .output()
+            .expect("pg_ctl");
+        assert!(stopped.status.success(), "pg_ctl stop: {stopped:?}");
     }
 
     /// The URL lanes is given: the superuser over the socket, trusted.
@@ -1148,6 +1167,75 @@ fn records_are_written_again_after_the_session_is_lost() {
         pg.psql("SELECT string_agg(key, ',' ORDER BY seq) FROM lanes_records")
             .trim(),
         "a,b,c",
+        "{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn a_record_that_ends_while_the_database_restarts_is_written_once_it_is_back() {
+    let Some(mut pg) = Postgres::start("a_record_that_ends_while_the_database_restarts_is_written")
+    else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let input = scratch.write(
+        "jobs.tsv",
+        format!("a\ttrue\n{}", marked_job("b", "exec sleep 60")),
+    );
+    let events = scratch.join("events.jsonl");
+    let run = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "1", "--coordinate", &pg.url(), "--coordinate-records"])
+        .arg("--events")
+        .arg(&events)
+        .arg(input)
+        .spawn();
+    scratch.wait_for("log.b", Duration::from_secs(10));
+    // The restart ends every session: job 2 loses its key, and its record ends while the
+    // server is down.
+    pg.stop();
+    assert!(
+        wait_until(Duration::from_secs(15), || crate::records::events(&events)
+            .iter()
+            .any(|event| event["reason"] == "lock_lost")),
+        "job 2 did not lose its key"
+    );
+    // Down a while longer, as a restart is.
+    std::thread::sleep(Duration::from_secs(2));
+    pg.pg_ctl_start();
+    let out = run.wait();
+    out.code(1);
+    assert_eq!(out.job(2).result(), ("interrupted", Some("lock_lost")));
+    assert!(!out.stderr().contains("was not written"), "{}", out.dump());
+    assert_eq!(
+        pg.psql("SELECT string_agg(seq || ':' || outcome, ',' ORDER BY seq) FROM lanes_records")
+            .trim(),
+        "1:succeeded,2:interrupted",
+        "{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn a_database_s_idle_session_timeout_ends_no_session_of_lanes() {
+    // Sessions that hold a key sit idle between heartbeats (2 s), and the records' session
+    // between records: a database whose idle sessions end after 1 s must not end them.
+    let Some(pg) = Postgres::start("a_database_s_idle_session_timeout_ends_no_session") else {
+        return;
+    };
+    pg.psql("ALTER DATABASE postgres SET idle_session_timeout = '1s'");
+    let scratch = Scratch::new();
+    let out = pg
+        .host(&scratch, "ha")
+        .args(["-j", "1", "--coordinate-records"])
+        .stdin("k\tsleep 4\nk\ttrue\n")
+        .run();
+    out.code(0);
+    assert_eq!(
+        pg.psql("SELECT string_agg(seq || ':' || outcome, ',' ORDER BY seq) FROM lanes_records")
+            .trim(),
+        "1:succeeded,2:succeeded",
         "{}",
         out.dump()
     );

@@ -43,8 +43,8 @@ use crate::report::entry::HostWait;
 use crate::report::json::LockHolder;
 use crate::shell::lock_dir::{Acquired, Grant};
 
-/// How often the same error of a key's lock, tried again and again (the database down, say),
-/// is said on stderr.
+/// How often the errors of a key's lock, tried again and again (the database down, say), are
+/// said on stderr.
 const NOTICE_REPEAT: Duration = Duration::from_secs(30);
 
 /// How often a session that holds a key is asked whether it is alive.
@@ -69,6 +69,8 @@ pub(crate) struct FleetSettings {
     pub(crate) grace: Duration,
     /// `--shared-max-concurrent`: the fleet's shared slots.
     pub(crate) shared_slots: Option<usize>,
+    /// `--coordinate-records`: the records' session is opened with the check, before any key's.
+    pub(crate) records: bool,
 }
 
 /// Why the database cannot be used; never carries a password.
@@ -189,6 +191,9 @@ async fn take_slot(
 pub(crate) struct CheckedCoordinator {
     params: Params,
     settings: FleetSettings,
+    /// `--coordinate-records`: the records' session, opened before the run asks for any key,
+    /// so that keys waited for on a server short of connections cannot take its place.
+    records: Option<Session>,
 }
 
 impl CheckedCoordinator {
@@ -207,18 +212,31 @@ impl CheckedCoordinator {
             let mut client = Arc::into_inner(session.client).expect("one client");
             schema::migrate(&mut client)
                 .await
-                .map_err(|err| CoordinateError::Unusable(format!("{params}: {err}")))
+                .map_err(|err| CoordinateError::Unusable(format!("{params}: {err}")))?;
+            if !settings.records {
+                return Ok(None);
+            }
+            let (report, _) = mpsc::unbounded_channel();
+            session::connect(&params, report)
+                .await
+                .map(Some)
+                .map_err(|err| CoordinateError::Unusable(format!("--coordinate-records: {err}")))
         };
-        tokio::time::timeout(START_TIMEOUT, check)
+        let records = tokio::time::timeout(START_TIMEOUT, check)
             .await
             .map_err(|_| unanswered(&params))??;
-        Ok(CheckedCoordinator { params, settings })
+        Ok(CheckedCoordinator {
+            params,
+            settings,
+            records,
+        })
     }
 
     /// The database in use by run `run` (the `started_at` of this process's run record);
     /// grants and losses are reported on `report`.
     pub(crate) fn start(self, run: String, report: mpsc::UnboundedSender<Acquired>) -> Coordinator {
         Coordinator {
+            records: Mutex::new(self.records),
             shared: Arc::new(Shared {
                 params: self.params,
                 settings: self.settings,
@@ -238,6 +256,9 @@ impl CheckedCoordinator {
 /// The database in use.
 pub(crate) struct Coordinator {
     shared: Arc<Shared>,
+    /// `--coordinate-records`: the records' session opened at the start, until the writer
+    /// takes it.
+    records: Mutex<Option<Session>>,
 }
 
 struct Shared {
@@ -292,7 +313,12 @@ impl Drop for Claim<'_> {
 impl Coordinator {
     /// `--coordinate-records`: starts the writer of this run's job records into the database.
     pub(crate) fn records(&self, feed: crate::report::mirror::MirrorFeed) {
-        records::start(Arc::clone(&self.shared), feed);
+        let session = self
+            .records
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        records::start(Arc::clone(&self.shared), session, feed);
     }
 
     /// Waits until every key let go so far is let go in the database, so that a run that ends
@@ -355,9 +381,10 @@ impl Coordinator {
         tokio::spawn(async move {
             let asked = Instant::now();
             let mut delay = Duration::from_millis(10);
-            // The last error said, and when: the same error again is said once per
-            // NOTICE_REPEAT, not at every try.
-            let mut said: Option<(String, Instant)> = None;
+            // When the key's last error was said: its errors are said once per
+            // NOTICE_REPEAT, not at every try (a server short of connections alternates
+            // between two texts of one refusal).
+            let mut said: Option<Instant> = None;
             loop {
                 match acquire(&shared, &key, asked).await {
                     Ok(grant) => {
@@ -365,15 +392,12 @@ impl Coordinator {
                         return;
                     }
                     Err(err) => {
-                        let again = said
-                            .as_ref()
-                            .is_some_and(|(last, at)| *last == err && at.elapsed() < NOTICE_REPEAT);
-                        if !again {
+                        if said.is_none_or(|at| at.elapsed() >= NOTICE_REPEAT) {
                             let _ = shared.report.send(Acquired::Notice(format!(
                                 "cannot lock key {key:?} in {}: {err}; trying again",
                                 shared.params
                             )));
-                            said = Some((err, Instant::now()));
+                            said = Some(Instant::now());
                         }
                         tokio::time::sleep(delay).await;
                         delay = (delay * 2).min(Duration::from_secs(1));

@@ -1,14 +1,15 @@
 //! `--coordinate-records`: every job record also goes into the table `lanes_records` of the
 //! fleet's database, so that a fleet has one history to query
 //! (`SELECT … FROM lanes_records WHERE outcome = 'failed'`). The JSON Lines report is unchanged.
-//! Records are written in order by a task with a session of its own, those that came while the
-//! last were written together in one statement. A record that cannot be written (refused by
-//! the server, or its session lost, or silent for [`ANSWER_TIMEOUT`], and not regained within
-//! [`ATTEMPTS`] tries) is said on stderr, names the job, and makes the run's exit status 1, as
-//! a report file that cannot be written does; the records after it are still written. A
-//! statement the server refuses is written again record by record, so that a refused record
-//! is lost alone; while the database cannot be reached, each statement is tried once, so that
-//! an outage costs the run's end one wait, not one per record.
+//! Records are written in order by a task with a session of its own (opened with the run's
+//! check of the database, before any key's), those that came while the last were written
+//! together in one statement. A record that cannot be written (refused by the server, or its
+//! session lost, or silent for [`ANSWER_TIMEOUT`], and not regained within [`RETRY_WINDOW`]) is
+//! said on stderr, names the job, and makes the run's exit status 1, as a report file that
+//! cannot be written does; the records after it are still written. A statement the server
+//! refuses is written again record by record, so that a refused record is lost alone; while
+//! the database cannot be reached, each statement is tried once, so that an outage costs the
+//! run's end one wait, not one per record.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -27,12 +28,18 @@ SELECT $1, $2, $3, (r->>'seq')::bigint, r->>'key', r->>'outcome', r->>'reason', 
 FROM jsonb_array_elements($4::text::jsonb) WITH ORDINALITY AS records(r, n)
 ORDER BY n";
 
-/// How many times a statement is tried on a session lost meanwhile (each time on a new one),
-/// while the database answers; once it cannot be reached, once until a statement is written.
-const ATTEMPTS: u32 = 3;
+/// How long a statement is tried again, each time on a new session, after its session was
+/// lost or a connection was refused (a server restarting, or short of connections), while
+/// the database can be reached; once it could not be within this time, each later statement
+/// is tried once until one is written.
+const RETRY_WINDOW: Duration = Duration::from_secs(16);
 
-/// The pause before each new connection after a session was lost.
+/// The pause before the first new connection after a session was lost; it doubles before each
+/// next one, up to [`MAX_RECONNECT_DELAY`].
 const RECONNECT_DELAY: Duration = Duration::from_millis(500);
+
+/// The longest pause between two new connections.
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(4);
 
 /// How long a try may take (connecting included) before its session counts as lost: a server
 /// that does not answer (stopped, or its host gone) would hold the run's end forever.
@@ -60,7 +67,8 @@ struct Writer {
 
 /// Starts the writer of `shared`'s run's job records into the database (see the module's
 /// documentation).
-pub(super) fn start(shared: Arc<Shared>, feed: MirrorFeed) {
+/// `session` is the one opened with the run's check, if any.
+pub(super) fn start(shared: Arc<Shared>, session: Option<Session>, feed: MirrorFeed) {
     let MirrorFeed {
         mut rx,
         lost: failed,
@@ -68,7 +76,7 @@ pub(super) fn start(shared: Arc<Shared>, feed: MirrorFeed) {
     tokio::spawn(async move {
         let mut writer = Writer {
             shared,
-            session: None,
+            session,
             unreachable: false,
         };
         let mut held: Option<MirrorMessage> = None;
@@ -136,9 +144,14 @@ impl Writer {
     /// or it was lost.
     async fn write(&mut self, lines: &[String]) -> Result<(), Unwritten> {
         let mut last = String::new();
-        let attempts = if self.unreachable { 1 } else { ATTEMPTS };
         let records = format!("[{}]", lines.join(","));
-        for attempt in 0..attempts {
+        let first_try = tokio::time::Instant::now();
+        let mut delay = RECONNECT_DELAY;
+        for attempt in 0.. {
+            // Once out of reach, one try; else tries until the window is over.
+            if attempt > 0 && (self.unreachable || first_try.elapsed() + delay >= RETRY_WINDOW) {
+                break;
+            }
             if self
                 .session
                 .as_ref()
@@ -148,7 +161,8 @@ impl Writer {
             }
             if self.session.is_none() {
                 if attempt > 0 {
-                    tokio::time::sleep(RECONNECT_DELAY).await;
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(MAX_RECONNECT_DELAY);
                 }
                 let (report, _) = mpsc::unbounded_channel();
                 let connect = session::connect(&self.shared.params, report);
@@ -196,8 +210,9 @@ impl Writer {
                     self.unreachable = false;
                     return Ok(());
                 }
-                // The server refused the statement: another attempt would be refused too.
-                Err(err) if err.as_db_error().is_some() && !open.client.is_closed() => {
+                // The server refused the statement: another attempt would be refused too. A
+                // FATAL error (a shutdown, `pg_terminate_backend`) ends the session instead.
+                Err(err) if refused(&err) && !open.client.is_closed() => {
                     self.unreachable = false;
                     return Err(Unwritten {
                         refused: true,
@@ -222,6 +237,16 @@ impl Writer {
             text: last,
         })
     }
+}
+
+/// Whether `err` is the server refusing a statement (a session that goes on), not the
+/// session ending: an error of severity `ERROR` outside the classes of a lost connection (08)
+/// and of an operator's intervention (57: a shutdown, a terminated session).
+fn refused(err: &tokio_postgres::Error) -> bool {
+    err.as_db_error().is_some_and(|db| {
+        let class = &db.code().code()[..2];
+        db.severity() == "ERROR" && class != "08" && class != "57"
+    })
 }
 
 /// The record `line` named for people: its `seq` and `key`.

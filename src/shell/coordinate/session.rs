@@ -87,11 +87,13 @@ pub(crate) async fn connect(
         .map_err(|err| format!("{params}: {}", error_text(&err)))?;
     // A server process blocked in `pg_advisory_lock` does not notice that its client is gone
     // (killed, or ended while it waited) unless told to look: PostgreSQL 14 and later then
-    // end the session within the interval, and the waiter leaves the lock's queue. Older
-    // servers do not know the setting; the error is harmless.
+    // end the session within the interval, and the waiter leaves the lock's queue. A session
+    // that holds a key is idle between heartbeats, and the records' session between records:
+    // a role's or database's `idle_session_timeout` (14 and later too) would end them, and
+    // lose every key held. Older servers know neither setting; the error is harmless.
     let _ = client
         .batch_execute(&format!(
-            "SET client_connection_check_interval = {}",
+            "SET client_connection_check_interval = {}; SET idle_session_timeout = 0",
             CONNECTION_CHECK.as_millis()
         ))
         .await;
