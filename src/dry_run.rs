@@ -129,9 +129,10 @@ pub(crate) fn print(
         // Rounds of 1 ms: a share is set aside only after many rounds.
         let _ = writeln!(
             out,
-            "lanes: --reserve-after {} is not modelled: the plan takes every job to end at once, \
-             so a job short of its share is planned as late as light jobs that keep fitting \
-             can make it; a run of longer jobs sets its share aside sooner",
+            "lanes: --reserve-after {} counts the plan's rounds of 1 ms: a job short of its \
+             share is planned behind the lighter jobs that fit, as in a run whose jobs end one \
+             by one, until it has waited that long; a run of longer jobs sets its share aside \
+             after fewer of them",
             humantime::format_duration(reserve_after)
         );
     }

@@ -1,6 +1,8 @@
 //! `--dry-run`: the order in which the scheduler would start a run's jobs, found by running the
 //! real decisions ([`Scheduler::offer`], [`Scheduler::take`], [`Scheduler::finish`]) on a
-//! virtual clock where every job succeeds and every run of a round ends at the same time.
+//! virtual clock where every job succeeds and every run of a round ends at the same time; with
+//! weights or named resources and a `reserve_after` above zero, the runs of a round end one
+//! after another instead (see [`plan`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,12 +41,23 @@ const ROUND: Duration = Duration::from_millis(1);
 /// Plans `jobs` (in input order) under `limits` and `policy`, reading input as the run would
 /// (jobs start between admissions; reading pauses when `max_queued` jobs wait).
 /// `resources` are the run's named resources ([`Scheduler::set_resources`]).
+///
+/// With weights or needs and `policy.reserve_after` above zero, the runs of a round end one
+/// after another, in the order they started, and what the end of each frees is taken before
+/// the next ends (the takes start the next round): as in a run, whose jobs end one by one, a
+/// job short of its share waits while lighter jobs that fit take each unit as it is freed,
+/// until it has waited `reserve_after` (rounds of 1 ms) and its share is set aside. Ending a
+/// round's runs together would free their units together and start such a job at once.
 pub fn plan(
     limits: Limits,
     policy: Policy,
     resources: Vec<Resource>,
     jobs: Vec<JobRequest>,
 ) -> Plan {
+    let one_by_one = !policy.reserve_after.is_zero()
+        && jobs
+            .iter()
+            .any(|job| job.weight != 1 || job.needs.is_some());
     let mut core = Scheduler::with_policy(limits, policy);
     core.set_resources(resources);
     core.set_input_finite(true);
@@ -52,9 +65,11 @@ pub fn plan(
     let mut plan = Plan::default();
     let mut now: Tick = Duration::ZERO;
     let mut round = 0;
+    // Started as the runs of the last round ended one by one: the next round's first runs.
+    let mut carried = Vec::new();
     loop {
         // Jobs start between admissions, as when input streams in, unless batching.
-        let mut started = Vec::new();
+        let mut started = std::mem::take(&mut carried);
         loop {
             while let Some(start) = core
                 .starts_between_admissions()
@@ -110,6 +125,12 @@ pub fn plan(
                 ended_at: now,
             };
             let _ = core.finish(start.seq, facts, now);
+            if one_by_one {
+                while let Some(next) = core.take(now) {
+                    core.spawned(next.seq, now);
+                    carried.push(next);
+                }
+            }
         }
     }
 }
@@ -158,6 +179,53 @@ mod tests {
             ]
         );
         assert!(got.dropped.is_empty());
+    }
+
+    #[test]
+    fn a_job_short_of_its_share_waits_behind_lighter_jobs_until_it_may_reserve() {
+        // Two GPUs; job 2 needs both, every other job one (on keys of their own, so that each
+        // is free to go). The runs of a round end one by one: a lighter job takes each GPU as
+        // it is freed, until job 2 has waited `reserve_after` and its share is set aside.
+        use super::super::{Needs, Stock};
+        let gpus = |seq: Seq, amount: u64| JobRequest {
+            needs: Some(Arc::new(Needs {
+                weight: 1,
+                resources: vec![(0, amount)],
+            })),
+            ..job(seq, &format!("k{seq}"))
+        };
+        let jobs: Vec<JobRequest> = (1..=12)
+            .map(|seq| gpus(seq, if seq == 2 { 2 } else { 1 }))
+            .collect();
+        let resources = vec![Resource {
+            name: Arc::from("gpu"),
+            stock: Stock::Units(vec![Arc::from("0"), Arc::from("1")]),
+        }];
+        let limits = Limits {
+            max_concurrent: 4,
+            max_queued: 100,
+        };
+        let round_of_2 = |reserve_after: Duration| {
+            let policy = Policy {
+                reserve_after,
+                ..Policy::default()
+            };
+            let got = plan(limits, policy, resources.clone(), jobs.clone());
+            assert_eq!(got.runs.len(), 12, "{got:?}");
+            got.runs
+                .iter()
+                .find(|run| run.batch == [2])
+                .map(|run| run.round)
+                .unwrap()
+        };
+        // Set aside at once: it starts as soon as the first runs end.
+        assert_eq!(round_of_2(Duration::ZERO), 2);
+        // Never set aside within the plan: it starts once no lighter job is left.
+        let last = round_of_2(Duration::from_secs(10));
+        assert!(last >= 6, "round {last}");
+        // Set aside after three rounds of 1 ms: in between.
+        let between = round_of_2(Duration::from_millis(3));
+        assert!(2 < between && between < last, "round {between} of {last}");
     }
 
     #[test]

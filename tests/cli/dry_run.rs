@@ -142,7 +142,7 @@ fn a_dry_run_of_a_ranked_manifest_plans_the_order_the_run_starts() {
 }
 
 #[test]
-fn a_dry_run_says_it_does_not_model_reserve_after() {
+fn a_dry_run_says_reserve_after_counts_its_rounds_of_a_millisecond() {
     let run = |reserve: &str| {
         Run::new()
             .no_report()
@@ -156,17 +156,57 @@ fn a_dry_run_says_it_does_not_model_reserve_after() {
     let stdout = noted.stdout();
     let lines: Vec<&str> = stdout.lines().collect();
     assert!(
-        lines[1].starts_with("lanes: --reserve-after 1m 40s is not modelled"),
+        lines[1].starts_with("lanes: --reserve-after 1m 40s counts the plan's rounds of 1 ms"),
         "{stdout}"
     );
     // At once (the default) is what the plan models: no note.
     let plain = run("0s");
     plain.code(0);
     assert!(
-        !plain.stdout().contains("not modelled"),
+        !plain.stdout().contains("counts the plan's rounds"),
         "{}",
         plain.stdout()
     );
+}
+
+#[test]
+fn a_dry_run_plans_a_job_short_of_its_share_behind_lighter_ones_until_it_may_reserve() {
+    // Two GPUs; job 2 needs both, the ten others one each on keys of their own. In a run
+    // whose jobs end one by one, the lighter jobs take each GPU as it is freed until job 2
+    // has waited --reserve-after: the plan must show that, not job 2 in its second round.
+    let scratch = Scratch::new();
+    let mut manifest = String::from("max_concurrent = 4\n[resources]\ngpu = [\"0\", \"1\"]\n");
+    for seq in 1..=11 {
+        let gpus = if seq == 2 { 2 } else { 1 };
+        manifest.push_str(&format!(
+            "[[job]]\nkey = \"k{seq}\"\ncmd = \"job {seq}\"\nneeds = {{ gpu = {gpus} }}\n"
+        ));
+    }
+    let manifest = scratch.write("gpus.toml", manifest);
+    let round_of_2 = |reserve: &str| -> u64 {
+        let out = Run::new()
+            .no_report()
+            .args(["--dry-run", "--reserve-after", reserve])
+            .arg(&manifest)
+            .run();
+        out.code(0);
+        let stdout = out.stdout();
+        let row = stdout
+            .lines()
+            .find(|line| line.trim_start().starts_with("seq 2 "))
+            .unwrap_or_else(|| panic!("{stdout}"));
+        row.split("round ")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(round_of_2("0s"), 2);
+    let late = round_of_2("100s");
+    assert!(late >= 6, "job 2 planned in round {late}");
 }
 
 #[test]
