@@ -55,20 +55,7 @@ fn a_job_that_passes_on_a_retry_is_flaky_everywhere() {
         .collect();
     assert_eq!(flaky, ["flakyFailure", "flakyFailure"], "{xml}");
     // Each retried try carries its own stderr: why it failed.
-    let stderr_of = |suite: &str, tag: &str| -> Vec<String> {
-        case(suite)
-            .children()
-            .filter(|n| n.has_tag_name(tag))
-            .map(|n| {
-                n.children()
-                    .find(|c| c.has_tag_name("system-err"))
-                    .and_then(|c| c.text())
-                    .unwrap_or_default()
-                    .trim()
-                    .to_owned()
-            })
-            .collect()
-    };
+    let stderr_of = |suite: &str, tag: &str| rerun_stderr(case(suite), tag);
     assert_eq!(
         stderr_of("flaky", "flakyFailure"),
         ["flaky try 1 failed", "flaky try 2 failed"],
@@ -115,9 +102,18 @@ fn a_job_stopped_while_it_waits_for_its_retry_keeps_each_tries_stderr_in_junit()
     assert_eq!(out.job(1).result(), ("interrupted", Some("shutdown")));
     let xml = std::fs::read_to_string(&junit).unwrap();
     let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}\n{xml}"));
-    let reruns: Vec<String> = doc
-        .descendants()
-        .filter(|n| n.has_tag_name("rerunFailure"))
+    assert_eq!(
+        rerun_stderr(doc.root_element(), "rerunFailure"),
+        ["try 1 went wrong"],
+        "{xml}"
+    );
+}
+
+/// The `<system-err>` text of each `tag` element (`flakyFailure`, `rerunFailure`) under
+/// `node`, in order, trimmed ("" for one without).
+fn rerun_stderr(node: roxmltree::Node<'_, '_>, tag: &str) -> Vec<String> {
+    node.descendants()
+        .filter(|n| n.has_tag_name(tag))
         .map(|n| {
             n.children()
                 .find(|c| c.has_tag_name("system-err"))
@@ -126,6 +122,5 @@ fn a_job_stopped_while_it_waits_for_its_retry_keeps_each_tries_stderr_in_junit()
                 .trim()
                 .to_owned()
         })
-        .collect();
-    assert_eq!(reruns, ["try 1 went wrong"], "{xml}");
+        .collect()
 }
