@@ -232,18 +232,24 @@ const IDLE_BEFORE_MAKING_ROOM: std::time::Duration = std::time::Duration::from_s
 /// How long a new connection waits for the place of the idle one closed for it.
 const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The connections waiting for a request, each with since when and how to close it.
+/// A connection waiting for a request: since when, how to close it, and how many answers it
+/// still owes its client (its requests' answers not made yet: a `cancel` waiting out a grace
+/// period, say).
+struct Waiting {
+    since: std::time::Instant,
+    close: Arc<Notify>,
+    due: Arc<AtomicUsize>,
+}
+
+/// The connections waiting for a request.
 #[derive(Default)]
 struct IdleConnections {
     next: std::sync::atomic::AtomicU64,
-    waiting: std::sync::Mutex<std::collections::HashMap<u64, (std::time::Instant, Arc<Notify>)>>,
+    waiting: std::sync::Mutex<std::collections::HashMap<u64, Waiting>>,
 }
 
 impl IdleConnections {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, (std::time::Instant, Arc<Notify>)>>
-    {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, Waiting>> {
         self.waiting
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -254,10 +260,17 @@ impl IdleConnections {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Connection `id` waits for a request from now on; `close` is told if it is to make room.
-    fn waiting(&self, id: u64, close: &Arc<Notify>) {
-        self.lock()
-            .insert(id, (std::time::Instant::now(), Arc::clone(close)));
+    /// Connection `id` waits for a request from now on; `close` is told if it is to make room,
+    /// which it may only while `due` is 0.
+    fn waiting(&self, id: u64, close: &Arc<Notify>, due: &Arc<AtomicUsize>) {
+        self.lock().insert(
+            id,
+            Waiting {
+                since: std::time::Instant::now(),
+                close: Arc::clone(close),
+                due: Arc::clone(due),
+            },
+        );
     }
 
     /// Connection `id` is busy (a request came) or closed.
@@ -266,17 +279,20 @@ impl IdleConnections {
     }
 
     /// Tells the connection idle longest to close, if it has been idle for
-    /// [`IDLE_BEFORE_MAKING_ROOM`]; returns whether one was.
+    /// [`IDLE_BEFORE_MAKING_ROOM`] and owes no answer; returns whether one was.
     fn close_longest_idle(&self) -> bool {
         let mut waiting = self.lock();
         let longest = waiting
             .iter()
-            .filter(|(_, (since, _))| since.elapsed() >= IDLE_BEFORE_MAKING_ROOM)
-            .min_by_key(|(_, (since, _))| *since)
+            .filter(|(_, idle)| {
+                idle.since.elapsed() >= IDLE_BEFORE_MAKING_ROOM
+                    && idle.due.load(Ordering::SeqCst) == 0
+            })
+            .min_by_key(|(_, idle)| idle.since)
             .map(|(&id, _)| id);
         match longest.and_then(|id| waiting.remove(&id)) {
-            Some((_, close)) => {
-                close.notify_one();
+            Some(idle) => {
+                idle.close.notify_one();
                 true
             }
             None => false,
@@ -577,7 +593,9 @@ async fn serve_connection(
         }
     };
     let (pending_tx, pending_rx) = mpsc::channel::<Due>(PIPELINE_DEPTH);
-    let mut writing = tokio::spawn(write_answers(out, pending_rx));
+    // Answers of this connection's requests not made yet.
+    let unanswered = Arc::new(AtomicUsize::new(0));
+    let mut writing = tokio::spawn(write_answers(out, pending_rx, Arc::clone(&unanswered)));
     let budget = std::sync::Arc::new(tokio::sync::Semaphore::new(PIPELINE_BYTES));
     let mut reader = BufReader::new(read);
     let mut line = Vec::new();
@@ -591,7 +609,7 @@ async fn serve_connection(
         // once idle long enough (the answers still due are written first, as after
         // [`IDLE_TIMEOUT`]).
         if reader.buffer().is_empty() {
-            idle.waiting(id, &make_room);
+            idle.waiting(id, &make_room, &unanswered);
         }
         let limit = (MAX_REQUEST_BYTES + 1) as u64;
         let mut bounded = (&mut reader).take(limit);
@@ -621,10 +639,13 @@ async fn serve_connection(
         else {
             break;
         };
-        let due = |pending, owed| Due {
-            pending,
-            held,
-            owed,
+        let due = |pending, owed| {
+            unanswered.fetch_add(1, Ordering::SeqCst);
+            Due {
+                pending,
+                held,
+                owed,
+            }
         };
         if line.last() == Some(&b'\n') {
             line.pop();
@@ -731,9 +752,14 @@ async fn serve_connection(
 }
 
 /// Writes the answers of one connection in the order of its requests; a batch of answers
-/// ready together goes out in one write. Ends early when a write fails or makes no progress
-/// for [`IDLE_TIMEOUT`].
-async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
+/// ready together goes out in one write, and `unanswered` (counted up as requests are read)
+/// down as each answer is made. Ends early when a write fails or makes no progress for
+/// [`IDLE_TIMEOUT`].
+async fn write_answers(
+    mut out: Out,
+    mut pending: mpsc::Receiver<Due>,
+    unanswered: Arc<AtomicUsize>,
+) {
     // The answers gathered and not written yet that are owed (see [`Owed`]).
     let mut unwritten = Vec::new();
     loop {
@@ -767,6 +793,7 @@ async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
         };
         // Gathered (at most [`OUT_BATCH`] before a write): its request's share is given back.
         out.push(&reply.answer);
+        unanswered.fetch_sub(1, Ordering::SeqCst);
         drop(next.held);
         unwritten.extend(next.owed);
         if let Some(then) = reply.then {

@@ -1148,7 +1148,7 @@ fn a_malformed_request_gets_an_error_and_the_connection_goes_on() {
 
 /// A server that serves at most 16 connections at once: with 64 descriptors (`ulimit -n`), a
 /// quarter.
-fn serve_16_at_once(scratch: &Scratch) -> Server {
+fn serve_16_at_once(scratch: &Scratch, options: &[&str]) -> Server {
     let socket = scratch.join("lanes.sock");
     let report = scratch.join("report.jsonl");
     let running = Run::new()
@@ -1156,6 +1156,7 @@ fn serve_16_at_once(scratch: &Scratch) -> Server {
         .scratch(scratch)
         .wrapper("ulimit -n 64")
         .arg("serve")
+        .args(options)
         .arg("--socket")
         .arg(&socket)
         .arg("--report")
@@ -1203,7 +1204,7 @@ fn connections_beyond_the_most_served_at_once_are_refused_and_the_rest_go_on() {
     // With 64 descriptors the server serves at most 16 connections at once (a quarter), so
     // that idle clients cannot take the descriptors its jobs need.
     let scratch = Scratch::new();
-    let server = serve_16_at_once(&scratch);
+    let server = serve_16_at_once(&scratch, &[]);
     // Sixteen clients that stay connected, each served once.
     let status = "{\"v\":1,\"op\":\"status\"}\n";
     let mut open = take_places(&server.socket, 16, status, "\"answer\":\"status\"");
@@ -1235,10 +1236,21 @@ fn when_every_place_is_taken_the_connection_idle_longest_makes_room_for_a_new_on
     // idle, the one idle longest is closed for a new client instead of the new one being
     // refused until the idle timeout (a minute).
     let scratch = Scratch::new();
-    let server = serve_16_at_once(&scratch);
+    let server = serve_16_at_once(&scratch, &["--grace", "20s"]);
     let status = "{\"v\":1,\"op\":\"status\"}\n";
-    let mut open = take_places(&server.socket, 16, status, "\"answer\":\"status\"");
-    // The others stay busy now and then; the first says nothing more.
+    // The first connection, idle longest, owes its client an answer: a `cancel` that waits
+    // out the grace period of a job ignoring SIGTERM. It is never closed to make room.
+    let mut owing = take_places(&server.socket, 1, status, "\"answer\":\"status\"");
+    let stubborn = "{\"v\":1,\"op\":\"submit\",\"key\":\"x\",\"command\":\"trap '' TERM; \
+                    touch \\\"$D/up\\\"; sleep 60\"}\n";
+    owing[0].write_all(stubborn.as_bytes()).unwrap();
+    assert!(answer_line(&mut owing[0]).contains("\"answer\":\"started\""));
+    scratch.wait_for("up", Duration::from_secs(10));
+    owing[0]
+        .write_all(b"{\"v\":1,\"op\":\"cancel\",\"key\":\"x\"}\n")
+        .unwrap();
+    let mut open = take_places(&server.socket, 15, status, "\"answer\":\"status\"");
+    // The others stay busy now and then; the first of them says nothing more.
     let mut refused = 0;
     let served = wait_until(Duration::from_secs(30), || {
         for stream in &mut open[1..] {
@@ -1258,6 +1270,14 @@ fn when_every_place_is_taken_the_connection_idle_longest_makes_room_for_a_new_on
     });
     assert!(served, "no client was served while a connection sat idle");
     assert!(refused > 0, "served before the idle one had been idle long");
+    // The one owing an answer is open still: its cancel's answer comes once the job is gone.
+    owing[0].set_nonblocking(true).unwrap();
+    let mut byte = [0u8];
+    assert!(
+        matches!(owing[0].read(&mut byte), Err(ref err) if err.kind() == std::io::ErrorKind::WouldBlock),
+        "the connection owing an answer was closed"
+    );
+    owing[0].set_nonblocking(false).unwrap();
     // The idle one was closed (its read ends), and only it.
     open[0]
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -1269,6 +1289,16 @@ fn when_every_place_is_taken_the_connection_idle_longest_makes_room_for_a_new_on
         assert!(answer_line(stream).contains("\"answer\":\"status\""));
     }
     drop(open);
+    // It still reads requests: one sent now is answered after the cancel's answer.
+    owing[0].write_all(status.as_bytes()).unwrap();
+    let cancelled = answer_line(&mut owing[0]);
+    assert!(
+        cancelled.contains("\"answer\":\"cancelled\""),
+        "{cancelled}"
+    );
+    let then = answer_line(&mut owing[0]);
+    assert!(then.contains("\"answer\":\"status\""), "{then:?}");
+    drop(owing);
     assert_eq!(server.client("drain", &[]).code, 0);
     server.end().0.code(0);
 }
@@ -2424,7 +2454,7 @@ fn clients_gone_while_waiting_for_their_records_free_their_connections() {
     // `wait` and closes its socket without waiting for the record; the jobs run on, and the
     // server serves other clients.
     let scratch = Scratch::new();
-    let server = serve_16_at_once(&scratch);
+    let server = serve_16_at_once(&scratch, &[]);
     let submit = serde_json::json!({
         "v": 1, "op": "submit", "key": "slow", "command": blocked_on("go"), "wait": true
     });
