@@ -635,8 +635,10 @@ impl RunConfig {
         let env_lock_dir = std::env::var_os("LANES_LOCK_DIR").map(PathBuf::from);
         let env_coordinate = std::env::var("LANES_COORDINATE").ok();
         // A variable set but empty (`LANES_LOCK_DIR=$LOCKS` with LOCKS unset) where it would be
-        // taken: a run meant to share its keys would otherwise run without a word.
-        if cli.backend != BackendKind::Slurm {
+        // taken: a run meant to share its keys would otherwise run without a word. Either flag
+        // wins over both variables, as over set ones.
+        let flag_given = cli.lock_dir.is_some() || cli.coordinate.is_some();
+        if cli.backend != BackendKind::Slurm && !flag_given {
             for (name, empty, given_otherwise) in [
                 // `lanes serve` takes no lock directory: an empty one asks for none.
                 (
@@ -644,12 +646,12 @@ impl RunConfig {
                     env_lock_dir
                         .as_ref()
                         .is_some_and(|dir| dir.as_os_str().is_empty()),
-                    cli.lock_dir.is_some() || cli.serve,
+                    cli.serve,
                 ),
                 (
                     "LANES_COORDINATE",
                     env_coordinate.as_ref().is_some_and(String::is_empty),
-                    cli.coordinate.is_some(),
+                    false,
                 ),
             ] {
                 if empty && !given_otherwise {

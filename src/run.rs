@@ -53,6 +53,15 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             crate::output::results::check_dir(dir, config.results_clean, config.resume.is_some())
                 .map_err(anyhow::Error::msg)?;
         }
+        if let Some(dir) = &config.lock_dir {
+            if std::fs::metadata(dir).is_ok_and(|meta| !meta.is_dir()) {
+                bail!(
+                    "{} {}: not a directory",
+                    config.lock_dir_given_as,
+                    dir.display()
+                );
+            }
+        }
         let resume = load_resume(&config)?;
         let runtime = event_loop()?;
         return match feed_for(&config, &runtime, hangup_ignored, None)? {
@@ -449,10 +458,17 @@ pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
                         runtime.block_on(crate::shell::coordinate::describe(&url, &namespace))?;
                     print_quietly(&text)?;
                 }
-                (None, None) => bail!(
-                    "lanes locks: name a lock directory (DIR, or LANES_LOCK_DIR) or a database \
-                     (--coordinate URL, or LANES_COORDINATE)"
-                ),
+                (None, None) => {
+                    let empty = ["LANES_LOCK_DIR", "LANES_COORDINATE"]
+                        .into_iter()
+                        .filter(|name| std::env::var_os(name).is_some_and(|v| v.is_empty()))
+                        .map(|name| format!(" ({name} is set but empty)"))
+                        .collect::<String>();
+                    bail!(
+                        "lanes locks: name a lock directory (DIR, or LANES_LOCK_DIR) or a \
+                         database (--coordinate URL, or LANES_COORDINATE){empty}"
+                    )
+                }
             }
             Ok(0)
         }

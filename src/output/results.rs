@@ -165,21 +165,24 @@ pub(crate) fn prepare_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(),
 /// # Errors
 /// As [`prepare_dir`]'s, in the same words.
 pub(crate) fn check_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(), String> {
+    let cannot = |errno: i32| {
+        format!(
+            "cannot create the results directory {}: {}",
+            dir.display(),
+            std::io::Error::from_raw_os_error(errno)
+        )
+    };
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => earlier_files(dir, clean, resuming).map(drop),
         Ok(_) => Err(not_a_directory(dir)),
+        // A link to nothing: the name is taken, and no directory can be made there.
         Err(err)
-            if matches!(
-                err.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-            ) =>
+            if err.kind() == std::io::ErrorKind::NotFound
+                && std::fs::symlink_metadata(dir).is_ok() =>
         {
-            let cannot = |why: String| {
-                format!(
-                    "cannot create the results directory {}: {why}",
-                    dir.display()
-                )
-            };
+            Err(cannot(nix::libc::EEXIST))
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             let mut ancestor = crate::containing_dir::containing_dir(dir);
             while std::fs::symlink_metadata(ancestor).is_err() {
                 match ancestor.parent() {
@@ -191,18 +194,16 @@ pub(crate) fn check_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(), S
                 }
             }
             if !std::fs::metadata(ancestor).is_ok_and(|meta| meta.is_dir()) {
-                return Err(cannot(format!("{} is not a directory", ancestor.display())));
+                return Err(cannot(nix::libc::ENOTDIR));
             }
             nix::unistd::access(
                 ancestor,
                 nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
             )
-            .map_err(|errno| cannot(std::io::Error::from_raw_os_error(errno as i32).to_string()))
+            .map_err(|errno| cannot(errno as i32))
         }
-        Err(err) => Err(format!(
-            "cannot read the results directory {}: {err}",
-            dir.display()
-        )),
+        // Below a file (ENOTDIR), or under a directory this process may not search (EACCES).
+        Err(err) => Err(cannot(err.raw_os_error().unwrap_or(nix::libc::EIO))),
     }
 }
 

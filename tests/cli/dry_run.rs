@@ -300,6 +300,16 @@ fn a_dry_run_refuses_the_outputs_the_run_would_refuse_and_makes_none() {
         &["--report", report.to_str().unwrap()],
         "cannot create the report",
     );
+    // A link to nothing, where the directory would be made.
+    let dangling = scratch.join("dangling");
+    std::os::unix::fs::symlink(scratch.join("nowhere/at/all"), &dangling).unwrap();
+    refused(
+        &["--results", dangling.to_str().unwrap()],
+        "cannot create the results directory",
+    );
+    // A lock directory that is a file.
+    let file = format!("{results}/earlier.txt");
+    refused(&["--lock-dir", &file], "not a directory");
     // What the run would make, the dry run checks and leaves unmade.
     let fresh = scratch.join("fresh/deeper");
     let out = Run::new()

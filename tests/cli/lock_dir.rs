@@ -1094,17 +1094,32 @@ fn an_empty_variable_is_refused_where_it_would_be_taken_and_an_unusable_one_is_n
         );
         assert!(!scratch.exists("ran"));
     }
-    // A flag given wins over the empty variable, as over a set one.
+    // A flag given wins over an empty variable, either one, as over a set one.
     let locks = scratch.join("locks");
-    let out = Run::new()
-        .scratch(&scratch)
+    for empty in ["LANES_LOCK_DIR", "LANES_COORDINATE"] {
+        let out = Run::new()
+            .scratch(&scratch)
+            .env(empty, "")
+            .arg("--lock-dir")
+            .arg(&locks)
+            .stdin("k\ttouch \"$D/ran\"\n")
+            .run();
+        out.code(0);
+        assert!(scratch.exists("ran") && locks.join("keys").is_dir());
+        std::fs::remove_file(scratch.join("ran")).unwrap();
+    }
+    // `lanes locks` says why it found no directory.
+    let out = Command::new(BIN)
+        .arg("locks")
         .env("LANES_LOCK_DIR", "")
-        .arg("--lock-dir")
-        .arg(&locks)
-        .stdin("k\ttouch \"$D/ran\"\n")
-        .run();
-    out.code(0);
-    assert!(scratch.exists("ran") && locks.join("keys").is_dir());
+        .env_remove("LANES_COORDINATE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("LANES_LOCK_DIR is set but empty"),
+        "{out:?}"
+    );
     // A directory from the variable that cannot be used is said to come from it.
     let file = scratch.write("a-file", "");
     let out = Run::new()
