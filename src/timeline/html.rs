@@ -102,16 +102,11 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
     writeln!(out, "<title>{}</title>", escape(&title))?;
     writeln!(out, "<style>{STYLE}</style></head><body>")?;
     writeln!(out, "<h1>{}</h1>", escape(&title))?;
-    let state = if f.finished {
-        "finished"
-    } else {
-        "not finished (no summary: interrupted, or still being written)"
-    };
     writeln!(
         out,
         "<p class=\"note\">Run started {}; {}.</p>",
         escape(&f.started_at),
-        state
+        f.end_text()
     )?;
     writeln!(out, "<div id=\"figures\"><table>")?;
     let outcomes: Vec<String> = f

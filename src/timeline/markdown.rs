@@ -126,7 +126,8 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
         f.utilisation * 100.0,
         f.cap_text(),
         match (f.finished, f.running + f.waiting + f.ended) {
-            (true, _) => String::new(),
+            (true, _) if f.exit_code.unwrap_or(0) == 0 => String::new(),
+            (true, _) => format!(" ({})", f.end_text()),
             (false, 0) => " (the run had not finished)".to_owned(),
             (false, _) => format!(
                 " (the run had not finished; jobs with no record yet: {})",

@@ -113,6 +113,8 @@ pub(crate) struct Figures {
     pub wall_ms: u64,
     /// Whether the report has its summary (the run finished).
     pub finished: bool,
+    /// The summary's exit status, when it has one.
+    pub exit_code: Option<i64>,
     /// Job records.
     pub jobs: u64,
     /// Jobs by outcome.
@@ -145,6 +147,30 @@ pub(crate) struct Figures {
 }
 
 impl Figures {
+    /// How the run ended, for the header: `finished`, with its exit status when it was not 0
+    /// (and the signal that stopped lanes, for 128+N); or that it had not finished.
+    pub(crate) fn end_text(&self) -> String {
+        if !self.finished {
+            return "not finished (no summary: interrupted, or still being written)".to_owned();
+        }
+        match self.exit_code {
+            None | Some(0) => "finished".to_owned(),
+            Some(code) if code > 128 => {
+                let signal = i32::try_from(code - 128)
+                    .ok()
+                    .and_then(|n| nix::sys::signal::Signal::try_from(n).ok());
+                match signal {
+                    Some(signal) => format!(
+                        "finished: stopped by {}, exit status {code}",
+                        signal.as_str()
+                    ),
+                    None => format!("finished: exit status {code}"),
+                }
+            }
+            Some(code) => format!("finished: exit status {code}"),
+        }
+    }
+
     /// The cap as the header tells it: `-j 4`, or for a server whose cap was raised while it
     /// ran (`lanes set -j`), `-j 1, raised to at least 6` (the largest slot seen).
     pub(crate) fn cap_text(&self) -> String {
@@ -297,6 +323,7 @@ impl FirstPass {
             max_concurrent: reader.run.max_concurrent.max(1),
             wall_ms: 0,
             finished: false,
+            exit_code: None,
             jobs: 0,
             outcomes: BTreeMap::new(),
             keys: 0,
@@ -320,8 +347,12 @@ impl FirstPass {
         let mut text = String::new();
         while let Some((_, line)) = reader.next(false, &mut text)? {
             let job = match line {
-                Line::Summary { duration_ms } => {
+                Line::Summary {
+                    duration_ms,
+                    exit_code,
+                } => {
                     summary = Some(duration_ms);
+                    figures.exit_code = exit_code;
                     continue;
                 }
                 Line::Job(job, _) => job,
@@ -370,6 +401,8 @@ impl FirstPass {
             for &(start, end, cause) in &spans.waits {
                 *figures.waits.entry(CAUSES[cause].to_owned()).or_default() += end - start;
                 acc.first = acc.first.min(short(start));
+                // A job that never started ends its key's chain where its wait ended.
+                acc.last = acc.last.max(short(end));
             }
             let wait_ms = job.wait_ms.unwrap_or(0);
             if wait_ms > 0

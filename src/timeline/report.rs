@@ -190,10 +190,12 @@ impl JobLine<'_> {
 pub(crate) enum Line<'a> {
     /// A job record, and the record as JSON.
     Job(Box<JobLine<'a>>, serde_json::Value),
-    /// The summary: the run's wall time.
+    /// The summary: the run's wall time and exit status.
     Summary {
         /// Wall time of the run, in ms.
         duration_ms: u64,
+        /// lanes' exit status (`exit_code`), when the summary gives it.
+        exit_code: Option<i64>,
     },
 }
 
@@ -375,7 +377,14 @@ impl ReportReader {
                     .and_then(serde_json::Value::as_u64)
                     .ok_or_else(|| self.bad(number, "summary without duration_ms".into()))?;
                 self.summary_line = Some(number);
-                Ok(Some((number, Line::Summary { duration_ms })))
+                let exit_code = value.get("exit_code").and_then(serde_json::Value::as_i64);
+                Ok(Some((
+                    number,
+                    Line::Summary {
+                        duration_ms,
+                        exit_code,
+                    },
+                )))
             }
             Some("run") => Err(self.bad(
                 number,

@@ -1431,3 +1431,50 @@ fn invalid_lines_are_no_key_in_the_timeline_s_count() {
     let text = scratch.read("t.md");
     assert!(text.contains(" over 2 keys;"), "{text}");
 }
+
+#[test]
+fn a_run_stopped_by_ctrl_c_says_so_and_its_keys_that_never_started_are_among_the_slowest() {
+    // One slot: `a` runs, `b` and `c` wait for it; Ctrl-C comes while they wait. Their keys'
+    // chains (first wait to the stop) are as long as `a`'s.
+    let scratch = Scratch::new();
+    let running = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "1"])
+        .stdin("a\ttouch \"$D/up\"; exec sleep 30\nb\ttrue\nc\ttrue\n")
+        .spawn();
+    scratch.wait_for("up", Duration::from_secs(10));
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(running.pid()),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = running.wait();
+    out.code(130);
+    let report_path = scratch.write("report.jsonl", out.report_text.as_deref().unwrap());
+    let md = scratch.join("run.md");
+    draw_timeline(&report_path, None, &md).code(0);
+    let text = scratch.read("run.md");
+    assert!(
+        text.contains("(finished: stopped by SIGINT, exit status 130)"),
+        "{text}"
+    );
+    let slowest: Vec<&str> = text
+        .lines()
+        .skip_while(|line| !line.starts_with("| slowest key"))
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .map(|line| line.split('|').nth(1).unwrap().trim())
+        .collect();
+    assert_eq!(slowest.len(), 3, "{text}");
+    for key in ["a", "b", "c"] {
+        assert!(slowest.contains(&key), "{key} missing: {text}");
+    }
+    let page = scratch.join("run.html");
+    draw_timeline(&report_path, None, &page).code(0);
+    assert!(
+        scratch
+            .read("run.html")
+            .contains("finished: stopped by SIGINT, exit status 130."),
+        "the page says how the run ended"
+    );
+}
