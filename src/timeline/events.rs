@@ -101,6 +101,9 @@ pub(crate) struct InFlight {
     pub busy_ms: u64,
     /// The last event's time, ms from the run's start: "now" for what still runs.
     pub last_at: u64,
+    /// The jobs with no record took the run past [`super::model::DETAIL_LIMIT`] jobs, though
+    /// its report holds fewer: it is drawn aggregated, and `jobs` is empty.
+    pub too_many: bool,
 }
 
 /// Reads the events file at `path` against the report read in `first`.
@@ -112,7 +115,8 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
         why,
     };
     let origin = first.origin;
-    let track = first.detailed();
+    let mut track = first.detailed();
+    let mut too_many = false;
     let mut open: BTreeMap<u64, InFlightJob> = BTreeMap::new();
     // Of a run drawn aggregated: each job with no record, and whether it runs.
     let mut counted: std::collections::HashMap<u64, bool> = std::collections::HashMap::new();
@@ -291,6 +295,22 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
             }
             continue;
         }
+        if event.kind == "queued"
+            && !open.contains_key(&event.seq)
+            && first.figures.jobs + open.len() as u64 >= super::model::DETAIL_LIMIT
+        {
+            // One job more than a page draws one by one (a report cut short early, its
+            // events going on): from here on only counted, as for a run drawn aggregated.
+            too_many = true;
+            track = false;
+            for (seq, job) in std::mem::take(&mut open) {
+                if job.ended_at.is_none() {
+                    counted.insert(seq, job.started_at.is_some());
+                }
+            }
+            counted.insert(event.seq, false);
+            continue;
+        }
         let key = event.key.clone().unwrap_or_default();
         match event.kind.as_str() {
             "queued" => {
@@ -372,5 +392,6 @@ pub(crate) fn read(path: &Path, first: &FirstPass) -> Result<InFlight, ReadError
         ended,
         busy_ms,
         last_at,
+        too_many,
     })
 }

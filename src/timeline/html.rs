@@ -203,11 +203,11 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
         };
         writeln!(
             out,
-            "<p class=\"note\" id=\"aggregated\">{} jobs: too many to draw one by one, so this \
+            "<p class=\"note\" id=\"aggregated\">{}: too many to draw one by one, so this \
              timeline is aggregated: {rows} and a row per slot (or group of slots), in buckets \
              of {}; a cell's shade is the share of its row's capacity that was running (or \
              waiting).</p>",
-            f.jobs,
+            f.jobs_text(),
             duration(aggregate.bucket_ms)
         )?;
     }

@@ -147,6 +147,18 @@ pub(crate) struct Figures {
 }
 
 impl Figures {
+    /// The jobs drawn: `N jobs`, and how many of them have no record yet (known from the
+    /// events alone), when some have none.
+    pub(crate) fn jobs_text(&self) -> String {
+        let unrecorded = self.running + self.waiting + self.ended;
+        let all = crate::plural::plural(self.jobs + unrecorded, "job");
+        if unrecorded == 0 {
+            all
+        } else {
+            format!("{all} ({unrecorded} with no record yet)")
+        }
+    }
+
     /// How the run ended, for the header: `finished`, with its exit status when it was not 0
     /// (and the signal that stopped lanes, for 128+N); or that it had not finished.
     pub(crate) fn end_text(&self) -> String {
@@ -547,7 +559,7 @@ pub(crate) fn build(path: &Path, events: Option<&Path>) -> Result<Timeline, Read
         Some(events) => Some(super::events::read(events, &first)?),
         None => None,
     };
-    let body = if first.detailed() {
+    let body = if first.detailed() && !in_flight.as_ref().is_some_and(|f| f.too_many) {
         detail(path, &mut first, in_flight.as_ref())?
     } else {
         aggregate(path, &mut first)?

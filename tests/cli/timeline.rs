@@ -1478,3 +1478,35 @@ fn a_run_stopped_by_ctrl_c_says_so_and_its_keys_that_never_started_are_among_the
         "the page says how the run ended"
     );
 }
+
+#[test]
+fn a_report_cut_short_with_a_long_events_file_is_drawn_aggregated() {
+    // The jobs known from the events alone count toward the page's limit of jobs drawn one by
+    // one: a report cut short early beside the events of 5,200 jobs is drawn aggregated.
+    let scratch = Scratch::new();
+    let events = scratch.join("events.jsonl");
+    let input: String = (0..5_200).map(|i| format!("k{}\ttrue\n", i % 50)).collect();
+    let out = Run::new()
+        .args(["-j", "8", "--output", "none", "--events"])
+        .arg(&events)
+        .stdin(input)
+        .run();
+    out.code(0);
+    let cut: String = out
+        .report_text
+        .as_deref()
+        .unwrap()
+        .lines()
+        .take(100)
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let report = scratch.write("cut.jsonl", cut);
+    let page = scratch.join("cut.html");
+    draw_timeline(&report, Some(&events), &page).code(0);
+    let html = scratch.read("cut.html");
+    assert!(
+        html.contains("id=\"aggregated\">5200 jobs (5101 with no record yet)"),
+        "{}",
+        &html[..html.len().min(3000)]
+    );
+}
