@@ -49,6 +49,13 @@ fn string(text: &str) -> String {
     serde_json::to_string(text).expect("a string serialises")
 }
 
+/// A key as a trace names it: as the page and the Markdown show it, its control characters
+/// and bidi controls escaped (`\u{202e}`), so that a viewer's track names cannot be reordered
+/// or broken by one.
+fn shown(key: Option<&str>) -> String {
+    crate::output::framing::escape_controls(&key_label(key))
+}
+
 /// Writes the trace of the report at `path` (`name`: its path as given, in the trace's
 /// metadata).
 pub(crate) fn write(path: &Path, name: &Path, out: &mut impl Write) -> Result<(), TraceError> {
@@ -81,13 +88,13 @@ pub(crate) fn write(path: &Path, name: &Path, out: &mut impl Write) -> Result<()
                     out,
                     &mut first,
                     &json!({"name": "thread_name", "ph": "M", "pid": KEYS_PID, "tid": next,
-                            "args": {"name": key_label(job.key.as_deref())}}),
+                            "args": {"name": shown(job.key.as_deref())}}),
                 )?;
                 next
             }
         };
         // Written directly (not through JSON values): a million jobs make millions of events.
-        let label = string(&key_label(job.key.as_deref()));
+        let label = string(&shown(job.key.as_deref()));
         let command = job
             .command
             .as_deref()
@@ -163,7 +170,7 @@ pub(crate) fn write(path: &Path, name: &Path, out: &mut impl Write) -> Result<()
             event(
                 out,
                 &mut first,
-                &json!({"name": format!("{} ({})", key_label(job.key.as_deref()), job.outcome),
+                &json!({"name": format!("{} ({})", shown(job.key.as_deref()), job.outcome),
                         "cat": "never_ran", "ph": "i", "s": "t", "ts": us(spans.ended),
                         "pid": KEYS_PID, "tid": tid, "args": {"seq": job.seq,
                         "outcome": &job.outcome, "reason": &job.reason}}),
