@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::events::InFlight;
 use super::report::{parse_ms, JobLine, Line, ReadError, ReportReader};
+use crate::output::framing::escape_controls;
 
 /// Runs of at most this many jobs are drawn job by job; larger ones are aggregated.
 pub(crate) const DETAIL_LIMIT: u64 = 5_000;
@@ -425,7 +426,14 @@ impl FirstPass {
                     seq: job.seq,
                     key: key_label(job.key.as_deref()),
                     wait_ms,
-                    cause: main.map_or_else(|| "unknown".to_owned(), |w| w.cause.to_string()),
+                    // A resource wait names its resource, as the record does.
+                    cause: main.map_or_else(
+                        || "unknown".to_owned(),
+                        |w| match w.resource.as_deref() {
+                            Some(name) => format!("{} ({})", w.cause, escape_controls(name)),
+                            None => w.cause.to_string(),
+                        },
+                    ),
                     behind: main.and_then(|w| w.behind),
                 });
                 longest.sort_by(|a, b| b.wait_ms.cmp(&a.wait_ms).then(a.seq.cmp(&b.seq)));

@@ -1510,3 +1510,19 @@ fn a_report_cut_short_with_a_long_events_file_is_drawn_aggregated() {
         &html[..html.len().min(3000)]
     );
 }
+
+#[test]
+fn a_wait_for_a_resource_names_the_resource_among_the_longest_waits() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .args(["-j", "2", "--resource", "gpu=0,", "--needs", "gpu=1"])
+        .stdin("a\tsleep 0.2\nb\ttrue\n")
+        .run();
+    out.code(0);
+    assert_eq!(out.job(2).waits[0].cause, "resource");
+    let report = scratch.write("report.jsonl", out.report_text.as_deref().unwrap());
+    let md = scratch.join("run.md");
+    draw_timeline(&report, None, &md).code(0);
+    let text = scratch.read("run.md");
+    assert!(text.contains("| resource (gpu) |"), "{text}");
+}
