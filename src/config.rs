@@ -640,7 +640,7 @@ impl RunConfig {
         let flag_given = cli.lock_dir.is_some() || cli.coordinate.is_some();
         if cli.backend != BackendKind::Slurm && !flag_given {
             for (name, empty, given_otherwise) in [
-                // `lanes serve` takes no lock directory: an empty one asks for none.
+                // `lanes serve` shares no key: an empty variable asks for nothing there.
                 (
                     "LANES_LOCK_DIR",
                     env_lock_dir
@@ -651,7 +651,7 @@ impl RunConfig {
                 (
                     "LANES_COORDINATE",
                     env_coordinate.as_ref().is_some_and(String::is_empty),
-                    false,
+                    cli.serve,
                 ),
             ] {
                 if empty && !given_otherwise {
@@ -764,9 +764,9 @@ impl RunConfig {
                 "shared_max_concurrent",
                 "shared_max_concurrent",
             );
-            // `lanes serve` shares keys through a fleet's database only.
+            // `lanes serve` shares its keys with no other process.
             let add = if cli.serve {
-                "add --coordinate URL"
+                "`lanes serve` shares its keys with no other process"
             } else {
                 "add --lock-dir DIR or --coordinate URL"
             };
@@ -1297,7 +1297,8 @@ fn check_serve(cli: &Cli) -> Result<(), ConfigError> {
             "--lock-dir (or LANES_LOCK_DIR)",
         ),
         (
-            cli.coordinate.is_some(),
+            cli.coordinate.is_some()
+                || std::env::var_os("LANES_COORDINATE").is_some_and(|url| !url.is_empty()),
             "--coordinate (or LANES_COORDINATE)",
         ),
     ];

@@ -724,8 +724,47 @@ fn lanes_serve_refuses_a_lock_dir_from_the_environment_as_from_the_flag() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let said = String::from_utf8_lossy(&out.stderr);
-    assert!(said.contains("add --coordinate URL"), "{said}");
-    assert!(!said.contains("--lock-dir"), "{said}");
+    assert!(
+        said.contains("`lanes serve` shares its keys with no other process"),
+        "{said}"
+    );
+    assert!(!said.contains("add --"), "{said}");
+    // Nor does it take LANES_COORDINATE (refused as --coordinate is); empty, it asks for
+    // nothing.
+    let out = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(scratch.join("s.sock"))
+        .env_remove("LANES_LOCK_DIR")
+        .env("LANES_COORDINATE", "postgres://nobody@/nowhere")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--coordinate (or LANES_COORDINATE) does not go with `lanes serve`"),
+        "{out:?}"
+    );
+    assert!(!scratch.exists("s.sock"));
+    let socket = scratch.join("empty.sock");
+    let mut server = Command::new(BIN)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .env_remove("LANES_LOCK_DIR")
+        .env("LANES_COORDINATE", "")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || socket.exists()),
+        "the server did not start"
+    );
+    let closed = Command::new(BIN)
+        .args(["close", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert_eq!(closed.status.code(), Some(0), "{closed:?}");
+    assert_eq!(server.wait().unwrap().code(), Some(0));
     assert!(!scratch.exists("s.sock"));
 }
 
