@@ -54,13 +54,8 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
                 .map_err(anyhow::Error::msg)?;
         }
         if let Some(dir) = &config.lock_dir {
-            if std::fs::metadata(dir).is_ok_and(|meta| !meta.is_dir()) {
-                bail!(
-                    "{} {}: not a directory",
-                    config.lock_dir_given_as,
-                    dir.display()
-                );
-            }
+            crate::shell::lock_dir::check(dir)
+                .map_err(|err| err.given_as(&config.lock_dir_given_as))?;
         }
         let resume = load_resume(&config)?;
         let runtime = event_loop()?;

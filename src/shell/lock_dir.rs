@@ -482,6 +482,75 @@ impl LockDir {
 }
 
 /// Creates DIR and its subdirectories, and checks that it is writable and `flock` works on it.
+/// What [`prepare`] would refuse, found without making anything (`--dry-run`): DIR that is
+/// not a directory, a link to nothing, or DIR, its `keys/` and `slots/`, or (for a DIR to be
+/// made) its nearest existing ancestor, that this user may not write in (`access(2)`). Whether
+/// `flock` works on it is found only by the run.
+///
+/// # Errors
+/// As [`prepare`]'s, in the same words.
+pub(crate) fn check(dir: &Path) -> Result<(), LockDirError> {
+    use nix::unistd::{access, AccessFlags};
+    let writable = |path: &Path| access(path, AccessFlags::W_OK | AccessFlags::X_OK);
+    match fs::metadata(dir) {
+        Ok(meta) if !meta.is_dir() => Err(unusable(dir, "not a directory")),
+        Ok(_) => {
+            for sub in ["keys", "slots"] {
+                let path = dir.join(sub);
+                let made = fs::metadata(&path).is_ok();
+                let checked = if made { &path } else { dir };
+                writable(checked).map_err(|err| {
+                    let err = io::Error::from_raw_os_error(err as i32);
+                    if made {
+                        unusable(
+                            dir,
+                            format!(
+                                "{sub}/ is not writable by this user ({err}): give DIR and \
+                                 what is in it the same permissions for every user of it"
+                            ),
+                        )
+                    } else {
+                        unusable(dir, format!("cannot create {sub}/: {err}"))
+                    }
+                })?;
+            }
+            Ok(())
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            if fs::symlink_metadata(dir).is_ok_and(|meta| meta.file_type().is_symlink()) {
+                return Err(unusable(
+                    dir,
+                    "a symbolic link to a directory that does not exist: create it, or name \
+                     another DIR",
+                ));
+            }
+            let mut ancestor = crate::containing_dir::containing_dir(dir);
+            while fs::symlink_metadata(ancestor).is_err() {
+                match ancestor.parent() {
+                    Some(up) if !up.as_os_str().is_empty() => ancestor = up,
+                    _ => {
+                        ancestor = Path::new(".");
+                        break;
+                    }
+                }
+            }
+            let err = if fs::metadata(ancestor).is_ok_and(|meta| meta.is_dir()) {
+                writable(ancestor).err().map(|err| err as i32)
+            } else {
+                Some(nix::libc::ENOTDIR)
+            };
+            match err {
+                Some(errno) => Err(unusable(
+                    dir,
+                    format!("cannot create: {}", io::Error::from_raw_os_error(errno)),
+                )),
+                None => Ok(()),
+            }
+        }
+        Err(err) => Err(unusable(dir, err)),
+    }
+}
+
 fn prepare(dir: &Path) -> Result<(), LockDirError> {
     match fs::metadata(dir) {
         Ok(meta) if !meta.is_dir() => return Err(unusable(dir, "not a directory")),
@@ -1358,6 +1427,31 @@ mod tests {
                 .all(|b| b.is_ascii_hexdigit()));
         }
         assert_ne!(KeyPaths::of(root, "a").lock, KeyPaths::of(root, "b").lock);
+    }
+
+    #[test]
+    fn the_check_refuses_what_prepare_refuses_and_makes_nothing() {
+        let scratch = tempfile::tempdir().unwrap();
+        let file = scratch.path().join("file");
+        fs::write(&file, "").unwrap();
+        assert_eq!(
+            check(&file).unwrap_err().to_string(),
+            prepare(&file).unwrap_err().to_string()
+        );
+        let dangling = scratch.path().join("dangling");
+        std::os::unix::fs::symlink(scratch.path().join("nowhere"), &dangling).unwrap();
+        assert_eq!(
+            check(&dangling).unwrap_err().to_string(),
+            prepare(&dangling).unwrap_err().to_string()
+        );
+        let below = file.join("sub");
+        assert_eq!(
+            check(&below).unwrap_err().to_string(),
+            prepare(&below).unwrap_err().to_string()
+        );
+        let missing = scratch.path().join("a/b");
+        check(&missing).unwrap();
+        assert!(!scratch.path().join("a").exists());
     }
 
     #[test]
