@@ -167,9 +167,10 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
         // Its rows are the busiest keys, not every key: the slowest of them, said so.
         writeln!(
             out,
-            "The run is drawn aggregated: the chart shows the {} slowest of its {total} busiest \
-             keys (the run has {}), to the resolution of {} time buckets; the table below \
-             names the slowest of all its keys.\n",
+            "The run is drawn aggregated ({}: too many to draw one by one): the chart shows \
+             the {} slowest of its {total} busiest keys (the run has {}), to the resolution of \
+             {} time buckets; the table below names the slowest of all its keys.\n",
+            f.jobs_text(),
             keys.len(),
             f.keys,
             super::model::BUCKETS

@@ -156,7 +156,7 @@ impl Figures {
         if unrecorded == 0 {
             all
         } else {
-            format!("{all} ({unrecorded} with no record yet)")
+            format!("{all}, {unrecorded} of them with no record yet")
         }
     }
 
@@ -567,6 +567,10 @@ pub(crate) fn build(path: &Path, events: Option<&Path>) -> Result<Timeline, Read
         Some(events) => Some(super::events::read(events, &first)?),
         None => None,
     };
+    if let Some(in_flight) = &in_flight {
+        // The time axis (and an aggregated run's buckets) reaches the last event.
+        first.figures.wall_ms = first.figures.wall_ms.max(in_flight.last_at);
+    }
     let body = if first.detailed() && !in_flight.as_ref().is_some_and(|f| f.too_many) {
         detail(path, &mut first, in_flight.as_ref())?
     } else {

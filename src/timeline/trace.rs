@@ -95,10 +95,10 @@ pub(crate) fn write(path: &Path, name: &Path, out: &mut impl Write) -> Result<()
         };
         // Written directly (not through JSON values): a million jobs make millions of events.
         let label = string(&shown(job.key.as_deref()));
-        let command = job
-            .command
-            .as_deref()
-            .map_or_else(|| "null".to_owned(), string);
+        let command = job.command.as_deref().map_or_else(
+            || "null".to_owned(),
+            |command| string(&crate::output::framing::escape_controls(command)),
+        );
         let seq = job.seq;
         let spans = spans(&job, origin);
         // Every wait of a record has a known cause (the reader refuses others), so the spans
@@ -180,7 +180,8 @@ pub(crate) fn write(path: &Path, name: &Path, out: &mut impl Write) -> Result<()
     out.write_all(b"\n],\"displayTimeUnit\":\"ms\",\"otherData\":")?;
     serde_json::to_writer(
         &mut *out,
-        &json!({"report": name.display().to_string(), "started_at": reader.run.started_at,
+        &json!({"report": crate::output::framing::escape_controls(&name.display().to_string()),
+                "started_at": reader.run.started_at,
                 "max_concurrent": reader.run.max_concurrent}),
     )
     .map_err(io::Error::from)?;

@@ -1505,7 +1505,7 @@ fn a_report_cut_short_with_a_long_events_file_is_drawn_aggregated() {
     draw_timeline(&report, Some(&events), &page).code(0);
     let html = scratch.read("cut.html");
     assert!(
-        html.contains("id=\"aggregated\">5200 jobs (5101 with no record yet)"),
+        html.contains("id=\"aggregated\">5200 jobs, 5101 of them with no record yet"),
         "{}",
         &html[..html.len().min(3000)]
     );
@@ -1525,4 +1525,21 @@ fn a_wait_for_a_resource_names_the_resource_among_the_longest_waits() {
     draw_timeline(&report, None, &md).code(0);
     let text = scratch.read("run.md");
     assert!(text.contains("| resource (gpu) |"), "{text}");
+}
+
+#[test]
+fn a_trace_shows_bidi_and_control_characters_of_keys_and_commands_escaped() {
+    let scratch = Scratch::new();
+    let out = Run::new()
+        .stdin("k\u{202e}1\techo \"\u{202e}\u{1b}[31m hi\"\n")
+        .run();
+    out.code(0);
+    let report = scratch.write("rep\u{202e}ort.jsonl", out.report_text.as_deref().unwrap());
+    let trace = scratch.join("run.json");
+    draw_timeline(&report, None, &trace).code(0);
+    let text = scratch.read("run.json");
+    assert!(!text.contains('\u{202e}'), "{text}");
+    assert!(!text.contains('\u{1b}'), "{text}");
+    assert!(text.contains("k\\\\u{202e}1"), "{text}");
+    let _: Value = serde_json::from_str(&text).expect("still JSON");
 }
