@@ -11,6 +11,19 @@ pub(crate) fn containing_dir(path: &Path) -> &Path {
     }
 }
 
+/// The nearest ancestor of `path` that exists (`.` when none of its named ones does): where
+/// `create_dir_all(path)` would make its first directory.
+pub(crate) fn nearest_existing(path: &Path) -> &Path {
+    let mut ancestor = containing_dir(path);
+    while std::fs::symlink_metadata(ancestor).is_err() {
+        match ancestor.parent() {
+            Some(up) if !up.as_os_str().is_empty() => ancestor = up,
+            _ => return Path::new("."),
+        }
+    }
+    ancestor
+}
+
 #[cfg(test)]
 mod tests {
     use super::containing_dir;

@@ -183,16 +183,7 @@ pub(crate) fn check_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(), S
             Err(cannot(nix::libc::EEXIST))
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            let mut ancestor = crate::containing_dir::containing_dir(dir);
-            while std::fs::symlink_metadata(ancestor).is_err() {
-                match ancestor.parent() {
-                    Some(up) if !up.as_os_str().is_empty() => ancestor = up,
-                    _ => {
-                        ancestor = Path::new(".");
-                        break;
-                    }
-                }
-            }
+            let ancestor = crate::containing_dir::nearest_existing(dir);
             if !std::fs::metadata(ancestor).is_ok_and(|meta| meta.is_dir()) {
                 return Err(cannot(nix::libc::ENOTDIR));
             }

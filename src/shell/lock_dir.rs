@@ -517,23 +517,10 @@ pub(crate) fn check(dir: &Path) -> Result<(), LockDirError> {
             Ok(())
         }
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            if fs::symlink_metadata(dir).is_ok_and(|meta| meta.file_type().is_symlink()) {
-                return Err(unusable(
-                    dir,
-                    "a symbolic link to a directory that does not exist: create it, or name \
-                     another DIR",
-                ));
+            if let Some(dangling) = dangling(dir) {
+                return Err(dangling);
             }
-            let mut ancestor = crate::containing_dir::containing_dir(dir);
-            while fs::symlink_metadata(ancestor).is_err() {
-                match ancestor.parent() {
-                    Some(up) if !up.as_os_str().is_empty() => ancestor = up,
-                    _ => {
-                        ancestor = Path::new(".");
-                        break;
-                    }
-                }
-            }
+            let ancestor = crate::containing_dir::nearest_existing(dir);
             let err = if fs::metadata(ancestor).is_ok_and(|meta| meta.is_dir()) {
                 writable(ancestor).err().map(|err| err as i32)
             } else {
@@ -551,17 +538,26 @@ pub(crate) fn check(dir: &Path) -> Result<(), LockDirError> {
     }
 }
 
+/// DIR, not found, as a symbolic link to nothing: no directory is made through it.
+fn dangling(dir: &Path) -> Option<LockDirError> {
+    fs::symlink_metadata(dir)
+        .is_ok_and(|meta| meta.file_type().is_symlink())
+        .then(|| {
+            unusable(
+                dir,
+                "a symbolic link to a directory that does not exist: create it, or name another \
+                 DIR",
+            )
+        })
+}
+
 fn prepare(dir: &Path) -> Result<(), LockDirError> {
     match fs::metadata(dir) {
         Ok(meta) if !meta.is_dir() => return Err(unusable(dir, "not a directory")),
         Ok(_) => {}
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            if fs::symlink_metadata(dir).is_ok_and(|meta| meta.file_type().is_symlink()) {
-                return Err(unusable(
-                    dir,
-                    "a symbolic link to a directory that does not exist: create it, or name \
-                     another DIR",
-                ));
+            if let Some(dangling) = dangling(dir) {
+                return Err(dangling);
             }
             fs::create_dir_all(dir).map_err(|err| unusable(dir, format!("cannot create: {err}")))?
         }
