@@ -286,14 +286,17 @@ impl Scheduler {
     /// held it ended or stopped answering). The lock counts as let go; the key's running job,
     /// if any, is asked to stop with SIGTERM, reason `lock_lost` (unless it is already stopping
     /// for another reason: the first reason wins). A job of the key still waiting asks for the
-    /// lock again, behind the waiters of other processes.
-    pub fn host_key_lost(&mut self, key: &str) -> Vec<StopOrder> {
+    /// lock again, behind the waiters of other processes, and waits `lock` from `now` (one
+    /// granted the key and waiting for a slot waited `cap` until then).
+    pub fn host_key_lost(&mut self, key: &str, now: Tick) -> Vec<StopOrder> {
+        self.clock = self.clock.max(now);
         let Some(host) = self.host.as_mut() else {
             return Vec::new();
         };
         if host.held.remove(key).is_none() {
             return Vec::new();
         }
+        self.refresh_waits(key, Touched::Front, now);
         let mut stops: Vec<StopOrder> = self
             .running
             .iter_mut()

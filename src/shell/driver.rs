@@ -1209,9 +1209,12 @@ impl Driver {
                     return;
                 }
                 self.grants.remove(&key);
-                let stops = self.core.host_key_lost(&key);
+                let now = self.tick();
+                let stops = self.core.host_key_lost(&key, now);
                 let what = if stops.is_empty() {
-                    String::new()
+                    // Held for a job not started yet (waiting for a slot, say): nothing ran
+                    // under it, and that job asks for the key again.
+                    "; no job of it was running (one waiting asks for the key again)".to_owned()
                 } else {
                     "; its job is stopped (lock_lost)".to_owned()
                 };

@@ -367,6 +367,74 @@ fn a_terminated_session_stops_its_job_as_lock_lost_before_another_host_starts_th
     assert_eq!(pg.locks(), "no key is held\n");
 }
 
+#[test]
+fn a_key_lost_before_its_job_started_says_no_job_ran_and_its_job_runs_later() {
+    // One slot, two keys: one key's job runs, the other's key is granted and its job waits
+    // for the slot. That key's session is ended: nothing ran under it, and its job asks for
+    // the key again and runs.
+    let Some(pg) = Postgres::start("a_key_lost_before_its_job_started") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let input = format!(
+        "{}{}",
+        marked_job("a", &await_file("go")),
+        marked_job("b", &await_file("go"))
+    );
+    let events = scratch.join("events.jsonl");
+    let run = pg
+        .host(&scratch, "ha")
+        .args(["-j", "1", "--events"])
+        .arg(&events)
+        .stdin(input)
+        .spawn();
+    // The tables exist once a job runs.
+    assert!(
+        wait_until(Duration::from_secs(10), || scratch.exists("log.a")
+            || scratch.exists("log.b")),
+        "no job started"
+    );
+    wait_for_listing(|| pg.locks(), "its job not started yet");
+    let (running, waiting) = if scratch.exists("log.a") {
+        ("a", "b")
+    } else {
+        ("b", "a")
+    };
+    assert!(scratch.exists(&format!("log.{running}")));
+    pg.terminate_holder(waiting);
+    // The loss is seen while its job waits for the slot: the job waits for the key again
+    // (`lock` after `cap`), and only then does the slot free.
+    let seq = if waiting == "a" { 1 } else { 2 };
+    let causes = || -> Vec<String> {
+        crate::records::events(&events)
+            .iter()
+            .filter(|event| event["type"] == "waiting" && event["seq"] == seq)
+            .map(|event| event["cause"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || causes()
+            .iter()
+            .skip_while(|cause| *cause != "cap")
+            .any(|cause| cause == "lock")),
+        "{:?}",
+        causes()
+    );
+    scratch.write("go", "");
+    let out = run.wait();
+    out.code(0);
+    assert!(
+        out.stderr()
+            .contains(&format!("lost the lock of key \"{waiting}\" (",))
+            && out
+                .stderr()
+                .contains("; no job of it was running (one waiting asks for the key again)"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(out.report().summary.succeeded, 2, "{}", out.dump());
+}
+
 /// A wait for a key that the server cancels (here a `statement_timeout` on the waiter's
 /// connection, as a role's setting or a DBA's `pg_cancel_backend` would) takes nothing from the
 /// holder: lanes' sessions wait without a time limit, and a claim runs only on a session that

@@ -458,7 +458,7 @@ fn a_lost_lock_stops_its_job_as_lock_lost_and_the_next_job_asks_again() {
     let first = s.take(ms(0)).expect("a is held");
     let other = s.take(ms(0)).expect("b is held");
     assert_eq!((first.seq, other.seq), (1, 3));
-    let stops = s.host_key_lost("a");
+    let stops = s.host_key_lost("a", ms(2));
     assert_eq!(
         stops,
         [StopOrder {
@@ -468,7 +468,7 @@ fn a_lost_lock_stops_its_job_as_lock_lost_and_the_next_job_asks_again() {
         }],
         "only the job of the key lost"
     );
-    assert!(s.host_key_lost("a").is_empty(), "told once");
+    assert!(s.host_key_lost("a", ms(2)).is_empty(), "told once");
     let finished = s
         .finish(
             1,
@@ -487,5 +487,5 @@ fn a_lost_lock_stops_its_job_as_lock_lost_and_the_next_job_asks_again() {
     assert_eq!(keys(&orders.acquire), ["a"]);
     assert!(s.host_key_acquired("a", ms(4)));
     assert_eq!(s.take(ms(4)).map(|st| st.seq), Some(2));
-    assert!(s.host_key_lost("c").is_empty(), "a key never held");
+    assert!(s.host_key_lost("c", ms(4)).is_empty(), "a key never held");
 }

@@ -40,6 +40,15 @@ fn behind(seq: Seq) -> WaitCause {
 }
 
 /// The changes told of since the last call, as (seq, cause, at in ms).
+/// The keys the shell is told to ask for now.
+fn keys_asked(s: &mut Scheduler) -> Vec<String> {
+    s.host_keys()
+        .acquire
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
 fn changes(s: &mut Scheduler) -> Vec<(Seq, WaitCause, u64)> {
     s.take_wait_changes()
         .into_iter()
@@ -432,6 +441,30 @@ fn host_wide_keys_wait_for_the_lock_then_the_shared_slot() {
             span(WaitCause::SharedCap, 20, 45)
         ]
     );
+}
+
+#[test]
+fn a_key_lost_while_its_job_waits_for_a_slot_waits_for_the_lock_again() {
+    let mut s = scheduler(1, Policy::default());
+    s.share_keys();
+    let _ = s.admit(job(1, "a", 0), ms(0));
+    let _ = s.admit(job(2, "b", 0), ms(0));
+    let _ = s.host_keys();
+    assert!(s.host_key_acquired("a", ms(5)));
+    assert_eq!(s.take(ms(5)).map(|st| st.seq), Some(1));
+    assert!(s.host_key_acquired("b", ms(6)));
+    assert_eq!(
+        changes(&mut s),
+        [
+            (1, WaitCause::Lock, 0),
+            (2, WaitCause::Lock, 0),
+            (2, WaitCause::Cap, 6)
+        ]
+    );
+    // Its key's session is lost while the slot is taken: nothing of b ran, it asks again.
+    assert!(s.host_key_lost("b", ms(10)).is_empty());
+    assert_eq!(changes(&mut s), [(2, WaitCause::Lock, 10)]);
+    assert_eq!(keys_asked(&mut s), ["b"]);
 }
 
 #[test]
