@@ -19,6 +19,11 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// Keys as text (a host-key order's `acquire` or `release`).
+fn keys(list: &[Arc<str>]) -> Vec<&str> {
+    list.iter().map(|k| &**k).collect()
+}
+
 /// Releases run `seq` as failed at `now`, its shell having exited with status 1.
 fn fail(s: &mut Scheduler, seq: Seq, now: Tick) -> Released {
     s.release_failed(seq, now, FailReason::ExitStatus, Some(ExitFacts::Exited(1)))

@@ -481,7 +481,6 @@ impl LockDir {
     }
 }
 
-/// Creates DIR and its subdirectories, and checks that it is writable and `flock` works on it.
 /// What [`prepare`] would refuse, found without making anything (`--dry-run`): DIR that is
 /// not a directory, a link to nothing, or DIR, its `keys/` and `slots/`, or (for a DIR to be
 /// made) its nearest existing ancestor, that this user may not write in (`access(2)`). Whether
@@ -551,6 +550,7 @@ fn dangling(dir: &Path) -> Option<LockDirError> {
         })
 }
 
+/// Creates DIR and its subdirectories, and checks that it is writable and `flock` works on it.
 fn prepare(dir: &Path) -> Result<(), LockDirError> {
     match fs::metadata(dir) {
         Ok(meta) if !meta.is_dir() => return Err(unusable(dir, "not a directory")),

@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::super::*;
-use super::{job, ms};
+use super::{job, keys, ms};
 
 fn shared(max_concurrent: usize) -> Scheduler {
     let mut s = Scheduler::new(Limits {
@@ -19,10 +19,6 @@ fn shared(max_concurrent: usize) -> Scheduler {
     });
     s.share_keys();
     s
-}
-
-fn keys(list: &[Arc<str>]) -> Vec<&str> {
-    list.iter().map(|k| &**k).collect()
 }
 
 fn ended(code: i32, at: Tick) -> RunFacts {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::*;
-use super::{assert_waits_add_up, job, ms, told_wait};
+use super::{assert_waits_add_up, job, keys, ms, told_wait};
 
 fn scheduler(max_concurrent: usize, policy: Policy) -> Scheduler {
     let mut s = Scheduler::with_policy(
@@ -40,15 +40,6 @@ fn behind(seq: Seq) -> WaitCause {
 }
 
 /// The changes told of since the last call, as (seq, cause, at in ms).
-/// The keys the shell is told to ask for now.
-fn keys_asked(s: &mut Scheduler) -> Vec<String> {
-    s.host_keys()
-        .acquire
-        .iter()
-        .map(ToString::to_string)
-        .collect()
-}
-
 fn changes(s: &mut Scheduler) -> Vec<(Seq, WaitCause, u64)> {
     s.take_wait_changes()
         .into_iter()
@@ -464,7 +455,7 @@ fn a_key_lost_while_its_job_waits_for_a_slot_waits_for_the_lock_again() {
     // Its key's session is lost while the slot is taken: nothing of b ran, it asks again.
     assert!(s.host_key_lost("b", ms(10)).is_empty());
     assert_eq!(changes(&mut s), [(2, WaitCause::Lock, 10)]);
-    assert_eq!(keys_asked(&mut s), ["b"]);
+    assert_eq!(keys(&s.host_keys().acquire), ["b"]);
 }
 
 #[test]
