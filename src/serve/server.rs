@@ -224,21 +224,22 @@ impl Serving {
     }
 }
 
-/// How long a connection must have sent no request, waiting for one, before a new connection may take its place when every place is taken: a client that
-/// forgot its connection, or many idle ones, lock out `status`, `cancel`, `drain` and `close`
-/// for no longer than this, rather than for [`IDLE_TIMEOUT`].
+/// How long a connection must have sent no request, waiting for one, before a new connection
+/// may take its place when every place is taken: a client that forgot its connection, or many
+/// idle ones, lock out `status`, `cancel`, `drain` and `close` for no longer than this, rather
+/// than for [`IDLE_TIMEOUT`].
 const IDLE_BEFORE_MAKING_ROOM: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a new connection waits for the place of the idle one closed for it.
 const ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// A connection waiting for a request: since when, how to close it, and how many answers it
-/// still owes its client (its requests' answers not made yet: a `cancel` waiting out a grace
-/// period, say).
+/// A connection waiting for a request: since when, how to close it, and its share of
+/// [`PIPELINE_BYTES`], all of it free once every answer it owes its client is made (one still
+/// to come: a `cancel` waiting out a grace period, say).
 struct Waiting {
     since: std::time::Instant,
     close: Arc<Notify>,
-    due: Arc<AtomicUsize>,
+    budget: Arc<tokio::sync::Semaphore>,
 }
 
 /// The connections waiting for a request.
@@ -261,14 +262,14 @@ impl IdleConnections {
     }
 
     /// Connection `id` waits for a request from now on; `close` is told if it is to make room,
-    /// which it may only while `due` is 0.
-    fn waiting(&self, id: u64, close: &Arc<Notify>, due: &Arc<AtomicUsize>) {
+    /// which it may only while its `budget` is whole (no answer owed).
+    fn waiting(&self, id: u64, close: &Arc<Notify>, budget: &Arc<tokio::sync::Semaphore>) {
         self.lock().insert(
             id,
             Waiting {
                 since: std::time::Instant::now(),
                 close: Arc::clone(close),
-                due: Arc::clone(due),
+                budget: Arc::clone(budget),
             },
         );
     }
@@ -286,7 +287,7 @@ impl IdleConnections {
             .iter()
             .filter(|(_, idle)| {
                 idle.since.elapsed() >= IDLE_BEFORE_MAKING_ROOM
-                    && idle.due.load(Ordering::SeqCst) == 0
+                    && idle.budget.available_permits() == PIPELINE_BYTES
             })
             .min_by_key(|(_, idle)| idle.since)
             .map(|(&id, _)| id);
@@ -593,9 +594,7 @@ async fn serve_connection(
         }
     };
     let (pending_tx, pending_rx) = mpsc::channel::<Due>(PIPELINE_DEPTH);
-    // Answers of this connection's requests not made yet.
-    let unanswered = Arc::new(AtomicUsize::new(0));
-    let mut writing = tokio::spawn(write_answers(out, pending_rx, Arc::clone(&unanswered)));
+    let mut writing = tokio::spawn(write_answers(out, pending_rx));
     let budget = std::sync::Arc::new(tokio::sync::Semaphore::new(PIPELINE_BYTES));
     let mut reader = BufReader::new(read);
     let mut line = Vec::new();
@@ -609,7 +608,7 @@ async fn serve_connection(
         // once idle long enough (the answers still due are written first, as after
         // [`IDLE_TIMEOUT`]).
         if reader.buffer().is_empty() {
-            idle.waiting(id, &make_room, &unanswered);
+            idle.waiting(id, &make_room, &budget);
         }
         let limit = (MAX_REQUEST_BYTES + 1) as u64;
         let mut bounded = (&mut reader).take(limit);
@@ -639,13 +638,10 @@ async fn serve_connection(
         else {
             break;
         };
-        let due = |pending, owed| {
-            unanswered.fetch_add(1, Ordering::SeqCst);
-            Due {
-                pending,
-                held,
-                owed,
-            }
+        let due = |pending, owed| Due {
+            pending,
+            held,
+            owed,
         };
         if line.last() == Some(&b'\n') {
             line.pop();
@@ -752,14 +748,9 @@ async fn serve_connection(
 }
 
 /// Writes the answers of one connection in the order of its requests; a batch of answers
-/// ready together goes out in one write, and `unanswered` (counted up as requests are read)
-/// down as each answer is made. Ends early when a write fails or makes no progress for
-/// [`IDLE_TIMEOUT`].
-async fn write_answers(
-    mut out: Out,
-    mut pending: mpsc::Receiver<Due>,
-    unanswered: Arc<AtomicUsize>,
-) {
+/// ready together goes out in one write. Ends early when a write fails or makes no progress
+/// for [`IDLE_TIMEOUT`].
+async fn write_answers(mut out: Out, mut pending: mpsc::Receiver<Due>) {
     // The answers gathered and not written yet that are owed (see [`Owed`]).
     let mut unwritten = Vec::new();
     loop {
@@ -793,7 +784,6 @@ async fn write_answers(
         };
         // Gathered (at most [`OUT_BATCH`] before a write): its request's share is given back.
         out.push(&reply.answer);
-        unanswered.fetch_sub(1, Ordering::SeqCst);
         drop(next.held);
         unwritten.extend(next.owed);
         if let Some(then) = reply.then {
