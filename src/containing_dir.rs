@@ -11,17 +11,30 @@ pub(crate) fn containing_dir(path: &Path) -> &Path {
     }
 }
 
-/// The nearest ancestor of `path` that exists (`.` when none of its named ones does): where
-/// `create_dir_all(path)` would make its first directory.
-pub(crate) fn nearest_existing(path: &Path) -> &Path {
-    let mut ancestor = containing_dir(path);
+/// Whether `create_dir_all(dir)` could make the missing `dir`, found without making it: its
+/// nearest existing ancestor (`.` when none of its named ones exists) a directory this process
+/// may write in and search (`access(2)`, as the real ids).
+///
+/// # Errors
+/// `ENOTDIR` when that ancestor is not a directory, else what `access` says (`EACCES`,
+/// `EROFS`).
+pub(crate) fn check_creatable(dir: &Path) -> Result<(), std::io::Error> {
+    use nix::unistd::{access, AccessFlags};
+    let mut ancestor = containing_dir(dir);
     while std::fs::symlink_metadata(ancestor).is_err() {
         match ancestor.parent() {
             Some(up) if !up.as_os_str().is_empty() => ancestor = up,
-            _ => return Path::new("."),
+            _ => {
+                ancestor = Path::new(".");
+                break;
+            }
         }
     }
-    ancestor
+    if !std::fs::metadata(ancestor).is_ok_and(|meta| meta.is_dir()) {
+        return Err(std::io::Error::from_raw_os_error(nix::libc::ENOTDIR));
+    }
+    access(ancestor, AccessFlags::W_OK | AccessFlags::X_OK)
+        .map_err(|errno| std::io::Error::from_raw_os_error(errno as i32))
 }
 
 #[cfg(test)]

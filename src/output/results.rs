@@ -165,11 +165,10 @@ pub(crate) fn prepare_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(),
 /// # Errors
 /// As [`prepare_dir`]'s, in the same words.
 pub(crate) fn check_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(), String> {
-    let cannot = |errno: i32| {
+    let cannot = |err: std::io::Error| {
         format!(
-            "cannot create the results directory {}: {}",
-            dir.display(),
-            std::io::Error::from_raw_os_error(errno)
+            "cannot create the results directory {}: {err}",
+            dir.display()
         )
     };
     match std::fs::metadata(dir) {
@@ -180,21 +179,13 @@ pub(crate) fn check_dir(dir: &Path, clean: bool, resuming: bool) -> Result<(), S
             if err.kind() == std::io::ErrorKind::NotFound
                 && std::fs::symlink_metadata(dir).is_ok() =>
         {
-            Err(cannot(nix::libc::EEXIST))
+            Err(cannot(std::io::Error::from_raw_os_error(nix::libc::EEXIST)))
         }
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-            let ancestor = crate::containing_dir::nearest_existing(dir);
-            if !std::fs::metadata(ancestor).is_ok_and(|meta| meta.is_dir()) {
-                return Err(cannot(nix::libc::ENOTDIR));
-            }
-            nix::unistd::access(
-                ancestor,
-                nix::unistd::AccessFlags::W_OK | nix::unistd::AccessFlags::X_OK,
-            )
-            .map_err(|errno| cannot(errno as i32))
+            crate::containing_dir::check_creatable(dir).map_err(cannot)
         }
         // Below a file (ENOTDIR), or under a directory this process may not search (EACCES).
-        Err(err) => Err(cannot(err.raw_os_error().unwrap_or(nix::libc::EIO))),
+        Err(err) => Err(cannot(err)),
     }
 }
 

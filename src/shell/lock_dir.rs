@@ -519,19 +519,8 @@ pub(crate) fn check(dir: &Path) -> Result<(), LockDirError> {
             if let Some(dangling) = dangling(dir) {
                 return Err(dangling);
             }
-            let ancestor = crate::containing_dir::nearest_existing(dir);
-            let err = if fs::metadata(ancestor).is_ok_and(|meta| meta.is_dir()) {
-                writable(ancestor).err().map(|err| err as i32)
-            } else {
-                Some(nix::libc::ENOTDIR)
-            };
-            match err {
-                Some(errno) => Err(unusable(
-                    dir,
-                    format!("cannot create: {}", io::Error::from_raw_os_error(errno)),
-                )),
-                None => Ok(()),
-            }
+            crate::containing_dir::check_creatable(dir)
+                .map_err(|err| unusable(dir, format!("cannot create: {err}")))
         }
         Err(err) => Err(unusable(dir, err)),
     }
