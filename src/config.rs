@@ -637,24 +637,22 @@ impl RunConfig {
         // A variable set but empty (`LANES_LOCK_DIR=$LOCKS` with LOCKS unset) where it would be
         // taken: a run meant to share its keys would otherwise run without a word. Either flag
         // wins over both variables, as over set ones.
+        // `lanes serve` shares no key: an empty variable asks for nothing there.
         let flag_given = cli.lock_dir.is_some() || cli.coordinate.is_some();
-        if cli.backend != BackendKind::Slurm && !flag_given {
-            for (name, empty, given_otherwise) in [
-                // `lanes serve` shares no key: an empty variable asks for nothing there.
+        if cli.backend != BackendKind::Slurm && !flag_given && !cli.serve {
+            for (name, empty) in [
                 (
                     "LANES_LOCK_DIR",
                     env_lock_dir
                         .as_ref()
                         .is_some_and(|dir| dir.as_os_str().is_empty()),
-                    cli.serve,
                 ),
                 (
                     "LANES_COORDINATE",
                     env_coordinate.as_ref().is_some_and(String::is_empty),
-                    cli.serve,
                 ),
             ] {
-                if empty && !given_otherwise {
+                if empty {
                     return Err(ConfigError::Usage(format!(
                         "{name} is set but empty: set it to share keys with other lanes, or \
                          unset it (`unset {name}`) to share none"

@@ -1034,7 +1034,7 @@ impl Driver {
             retried.usage = usage;
             return;
         }
-        let retried_tails = self
+        let mut retried_tails = self
             .retry_tails
             .remove(&first)
             .map(|retried| retried.tails)
@@ -1051,8 +1051,9 @@ impl Driver {
                 } else {
                     Vec::new()
                 },
+                // The first job's alone, as its block is: taken, not copied.
                 retried_tails: if account.seq == first {
-                    retried_tails.clone()
+                    std::mem::take(&mut retried_tails)
                 } else {
                     Vec::new()
                 },

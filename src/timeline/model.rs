@@ -166,21 +166,20 @@ impl Figures {
         if !self.finished {
             return "not finished (no summary: interrupted, or still being written)".to_owned();
         }
-        match self.exit_code {
-            None | Some(0) => "finished".to_owned(),
-            Some(code) if code > 128 => {
-                let signal = i32::try_from(code - 128)
-                    .ok()
-                    .and_then(|n| nix::sys::signal::Signal::try_from(n).ok());
-                match signal {
-                    Some(signal) => format!(
-                        "finished: stopped by {}, exit status {code}",
-                        signal.as_str()
-                    ),
-                    None => format!("finished: exit status {code}"),
-                }
-            }
-            Some(code) => format!("finished: exit status {code}"),
+        let Some(code) = self.exit_code.filter(|&code| code != 0) else {
+            return "finished".to_owned();
+        };
+        // 128+N: lanes was stopped by signal N (one the system names).
+        let signal = (code > 128)
+            .then(|| i32::try_from(code - 128).ok())
+            .flatten()
+            .and_then(|n| nix::sys::signal::Signal::try_from(n).ok());
+        match signal {
+            Some(signal) => format!(
+                "finished: stopped by {}, exit status {code}",
+                signal.as_str()
+            ),
+            None => format!("finished: exit status {code}"),
         }
     }
 

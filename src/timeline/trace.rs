@@ -78,6 +78,8 @@ pub(crate) fn write(path: &Path, name: &Path, out: &mut impl Write) -> Result<()
     let mut text = String::new();
     while let Some((_, line)) = reader.next(false, &mut text)? {
         let Line::Job(job, _) = line else { continue };
+        // The key as shown, made once for the job's names.
+        let key = shown(job.key.as_deref());
         let next = threads.len() as u64 + 1;
         let hash = key_hash(job.key.as_deref());
         let tid = match threads.get(&hash) {
@@ -88,13 +90,13 @@ pub(crate) fn write(path: &Path, name: &Path, out: &mut impl Write) -> Result<()
                     out,
                     &mut first,
                     &json!({"name": "thread_name", "ph": "M", "pid": KEYS_PID, "tid": next,
-                            "args": {"name": shown(job.key.as_deref())}}),
+                            "args": {"name": &key}}),
                 )?;
                 next
             }
         };
         // Written directly (not through JSON values): a million jobs make millions of events.
-        let label = string(&shown(job.key.as_deref()));
+        let label = string(&key);
         let command = job.command.as_deref().map_or_else(
             || "null".to_owned(),
             |command| string(&crate::output::framing::escape_controls(command)),
@@ -170,7 +172,7 @@ pub(crate) fn write(path: &Path, name: &Path, out: &mut impl Write) -> Result<()
             event(
                 out,
                 &mut first,
-                &json!({"name": format!("{} ({})", shown(job.key.as_deref()), job.outcome),
+                &json!({"name": format!("{key} ({})", job.outcome),
                         "cat": "never_ran", "ph": "i", "s": "t", "ts": us(spans.ended),
                         "pid": KEYS_PID, "tid": tid, "args": {"seq": job.seq,
                         "outcome": &job.outcome, "reason": &job.reason}}),
