@@ -1,8 +1,6 @@
 //! Flaky jobs: a job that succeeds after a failed try is `succeeded` with `flaky: true`,
 //! counted in the summary (record and line) and a `<flakyFailure>` per failed try in JUnit.
 
-use std::time::Duration;
-
 use crate::support::*;
 
 #[test]
@@ -86,17 +84,8 @@ fn a_job_stopped_while_it_waits_for_its_retry_keeps_each_tries_stderr_in_junit()
         .stdin("k\techo \"try $LANES_ATTEMPT went wrong\" >&2; exit 3\n")
         .spawn();
     // Its first try ended and goes again: it now waits out the delay.
-    assert!(
-        wait_until(Duration::from_secs(10), || crate::records::events(&events)
-            .iter()
-            .any(|event| event["type"] == "ended" && event["retry"] == true)),
-        "the first try never ended"
-    );
-    nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(running.pid()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    crate::records::wait_for_a_retry(&events);
+    running.signal(nix::sys::signal::Signal::SIGINT);
     let out = running.wait();
     out.code(130);
     assert_eq!(out.job(1).result(), ("interrupted", Some("shutdown")));

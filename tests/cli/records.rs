@@ -137,6 +137,18 @@ pub fn events(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Waits until the events file at `path` tells of a try that goes again (`ended` with `retry`
+/// true): its job then waits out its retry delay. Panics after 10 s.
+pub fn wait_for_a_retry(path: &Path) {
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || events(path)
+            .iter()
+            .any(|event| event["type"] == "ended" && event["retry"] == true)),
+        "no try went again: {:?}",
+        events(path)
+    );
+}
+
 /// The events of `kind` (`queued`, `started`, `ended`).
 pub fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events

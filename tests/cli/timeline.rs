@@ -1382,11 +1382,7 @@ fn a_job_stopped_while_waiting_for_its_retry_is_drawn_alike_with_and_without_its
         .stdin("a\ttouch \"$D/a\"; exec sleep 30\nb\texit 5\n")
         .spawn();
     scratch.wait_for("a", Duration::from_secs(10));
-    assert!(wait_until(Duration::from_secs(10), || {
-        std::fs::read_to_string(&events)
-            .unwrap_or_default()
-            .contains("\"retry\":true")
-    }));
+    crate::records::wait_for_a_retry(&events);
     running.signal(nix::sys::signal::Signal::SIGINT);
     running.wait().code(130);
     let whole = scratch.read("run.jsonl");
@@ -1443,11 +1439,7 @@ fn a_run_stopped_by_ctrl_c_says_so_and_its_keys_that_never_started_are_among_the
         .stdin("a\ttouch \"$D/up\"; exec sleep 30\nb\ttrue\nc\ttrue\n")
         .spawn();
     scratch.wait_for("up", Duration::from_secs(10));
-    nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(running.pid()),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    running.signal(nix::sys::signal::Signal::SIGINT);
     let out = running.wait();
     out.code(130);
     let report_path = scratch.write("report.jsonl", out.report_text.as_deref().unwrap());
