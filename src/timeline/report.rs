@@ -241,6 +241,14 @@ impl ReportReader {
         };
         let value: serde_json::Value = match serde_json::from_str(&text) {
             Ok(value) => value,
+            Err(_) if starts_with_whole_value(&text) => {
+                return Err(bad(
+                    number,
+                    "not JSON Lines: another record follows the `run` record on its line (a \
+                     lanes report has one record per line)"
+                        .into(),
+                ))
+            }
             Err(_) if !complete && text.starts_with(r#"{"type":"run""#) => {
                 return Err(bad(
                     number,
@@ -378,6 +386,12 @@ impl ReportReader {
                     .ok_or_else(|| self.bad(number, "summary without duration_ms".into()))?;
                 self.summary_line = Some(number);
                 let exit_code = value.get("exit_code").and_then(serde_json::Value::as_i64);
+                if let Some(code) = exit_code.filter(|code| !(0..=255).contains(code)) {
+                    return Err(self.bad(
+                        number,
+                        format!("exit_code {code} in the summary: an exit status is 0 to 255"),
+                    ));
+                }
                 Ok(Some((
                     number,
                     Line::Summary {
@@ -416,6 +430,13 @@ impl ReportReader {
             why,
         }
     }
+}
+
+/// Whether `text` starts with a whole JSON value followed by more than white space: records
+/// joined on one line, where JSON Lines has one per line.
+fn starts_with_whole_value(text: &str) -> bool {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde_json::Value>();
+    matches!(values.next(), Some(Ok(_))) && values.byte_offset() < text.trim_end().len()
 }
 
 /// The seqs of the records read: a bit each up to [`SeqSet::BITS`] (a run numbers its jobs

@@ -863,6 +863,18 @@ fn invalid_records_and_unreadable_input_are_refused_with_the_file_and_line() {
             "torn.jsonl:1: only a torn `run` record".to_owned(),
         ),
         (
+            "joined.jsonl",
+            lines.concat(),
+            "joined.jsonl:1: not JSON Lines: another record follows the `run` record on its \
+             line"
+                .to_owned(),
+        ),
+        (
+            "status.jsonl",
+            small.replace("\"exit_code\":1}", "\"exit_code\":256}"),
+            format!("status.jsonl:{n}: exit_code 256 in the summary: an exit status is 0 to 255"),
+        ),
+        (
             "events.jsonl",
             std::fs::read_to_string(fixtures().join("unfinished-events.jsonl")).unwrap(),
             "events.jsonl:1: not a lanes report: its first line is a `queued` event: it is an \
