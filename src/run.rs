@@ -57,6 +57,11 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             crate::shell::lock_dir::check(dir)
                 .map_err(|err| err.given_as(&config.lock_dir_given_as))?;
         }
+        check_cluster(&config)?;
+        if config.containment == ContainmentMode::Cgroup {
+            // Made to find out whether it can be, and removed at once.
+            drop(containment(config.containment)?);
+        }
         let resume = load_resume(&config)?;
         let runtime = event_loop()?;
         return match feed_for(&config, &runtime, hangup_ignored, None)? {
@@ -66,20 +71,7 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             }
         };
     }
-    if let crate::config::Backend::Slurm { options, .. } = &config.backend {
-        crate::shell::backend::check_cluster_licenses(
-            crate::resources::slurm_license_names(&config.resources)
-                .map(|name| {
-                    let what = format!("resource {name:?} is asked of the cluster as a license");
-                    (name, what)
-                })
-                .chain(options.license.as_deref().map(|name| {
-                    let what = format!("--slurm-license {name} asks every job for a license");
-                    (name, what)
-                })),
-        )
-        .map_err(|message| anyhow::anyhow!("--backend slurm: {message}"))?;
-    }
+    check_cluster(&config)?;
     let cgroups = containment(config.containment)?;
     let runtime = event_loop()?;
     // `lanes serve`: a second server on the same socket or journal, or a socket that cannot be
@@ -867,6 +859,28 @@ fn close_sink(
             .await
             .unwrap_or(false)
     })
+}
+
+/// `--backend slurm`: the cluster has every license the run asks of it.
+///
+/// # Errors
+/// A license the cluster does not list, or `scontrol` that cannot be run.
+fn check_cluster(config: &RunConfig) -> anyhow::Result<()> {
+    let crate::config::Backend::Slurm { options, .. } = &config.backend else {
+        return Ok(());
+    };
+    crate::shell::backend::check_cluster_licenses(
+        crate::resources::slurm_license_names(&config.resources)
+            .map(|name| {
+                let what = format!("resource {name:?} is asked of the cluster as a license");
+                (name, what)
+            })
+            .chain(options.license.as_deref().map(|name| {
+                let what = format!("--slurm-license {name} asks every job for a license");
+                (name, what)
+            })),
+    )
+    .map_err(|message| anyhow::anyhow!("--backend slurm: {message}"))
 }
 
 /// The run's cgroup, when jobs are to be contained in cgroups (`--containment`).

@@ -641,6 +641,12 @@ fn a_cgroup_where_no_job_cgroup_can_be_made_is_no_containment() {
         .args(["--containment", "cgroup"])
         .stdin("k\ttrue\n")
         .run();
+    // The dry run refuses what the run refuses.
+    let dry = Run::new()
+        .wrapper(&enter)
+        .args(["--containment", "cgroup", "--dry-run"])
+        .stdin("k\ttrue\n")
+        .run();
     // Nothing of lanes' is left in it: it can be removed.
     let removed = std::fs::remove_dir(&limited);
     auto.code(0);
@@ -658,6 +664,13 @@ fn a_cgroup_where_no_job_cgroup_can_be_made_is_no_containment() {
             .contains("--containment cgroup: cannot create a cgroup under"),
         "{}",
         cgroup.dump()
+    );
+    dry.code(2);
+    assert!(
+        dry.stderr()
+            .contains("--containment cgroup: cannot create a cgroup under"),
+        "{}",
+        dry.dump()
     );
     removed.unwrap();
 }
