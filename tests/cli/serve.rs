@@ -1146,6 +1146,49 @@ fn a_malformed_request_gets_an_error_and_the_connection_goes_on() {
     assert_eq!(report.jobs.len(), 1);
 }
 
+/// A client that ends its writing mid-request (killed, or a bug) admits nothing: the cut-off
+/// line gets an `error` answer. A last request that is whole but has no newline is a request.
+#[test]
+fn a_request_cut_off_by_the_clients_end_admits_nothing_and_a_whole_last_line_is_read() {
+    let scratch = Scratch::new();
+    let server = serve(&scratch, &[]);
+    let send_and_end = |bytes: &[u8]| -> Vec<Answer> {
+        let mut stream = UnixStream::connect(&server.socket).unwrap();
+        stream.write_all(bytes).unwrap();
+        stream.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut answers = String::new();
+        stream.read_to_string(&mut answers).unwrap();
+        answers
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+            .collect()
+    };
+    let cut = send_and_end(br#"{"v":1,"op":"submit","key":"cut","command":"touch cut"#);
+    assert_eq!(cut.len(), 1, "{cut:?}");
+    assert_eq!(cut[0].answer, "error");
+    assert!(
+        cut[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("not a valid JSON object"),
+        "{cut:?}"
+    );
+    let whole = send_and_end(br#"{"v":1,"op":"submit","key":"whole","command":"true"}"#);
+    assert_eq!(whole.len(), 1, "{whole:?}");
+    assert_eq!(whole[0].answer, "started", "{whole:?}");
+    assert_eq!(server.client("drain", &[]).code, 0);
+    let (out, report) = server.end();
+    out.code(0);
+    let keys: Vec<&str> = report
+        .jobs
+        .iter()
+        .filter_map(|job| job.key.as_deref())
+        .collect();
+    assert_eq!(keys, ["whole"]);
+    assert!(!scratch.join("cut").exists());
+}
+
 /// A server that serves at most 16 connections at once: with 64 descriptors (`ulimit -n`), a
 /// quarter.
 fn serve_16_at_once(scratch: &Scratch, options: &[&str]) -> Server {
