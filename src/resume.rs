@@ -75,11 +75,12 @@ pub(crate) struct Resume {
 }
 
 impl Resume {
-    /// Reads an earlier report (see [`Resume::parse_lines`]).
+    /// Reads an earlier report (see [`Resume::parse_lines`]); `newest_wins` under
+    /// `--coalesce latest` or `--cancel-in-progress`.
     ///
     /// # Errors
     /// The report cannot be read, or is not a lanes report.
-    pub(crate) fn load(path: &Path) -> Result<Self, ResumeError> {
+    pub(crate) fn load(path: &Path, newest_wins: bool) -> Result<Self, ResumeError> {
         let name = path.display().to_string();
         let read_error = |error| ResumeError::Read {
             path: name.clone(),
@@ -115,7 +116,7 @@ impl Resume {
                 _ => line,
             }))
         });
-        Self::parse_lines(&name, lines)
+        Self::parse_lines(&name, lines, newest_wins)
     }
 
     /// Parses report `text`; `name` is used in errors (see [`Resume::parse_lines`]).
@@ -123,9 +124,13 @@ impl Resume {
     /// # Errors
     /// Text that is not a lanes report.
     #[cfg(test)]
-    pub(crate) fn parse(name: &str, text: &str) -> Result<Self, ResumeError> {
+    pub(crate) fn parse(name: &str, text: &str, newest_wins: bool) -> Result<Self, ResumeError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        Self::parse_lines(name, text.lines().map(|line| Ok(line.to_owned())))
+        Self::parse_lines(
+            name,
+            text.lines().map(|line| Ok(line.to_owned())),
+            newest_wins,
+        )
     }
 
     /// Parses a report's `lines` (without their line ends), read one at a time; `name` is
@@ -134,8 +139,11 @@ impl Resume {
     /// ignored, as a crash can leave one; an unparsable line elsewhere is an error. An empty
     /// file is a report with no records: lanes creates the report before it writes to it.
     /// Records `succeeded`, `interrupted` as `superseded`, or `skipped` (by a `--resume`
-    /// before) count as done, each with its [`SkipReason`]. What is kept is each job's key and
-    /// command, not the records.
+    /// before) count as done, each with its [`SkipReason`]. When the `newest_wins`
+    /// (`--coalesce latest`, `--cancel-in-progress`: only a key's newest job matters), a job
+    /// not done counts as superseded when a later job of its key (by seq) was done: it never
+    /// runs after a newer one that was done. What is kept is each job's key and command, not
+    /// the records.
     ///
     /// # Errors
     /// A line that cannot be read; text that is not a lanes report: another first line (an
@@ -144,6 +152,7 @@ impl Resume {
     fn parse_lines(
         name: &str,
         lines: impl Iterator<Item = Result<String, ResumeError>>,
+        newest_wins: bool,
     ) -> Result<Self, ResumeError> {
         let mut lines = lines
             .filter(|line| line.as_ref().map_or(true, |l| !l.trim().is_empty()))
@@ -274,6 +283,19 @@ impl Resume {
             }
         }
         jobs.sort_by_key(|job| job.0);
+        if newest_wins {
+            // From the newest back: a key with a job done later supersedes its older jobs.
+            let mut done_later = std::collections::HashSet::new();
+            for (_, key, _, how) in jobs.iter_mut().rev() {
+                match how {
+                    Some(_) => {
+                        done_later.insert(key.clone());
+                    }
+                    None if done_later.contains(key) => *how = Some(SkipReason::SupersededBefore),
+                    None => {}
+                }
+            }
+        }
         // Each pair's occurrences counted, and the ones done kept, in one map (each pair's
         // text once).
         let mut occurrences: HashMap<(String, String), (u32, DoneOccurrences)> = HashMap::new();
@@ -391,7 +413,7 @@ mod tests {
             r#"{"type":"job","seq":5,"key":"b","command":"w","outcome":"interrupted","reason":"shutdown"}"#,
             "\n",
         );
-        let mut resume = Resume::parse("r.jsonl", report).unwrap();
+        let mut resume = Resume::parse("r.jsonl", report, false).unwrap();
         assert_eq!(resume.skip("a", "v1"), Some(SkipReason::SucceededBefore));
         assert_eq!(resume.skip("a", "v2"), Some(SkipReason::SupersededBefore));
         assert_eq!(resume.skip("a", "v3"), Some(SkipReason::SupersededBefore));
@@ -406,14 +428,43 @@ mod tests {
             r#"{"type":"job","seq":2,"key":"a","command":"v2","outcome":"skipped","reason":"superseded_before"}"#,
             "\n",
         );
-        let mut resume = Resume::parse("r.jsonl", resumed).unwrap();
+        let mut resume = Resume::parse("r.jsonl", resumed, false).unwrap();
         assert_eq!(resume.skip("a", "v1"), Some(SkipReason::SucceededBefore));
         assert_eq!(resume.skip("a", "v2"), Some(SkipReason::SupersededBefore));
     }
 
     #[test]
+    fn under_newest_wins_a_job_older_than_a_done_one_of_its_key_is_superseded() {
+        let report = concat!(
+            r#"{"type":"run","version":"0.1.0"}"#,
+            "\n",
+            r#"{"type":"job","seq":1,"key":"a","command":"v1","outcome":"failed","reason":"exit_status"}"#,
+            "\n",
+            r#"{"type":"job","seq":3,"key":"a","command":"v3","outcome":"failed","reason":"exit_status"}"#,
+            "\n",
+            r#"{"type":"job","seq":2,"key":"a","command":"v2","outcome":"succeeded"}"#,
+            "\n",
+            r#"{"type":"job","seq":4,"key":"b","command":"w1","outcome":"interrupted","reason":"timeout"}"#,
+            "\n",
+            r#"{"type":"job","seq":5,"key":"b","command":"w2","outcome":"failed","reason":"exit_status"}"#,
+            "\n",
+        );
+        let mut resume = Resume::parse("r.jsonl", report, true).unwrap();
+        assert_eq!(resume.skip("a", "v1"), Some(SkipReason::SupersededBefore));
+        assert_eq!(resume.skip("a", "v2"), Some(SkipReason::SucceededBefore));
+        // Newer than the one done: it runs again.
+        assert_eq!(resume.skip("a", "v3"), None);
+        // No job of the key was done: each runs again.
+        assert_eq!(resume.skip("b", "w1"), None);
+        assert_eq!(resume.skip("b", "w2"), None);
+        // Without the policy, an older job that failed runs again.
+        let mut resume = Resume::parse("r.jsonl", report, false).unwrap();
+        assert_eq!(resume.skip("a", "v1"), None);
+    }
+
+    #[test]
     fn matches_by_key_command_and_occurrence() {
-        let mut resume = Resume::parse("r.jsonl", REPORT).unwrap();
+        let mut resume = Resume::parse("r.jsonl", REPORT, false).unwrap();
         assert_eq!(resume.done_count(), 3);
         // a/echo x: occurrence 1 succeeded, 2 failed, 3 succeeded.
         assert!(resume.skip("a", "echo x").is_some());
@@ -434,7 +485,7 @@ mod tests {
     #[test]
     fn a_torn_line_elsewhere_is_an_error() {
         let text = "{\"type\":\"run\"}\n{\"type\":\"jo\n{\"type\":\"summary\"}\n";
-        let err = Resume::parse("r.jsonl", text).unwrap_err();
+        let err = Resume::parse("r.jsonl", text, false).unwrap_err();
         assert!(err.to_string().starts_with("r.jsonl:2:"), "{err}");
     }
 
@@ -454,7 +505,7 @@ mod tests {
             r#"{"type":"summary","jobs":3}"#,
             "\n",
         );
-        let mut resume = Resume::parse("b.jsonl", text).unwrap();
+        let mut resume = Resume::parse("b.jsonl", text, false).unwrap();
         assert_eq!(resume.done_count(), 2);
         assert!(resume.skip("a", "x").is_some());
         assert!(resume.skip("a", "x").is_none());
@@ -470,7 +521,8 @@ mod tests {
             "{\"type\":\"ru",
             "{\"type\":\"run\",\"versi",
         ] {
-            let resume = Resume::parse("r.jsonl", text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            let resume =
+                Resume::parse("r.jsonl", text, false).unwrap_or_else(|e| panic!("{text:?}: {e}"));
             assert_eq!(resume.done_count(), 0, "{text:?}");
         }
     }
@@ -528,7 +580,9 @@ mod tests {
             ),
         ];
         for (text, why) in cases {
-            let err = Resume::parse("x.jsonl", text).unwrap_err().to_string();
+            let err = Resume::parse("x.jsonl", text, false)
+                .unwrap_err()
+                .to_string();
             assert!(
                 err.starts_with("--resume x.jsonl: not a lanes report: ") && err.contains(why),
                 "{text:?}: {err}"

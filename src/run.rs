@@ -822,7 +822,8 @@ const EVENT_LOOP_DESCRIPTORS: usize = 5;
 fn load_resume(config: &RunConfig) -> anyhow::Result<Option<crate::resume::Resume>> {
     Ok(match &config.resume {
         Some(path) => {
-            let mut resume = crate::resume::Resume::load(path)?;
+            let newest_wins = config.policy.coalesce_latest || config.policy.cancel_in_progress;
+            let mut resume = crate::resume::Resume::load(path, newest_wins)?;
             let (text, colsep) = config.recorded_template();
             let current = (text.as_deref(), colsep.as_deref());
             if let Some(note) = resume.for_template(&path.display().to_string(), current) {

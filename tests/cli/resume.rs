@@ -639,6 +639,54 @@ fn jobs_superseded_before_are_not_run_after_the_newer_job_that_replaced_them() {
     assert_eq!(scratch.lines("ran"), ["v1", "v5"], "nothing ran again");
 }
 
+/// Under `--coalesce latest` (or `--cancel-in-progress`), an older job that failed before a
+/// newer job of its key succeeded is not run again on resume: that would put an older deploy
+/// over a newer one. Without the policy it runs again, as any job that did not succeed.
+#[test]
+fn an_older_job_that_failed_before_a_newer_one_of_its_key_succeeded_is_not_run_again() {
+    for policy in [&["--coalesce", "latest"][..], &[]] {
+        let scratch = Scratch::new();
+        // v2 waits for v1, which runs: coalescing replaces waiting jobs only.
+        let input = scratch.write(
+            "jobs.tsv",
+            "web\techo v1 >> \"$D/ran\"; exit 1\nweb\techo v2 >> \"$D/ran\"\n",
+        );
+        let first_report = scratch.join("first.jsonl");
+        run_to(&scratch, &first_report)
+            .args(policy)
+            .arg(&input)
+            .run()
+            .code(1);
+        assert_eq!(scratch.lines("ran"), ["v1", "v2"], "{policy:?}");
+        let second_report = scratch.join("second.jsonl");
+        let second = run_to(&scratch, &second_report)
+            .args(policy)
+            .arg("--resume")
+            .arg(&first_report)
+            .arg(&input)
+            .run();
+        let records = Records::read(&second_report);
+        if policy.is_empty() {
+            second.code(1);
+            assert_eq!(scratch.lines("ran"), ["v1", "v2", "v1"]);
+            assert_eq!(skipped_seqs(&records), [2]);
+        } else {
+            second.code(0);
+            assert_eq!(
+                scratch.lines("ran"),
+                ["v1", "v2"],
+                "{policy:?}: nothing ran again"
+            );
+            assert_eq!(skipped_seqs(&records), [1, 2], "{policy:?}");
+            assert_eq!(
+                records.job(1).reason.as_deref(),
+                Some("superseded_before"),
+                "{policy:?}"
+            );
+        }
+    }
+}
+
 /// `--resume` with `--results DIR`: the earlier run's files are the results of the jobs this
 /// run skips, so DIR is kept and added to (it was refused as not empty, and `--results-clean`
 /// removed the skipped jobs' output for good).
