@@ -46,6 +46,9 @@ pub(crate) fn parse_line(raw: &[u8], limits: Limits) -> Option<LineItem> {
     parse_keyed(raw, limits, "command")
 }
 
+/// A UTF-8 byte order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// [`parse_line`] for a record whose text after the tab is `after_tab` (`command`, or
 /// `argument` under `--command`), as its messages name it.
 pub(crate) fn parse_keyed(raw: &[u8], limits: Limits, after_tab: &str) -> Option<LineItem> {
@@ -137,7 +140,7 @@ fn is_toml_setting(text: &str) -> bool {
 fn toml_setting_as_key(key: &str) -> Option<LineItem> {
     is_toml_setting(key.trim()).then(|| {
         invalid(
-            None,
+            Some(key.to_owned()),
             &format!(
                 "the key looks like a TOML setting, and what follows its tab would run as a \
                  command{TOML_HINT}"
@@ -276,8 +279,10 @@ impl<R: BufRead> LineReader<R> {
                 None => (available, None),
             };
             if !cut && tab.is_none() {
-                // Still in the key: at most the longest key, then its tab.
-                let room = (self.limits.key + 1).saturating_sub(self.buffer.len());
+                // Still in the key: at most the longest key, then its tab; on the first line
+                // after a byte order mark, which is no part of it.
+                let bom = if self.line == 0 { BOM.len() } else { 0 };
+                let room = (bom + self.limits.key + 1).saturating_sub(self.buffer.len());
                 let head = &chunk[..chunk.len().min(room)];
                 if let Some(at) = memchr::memchr(b'\t', head) {
                     tab = Some(self.buffer.len() + at);
@@ -350,7 +355,7 @@ impl<R: BufRead> Iterator for LineReader<R> {
             let mut raw = &self.buffer[..];
             if self.line == 1 {
                 // A UTF-8 byte order mark is not part of the first key.
-                raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
+                raw = raw.strip_prefix(BOM).unwrap_or(raw);
             }
             let item = if cut {
                 // A comment may be of any length.
@@ -503,6 +508,18 @@ mod tests {
         let input = b"\xEF\xBB\xBFa\techo\n";
         let got: Vec<_> = LineReader::new(&input[..]).map(Result::unwrap).collect();
         assert_eq!(got[0].item, job("a", "echo"));
+        // Nor does it count toward the longest key: the key of the limit's length is read.
+        let key = "k".repeat(LIMITS.key);
+        let input = format!("\u{feff}{key}\techo\n{key}k\techo\n");
+        let got: Vec<_> = LineReader::with_limits(input.as_bytes(), LIMITS)
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(got[0].item, job(&key, "echo"));
+        assert!(
+            matches!(&got[1].item, LineItem::Invalid { message, .. } if message.contains("longer")),
+            "{:?}",
+            got[1].item
+        );
     }
 
     #[test]

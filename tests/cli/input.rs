@@ -169,6 +169,9 @@ fn a_line_without_a_tab_says_how_to_give_what_it_looks_like() {
             error.contains(why) && error.contains("--manifest -"),
             "{job:?}"
         );
+        // A key that is read whole is the record's, as for any other invalid line.
+        let key = (job.line == 4).then_some("cmd = \"touch ran\"");
+        assert_eq!(job.key.as_deref(), key, "{job:?}");
     }
     for (args, input) in [
         (&[][..], &b"touch ran\n"[..]),
