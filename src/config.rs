@@ -372,12 +372,14 @@ impl RunConfig {
         }
         // What gave the template, for errors about it.
         let template_origin = if cli.trailing_command.is_some() {
-            "the trailing command"
+            "the trailing command".to_owned()
         } else if cli.command.is_some() {
-            "--command"
+            "--command".to_owned()
         } else {
-            "the manifest's `command`"
+            // Where in the manifest, as its other settings are named.
+            origins.name(false, "the manifest's `command`", "command", "command")
         };
+        let template_origin = template_origin.as_str();
         let command = match &cli.trailing_command {
             Some(words) => {
                 crate::trailing_command::check_program(

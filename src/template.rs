@@ -80,6 +80,15 @@ pub(crate) enum TemplateError {
     AppendedQuoted(Place),
 }
 
+/// Whether the `}` at byte `at` of `text` is a shell word by itself (`; }`, ` } `): after
+/// white space or `;`, and before white space, a control operator's first character or the end.
+fn is_word_of_its_own(text: &str, at: usize) -> bool {
+    let before = text[..at].chars().next_back();
+    let after = text[at + 1..].chars().next();
+    before.is_some_and(|c| c.is_whitespace() || c == ';')
+        && after.is_none_or(|c| c.is_whitespace() || matches!(c, ';' | '&' | '|' | ')'))
+}
+
 impl Template {
     /// Parses `text`. `{{` and `}}` stand for literal braces. A template without `{}` gets
     /// ` {}` appended, so the argument is always passed (as `xargs` and GNU parallel do).
@@ -104,6 +113,10 @@ impl Template {
                     chars.next();
                     literal.push('}');
                 }
+                // A shell's brace group, `{ …; }`: its braces are words of their own, which no
+                // placeholder is (none begins with a space).
+                '{' if chars.peek().is_some_and(|&(_, n)| n.is_whitespace()) => literal.push('{'),
+                '}' if is_word_of_its_own(text, at) => literal.push('}'),
                 '}' => return Err(TemplateError::LoneClose(at)),
                 '{' => {
                     let rest = &text[at + 1..];
@@ -1106,7 +1119,26 @@ mod tests {
             .to_string()
             .contains("`{file}`"));
         assert_eq!(Template::parse("echo {"), Err(TemplateError::Unclosed(5)));
-        assert_eq!(Template::parse("echo }"), Err(TemplateError::LoneClose(5)));
+        assert_eq!(Template::parse("echo a}"), Err(TemplateError::LoneClose(6)));
+        assert_eq!(
+            Template::parse("echo {a }"),
+            Err(TemplateError::Unknown("a ".into()))
+        );
+    }
+
+    #[test]
+    fn a_shell_s_brace_group_passes_as_it_is() {
+        let t = Template::parse("f() { echo {}; }; f").unwrap();
+        assert_eq!(t.render(&["x y"], "k", 1, 1), "f() { echo 'x y'; }; f");
+        let t = Template::parse("{ echo {}\n} >> out").unwrap();
+        assert_eq!(t.render(&["a"], "k", 1, 1), "{ echo 'a'\n} >> out");
+        // The argument is appended after a group that does not place it.
+        let t = Template::parse("{ date; } ").unwrap();
+        assert_eq!(t.render(&["a"], "k", 1, 1), "{ date; }  'a'");
+        assert_eq!(
+            Template::parse("echo }").unwrap().render(&["a"], "k", 1, 1),
+            "echo } 'a'"
+        );
     }
 
     #[test]

@@ -516,6 +516,7 @@ impl RawManifest {
             place("batch_size", self.batch_size.as_ref().map(Spanned::span));
             place("batch_bytes", self.batch_bytes.as_ref().map(Spanned::span));
             place("batch_delay", self.batch_delay.as_ref().map(Spanned::span));
+            place("command", self.command.as_ref().map(Spanned::span));
         }
         let settings = ManifestSettings {
             places,
@@ -805,6 +806,19 @@ fn resolve_env(env: RawEnv) -> Result<Vec<(String, String)>, Problem> {
                 name.span().start,
                 &format!("env.{}", name.get_ref()),
             )?;
+            // `NAME=value` is one string of `execve(2)`'s, bounded as one argument is.
+            let bytes = name.get_ref().len() + 1 + value.0.len();
+            let most = crate::arg_limit::max_argument_bytes();
+            if bytes > most {
+                return Err((
+                    name.span().start,
+                    format!(
+                        "env.{}: `NAME=value` is {bytes} bytes, more than one environment \
+                         string can hold ({most} bytes): no job could be started with it",
+                        name.get_ref()
+                    ),
+                ));
+            }
             Ok((name.into_inner(), value.0))
         })
         .collect()

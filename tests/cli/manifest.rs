@@ -392,6 +392,11 @@ fn a_command_longer_than_one_argument_or_a_key_with_nul_is_named() {
         "{RAN}\n[[job]]\nkey = \"b\\u0000\"\ncmd = \"true\"\n"
     ));
     assert_eq!(pos, (6, 7));
+    // Nor could an environment string longer than one argument, the run's or a job's.
+    let pos = invalid_manifest(&format!("[env]\nBIG = \"{long}\"\n{RAN}"));
+    assert_eq!(pos, (2, 1));
+    let pos = invalid_manifest(&format!("{RAN}env = {{ BIG = \"{long}\" }}\n"));
+    assert_eq!(pos, (4, 9));
 }
 
 #[test]
@@ -541,7 +546,7 @@ fn a_job_cmd_without_the_columns_the_command_names_is_refused_before_any_job() {
 /// line and column, a flag as the flag.
 #[test]
 fn settings_in_conflict_are_named_where_they_are_written() {
-    let cases: [(&str, &[&str], &[&str]); 7] = [
+    let cases: [(&str, &[&str], &[&str]); 9] = [
         (
             "batch_size = 2\n",
             &[],
@@ -580,6 +585,16 @@ fn settings_in_conflict_are_named_where_they_are_written() {
             "command = \"echo {}\"\nbatch_delay = \"1s\"\n",
             &[],
             &["`batch_delay` (m.toml:2:15) waits for a key's batch to fill"],
+        ),
+        (
+            "command = \"echo {res.gpu} {}\"\n",
+            &[],
+            &["`command` (m.toml:1:11) uses {res.gpu}, but the run has no resource \"gpu\""],
+        ),
+        (
+            "command = \"echo {2}\"\n",
+            &[],
+            &["`command` (m.toml:1:11) names column {2}, but there is no --colsep"],
         ),
         (
             "command = \"echo {}\"\nbatch_bytes = 99999999\n",
