@@ -6,7 +6,7 @@
 use std::io::BufRead;
 
 use crate::input::lines::{
-    no_tab_hint, parse_keyed, unpassable, Limits, LineItem, LineReader, NumberedLine,
+    no_tab_hint, parse_keyed, unpassable, Limits, LineItem, LineReader, NumberedLine, BOM,
 };
 use crate::key_template::KeyTemplate;
 
@@ -262,7 +262,10 @@ impl<R: BufRead> Iterator for RecordReader<R> {
                                           has none but has newlines: it would be one record; \
                                           leave -0 out for one record per line";
         loop {
-            let (cut, delimited) = match read_record(input, format.delimiter, buffer, longest) {
+            // The first record may begin with a byte order mark, which is no part of it.
+            let bom = if *record == 0 { BOM.len() } else { 0 };
+            let (cut, delimited) = match read_record(input, format.delimiter, buffer, bom + longest)
+            {
                 Ok(None) => return None,
                 Ok(Some(read)) => read,
                 Err(err) => return Some(Err(err)),
@@ -273,9 +276,11 @@ impl<R: BufRead> Iterator for RecordReader<R> {
                 let message = if newlines_under_nul(*record, delimited, buffer) {
                     NEWLINES_UNDER_NUL.to_owned()
                 } else {
+                    // The limit without the `\r` a line may end with.
+                    let most = longest - carriage_return;
                     format!(
-                        "the record is longer than any job can be ({longest} bytes); the rest \
-                         of it was skipped"
+                        "the record is longer than any job can be ({most} bytes); the rest of \
+                         it was skipped"
                     )
                 };
                 return Some(Ok(NumberedLine {
@@ -286,7 +291,7 @@ impl<R: BufRead> Iterator for RecordReader<R> {
             }
             let mut raw = buffer.strip_suffix(&[format.delimiter]).unwrap_or(buffer);
             if *record == 1 {
-                raw = raw.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(raw);
+                raw = raw.strip_prefix(BOM).unwrap_or(raw);
                 if newlines_under_nul(*record, delimited, raw) {
                     *seq += 1;
                     return Some(Ok(NumberedLine {

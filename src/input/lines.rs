@@ -47,7 +47,7 @@ pub(crate) fn parse_line(raw: &[u8], limits: Limits) -> Option<LineItem> {
 }
 
 /// A UTF-8 byte order mark.
-const BOM: &[u8] = b"\xEF\xBB\xBF";
+pub(crate) const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// [`parse_line`] for a record whose text after the tab is `after_tab` (`command`, or
 /// `argument` under `--command`), as its messages name it.

@@ -825,6 +825,13 @@ fn a_nul_separated_record_longer_than_any_job_is_refused_and_the_next_runs() {
         .unwrap();
     let limit = format!("({} bytes)", 32 * page - 1);
     assert!(out.stderr().contains(&limit), "{limit}: {}", out.dump());
+    // The same figure for a line, whose `\r` (CRLF input) is no part of the limit.
+    let mut input = vec![b'x'; 2_000_000];
+    input.extend_from_slice(b"\nshort\n");
+    let out = Run::new().args(["echo"]).stdin(input).run();
+    out.code(1);
+    assert_eq!(out.job(1).result(), ("rejected", Some("invalid_input")));
+    assert!(out.stderr().contains(&limit), "{limit}: {}", out.dump());
 }
 
 /// A `KEY<TAB>COMMAND` file given where each line is a whole command (`-a FILE` without a
