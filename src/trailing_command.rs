@@ -745,39 +745,17 @@ pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
                 check_script_word(&program, script, true)?;
             }
         } else if COMMAND_OPTIONS.contains(&program.as_str()) {
-            for (j, option) in after.iter().enumerate() {
-                let script = if option == "-c" || option == "--command" {
-                    after.get(j + 1).map(String::as_str)
-                } else if let Some(value) = option.strip_prefix("--command=") {
-                    Some(value)
-                } else if option.len() > 2
-                    && option.starts_with('-')
-                    && !option.starts_with("--")
-                    && option.ends_with('c')
-                {
-                    after.get(j + 1).map(String::as_str)
-                } else {
-                    None
-                };
-                if let Some(script) = script {
+            for j in 0..after.len() {
+                if let Some((script, _)) = option_value(after, j, 'c', "command") {
                     check_script_word(&program, script, true)?;
                 }
             }
         } else if program == "env" {
-            for (j, option) in after.iter().enumerate() {
-                let (string, next) = if option == "-S" || option == "--split-string" {
-                    (after.get(j + 1).map(String::as_str), j + 2)
-                } else if let Some(value) = option.strip_prefix("--split-string=") {
-                    (Some(value), j + 1)
-                } else {
-                    let cluster = option
-                        .strip_prefix('-')
-                        .filter(|o| !o.starts_with('-'))
-                        .and_then(|o| o.find('S').map(|s| &o[s + 1..]))
-                        .filter(|value| !value.is_empty());
-                    (cluster, j + 1)
-                };
-                if let Some(string) = string {
+            // env's options end at its first operand (`NAME=VALUE` or the command), whose own
+            // `-S` is no env option (`env ls -S {}`), or at `--`.
+            let mut j = 0;
+            while let Some(option) = after.get(j).filter(|o| o.starts_with('-') && *o != "--") {
+                if let Some((string, next)) = option_value(after, j, 'S', "split-string") {
                     check_script_word("env -S", string, false)?;
                     // The string's words come before the words after it (`env -S'sh -c'
                     // 'echo {}'`: the shell and its `-c` are in the string).
@@ -787,10 +765,50 @@ pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
                     check_shell_scripts(&split)?;
                     break;
                 }
+                // The options that take the next word as their value.
+                let takes_value = ["-u", "-C", "-a"].contains(&option.as_str())
+                    || ["--unset", "--chdir", "--argv0"].contains(&option.as_str());
+                j += if takes_value { 2 } else { 1 };
             }
         }
     }
     Ok(())
+}
+
+/// The value of the option that `words[at]` gives, if it is the short option `short` or the
+/// long option `long`, as `getopt_long` reads them: `-c VALUE`, `-cVALUE`, in a cluster
+/// (`-lc VALUE`, `-iSVALUE`), `--command VALUE`, `--command=VALUE`, or the long name cut
+/// short to any prefix (`--comm`, `--split-str=VALUE`), with the index of the word after the
+/// value. Options of other letters before it in a cluster are taken to take no value, which
+/// may find a value where there is none (refusing a harmless command rather than missing one).
+fn option_value<'w>(
+    words: &'w [String],
+    at: usize,
+    short: char,
+    long: &str,
+) -> Option<(&'w str, usize)> {
+    let word = words[at].as_str();
+    let next = || words.get(at + 1).map(|value| (value.as_str(), at + 2));
+    if let Some(given) = word.strip_prefix("--") {
+        let (name, value) = match given.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (given, None),
+        };
+        if name.is_empty() || !long.starts_with(name) {
+            return None;
+        }
+        return match value {
+            Some(value) => Some((value, at + 1)),
+            None => next(),
+        };
+    }
+    let cluster = word.strip_prefix('-')?;
+    let rest = &cluster[cluster.find(short)? + short.len_utf8()..];
+    if rest.is_empty() {
+        next()
+    } else {
+        Some((rest, at + 1))
+    }
 }
 
 /// The script of a shell whose arguments are `words`: the first operand after its options, if
@@ -981,6 +999,19 @@ mod tests {
             "env --split-string='sh -c' 'echo {}'",
             "env '-iSsh -c' 'echo {}'",
             "env -S '/bin/sh -e -c' 'echo {}'",
+            // Long options cut short, and short ones in clusters or with their value attached,
+            // as `getopt_long` reads them.
+            "su --comm 'echo {}'",
+            "su --comm='echo {}'",
+            "su '-cecho {}'",
+            "runuser root --c 'echo {}'",
+            "script --comm 'echo {}' /dev/null",
+            "flock f --com 'echo {}'",
+            "env -iS 'sh -c {}'",
+            "env -vS 'sh -c {}'",
+            "env --split-str 'sh -c {}'",
+            "env --sp='sh -c {}'",
+            "env -iS 'sh -c' 'echo {}'",
             // A literal brace before it: the script is not the placeholder alone.
             "sh -c '{{{}'",
             // Harmless, refused all the same: a shell is looked for among all the words.
@@ -1004,6 +1035,11 @@ mod tests {
             "gcc -c src/{}.c",
             "python3 -c 'print(1)' {}",
             "sh -c 'echo {{}}'",
+            "flock /tmp/lock-{} make {}",
+            "su -l user {}",
+            "env -i PATH=/bin printf %s {}",
+            "env ls -S {}",
+            "env -u HOME ls -lS {}",
         ] {
             assert_eq!(check_shell_scripts(&words(accepted)), Ok(()), "{accepted}");
         }
