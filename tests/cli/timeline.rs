@@ -1547,3 +1547,49 @@ fn a_trace_shows_bidi_and_control_characters_of_keys_and_commands_escaped() {
     assert!(text.contains("k\\\\u{202e}1"), "{text}");
     let _: Value = serde_json::from_str(&text).expect("still JSON");
 }
+
+/// A key's chain is as long as its job ran, however long: a server's run may last months
+/// (it stopped at 2^32 ms, 49 d 17 h).
+#[test]
+fn a_key_whose_job_ran_sixty_days_has_a_sixty_day_chain() {
+    let scratch = Scratch::new();
+    let out = Run::new().stdin("long\ttrue\n").run();
+    out.code(0);
+    let later = |at: &Value| -> Value {
+        let at = chrono::DateTime::parse_from_rfc3339(at.as_str().unwrap()).unwrap();
+        let later = at + chrono::Duration::days(60);
+        Value::from(later.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+    };
+    let sixty_days_ms = 60 * 24 * 3600 * 1000_u64;
+    let lines: Vec<String> = out
+        .report_text
+        .as_deref()
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut record: Value = serde_json::from_str(line).unwrap();
+            match record["type"].as_str() {
+                Some("job") => {
+                    record["ended_at"] = later(&record["ended_at"]);
+                    record["duration_ms"] = Value::from(sixty_days_ms);
+                    let tries = record["tries"].as_array_mut().unwrap();
+                    tries[0]["ended_at"] = later(&tries[0]["ended_at"]);
+                    tries[0]["duration_ms"] = Value::from(sixty_days_ms);
+                }
+                Some("summary") => record["duration_ms"] = Value::from(sixty_days_ms + 1_000),
+                _ => {}
+            }
+            record.to_string()
+        })
+        .collect();
+    let report = scratch.write("report.jsonl", lines.join("\n") + "\n");
+    let md = scratch.join("run.md");
+    draw_timeline(&report, None, &md).code(0);
+    let text = scratch.read("run.md");
+    let row = text
+        .lines()
+        .find(|line| line.starts_with("| long |"))
+        .unwrap_or_else(|| panic!("no row of key long:\n{text}"));
+    assert!(row.contains("| 60 d 0 h |"), "{row}");
+    assert!(!row.contains("49 d"), "{row}");
+}
