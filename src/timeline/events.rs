@@ -8,11 +8,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::model::{FirstPass, CAUSES};
-use super::report::{parse_ms, LineReader, ReadError};
-
-/// Events may be stamped a moment before the run record's start (it is written first, from
-/// the same clock, but rounded): this much is allowed.
-const SLACK_MS: i64 = 1_000;
+use super::report::{parse_ms, LineReader, ReadError, SLACK_MS};
 
 /// One event line, as far as a timeline reads it.
 #[derive(Debug, Deserialize)]

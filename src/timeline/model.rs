@@ -11,7 +11,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::events::InFlight;
-use super::report::{parse_ms, JobLine, Line, ReadError, ReportReader};
+use super::report::{parse_ms, JobLine, Line, ReadError, ReportReader, SLACK_MS};
 use crate::output::framing::escape_controls;
 
 /// Runs of at most this many jobs are drawn job by job; larger ones are aggregated.
@@ -350,9 +350,11 @@ impl FirstPass {
         let mut longest: Vec<WaitFigure> = Vec::new();
         let mut recorded = HashMap::new();
         let mut last_end = 0u64;
+        // The record that ends last: its line and seq.
+        let mut last_record = (0, 0);
         let mut summary = None;
         let mut text = String::new();
-        while let Some((_, line)) = reader.next(false, &mut text)? {
+        while let Some((number, line)) = reader.next(false, &mut text)? {
             let job = match line {
                 Line::Summary {
                     duration_ms,
@@ -385,7 +387,15 @@ impl FirstPass {
             }
             figures.superseded += u64::from(job.superseded_by.is_some());
             let spans = spans(&job, origin);
-            last_end = last_end.max(spans.ended);
+            let ends = spans
+                .tries
+                .iter()
+                .map(|t| t.1)
+                .chain(spans.waits.iter().map(|w| w.1))
+                .fold(spans.ended, u64::max);
+            if ends > last_end {
+                (last_end, last_record) = (ends, (number, job.seq));
+            }
             let acc = keys.entry(key_hash(job.key.as_deref())).or_insert(KeyAcc {
                 busy: 0,
                 first: u64::MAX,
@@ -433,6 +443,18 @@ impl FirstPass {
                 longest.sort_by(|a, b| b.wait_ms.cmp(&a.wait_ms).then(a.seq.cmp(&b.seq)));
                 longest.truncate(TOP);
             }
+        }
+        if let Some(duration) = summary.filter(|&ms| last_end > ms + SLACK_MS as u64) {
+            let (line, seq) = last_record;
+            return Err(ReadError::Bad {
+                path: path.to_path_buf(),
+                line,
+                why: format!(
+                    "the record of seq {seq} ends {} ms after the run's end (the summary's \
+                     duration_ms {duration})",
+                    last_end - duration
+                ),
+            });
         }
         figures.finished = summary.is_some();
         figures.wall_ms = summary.unwrap_or(last_end).max(last_end);

@@ -350,7 +350,7 @@ impl ReportReader {
         // The common case, as lanes writes records: decoded at once.
         if !raw && complete && text.starts_with(r#"{"type":"job","#) {
             if let Ok(job) = serde_json::from_str::<JobLine<'t>>(text) {
-                check_record(&job).map_err(|why| self.bad(number, why))?;
+                check_record(&job, self.origin_ms).map_err(|why| self.bad(number, why))?;
                 self.check_seq(number, job.seq)?;
                 return Ok(Some((
                     number,
@@ -375,7 +375,7 @@ impl ReportReader {
                 // `raw`.
                 let job: JobLine<'t> = JobLine::deserialize(value)
                     .map_err(|err| self.bad(number, format!("bad job record: {err}")))?;
-                check_record(&job).map_err(|why| self.bad(number, why))?;
+                check_record(&job, self.origin_ms).map_err(|why| self.bad(number, why))?;
                 self.check_seq(number, job.seq)?;
                 Ok(Some((number, Line::Job(Box::new(job), kept))))
             }
@@ -490,10 +490,16 @@ impl JobLine<'_> {
 /// The outcomes a job record may have.
 const RECORD_OUTCOMES: [&str; 5] = ["succeeded", "failed", "interrupted", "rejected", "skipped"];
 
+/// Times of a run's records and events may be stamped a moment before the `run` record's
+/// start (it is written first, from the same clock, but rounded), or after its summary's end:
+/// this much is allowed.
+pub(crate) const SLACK_MS: i64 = 1_000;
+
 /// A job record's outcome and wait causes must be ones lanes writes, its slots from 1, and
-/// every time of it readable. A slot above the `run` record's `max_concurrent` is a server's
-/// whose cap `lanes set -j` raised.
-fn check_record(job: &JobLine<'_>) -> Result<(), String> {
+/// every time of it readable, none before the run started (`origin`, ms since the epoch), and
+/// no try ending before it started. A slot above the `run` record's `max_concurrent` is a
+/// server's whose cap `lanes set -j` raised.
+fn check_record(job: &JobLine<'_>, origin: i64) -> Result<(), String> {
     if job.tries.iter().any(|t| t.slot == Some(0)) {
         return Err(format!(
             "slot 0 in the record of seq {}: slots start at 1",
@@ -527,10 +533,30 @@ fn check_record(job: &JobLine<'_>) -> Result<(), String> {
         .chain(job.waits.iter().map(|w| Some(&w.started_at)))
         .flatten();
     for time in times {
-        if parse_ms(time).is_none() {
+        match parse_ms(time) {
+            None => {
+                return Err(format!(
+                    "bad time {time:?} in the record of seq {}",
+                    job.seq
+                ))
+            }
+            Some(ms) if ms < origin - SLACK_MS => {
+                return Err(format!(
+                    "the record of seq {} has a time ({time}) from before the run started",
+                    job.seq
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    for t in &job.tries {
+        let Some(started) = t.started_at.as_deref() else {
+            continue;
+        };
+        if parse_ms(&t.ended_at) < parse_ms(started) {
             return Err(format!(
-                "bad time {time:?} in the record of seq {}",
-                job.seq
+                "try {} of seq {} ends ({}) before it starts ({started})",
+                t.attempt, job.seq, t.ended_at
             ));
         }
     }

@@ -875,6 +875,34 @@ fn invalid_records_and_unreadable_input_are_refused_with_the_file_and_line() {
             format!("status.jsonl:{n}: exit_code 256 in the summary: an exit status is 0 to 255"),
         ),
         (
+            "before.jsonl",
+            small.replace(
+                "\"ended_at\":\"2026-01-02T03:04:05.001Z\"",
+                "\"ended_at\":\"2025-01-02T03:04:05.001Z\"",
+            ),
+            "before.jsonl:2: the record of seq 7 has a time (2025-01-02T03:04:05.001Z) from \
+             before the run started"
+                .to_owned(),
+        ),
+        (
+            "backwards.jsonl",
+            small.replace(
+                "\"started_at\":\"2026-01-02T03:04:05.000Z\",\"ended_at\":\"2026-01-02T03:04:05.500Z\"",
+                "\"started_at\":\"2026-01-02T03:04:05.600Z\",\"ended_at\":\"2026-01-02T03:04:05.500Z\"",
+            ),
+            "backwards.jsonl:3: try 1 of seq 3 ends (2026-01-02T03:04:05.500Z) before it starts \
+             (2026-01-02T03:04:05.600Z)"
+                .to_owned(),
+        ),
+        (
+            "late.jsonl",
+            small.replace(
+                "\"ended_at\":\"2026-01-02T03:04:05.001Z\"",
+                "\"ended_at\":\"9999-01-02T03:04:05.001Z\"",
+            ),
+            "late.jsonl:2: the record of seq 7 ends ".to_owned(),
+        ),
+        (
             "events.jsonl",
             std::fs::read_to_string(fixtures().join("unfinished-events.jsonl")).unwrap(),
             "events.jsonl:1: not a lanes report: its first line is a `queued` event: it is an \
