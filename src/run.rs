@@ -64,6 +64,11 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         }
         let resume = load_resume(&config)?;
         let runtime = event_loop()?;
+        if let (None, Some(url)) = (&config.lock_dir, &config.coordinate) {
+            // The database can be reached, as the run's start finds out (its tables are
+            // left as they are).
+            runtime.block_on(CheckedCoordinator::reach(url))?;
+        }
         return match feed_for(&config, &runtime, hangup_ignored, None)? {
             (Checked::Valid(feed), _) => crate::dry_run::print(&config, feed, resume),
             (Checked::Interrupted { signal, .. }, _) => {

@@ -842,6 +842,15 @@ fn an_unreachable_database_is_refused_and_no_password_is_shown() {
     );
     assert!(!out.stderr().contains("s3cretpw"), "{}", out.stderr());
     assert!(!scratch.exists("ran"));
+    // The dry run refuses it as the run does.
+    let dry = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--dry-run", "--coordinate", &url])
+        .arg(&jobs)
+        .run();
+    dry.code(2);
+    assert_eq!(dry.stderr(), out.stderr());
     // A password holding `@`, as pasted: its end was taken for the host, and shown.
     let pasted = format!(
         "postgres://someone:pa@ss_s3cret@/db?host={}",
@@ -927,9 +936,22 @@ fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
     let Some(pg) = Postgres::start("tables_of_a_newer_lanes_are_refused") else {
         return;
     };
-    pg.psql("CREATE TABLE lanes_schema (version integer NOT NULL); INSERT INTO lanes_schema VALUES (99)");
     let scratch = Scratch::new();
     let jobs = scratch.write("jobs.tsv", "k\ttouch \"$D/ran\"\n");
+    // A dry run reads the tables and makes none.
+    let dry = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--dry-run", "--coordinate", &pg.url()])
+        .arg(&jobs)
+        .run();
+    dry.code(0);
+    assert_eq!(
+        pg.psql("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'lanes%'")
+            .trim(),
+        "0"
+    );
+    pg.psql("CREATE TABLE lanes_schema (version integer NOT NULL); INSERT INTO lanes_schema VALUES (99)");
     let out = Run::new()
         .scratch(&scratch)
         .no_report()
@@ -945,6 +967,14 @@ fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
         out.stderr()
     );
     assert!(!scratch.exists("ran"));
+    let dry = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--dry-run", "--coordinate", &pg.url()])
+        .arg(&jobs)
+        .run();
+    dry.code(2);
+    assert_eq!(dry.stderr(), out.stderr());
     // `lanes locks` reads the tables: it refuses them too, rather than say nothing is held.
     let locks = Command::new(BIN)
         .args(["locks", "--coordinate", &pg.url()])

@@ -232,6 +232,29 @@ impl CheckedCoordinator {
         })
     }
 
+    /// Connects once to `url`, logs in and reads the tables' version, making nothing (no
+    /// table created or upgraded): what `--dry-run` checks of a run's database.
+    ///
+    /// # Errors
+    /// As [`CheckedCoordinator::open`], as far as can be told without writing: the URL is not
+    /// valid, the server cannot be reached, refuses the login, does not answer within
+    /// [`START_TIMEOUT`], or holds tables of a newer lanes.
+    pub(crate) async fn reach(url: &str) -> Result<(), CoordinateError> {
+        let params = resolve(url)?;
+        let check = async {
+            let (report, _) = mpsc::unbounded_channel();
+            let session = session::connect(&params, report)
+                .await
+                .map_err(CoordinateError::Unusable)?;
+            schema::check_not_newer_tables(&session.client)
+                .await
+                .map_err(|err| CoordinateError::Unusable(format!("{params}: {err}")))
+        };
+        tokio::time::timeout(START_TIMEOUT, check)
+            .await
+            .map_err(|_| unanswered(&params))?
+    }
+
     /// The database in use by run `run` (the `started_at` of this process's run record);
     /// grants and losses are reported on `report`.
     pub(crate) fn start(self, run: String, report: mpsc::UnboundedSender<Acquired>) -> Coordinator {

@@ -91,6 +91,18 @@ async fn current_version(client: &Client) -> Result<Option<i32>, String> {
     Ok(found)
 }
 
+/// Refuses, without changing anything, tables of a newer version than this lanes knows, as
+/// [`migrate`] would (no tables, or older ones, are what it creates or upgrades).
+///
+/// # Errors
+/// Tables of a newer version, or `lanes_schema` that cannot be read.
+pub(crate) async fn check_not_newer_tables(client: &Client) -> Result<(), String> {
+    match current_version(client).await? {
+        Some(found) => check_not_newer(found),
+        None => Ok(()),
+    }
+}
+
 /// Refuses tables of a newer version than this lanes knows.
 fn check_not_newer(found: i32) -> Result<(), String> {
     if found > VERSION {
