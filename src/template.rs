@@ -81,12 +81,13 @@ pub(crate) enum TemplateError {
 }
 
 /// Whether the `}` at byte `at` of `text` is a shell word by itself (`; }`, ` } `): after
-/// white space or `;`, and before white space, a control operator's first character or the end.
+/// white space or `;`, and before white space, a control or redirection operator's first
+/// character (`}>out`) or the end.
 fn is_word_of_its_own(text: &str, at: usize) -> bool {
     let before = text[..at].chars().next_back();
     let after = text[at + 1..].chars().next();
     before.is_some_and(|c| c.is_whitespace() || c == ';')
-        && after.is_none_or(|c| c.is_whitespace() || matches!(c, ';' | '&' | '|' | ')'))
+        && after.is_none_or(|c| c.is_whitespace() || matches!(c, ';' | '&' | '|' | ')' | '<' | '>'))
 }
 
 impl Template {
@@ -1139,6 +1140,8 @@ mod tests {
             Template::parse("echo }").unwrap().render(&["a"], "k", 1, 1),
             "echo } 'a'"
         );
+        let t = Template::parse("{ echo {}; }>out").unwrap();
+        assert_eq!(t.render(&["a"], "k", 1, 1), "{ echo 'a'; }>out");
     }
 
     #[test]
