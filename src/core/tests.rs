@@ -98,15 +98,23 @@ fn admit(s: &mut Scheduler, req: JobRequest, now: Tick) -> usize {
 }
 
 /// Takes a job at `now`, asserting there is one.
+/// Takes the next job, whose process the shell starts at once (its turn deadline counts from
+/// `now`).
 fn take(s: &mut Scheduler, now: Tick) -> Start {
-    s.take(now).expect("a job should start")
+    let start = s.take(now).expect("a job should start");
+    s.spawned(start.seq, now);
+    start
 }
 
-/// Takes jobs until `take` answers `None`; returns their seqs in start order.
+/// Takes jobs until `take` answers `None`, each started at once; returns their seqs in start
+/// order.
 fn take_all(s: &mut Scheduler, now: Tick) -> Vec<Seq> {
-    std::iter::from_fn(|| s.take(now))
-        .map(|st| st.seq)
-        .collect()
+    std::iter::from_fn(|| {
+        let start = s.take(now)?;
+        s.spawned(start.seq, now);
+        Some(start.seq)
+    })
+    .collect()
 }
 
 fn release(s: &mut Scheduler, seq: Seq) -> (Arc<str>, u32) {
@@ -739,4 +747,25 @@ fn the_turn_clock_restarts_when_the_process_really_starts() {
     assert_eq!(s.next_deadline(), Some(ms(130)));
     assert!(expired(&mut s, ms(129)).is_empty());
     assert_eq!(expired(&mut s, ms(130)), [1]);
+}
+
+/// A run whose process is still being made has no turn deadline yet, however long its spawn
+/// takes: a stop ordered meanwhile would stop it the moment it starts (a long round of starts
+/// on a busy machine stopped jobs as `timeout` a few ms into their turn).
+#[test]
+fn a_run_not_yet_started_has_no_turn_deadline() {
+    let mut s = sched(2, 10);
+    admit(&mut s, timed(1, "a", ms(100)), ms(0));
+    admit(&mut s, timed(2, "b", ms(100)), ms(0));
+    let first = s.take(ms(0)).unwrap();
+    let second = s.take(ms(0)).unwrap();
+    assert_eq!(s.next_deadline(), None);
+    assert!(expired(&mut s, ms(500)).is_empty());
+    s.spawned(first.seq, ms(600));
+    assert_eq!(s.next_deadline(), Some(ms(700)));
+    assert!(expired(&mut s, ms(699)).is_empty());
+    assert_eq!(expired(&mut s, ms(700)), [1]);
+    // Started later still: its own turn.
+    s.spawned(second.seq, ms(650));
+    assert_eq!(expired(&mut s, ms(750)), [2]);
 }

@@ -454,15 +454,9 @@ impl Scheduler {
             })
         });
         self.used_weight += grant.as_ref().map_or(1, |g| g.weight as usize);
-        // The batch runs under the shortest turn timeout among its jobs.
-        let deadline = batch
-            .iter()
-            .filter_map(|w| w.timeout)
-            .min()
-            .map(|t| now.saturating_add(t));
-        if let Some(at) = deadline {
-            self.deadlines.insert((at, seq));
-        }
+        // Its turn deadline counts from its process's start ([`Scheduler::started`]), not from
+        // now: a spawn may take a while (a busy machine, a long round of starts), and a stop
+        // ordered before it would stop the job as it starts.
         for member in &mut batch {
             member.wait.end_told(now, &mut self.wait_changes);
         }
@@ -472,7 +466,7 @@ impl Scheduler {
             Running {
                 key: Arc::clone(&key),
                 slot,
-                deadline,
+                deadline: None,
                 batch,
                 attempts,
                 waited,

@@ -1039,6 +1039,10 @@ impl Harness {
 
     fn take(&mut self, step: usize) -> bool {
         let got = self.s.take(self.now);
+        // The shell starts its process at once: its turn deadline counts from now.
+        if let Some(start) = &got {
+            self.s.spawned(start.seq, self.now);
+        }
         let want = self.m.take(self.now);
         match (&got, want) {
             (None, None) => false,
