@@ -43,7 +43,6 @@ mod service;
 /// Most input items admitted in one turn of the loop.
 const INPUT_BURST: usize = 256;
 
-/// How a run ended.
 /// Descriptors a key's waiting request holds under `--lock-dir`: its lock file, its ticket, its
 /// line's directory and the keys' directory (measured: 96 open for 20 waiting requests).
 const DESCRIPTORS_PER_REQUEST: usize = 4;
@@ -61,6 +60,7 @@ fn host_requests_within(free: usize) -> usize {
     free.saturating_sub(DESCRIPTORS_KEPT) / (2 * DESCRIPTORS_PER_REQUEST)
 }
 
+/// How a run ended.
 pub(crate) struct RunEnd {
     /// lanes' exit status.
     pub code: u8,
