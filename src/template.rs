@@ -935,25 +935,29 @@ fn quoted_expansion_end(b: &[u8], at: usize) -> Option<usize> {
 
 /// Where the parameter expansion `${…}` that starts at `at` ends (after its `}`), as the
 /// template writes it: `${{` … `}}`, literal braces doubled, and `{name}` placeholders within.
-/// Quotes nest inside it, and a `}` within them, or escaped, closes nothing (`${x:-"}"}` is
-/// one expansion). The text's end when it is not closed.
+/// Its first `}` closes it: a `{` in its word opens nothing (`${x:-{}` is `{` when x is unset,
+/// in dash and bash alike), but a parameter expansion in its word is read whole
+/// (`${x:-${y}}`). Quotes nest inside it, and a `}` within them, or escaped, closes nothing
+/// (`${x:-"}"}` is one expansion). The text's end when it is not closed.
 fn parameter_end(b: &[u8], at: usize) -> usize {
-    let mut depth = 0usize;
-    let mut i = at + 1;
+    let mut i = at + 3;
     while i < b.len() {
         if let Some(after) = past_quoted(b, i) {
             i = after;
             continue;
         }
-        if b[i..].starts_with(b"{{") {
-            depth += 1;
+        if b[i..].starts_with(b"${{") {
+            i = parameter_end(b, i);
+        } else if b[i..].starts_with(b"{{") {
             i += 2;
         } else if b[i..].starts_with(b"}}") {
-            depth -= 1;
-            i += 2;
-            if depth == 0 {
-                return i;
-            }
+            return i + 2;
+        } else if b[i] == b'{' {
+            // A placeholder, `{name}`: its `}` closes nothing.
+            i = b[i..]
+                .iter()
+                .position(|&c| c == b'}')
+                .map_or(b.len(), |end| i + end + 1);
         } else {
             i += 1;
         }
@@ -1417,6 +1421,8 @@ mod tests {
             ("cat <<E\nbody", Place::HereDocument),
             // The appended argument is on the delimiter's line, which is then no delimiter.
             ("cat <<E\nbody\nE", Place::HereDocument),
+            // `${x:-{}` ends at its first `}`: the `#` after the `;` starts a comment.
+            ("${{x:-{{}};#}}", Place::Comment),
         ];
         for (text, place) in refused {
             match Template::parse(text) {
