@@ -745,8 +745,15 @@ pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
                 check_script_word(&program, script, true)?;
             }
         } else if COMMAND_OPTIONS.contains(&program.as_str()) {
+            // su's and runuser's `--session-command` hands its value to the shell's `-c` too.
+            let session = matches!(program.as_str(), "su" | "runuser");
             for j in 0..after.len() {
-                if let Some((script, _)) = option_value(after, j, 'c', "command") {
+                let script = option_value(after, j, Some('c'), "command").or_else(|| {
+                    session
+                        .then(|| option_value(after, j, None, "session-command"))
+                        .flatten()
+                });
+                if let Some((script, _)) = script {
                     check_script_word(&program, script, true)?;
                 }
             }
@@ -755,7 +762,7 @@ pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
             // `-S` is no env option (`env ls -S {}`), or at `--`.
             let mut j = 0;
             while let Some(option) = after.get(j).filter(|o| o.starts_with('-') && *o != "--") {
-                if let Some((string, next)) = option_value(after, j, 'S', "split-string") {
+                if let Some((string, next)) = option_value(after, j, Some('S'), "split-string") {
                     check_script_word("env -S", string, false)?;
                     // The string's words come before the words after it (`env -S'sh -c'
                     // 'echo {}'`: the shell and its `-c` are in the string).
@@ -775,8 +782,8 @@ pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
     Ok(())
 }
 
-/// The value of the option that `words[at]` gives, if it is the short option `short` or the
-/// long option `long`, as `getopt_long` reads them: `-c VALUE`, `-cVALUE`, in a cluster
+/// The value of the option that `words[at]` gives, if it is the short option `short` (if any)
+/// or the long option `long`, as `getopt_long` reads them: `-c VALUE`, `-cVALUE`, in a cluster
 /// (`-lc VALUE`, `-iSVALUE`), `--command VALUE`, `--command=VALUE`, or the long name cut
 /// short to any prefix (`--comm`, `--split-str=VALUE`), with the index of the word after the
 /// value. Options of other letters before it in a cluster are taken to take no value, which
@@ -784,7 +791,7 @@ pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
 fn option_value<'w>(
     words: &'w [String],
     at: usize,
-    short: char,
+    short: Option<char>,
     long: &str,
 ) -> Option<(&'w str, usize)> {
     let word = words[at].as_str();
@@ -802,7 +809,7 @@ fn option_value<'w>(
             None => next(),
         };
     }
-    let cluster = word.strip_prefix('-')?;
+    let (cluster, short) = (word.strip_prefix('-')?, short?);
     let rest = &cluster[cluster.find(short)? + short.len_utf8()..];
     if rest.is_empty() {
         next()
@@ -1012,6 +1019,11 @@ mod tests {
             "env --split-str 'sh -c {}'",
             "env --sp='sh -c {}'",
             "env -iS 'sh -c' 'echo {}'",
+            "su --session-command='echo {}' root",
+            "su --session-command 'echo {}' root",
+            "su --sess 'echo {}' root",
+            "runuser --session-command 'echo {}' root",
+            "nice su --session-command='echo {}' root",
             // A literal brace before it: the script is not the placeholder alone.
             "sh -c '{{{}'",
             // Harmless, refused all the same: a shell is looked for among all the words.
@@ -1040,6 +1052,7 @@ mod tests {
             "env -i PATH=/bin printf %s {}",
             "env ls -S {}",
             "env -u HOME ls -lS {}",
+            "su --shell /bin/sh root {}",
         ] {
             assert_eq!(check_shell_scripts(&words(accepted)), Ok(()), "{accepted}");
         }
