@@ -205,10 +205,7 @@ impl CheckedCoordinator {
     pub(crate) async fn open(url: &str, settings: FleetSettings) -> Result<Self, CoordinateError> {
         let params = resolve(url)?;
         let check = async {
-            let (report, _) = mpsc::unbounded_channel();
-            let session = session::connect(&params, report)
-                .await
-                .map_err(CoordinateError::Unusable)?;
+            let session = check_session(&params).await?;
             let mut client = Arc::into_inner(session.client).expect("one client");
             schema::migrate(&mut client)
                 .await
@@ -242,10 +239,7 @@ impl CheckedCoordinator {
     pub(crate) async fn reach(url: &str) -> Result<(), CoordinateError> {
         let params = resolve(url)?;
         let check = async {
-            let (report, _) = mpsc::unbounded_channel();
-            let session = session::connect(&params, report)
-                .await
-                .map_err(CoordinateError::Unusable)?;
+            let session = check_session(&params).await?;
             schema::check_not_newer_tables(&session.client)
                 .await
                 .map_err(|err| CoordinateError::Unusable(format!("{params}: {err}")))
@@ -804,6 +798,15 @@ fn sql_ms(duration: Duration) -> i64 {
 }
 
 /// The error of a database that did not answer within [`START_TIMEOUT`].
+/// A session for the start's checks of the database, which holds no key (its losses go
+/// nowhere).
+async fn check_session(params: &Params) -> Result<session::Session, CoordinateError> {
+    let (report, _) = mpsc::unbounded_channel();
+    session::connect(params, report)
+        .await
+        .map_err(CoordinateError::Unusable)
+}
+
 fn unanswered(params: &Params) -> CoordinateError {
     CoordinateError::Unusable(format!(
         "{params}: the database did not answer within {} s",
