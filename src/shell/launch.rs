@@ -38,6 +38,10 @@ pub(crate) struct Streams {
     pub(crate) one_destination: bool,
 }
 
+/// The most starts handed to each spawning thread and not yet back (see
+/// [`Launcher::hand_to_spawning_thread`]).
+const QUEUED_PER_THREAD: usize = 2;
+
 /// Everything every start of a run shares, prepared once.
 pub(crate) struct Launcher {
     shell: String,
@@ -357,13 +361,19 @@ impl Launcher {
 
     /// Whether the start to be made now is the spawning threads' (see [`SpawnThreads`]): then
     /// they are there, started with the first start handed over, so that a run that never
-    /// hands one over starts no thread. Otherwise the event loop makes it.
+    /// hands one over starts no thread. Otherwise the event loop makes it, as it does while
+    /// [`QUEUED_PER_THREAD`] starts per thread wait for them already: a burst of thousands
+    /// of starts is not queued there whole, to be made after a stop signal or a deadline the
+    /// event loop has long seen (`-j 3000` on 2 CPUs made every start after Ctrl-C).
     fn hand_to_spawning_thread(&mut self) -> bool {
         let SpawnThreads {
             threads,
             only_in_bursts,
         } = self.spawn_threads;
-        if threads == 0 || (only_in_bursts && !(self.backlog && self.on_threads < threads)) {
+        if threads == 0
+            || self.on_threads >= threads * QUEUED_PER_THREAD
+            || (only_in_bursts && !(self.backlog && self.on_threads < threads))
+        {
             return false;
         }
         if self.spawner.is_none() {
