@@ -797,7 +797,6 @@ fn sql_ms(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// The error of a database that did not answer within [`START_TIMEOUT`].
 /// A session for the start's checks of the database, which holds no key (its losses go
 /// nowhere).
 async fn check_session(params: &Params) -> Result<session::Session, CoordinateError> {
@@ -807,6 +806,7 @@ async fn check_session(params: &Params) -> Result<session::Session, CoordinateEr
         .map_err(CoordinateError::Unusable)
 }
 
+/// The error of a database that did not answer within [`START_TIMEOUT`].
 fn unanswered(params: &Params) -> CoordinateError {
     CoordinateError::Unusable(format!(
         "{params}: the database did not answer within {} s",
