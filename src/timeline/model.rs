@@ -413,7 +413,6 @@ impl FirstPass {
                 acc.last = acc.last.max(end);
                 figures.slots = figures.slots.max(slot);
                 figures.retries += u64::from(retried);
-                last_end = last_end.max(end);
             }
             for &(start, end, cause) in &spans.waits {
                 *figures.waits.entry(CAUSES[cause].to_owned()).or_default() += end - start;

@@ -523,42 +523,35 @@ fn check_record(job: &JobLine<'_>, origin: i64) -> Result<(), String> {
             causes.join(", ")
         ));
     }
-    let times = std::iter::once(Some(&job.ended_at))
-        .chain(std::iter::once(job.started_at.as_ref()))
-        .chain(
-            job.tries
-                .iter()
-                .flat_map(|t| [Some(&t.ended_at), t.started_at.as_ref()]),
-        )
-        .chain(job.waits.iter().map(|w| Some(&w.started_at)))
-        .flatten();
-    for time in times {
-        match parse_ms(time) {
-            None => {
-                return Err(format!(
-                    "bad time {time:?} in the record of seq {}",
-                    job.seq
-                ))
-            }
-            Some(ms) if ms < origin - SLACK_MS => {
-                return Err(format!(
-                    "the record of seq {} has a time ({time}) from before the run started",
-                    job.seq
-                ))
-            }
-            Some(_) => {}
-        }
+    // Each time read once: readable, and not before the run started.
+    let read = |time: &str| match parse_ms(time) {
+        None => Err(format!(
+            "bad time {time:?} in the record of seq {}",
+            job.seq
+        )),
+        Some(ms) if ms < origin - SLACK_MS => Err(format!(
+            "the record of seq {} has a time ({time}) from before the run started",
+            job.seq
+        )),
+        Some(ms) => Ok(ms),
+    };
+    read(&job.ended_at)?;
+    if let Some(started) = job.started_at.as_deref() {
+        read(started)?;
     }
     for t in &job.tries {
-        let Some(started) = t.started_at.as_deref() else {
-            continue;
-        };
-        if parse_ms(&t.ended_at) < parse_ms(started) {
-            return Err(format!(
-                "try {} of seq {} ends ({}) before it starts ({started})",
-                t.attempt, job.seq, t.ended_at
-            ));
+        let ended = read(&t.ended_at)?;
+        if let Some(started) = t.started_at.as_deref() {
+            if ended < read(started)? {
+                return Err(format!(
+                    "try {} of seq {} ends ({}) before it starts ({started})",
+                    t.attempt, job.seq, t.ended_at
+                ));
+            }
         }
+    }
+    for wait in &job.waits {
+        read(&wait.started_at)?;
     }
     Ok(())
 }
