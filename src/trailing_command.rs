@@ -761,7 +761,10 @@ pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
             // env's options end at its first operand (`NAME=VALUE` or the command), whose own
             // `-S` is no env option (`env ls -S {}`), or at `--`.
             let mut j = 0;
-            while let Some(option) = after.get(j).filter(|o| o.starts_with('-') && *o != "--") {
+            while after
+                .get(j)
+                .is_some_and(|o| o.starts_with('-') && o != "--")
+            {
                 if let Some((string, next)) = option_value(after, j, Some('S'), "split-string") {
                     check_script_word("env -S", string, false)?;
                     // The string's words come before the words after it (`env -S'sh -c'
@@ -772,10 +775,12 @@ pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
                     check_shell_scripts(&split)?;
                     break;
                 }
-                // The options that take the next word as their value.
-                let takes_value = ["-u", "-C", "-a"].contains(&option.as_str())
-                    || ["--unset", "--chdir", "--argv0"].contains(&option.as_str());
-                j += if takes_value { 2 } else { 1 };
+                // Past an option's value, read as the option is (`-u NAME`, `-uNAME`, `-iu
+                // NAME`, `--chd DIR`), or past an option that takes none.
+                j = [('u', "unset"), ('C', "chdir"), ('a', "argv0")]
+                    .into_iter()
+                    .find_map(|(short, long)| option_value(after, j, Some(short), long))
+                    .map_or(j + 1, |(_, next)| next);
             }
         }
     }
@@ -1019,6 +1024,10 @@ mod tests {
             "env --split-str 'sh -c {}'",
             "env --sp='sh -c {}'",
             "env -iS 'sh -c' 'echo {}'",
+            // After an option's value, given in any spelling.
+            "env --chd /tmp -S 'sh -c {}'",
+            "env -iu HOME -S 'sh -c {}'",
+            "env -uHOME -S 'sh -c {}'",
             "su --session-command='echo {}' root",
             "su --session-command 'echo {}' root",
             "su --sess 'echo {}' root",
