@@ -97,9 +97,8 @@ fn admit(s: &mut Scheduler, req: JobRequest, now: Tick) -> usize {
     }
 }
 
-/// Takes a job at `now`, asserting there is one.
-/// Takes the next job, whose process the shell starts at once (its turn deadline counts from
-/// `now`).
+/// Takes a job at `now`, asserting there is one, and starts its process at once, as the shell
+/// would (its turn deadline counts from `now`).
 fn take(s: &mut Scheduler, now: Tick) -> Start {
     let start = s.take(now).expect("a job should start");
     s.spawned(start.seq, now);
