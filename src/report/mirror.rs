@@ -4,7 +4,8 @@
 //! shell) reads a [`MirrorFeed`] and says whether anything was lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -20,6 +21,7 @@ pub(crate) enum MirrorMessage {
 pub(crate) struct Mirror {
     tx: mpsc::UnboundedSender<MirrorMessage>,
     lost: Arc<AtomicBool>,
+    ended: Arc<OnceLock<Instant>>,
 }
 
 /// The writer's end: the records to write, and where to say that one could not be.
@@ -28,6 +30,9 @@ pub(crate) struct MirrorFeed {
     pub(crate) rx: mpsc::UnboundedReceiver<MirrorMessage>,
     /// Set by the writer when a record could not be written.
     pub(crate) lost: Arc<AtomicBool>,
+    /// When the run's end began to wait for the records ([`Mirror::written`]); unset while
+    /// the run goes on, when a writer may keep trying a record for as long as it takes.
+    pub(crate) ended: Arc<OnceLock<Instant>>,
 }
 
 impl Mirror {
@@ -35,11 +40,13 @@ impl Mirror {
     pub(crate) fn channel() -> (Mirror, MirrorFeed) {
         let (tx, rx) = mpsc::unbounded_channel();
         let lost = Arc::new(AtomicBool::new(false));
+        let ended = Arc::new(OnceLock::new());
         let feed = MirrorFeed {
             rx,
             lost: Arc::clone(&lost),
+            ended: Arc::clone(&ended),
         };
-        (Mirror { tx, lost }, feed)
+        (Mirror { tx, lost, ended }, feed)
     }
 
     /// Queues one job record (its JSON Lines text; a trailing newline is dropped).
@@ -52,8 +59,11 @@ impl Mirror {
         }
     }
 
-    /// Resolves once every record queued so far is written (or given up on).
+    /// Resolves once every record queued so far is written (or given up on). Called by the
+    /// run's end: from the first call on, the writer's tries are bounded
+    /// ([`MirrorFeed::ended`]).
     pub(crate) fn written(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let _ = self.ended.set(Instant::now());
         let (done, wait) = oneshot::channel();
         let _ = self.tx.send(MirrorMessage::Flush(done));
         async move {
@@ -89,6 +99,10 @@ mod tests {
         }
         written.await;
         assert_eq!(seen, ["{\"seq\":1}", "{\"seq\":2}"]);
+        assert!(
+            feed.ended.get().is_some(),
+            "the writer is told the run has ended"
+        );
         assert!(!mirror.lost());
         feed.lost.store(true, Ordering::Relaxed);
         assert!(mirror.lost(), "the writer's word reaches the recorder");

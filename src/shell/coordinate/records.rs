@@ -3,19 +3,23 @@
 //! (`SELECT … FROM lanes_records WHERE outcome = 'failed'`). The JSON Lines report is unchanged.
 //! Records are written in order by a task with a session of its own (opened with the run's
 //! check of the database, before any key's), those that came while the last were written
-//! together in one statement. A record that cannot be written (refused by the server, or its
-//! session lost, or silent for [`ANSWER_TIMEOUT`], and not regained within [`RETRY_WINDOW`]) is
-//! said on stderr, names the job, and makes the run's exit status 1, as a report file that
-//! cannot be written does; the records after it are still written. A statement the server
-//! refuses is written again record by record, so that a refused record is lost alone; while
-//! the database cannot be reached, each statement is tried once, so that an outage costs the
-//! run's end one wait, not one per record.
+//! together in one statement. A statement whose session was lost, or whose connection was
+//! refused or not answered within [`ANSWER_TIMEOUT`], is tried again on a new session: while
+//! the run goes on, until it is written (a database restart or failover of any length loses no
+//! record), unless more than [`HELD_RECORDS`] records wait behind it; once the run has ended,
+//! until [`END_WINDOW`] after its end. A record given up on is said on stderr, names the job,
+//! and makes the run's exit status 1, as a report file that cannot be written does; the
+//! records after it are still written. A statement the server refuses is written again record
+//! by record, so that a refused record is lost alone; once a statement was given up on for
+//! want of the database, each later one is tried once until one is written, so that an outage
+//! at the end costs the run's end one wait, not one per record.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::session::{self, error_text, Session};
 use super::Shared;
@@ -28,11 +32,15 @@ SELECT $1, $2, $3, (r->>'seq')::bigint, r->>'key', r->>'outcome', r->>'reason', 
 FROM jsonb_array_elements($4::text::jsonb) WITH ORDINALITY AS records(r, n)
 ORDER BY n";
 
-/// How long a statement is tried again, each time on a new session, after its session was
-/// lost or a connection was refused (a server restarting, or short of connections), while
-/// the database can be reached; once it could not be within this time, each later statement
-/// is tried once until one is written.
-const RETRY_WINDOW: Duration = Duration::from_secs(16);
+/// How long after the run's end a statement is still tried again, each time on a new
+/// session, after its session was lost or a connection was refused (a server restarting, or
+/// short of connections): the longest the run's end waits for a database out of reach.
+const END_WINDOW: Duration = Duration::from_secs(30);
+
+/// The most records that may wait behind a statement tried again while the run goes on: past
+/// it, the statement is given up on, so that a database gone for good holds a bounded memory
+/// (a record is a few KiB at most).
+const HELD_RECORDS: usize = 10_000;
 
 /// The pause before the first new connection after a session was lost; it doubles before each
 /// next one, up to [`MAX_RECONNECT_DELAY`].
@@ -57,12 +65,46 @@ struct Unwritten {
     text: String,
 }
 
-/// The records' writer: its session, and whether the database was out of reach at the last
-/// statement.
+/// The records' writer: its session, whether the database was out of reach at the last
+/// statement, and the run's end.
 struct Writer {
     shared: Arc<Shared>,
     session: Option<Session>,
     unreachable: bool,
+    ended: Arc<OnceLock<std::time::Instant>>,
+}
+
+/// What a statement whose try failed for want of the database has come to, at `now`.
+/// `first_try` is when it was first tried; `ended` when the run ended, if it has; `waiting`
+/// how many records are queued behind it; `unreachable` whether the last statement was given
+/// up on for want of the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// Try it again.
+    Again,
+    /// Give it up: the run has ended and [`END_WINDOW`] is over, or the database was already
+    /// out of reach for the last statement, or too many records wait behind it.
+    GiveUp,
+}
+
+/// Whether a statement whose last try failed for want of the database (see [`Retry`]) is
+/// tried again after `delay`.
+fn retry(
+    first_try: Instant,
+    now: Instant,
+    delay: Duration,
+    ended: Option<Instant>,
+    waiting: usize,
+    unreachable: bool,
+) -> Retry {
+    if unreachable || waiting > HELD_RECORDS {
+        return Retry::GiveUp;
+    }
+    match ended {
+        None => Retry::Again,
+        Some(ended) if now + delay < ended.max(first_try) + END_WINDOW => Retry::Again,
+        Some(_) => Retry::GiveUp,
+    }
 }
 
 /// Starts the writer of `shared`'s run's job records into the database (see the module's
@@ -72,12 +114,14 @@ pub(super) fn start(shared: Arc<Shared>, session: Option<Session>, feed: MirrorF
     let MirrorFeed {
         mut rx,
         lost: failed,
+        ended,
     } = feed;
     tokio::spawn(async move {
         let mut writer = Writer {
             shared,
             session,
             unreachable: false,
+            ended,
         };
         let mut held: Option<MirrorMessage> = None;
         loop {
@@ -106,7 +150,7 @@ pub(super) fn start(shared: Arc<Shared>, session: Option<Session>, feed: MirrorF
                     Err(_) => break,
                 }
             }
-            let lost = writer.write_all(&lines).await;
+            let lost = writer.write_all(&lines, &rx).await;
             if !lost.is_empty() {
                 failed.store(true, Ordering::Relaxed);
             }
@@ -124,13 +168,18 @@ pub(super) fn start(shared: Arc<Shared>, session: Option<Session>, feed: MirrorF
 impl Writer {
     /// Writes `lines` in one statement, or record by record when the server refuses it; the
     /// records lost, each with why.
-    async fn write_all<'a>(&mut self, lines: &'a [String]) -> Vec<(&'a String, String)> {
-        match self.write(lines).await {
+    /// `rx` is the queue of records behind them.
+    async fn write_all<'a>(
+        &mut self,
+        lines: &'a [String],
+        rx: &mpsc::UnboundedReceiver<MirrorMessage>,
+    ) -> Vec<(&'a String, String)> {
+        match self.write(lines, rx).await {
             Ok(()) => Vec::new(),
             Err(Unwritten { refused: true, .. }) if lines.len() > 1 => {
                 let mut lost = Vec::new();
                 for line in lines {
-                    if let Err(err) = self.write(std::slice::from_ref(line)).await {
+                    if let Err(err) = self.write(std::slice::from_ref(line), rx).await {
                         lost.push((line, err.text));
                     }
                 }
@@ -141,16 +190,24 @@ impl Writer {
     }
 
     /// Writes `lines` in one statement on the session, opening it (again) when there is none
-    /// or it was lost.
-    async fn write(&mut self, lines: &[String]) -> Result<(), Unwritten> {
+    /// or it was lost; `rx` is the queue behind them (see [`retry`]).
+    async fn write(
+        &mut self,
+        lines: &[String],
+        rx: &mpsc::UnboundedReceiver<MirrorMessage>,
+    ) -> Result<(), Unwritten> {
         let mut last = String::new();
         let records = format!("[{}]", lines.join(","));
-        let first_try = tokio::time::Instant::now();
+        let first_try = Instant::now();
         let mut delay = RECONNECT_DELAY;
         for attempt in 0.. {
-            // Once out of reach, one try; else tries until the window is over.
-            if attempt > 0 && (self.unreachable || first_try.elapsed() + delay >= RETRY_WINDOW) {
-                break;
+            if attempt > 0 {
+                let ended = self.ended.get().map(|&at| Instant::from_std(at));
+                let now = Instant::now();
+                if retry(first_try, now, delay, ended, rx.len(), self.unreachable) == Retry::GiveUp
+                {
+                    break;
+                }
             }
             if self
                 .session
@@ -258,5 +315,78 @@ fn which(line: &str) -> String {
     match record.get("key").and_then(serde_json::Value::as_str) {
         Some(key) => format!("job {seq} (key {key:?})"),
         None => format!("job {seq}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn while_the_run_goes_on_a_statement_is_tried_again_however_long_it_takes() {
+        let start = Instant::now();
+        let hour_later = start + 3600 * S;
+        assert_eq!(
+            retry(start, hour_later, 4 * S, None, 0, false),
+            Retry::Again
+        );
+        assert_eq!(
+            retry(start, hour_later, 4 * S, None, HELD_RECORDS, false),
+            Retry::Again
+        );
+    }
+
+    #[test]
+    fn too_many_records_behind_a_statement_give_it_up() {
+        let start = Instant::now();
+        assert_eq!(
+            retry(start, start + S, S, None, HELD_RECORDS + 1, false),
+            Retry::GiveUp
+        );
+    }
+
+    #[test]
+    fn after_the_run_s_end_a_statement_is_tried_until_the_end_window_is_over() {
+        let start = Instant::now();
+        // Ended as the statement was first tried: the window counts from then.
+        let ended = Some(start);
+        assert_eq!(
+            retry(start, start + 20 * S, 4 * S, ended, 0, false),
+            Retry::Again
+        );
+        assert_eq!(
+            retry(start, start + 26 * S, 4 * S, ended, 0, false),
+            Retry::GiveUp
+        );
+        // A statement first tried long before the end still gets the whole window from the end.
+        let ended = Some(start + 600 * S);
+        assert_eq!(
+            retry(start, start + 620 * S, 4 * S, ended, 0, false),
+            Retry::Again
+        );
+        assert_eq!(
+            retry(start, start + 627 * S, 4 * S, ended, 0, false),
+            Retry::GiveUp
+        );
+        // A statement first tried after the end (queued behind one given up on) counts from
+        // its own first try.
+        let ended = Some(start);
+        let later = start + 40 * S;
+        assert_eq!(retry(later, later + S, S, ended, 0, false), Retry::Again);
+    }
+
+    #[test]
+    fn once_a_statement_was_given_up_for_want_of_the_database_the_next_get_one_try() {
+        let start = Instant::now();
+        assert_eq!(
+            retry(start, start, RECONNECT_DELAY, None, 0, true),
+            Retry::GiveUp
+        );
+        assert_eq!(
+            retry(start, start, RECONNECT_DELAY, Some(start), 0, true),
+            Retry::GiveUp
+        );
     }
 }
