@@ -497,7 +497,7 @@ pub(crate) const SLACK_MS: i64 = 1_000;
 
 /// A job record's outcome and wait causes must be ones lanes writes, its slots from 1, and
 /// every time of it readable, none before the run started (`origin`, ms since the epoch), and
-/// no try ending before it started. A slot above the `run` record's `max_concurrent` is a
+/// neither it nor a try ending before it started. A slot above the `run` record's `max_concurrent` is a
 /// server's whose cap `lanes set -j` raised.
 fn check_record(job: &JobLine<'_>, origin: i64) -> Result<(), String> {
     if job.tries.iter().any(|t| t.slot == Some(0)) {
@@ -535,9 +535,14 @@ fn check_record(job: &JobLine<'_>, origin: i64) -> Result<(), String> {
         )),
         Some(ms) => Ok(ms),
     };
-    read(&job.ended_at)?;
+    let ended = read(&job.ended_at)?;
     if let Some(started) = job.started_at.as_deref() {
-        read(started)?;
+        if ended < read(started)? {
+            return Err(format!(
+                "the record of seq {} ends ({}) before its job starts ({started})",
+                job.seq, job.ended_at
+            ));
+        }
     }
     for t in &job.tries {
         let ended = read(&t.ended_at)?;

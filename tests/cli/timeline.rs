@@ -895,6 +895,16 @@ fn invalid_records_and_unreadable_input_are_refused_with_the_file_and_line() {
                 .to_owned(),
         ),
         (
+            "job-backwards.jsonl",
+            small.replace(
+                "\"started_at\":\"2026-01-02T03:04:06.010Z\",\"ended_at\":\"2026-01-02T03:04:06.500Z\",\"duration_ms\":490,\"wait_ms\"",
+                "\"started_at\":\"2026-01-02T03:04:06.600Z\",\"ended_at\":\"2026-01-02T03:04:06.500Z\",\"duration_ms\":490,\"wait_ms\"",
+            ),
+            "job-backwards.jsonl:3: the record of seq 3 ends (2026-01-02T03:04:06.500Z) before \
+             its job starts (2026-01-02T03:04:06.600Z)"
+                .to_owned(),
+        ),
+        (
             "late.jsonl",
             small.replace(
                 "\"ended_at\":\"2026-01-02T03:04:05.001Z\"",
