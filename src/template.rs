@@ -70,6 +70,10 @@ pub(crate) enum TemplateError {
     /// A shell's `${NAME}` read as a placeholder: what to write instead.
     #[error("`${{{0}}}` in --command: lanes reads `{{{0}}}` as a placeholder, and knows none of that name; a shell's `${{{0}}}` is written `${{{{{doubled}}}}}` in a template (braces doubled)", doubled = doubled_braces(.0))]
     ShellBraces(String),
+    /// A shell's `${NAME…{}…}`: a placeholder meant inside a parameter expansion, read as a
+    /// placeholder of that whole name.
+    #[error("`${{{0}}}` in --command: lanes reads `{{{0}}}` as a placeholder, and knows none of that name. A placeholder inside a shell's `${{…}}` is refused (lanes could not quote its text there): give the argument to a variable first, `v={{}}; echo \"${{{{x:-$v}}}}\"`; or, for the shell's own text `${{{0}}}`, double the braces: `${{{{{doubled}}}}}`", doubled = doubled_braces(.0))]
+    ShellParameterWithPlaceholder(String),
     #[error("unclosed `{{` in --command at byte {0} (write {{{{ for a literal brace)")]
     Unclosed(usize),
     #[error("lone `}}` in --command at byte {0} (write }}}} for a literal brace)")]
@@ -128,7 +132,9 @@ impl Template {
                     let after_dollar =
                         place == Place::AfterDollar || unescaped_dollar_before(text, at);
                     let piece = piece_of(name).ok_or_else(|| {
-                        if after_dollar {
+                        if after_dollar && name.contains('{') {
+                            TemplateError::ShellParameterWithPlaceholder(name.to_owned())
+                        } else if after_dollar {
                             TemplateError::ShellBraces(name.to_owned())
                         } else {
                             TemplateError::Unknown(name.to_owned())
@@ -1271,11 +1277,19 @@ mod tests {
             .to_string()
             .contains("is written `${{HOME}}` in a template"));
         assert!(Template::parse("echo ${{HOME}}/{} $ {seq}").is_ok());
-        // Every brace of the name is doubled: `${x:-{}` is `${{x:-{{}}`.
+        // A placeholder meant inside `${…}`: the error says how to pass the argument, and,
+        // every brace of the name doubled, how to write the shell's own text.
         let message = Template::parse("echo ${x:-{}}").unwrap_err().to_string();
         assert!(
-            message.contains("is written `${{x:-{{}}` in a template"),
+            message.contains("give the argument to a variable first, `v={}; echo \"${{x:-$v}}\"`")
+                && message.contains("double the braces: `${{x:-{{}}`"),
             "{message}"
+        );
+        // What it suggests is accepted, and is what was meant.
+        let suggested = Template::parse("v={}; echo \"${{x:-$v}}\"").unwrap();
+        assert_eq!(
+            suggested.render(&["a b"], "a b", 1, 1),
+            "v='a b'; echo \"${x:-$v}\""
         );
         assert_eq!(
             Template::parse("echo \"${HOME}\" {}"),
