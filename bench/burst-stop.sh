@@ -19,6 +19,8 @@ if [ -z "${LANES_BIN:-}" ]; then
   (cd "$ROOT" && cargo build --release --quiet)
   LANES_BIN=$ROOT/target/release/lanes
 fi
+# Each round runs in its own directory: a relative path would name nothing there.
+LANES_BIN=$(realpath "$LANES_BIN")
 for i in $(seq 1 "$JOBS"); do printf 'k%d\tsleep 30\n' "$i"; done > "$WORK/jobs.tsv"
 cat > "$WORK/round.sh" <<'ROUND'
 cd "$1"
@@ -27,7 +29,7 @@ cd "$1"
 nice -n 10 "$2" -j "$3" ${BENCH_BURST_ARGS:-} --grace 1 --events events.jsonl --report report.jsonl jobs.tsv \
   >/dev/null 2>&1 &
 lanes=$!
-while :; do
+while kill -0 "$lanes" 2>/dev/null; do
   started=$(grep -c '"type":"started"' events.jsonl 2>/dev/null) || true
   [ "${started:-0}" -ge 300 ] && break
   sleep 0.01
