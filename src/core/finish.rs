@@ -26,7 +26,9 @@ pub struct RunFacts {
 #[must_use]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {
-    /// The run's outcome, shared by every job of a batch.
+    /// The try's outcome, shared by every job of a batch. Its members' records (`accounts`)
+    /// may say otherwise: a try that failed with tries left while the run stops is recorded
+    /// `interrupted`, with the stop's reason.
     pub outcome: Outcome,
     /// The try that ended.
     pub attempt: u32,
@@ -71,6 +73,10 @@ impl Scheduler {
             .collect();
         let attempt = run.attempts;
         let grant = run.grant.clone();
+        // Tries left, its key not being cancelled: only a stop of the run (drain) would keep
+        // a failed try from being retried.
+        let tries_left = attempt <= self.policy.retries
+            && !self.lanes.get(&run.key).is_some_and(|lane| lane.cancelling);
         let superseded_by = run
             .superseded_by
             .filter(|_| outcome == Outcome::Interrupted(StopReason::Superseded));
@@ -90,6 +96,15 @@ impl Scheduler {
             self.release_at(seq, None, Some(now))
         };
         let retry = matches!(released, Released::Retry { .. });
+        // A try that failed with tries left while the run stops is the job stopped before its
+        // retry: `interrupted` with the stop's reason, as a job stopped while it waits out its
+        // retry delay is (its tries told), not `failed` by a try that would have been retried.
+        let recorded = match outcome {
+            Outcome::Failed(_) if !retry && tries_left && self.draining => {
+                Outcome::Interrupted(self.stopping.unwrap_or(StopReason::Shutdown))
+            }
+            _ => outcome,
+        };
         let batch = self.policy.batching().then_some(seq);
         let accounts = if retry {
             Vec::new()
@@ -99,7 +114,7 @@ impl Scheduler {
                 .zip(earlier)
                 .map(|(&member, (mut tries, (waited, waits)))| Account {
                     seq: member,
-                    outcome,
+                    outcome: recorded,
                     attempts: attempt,
                     tries: {
                         tries.push(Try { waited, ..this_try });

@@ -864,3 +864,36 @@ fn after_ctrl_c_lanes_dies_by_sigint_so_a_shell_loop_running_it_stops_too() {
     assert_eq!(report.summary.exit_code, 130);
     assert_eq!(report.jobs.len(), 1);
 }
+
+/// A job between tries when the run stops (`--retries` with tries left, no delay: its try
+/// ends by itself as the stop comes, or it waits for its next) is recorded stopped before its
+/// retry, `interrupted`/`shutdown`, never `failed` by a try that would have been retried.
+/// Three runs: the stop meets the job at a different point of its tries each time.
+#[test]
+fn a_job_between_tries_when_the_run_stops_is_interrupted_not_failed() {
+    for _ in 0..3 {
+        let scratch = Scratch::new();
+        let run = Run::new()
+            .scratch(&scratch)
+            .args(["--retries", "100000", "--output", "none"])
+            .stdin("k\techo x >> \"$D/tries\"; exit 1\n")
+            .spawn();
+        assert!(
+            wait_until(Duration::from_secs(10), || scratch.lines("tries").len()
+                >= 5),
+            "the job never tried five times"
+        );
+        run.signal(Signal::SIGINT);
+        let out = run.wait();
+        out.code(130);
+        let job = out.job(1);
+        assert_eq!(
+            job.result(),
+            ("interrupted", Some("shutdown")),
+            "{}",
+            out.dump()
+        );
+        assert!(job.attempts >= 5, "{}", out.dump());
+        assert_eq!(out.report().summary.failed, 0, "{}", out.dump());
+    }
+}

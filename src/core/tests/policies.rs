@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
+
 use super::super::*;
 use super::{fail, job, ms};
 
@@ -429,6 +431,70 @@ fn a_retried_try_ends_when_its_run_ended_though_the_core_heard_of_it_later() {
         vec![ms(15), ms(40)],
         "each try ends when its run ended"
     );
+}
+
+#[test]
+fn a_try_that_fails_with_tries_left_as_the_run_stops_is_recorded_stopped_before_its_retry() {
+    for (reason, stop) in [
+        (StopReason::Shutdown, None),
+        (StopReason::FailFast, Some("b")),
+    ] {
+        let mut policy = retrying(3, Duration::ZERO);
+        policy.fail_fast = stop.is_some();
+        let mut s = with(2, 10, policy);
+        queue(&mut s, job(1, "a", 0), ms(0));
+        queue(&mut s, job(2, "b", 0), ms(0));
+        assert_eq!(take(&mut s, ms(0)).seq, 1);
+        assert_eq!(take(&mut s, ms(0)).seq, 2);
+        if stop.is_some() {
+            // Job 2's try fails with tries left: retried; then for good after three more.
+            for at in 1..=3 {
+                assert!(s.finish(2, failed_at(ms(at)), ms(at)).unwrap().retry);
+                assert_eq!(take(&mut s, ms(at)).seq, 2);
+            }
+            let halted = s.finish(2, failed_at(ms(4)), ms(4)).unwrap();
+            assert!(halted.halt.is_some(), "job 2's last failure stops the run");
+        } else {
+            let SignalVerdict::Halt(_) = s.signal_received(Signal::SIGINT, ms(4)) else {
+                panic!("the first SIGINT halts the run");
+            };
+        }
+        // Job 1's try ends by itself, failed, before the stop reached it: it would have been
+        // retried, so its record says it was stopped, with its failed try told.
+        let ended = s.finish(1, failed_at(ms(5)), ms(5)).expect("job 1 runs");
+        assert!(!ended.retry, "no retry once the run stops");
+        assert_eq!(
+            ended.outcome,
+            Outcome::Failed(FailReason::ExitStatus),
+            "the try"
+        );
+        let account = &ended.accounts[0];
+        assert_eq!(account.outcome, Outcome::Interrupted(reason), "the record");
+        assert_eq!(account.tries.len(), 1);
+        assert_eq!(
+            account.tries[0].outcome,
+            Outcome::Failed(FailReason::ExitStatus)
+        );
+    }
+    // Its last try, or a run that goes on, keep `failed`.
+    let mut s = with(1, 10, retrying(0, Duration::ZERO));
+    queue(&mut s, job(1, "a", 0), ms(0));
+    assert_eq!(take(&mut s, ms(0)).seq, 1);
+    let _ = s.signal_received(Signal::SIGINT, ms(1));
+    let ended = s.finish(1, failed_at(ms(2)), ms(2)).unwrap();
+    assert_eq!(
+        ended.accounts[0].outcome,
+        Outcome::Failed(FailReason::ExitStatus)
+    );
+}
+
+/// Facts of a run whose direct child exited 1 at `at`, no stop having reached it.
+fn failed_at(at: Tick) -> RunFacts {
+    RunFacts {
+        exit: Some(ExitFacts::Exited(1)),
+        stopped_while_running: false,
+        ended_at: at,
+    }
 }
 
 #[test]
