@@ -715,11 +715,50 @@ fn short_takes_value(command: &clap::Command, name: char) -> bool {
 }
 
 /// Shells, by the program's file name: the first operand after a `-c` among their options is a
-/// script.
+/// script. A name with a version after it (`bash5`, `bash-5.2`, `ksh93`) is the shell's too
+/// ([`is_shell`]).
 const SHELLS: &[&str] = &[
-    "sh", "bash", "rbash", "dash", "zsh", "ksh", "ksh93", "mksh", "pdksh", "ash", "yash", "posh",
-    "busybox", "fish", "csh", "tcsh",
+    "sh", "bash", "rbash", "dash", "zsh", "ksh", "mksh", "lksh", "pdksh", "oksh", "loksh", "ash",
+    "yash", "posh", "busybox", "fish", "csh", "tcsh", "osh", "ysh", "elvish", "xonsh", "pwsh",
+    "nu", "rc",
 ];
+
+/// Whether `name` (a program's file name) is a shell of [`SHELLS`], alone or followed by a
+/// version: digits, dots, `-` or `_` (`bash5`, `bash-5.2`, `zsh-5.9`, `ksh93`).
+fn is_shell(name: &str) -> bool {
+    SHELLS.iter().any(|shell| {
+        name.strip_prefix(shell).is_some_and(|version| {
+            version.is_empty()
+                || (version.starts_with(|c: char| c.is_ascii_digit() || c == '-' || c == '_')
+                    && version
+                        .chars()
+                        .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '_')))
+        })
+    })
+}
+
+/// The file names a program word may run as: its own, and that of the file it leads to (a
+/// symbolic link followed: `./mysh` linked to `/bin/dash` is `dash`), found on `PATH` when the
+/// word has no `/`, as `execvp` finds it. A renamed copy of a shell is not found.
+fn program_names(word: &str) -> Vec<String> {
+    let own = word.rsplit('/').next().unwrap_or(word).to_owned();
+    let path = if word.contains('/') {
+        Some(std::path::PathBuf::from(word))
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(word))
+                .find(|candidate| candidate.is_file())
+        })
+    };
+    let target = path
+        .and_then(|path| std::fs::canonicalize(path).ok())
+        .and_then(|real| real.file_name().map(|n| n.to_string_lossy().into_owned()));
+    match target {
+        Some(target) if target != own => vec![own, target],
+        _ => vec![own],
+    }
+}
 
 /// Programs whose `-c WORD` (or `--command WORD`) is a command line for a shell.
 const COMMAND_OPTIONS: &[&str] = &["su", "runuser", "script", "flock"];
@@ -736,15 +775,17 @@ const COMMAND_OPTIONS: &[&str] = &["su", "runuser", "script", "flock"];
 /// # Errors
 /// The message says which word and how to pass the argument instead.
 pub(crate) fn check_shell_scripts(words: &[String]) -> Result<(), String> {
-    let name = |word: &str| word.rsplit('/').next().unwrap_or(word).to_owned();
     for (i, word) in words.iter().enumerate() {
-        let program = name(word);
+        let names = program_names(word);
         let after = &words[i + 1..];
-        if SHELLS.contains(&program.as_str()) {
+        if let Some(shell) = names.iter().find(|name| is_shell(name)) {
             if let Some(script) = shell_script(after) {
-                check_script_word(&program, script, true)?;
+                check_script_word(shell, script, true)?;
             }
-        } else if COMMAND_OPTIONS.contains(&program.as_str()) {
+            continue;
+        }
+        let program = names[0].clone();
+        if COMMAND_OPTIONS.contains(&program.as_str()) {
             // su's and runuser's `--session-command` hands its value to the shell's `-c` too.
             let session = matches!(program.as_str(), "su" | "runuser");
             for j in 0..after.len() {
@@ -1065,6 +1106,48 @@ mod tests {
         ] {
             assert_eq!(check_shell_scripts(&words(accepted)), Ok(()), "{accepted}");
         }
+    }
+
+    #[test]
+    fn a_shell_under_a_versioned_name_or_behind_a_link_is_a_shell() {
+        for shell in [
+            "bash5", "bash-5.2", "zsh-5.9", "ksh93", "oksh", "loksh", "mksh", "pwsh",
+        ] {
+            assert!(is_shell(shell), "{shell}");
+        }
+        for other in [
+            "bashful", "shx", "shred", "zshdb", "rsync", "fishy", "sh.py",
+        ] {
+            assert!(!is_shell(other), "{other}");
+        }
+        for refused in [
+            "bash5 -c 'echo {}'",
+            "/opt/bash-5.2/bin/bash-5.2 -lc 'x {}'",
+        ] {
+            assert!(
+                check_shell_scripts(&shell_words(refused)).is_err(),
+                "{refused}"
+            );
+        }
+        // A link to a shell, under any name, runs the shell: `./mysh -c 'echo {}'`.
+        let Some(shell) = ["/bin/sh", "/usr/bin/sh"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+        else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("mysh");
+        std::os::unix::fs::symlink(shell, &link).unwrap();
+        let link = link.to_str().unwrap().to_owned();
+        let said = check_shell_scripts(&[link.clone(), "-c".into(), "echo {}".into()])
+            .expect_err("a link to sh");
+        assert!(said.contains("the argument would run as code"), "{said}");
+        assert_eq!(
+            check_shell_scripts(&[link, "script.sh".into(), "{}".into()]),
+            Ok(()),
+            "a script given to it is no `-c`"
+        );
     }
 
     /// `text` split into words as a shell would (single and double quotes only).
