@@ -216,7 +216,7 @@ fn three_hosts_never_run_a_key_twice_at_once_and_migrate_once() {
     // Each version applied once, though three hosts started at once.
     assert_eq!(
         pg.psql("SELECT count(*), max(version) FROM lanes_schema"),
-        "4|4\n"
+        "5|5\n"
     );
     // h0's records are in the fleet's table too, as in its report.
     assert_eq!(
@@ -961,7 +961,7 @@ fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
     out.code(2);
     assert!(
         out.stderr().contains(
-            "the database's lanes tables are version 99, newer than this lanes knows (4)"
+            "the database's lanes tables are version 99, newer than this lanes knows (5)"
         ),
         "{}",
         out.stderr()
@@ -983,7 +983,7 @@ fn tables_of_a_newer_lanes_are_refused_before_anything_runs() {
     assert_eq!(locks.status.code(), Some(2), "{locks:?}");
     let stderr = String::from_utf8_lossy(&locks.stderr);
     assert!(
-        stderr.contains("version 99, newer than this lanes knows (4)"),
+        stderr.contains("version 99, newer than this lanes knows (5)"),
         "{stderr}"
     );
 }
@@ -1361,6 +1361,92 @@ fn a_record_that_ends_while_the_database_is_down_is_written_however_long_the_out
         "1:succeeded,2:interrupted,3:succeeded",
         "{}",
         out.dump()
+    );
+}
+
+#[test]
+fn a_record_whose_commit_is_answered_late_is_written_once() {
+    // A synchronous standby that is not there holds every commit's answer (the commit is done
+    // locally): the records' session gives the insert up after 5 s and tries it again on a new
+    // session, and the table must still hold one row per job.
+    let Some(pg) = Postgres::start("a_record_whose_commit_is_answered_late_is_written_once") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let input = scratch.write(
+        "jobs.tsv",
+        format!("{}b\ttrue\n", marked_job("a", &await_file("go"))),
+    );
+    let run = Run::new()
+        .scratch(&scratch)
+        .args(["-j", "1", "--coordinate", &pg.url(), "--coordinate-records"])
+        .arg(input)
+        .spawn();
+    scratch.wait_for("log.a", Duration::from_secs(10));
+    pg.psql("ALTER SYSTEM SET synchronous_standby_names = 'absent'");
+    pg.psql("SELECT pg_reload_conf()");
+    scratch.write("go", "");
+    // The first insert's answer is held; 5 s later it is given up and tried again on a new
+    // session: two inserts of job 1's record are in the server at once.
+    let inserts = || {
+        pg.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%INSERT INTO lanes_records%' \
+             AND pid <> pg_backend_pid()",
+        )
+        .trim()
+        .parse::<u32>()
+        .unwrap()
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || inserts() >= 2),
+        "the insert was not tried again"
+    );
+    pg.psql("ALTER SYSTEM RESET synchronous_standby_names");
+    pg.psql("SELECT pg_reload_conf()");
+    let out = run.wait();
+    out.code(0);
+    assert!(!out.stderr().contains("was not written"), "{}", out.dump());
+    assert_eq!(
+        pg.psql("SELECT string_agg(seq::text, ',' ORDER BY seq) FROM lanes_records")
+            .trim(),
+        "1,2",
+        "{}",
+        out.dump()
+    );
+}
+
+#[test]
+fn version_4_tables_are_upgraded_and_copies_of_a_record_written_before_are_removed() {
+    let Some(pg) = Postgres::start("version_4_tables_are_upgraded") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let run = |input: &str| {
+        Run::new()
+            .scratch(&scratch)
+            .args(["--coordinate", &pg.url(), "--coordinate-records"])
+            .stdin(input)
+            .run()
+    };
+    run("a\ttrue\n").code(0);
+    // The tables as version 4 left them, with a record written three times by its tries.
+    pg.psql(
+        "DROP INDEX lanes_records_once; DELETE FROM lanes_schema WHERE version = 5; \
+         INSERT INTO lanes_records (namespace, host, run, seq, key, outcome, record) \
+         SELECT namespace, host, run, seq, key, 'copy', record FROM lanes_records, \
+         generate_series(1, 2)",
+    );
+    assert_eq!(pg.psql("SELECT count(*) FROM lanes_records").trim(), "3");
+    run("b\ttrue\n").code(0);
+    assert_eq!(
+        pg.psql("SELECT count(*), max(version) FROM lanes_schema"),
+        "5|5\n"
+    );
+    assert_eq!(
+        pg.psql("SELECT string_agg(key || ':' || outcome, ',' ORDER BY id) FROM lanes_records")
+            .trim(),
+        "a:succeeded,b:succeeded",
+        "the first of the copies is kept"
     );
 }
 

@@ -25,12 +25,15 @@ use super::session::{self, error_text, Session};
 use super::Shared;
 use crate::report::mirror::{MirrorFeed, MirrorMessage};
 
-/// `$4` is a JSON array of records, inserted in its order.
+/// `$4` is a JSON array of records, inserted in its order. A record already in (an earlier
+/// try whose commit went through, its answer lost) is left as it is: each job of a run has
+/// one row (the unique index `lanes_records_once`).
 const INSERT: &str = "
 INSERT INTO lanes_records (namespace, host, run, seq, key, outcome, reason, record)
 SELECT $1, $2, $3, (r->>'seq')::bigint, r->>'key', r->>'outcome', r->>'reason', r
 FROM jsonb_array_elements($4::text::jsonb) WITH ORDINALITY AS records(r, n)
-ORDER BY n";
+ORDER BY n
+ON CONFLICT (namespace, host, run, seq) DO NOTHING";
 
 /// How long after the run's end a statement is still tried again, each time on a new
 /// session, after its session was lost or a connection was refused (a server restarting, or

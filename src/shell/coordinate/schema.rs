@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 pub(crate) const MIGRATION_LOCK: i64 = 0x6c61_6e65_735f_6d69;
 
 /// The newest version this lanes knows.
-pub(crate) const VERSION: i32 = 4;
+pub(crate) const VERSION: i32 = 5;
 
 /// Each version's statements, in order; version N is `STEPS[N - 1]`.
 const STEPS: [&str; VERSION as usize] = [
@@ -65,6 +65,13 @@ const STEPS: [&str; VERSION as usize] = [
     // the row over it found: a later holder waits for it too, whatever this holder's grace.
     "ALTER TABLE lanes_holds ADD COLUMN lost_until timestamptz;
     ALTER TABLE lanes_slot_holds ADD COLUMN lost_until timestamptz;",
+    // 5: one record per job of a run: an insert tried again after its answer was lost (a
+    // commit held by a synchronous standby) finds the one that went in. Copies written before
+    // are removed, the first kept.
+    "DELETE FROM lanes_records AS later USING lanes_records AS first
+        WHERE later.id > first.id AND later.namespace = first.namespace
+        AND later.host = first.host AND later.run = first.run AND later.seq = first.seq;
+    CREATE UNIQUE INDEX lanes_records_once ON lanes_records (namespace, host, run, seq);",
 ];
 
 /// The version of the tables in the session's schema search path; `None` without any.
