@@ -134,11 +134,23 @@ fn is_toml_setting(text: &str) -> bool {
     })
 }
 
+/// Whether a key looks like a TOML setting rather than a key of its own: a value that is a
+/// string, an array or a table (`cmd = "make"`, `key='a'`), or a number or boolean with spaces
+/// around its `=` (`max_concurrent = 4`). A parameter sweep's `seed=42`, `lr=0.1` or
+/// `d=2024-01-01` is a key.
+fn is_toml_setting_key(key: &str) -> bool {
+    is_toml_setting(key)
+        && key.split_once('=').is_some_and(|(name, value)| {
+            value.trim_start().starts_with(['"', '\'', '[', '{'])
+                || (name.ends_with([' ', '\t']) && value.starts_with([' ', '\t']))
+        })
+}
+
 /// A line whose key looks like a TOML setting (`cmd = "make"<TAB># a comment`, a manifest
-/// aligned with tabs): refused, not run, when the other lines of the input would be refused as
-/// TOML. A `[name]` key is a key.
+/// aligned with tabs; [`is_toml_setting_key`]): refused, not run, when the other lines of the
+/// input would be refused as TOML. A `[name]` key is a key.
 fn toml_setting_as_key(key: &str) -> Option<LineItem> {
-    is_toml_setting(key.trim()).then(|| {
+    is_toml_setting_key(key.trim()).then(|| {
         invalid(
             Some(key.to_owned()),
             &format!(
@@ -500,6 +512,32 @@ mod tests {
                 }
                 other => panic!("{raw:?} parsed as {other:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_key_that_looks_like_a_toml_setting_is_refused_and_a_sweep_s_key_is_not() {
+        for toml in [
+            "cmd = \"make\"",
+            "key='a'",
+            "x = [1, 2]",
+            "env = { A = \"1\" }",
+            "max_concurrent = 4",
+            "fail_fast = true",
+        ] {
+            assert!(toml_setting_as_key(toml).is_some(), "{toml}");
+        }
+        for key in [
+            "seed=42",
+            "lr=0.1",
+            "v=1.2.3",
+            "x=1 y=2",
+            "d=2024-01-01",
+            "env=prod",
+            "flag=true",
+            "[name]",
+        ] {
+            assert!(toml_setting_as_key(key).is_none(), "{key}");
         }
     }
 

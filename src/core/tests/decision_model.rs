@@ -81,6 +81,12 @@ struct Harness {
 
 impl Harness {
     fn account(&mut self, account: &Account, step: usize) {
+        self.account_of(account, step, false);
+    }
+
+    /// Checks `account`; `superseded` when its run was being stopped for a newer job of its
+    /// key (`--cancel-in-progress`), which no retry follows.
+    fn account_of(&mut self, account: &Account, step: usize, superseded: bool) {
         assert!(
             self.open.remove(&account.seq),
             "step {step}: seq {} ended twice or was never offered: {account:?}",
@@ -104,7 +110,7 @@ impl Harness {
                 // stopped before its retry.
                 let want = match (tried.outcome, self.halted) {
                     (Outcome::Failed(_), Some(reason))
-                        if account.attempts <= self.policy.retries =>
+                        if account.attempts <= self.policy.retries && !superseded =>
                     {
                         Outcome::Interrupted(reason)
                     }
@@ -174,9 +180,10 @@ impl Harness {
         }
         let seqs: Vec<Seq> = finished.accounts.iter().map(|a| a.seq).collect();
         assert_eq!(seqs, flight.members, "step {step}");
+        let superseded = flight.stop == Some(StopReason::Superseded);
         for account in &finished.accounts {
             assert!(account.in_flight);
-            self.account(account, step);
+            self.account_of(account, step, superseded);
         }
         let failed = matches!(want, Outcome::Failed(_));
         let fail_fast_due = self.policy.fail_fast && failed && self.halted.is_none();
