@@ -15,6 +15,45 @@ use crate::output::framing::is_hidden;
 /// The most keys the Gantt chart shows.
 pub(crate) const GANTT_KEYS: usize = 30;
 
+/// The chart's time axis. Mermaid reads the times (`dateFormat x`) as moments since 1970 and
+/// labels them in the reader's time zone, in which only the minutes and seconds of a time are
+/// those of the run's elapsed time: a run of an hour or more is drawn with its times divided
+/// (a minute of the chart an hour of the run, or a day), the title saying so.
+struct Axis {
+    /// The run's milliseconds per millisecond of the chart.
+    per_ms: u64,
+    /// Mermaid's `axisFormat`.
+    format: &'static str,
+    /// Appended to the title: the axis's unit, when it is not minutes and seconds.
+    unit: &'static str,
+}
+
+impl Axis {
+    /// The axis for a run of `wall_ms`.
+    fn for_wall(wall_ms: u64) -> Axis {
+        const HOUR_MS: u64 = 3_600_000;
+        if wall_ms < HOUR_MS {
+            Axis {
+                per_ms: 1,
+                format: "%M:%S",
+                unit: "",
+            }
+        } else if wall_ms < 60 * HOUR_MS {
+            Axis {
+                per_ms: 60,
+                format: "%M:%S",
+                unit: " (axis in hours:minutes)",
+            }
+        } else {
+            Axis {
+                per_ms: 24 * 60,
+                format: "%M",
+                unit: " (axis in days)",
+            }
+        }
+    }
+}
+
 /// What every task name of the chart begins with: Mermaid's Gantt lexer reads a line that
 /// begins with one of its keywords (`title`, `section`, `dateFormat`, `excludes`, `click`,
 /// `todayMarker`...) as that directive, and `key` is none of them.
@@ -140,13 +179,19 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
     keys.sort_by(|a, b| (b.2 - b.1).cmp(&(a.2 - a.1)).then(a.0.cmp(&b.0)));
     keys.truncate(GANTT_KEYS);
     keys.sort_by(|a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0)));
+    let axis = Axis::for_wall(f.wall_ms);
     writeln!(out, "```mermaid\ngantt")?;
-    writeln!(out, "    title Keys, from first wait to last end")?;
-    writeln!(out, "    dateFormat x\n    axisFormat %M:%S")?;
+    writeln!(
+        out,
+        "    title Keys, from first wait to last end{}",
+        axis.unit
+    )?;
+    writeln!(out, "    dateFormat x\n    axisFormat {}", axis.format)?;
     writeln!(out, "    section keys")?;
     for (label, start, end, failed, running) in &keys {
         // An aggregated run's cells end on a bucket's end, which may be past the run's.
-        let end = (*end).min(f.wall_ms.max(*start));
+        let end = (*end).min(f.wall_ms.max(*start)) / axis.per_ms;
+        let start = &(start / axis.per_ms);
         let tag = if *failed {
             "crit, "
         } else if *running {
@@ -244,6 +289,28 @@ mod tests {
 
     /// Every directive of Mermaid's Gantt grammar (`gantt.jison`), as a key: none may begin
     /// a task line.
+    #[test]
+    fn the_axis_of_a_long_run_is_in_hours_or_days_and_says_so() {
+        let short = Axis::for_wall(3_599_999);
+        assert_eq!((short.per_ms, short.format, short.unit), (1, "%M:%S", ""));
+        // Two hours: a chart minute per hour of the run, so 02:00 on the axis.
+        let hours = Axis::for_wall(7_200_000);
+        assert_eq!(
+            7_200_000 / hours.per_ms,
+            120_000,
+            "two minutes of the chart"
+        );
+        assert_eq!(hours.unit, " (axis in hours:minutes)");
+        // Forty days: a chart minute per day.
+        let days = Axis::for_wall(40 * 86_400_000);
+        assert_eq!(
+            40 * 86_400_000 / days.per_ms,
+            40 * 60_000,
+            "forty minutes of the chart"
+        );
+        assert_eq!((days.format, days.unit), ("%M", " (axis in days)"));
+    }
+
     #[test]
     fn no_key_becomes_a_mermaid_directive() {
         for key in [
