@@ -509,7 +509,8 @@ impl RunConfig {
             .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
             .or(settings.batch_bytes)
         {
-            Some(bytes) if bytes > most => {
+            // Without a template, batching is refused below, for that.
+            Some(bytes) if bytes > most && template.is_some() => {
                 let name = origins.name(
                     cli.batch_bytes.is_some(),
                     "--batch-bytes",
@@ -538,6 +539,20 @@ impl RunConfig {
             return Err(ConfigError::Usage(format!(
                 "{delay} waits for a key's batch to fill, but a batch holds one job here: give \
                  --batch-size above 1 or --batch-bytes"
+            )));
+        }
+        let retry_delay = cli.retry_delay.or(settings.retry_delay).unwrap_or_default();
+        if !retry_delay.is_zero() && cli.retries.or(settings.retries).unwrap_or(0) == 0 {
+            // Without retries no job waits for one: the delay would never apply.
+            let delay = origins.name(
+                cli.retry_delay.is_some(),
+                "--retry-delay",
+                "retry_delay",
+                "retry_delay",
+            );
+            return Err(ConfigError::Usage(format!(
+                "{delay} is the wait before a failed job's retry, but no job is retried here: \
+                 give --retries N"
             )));
         }
         let batching = batch_size > 1 || !batch_delay.is_zero();
@@ -940,7 +955,7 @@ impl RunConfig {
                 coalesce_latest,
                 cancel_in_progress,
                 retries: cli.retries.or(settings.retries).unwrap_or(0),
-                retry_delay: cli.retry_delay.or(settings.retry_delay).unwrap_or_default(),
+                retry_delay,
                 sticky_slots: flag(cli.sticky_slots, cli.no_sticky_slots, settings.sticky_slots),
                 batch_size,
                 batch_bytes,

@@ -516,6 +516,7 @@ impl RawManifest {
             place("batch_size", self.batch_size.as_ref().map(Spanned::span));
             place("batch_bytes", self.batch_bytes.as_ref().map(Spanned::span));
             place("batch_delay", self.batch_delay.as_ref().map(Spanned::span));
+            place("retry_delay", self.retry_delay.as_ref().map(Spanned::span));
             place("command", self.command.as_ref().map(Spanned::span));
         }
         let settings = ManifestSettings {

@@ -654,6 +654,10 @@ async fn serve_connection(
                 .await;
             break;
         }
+        // A blank line (white space alone) is no request, and has no answer.
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
         let request = parse_request(&line);
         // A `submit --wait` holds one of the [`most_waiting`] until its record is written (to
         // the end of this turn: the connection reads nothing more until then).

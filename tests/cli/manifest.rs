@@ -546,7 +546,7 @@ fn a_job_cmd_without_the_columns_the_command_names_is_refused_before_any_job() {
 /// line and column, a flag as the flag.
 #[test]
 fn settings_in_conflict_are_named_where_they_are_written() {
-    let cases: [(&str, &[&str], &[&str]); 9] = [
+    let cases: [(&str, &[&str], &[&str]); 10] = [
         (
             "batch_size = 2\n",
             &[],
@@ -585,6 +585,14 @@ fn settings_in_conflict_are_named_where_they_are_written() {
             "command = \"echo {}\"\nbatch_delay = \"1s\"\n",
             &[],
             &["`batch_delay` (m.toml:2:15) waits for a key's batch to fill"],
+        ),
+        (
+            "retry_delay = \"1s\"\n",
+            &[],
+            &[
+                "`retry_delay` (m.toml:1:15) is the wait before a failed job's retry, but no job \
+               is retried here: give --retries N",
+            ],
         ),
         (
             "command = \"echo {res.gpu} {}\"\n",

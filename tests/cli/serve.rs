@@ -1177,6 +1177,11 @@ fn a_request_cut_off_by_the_clients_end_admits_nothing_and_a_whole_last_line_is_
     let whole = send_and_end(br#"{"v":1,"op":"submit","key":"whole","command":"true"}"#);
     assert_eq!(whole.len(), 1, "{whole:?}");
     assert_eq!(whole[0].answer, "started", "{whole:?}");
+    // Blank lines between requests are no requests: one answer for each request.
+    let spaced =
+        send_and_end(b"\n{\"v\":1,\"op\":\"status\"}\n \r\n\t\n{\"v\":1,\"op\":\"status\"}\n\n");
+    let answers: Vec<&str> = spaced.iter().map(|a| a.answer.as_str()).collect();
+    assert_eq!(answers, ["status", "status"], "{spaced:?}");
     assert_eq!(server.client("drain", &[]).code, 0);
     let (out, report) = server.end();
     out.code(0);
