@@ -1273,14 +1273,39 @@ fn records_are_written_again_after_the_session_is_lost() {
 
 #[test]
 fn a_record_that_ends_while_the_database_restarts_is_written_once_it_is_back() {
-    let Some(mut pg) = Postgres::start("a_record_that_ends_while_the_database_restarts_is_written")
-    else {
+    // The run ends with job 2: its record is tried while the server is down, and after.
+    record_through_an_outage(
+        "a_record_that_ends_while_the_database_restarts_is_written",
+        "",
+        Duration::from_secs(2),
+        "1:succeeded,2:interrupted",
+    );
+}
+
+#[test]
+fn a_record_that_ends_while_the_database_is_down_is_written_however_long_the_outage_while_the_run_goes_on(
+) {
+    // Job 3 needs its key from the database: the run goes on until the server is back, down
+    // for more than 20 s, and job 2's record is tried for as long as it takes.
+    record_through_an_outage(
+        "a_record_that_ends_while_the_database_is_down_however_long",
+        "c\ttrue\n",
+        Duration::from_secs(20),
+        "1:succeeded,2:interrupted,3:succeeded",
+    );
+}
+
+/// Runs `a true`, then job 2 (key b), which loses its key when the server stops, then
+/// `more`; the server stays down `down` after the loss is seen, then starts again. Every
+/// record must be in the table (`want`: `seq:outcome` in seq order), none said unwritten.
+fn record_through_an_outage(name: &str, more: &str, down: Duration, want: &str) {
+    let Some(mut pg) = Postgres::start(name) else {
         return;
     };
     let scratch = Scratch::new();
     let input = scratch.write(
         "jobs.tsv",
-        format!("a\ttrue\n{}", marked_job("b", "exec sleep 60")),
+        format!("a\ttrue\n{}{more}", marked_job("b", "exec sleep 60")),
     );
     let events = scratch.join("events.jsonl");
     let run = Run::new()
@@ -1300,8 +1325,7 @@ fn a_record_that_ends_while_the_database_restarts_is_written_once_it_is_back() {
             .any(|event| event["reason"] == "lock_lost")),
         "job 2 did not lose its key"
     );
-    // Down a while longer, as a restart is.
-    std::thread::sleep(Duration::from_secs(2));
+    std::thread::sleep(down);
     pg.pg_ctl_start();
     let out = run.wait();
     out.code(1);
@@ -1310,55 +1334,7 @@ fn a_record_that_ends_while_the_database_restarts_is_written_once_it_is_back() {
     assert_eq!(
         pg.psql("SELECT string_agg(seq || ':' || outcome, ',' ORDER BY seq) FROM lanes_records")
             .trim(),
-        "1:succeeded,2:interrupted",
-        "{}",
-        out.dump()
-    );
-}
-
-#[test]
-fn a_record_that_ends_while_the_database_is_down_is_written_however_long_the_outage_while_the_run_goes_on(
-) {
-    let Some(mut pg) =
-        Postgres::start("a_record_that_ends_while_the_database_is_down_however_long")
-    else {
-        return;
-    };
-    let scratch = Scratch::new();
-    // Job 3 needs its key from the database: the run goes on until the server is back.
-    let input = scratch.write(
-        "jobs.tsv",
-        format!("a\ttrue\n{}c\ttrue\n", marked_job("b", "exec sleep 60")),
-    );
-    let events = scratch.join("events.jsonl");
-    let run = Run::new()
-        .scratch(&scratch)
-        .args(["-j", "1", "--coordinate", &pg.url(), "--coordinate-records"])
-        .arg("--events")
-        .arg(&events)
-        .arg(input)
-        .spawn();
-    scratch.wait_for("log.b", Duration::from_secs(10));
-    pg.stop();
-    assert!(
-        wait_until(Duration::from_secs(15), || crate::records::events(&events)
-            .iter()
-            .any(|event| event["reason"] == "lock_lost")),
-        "job 2 did not lose its key"
-    );
-    // Down for more than 20 s: while the run goes on (job 3 waits for its key), a record is
-    // tried again for as long as it takes, however long its tries have gone on.
-    std::thread::sleep(Duration::from_secs(20));
-    pg.pg_ctl_start();
-    let out = run.wait();
-    out.code(1);
-    assert_eq!(out.job(2).result(), ("interrupted", Some("lock_lost")));
-    assert_eq!(out.job(3).result(), ("succeeded", None));
-    assert!(!out.stderr().contains("was not written"), "{}", out.dump());
-    assert_eq!(
-        pg.psql("SELECT string_agg(seq || ':' || outcome, ',' ORDER BY seq) FROM lanes_records")
-            .trim(),
-        "1:succeeded,2:interrupted,3:succeeded",
+        want,
         "{}",
         out.dump()
     );
