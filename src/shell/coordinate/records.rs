@@ -25,15 +25,16 @@ use super::session::{self, error_text, Session};
 use super::Shared;
 use crate::report::mirror::{MirrorFeed, MirrorMessage};
 
-/// `$4` is a JSON array of records, inserted in its order. A record already in (an earlier
-/// try whose commit went through, its answer lost) is left as it is: each job of a run has
-/// one row (the unique index `lanes_records_once`).
+/// `$4` is a JSON array of records, inserted in its order; `$5` the writer's pid. A record
+/// already in (an earlier try whose commit went through, its answer lost) is left as it is:
+/// each job of a run (its namespace, host, pid and start) has one row (the unique index
+/// `lanes_records_once`).
 const INSERT: &str = "
-INSERT INTO lanes_records (namespace, host, run, seq, key, outcome, reason, record)
-SELECT $1, $2, $3, (r->>'seq')::bigint, r->>'key', r->>'outcome', r->>'reason', r
+INSERT INTO lanes_records (namespace, host, pid, run, seq, key, outcome, reason, record)
+SELECT $1, $2, $5, $3, (r->>'seq')::bigint, r->>'key', r->>'outcome', r->>'reason', r
 FROM jsonb_array_elements($4::text::jsonb) WITH ORDINALITY AS records(r, n)
 ORDER BY n
-ON CONFLICT (namespace, host, run, seq) DO NOTHING";
+ON CONFLICT (namespace, host, pid, run, seq) DO NOTHING";
 
 /// How long after the run's end a statement is still tried again, each time on a new
 /// session, after its session was lost or a connection was refused (a server restarting, or
@@ -66,6 +67,9 @@ struct Unwritten {
     refused: bool,
     /// For people: the server's error, or the last way it could not be reached.
     text: String,
+    /// A try was sent and got no answer (or its session was lost before the answer): the
+    /// server may have committed it, and the records may be in the table after all.
+    maybe_in: bool,
 }
 
 /// The records' writer: its session, whether the database was out of reach at the last
@@ -157,12 +161,21 @@ pub(super) fn start(shared: Arc<Shared>, session: Option<Session>, feed: MirrorF
             if !lost.is_empty() {
                 failed.store(true, Ordering::Relaxed);
             }
-            for (line, err) in lost {
-                eprintln!(
-                    "lanes: --coordinate-records: the record of {} was not written into \
-                     lanes_records: {err}",
-                    which(line)
-                );
+            for (line, err, maybe_in) in lost {
+                if maybe_in {
+                    eprintln!(
+                        "lanes: --coordinate-records: the record of {} may not be in \
+                         lanes_records (given up on: {err}; a try of it was sent and not \
+                         answered, and is there if the server committed it)",
+                        which(line)
+                    );
+                } else {
+                    eprintln!(
+                        "lanes: --coordinate-records: the record of {} was not written into \
+                         lanes_records: {err}",
+                        which(line)
+                    );
+                }
             }
         }
     });
@@ -176,19 +189,22 @@ impl Writer {
         &mut self,
         lines: &'a [String],
         rx: &mpsc::UnboundedReceiver<MirrorMessage>,
-    ) -> Vec<(&'a String, String)> {
+    ) -> Vec<(&'a String, String, bool)> {
         match self.write(lines, rx).await {
             Ok(()) => Vec::new(),
             Err(Unwritten { refused: true, .. }) if lines.len() > 1 => {
                 let mut lost = Vec::new();
                 for line in lines {
                     if let Err(err) = self.write(std::slice::from_ref(line), rx).await {
-                        lost.push((line, err.text));
+                        lost.push((line, err.text, err.maybe_in));
                     }
                 }
                 lost
             }
-            Err(err) => lines.iter().map(|line| (line, err.text.clone())).collect(),
+            Err(err) => lines
+                .iter()
+                .map(|line| (line, err.text.clone(), err.maybe_in))
+                .collect(),
         }
     }
 
@@ -200,6 +216,7 @@ impl Writer {
         rx: &mpsc::UnboundedReceiver<MirrorMessage>,
     ) -> Result<(), Unwritten> {
         let mut last = String::new();
+        let mut maybe_in = false;
         let records = format!("[{}]", lines.join(","));
         let first_try = Instant::now();
         let mut delay = RECONNECT_DELAY;
@@ -246,15 +263,18 @@ impl Writer {
                 continue;
             };
             let shared = &self.shared;
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] = [
+            let pid = i32::try_from(shared.pid).unwrap_or(i32::MAX);
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
                 &shared.settings.namespace,
                 &shared.settings.host_id,
                 &shared.run,
                 &records,
+                &pid,
             ];
             let written = open.client.execute(INSERT, &params);
             let Ok(written) = tokio::time::timeout(ANSWER_TIMEOUT, written).await else {
                 last = format!("no answer within {} s", ANSWER_TIMEOUT.as_secs());
+                maybe_in = true;
                 self.session = None;
                 if attempt == 0 && !self.unreachable {
                     eprintln!(
@@ -277,10 +297,13 @@ impl Writer {
                     return Err(Unwritten {
                         refused: true,
                         text: error_text(&err),
+                        maybe_in,
                     });
                 }
                 Err(err) => {
                     last = error_text(&err);
+                    // Lost with the statement sent: its commit may have gone through.
+                    maybe_in = true;
                     self.session = None;
                     if attempt == 0 && !self.unreachable {
                         eprintln!(
@@ -295,6 +318,7 @@ impl Writer {
         Err(Unwritten {
             refused: false,
             text: last,
+            maybe_in,
         })
     }
 }

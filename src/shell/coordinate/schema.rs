@@ -65,13 +65,16 @@ const STEPS: [&str; VERSION as usize] = [
     // the row over it found: a later holder waits for it too, whatever this holder's grace.
     "ALTER TABLE lanes_holds ADD COLUMN lost_until timestamptz;
     ALTER TABLE lanes_slot_holds ADD COLUMN lost_until timestamptz;",
-    // 5: one record per job of a run: an insert tried again after its answer was lost (a
-    // commit held by a synchronous standby) finds the one that went in. Copies written before
-    // are removed, the first kept.
-    "DELETE FROM lanes_records AS later USING lanes_records AS first
+    // 5: the writer's pid, and one record per job of a run (a run is its host, pid and start):
+    // an insert tried again after its answer was lost (a commit held by a synchronous standby)
+    // finds the one that went in. Copies written before (the same record twice) are removed,
+    // the first kept; their pid is unknown.
+    "ALTER TABLE lanes_records ADD COLUMN pid integer;
+    DELETE FROM lanes_records AS later USING lanes_records AS first
         WHERE later.id > first.id AND later.namespace = first.namespace
-        AND later.host = first.host AND later.run = first.run AND later.seq = first.seq;
-    CREATE UNIQUE INDEX lanes_records_once ON lanes_records (namespace, host, run, seq);",
+        AND later.host = first.host AND later.run = first.run AND later.seq = first.seq
+        AND later.record = first.record;
+    CREATE UNIQUE INDEX lanes_records_once ON lanes_records (namespace, host, pid, run, seq);",
 ];
 
 /// The version of the tables in the session's schema search path; `None` without any.
