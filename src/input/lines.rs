@@ -90,6 +90,13 @@ pub(crate) fn parse_keyed(raw: &[u8], limits: Limits, after_tab: &str) -> Option
     if let Some(problem) = unpassable(after_tab, command.as_bytes(), limits.command) {
         return Some(invalid(key_for_record, &problem));
     }
+    // A manifest's line with a tab in it would run its text as a command (under --command it
+    // is only an argument).
+    if after_tab == "command" {
+        if let Some(refused) = toml_line_with_a_tab(key, command) {
+            return Some(refused);
+        }
+    }
     Some(LineItem::Job {
         key: key.to_owned(),
         command: command.to_owned(),
@@ -128,10 +135,29 @@ fn is_toml_setting(text: &str) -> bool {
                 || name
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)))
-            && (value.starts_with(['"', '\'', '[', '{'])
-                || value.starts_with(|c: char| c.is_ascii_digit())
-                || ["true", "false"].contains(&value))
+            && (value.starts_with(['"', '\'', '[', '{']) || is_toml_scalar(value))
     })
+}
+
+/// Whether `value` (with what follows it: a comment) begins with a TOML number or boolean:
+/// a digit, a sign before a digit, `inf` or `nan` (signed or not), `true` or `false`, each
+/// ending the text or followed by white space or a comment.
+fn is_toml_scalar(value: &str) -> bool {
+    let unsigned = value.strip_prefix(['+', '-']).unwrap_or(value);
+    if unsigned.starts_with(|c: char| c.is_ascii_digit()) {
+        return true;
+    }
+    let word = |w: &str| {
+        value
+            .strip_prefix(w)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '#']))
+    };
+    let signed = |w: &str| {
+        unsigned
+            .strip_prefix(w)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '#']))
+    };
+    word("true") || word("false") || signed("inf") || signed("nan")
 }
 
 /// Whether a key looks like a TOML setting rather than a key of its own: a value that is a
@@ -146,19 +172,31 @@ fn is_toml_setting_key(key: &str) -> bool {
         })
 }
 
-/// A line whose key looks like a TOML setting (`cmd = "make"<TAB># a comment`, a manifest
-/// aligned with tabs; [`is_toml_setting_key`]): refused, not run, when the other lines of the
-/// input would be refused as TOML. A `[name]` key is a key.
-fn toml_setting_as_key(key: &str) -> Option<LineItem> {
-    is_toml_setting_key(key.trim()).then(|| {
-        invalid(
-            Some(key.to_owned()),
-            &format!(
-                "the key looks like a TOML setting, and what follows its tab would run as a \
-                 command{TOML_HINT}"
-            ),
-        )
-    })
+/// A `KEY<TAB>COMMAND` line that is a line of a TOML manifest with a tab in it, whose text
+/// after the tab would run as a command: refused, not run, as the manifest's other lines are
+/// (they have no tab). Its key looks like a setting (`cmd = "make"<TAB># a comment`;
+/// [`is_toml_setting_key`]) or is an array-of-tables header (`[[job]]<TAB># first`), or its
+/// command is a setting's value after a name aligned with a tab (`key<TAB>= "api"`). A
+/// `[name]` key is a key.
+fn toml_line_with_a_tab(given: &str, command: &str) -> Option<LineItem> {
+    let key = given.trim();
+    let why = if is_toml_setting_key(key) {
+        "the key looks like a TOML setting"
+    } else if key.starts_with("[[") && key.ends_with("]]") {
+        "the key looks like a TOML array-of-tables header"
+    } else if command
+        .strip_prefix('=')
+        .is_some_and(|value| is_toml_setting(&format!("x ={value}")))
+        && is_toml_setting(&format!("{key} = 0"))
+    {
+        "the line looks like a TOML setting aligned with a tab"
+    } else {
+        return None;
+    };
+    Some(invalid(
+        Some(given.to_owned()),
+        &format!("{why}, and what follows its tab would run as a command{TOML_HINT}"),
+    ))
 }
 
 fn invalid(key: Option<String>, message: &str) -> LineItem {
@@ -380,9 +418,6 @@ impl<R: BufRead> Iterator for LineReader<R> {
                     {
                         invalid(None, &(message + no_tab_hint(raw)))
                     }
-                    LineItem::Job { key, command } if self.after_tab == "command" => {
-                        toml_setting_as_key(&key).unwrap_or(LineItem::Job { key, command })
-                    }
                     item => item,
                 })
             };
@@ -524,9 +559,44 @@ mod tests {
             "env = { A = \"1\" }",
             "max_concurrent = 4",
             "fail_fast = true",
+            "a = -1",
+            "x = +1",
+            "x = -0.5",
+            "x = inf",
+            "x = -inf",
+            "x = nan",
+            "x = true # c",
+            "x = 1 # c",
+            "[[job]]",
         ] {
-            assert!(toml_setting_as_key(toml).is_some(), "{toml}");
+            assert!(toml_line_with_a_tab(toml, "true").is_some(), "{toml}");
         }
+        // A name aligned with a tab before its `=`: the value is what would run.
+        for (key, command) in [
+            ("key", "= \"api\""),
+            ("retries", "= 2"),
+            ("cmd", "=\"make\""),
+        ] {
+            assert!(
+                toml_line_with_a_tab(key, command).is_some(),
+                "{key}<TAB>{command}"
+            );
+        }
+        for (key, command) in [("k", "=foo"), ("k", "== 1"), ("k", "echo = 1")] {
+            assert!(
+                toml_line_with_a_tab(key, command).is_none(),
+                "{key}<TAB>{command}"
+            );
+        }
+        // Read whole, the `-0` records are checked as the lines are.
+        assert!(matches!(
+            parse_keyed(b"name = \"x\"\techo PWN", Limits::of_system(), "command"),
+            Some(LineItem::Invalid { .. })
+        ));
+        assert!(matches!(
+            parse_keyed(b"name = \"x\"\tPWN", Limits::of_system(), "argument"),
+            Some(LineItem::Job { .. })
+        ));
         for key in [
             "seed=42",
             "lr=0.1",
@@ -536,8 +606,12 @@ mod tests {
             "env=prod",
             "flag=true",
             "[name]",
+            "x = information",
+            "x = nano",
+            "x = -",
+            "a = b",
         ] {
-            assert!(toml_setting_as_key(key).is_none(), "{key}");
+            assert!(toml_line_with_a_tab(key, "true").is_none(), "{key}");
         }
     }
 
