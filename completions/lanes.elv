@@ -53,7 +53,7 @@ set edit:completion:arg-completer[lanes] = {|@words|
             cand --batch-delay 'With --command: a lane whose batch is not full waits until its oldest job has waited D (a debounce for streamed input); a full batch starts at once [default: 0s]'
             cand --resume 'Skip every job that succeeded (or was skipped so) in an earlier report (matched by key, command and occurrence number); each gets a `skipped` record. A torn last line in REPORT is ignored; a file that is not a lanes report is refused. REPORT may be the same file as --report: it is read before the new report is written'
             cand --backend 'Where jobs run: `local` (here, each in a process group of its own) or `slurm` (each under `srun` on a Slurm cluster, one job per key at a time cluster-wide through `--dependency=singleton`)'
-            cand --slurm-name-prefix 'Slurm: job names are PREFIX.HASH(key); runs sharing a prefix share their keys'' lanes on the cluster'
+            cand --slurm-name-prefix 'Slurm: job names are PREFIX.HASH(key); runs sharing a prefix share their keys'' lanes on the cluster (default: lanes)'
             cand --slurm-license 'Slurm: every job takes one of the cluster license NAME (`--licenses=NAME:1`), a cluster-wide cap'
             cand --slurm-partition 'Slurm: `srun --partition`'
             cand --slurm-account 'Slurm: `srun --account`'

@@ -62,7 +62,7 @@ complete -c lanes -n "__fish_lanes_needs_command" -l batch-delay -d 'With --comm
 complete -c lanes -n "__fish_lanes_needs_command" -l resume -d 'Skip every job that succeeded (or was skipped so) in an earlier report (matched by key, command and occurrence number); each gets a `skipped` record. A torn last line in REPORT is ignored; a file that is not a lanes report is refused. REPORT may be the same file as --report: it is read before the new report is written' -r -F
 complete -c lanes -n "__fish_lanes_needs_command" -l backend -d 'Where jobs run: `local` (here, each in a process group of its own) or `slurm` (each under `srun` on a Slurm cluster, one job per key at a time cluster-wide through `--dependency=singleton`)' -r -f -a "local\t'Here, each job in a process group of its own'
 slurm\t'On a Slurm cluster, each job under `srun`'"
-complete -c lanes -n "__fish_lanes_needs_command" -l slurm-name-prefix -d 'Slurm: job names are PREFIX.HASH(key); runs sharing a prefix share their keys\' lanes on the cluster' -r
+complete -c lanes -n "__fish_lanes_needs_command" -l slurm-name-prefix -d 'Slurm: job names are PREFIX.HASH(key); runs sharing a prefix share their keys\' lanes on the cluster (default: lanes)' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l slurm-license -d 'Slurm: every job takes one of the cluster license NAME (`--licenses=NAME:1`), a cluster-wide cap' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l slurm-partition -d 'Slurm: `srun --partition`' -r
 complete -c lanes -n "__fish_lanes_needs_command" -l slurm-account -d 'Slurm: `srun --account`' -r

@@ -480,9 +480,9 @@ pub struct Cli {
     pub backend: BackendKind,
 
     /// Slurm: job names are PREFIX.HASH(key); runs sharing a prefix share their keys' lanes on
-    /// the cluster.
-    #[arg(long, value_name = "PREFIX", default_value = "lanes")]
-    pub slurm_name_prefix: String,
+    /// the cluster (default: lanes).
+    #[arg(long, value_name = "PREFIX")]
+    pub slurm_name_prefix: Option<String>,
 
     /// Slurm: every job takes one of the cluster license NAME (`--licenses=NAME:1`), a
     /// cluster-wide cap.

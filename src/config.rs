@@ -790,6 +790,22 @@ impl RunConfig {
                  database: {add}"
             )));
         }
+        if cli.backend != BackendKind::Slurm {
+            // Where a job runs is the backend's: without Slurm, these would ask for nothing.
+            let given = [
+                ("--slurm-name-prefix", cli.slurm_name_prefix.is_some()),
+                ("--slurm-license", cli.slurm_license.is_some()),
+                ("--slurm-partition", cli.slurm_partition.is_some()),
+                ("--slurm-account", cli.slurm_account.is_some()),
+                ("--slurm-qos", cli.slurm_qos.is_some()),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, given)| *given) {
+                return Err(ConfigError::Usage(format!(
+                    "{flag} is about jobs run on a Slurm cluster, but they run here: add \
+                     --backend slurm"
+                )));
+            }
+        }
         if let Some(license) = cli.slurm_license.as_deref() {
             if license.is_empty()
                 || license.contains([':', ',', '='])
@@ -996,7 +1012,7 @@ impl RunConfig {
             backend: match cli.backend {
                 BackendKind::Local => Backend::Local,
                 BackendKind::Slurm => Backend::slurm(SlurmOptions {
-                    name_prefix: cli.slurm_name_prefix,
+                    name_prefix: cli.slurm_name_prefix.unwrap_or_else(|| "lanes".to_owned()),
                     license: cli.slurm_license,
                     partition: cli.slurm_partition,
                     account: cli.slurm_account,

@@ -565,3 +565,33 @@ fn a_lock_dir_from_the_environment_does_not_stop_a_slurm_run() {
     out.code(0);
     assert!(!out.stderr().contains("--lock-dir"), "{}", out.dump());
 }
+
+/// The Slurm options ask for nothing where jobs run locally: each is a usage error without
+/// `--backend slurm`, and nothing runs (no cluster needed).
+#[test]
+fn slurm_options_without_the_slurm_backend_are_usage_errors() {
+    for (flag, value) in [
+        ("--slurm-name-prefix", "x"),
+        ("--slurm-license", "fluent"),
+        ("--slurm-partition", "gpu"),
+        ("--slurm-account", "a"),
+        ("--slurm-qos", "q"),
+    ] {
+        let scratch = Scratch::new();
+        let out = Run::new()
+            .scratch(&scratch)
+            .args([flag, value])
+            .stdin("k\ttouch \"$D/ran\"\n")
+            .run();
+        out.code(2);
+        assert!(
+            out.stderr().contains(&format!(
+                "{flag} is about jobs run on a Slurm cluster, but they run here: add --backend \
+                 slurm"
+            )),
+            "{}",
+            out.dump()
+        );
+        assert!(!scratch.exists("ran"), "{flag}");
+    }
+}
