@@ -81,10 +81,7 @@ struct Writer {
     ended: Arc<OnceLock<std::time::Instant>>,
 }
 
-/// What a statement whose try failed for want of the database has come to, at `now`.
-/// `first_try` is when it was first tried; `ended` when the run ended, if it has; `waiting`
-/// how many records are queued behind it; `unreachable` whether the last statement was given
-/// up on for want of the database.
+/// What a statement whose try failed for want of the database comes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Retry {
     /// Try it again.
@@ -94,8 +91,10 @@ enum Retry {
     GiveUp,
 }
 
-/// Whether a statement whose last try failed for want of the database (see [`Retry`]) is
-/// tried again after `delay`.
+/// Whether a statement whose last try failed for want of the database is tried again after
+/// `delay`, at `now`: `first_try` is when it was first tried; `ended` when the run ended, if
+/// it has; `waiting` how many records are queued behind it; `unreachable` whether the last
+/// statement was given up on for want of the database.
 fn retry(
     first_try: Instant,
     now: Instant,
