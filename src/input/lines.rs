@@ -180,9 +180,16 @@ fn is_toml_setting_key(key: &str) -> bool {
 /// `[name]` key is a key.
 fn toml_line_with_a_tab(given: &str, command: &str) -> Option<LineItem> {
     let key = given.trim();
+    // A header may have a comment after it.
+    let header = key
+        .split_once('#')
+        .map_or(key, |(before, _)| before)
+        .trim_end();
     let why = if is_toml_setting_key(key) {
         "the key looks like a TOML setting"
-    } else if key.starts_with("[[") && key.ends_with("]]") {
+    } else if key.ends_with('=') && is_toml_setting_key(&format!("{key} {}", command.trim())) {
+        "the line looks like a TOML setting with a tab after its `=`"
+    } else if header.starts_with("[[") && header.ends_with("]]") {
         "the key looks like a TOML array-of-tables header"
     } else if command
         .strip_prefix('=')
@@ -571,18 +578,29 @@ mod tests {
         ] {
             assert!(toml_line_with_a_tab(toml, "true").is_some(), "{toml}");
         }
-        // A name aligned with a tab before its `=`: the value is what would run.
+        // A name aligned with a tab before its `=`, or a tab after it: the value is what
+        // would run.
         for (key, command) in [
             ("key", "= \"api\""),
             ("retries", "= 2"),
             ("cmd", "=\"make\""),
+            ("cmd =", "\"make V=$(touch x)\""),
+            ("fail_fast =", "true"),
+            ("key=", "'a'"),
+            ("[[job]] # api", "touch x"),
         ] {
             assert!(
                 toml_line_with_a_tab(key, command).is_some(),
                 "{key}<TAB>{command}"
             );
         }
-        for (key, command) in [("k", "=foo"), ("k", "== 1"), ("k", "echo = 1")] {
+        for (key, command) in [
+            ("k", "=foo"),
+            ("k", "== 1"),
+            ("k", "echo = 1"),
+            ("seed=", "42 python train.py"),
+            ("mode =", "fast"),
+        ] {
             assert!(
                 toml_line_with_a_tab(key, command).is_none(),
                 "{key}<TAB>{command}"
