@@ -694,3 +694,175 @@ fn a_batch_delay_without_a_batch_of_more_than_one_is_a_usage_error() {
     run(&["--batch-delay", "5ms", "--batch-bytes", "100"]).code(0);
     assert!(scratch.exists("ran.a"));
 }
+
+#[test]
+fn a_batch_stopped_in_its_retry_delay_keeps_its_batch_in_every_record() {
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    let events_path = scratch.join("events.jsonl");
+    let running = run_to(&scratch, &report)
+        .args([
+            "-j",
+            "2",
+            "--command",
+            "exit 3; true {}",
+            "--batch-size",
+            "2",
+            // Each batch waits for its second job: a busy machine may let lanes read a key's
+            // first line alone and start it before the second is read.
+            "--batch-delay",
+            "30s",
+            "--retries",
+            "3",
+            "--retry-delay",
+            "60s",
+            "--events",
+        ])
+        .arg(&events_path)
+        .stdin("a\t1\na\t2\nb\t3\nb\t4\n")
+        .spawn();
+    // Both batches failed once and wait out their retry delay.
+    assert!(wait_until(WAIT, || {
+        of_kind(&events(&events_path), "ended")
+            .iter()
+            .filter(|e| e["retry"] == true)
+            .count()
+            == 4
+    }));
+    running.signal(nix::sys::signal::Signal::SIGTERM);
+    running.wait().code(143);
+    let batches: BTreeMap<u64, Option<u64>> = events(&report)
+        .iter()
+        .filter(|r| r["type"] == "job")
+        .map(|r| (r["seq"].as_u64().unwrap(), r["batch"].as_u64()))
+        .collect();
+    assert_eq!(
+        batches,
+        BTreeMap::from([(1, Some(1)), (2, Some(1)), (3, Some(3)), (4, Some(3))])
+    );
+}
+
+#[test]
+fn a_batch_delay_is_not_waited_out_once_the_input_has_ended() {
+    // Two jobs of a batch of up to five, and a delay of a minute: the input ends at once, so
+    // nothing more can join the batch, and it goes without waiting the minute.
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    run_to(&scratch, &report)
+        .args([
+            "--command",
+            "true {}",
+            "--batch-size",
+            "5",
+            "--batch-delay",
+            "60s",
+        ])
+        .stdin("a\t1\na\t2\n")
+        .run()
+        .code(0);
+    let records: Vec<serde_json::Value> = events(&report)
+        .into_iter()
+        .filter(|r| r["type"] == "job")
+        .collect();
+    assert_eq!(records.len(), 2);
+    for record in &records {
+        assert_eq!(record["batch"], 1, "{record}");
+        assert!(record["wait_ms"].as_u64().unwrap() < 30_000, "{record}");
+    }
+}
+
+#[test]
+fn a_batch_delay_is_not_waited_out_while_the_queue_is_full() {
+    // At most two jobs wait, so a batch of up to five can never fill while input streams in:
+    // the batch goes without waiting the minute, though the input has not ended.
+    let scratch = Scratch::new();
+    let report = scratch.join("report.jsonl");
+    let mut running = run_to(&scratch, &report)
+        .args([
+            "--command",
+            "for a in {}; do touch \"$D/ran.$a\"; done",
+            "--batch-size",
+            "5",
+            "--batch-delay",
+            "60s",
+            "--max-queued",
+            "2",
+        ])
+        .stdin_piped()
+        .spawn();
+    running.stdin().write_all(b"a\t1\na\t2\na\t3\n").unwrap();
+    running.stdin().flush().unwrap();
+    scratch.wait_for("ran.1", Duration::from_secs(20));
+    running.close_stdin();
+    running.wait().code(0);
+    for a in ["ran.1", "ran.2", "ran.3"] {
+        assert!(scratch.exists(a), "{a}");
+    }
+}
+
+#[test]
+fn a_batch_whose_delay_ran_out_with_the_slot_taken_is_told_waiting_for_the_cap_at_once() {
+    // -j 1: a's batch runs until the test lets it go; b's partial batch waits out its 100 ms
+    // delay, then for the cap. The `waiting` event saying so comes while a still runs (it
+    // came only just before b's start, back-dated).
+    let scratch = Scratch::new();
+    let events = scratch.join("events.jsonl");
+    let report = scratch.join("report.jsonl");
+    let mut running = run_to(&scratch, &report)
+        .args(["-j", "1", "--batch-size", "3", "--batch-delay", "100ms"])
+        .arg("--events")
+        .arg(&events)
+        .args([
+            "--command",
+            "until [ -e \"$D/go\" ]; do sleep 0.02; done; echo {}",
+        ])
+        .stdin_piped()
+        .spawn();
+    running.stdin().write_all(b"a\tx1\nb\ty1\n").unwrap();
+    let told = wait_until(Duration::from_secs(10), || {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .any(|line| line.contains("\"seq\":2") && line.contains("\"cause\":\"cap\""))
+    });
+    scratch.write("go", "");
+    running.close_stdin();
+    running.wait().code(0);
+    assert!(told, "{}", std::fs::read_to_string(&events).unwrap());
+    let records = Records::read(&report);
+    let b = records.job(2);
+    let causes: Vec<&str> = b.waits.iter().map(|w| w.cause.as_str()).collect();
+    assert_eq!(causes, ["batch_delay", "cap"], "{b:?}");
+}
+
+/// A batch's arguments in an assignment word (`x={}`) would make the second argument a
+/// command: refused before anything runs; one argument per job there is fine.
+#[test]
+fn a_batch_in_an_assignment_word_is_refused_before_anything_runs() {
+    let scratch = Scratch::new();
+    let jobs = "k\ta\nk\ttouch\nk\tpwned\n";
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .cwd(scratch.path())
+        .args(["--batch-size", "3", "--command", "x={}; echo \"$x\""])
+        .stdin(jobs)
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains("in a word that begins `NAME=`"),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("pwned"));
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .cwd(scratch.path())
+        .args(["--output", "raw", "--command", "x={}; echo \"$x\""])
+        .stdin(jobs)
+        .run();
+    out.code(0);
+    assert_eq!(out.stdout(), "a\ntouch\npwned\n");
+    assert!(!scratch.exists("pwned"));
+}
