@@ -7,7 +7,7 @@
 //! (GNU parallel). Which options take a value is read from the clap definition itself.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::{CommandFactory, FromArgMatches};
 
@@ -583,11 +583,19 @@ fn runs_lanes(interpreter: &str) -> bool {
 /// Whether `name` (no `/` in it) is an executable file in a directory of `path` (`PATH`):
 /// what the shell would run for it (a file without an execute bit it skips).
 fn is_program_on_path(name: &str, path: Option<&std::ffi::OsStr>) -> bool {
+    program_on_path(name, path).is_some()
+}
+
+/// The file the shell would run for `name` (no `/` in it): the first executable file of that
+/// name in a directory of `path` (`PATH`), a file without an execute bit passed over.
+fn program_on_path(name: &str, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt as _;
-    std::env::split_paths(path.unwrap_or_default()).any(|dir| {
-        std::fs::metadata(dir.join(name))
-            .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-    })
+    std::env::split_paths(path.unwrap_or_default())
+        .map(|dir| dir.join(name))
+        .find(|file| {
+            std::fs::metadata(file)
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
 }
 
 /// Checks that the program a trailing command names can be found, so that a mistyped FILE of
@@ -739,17 +747,14 @@ fn is_shell(name: &str) -> bool {
 
 /// The file names a program word may run as: its own, and that of the file it leads to (a
 /// symbolic link followed: `./mysh` linked to `/bin/dash` is `dash`), found on `PATH` when the
-/// word has no `/`, as `execvp` finds it. A renamed copy of a shell is not found.
+/// word has no `/`, as `execvp` finds it ([`program_on_path`]). A renamed copy of a shell is
+/// not found.
 fn program_names(word: &str) -> Vec<String> {
     let own = word.rsplit('/').next().unwrap_or(word).to_owned();
     let path = if word.contains('/') {
-        Some(std::path::PathBuf::from(word))
+        Some(PathBuf::from(word))
     } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(word))
-                .find(|candidate| candidate.is_file())
-        })
+        program_on_path(word, std::env::var_os("PATH").as_deref())
     };
     let target = path
         .and_then(|path| std::fs::canonicalize(path).ok())
