@@ -10,19 +10,7 @@
 # Runs each round in a PID namespace (unshare, as root) so that nothing outlives it. Needs
 # python3 and cargo (or LANES_BIN).
 set -euo pipefail
-BENCH_DIR=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(dirname "$BENCH_DIR")
-JOBS=${BENCH_BURST_JOBS:-3000}
-REPS=${BENCH_REPS:-3}
-WORK=$(mktemp -d /tmp/lanes-bench-rate.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-if [ -z "${LANES_BIN:-}" ]; then
-  (cd "$ROOT" && cargo build --release --quiet)
-  LANES_BIN=$ROOT/target/release/lanes
-fi
-# Each round runs in its own directory: a relative path would name nothing there.
-LANES_BIN=$(realpath "$LANES_BIN")
-for i in $(seq 1 "$JOBS"); do printf 'k%d\tsleep 30\n' "$i"; done > "$WORK/jobs.tsv"
+source "$(dirname "$0")/burst-setup.sh" rate
 cat > "$WORK/round.sh" <<'ROUND'
 cd "$1"
 # lanes and its jobs below this shell's priority (nice 10), as in burst-stop.sh.
