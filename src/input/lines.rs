@@ -147,17 +147,12 @@ fn is_toml_scalar(value: &str) -> bool {
     if unsigned.starts_with(|c: char| c.is_ascii_digit()) {
         return true;
     }
-    let word = |w: &str| {
-        value
-            .strip_prefix(w)
+    // `text` begins with the word `w`, which ends it or is followed by a blank or a comment.
+    let word = |text: &str, w: &str| {
+        text.strip_prefix(w)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '#']))
     };
-    let signed = |w: &str| {
-        unsigned
-            .strip_prefix(w)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '#']))
-    };
-    word("true") || word("false") || signed("inf") || signed("nan")
+    word(value, "true") || word(value, "false") || word(unsigned, "inf") || word(unsigned, "nan")
 }
 
 /// Whether a key looks like a TOML setting rather than a key of its own: a value that is a
@@ -175,9 +170,10 @@ fn is_toml_setting_key(key: &str) -> bool {
 /// A `KEY<TAB>COMMAND` line that is a line of a TOML manifest with a tab in it, whose text
 /// after the tab would run as a command: refused, not run, as the manifest's other lines are
 /// (they have no tab). Its key looks like a setting (`cmd = "make"<TAB># a comment`;
-/// [`is_toml_setting_key`]) or is an array-of-tables header (`[[job]]<TAB># first`), or its
-/// command is a setting's value after a name aligned with a tab (`key<TAB>= "api"`). A
-/// `[name]` key is a key.
+/// [`is_toml_setting_key`]), or is a setting's name and `=` with the value after the tab
+/// (`cmd =<TAB>"make"`), or an array-of-tables header, a comment after it or not
+/// (`[[job]]<TAB># first`), or its command is a setting's value after a name aligned with a
+/// tab (`key<TAB>= "api"`). A `[name]` key is a key.
 fn toml_line_with_a_tab(given: &str, command: &str) -> Option<LineItem> {
     let key = given.trim();
     // A header may have a comment after it.
