@@ -188,13 +188,13 @@ pub(crate) fn write(timeline: &Timeline, out: &mut impl Write) -> io::Result<()>
     )?;
     writeln!(out, "    dateFormat x\n    axisFormat {}", axis.format)?;
     writeln!(out, "    section keys")?;
-    for (label, start, end, failed, running) in &keys {
+    for &(ref label, start, end, failed, running) in &keys {
         // An aggregated run's cells end on a bucket's end, which may be past the run's.
-        let end = (*end).min(f.wall_ms.max(*start)) / axis.per_ms;
-        let start = &(start / axis.per_ms);
-        let tag = if *failed {
+        let end = end.min(f.wall_ms.max(start)) / axis.per_ms;
+        let start = start / axis.per_ms;
+        let tag = if failed {
             "crit, "
-        } else if *running {
+        } else if running {
             "active, "
         } else {
             ""

@@ -497,8 +497,8 @@ pub(crate) const SLACK_MS: i64 = 1_000;
 
 /// A job record's outcome and wait causes must be ones lanes writes, its slots from 1, and
 /// every time of it readable, none before the run started (`origin`, ms since the epoch), and
-/// neither it nor a try ending before it started. A slot above the `run` record's `max_concurrent` is a
-/// server's whose cap `lanes set -j` raised.
+/// neither it nor a try ending before it started. A slot above the `run` record's
+/// `max_concurrent` is a server's whose cap `lanes set -j` raised.
 fn check_record(job: &JobLine<'_>, origin: i64) -> Result<(), String> {
     if job.tries.iter().any(|t| t.slot == Some(0)) {
         return Err(format!(
