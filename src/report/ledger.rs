@@ -393,6 +393,11 @@ impl Ledger {
         self.recorder.fleet_written()
     }
 
+    /// See [`Recorder::fleet_pending`].
+    pub(crate) fn fleet_pending(&self) -> Vec<u64> {
+        self.recorder.fleet_pending()
+    }
+
     /// Writes the `summary` record, the run ending at `now`; returns the human summary and,
     /// under `--json`, the task still handing records to stdout (see [`Recorder::finish`]).
     /// Its `duration_ms` is the run's end minus the `run` record's `started_at` as both are

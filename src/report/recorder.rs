@@ -144,7 +144,7 @@ impl Recorder {
         if self.writes() || self.fleet.is_some() {
             let line = to_line(&entry.to_record());
             if let Some(fleet) = &self.fleet {
-                fleet.record(&line);
+                fleet.record(entry.seq, &line);
             }
             if self.writes() {
                 self.write_line(line).await;
@@ -255,6 +255,14 @@ impl Recorder {
                 fleet.await;
             }
         }
+    }
+
+    /// The `seq`s of the job records handed to the fleet's database and not yet written there
+    /// or said lost, in order.
+    pub(crate) fn fleet_pending(&self) -> Vec<u64> {
+        self.fleet
+            .as_ref()
+            .map_or_else(Vec::new, super::mirror::Mirror::pending)
     }
 
     /// Writes the JUnit file, if any (before the exit status is decided: a file that cannot

@@ -1472,17 +1472,19 @@ impl Driver {
         if swept {
             self.over_at = self.over_at.max(self.tick());
         }
+        // One stop signal ends every wait from here on: each is given at most
+        // `FORCED_WRITE_WAIT` after it.
+        let mut forced = self.core.is_forced() || late || self.terminal_given_up;
         // Every shared key is let go before lanes exits.
         self.grants.clear();
         if let Some(locks) = &self.lock_dir {
             // A database that does not answer lets the keys go when lanes' sessions close.
             let settle = tokio::time::timeout(Duration::from_secs(3), locks.settle());
-            let _ = until_stopped(settle, &mut false, signals).await;
+            let _ = until_stopped(settle, &mut forced, signals).await;
         }
         // Slurm: nothing of this run may stay on the cluster.
         self.launcher.backend().cancel_run();
         let run_end = self.run_end();
-        let mut forced = self.core.is_forced() || late || self.terminal_given_up;
         if let Some(writer) = self.grouped.close() {
             let abort = writer.abort_handle();
             if until_stopped(writer, &mut forced, signals).await.is_none() {
@@ -1574,10 +1576,7 @@ impl Driver {
                 .push_str("lanes: the JUnit file was given up on unwritten: it is incomplete\n");
         }
         if fleet_written.is_none() {
-            given_up.push_str(
-                "lanes: --coordinate-records: the records not yet in lanes_records were given up \
-                 on (the database did not answer)\n",
-            );
+            given_up.push_str(&records_given_up(&self.ledger.fleet_pending()));
         }
         if written.is_none() || summary_written.is_none() {
             given_up.push_str(
@@ -1592,5 +1591,46 @@ impl Driver {
             signals: None,
             output_dropped: self.output_dropped,
         }
+    }
+}
+
+/// The line that says which job records `--coordinate-records` gave up on at the run's end
+/// (`seqs`, in order; the first ten named). A record whose statement was sent may yet be
+/// committed by the server.
+fn records_given_up(seqs: &[u64]) -> String {
+    const NAMED: usize = 10;
+    let mut jobs = seqs
+        .iter()
+        .take(NAMED)
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if seqs.len() > NAMED {
+        jobs.push_str(&format!(" and {} more", seqs.len() - NAMED));
+    }
+    let which = match seqs.len() {
+        0 => "the records not yet in lanes_records were".to_owned(),
+        1 => format!("the record of job {jobs} was"),
+        _ => format!("the records of jobs {jobs} were"),
+    };
+    format!(
+        "lanes: --coordinate-records: {which} given up on (the database did not answer): a \
+         record whose statement was sent is in lanes_records if the server committed it\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::records_given_up;
+
+    #[test]
+    fn the_records_given_up_on_are_named_the_first_ten_by_number() {
+        assert!(records_given_up(&[4]).contains(": the record of job 4 was given up on ("));
+        assert!(records_given_up(&[2, 3, 4]).contains(": the records of jobs 2, 3, 4 were given"));
+        let many: Vec<u64> = (1..=25).collect();
+        assert!(records_given_up(&many).contains(
+            ": the records of jobs 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 15 more were given"
+        ));
+        assert!(records_given_up(&[]).contains(": the records not yet in lanes_records were"));
     }
 }

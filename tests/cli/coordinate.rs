@@ -1851,3 +1851,80 @@ fn a_stop_signal_ends_the_wait_for_a_database_that_does_not_answer() {
     );
     assert!(!scratch.exists("ran"));
 }
+
+/// A stop signal while the run's end waits for records the database does not take ends that
+/// wait at once (within the half second a forced stop gives each file), names the records
+/// given up on, and changes no job's outcome.
+#[test]
+fn a_stop_signal_while_the_end_waits_for_records_ends_the_wait_at_once() {
+    let Some(pg) = Postgres::start("a_stop_signal_while_the_end_waits_for_records") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let jobs = scratch.write(
+        "jobs.tsv",
+        format!(
+            "k\ttrue\n{}k\ttrue\nk\ttouch \"$D/last\"; {}\n",
+            marked_job("k", &await_file("go")),
+            await_file("go2"),
+        ),
+    );
+    let run = pg
+        .host(&scratch, "ha")
+        .args(["-j", "1", "--coordinate-records"])
+        .arg(&jobs)
+        .spawn();
+    scratch.wait_for("log.k", Duration::from_secs(10));
+    let inserted = || {
+        pg.psql(
+            "SELECT pid FROM pg_stat_activity WHERE query LIKE '%INSERT INTO lanes_records%' \
+             AND pid <> pg_backend_pid()",
+        )
+    };
+    let in_table = || pg.psql("SELECT count(*) FROM lanes_records").trim() == "1";
+    if !wait_until(Duration::from_secs(10), || {
+        !inserted().trim().is_empty() && in_table()
+    }) {
+        scratch.write("go", "");
+        panic!("no record was written\n{}", run.wait().dump());
+    }
+    // Job 1's record is in. The records' session and the server stopped; the key's session
+    // answers still.
+    let records: i32 = inserted().trim().parse().unwrap();
+    kill(Pid::from_raw(records), Signal::SIGSTOP).unwrap();
+    let records = Continue(records);
+    kill(Pid::from_raw(pg.pid), Signal::SIGSTOP).unwrap();
+    let server = Continue(pg.pid);
+    scratch.write("go", "");
+    scratch.wait_for("last", Duration::from_secs(10));
+    // Every session of the server stopped as the last job ends: the key is let go into it.
+    let hung = Hung::stop(&pg);
+    scratch.write("go2", "");
+    // The run's end is under way (its last job has ended), its records held by the database.
+    std::thread::sleep(Duration::from_millis(1500));
+    let signalled = std::time::Instant::now();
+    run.signal(Signal::SIGINT);
+    let out = run.wait();
+    let ended = signalled.elapsed();
+    drop((hung, records, server));
+    out.code(1);
+    for seq in 1..=4 {
+        assert_eq!(out.job(seq).result(), ("succeeded", None), "{}", out.dump());
+    }
+    assert!(
+        ended < Duration::from_millis(1500),
+        "{ended:?}\n{}",
+        out.dump()
+    );
+    let stderr = out.stderr();
+    assert!(
+        stderr.contains("--coordinate-records: the records of jobs 2, 3, 4 were given up on"),
+        "{}",
+        out.dump()
+    );
+    assert!(
+        ended < Duration::from_millis(1500),
+        "{ended:?}\n{}",
+        out.dump()
+    );
+}

@@ -121,6 +121,7 @@ pub(super) fn start(shared: Arc<Shared>, session: Option<Session>, feed: MirrorF
         mut rx,
         lost: failed,
         ended,
+        pending,
     } = feed;
     tokio::spawn(async move {
         let mut writer = Writer {
@@ -138,17 +139,20 @@ pub(super) fn start(shared: Arc<Shared>, session: Option<Session>, feed: MirrorF
                     None => break,
                 },
             };
-            let mut lines = match message {
+            let (mut seqs, mut lines) = match message {
                 MirrorMessage::Flush(done) => {
                     let _ = done.send(());
                     continue;
                 }
-                MirrorMessage::Record(line) => vec![line],
+                MirrorMessage::Record(seq, line) => (vec![seq], vec![line]),
             };
             // The records that came meanwhile go with it, up to a flush (answered after them).
             while lines.len() < STATEMENT_RECORDS {
                 match rx.try_recv() {
-                    Ok(MirrorMessage::Record(line)) => lines.push(line),
+                    Ok(MirrorMessage::Record(seq, line)) => {
+                        seqs.push(seq);
+                        lines.push(line);
+                    }
                     Ok(flush) => {
                         held = Some(flush);
                         break;
@@ -175,6 +179,9 @@ pub(super) fn start(shared: Arc<Shared>, session: Option<Session>, feed: MirrorF
                         which(line)
                     );
                 }
+            }
+            for seq in seqs {
+                pending.told(seq);
             }
         }
     });
