@@ -337,6 +337,14 @@ impl CgroupRun {
         let mount = cgroup2_mount().ok_or(Unavailable::NoMount)?;
         let own = own_cgroup().ok_or(Unavailable::NoOwnCgroup)?;
         let parent = mount.join(own.trim_start_matches('/'));
+        // Runs that start at once in one cgroup take turns (an exclusive `flock` on the
+        // parent, held until this run's own lock is taken): else one could take another's
+        // new cgroup, not yet locked, for a stale one and remove it, or hold its lock. A
+        // holder that keeps it longer than a moment (not a lanes) is not waited for.
+        let turn = fs::File::open(&parent).map(OwnedFd::from).ok();
+        if let Some(turn) = &turn {
+            let _ = crate::file_lock::flock_after_brief_hold(turn, libc::LOCK_EX);
+        }
         remove_stale_runs(&parent);
         // The pid alone is not unique: runs in other PID namespaces may share this cgroup.
         let (dir, lock) = loop {
@@ -376,6 +384,7 @@ impl CgroupRun {
             watcher: std::cell::OnceCell::new(),
             pool: Arc::default(),
         };
+        drop(turn);
         // A cgroup the jobs cannot be given (cgroup.max.depth, cgroup.max.descendants) is no
         // containment: found out now, not at the first job. The probe is the first job's
         // cgroup ([`CgroupRun::job`] makes `job-1` first and finds it made), removed with the

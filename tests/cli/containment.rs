@@ -1093,3 +1093,37 @@ fn the_job_after_one_that_killed_its_own_cgroup_starts_and_runs() {
     assert_eq!(out.job(2).result(), ("succeeded", None), "{}", out.dump());
     assert!(out.stdout().contains("second-ran"), "{}", out.dump());
 }
+
+/// Runs that start at the same moment in one cgroup (a cron entry, a hook and a terminal) each
+/// make and keep their own run cgroup: none takes another's new one for a stale one.
+#[test]
+fn runs_started_at_once_in_one_cgroup_each_get_cgroup_containment() {
+    if !cgroups_available() {
+        eprintln!("cgroup containment not available here: skipped");
+        return;
+    }
+    for round in 0..30 {
+        let runs: Vec<_> = (0..8)
+            .map(|_| {
+                std::process::Command::new(BIN)
+                    .args(["--containment", "cgroup", "--output", "none"])
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("lanes")
+            })
+            .collect();
+        for mut run in runs {
+            // One that failed at start has not read its input.
+            let _ = run.stdin.take().unwrap().write_all(b"k\ttrue\n");
+            let out = run.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: {:?}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
