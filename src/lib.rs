@@ -57,6 +57,7 @@ pub use run::{run, run_task};
 pub fn block_handled_signals() {
     shell::signal::hold_early();
     output::sink::note_closed_stdout();
+    shell::input::note_closed_stdin();
 }
 
 /// Process-wide set-up that must happen before any thread starts; returns whether SIGHUP was

@@ -930,6 +930,9 @@ fn feed_for(
             return Ok((Checked::Valid(checked_list(config, records)?), signals));
         }
         Source::Stdin => {
+            if let Some(why) = crate::shell::input::stdin_closed() {
+                anyhow::bail!("cannot read stdin: {why}");
+            }
             let stdin_meta = nix::sys::stat::fstat(nix::libc::STDIN_FILENO);
             if stdin_meta.is_ok_and(|meta| meta.st_mode & nix::libc::S_IFMT == nix::libc::S_IFDIR) {
                 anyhow::bail!("cannot read stdin: it is a directory (`< DIR`)");

@@ -177,7 +177,10 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, ManifestError> {
     let read = if path == Path::new("-") {
         // `--manifest -`: the manifest on stdin.
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map(|_| bytes)
+        match crate::shell::input::stdin_closed() {
+            Some(why) => Err(std::io::Error::other(format!("stdin: {why}"))),
+            None => std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map(|_| bytes),
+        }
     } else {
         std::fs::read(path)
     };

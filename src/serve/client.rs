@@ -477,6 +477,9 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
         key: usize::MAX,
         command: usize::MAX,
     };
+    if let Some(why) = crate::shell::input::stdin_closed() {
+        anyhow::bail!("cannot read the submissions from stdin: {why}");
+    }
     let mut connection = Connection::open(socket)?;
     let mut writer = std::io::BufWriter::with_capacity(64 * 1024, connection.writer.try_clone()?);
     let sender = std::thread::Builder::new()

@@ -636,3 +636,41 @@ fn a_stop_signal_ends_a_wait_for_the_input_before_anything_starts() {
     );
     running.wait().code(130);
 }
+
+/// A stdin closed when lanes starts (`lanes <&-`: a pipeline that lost its producer) is no
+/// empty input: whatever would read it refuses it, exit status 2, and nothing runs; a run
+/// that does not read stdin does not mind.
+#[test]
+fn a_stdin_closed_at_start_is_refused_by_whatever_would_read_it() {
+    let scratch = Scratch::new();
+    let runtime = scratch.path().join("runtime");
+    std::fs::create_dir(&runtime).unwrap();
+    let closed = |args: &[&str]| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg("exec <&-; exec \"$0\" \"$@\"")
+            .arg(BIN)
+            .args(args)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .current_dir(scratch.path())
+            .output()
+            .expect("sh")
+    };
+    for (args, said) in [
+        (vec![], "lanes: cannot read stdin: it was closed when lanes started (`<&-`)"),
+        (vec!["--strict"], "lanes: cannot read stdin: it was closed"),
+        (vec!["--dry-run"], "lanes: cannot read stdin: it was closed"),
+        (vec!["touch"], "lanes: cannot read stdin: it was closed"),
+        (vec!["--manifest", "-"], "stdin: it was closed when lanes started"),
+        (vec!["submit"], "cannot read the submissions from stdin: it was closed"),
+        (vec!["timeline", "--output", "t.html", "-"], "cannot read stdin: it was closed"),
+    ] {
+        let out = closed(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+    let out = closed(&["touch", ":::", "ran"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(scratch.exists("ran"));
+}
