@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use crate::config::RunConfig;
 use crate::core::{plan, Limits};
@@ -16,8 +18,9 @@ use crate::plural::plural;
 use crate::resume::Resume;
 use crate::shell::input::Feed;
 
-/// Prints the plan of `feed` on stdout, leaving out the jobs `resume` says were done before;
-/// returns the exit status (0).
+/// Prints the plan of `feed` on stdout (as JSON Lines under `--json`, [`PlanRecord`]), leaving
+/// out the jobs `resume` says were done before; returns the exit status (0, or 1 when stdout
+/// could not be written).
 ///
 /// # Errors
 /// The input could not be read to its end.
@@ -47,9 +50,7 @@ pub(crate) fn print(
                     jobs.insert(job.seq, job);
                 }
             }
-            InputItem::Invalid { line, message, .. } => {
-                invalid.push(format!("line {line}: {message}"));
-            }
+            InputItem::Invalid { line, message, .. } => invalid.push((line, message)),
             InputItem::ReadError(message) => anyhow::bail!(message),
         }
     }
@@ -63,7 +64,7 @@ pub(crate) fn print(
         max_queued: config.max_queued,
     };
     let planned = plan(limits, config.policy, config.resources.clone(), requests);
-    let mut by_key: Vec<(Arc<str>, Vec<String>)> = Vec::new();
+    let mut by_key: Vec<(Arc<str>, Vec<PlannedRun>)> = Vec::new();
     let mut order: BTreeMap<Arc<str>, usize> = BTreeMap::new();
     for job in jobs.values() {
         order.entry(Arc::clone(&job.key)).or_insert_with(|| {
@@ -89,77 +90,286 @@ pub(crate) fn print(
             }
             None => first.command.clone(),
         };
-        let mut row = format!("  seq {}", first.seq);
-        if run.batch.len() > 1 {
-            let _ = write!(row, " (batch of {}: {:?})", run.batch.len(), run.batch);
-        }
-        // Keys and commands shown with their control characters escaped, as in prefixes: a
-        // line of the plan is one line, and nothing in it moves the cursor.
-        let _ = write!(row, "  round {}  slot {}", run.round, run.slot);
-        // What it would hold, as its `LANES_RESOURCE_<NAME>` would say.
-        if let Some(grant) = run.grant.as_deref() {
-            row.push_str("  holds");
-            if grant.weight != 1 {
-                let _ = write!(row, " weight={}", grant.weight);
-            }
-            for (name, value) in crate::resources::granted_values(grant) {
-                let _ = write!(row, " {name}={value}");
-            }
-        }
-        let _ = write!(row, "  {}", shown_command(&command));
-        by_key[order[&first.key]].1.push(row);
+        let (weight, resources) = run.grant.as_deref().map_or_else(
+            || (1, BTreeMap::new()),
+            |grant| {
+                let resources = crate::resources::granted_values(grant)
+                    .map(|(name, value)| (name.to_owned(), value))
+                    .collect();
+                (grant.weight, resources)
+            },
+        );
+        by_key[order[&first.key]].1.push(PlannedRun {
+            seq: first.seq,
+            batch: (run.batch.len() > 1).then(|| run.batch.clone()),
+            key: first.key.to_string(),
+            round: run.round,
+            slot: run.slot,
+            weight,
+            resources,
+            command,
+        });
     }
     // Jobs of another weight than 1 share -j by weight: not "at most N at once".
     let weighed = planned
         .runs
         .iter()
         .any(|run| run.grant.as_deref().is_some_and(|grant| grant.weight != 1));
-    let cap = if weighed {
-        format!("-j {} shared by weight", config.max_concurrent)
-    } else {
-        format!("at most {} at once", config.max_concurrent)
-    };
-    let mut out = format!(
-        "lanes: dry run of {} in {}, {cap}: nothing runs\n",
-        plural(jobs.len() as u64, "job"),
-        plural(by_key.len() as u64, "key"),
-    );
     let reserve_after = config.policy.reserve_after;
-    if !reserve_after.is_zero() && planned.runs.iter().any(|run| run.grant.is_some()) {
-        // Rounds of 1 ms: a share is set aside only after many rounds.
-        let _ = writeln!(
-            out,
-            "lanes: --reserve-after {} counts the plan's rounds of 1 ms: a job short of its \
-             share is planned behind the lighter jobs that fit, as in a run whose jobs end one \
-             by one, until it has waited that long; a run of longer jobs sets its share aside \
-             after fewer of them",
-            humantime::format_duration(reserve_after)
+    let rounds_noted =
+        !reserve_after.is_zero() && planned.runs.iter().any(|run| run.grant.is_some());
+    let header = PlanHeader {
+        jobs: jobs.len() as u64,
+        keys: by_key.len() as u64,
+        max_concurrent: config.max_concurrent,
+        shared_by_weight: weighed,
+    };
+    let skipped = skipped
+        .into_iter()
+        .map(|(seq, why)| {
+            let reason = match why {
+                crate::core::SkipReason::SucceededBefore => Before::SucceededBefore,
+                crate::core::SkipReason::SupersededBefore => Before::SupersededBefore,
+            };
+            (seq, reason)
+        })
+        .collect::<Vec<_>>();
+    let out = if config.json {
+        let mut lines = vec![PlanRecord::Plan(header)];
+        lines.extend(
+            by_key
+                .into_iter()
+                .flat_map(|(_, runs)| runs)
+                .map(PlanRecord::Planned),
         );
-    }
-    for (key, rows) in &by_key {
-        let _ = writeln!(out, "[{}]", escape_controls(key));
-        for row in rows {
-            let _ = writeln!(out, "{row}");
+        lines.extend(
+            planned
+                .dropped
+                .iter()
+                .map(|&seq| PlanRecord::NotRun { seq }),
+        );
+        lines.extend(
+            skipped
+                .into_iter()
+                .map(|(seq, reason)| PlanRecord::Skipped { seq, reason }),
+        );
+        lines.extend(
+            invalid
+                .into_iter()
+                .map(|(line, error)| PlanRecord::Invalid { line, error }),
+        );
+        lines
+            .iter()
+            .flat_map(crate::report::json::to_line)
+            .collect::<Vec<u8>>()
+    } else {
+        let text = Text {
+            header,
+            reserve_after: rounds_noted.then_some(reserve_after),
+            by_key,
+            dropped: &planned.dropped,
+            skipped,
+            invalid,
+        };
+        text.render().into_bytes()
+    };
+    Ok(write_plan(&out))
+}
+
+/// Writes the plan on stdout; returns the exit status. A reader that went away (`| head`)
+/// decides nothing, as for any filter; a plan that could not be written whole (a full disk, a
+/// stdout closed when lanes started) makes it 1, as a run's output does.
+fn write_plan(out: &[u8]) -> u8 {
+    use std::io::Write as _;
+    let mut stdout = crate::output::sink::stdout_destination();
+    match stdout.write_all(out).and_then(|()| stdout.flush()) {
+        Ok(()) => crate::exit::SUCCESS,
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+            eprintln!("lanes: stdout closed (broken pipe): the rest of the plan is not written");
+            crate::exit::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("lanes: cannot write the plan to stdout: {err}");
+            crate::exit::JOBS_FAILED
         }
     }
-    for seq in &planned.dropped {
-        let _ = writeln!(out, "not run: seq {seq} (superseded or rejected)");
-    }
-    for (seq, why) in &skipped {
-        let done = match why {
-            crate::core::SkipReason::SucceededBefore => "succeeded",
-            crate::core::SkipReason::SupersededBefore => "superseded by a newer job of its key",
+}
+
+/// The first line of `--dry-run --json`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PlanHeader {
+    /// Jobs planned (those `--resume` skips and invalid lines not counted).
+    jobs: u64,
+    /// Distinct keys among them.
+    keys: u64,
+    /// `-j`.
+    max_concurrent: usize,
+    /// Whether `-j` is shared by weight (a job of a weight other than 1 is planned).
+    shared_by_weight: bool,
+}
+
+/// One run the plan would start: a job, or a batch of jobs run as one.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PlannedRun {
+    /// Its first job's seq.
+    seq: u64,
+    /// Every job of the batch, in lane order; `null` for a run of one job.
+    batch: Option<Vec<u64>>,
+    /// The key.
+    key: String,
+    /// 1-based: runs of one round would start together, each round after the one before.
+    round: u64,
+    /// The slot it would take (`LANES_SLOT`).
+    slot: u32,
+    /// The share of `-j` it would hold.
+    weight: u32,
+    /// Each named resource it would hold, as its `LANES_RESOURCE_<NAME>` would say (units
+    /// joined by commas, or an amount).
+    resources: BTreeMap<String, String>,
+    /// The command as it would run (a template's expanded).
+    command: String,
+}
+
+/// Why `--resume` skips a job (as a report's `skipped` record says).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Before {
+    /// It succeeded in the report resumed from.
+    SucceededBefore,
+    /// A newer job of its key replaced it there.
+    SupersededBefore,
+}
+
+/// One line of `--dry-run --json` (JSON Lines): a `plan` header, then one `planned` line per
+/// run in the text plan's order, then the jobs that would never start (`not_run`), those
+/// `--resume` skips (`skipped`) and the invalid lines (`invalid`).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum PlanRecord {
+    /// What the plan holds.
+    Plan(PlanHeader),
+    /// A run it would start.
+    Planned(PlannedRun),
+    /// A job that would never start: superseded (`--coalesce latest`) or rejected (a full
+    /// queue).
+    NotRun {
+        /// Its seq.
+        seq: u64,
+    },
+    /// A job `--resume` skips.
+    Skipped {
+        /// Its seq.
+        seq: u64,
+        /// Why.
+        reason: Before,
+    },
+    /// An input line that is no job.
+    Invalid {
+        /// Its 1-based line (a manifest's `[[job]]` header line).
+        line: u64,
+        /// Why, as the report's `error` says.
+        error: String,
+    },
+}
+
+/// The JSON Schema (draft 2020-12) of one line of `--dry-run --json`,
+/// `schema/plan.schema.json`.
+#[cfg(test)]
+pub(crate) fn schema() -> schemars::Schema {
+    let mut generator = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .with_transform(schemars::transform::RecursiveTransform(
+            crate::report::json::unwrap_description,
+        ))
+        .into_generator();
+    let line = generator.subschema_for::<PlanRecord>();
+    let mut schema = schemars::json_schema!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "lanes/plan.schema.json",
+        "title": "lanes --dry-run --json line",
+        "description": "Each line of `lanes --dry-run --json` is one of these, told apart by \
+            their `type`: a `plan` header first, then `planned`, `not_run`, `skipped` and \
+            `invalid` lines.",
+        "allOf": [line],
+    });
+    schema.insert("$defs".to_owned(), generator.take_definitions(true).into());
+    schema
+}
+
+/// The plan for people.
+struct Text<'a> {
+    header: PlanHeader,
+    reserve_after: Option<std::time::Duration>,
+    by_key: Vec<(Arc<str>, Vec<PlannedRun>)>,
+    dropped: &'a [u64],
+    skipped: Vec<(u64, Before)>,
+    invalid: Vec<(u64, String)>,
+}
+
+impl Text<'_> {
+    fn render(&self) -> String {
+        let header = &self.header;
+        let cap = if header.shared_by_weight {
+            format!("-j {} shared by weight", header.max_concurrent)
+        } else {
+            format!("at most {} at once", header.max_concurrent)
         };
-        let _ = writeln!(out, "skipped: seq {seq} ({done} in the --resume report)");
+        let mut out = format!(
+            "lanes: dry run of {} in {}, {cap}: nothing runs\n",
+            plural(header.jobs, "job"),
+            plural(header.keys, "key"),
+        );
+        if let Some(reserve_after) = self.reserve_after {
+            // Rounds of 1 ms: a share is set aside only after many rounds.
+            let _ = writeln!(
+                out,
+                "lanes: --reserve-after {} counts the plan's rounds of 1 ms: a job short of its \
+                 share is planned behind the lighter jobs that fit, as in a run whose jobs end \
+                 one by one, until it has waited that long; a run of longer jobs sets its share \
+                 aside after fewer of them",
+                humantime::format_duration(reserve_after)
+            );
+        }
+        for (key, runs) in &self.by_key {
+            // Keys and commands shown with their control characters escaped, as in prefixes:
+            // a line of the plan is one line, and nothing in it moves the cursor.
+            let _ = writeln!(out, "[{}]", escape_controls(key));
+            for run in runs {
+                let _ = write!(out, "  seq {}", run.seq);
+                if let Some(batch) = &run.batch {
+                    let _ = write!(out, " (batch of {}: {batch:?})", batch.len());
+                }
+                let _ = write!(out, "  round {}  slot {}", run.round, run.slot);
+                // What it would hold, as its `LANES_RESOURCE_<NAME>` would say.
+                if run.weight != 1 || !run.resources.is_empty() {
+                    out.push_str("  holds");
+                    if run.weight != 1 {
+                        let _ = write!(out, " weight={}", run.weight);
+                    }
+                    for (name, value) in &run.resources {
+                        let _ = write!(out, " {name}={value}");
+                    }
+                }
+                let _ = writeln!(out, "  {}", shown_command(&run.command));
+            }
+        }
+        for seq in self.dropped {
+            let _ = writeln!(out, "not run: seq {seq} (superseded or rejected)");
+        }
+        for (seq, why) in &self.skipped {
+            let done = match why {
+                Before::SucceededBefore => "succeeded",
+                Before::SupersededBefore => "superseded by a newer job of its key",
+            };
+            let _ = writeln!(out, "skipped: seq {seq} ({done} in the --resume report)");
+        }
+        for (line, message) in &self.invalid {
+            let _ = writeln!(out, "invalid: line {line}: {}", escape_controls(message));
+        }
+        out
     }
-    for line in &invalid {
-        let _ = writeln!(out, "invalid: {}", escape_controls(line));
-    }
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(out.as_bytes())?;
-    stdout.flush()?;
-    Ok(0)
 }
 
 /// A command as a row of the plan shows it: as it is, unless it holds a character that

@@ -65,6 +65,14 @@ pub(crate) fn events_schema() -> Vec<u8> {
     out
 }
 
+/// The JSON Schema of `--dry-run --json`'s lines, `schema/plan.schema.json`.
+pub(crate) fn plan_schema() -> Vec<u8> {
+    let mut out =
+        serde_json::to_vec_pretty(&crate::dry_run::schema()).expect("a schema always serialises");
+    out.push(b'\n');
+    out
+}
+
 /// Every generated file as (path relative to the repository, contents).
 pub(crate) fn all() -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = COMPLETIONS
@@ -74,6 +82,7 @@ pub(crate) fn all() -> Vec<(String, Vec<u8>)> {
     files.push(("man/lanes.1".to_owned(), man_page()));
     files.push(("schema/report.schema.json".to_owned(), report_schema()));
     files.push(("schema/events.schema.json".to_owned(), events_schema()));
+    files.push(("schema/plan.schema.json".to_owned(), plan_schema()));
     files
 }
 

@@ -322,3 +322,212 @@ fn a_dry_run_refuses_the_outputs_the_run_would_refuse_and_makes_none() {
     out.code(0);
     assert!(!scratch.join("fresh").exists());
 }
+
+/// One line of `--dry-run --json`, as a pipeline decodes it.
+#[derive(Debug, serde::Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum PlanLine {
+    Plan {
+        jobs: u64,
+        keys: u64,
+        max_concurrent: u64,
+        shared_by_weight: bool,
+    },
+    Planned {
+        seq: u64,
+        batch: Option<Vec<u64>>,
+        key: String,
+        round: u64,
+        slot: u32,
+        weight: u32,
+        resources: std::collections::BTreeMap<String, String>,
+        command: String,
+    },
+    NotRun {
+        seq: u64,
+    },
+    Skipped {
+        seq: u64,
+        reason: String,
+    },
+    Invalid {
+        line: u64,
+        error: String,
+    },
+}
+
+/// `--dry-run --json`: the plan as JSON Lines, each line fitting `schema/plan.schema.json`,
+/// with what the text plan says (the rows, the jobs never run, skipped, invalid); nothing runs.
+#[test]
+fn a_dry_run_under_json_writes_the_plan_as_json_lines() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/plan.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let schema = jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("a valid JSON Schema");
+    let scratch = Scratch::new();
+    let report = scratch.join("first.jsonl");
+    Run::new()
+        .no_report()
+        .arg("--report")
+        .arg(&report)
+        .stdin("done\ttrue\n")
+        .run()
+        .code(0);
+    let out = Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .args(["--dry-run", "--json", "-j", "2", "--coalesce", "latest"])
+        .args(["--resource", "gpu=g0,g1", "--resume"])
+        .arg(&report)
+        .stdin(
+            "done\ttrue\nk\ttouch \"$D/ran-1\"\nk\ttouch \"$D/ran-2\"\nk\ttouch \"$D/ran-3\"\n\
+             w\techo '\u{1b}[1m'\nbad\n",
+        )
+        .run();
+    out.code(0);
+    let stdout = out.stdout();
+    let lines: Vec<PlanLine> = stdout
+        .lines()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            let errors: Vec<String> = schema.iter_errors(&value).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{line}: {errors:?}");
+            serde_json::from_value(value).unwrap()
+        })
+        .collect();
+    let planned = |seq: u64, key: &str, round: u64, slot: u32, command: &str| PlanLine::Planned {
+        seq,
+        batch: None,
+        key: key.to_owned(),
+        round,
+        slot,
+        weight: 1,
+        resources: Default::default(),
+        command: command.to_owned(),
+    };
+    assert_eq!(
+        lines,
+        [
+            PlanLine::Plan {
+                jobs: 4,
+                keys: 2,
+                max_concurrent: 2,
+                shared_by_weight: false
+            },
+            planned(2, "k", 1, 1, "touch \"$D/ran-1\""),
+            planned(4, "k", 2, 1, "touch \"$D/ran-3\""),
+            // Controls as JSON escapes them, not as the text plan quotes them.
+            planned(5, "w", 1, 2, "echo '\u{1b}[1m'"),
+            PlanLine::NotRun { seq: 3 },
+            PlanLine::Skipped {
+                seq: 1,
+                reason: "succeeded_before".to_owned()
+            },
+            PlanLine::Invalid {
+                line: 6,
+                error: "no tab between key and command (expected KEY<TAB>COMMAND); for lines \
+                        without keys, add --key '{}' (each line a command, its own key) or give \
+                        the command after the options (lanes [OPTIONS] -- COMMAND)"
+                    .to_owned()
+            },
+        ],
+        "{}",
+        out.dump()
+    );
+    for seq in 1..=3 {
+        assert!(!scratch.exists(&format!("ran-{seq}")));
+    }
+    // What a job would hold; a batch.
+    let second = |args: &[&str]| -> PlanLine {
+        let out = Run::new()
+            .no_report()
+            .args(["--dry-run", "--json", "-j", "3"])
+            .args(args)
+            .run();
+        out.code(0);
+        let line = out.stdout().lines().nth(1).map(str::to_owned);
+        serde_json::from_str(&line.unwrap_or_default())
+            .unwrap_or_else(|err| panic!("{err}\n{}", out.dump()))
+    };
+    assert_eq!(
+        second(&[
+            "--weight",
+            "2",
+            "--resource",
+            "gpu=g0,g1",
+            "--needs",
+            "gpu=1",
+            "echo",
+            "{}",
+            ":::",
+            "a"
+        ]),
+        PlanLine::Planned {
+            seq: 1,
+            batch: None,
+            key: "a".to_owned(),
+            round: 1,
+            slot: 1,
+            weight: 2,
+            resources: [("gpu".to_owned(), "g0".to_owned())].into(),
+            command: "echo 'a'".to_owned(),
+        }
+    );
+    assert_eq!(
+        second(&[
+            "--batch-size",
+            "2",
+            "--key",
+            "{//}",
+            "echo",
+            "{}",
+            ":::",
+            "d/a",
+            "d/b"
+        ]),
+        PlanLine::Planned {
+            seq: 1,
+            batch: Some(vec![1, 2]),
+            key: "d".to_owned(),
+            round: 1,
+            slot: 1,
+            weight: 1,
+            resources: Default::default(),
+            command: "echo 'd/a' 'd/b'".to_owned(),
+        }
+    );
+}
+
+/// The plan's stdout: a reader that goes away decides nothing (as for any filter); one that
+/// cannot be written (a full disk, closed when lanes started) makes the exit status 1, said.
+#[test]
+fn a_dry_run_whose_stdout_cannot_be_written_says_so() {
+    let jobs: String = (1..=20_000).map(|n| format!("k{n}\ttrue\n")).collect();
+    for (wrapper, code, said) in [
+        (
+            "exec >/dev/full",
+            1,
+            "lanes: cannot write the plan to stdout:",
+        ),
+        ("exec >&-", 1, "lanes: cannot write the plan to stdout:"),
+        (
+            "mkfifo \"$D/p\"; head -c 10 \"$D/p\" >/dev/null & exec >\"$D/p\"",
+            0,
+            "stdout closed (broken pipe)",
+        ),
+    ] {
+        let scratch = Scratch::new();
+        let out = Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .wrapper(wrapper)
+            .arg("--dry-run")
+            .stdin(jobs.clone())
+            .run();
+        out.code(code);
+        assert!(out.stderr().contains(said), "{wrapper}: {}", out.dump());
+    }
+}

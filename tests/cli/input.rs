@@ -657,13 +657,25 @@ fn a_stdin_closed_at_start_is_refused_by_whatever_would_read_it() {
             .expect("sh")
     };
     for (args, said) in [
-        (vec![], "lanes: cannot read stdin: it was closed when lanes started (`<&-`)"),
+        (
+            vec![],
+            "lanes: cannot read stdin: it was closed when lanes started (`<&-`)",
+        ),
         (vec!["--strict"], "lanes: cannot read stdin: it was closed"),
         (vec!["--dry-run"], "lanes: cannot read stdin: it was closed"),
         (vec!["touch"], "lanes: cannot read stdin: it was closed"),
-        (vec!["--manifest", "-"], "stdin: it was closed when lanes started"),
-        (vec!["submit"], "cannot read the submissions from stdin: it was closed"),
-        (vec!["timeline", "--output", "t.html", "-"], "cannot read stdin: it was closed"),
+        (
+            vec!["--manifest", "-"],
+            "stdin: it was closed when lanes started",
+        ),
+        (
+            vec!["submit"],
+            "cannot read the submissions from stdin: it was closed",
+        ),
+        (
+            vec!["timeline", "--output", "t.html", "-"],
+            "cannot read stdin: it was closed",
+        ),
     ] {
         let out = closed(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
