@@ -513,6 +513,14 @@ fn outputs(config: &RunConfig) -> [(&'static str, &'static str, Option<&std::pat
 /// The first that cannot, naming it and why (a socket, a directory, no permission, another
 /// lanes' file).
 fn check_outputs(config: &RunConfig) -> anyhow::Result<()> {
+    if config.json && report_mixed_with_stderr() {
+        bail!(
+            "--json writes the report to stdout, and stdout is the same file as stderr (`2>&1`, \
+             `&>`), where the jobs' output and lanes' own messages go: the report would be mixed \
+             with them. Send stderr elsewhere (`2>lanes.log`), or write the report to a file of \
+             its own with --report FILE"
+        );
+    }
     for (_, what, path) in outputs(config) {
         if let Some(path) = path {
             let socket = std::fs::metadata(path)
@@ -528,6 +536,15 @@ fn check_outputs(config: &RunConfig) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Whether lanes' stdout and stderr are one file, pipe or socket, which a report on stdout
+/// would share with the jobs' output: not a terminal or `/dev/null` (character devices), where
+/// nothing parses the report.
+fn report_mixed_with_stderr() -> bool {
+    let character_device = nix::sys::stat::fstat(nix::libc::STDOUT_FILENO)
+        .is_ok_and(|meta| meta.st_mode & nix::libc::S_IFMT == nix::libc::S_IFCHR);
+    crate::output::sink::stdout_is_stderr() && !character_device
 }
 
 /// Whether the output file `path` (or a server's socket) can be made without making it: an

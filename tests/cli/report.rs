@@ -815,3 +815,44 @@ fn junit_times_are_the_report_s() {
         assert_eq!(Some(millis(case)), record.duration_ms, "{name}");
     }
 }
+
+/// `--json` with stderr sent to the same file or pipe as stdout (`&> log`, `2>&1 | jq`) would
+/// mix the jobs' output and lanes' messages into the report: refused before anything runs. A
+/// terminal or `/dev/null` for both is no report anyone parses, and is taken.
+#[test]
+fn a_json_report_sharing_its_file_or_pipe_with_stderr_is_refused() {
+    for wrapper in ["exec 2>&1", "exec >\"$D/all\" 2>&1"] {
+        let scratch = Scratch::new();
+        let out = Run::new()
+            .scratch(&scratch)
+            .no_report()
+            .wrapper(wrapper)
+            .arg("--json")
+            .stdin("k\ttouch \"$D/ran\"\n")
+            .run();
+        out.code(2);
+        let said = if scratch.exists("all") {
+            scratch.read("all")
+        } else {
+            out.stdout()
+        };
+        assert!(
+            said.contains(
+                "--json writes the report to stdout, and stdout is the same file as stderr"
+            ),
+            "{wrapper}: {said}\n{}",
+            out.dump()
+        );
+        assert!(!scratch.exists("ran"), "{wrapper}");
+    }
+    let scratch = Scratch::new();
+    Run::new()
+        .scratch(&scratch)
+        .no_report()
+        .wrapper("exec >/dev/null 2>&1")
+        .arg("--json")
+        .stdin("k\ttouch \"$D/ran\"\n")
+        .run()
+        .code(0);
+    assert!(scratch.exists("ran"));
+}
