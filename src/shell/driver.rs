@@ -1287,9 +1287,9 @@ impl Driver {
     /// could act on it (`kill -TSTP` then `kill -CONT`): the SIGCONT discarded the SIGTSTP,
     /// so the stop was called off, and the jobs go on at once.
     ///
-    /// Starts under way on the spawning threads are waited for first (their outcomes come on
-    /// `spawned`), so that their jobs stop with the rest instead of running while lanes is
-    /// stopped.
+    /// Starts under way on the spawning threads are waited for first, and the outcomes of
+    /// every start made are taken (they come on `spawned`, the event loop's own starts' too),
+    /// so that their jobs stop with the rest instead of running while lanes is stopped.
     async fn on_terminal_stop(
         &mut self,
         stop: &super::signal::TerminalStop,
@@ -1299,7 +1299,15 @@ impl Driver {
             stop.discard();
             return;
         }
-        while self.launcher.spawning_on_threads() {
+        loop {
+            // Starts the event loop made itself have their outcomes (their pids) queued
+            // already: taken first, else their jobs would run on, unfrozen.
+            while let Ok(outcome) = spawned.try_recv() {
+                self.on_spawned(outcome).await;
+            }
+            if !self.launcher.spawning_on_threads() {
+                break;
+            }
             match spawned.recv().await {
                 Some(outcome) => self.on_spawned(outcome).await,
                 None => break,
