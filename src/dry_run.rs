@@ -108,6 +108,7 @@ pub(crate) fn print(
             weight,
             resources,
             command,
+            superseded_by: run.superseded_by,
         });
     }
     // Jobs of another weight than 1 share -j by weight: not "at most N at once".
@@ -230,6 +231,9 @@ pub(crate) struct PlannedRun {
     resources: BTreeMap<String, String>,
     /// The command as it would run (a template's expanded).
     command: String,
+    /// `--cancel-in-progress`: the newer job of its key whose arrival stops it as it starts
+    /// (recorded `interrupted`, reason `superseded`); `null` when it runs to its end.
+    superseded_by: Option<u64>,
 }
 
 /// Why `--resume` skips a job (as a report's `skipped` record says).
@@ -352,7 +356,15 @@ impl Text<'_> {
                         let _ = write!(out, " {name}={value}");
                     }
                 }
-                let _ = writeln!(out, "  {}", shown_command(&run.command));
+                let _ = write!(out, "  {}", shown_command(&run.command));
+                if let Some(newer) = run.superseded_by {
+                    let _ = write!(
+                        out,
+                        "  (stopped as it starts: superseded by seq {newer}, \
+                         --cancel-in-progress)"
+                    );
+                }
+                out.push('\n');
             }
         }
         for seq in self.dropped {
@@ -376,8 +388,8 @@ impl Text<'_> {
 /// [`is_hidden`] would escape (or starts with `$'`, and so would look like one that did). Then
 /// it is quoted as bash's ANSI-C quoting reads it (`$'…'`, bash(1), "QUOTING"): `\\` for a
 /// backslash, `\'` for a quote, `\n`, `\t`, `\r`, `\e`, `\xHH` for the other C0 controls and
-/// DEL, `\uHHHH` for the rest. A newline and a backslash followed by `n` then never look alike,
-/// and `bash -c $'…'` runs exactly the command.
+/// DEL, and for each UTF-8 byte of the rest. A newline and a backslash followed by `n` then
+/// never look alike, and `bash -c $'…'` runs exactly the command, in any locale.
 fn shown_command(command: &str) -> String {
     if !command.starts_with("$'") && !command.chars().any(is_hidden) {
         return command.to_owned();
@@ -395,8 +407,11 @@ fn shown_command(command: &str) -> String {
             c if (c as u32) < 0x20 || c == '\u{7f}' => {
                 let _ = write!(shown, "\\x{:02x}", c as u32);
             }
+            // Its UTF-8 bytes: bash reads `\uHHHH` as the character only in a UTF-8 locale.
             c if is_hidden(c) => {
-                let _ = write!(shown, "\\u{:04x}", c as u32);
+                for byte in c.encode_utf8(&mut [0; 4]).bytes() {
+                    let _ = write!(shown, "\\x{byte:02x}");
+                }
             }
             c => shown.push(c),
         }
@@ -426,7 +441,7 @@ mod tests {
         );
         assert_eq!(
             shown_command("x\u{1b}[1m\u{202e}\u{7f}"),
-            "$'x\\e[1m\\u202e\\x7f'"
+            "$'x\\e[1m\\xe2\\x80\\xae\\x7f'"
         );
         // Starting like a quoted row, it is quoted too.
         assert_eq!(shown_command("$'a'"), "$'$\\'a\\''");

@@ -23,6 +23,9 @@ pub struct Planned {
     /// The weight and named units it would hold (`{res.NAME}`); `None` for weight 1 and no
     /// resource.
     pub grant: Option<Arc<Grant>>,
+    /// `--cancel-in-progress`: the newer job of its key whose arrival would stop it while it
+    /// runs (a run stops it as soon as it comes, a file's jobs come at once: as it starts).
+    pub superseded_by: Option<Seq>,
 }
 
 /// What would become of each job offered, in start order; jobs that would never start (those
@@ -67,6 +70,8 @@ pub fn plan(
     let mut round = 0;
     // Started as the runs of the last round ended one by one: the next round's first runs.
     let mut carried = Vec::new();
+    // Runs `--cancel-in-progress` would stop, each with the job whose arrival would.
+    let mut superseded = std::collections::HashMap::new();
     loop {
         // Jobs start between admissions, as when input streams in, unless batching.
         let mut started = std::mem::take(&mut carried);
@@ -85,8 +90,13 @@ pub fn plan(
             let Some(job) = jobs.next() else { break };
             let seq = job.seq;
             match core.offer(job, None, now) {
-                Offer::Queued { replaced, .. } => {
+                Offer::Queued {
+                    replaced, cancel, ..
+                } => {
                     plan.dropped.extend(replaced.map(|account| account.seq));
+                    if let Some(stop) = cancel {
+                        superseded.entry(stop.seq).or_insert(seq);
+                    }
                 }
                 Offer::Refused(_) | Offer::Skipped(_) => plan.dropped.push(seq),
             }
@@ -113,15 +123,21 @@ pub fn plan(
         round += 1;
         now += ROUND;
         for start in started {
+            let superseded_by = superseded.remove(&start.seq);
             plan.runs.push(Planned {
                 round,
                 slot: start.slot,
                 batch: start.batch.clone(),
                 grant: start.grant.clone(),
+                superseded_by,
             });
+            // A run stopped ends by its stop signal (SIGTERM, 15), as it would.
             let facts = RunFacts {
-                exit: Some(ExitFacts::Exited(0)),
-                stopped_while_running: false,
+                exit: Some(match superseded_by {
+                    Some(_) => ExitFacts::Signaled(15),
+                    None => ExitFacts::Exited(0),
+                }),
+                stopped_while_running: superseded_by.is_some(),
                 ended_at: now,
             };
             let _ = core.finish(start.seq, facts, now);
@@ -226,6 +242,31 @@ mod tests {
         // Set aside after three rounds of 1 ms: in between.
         let between = round_of_2(Duration::from_millis(3));
         assert!(2 < between && between < last, "round {between} of {last}");
+    }
+
+    #[test]
+    fn a_run_cancel_in_progress_stops_is_planned_with_the_job_that_stops_it() {
+        let policy = Policy {
+            cancel_in_progress: true,
+            ..Policy::default()
+        };
+        let jobs = vec![job(1, "a"), job(2, "a"), job(3, "a"), job(4, "b")];
+        let got = plan(limits(2), policy, Vec::new(), jobs);
+        let runs: Vec<_> = got
+            .runs
+            .iter()
+            .map(|run| (run.round, run.batch.clone(), run.superseded_by))
+            .collect();
+        // Job 1 starts and job 2's arrival stops it; job 3 replaces job 2 while it waits.
+        assert_eq!(
+            runs,
+            [
+                (1, vec![1], Some(2)),
+                (1, vec![4], None),
+                (2, vec![3], None)
+            ]
+        );
+        assert_eq!(got.dropped, [2]);
     }
 
     #[test]

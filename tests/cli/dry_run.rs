@@ -214,7 +214,7 @@ fn a_dry_run_shows_a_newline_and_a_backslash_n_apart_and_bash_reads_each_back() 
     let out = Run::new()
         .no_report()
         .args(["--dry-run", "-j", "1", "-0", "echo"])
-        .stdin("a\nb\0a\\nb\0")
+        .stdin("a\nb\0a\\nb\0a\u{202e}b\0")
         .run();
     out.code(0);
     let stdout = out.stdout();
@@ -222,13 +222,14 @@ fn a_dry_run_shows_a_newline_and_a_backslash_n_apart_and_bash_reads_each_back() 
         .lines()
         .filter_map(|row| row.split_once("slot 1  ").map(|(_, command)| command))
         .collect();
-    assert_eq!(rows.len(), 2, "{}", out.dump());
+    assert_eq!(rows.len(), 3, "{}", out.dump());
     assert_ne!(rows[0], rows[1], "{}", out.dump());
-    // Each row, given to bash as a word, is the command that would run.
-    for (row, argument) in rows.iter().zip(["a\nb", "a\\nb"]) {
+    // Each row, given to bash as a word, is the command that would run, in any locale.
+    for (row, argument) in rows.iter().zip(["a\nb", "a\\nb", "a\u{202e}b"]) {
         let read_back = std::process::Command::new("bash")
             .arg("-c")
             .arg(format!("printf %s {row}"))
+            .env("LC_ALL", "C")
             .output()
             .expect("bash runs");
         let expected = format!("echo '{argument}'");
@@ -342,6 +343,7 @@ enum PlanLine {
         weight: u32,
         resources: std::collections::BTreeMap<String, String>,
         command: String,
+        superseded_by: Option<u64>,
     },
     NotRun {
         seq: u64,
@@ -407,6 +409,7 @@ fn a_dry_run_under_json_writes_the_plan_as_json_lines() {
         weight: 1,
         resources: Default::default(),
         command: command.to_owned(),
+        superseded_by: None,
     };
     assert_eq!(
         lines,
@@ -474,6 +477,7 @@ fn a_dry_run_under_json_writes_the_plan_as_json_lines() {
             weight: 2,
             resources: [("gpu".to_owned(), "g0".to_owned())].into(),
             command: "echo 'a'".to_owned(),
+            superseded_by: None,
         }
     );
     assert_eq!(
@@ -497,6 +501,7 @@ fn a_dry_run_under_json_writes_the_plan_as_json_lines() {
             weight: 1,
             resources: Default::default(),
             command: "echo 'd/a' 'd/b'".to_owned(),
+            superseded_by: None,
         }
     );
 }
@@ -530,4 +535,63 @@ fn a_dry_run_whose_stdout_cannot_be_written_says_so() {
         out.code(code);
         assert!(out.stderr().contains(said), "{wrapper}: {}", out.dump());
     }
+}
+
+/// `--cancel-in-progress` on jobs that come at once: the first job of a key starts and is
+/// stopped by the next one's arrival, which the next again replaces while it waits; the plan
+/// says so, as the run records it.
+#[test]
+fn a_dry_run_says_which_run_cancel_in_progress_stops_as_it_starts() {
+    let jobs = "d\tsleep 5; echo v1\nd\tsleep 5; echo v2\nd\techo v3\n";
+    let out = Run::new()
+        .no_report()
+        .args(["--dry-run", "-j", "2", "--cancel-in-progress"])
+        .stdin(jobs)
+        .run();
+    out.code(0);
+    assert_eq!(
+        out.stdout(),
+        "lanes: dry run of 3 jobs in 1 key, at most 2 at once: nothing runs\n\
+         [d]\n  seq 1  round 1  slot 1  sleep 5; echo v1  (stopped as it starts: superseded by \
+         seq 2, --cancel-in-progress)\n  seq 3  round 2  slot 1  echo v3\n\
+         not run: seq 2 (superseded or rejected)\n",
+        "{}",
+        out.dump()
+    );
+    // The run: (`superseded_by` is a field the suite's report check keeps for `--coalesce`.)
+    let ran = Run::new()
+        .no_report()
+        .args([
+            "--json",
+            "--cancel-in-progress",
+            "--grace",
+            "0.1",
+            "-j",
+            "2",
+        ])
+        .stdin(jobs)
+        .run();
+    ran.code(0);
+    let mut outcomes: Vec<(u64, String, serde_json::Value)> = ran
+        .stdout()
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|record| record["type"] == "job")
+        .map(|record| {
+            let seq = record["seq"].as_u64().unwrap();
+            let outcome = record["outcome"].as_str().unwrap().to_owned();
+            (seq, outcome, record["superseded_by"].clone())
+        })
+        .collect();
+    outcomes.sort_by_key(|&(seq, _, _)| seq);
+    assert_eq!(
+        outcomes,
+        [
+            (1, "interrupted".to_owned(), serde_json::json!(2)),
+            (2, "interrupted".to_owned(), serde_json::json!(3)),
+            (3, "succeeded".to_owned(), serde_json::Value::Null),
+        ],
+        "{}",
+        ran.dump()
+    );
 }
