@@ -118,6 +118,9 @@ pub(crate) struct RunConfig {
     /// `--coordinate`/`LANES_COORDINATE`/`coordinate`: key lanes shared by a fleet of hosts
     /// through this PostgreSQL URL (it may hold a password: never shown).
     pub coordinate: Option<String>,
+    /// How the user gave [`RunConfig::coordinate`], for messages: `--coordinate`,
+    /// `LANES_COORDINATE`, or the manifest's `coordinate` with its file, line and column.
+    pub coordinate_given_as: String,
     /// `--namespace`/`namespace`: the fleet's name in the database.
     pub namespace: String,
     /// `--host-id`: this host's name to the fleet; `None` for the host name.
@@ -706,6 +709,11 @@ impl RunConfig {
             2 => "LANES_LOCK_DIR".to_owned(),
             _ => origins.name(false, "--lock-dir", "lock_dir", "lock_dir"),
         };
+        let coordinate_given_as = match coordinate_level {
+            3 => "--coordinate".to_owned(),
+            2 => "LANES_COORDINATE".to_owned(),
+            _ => origins.name(false, "--coordinate", "coordinate", "coordinate"),
+        };
         let mut lock_dir = cli.lock_dir.or(env_lock_dir).or(settings.lock_dir);
         let mut coordinate = cli.coordinate.or(env_coordinate).or(settings.coordinate);
         if cli.backend == BackendKind::Slurm {
@@ -949,6 +957,7 @@ impl RunConfig {
             requeue_lost: cli.requeue_lost,
             lock_dir,
             lock_dir_given_as,
+            coordinate_given_as,
             shared_max_concurrent,
             coordinate,
             namespace,

@@ -100,11 +100,19 @@ pub fn prepare_task_process() {
     shell::signal::unblock_handled();
 }
 
-/// What `lanes` says of the error it ends on: the error and its causes (`{:#}`), and, when it
-/// was a shortage of descriptors wherever it struck and does not say so already, the way out
-/// (raise `ulimit -n`).
+/// What `lanes` says of the error it ends on: the error and its causes (`{:#}`), its control,
+/// bidi and invisible characters escaped (`\u{1b}`) but for line breaks, and, when it was a
+/// shortage of descriptors wherever it struck and does not say so already, the way out (raise
+/// `ulimit -n`).
 pub fn error_message(err: &anyhow::Error) -> String {
-    let text = format!("{err:#}");
+    // What it quotes of a manifest, an argument or a file (a field's name, a value) shown with
+    // its control, bidi and invisible characters escaped, as keys are: an error never moves
+    // the cursor or reorders the line, and `cmd\u{200b}` does not look like `cmd`.
+    let text = format!("{err:#}")
+        .split('\n')
+        .map(output::framing::escape_controls)
+        .collect::<Vec<_>>()
+        .join("\n");
     if descriptors::ran_out(err.as_ref()) && !text.contains("ulimit -n") {
         format!("{text} (raise `ulimit -n`)")
     } else {

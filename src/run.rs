@@ -67,7 +67,9 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         if let (None, Some(url)) = (&config.lock_dir, &config.coordinate) {
             // The database can be reached, as the run's start finds out (its tables are
             // left as they are).
-            runtime.block_on(CheckedCoordinator::reach(url))?;
+            runtime
+                .block_on(CheckedCoordinator::reach(url))
+                .map_err(|err| coordinate_error(&err, &config.coordinate_given_as))?;
         }
         return match feed_for(&config, &runtime, hangup_ignored, None)? {
             (Checked::Valid(feed), _) => crate::dry_run::print(&config, feed, resume),
@@ -203,7 +205,11 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             });
             early_signals = signals;
             match opened {
-                Ok(opened) => Some(CheckedKeyLocks::Fleet(Box::new(opened?))),
+                Ok(opened) => {
+                    Some(CheckedKeyLocks::Fleet(Box::new(opened.map_err(|err| {
+                        coordinate_error(&err, &config.coordinate_given_as)
+                    })?)))
+                }
                 Err(signal) => {
                     stopped_at_start = Some(signal);
                     None
@@ -545,6 +551,16 @@ fn report_mixed_with_stderr() -> bool {
     let character_device = nix::sys::stat::fstat(nix::libc::STDOUT_FILENO)
         .is_ok_and(|meta| meta.st_mode & nix::libc::S_IFMT == nix::libc::S_IFCHR);
     crate::output::sink::stdout_is_stderr() && !character_device
+}
+
+/// A `--coordinate` error as the user gave the URL: the flag, `LANES_COORDINATE`, or the
+/// manifest's `coordinate` with its file, line and column.
+fn coordinate_error(err: &impl std::fmt::Display, given_as: &str) -> anyhow::Error {
+    let text = err.to_string();
+    match text.strip_prefix("--coordinate") {
+        Some(rest) if rest.starts_with(':') => anyhow::anyhow!("{given_as}{rest}"),
+        _ => anyhow::anyhow!(text),
+    }
 }
 
 /// Whether the output file `path` (or a server's socket) can be made without making it: an

@@ -4,9 +4,10 @@
 
 use clap::ValueEnum;
 
-/// `--on-full`: what happens to a job that finds the queue full.
+/// `--on-full`: what happens to a job that finds the queue full. In a manifest, one of the
+/// words as a string, as on the command line ([`from_word`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(try_from = "String")]
 pub enum OnFull {
     /// Pause reading input until a queued job starts (nothing is lost).
     Wait,
@@ -34,9 +35,10 @@ pub enum When {
     Never,
 }
 
-/// `--coalesce`: how waiting jobs of one key are merged.
+/// `--coalesce`: how waiting jobs of one key are merged. In a manifest, one of the words as a
+/// string, as on the command line ([`from_word`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(try_from = "String")]
 pub enum Coalesce {
     /// Every job runs.
     Off,
@@ -66,4 +68,33 @@ pub enum ContainmentMode {
     Cgroup,
     /// The job's own process group.
     ProcessGroup,
+}
+
+/// The value of `E` named `word` (its command-line word, exactly), for a manifest.
+///
+/// # Errors
+/// Another word: the words there are, for people.
+fn from_word<E: ValueEnum>(word: &str) -> Result<E, String> {
+    E::from_str(word, false).map_err(|_| {
+        let words: Vec<String> = E::value_variants()
+            .iter()
+            .filter_map(|value| value.to_possible_value())
+            .map(|value| format!("\"{}\"", value.get_name()))
+            .collect();
+        format!("expected {}, not {word:?}", words.join(" or "))
+    })
+}
+
+impl TryFrom<String> for OnFull {
+    type Error = String;
+    fn try_from(word: String) -> Result<Self, String> {
+        from_word(&word)
+    }
+}
+
+impl TryFrom<String> for Coalesce {
+    type Error = String;
+    fn try_from(word: String) -> Result<Self, String> {
+        from_word(&word)
+    }
 }

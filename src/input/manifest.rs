@@ -282,7 +282,9 @@ fn explained(text: &str, offset: usize, message: &str) -> String {
     }
     if message.starts_with("invalid type:") {
         // TOML's word for what serde calls a map.
-        let message = message.replace(", expected a map", ", expected a table");
+        let message = message
+            .replace(", expected a map", ", expected a table")
+            .replace("invalid type: map,", "invalid type: table,");
         return named(message);
     }
     if let Some(rest) = message.strip_prefix("unknown field `") {
@@ -297,6 +299,10 @@ fn explained(text: &str, offset: usize, message: &str) -> String {
         if !in_job && ["jobs", "Job", "task", "tasks"].contains(&field) {
             return format!("`{field}` is no setting: each job is written `[[job]]`");
         }
+    }
+    if message.starts_with("expected \"") {
+        // A word of a setting's own (`coalesce`, `on_full`), as on the command line.
+        return named(message.to_owned());
     }
     message.to_owned()
 }
@@ -581,7 +587,16 @@ impl RawManifest {
             },
             batch_size: bounded(self.batch_size, "batch_size", 1, i64::MAX)?
                 .and_then(|n| usize::try_from(n).ok()),
-            batch_bytes: bounded(self.batch_bytes, "batch_bytes", 1, i64::MAX)?
+            // Its upper bound depends on the template: checked with the run's settings.
+            batch_bytes: bounded(self.batch_bytes, "batch_bytes", 1, i64::MAX)
+                .map_err(|(at, _)| {
+                    let most = crate::arg_limit::max_argument_bytes();
+                    let message = format!(
+                        "`batch_bytes` must be a whole number of bytes from 1 to what one \
+                         argument can hold ({most} here), less the template's own text"
+                    );
+                    (at, message)
+                })?
                 .and_then(|n| usize::try_from(n).ok()),
             batch_delay: resolve_duration(self.batch_delay, "batch_delay")?,
             resources: resolve_resources(self.resources, lines)?,
@@ -1414,7 +1429,24 @@ needs = { gpu = 1, mem = "8G" }
         let said = |text: &str| err(text).2;
         assert_eq!(
             said("coalesce = true\n"),
-            "`coalesce`: invalid type: expected a string or a table"
+            "`coalesce`: invalid type: boolean `true`, expected a string"
+        );
+        // A setting's word is a string, as on the command line: no table form.
+        assert_eq!(
+            said("coalesce = \"newest\"\n"),
+            "`coalesce`: expected \"off\" or \"latest\", not \"newest\""
+        );
+        assert_eq!(
+            said("coalesce = { latest = {} }\n"),
+            "`coalesce`: invalid type: table, expected a string"
+        );
+        assert_eq!(
+            said("on_full = { reject = {} }\n"),
+            "`on_full`: invalid type: table, expected a string"
+        );
+        assert_eq!(
+            said("on_full = \"Reject\"\n"),
+            "`on_full`: expected \"wait\" or \"reject\", not \"Reject\""
         );
         assert_eq!(
             said("timeout = 1979-05-27T07:32:00Z\n"),
@@ -1621,6 +1653,20 @@ needs = { gpu = 1, mem = "8G" }
         assert!(
             message.starts_with("unknown placeholder `{file}` in `command`"),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn a_batch_bytes_below_one_names_the_argument_limit_not_the_type_s() {
+        let (line, column, message) = err("batch_bytes = 0\n");
+        assert_eq!((line, column), (1, 15));
+        let most = crate::arg_limit::max_argument_bytes();
+        assert_eq!(
+            message,
+            format!(
+                "`batch_bytes` must be a whole number of bytes from 1 to what one argument can \
+                 hold ({most} here), less the template's own text"
+            )
         );
     }
 

@@ -627,3 +627,64 @@ fn settings_in_conflict_are_named_where_they_are_written() {
         }
     }
 }
+
+/// A manifest's `coordinate` that cannot be used is named as the manifest writes it, with its
+/// file, line and column, not as a flag the user never gave.
+#[test]
+fn a_bad_coordinate_in_a_manifest_is_named_with_its_place() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "m.toml",
+        "max_concurrent = 1\ncoordinate = \"http://x\"\n[[job]]\nkey = \"a\"\ncmd = \"true\"\n",
+    );
+    for dry_run in [true, false] {
+        let mut run = Run::new().no_report().cwd(scratch.path());
+        if dry_run {
+            run = run.arg("--dry-run");
+        }
+        let out = run.arg("m.toml").run();
+        out.code(2);
+        assert!(
+            out.stderr()
+                .starts_with("lanes: `coordinate` (m.toml:2:14): not a valid PostgreSQL URL"),
+            "{}",
+            out.dump()
+        );
+    }
+}
+
+/// What an error quotes of a manifest (a field's name, a value) is shown with its control,
+/// bidi and invisible characters escaped: it never moves the cursor, and a name with a
+/// zero-width space in it does not look like a known one.
+#[test]
+fn an_error_quoting_a_manifest_escapes_its_control_and_invisible_characters() {
+    let scratch = Scratch::new();
+    for (field, shown) in [
+        (
+            "\"evil\\u001b[31mRED\\u202e\"",
+            "evil\\u{1b}[31mRED\\u{202e}",
+        ),
+        ("\"cmd\\u200b\"", "cmd\\u{200b}"),
+    ] {
+        scratch.write(
+            "m.toml",
+            format!("[[job]]\nkey = \"a\"\ncmd = \"true\"\n{field} = \"y\"\n"),
+        );
+        let out = Run::new()
+            .no_report()
+            .cwd(scratch.path())
+            .args(["--dry-run", "m.toml"])
+            .run();
+        out.code(2);
+        let stderr = out.stderr();
+        assert!(
+            stderr.contains(&format!("unknown field `{shown}`")),
+            "{}",
+            out.dump()
+        );
+        assert!(
+            !stderr.contains(['\u{1b}', '\u{202e}', '\u{200b}']),
+            "{stderr:?}"
+        );
+    }
+}
