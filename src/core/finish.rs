@@ -75,8 +75,8 @@ impl Scheduler {
         let grant = run.grant.clone();
         // Tries left, its key not being cancelled: only a stop of the run (drain) would keep
         // a failed try from being retried.
-        let tries_left = attempt <= self.policy.retries
-            && !self.lanes.get(&run.key).is_some_and(|lane| lane.cancelling);
+        let cancelled = self.lanes.get(&run.key).is_some_and(|lane| lane.cancelling);
+        let tries_left = self.tries_left(attempt, cancelled);
         let superseded_by = run
             .superseded_by
             .filter(|_| outcome == Outcome::Interrupted(StopReason::Superseded));

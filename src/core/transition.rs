@@ -763,6 +763,12 @@ impl Scheduler {
         self.release_at(seq, Some((ended_at, reason, exit)), None)
     }
 
+    /// Whether a failed try of a run that has made `attempts` tries goes again unless the run
+    /// stops: tries are left (`--retries`) and its key is not being cancelled (`cancelled`).
+    pub(crate) fn tries_left(&self, attempts: u32, cancelled: bool) -> bool {
+        attempts <= self.policy.retries && !cancelled
+    }
+
     /// Releases run `seq`, failed or not; `at`, when known, is when (the clock's latest
     /// reading otherwise), for the causes of its key's waiting jobs.
     pub(crate) fn release_at(
@@ -778,8 +784,8 @@ impl Scheduler {
         let Some((run, cancelled)) = self.vacate(seq) else {
             return Released::Unknown;
         };
-        let retry_at = failed_at
-            .filter(|_| run.attempts <= self.policy.retries && !self.draining && !cancelled);
+        let retry_at =
+            failed_at.filter(|_| self.tries_left(run.attempts, cancelled) && !self.draining);
         let lane = self
             .lanes
             .get_mut(&run.key)
