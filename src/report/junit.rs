@@ -179,7 +179,7 @@ impl JunitReport {
                     last.message
                 )
                 .into();
-                Some(text_block(entry.stderr_tail)).filter(|s| !s.is_empty())
+                skipped_tries_stderr(entry, &reruns)
             }
             Verdict::Success | Verdict::Skipped { .. } => None,
         };
@@ -428,6 +428,35 @@ fn verdict(entry: &Entry<'_>) -> Verdict {
             message: reason.into(),
         },
     }
+}
+
+/// The stderr of a skipped case whose job made tries (superseded or cancelled during its
+/// retries): each try's tail, oldest first, headed by its number when there are several; the
+/// last try's own tail when it was stopped as it ran (it was not retried).
+fn skipped_tries_stderr(entry: &Entry<'_>, reruns: &[Rerun]) -> Option<String> {
+    let mut blocks: Vec<(usize, String)> = reruns
+        .iter()
+        .enumerate()
+        .filter_map(|(i, rerun)| rerun.stderr.clone().map(|text| (i + 1, text)))
+        .collect();
+    // Its last try was stopped as it ran, or the tails of the tries retried were not kept.
+    if reruns.len() < entry.tries.len() || blocks.is_empty() {
+        let last = text_block(entry.stderr_tail);
+        if !last.is_empty() {
+            blocks.push((entry.tries.len(), last));
+        }
+    }
+    if blocks.len() <= 1 {
+        return blocks.pop().map(|(_, text)| text);
+    }
+    let mut text = String::new();
+    for (attempt, block) in blocks {
+        text.push_str(&format!("--- try {attempt} ---\n{block}"));
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    Some(text)
 }
 
 /// The tries of `entry` that were retried: every try but the last, and the last too when the
@@ -1136,6 +1165,50 @@ mod tests {
             "superseded by seq 4"
         );
         assert!(child(plain, "system-err").is_none());
+    }
+
+    #[test]
+    fn a_job_superseded_as_its_retry_ran_keeps_every_try_s_stderr() {
+        let mut report = JunitReport::new("run", at("2026-11-29T11:35:56.000Z"));
+        let mut e = started(
+            entry(
+                1,
+                Some("a"),
+                Some("build"),
+                Outcome::Interrupted(StopReason::Superseded),
+            ),
+            40,
+            1,
+        );
+        e.superseded_by = Some(2);
+        e.exit = Some(ExitFacts::Signaled(15));
+        let failed = TryEntry {
+            slot: Some(1),
+            started_at: e.started_at,
+            ended_at: e.ended_at,
+            duration: e.duration,
+            outcome: Outcome::Failed(FailReason::ExitStatus),
+            exit: Some(ExitFacts::Exited(5)),
+        };
+        e.tries = vec![
+            failed,
+            TryEntry {
+                outcome: Outcome::Interrupted(StopReason::Superseded),
+                exit: Some(ExitFacts::Signaled(15)),
+                ..failed
+            },
+        ];
+        let retried_tails = [b"first try's error\n".to_vec()];
+        e.retried_tails = &retried_tails;
+        e.stderr_tail = b"second try, stopped\n";
+        report.add(&e);
+        let xml = report.to_xml();
+        let doc = roxmltree::Document::parse(&xml).expect("valid XML");
+        let case = case(&doc, "seq 1: build");
+        assert_eq!(
+            child(case, "system-err").unwrap().text(),
+            Some("--- try 1 ---\nfirst try's error\n--- try 2 ---\nsecond try, stopped\n")
+        );
     }
 
     #[test]
