@@ -654,6 +654,11 @@ async fn serve_connection(
                 .await;
             break;
         }
+        // A byte order mark (what some editors and .NET's writers put first) is no part of
+        // the request.
+        if line.starts_with(b"\xef\xbb\xbf") {
+            line.drain(..3);
+        }
         // A blank line (white space alone) is no request, and has no answer.
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;

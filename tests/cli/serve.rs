@@ -1138,6 +1138,9 @@ fn a_malformed_request_gets_an_error_and_the_connection_goes_on() {
     assert!(old.error.unwrap().contains("version 9"));
     let good = ask(b"{\"v\":1,\"op\":\"status\"}\n");
     assert_eq!(good.answer, "status");
+    // Blank lines are no requests (no answer); a byte order mark is no part of one.
+    let after_blanks = ask(b"\n  \r\n\t\n\xef\xbb\xbf{\"v\":1,\"op\":\"status\"}\n");
+    assert_eq!(after_blanks.answer, "status", "{after_blanks:?}");
     let submitted = server.client("submit", &["k", "--", "true"]);
     assert_eq!(submitted.code, 0, "{}", submitted.stderr);
     assert_eq!(server.client("drain", &[]).code, 0);
