@@ -1464,6 +1464,47 @@ fn version_4_tables_are_upgraded_and_copies_of_a_record_written_before_are_remov
     );
 }
 
+/// `lanes_records` whose unique index was dropped by hand (the tables still version 5) would
+/// refuse every record's insert: `--coordinate-records` is refused at the start, saying how to
+/// make the index again, and runs without it go on.
+#[test]
+fn records_into_a_table_whose_index_was_dropped_are_refused_at_the_start() {
+    let Some(pg) = Postgres::start("records_into_a_table_whose_index_was_dropped") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let run = |args: &[&str]| {
+        Run::new()
+            .scratch(&scratch)
+            .args(["--coordinate", &pg.url()])
+            .args(args)
+            .stdin("a\ttouch \"$D/ran\"\n")
+            .run()
+    };
+    run(&["--coordinate-records"]).code(0);
+    pg.psql("DROP INDEX lanes_records_once");
+    std::fs::remove_file(scratch.join("ran")).unwrap();
+    let out = run(&["--coordinate-records"]);
+    out.code(2);
+    assert!(
+        out.stderr().contains(
+            "--coordinate-records: the table lanes_records has lost its unique index \
+             lanes_records_once"
+        ),
+        "{}",
+        out.dump()
+    );
+    assert!(!scratch.exists("ran"));
+    run(&[]).code(0);
+    assert!(scratch.exists("ran"));
+    // Made again as it says, records are written again.
+    pg.psql(
+        "CREATE UNIQUE INDEX lanes_records_once ON lanes_records (namespace, host, pid, run, seq)",
+    );
+    run(&["--coordinate-records"]).code(0);
+    assert_eq!(pg.psql("SELECT count(*) FROM lanes_records").trim(), "2");
+}
+
 #[test]
 fn runs_that_start_in_the_same_millisecond_on_one_host_keep_every_record() {
     // A run is its namespace, host, pid and start: another process's records of the same seqs
@@ -1927,4 +1968,55 @@ fn a_stop_signal_while_the_end_waits_for_records_ends_the_wait_at_once() {
         "{ended:?}\n{}",
         out.dump()
     );
+}
+
+/// A key that cannot be asked for (the database refuses connections) is tried again, and its
+/// errors are said once per 30 s for the key, not once for each of its jobs that asks.
+#[test]
+fn a_key_s_errors_are_said_once_per_30_s_whichever_of_its_jobs_asks() {
+    use std::io::Write as _;
+    let Some(pg) = Postgres::start("a_key_s_errors_are_said_once") else {
+        return;
+    };
+    pg.psql("CREATE DATABASE fleet");
+    let url = pg.url().replace("/postgres?", "/fleet?");
+    let refuse = || {
+        pg.psql(
+            "ALTER DATABASE fleet ALLOW_CONNECTIONS false; \
+             SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE datname = 'fleet'",
+        )
+    };
+    let scratch = Scratch::new();
+    let mut running = Run::new()
+        .scratch(&scratch)
+        .args(["--coordinate", &url, "-j", "1", "--grace", "0.1"])
+        .stdin_piped()
+        .spawn();
+    assert!(wait_until(Duration::from_secs(10), || !running
+        .report_so_far()
+        .is_empty()));
+    // Job 1 asks while the database refuses (said once), then gets the key.
+    refuse();
+    running
+        .stdin()
+        .write_all(format!("k\ttouch \"$D/one\"; {}\nk\ttrue\n", await_file("go")).as_bytes())
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    pg.psql("ALTER DATABASE fleet ALLOW_CONNECTIONS true");
+    scratch.wait_for("one", Duration::from_secs(10));
+    // Job 2 asks while it refuses again, within 30 s of the first error: not said again.
+    refuse();
+    std::thread::sleep(Duration::from_secs(2));
+    pg.psql("ALTER DATABASE fleet ALLOW_CONNECTIONS true");
+    scratch.write("go", "");
+    running.close_stdin();
+    let out = running.wait();
+    assert_eq!(
+        out.stderr().matches("cannot lock key \"k\" in").count(),
+        1,
+        "{}",
+        out.dump()
+    );
+    assert_eq!(out.job(2).result(), ("succeeded", None), "{}", out.dump());
 }

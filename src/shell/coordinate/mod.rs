@@ -213,6 +213,9 @@ impl CheckedCoordinator {
             if !settings.records {
                 return Ok(None);
             }
+            schema::check_records_index(&client)
+                .await
+                .map_err(|err| CoordinateError::Unusable(format!("--coordinate-records: {err}")))?;
             let (report, _) = mpsc::unbounded_channel();
             session::connect(&params, report)
                 .await
@@ -265,6 +268,7 @@ impl CheckedCoordinator {
                 releases: Mutex::new(Vec::new()),
                 claimed: Mutex::new(std::collections::HashMap::new()),
                 claims: AtomicU64::new(0),
+                noticed: Mutex::new(std::collections::HashMap::new()),
             }),
         }
     }
@@ -296,6 +300,30 @@ struct Shared {
     claimed: Mutex<std::collections::HashMap<u64, (Arc<Client>, i64)>>,
     /// The next claim's number.
     claims: AtomicU64,
+    /// When each key's last error was said (those said within [`NOTICE_REPEAT`]): a key's
+    /// errors are said once per `NOTICE_REPEAT`, whichever of its jobs asks.
+    noticed: Mutex<std::collections::HashMap<Arc<str>, Instant>>,
+}
+
+impl Shared {
+    /// Whether an error of `key` is to be said now (none said within [`NOTICE_REPEAT`]);
+    /// noted as said if so.
+    fn notice_due(&self, key: &Arc<str>) -> bool {
+        let mut noticed = self.noticed.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if noticed
+            .get(key)
+            .is_some_and(|&at| now.duration_since(at) < NOTICE_REPEAT)
+        {
+            return false;
+        }
+        if noticed.len() >= 1024 {
+            // Many keys in trouble: those said long enough ago go.
+            noticed.retain(|_, at| now.duration_since(*at) < NOTICE_REPEAT);
+        }
+        noticed.insert(Arc::clone(key), now);
+        true
+    }
 }
 
 /// A claimed key not yet granted ([`Shared::claimed`]), until the grant is handed over or the
@@ -398,10 +426,6 @@ impl Coordinator {
         tokio::spawn(async move {
             let asked = Instant::now();
             let mut delay = Duration::from_millis(10);
-            // When the key's last error was said: its errors are said once per
-            // NOTICE_REPEAT, not at every try (a server short of connections alternates
-            // between two texts of one refusal).
-            let mut said: Option<Instant> = None;
             loop {
                 match acquire(&shared, &key, asked).await {
                     Ok(grant) => {
@@ -409,12 +433,14 @@ impl Coordinator {
                         return;
                     }
                     Err(err) => {
-                        if said.is_none_or(|at| at.elapsed() >= NOTICE_REPEAT) {
+                        // Said once per NOTICE_REPEAT for the key, not at every try nor for
+                        // each of its jobs (a server short of connections alternates between
+                        // two texts of one refusal).
+                        if shared.notice_due(&key) {
                             let _ = shared.report.send(Acquired::Notice(format!(
                                 "cannot lock key {key:?} in {}: {err}; trying again",
                                 shared.params
                             )));
-                            said = Some(Instant::now());
                         }
                         tokio::time::sleep(delay).await;
                         delay = (delay * 2).min(Duration::from_secs(1));

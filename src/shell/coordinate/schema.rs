@@ -153,6 +153,35 @@ pub(crate) async fn check_current(client: &Client) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks that `lanes_records` has its unique index `lanes_records_once`, on which every
+/// record's insert relies (`ON CONFLICT`): one dropped by hand would make each insert fail.
+///
+/// # Errors
+/// The index is missing (with the statement that makes it again), or the catalog cannot be
+/// read.
+pub(crate) async fn check_records_index(client: &Client) -> Result<(), String> {
+    let there: bool = client
+        .query_one("SELECT to_regclass('lanes_records_once') IS NOT NULL", &[])
+        .await
+        .map_err(|err| {
+            format!(
+                "cannot look for lanes_records' index: {}",
+                super::session::error_text(&err)
+            )
+        })?
+        .get(0);
+    if there {
+        return Ok(());
+    }
+    Err(
+        "the table lanes_records has lost its unique index lanes_records_once, which every \
+         record's insert relies on (was it dropped by hand?): make it again with `CREATE \
+         UNIQUE INDEX lanes_records_once ON lanes_records (namespace, host, pid, run, seq)` \
+         (remove copies of a record first, should it refuse)"
+            .to_owned(),
+    )
+}
+
 /// Brings the tables to [`VERSION`].
 ///
 /// # Errors
