@@ -1,6 +1,7 @@
 //! The end-of-run summary for people, on stderr: counts by outcome, wall time, and each job
 //! that failed, was interrupted or was rejected, with its reason.
 
+use crate::output::framing::escape_controls;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -32,8 +33,10 @@ pub(crate) fn bad_job_line(entry: &Entry<'_>) -> String {
     if let Some(signal) = entry.signal() {
         let _ = write!(line, " ({signal})");
     }
+    // What it quotes (a working directory, a shell, an input line) cannot reach the
+    // terminal raw: escaped as keys are.
     if let Some(error) = entry.error {
-        let _ = write!(line, ": {error}");
+        let _ = write!(line, ": {}", escape_controls(error));
     }
     let tail = String::from_utf8_lossy(entry.stderr_tail);
     let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();

@@ -386,7 +386,12 @@ impl Case {
 
 /// How a job shows in the document.
 fn verdict(entry: &Entry<'_>) -> Verdict {
-    let error = entry.error.map(|e| one_line(e, usize::MAX));
+    // lanes' own words about the job, quoting what the user gave (a path, a shell): what
+    // they quote is escaped as on the terminal (`\u{1b}`), not dropped, so that it still
+    // names what it was.
+    let error = entry
+        .error
+        .map(|e| one_line(&crate::output::framing::escape_controls(e), usize::MAX));
     // The `type` attribute's text (and the message of an interruption).
     let reason = entry.outcome.reason().unwrap_or(entry.outcome.name());
     match entry.outcome {
@@ -1057,9 +1062,11 @@ mod tests {
             attr(case, "name"),
             format!("seq 1: echo {}", "x".repeat(195))
         );
+        // lanes' words about the job are escaped as a key is: what they quote (a path) still
+        // names what it was.
         assert_eq!(
             attr(child(case, "failure").unwrap(), "message"),
-            "bad thing"
+            "bad\\u{0}\\u{b} thing"
         );
         // A command's unfit characters are shown escaped in its case's name, the text after
         // them kept: it names the command that ran.

@@ -688,3 +688,31 @@ fn an_error_quoting_a_manifest_escapes_its_control_and_invisible_characters() {
         );
     }
 }
+
+/// A job's error quotes what the manifest gave (here its `cwd`): the summary on stderr and the
+/// JUnit file show it escaped, never raw escape sequences that would act on a terminal.
+#[test]
+fn a_job_error_quoting_the_manifest_reaches_the_summary_escaped() {
+    let scratch = Scratch::new();
+    scratch.write(
+        "m.toml",
+        "[[job]]\nkey = \"a\"\ncmd = \"true\"\ncwd = \"\\u001b]2;title\\u0007\\u001b[2Jgone\"\n",
+    );
+    let junit = scratch.join("junit.xml");
+    let out = Run::new()
+        .cwd(scratch.path())
+        .arg("--junit")
+        .arg(&junit)
+        .arg("m.toml")
+        .run();
+    out.code(1);
+    let stderr = out.stderr();
+    assert!(!stderr.contains('\u{1b}'), "{stderr:?}");
+    assert!(
+        stderr.contains("\\u{1b}]2;title\\u{7}\\u{1b}[2Jgone"),
+        "{}",
+        out.dump()
+    );
+    let xml = fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("\\u{1b}[2Jgone"), "{xml}");
+}
