@@ -67,9 +67,11 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
         if let (None, Some(url)) = (&config.lock_dir, &config.coordinate) {
             // The database can be reached, as the run's start finds out (its tables are
             // left as they are).
-            runtime
-                .block_on(CheckedCoordinator::reach(url))
-                .map_err(|err| coordinate_error(&err, &config.coordinate_given_as))?;
+            // A stop signal meanwhile ends lanes at once, as any program: nothing was planned.
+            crate::shell::signal::stoppable_at_start(|| {
+                runtime.block_on(CheckedCoordinator::reach(url))
+            })
+            .map_err(|err| coordinate_error(&err, &config.coordinate_given_as))?;
         }
         return match feed_for(&config, &runtime, hangup_ignored, None)? {
             (Checked::Valid(feed), _) => crate::dry_run::print(&config, feed, resume),

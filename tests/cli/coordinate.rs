@@ -2020,3 +2020,37 @@ fn a_key_s_errors_are_said_once_per_30_s_whichever_of_its_jobs_asks() {
     );
     assert_eq!(out.job(2).result(), ("succeeded", None), "{}", out.dump());
 }
+
+/// `--dry-run` connects to the database too: a stop signal while it waits for one that does
+/// not answer ends it at once, by that signal, as any program.
+#[test]
+fn a_stop_signal_ends_a_dry_run_s_wait_for_a_database_that_does_not_answer() {
+    let Some(pg) = Postgres::start("a_stop_signal_ends_a_dry_run_s_wait") else {
+        return;
+    };
+    let scratch = Scratch::new();
+    let hung = Hung::stop(&pg);
+    let running = pg
+        .host(&scratch, "ha")
+        .no_report()
+        .arg("--dry-run")
+        .stdin("k\ttrue\n")
+        .spawn();
+    let pid = running.pid();
+    assert!(wait_until(Duration::from_secs(5), || {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|to| to.to_string_lossy().starts_with("socket:"))
+            })
+        })
+    }));
+    let signalled = std::time::Instant::now();
+    running.signal(Signal::SIGINT);
+    let out = running.wait();
+    let took = signalled.elapsed();
+    drop(hung);
+    out.code(130);
+    assert!(took < Duration::from_secs(2), "{took:?}\n{}", out.dump());
+    assert!(out.stdout().is_empty(), "{}", out.dump());
+}
