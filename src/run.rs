@@ -74,8 +74,19 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
             .map_err(|err| coordinate_error(&err, &config.coordinate_given_as))?;
         }
         return match feed_for(&config, &runtime, hangup_ignored, None)? {
-            (Checked::Valid(feed), _) => crate::dry_run::print(&config, feed, resume),
-            (Checked::Interrupted { signal, .. }, _) => {
+            // Reading the input to plan it (for as long as its writer takes): a stop signal
+            // meanwhile ends lanes at once, as any program, and no plan is printed.
+            (Checked::Valid(feed), None) => crate::shell::signal::stoppable_at_start(|| {
+                crate::dry_run::print(&config, feed, resume)
+            }),
+            // `--strict` read it already, its handlers standing: the plan is made at once.
+            (Checked::Valid(feed), Some(_)) => crate::dry_run::print(&config, feed, resume),
+            (Checked::Interrupted { signal, lines }, _) => {
+                eprintln!(
+                    "lanes: {signal} while checking the input (--strict): {} checked, none \
+                     invalid so far; no plan",
+                    crate::plural::plural(lines, "line")
+                );
                 Ok(crate::exit::for_run(Some(signal as i32), false))
             }
         };

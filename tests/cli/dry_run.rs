@@ -595,3 +595,38 @@ fn a_dry_run_says_which_run_cancel_in_progress_stops_as_it_starts() {
         ran.dump()
     );
 }
+
+/// A stop signal while a dry run reads its input (its writer still writing) ends it by that
+/// signal with no plan: a plan of part of the input is never printed as if it were whole.
+/// Under `--strict` the check says it was stopped.
+#[test]
+fn a_stop_signal_while_a_dry_run_reads_its_input_prints_no_plan() {
+    use std::io::Write as _;
+    for strict in [false, true] {
+        let mut run = Run::new().no_report().arg("--dry-run").stdin_piped();
+        if strict {
+            run = run.arg("--strict");
+        }
+        let mut running = run.spawn();
+        running.stdin().write_all(b"a\techo 1\n").unwrap();
+        // Under --strict, sent once lanes' own code runs, so that it is lanes' to tell (one
+        // before that ends it by the default action). Without, it ends lanes at any moment.
+        let pid = running.pid();
+        assert!(wait_until(std::time::Duration::from_secs(10), || {
+            !strict
+                || crate::signals::runs_lanes(pid) && crate::signals::blocks_or_catches_sigint(pid)
+        }));
+        running.signal(nix::sys::signal::Signal::SIGINT);
+        let out = running.wait();
+        out.code(130);
+        assert!(out.stdout().is_empty(), "{}", out.dump());
+        if strict {
+            assert!(
+                out.stderr()
+                    .contains("lanes: SIGINT while checking the input (--strict):"),
+                "{}",
+                out.dump()
+            );
+        }
+    }
+}

@@ -184,7 +184,7 @@ fn sigusr1_writes_a_status_of_the_running_jobs_to_stderr() {
 
 /// Whether `pid` blocks or catches SIGINT now (`SigBlk`, `SigCgt` in `/proc/PID/status`):
 /// lanes blocks it from its first instruction until its handler stands.
-fn blocks_or_catches_sigint(pid: i32) -> bool {
+pub(crate) fn blocks_or_catches_sigint(pid: i32) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
         return false;
     };
@@ -199,7 +199,7 @@ fn blocks_or_catches_sigint(pid: i32) -> bool {
 }
 
 /// Whether `pid` runs lanes now (its wrapper has exec'd it).
-fn runs_lanes(pid: i32) -> bool {
+pub(crate) fn runs_lanes(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim() == "lanes")
 }
 
