@@ -199,7 +199,10 @@ pub struct TimelineArgs {
     max_term_width = 100,
     args_conflicts_with_subcommands = true,
     override_usage = USAGE,
-    args_override_self = true
+    args_override_self = true,
+    // Unstyled, so that an error quoting an argument can show its escape sequences escaped
+    // (see `trailing_command::plain_error`), told apart from styles there are none of.
+    styles = clap::builder::Styles::plain()
 )]
 pub struct Cli {
     /// Another task than running jobs.

@@ -53,8 +53,8 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
     if !serve && argv.get(1).is_some_and(|first| first == "help") {
         let matches = command
             .try_get_matches_from_mut(argv)
-            .unwrap_or_else(|err| err.exit());
-        return Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+            .unwrap_or_else(|err| exit_on(&err));
+        return Cli::from_arg_matches(&matches).unwrap_or_else(|err| exit_on(&err));
     }
     // A directory is no FILE of jobs (`lanes test -x` in a tree with a `test/` directory).
     let invocation = match split(argv, &command, |path| path.exists() && !path.is_dir()) {
@@ -72,15 +72,15 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
                 let hint = xargs_hint(&invocation.options);
                 eprint!("{}", without_dash_dash_tip(&err, hint.is_some()));
                 if let Some(hint) = hint {
-                    eprintln!("{hint}");
+                    eprintln!("{}", crate::output::framing::escape_controls(hint));
                 }
                 eprintln!("{UNKNOWN_ARGUMENT_HINT}");
                 std::process::exit(i32::from(crate::exit::USAGE));
             }
-            err.exit();
+            exit_on(&err);
         }
     };
-    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| exit_on(&err));
     cli.trailing_command = invocation.command;
     cli.trailing_after_dashes = invocation.after_dashes;
     cli.arguments = invocation.arguments;
@@ -157,13 +157,36 @@ pub fn parse_task(argv: &[OsString]) -> Option<Task> {
             let hint = (err.kind() == clap::error::ErrorKind::UnknownArgument)
                 .then(|| task_hint(name, &err))
                 .flatten();
-            let Some(hint) = hint else { err.exit() };
+            let Some(hint) = hint else { exit_on(&err) };
             eprint!("{}", without_dash_dash_tip(&err, true));
-            eprintln!("{hint}");
+            eprintln!("{}", crate::output::framing::escape_controls(&hint));
             std::process::exit(i32::from(crate::exit::USAGE));
         }
     };
-    Some(Task::from_arg_matches(&matches).unwrap_or_else(|err| err.exit()))
+    Some(Task::from_arg_matches(&matches).unwrap_or_else(|err| exit_on(&err)))
+}
+
+/// clap's error text (its commands are unstyled), with what it quotes of the command line (a
+/// value, an unknown option) escaped as lanes escapes keys: an argument holding escape
+/// sequences does not act on the terminal, nor vanish from the message through a pipe.
+fn plain_error(err: &clap::Error) -> String {
+    err.render()
+        .ansi()
+        .to_string()
+        .split('\n')
+        .map(crate::output::framing::escape_controls)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Ends the process on clap's `err`: help and the version as clap prints them (stdout,
+/// status 0); a usage error as [`plain_error`] says it, on stderr, with clap's status (2).
+fn exit_on(err: &clap::Error) -> ! {
+    if !err.use_stderr() {
+        err.exit();
+    }
+    eprint!("{}", plain_error(err));
+    std::process::exit(err.exit_code());
 }
 
 /// What to write instead, for an argument a task does not take (`err`, clap's "unexpected
@@ -210,6 +233,7 @@ fn task_command(name: &str) -> Option<clap::Command> {
     };
     Some(
         clap::Command::new("lanes")
+            .styles(clap::builder::Styles::plain())
             .max_term_width(100)
             .args_override_self(true)
             .subcommand_required(true)
@@ -217,18 +241,12 @@ fn task_command(name: &str) -> Option<clap::Command> {
     )
 }
 
-/// clap's "unexpected argument" error as it prints it (styled for a terminal), without the
+/// clap's "unexpected argument" error as [`plain_error`] says it, without the
 /// tip it gives of an argument that begins with a dash ("to pass '-P' as a value, use '--
 /// -P'"): after `--` lanes reads a command, which `-P` would then be; nor, when lanes has a
 /// hint of its own (`hinted`), the one of a similar argument (`--joblog`: `--color`).
 fn without_dash_dash_tip(err: &clap::Error, hinted: bool) -> String {
-    use std::io::IsTerminal as _;
-    let rendered = err.render();
-    let text = if std::io::stderr().is_terminal() {
-        rendered.ansi().to_string()
-    } else {
-        rendered.to_string()
-    };
+    let text = plain_error(err);
     let mut kept = String::with_capacity(text.len());
     let mut lines = text.split_inclusive('\n').peekable();
     while let Some(line) = lines.next() {

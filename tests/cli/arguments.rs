@@ -1227,3 +1227,23 @@ fn an_executable_without_a_shebang_and_the_current_directory_are_no_file_of_jobs
     );
     assert!(!scratch.exists("canary"));
 }
+
+/// A usage error quoting an argument shows its escape sequences escaped (`\u{1b}`), neither
+/// sent raw to the terminal nor stripped from the message (which then named another value).
+#[test]
+fn a_usage_error_shows_an_argument_s_escape_sequences_escaped() {
+    for (args, quoted) in [
+        (
+            vec!["-j", "\u{1b}]2;title\u{7}\u{1b}[41mX"],
+            "'\\u{1b}]2;title\\u{7}\\u{1b}[41mX'",
+        ),
+        (vec!["--bogus\u{1b}[31m"], "'--bogus\\u{1b}[31m'"),
+        (vec!["submit", "--bogus\u{1b}[31m"], "'--bogus\\u{1b}[31m'"),
+    ] {
+        let out = Run::new().no_report().args(&args).run();
+        out.code(2);
+        let stderr = out.stderr();
+        assert!(!stderr.contains('\u{1b}'), "{args:?}: {stderr:?}");
+        assert!(stderr.contains(quoted), "{args:?}: {stderr}");
+    }
+}
