@@ -86,6 +86,9 @@ impl Resume {
             path: name.clone(),
             error,
         };
+        if let Some(err) = crate::shell::input::closed_stdin_path(path) {
+            return Err(read_error(err));
+        }
         let mut reader = BufReader::new(File::open(path).map_err(read_error)?);
         // Read line by line, never whole: a report of a million records is hundreds of MB.
         let mut number = 0;

@@ -820,6 +820,9 @@ fn is_fifo(path: &std::path::Path) -> bool {
 /// # Errors
 /// `open(2)`'s.
 fn open_input(path: &std::path::Path) -> std::io::Result<File> {
+    if let Some(err) = crate::shell::input::closed_stdin_path(path) {
+        return Err(err);
+    }
     if !is_fifo(path) {
         return File::open(path);
     }

@@ -181,6 +181,8 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, ManifestError> {
             Some(why) => Err(std::io::Error::other(format!("stdin: {why}"))),
             None => std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map(|_| bytes),
         }
+    } else if let Some(err) = crate::shell::input::closed_stdin_path(path) {
+        Err(err)
     } else {
         std::fs::read(path)
     };

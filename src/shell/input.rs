@@ -88,6 +88,17 @@ pub(crate) fn stdin_closed() -> Option<&'static str> {
         .then_some("it was closed when lanes started (`<&-`)")
 }
 
+/// When `path` names lanes' stdin (`/dev/stdin`, `/dev/fd/0`, `/proc/self/fd/0`) and descriptor
+/// 0 was closed at start: the error to refuse it with, as stdin itself is refused
+/// ([`stdin_closed`]), rather than read the `/dev/null` put there as an empty file.
+pub(crate) fn closed_stdin_path(path: &std::path::Path) -> Option<std::io::Error> {
+    const NAMES: [&str; 3] = ["/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"];
+    let names_stdin = NAMES.iter().any(|name| path == std::path::Path::new(name));
+    stdin_closed().filter(|_| names_stdin).map(|_| {
+        std::io::Error::other("it names stdin, which was closed when lanes started (`<&-`)")
+    })
+}
+
 /// Stdin, read so that [`Input::close`] can tell whether the input thread is waiting for more
 /// input (inside a `read`) or holds lines it read and has not handed over yet.
 pub(crate) struct WatchedStdin(std::io::Stdin);

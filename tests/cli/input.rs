@@ -645,6 +645,7 @@ fn a_stdin_closed_at_start_is_refused_by_whatever_would_read_it() {
     let scratch = Scratch::new();
     let runtime = scratch.path().join("runtime");
     std::fs::create_dir(&runtime).unwrap();
+    scratch.write("j.tsv", "k\ttouch \"$PWD/ran-j\"\n");
     let closed = |args: &[&str]| {
         std::process::Command::new("sh")
             .arg("-c")
@@ -676,12 +677,30 @@ fn a_stdin_closed_at_start_is_refused_by_whatever_would_read_it() {
             vec!["timeline", "--output", "t.html", "-"],
             "cannot read stdin: it was closed",
         ),
+        // Named by a path: the `/dev/null` Rust's start-up put there is not read as a file.
+        (
+            vec!["/dev/stdin"],
+            "cannot open /dev/stdin: it names stdin, which was closed",
+        ),
+        (
+            vec!["-a", "/dev/fd/0", "echo"],
+            "cannot open /dev/fd/0: it names stdin",
+        ),
+        (
+            vec!["--manifest", "/proc/self/fd/0"],
+            "it names stdin, which was closed",
+        ),
+        (
+            vec!["--resume", "/dev/stdin", "j.tsv"],
+            "it names stdin, which was closed",
+        ),
     ] {
         let out = closed(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(said), "{args:?}: {stderr}");
     }
+    assert!(!scratch.exists("ran-j"));
     let out = closed(&["touch", ":::", "ran"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert!(scratch.exists("ran"));
