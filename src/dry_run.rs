@@ -101,7 +101,8 @@ pub(crate) fn print(
         );
         by_key[order[&first.key]].1.push(PlannedRun {
             seq: first.seq,
-            batch: (run.batch.len() > 1).then(|| run.batch.clone()),
+            // As the report's `batch`: set for every run when batching, one of one job too.
+            batch: config.policy.batching().then(|| run.batch.clone()),
             key: first.key.to_string(),
             round: run.round,
             slot: run.slot,
@@ -216,7 +217,8 @@ pub(crate) struct PlanHeader {
 pub(crate) struct PlannedRun {
     /// Its first job's seq.
     seq: u64,
-    /// Every job of the batch, in lane order; `null` for a run of one job.
+    /// Every job of the batch, in lane order, when batching (`--batch-size`, `--batch-bytes`);
+    /// `null` otherwise.
     batch: Option<Vec<u64>>,
     /// The key.
     key: String,
@@ -336,13 +338,14 @@ impl Text<'_> {
                 humantime::format_duration(reserve_after)
             );
         }
-        for (key, runs) in &self.by_key {
+        // A key whose every job would never start (rejected, superseded) has no rows.
+        for (key, runs) in self.by_key.iter().filter(|(_, runs)| !runs.is_empty()) {
             // Keys and commands shown with their control characters escaped, as in prefixes:
             // a line of the plan is one line, and nothing in it moves the cursor.
             let _ = writeln!(out, "[{}]", escape_controls(key));
             for run in runs {
                 let _ = write!(out, "  seq {}", run.seq);
-                if let Some(batch) = &run.batch {
+                if let Some(batch) = run.batch.as_ref().filter(|batch| batch.len() > 1) {
                     let _ = write!(out, " (batch of {}: {batch:?})", batch.len());
                 }
                 let _ = write!(out, "  round {}  slot {}", run.round, run.slot);

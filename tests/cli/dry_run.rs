@@ -630,3 +630,38 @@ fn a_stop_signal_while_a_dry_run_reads_its_input_prints_no_plan() {
         }
     }
 }
+
+/// A key whose every job would be rejected (a full queue) has no rows, and so no header; under
+/// batching, a run of one job is a batch of one, as the report's `batch` says.
+#[test]
+fn a_dry_run_shows_no_empty_key_and_a_batch_of_one_under_batching() {
+    let out = Run::new()
+        .no_report()
+        .args([
+            "--dry-run",
+            "-j",
+            "1",
+            "--max-queued",
+            "1",
+            "--on-full",
+            "reject",
+        ])
+        .stdin("a\ttrue\na\ttrue\na\ttrue\nd\ttrue\n")
+        .run();
+    out.code(0);
+    assert_eq!(
+        out.stdout(),
+        "lanes: dry run of 4 jobs in 2 keys, at most 1 at once: nothing runs\n\
+         [a]\n  seq 1  round 1  slot 1  true\n  seq 2  round 2  slot 1  true\n\
+         not run: seq 3 (superseded or rejected)\nnot run: seq 4 (superseded or rejected)\n"
+    );
+    let out = Run::new()
+        .no_report()
+        .args(["--dry-run", "--json", "--batch-size", "2", "--key", "{//}"])
+        .args(["echo", ":::", "d/a"])
+        .run();
+    out.code(0);
+    let planned: serde_json::Value =
+        serde_json::from_str(out.stdout().lines().nth(1).unwrap()).unwrap();
+    assert_eq!(planned["batch"], serde_json::json!([1]), "{}", out.dump());
+}
