@@ -461,6 +461,14 @@ pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
                     .filter(|dir| !dir.is_empty() && coordinate.is_none())
                     .map(std::path::PathBuf::from)
             });
+            // A database URL given where DIR goes (`--coordinate` forgotten) is taken as the
+            // database: read as a path, the error would show it, password and all.
+            let (dir, coordinate) = match dir {
+                Some(dir) if is_database_url(&dir) && !dir.exists() => {
+                    (None, Some(dir.to_string_lossy().into_owned()))
+                }
+                dir => (dir, coordinate),
+            };
             match (dir, coordinate) {
                 (Some(dir), _) => print_quietly(&crate::shell::lock_dir::describe(&dir)?)?,
                 (None, Some(url)) => {
@@ -564,6 +572,12 @@ fn report_mixed_with_stderr() -> bool {
     let character_device = nix::sys::stat::fstat(nix::libc::STDOUT_FILENO)
         .is_ok_and(|meta| meta.st_mode & nix::libc::S_IFMT == nix::libc::S_IFCHR);
     crate::output::sink::stdout_is_stderr() && !character_device
+}
+
+/// Whether `path` is a PostgreSQL URL (`postgres://…`, `postgresql://…`) rather than a path.
+fn is_database_url(path: &std::path::Path) -> bool {
+    let text = path.to_string_lossy();
+    text.starts_with("postgres://") || text.starts_with("postgresql://")
 }
 
 /// A `--coordinate` error as the user gave the URL: the flag, `LANES_COORDINATE`, or the

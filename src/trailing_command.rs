@@ -60,7 +60,11 @@ pub fn parse_args(argv: impl IntoIterator<Item = OsString>) -> Cli {
     let invocation = match split(argv, &command, |path| path.exists() && !path.is_dir()) {
         Ok(invocation) => invocation,
         Err(message) => {
-            eprintln!("error: {message}");
+            // It quotes the words given (file names too): their control characters escaped.
+            eprintln!(
+                "error: {}",
+                crate::output::framing::escape_controls(&message)
+            );
             std::process::exit(i32::from(crate::exit::USAGE));
         }
     };
@@ -412,9 +416,12 @@ pub(crate) fn split(
             return Err(format!(
                 "`{file}` is an existing file, read as jobs, so `{text}` is not expected after \
                  it; to run `{text}` for each line of `{file}` (xargs' `-a`, GNU parallel's \
-                 `::::`), write `lanes [OPTIONS] -a {file} {text} ...`; to run `{file}` as a \
-                 command for each input line, write `lanes [OPTIONS] -- {} {text} ...`",
+                 `::::`), write `lanes [OPTIONS] -a {} {} ...`; to run `{file}` as a \
+                 command for each input line, write `lanes [OPTIONS] -- {} {} ...`",
+                suggested_word(&file),
+                suggested_word(&text),
                 runnable(&file),
+                suggested_word(&text),
             ));
         }
         let path = Path::new(&word);

@@ -1247,3 +1247,53 @@ fn a_usage_error_shows_an_argument_s_escape_sequences_escaped() {
         assert!(stderr.contains(quoted), "{args:?}: {stderr}");
     }
 }
+
+/// The words a usage error quotes from the command line (file names too) are escaped, and
+/// the commands it suggests are quoted for a shell: copied, they do what they say.
+#[test]
+fn the_split_s_usage_errors_escape_file_names_and_quote_what_they_suggest() {
+    let scratch = Scratch::new();
+    scratch.write("my jobs.tsv", "x\n");
+    let out = Run::new()
+        .no_report()
+        .cwd(scratch.path())
+        .args(["my jobs.tsv", "grep -c"])
+        .stdin("a\n")
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr()
+            .contains("write `lanes [OPTIONS] -a 'my jobs.tsv' 'grep -c' ...`; to run `my jobs.tsv` as a command for each input line, write `lanes [OPTIONS] -- './my jobs.tsv' 'grep -c' ...`"),
+        "{}",
+        out.dump()
+    );
+    let script = "s\u{1b}[31m\u{1b}]0;T\u{7}.sh";
+    scratch.write(script, "#!/bin/sh\n");
+    let out = Run::new()
+        .no_report()
+        .cwd(scratch.path())
+        .args([&format!("./{script}"), "x"])
+        .stdin("a\n")
+        .run();
+    out.code(2);
+    let stderr = out.stderr();
+    assert!(!stderr.contains(['\u{1b}', '\u{7}']), "{stderr:?}");
+    assert!(
+        stderr.contains("`./s\\u{1b}[31m\\u{1b}]0;T\\u{7}.sh` is a script"),
+        "{stderr}"
+    );
+}
+
+/// `lanes locks URL`, `--coordinate` forgotten: the URL is taken as the database, and its
+/// password never shown (read as a path, the error would have quoted it whole).
+#[test]
+fn lanes_locks_takes_a_database_url_given_as_dir_and_never_shows_its_password() {
+    let out = std::process::Command::new(BIN)
+        .args(["locks", "postgres://u:Secret9pw@127.0.0.1:1/db"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("Secret9pw"), "{stderr}");
+    assert!(stderr.contains("postgres://u@127.0.0.1:1/db"), "{stderr}");
+}

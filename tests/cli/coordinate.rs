@@ -1106,22 +1106,10 @@ fn records_for_a_database_that_stops_answering_are_given_up_on() {
         .arg(&jobs)
         .spawn();
     scratch.wait_for("log.k", Duration::from_secs(10));
-    // Job 1's record is in: the records' session is the one that inserted it.
-    let inserted = || {
-        pg.psql(
-            "SELECT pid FROM pg_stat_activity WHERE query LIKE '%INSERT INTO lanes_records%' \
-             AND pid <> pg_backend_pid()",
-        )
-    };
-    if !wait_until(Duration::from_secs(10), || !inserted().trim().is_empty()) {
+    let Some(_stopped) = stop_the_records_session(&pg) else {
         scratch.write("go", "");
         panic!("no record was written\n{}", run.wait().dump());
-    }
-    let records: i32 = inserted().trim().parse().unwrap();
-    kill(Pid::from_raw(records), Signal::SIGSTOP).unwrap();
-    let _records = Continue(records);
-    kill(Pid::from_raw(pg.pid), Signal::SIGSTOP).unwrap();
-    let _server = Continue(pg.pid);
+    };
     let stopped_at = std::time::Instant::now();
     scratch.write("go", "");
     let out = run.wait();
@@ -1778,6 +1766,30 @@ fn a_lanes_stopped_while_its_key_waits_for_a_shared_slot_leaves_no_wait_behind()
     a.wait().code(0);
 }
 
+/// Once job 1's record is in (the only row; the records' session is the one that inserted
+/// it), stops that session and the server with SIGSTOP until the guards returned are
+/// dropped: the key's session still answers, nothing new connects. `None` when no record
+/// came within 10 s.
+fn stop_the_records_session(pg: &Postgres) -> Option<(Continue, Continue)> {
+    let inserted = || {
+        pg.psql(
+            "SELECT pid FROM pg_stat_activity WHERE query LIKE '%INSERT INTO lanes_records%' \
+             AND pid <> pg_backend_pid()",
+        )
+    };
+    let in_table = || pg.psql("SELECT count(*) FROM lanes_records").trim() == "1";
+    if !wait_until(Duration::from_secs(10), || {
+        !inserted().trim().is_empty() && in_table()
+    }) {
+        return None;
+    }
+    let records: i32 = inserted().trim().parse().unwrap();
+    kill(Pid::from_raw(records), Signal::SIGSTOP).unwrap();
+    let records = Continue(records);
+    kill(Pid::from_raw(pg.pid), Signal::SIGSTOP).unwrap();
+    Some((records, Continue(pg.pid)))
+}
+
 /// The server's processes (the postmaster and its children) stopped with SIGSTOP until
 /// dropped: a server that takes connections and never answers.
 struct Hung(Vec<i32>);
@@ -1849,6 +1861,17 @@ fn a_database_that_never_answers_is_a_usage_error_not_a_hang() {
     assert!(scratch.exists("ran"));
 }
 
+/// Whether process `pid` has a socket open (lanes connected to the server, and waits for its
+/// answer).
+fn has_a_socket(pid: i32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+        fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|to| to.to_string_lossy().starts_with("socket:"))
+        })
+    })
+}
+
 /// A stop signal while lanes waits for a database that does not answer at start ends the wait
 /// at once, with the status of the signal and a report of no jobs, not a usage error 10 s on.
 #[test]
@@ -1864,14 +1887,7 @@ fn a_stop_signal_ends_the_wait_for_a_database_that_does_not_answer() {
         .spawn();
     // Connected to the server, and waiting for its answer.
     let pid = running.pid();
-    assert!(wait_until(Duration::from_secs(5), || {
-        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
-            fds.flatten().any(|fd| {
-                std::fs::read_link(fd.path())
-                    .is_ok_and(|to| to.to_string_lossy().starts_with("socket:"))
-            })
-        })
-    }));
+    assert!(wait_until(Duration::from_secs(5), || has_a_socket(pid)));
     // The wait is part of the run's time (its clock started after it: 0 ms).
     std::thread::sleep(Duration::from_millis(300));
     running.signal(Signal::SIGINT);
@@ -1916,26 +1932,12 @@ fn a_stop_signal_while_the_end_waits_for_records_ends_the_wait_at_once() {
         .arg(&jobs)
         .spawn();
     scratch.wait_for("log.k", Duration::from_secs(10));
-    let inserted = || {
-        pg.psql(
-            "SELECT pid FROM pg_stat_activity WHERE query LIKE '%INSERT INTO lanes_records%' \
-             AND pid <> pg_backend_pid()",
-        )
-    };
-    let in_table = || pg.psql("SELECT count(*) FROM lanes_records").trim() == "1";
-    if !wait_until(Duration::from_secs(10), || {
-        !inserted().trim().is_empty() && in_table()
-    }) {
-        scratch.write("go", "");
-        panic!("no record was written\n{}", run.wait().dump());
-    }
     // Job 1's record is in. The records' session and the server stopped; the key's session
     // answers still.
-    let records: i32 = inserted().trim().parse().unwrap();
-    kill(Pid::from_raw(records), Signal::SIGSTOP).unwrap();
-    let records = Continue(records);
-    kill(Pid::from_raw(pg.pid), Signal::SIGSTOP).unwrap();
-    let server = Continue(pg.pid);
+    let Some(stopped) = stop_the_records_session(&pg) else {
+        scratch.write("go", "");
+        panic!("no record was written\n{}", run.wait().dump());
+    };
     scratch.write("go", "");
     scratch.wait_for("last", Duration::from_secs(10));
     // Every session of the server stopped as the last job ends: the key is let go into it.
@@ -1947,7 +1949,7 @@ fn a_stop_signal_while_the_end_waits_for_records_ends_the_wait_at_once() {
     run.signal(Signal::SIGINT);
     let out = run.wait();
     let ended = signalled.elapsed();
-    drop((hung, records, server));
+    drop((hung, stopped));
     out.code(1);
     for seq in 1..=4 {
         assert_eq!(out.job(seq).result(), ("succeeded", None), "{}", out.dump());
@@ -2037,14 +2039,7 @@ fn a_stop_signal_ends_a_dry_run_s_wait_for_a_database_that_does_not_answer() {
         .stdin("k\ttrue\n")
         .spawn();
     let pid = running.pid();
-    assert!(wait_until(Duration::from_secs(5), || {
-        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
-            fds.flatten().any(|fd| {
-                std::fs::read_link(fd.path())
-                    .is_ok_and(|to| to.to_string_lossy().starts_with("socket:"))
-            })
-        })
-    }));
+    assert!(wait_until(Duration::from_secs(5), || has_a_socket(pid)));
     let signalled = std::time::Instant::now();
     running.signal(Signal::SIGINT);
     let out = running.wait();

@@ -149,12 +149,16 @@ pub(crate) fn resolve(
             let file = nonempty("PGPASSFILE")
                 .map(PathBuf::from)
                 .or_else(|| home.map(|home| home.join(".pgpass")))?;
-            // libpq's name for a socket connection in the password file.
-            let host_name = match &host {
-                HostName::Dir(_) => "localhost",
-                HostName::Name(name) => name,
-            };
-            password_from_file(&file, host_name, port, &dbname, &user)
+            // A socket connection: its directory as given, as libpq matches it, then
+            // `localhost`, libpq's name for its default directory's socket (so a line
+            // written for either is found).
+            match &host {
+                HostName::Dir(dir) => {
+                    password_from_file(&file, &dir.to_string_lossy(), port, &dbname, &user)
+                        .or_else(|| password_from_file(&file, "localhost", port, &dbname, &user))
+                }
+                HostName::Name(name) => password_from_file(&file, name, port, &dbname, &user),
+            }
         });
         if let Some(password) = password {
             config.password(password);
@@ -358,6 +362,16 @@ mod tests {
         );
         let p = resolve_with("postgres://v@h/d", &env(&[]), Some(home.path()));
         assert_eq!(p.config.get_password(), None, "no line matches");
+        // A line for the socket's directory, as libpq matches one, comes first.
+        std::fs::write(
+            &file,
+            "localhost:5432:d:u:local\n/run/x:5432:d:u:by\\:dir\n",
+        )
+        .unwrap();
+        let p = resolve_with("postgres://u@/d?host=/run/x", &env(&[]), Some(home.path()));
+        assert_eq!(p.config.get_password(), Some(&b"by:dir"[..]));
+        let p = resolve_with("postgres://u@/d?host=/run/y", &env(&[]), Some(home.path()));
+        assert_eq!(p.config.get_password(), Some(&b"local"[..]));
         // Readable by others: ignored, as libpq does.
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
         let p = resolve_with("postgres://u@h/d", &env(&[]), Some(home.path()));
