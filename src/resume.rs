@@ -110,14 +110,16 @@ impl Resume {
                     why: format!("line {number} is longer than any record ({MAX_LINE} bytes)"),
                 }));
             }
+            let ended = line.ends_with(b"\n");
             let line = line.strip_suffix(b"\n").unwrap_or(&line);
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             let line = String::from_utf8_lossy(line).into_owned();
             // A byte order mark an editor or tool put before the first record is no part of it.
-            Some(Ok(match line.strip_prefix('\u{feff}') {
+            let line = match line.strip_prefix('\u{feff}') {
                 Some(rest) if number == 1 => rest.to_owned(),
                 _ => line,
-            }))
+            };
+            Some(Ok((line, ended)))
         });
         Self::parse_lines(&name, lines, newest_wins)
     }
@@ -129,17 +131,19 @@ impl Resume {
     #[cfg(test)]
     pub(crate) fn parse(name: &str, text: &str, newest_wins: bool) -> Result<Self, ResumeError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        Self::parse_lines(
-            name,
-            text.lines().map(|line| Ok(line.to_owned())),
-            newest_wins,
-        )
+        let lines = text.split_inclusive('\n').map(|line| {
+            let ended = line.ends_with('\n');
+            let line = line.strip_suffix('\n').unwrap_or(line);
+            Ok((line.strip_suffix('\r').unwrap_or(line).to_owned(), ended))
+        });
+        Self::parse_lines(name, lines, newest_wins)
     }
 
-    /// Parses a report's `lines` (without their line ends), read one at a time; `name` is
-    /// used in errors. A report begins with its `run` record (of a schema this `lanes`
-    /// reads), then holds only `job` records and a `summary`. A torn (unparsable) last line is
-    /// ignored, as a crash can leave one; an unparsable line elsewhere is an error. An empty
+    /// Parses a report's `lines` (without their line ends, each with whether it ended with a
+    /// newline), read one at a time; `name` is used in errors. A report begins with its `run`
+    /// record (of a schema this `lanes` reads), then holds only `job` records and a `summary`.
+    /// A torn last line (unparsable, and cut before its newline) is ignored, as a crash can
+    /// leave one; any other unparsable line is an error. An empty
     /// file is a report with no records: lanes creates the report before it writes to it.
     /// Records `succeeded`, `interrupted` as `superseded`, or `skipped` (by a `--resume`
     /// before) count as done, each with its [`SkipReason`]. When the `newest_wins`
@@ -150,15 +154,15 @@ impl Resume {
     ///
     /// # Errors
     /// A line that cannot be read; text that is not a lanes report: another first line (an
-    /// events file, a jobs file), another kind of record, a line other than the last that is
-    /// not a JSON object.
+    /// events file, a jobs file), another kind of record, a line that is not a JSON object
+    /// and not a torn last one.
     fn parse_lines(
         name: &str,
-        lines: impl Iterator<Item = Result<String, ResumeError>>,
+        lines: impl Iterator<Item = Result<(String, bool), ResumeError>>,
         newest_wins: bool,
     ) -> Result<Self, ResumeError> {
         let mut lines = lines
-            .filter(|line| line.as_ref().map_or(true, |l| !l.trim().is_empty()))
+            .filter(|line| line.as_ref().map_or(true, |(l, _)| !l.trim().is_empty()))
             .enumerate()
             .peekable();
         let mut template = None;
@@ -170,9 +174,11 @@ impl Resume {
         let mut seqs = std::collections::HashSet::new();
         let mut summary = None;
         while let Some((index, line)) = lines.next() {
-            let line = line?;
+            let (line, ended) = line?;
             let line = line.as_str();
-            let last = lines.peek().is_none();
+            // Torn: the last line, cut before its newline (lanes writes a record and its
+            // newline at once); a whole line that is no record is no torn one.
+            let torn = lines.peek().is_none() && !ended;
             if let Some(summary) = summary {
                 // Nothing follows a summary, torn or whole: lanes writes it last.
                 return Err(not_a_report(format!(
@@ -183,13 +189,13 @@ impl Resume {
             }
             let record: PastRecord = match serde_json::from_str(line) {
                 Ok(record) => record,
-                Err(_) if index == 0 && last && is_torn_run_record(line) => break,
+                Err(_) if index == 0 && torn && is_torn_run_record(line) => break,
                 Err(error) if index == 0 => {
                     return Err(not_a_report(format!(
                         "its first line is not a JSON record ({error})"
                     )))
                 }
-                Err(_) if last => break,
+                Err(_) if torn => break,
                 Err(error) => {
                     return Err(ResumeError::Parse {
                         path: name.to_owned(),
@@ -490,6 +496,13 @@ mod tests {
         let text = "{\"type\":\"run\"}\n{\"type\":\"jo\n{\"type\":\"summary\"}\n";
         let err = Resume::parse("r.jsonl", text, false).unwrap_err();
         assert!(err.to_string().starts_with("r.jsonl:2:"), "{err}");
+        // A whole last line (its newline there) that is no record was not torn by a crash.
+        let text = "{\"type\":\"run\"}\nnot json\n";
+        let err = Resume::parse("r.jsonl", text, false).unwrap_err();
+        assert!(err.to_string().starts_with("r.jsonl:2:"), "{err}");
+        // Cut before its newline, it is ignored.
+        let text = "{\"type\":\"run\"}\n{\"type\":\"jo";
+        assert!(Resume::parse("r.jsonl", text, false).is_ok());
     }
 
     #[test]
