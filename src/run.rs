@@ -540,7 +540,8 @@ fn outputs(config: &RunConfig) -> [(&'static str, &'static str, Option<&std::pat
 /// The first that cannot, naming it and why (a socket, a directory, no permission, another
 /// lanes' file).
 fn check_outputs(config: &RunConfig) -> anyhow::Result<()> {
-    if config.json && report_mixed_with_stderr() {
+    // A dry run starts no job whose output could mix in.
+    if config.json && !config.dry_run && report_mixed_with_stderr() {
         bail!(
             "--json writes the report to stdout, and stdout is the same file as stderr (`2>&1`, \
              `&>`), where the jobs' output and lanes' own messages go: the report would be mixed \

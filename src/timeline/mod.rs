@@ -227,10 +227,10 @@ fn write_spooled(
     let cannot = || format!("cannot write {}", output.display());
     match Target::of(output)? {
         Target::Stdout => {
-            let stdout = std::io::stdout();
-            let mut lock = stdout.lock();
+            // One closed when lanes started (`>&-`) cannot be written, and says so.
+            let mut stdout = crate::output::sink::stdout_destination();
             // A reader that stopped reading (`| head`) ends the timeline quietly.
-            if let Err(err) = write_to(report, events, name, format, output, &mut lock) {
+            if let Err(err) = write_to(report, events, name, format, output, &mut *stdout) {
                 let broken_pipe = err.chain().any(|cause| {
                     cause
                         .downcast_ref::<std::io::Error>()

@@ -855,4 +855,17 @@ fn a_json_report_sharing_its_file_or_pipe_with_stderr_is_refused() {
         .run()
         .code(0);
     assert!(scratch.exists("ran"));
+    // A dry run starts no job: its JSON plan mixes with nothing.
+    let out = Run::new()
+        .no_report()
+        .wrapper("exec 2>&1")
+        .args(["--dry-run", "--json"])
+        .stdin("k\ttrue\n")
+        .run();
+    out.code(0);
+    assert!(
+        out.stdout().starts_with("{\"type\":\"plan\""),
+        "{}",
+        out.dump()
+    );
 }

@@ -1018,6 +1018,25 @@ fn a_timeline_on_a_closed_stdout_ends_quietly() {
     );
 }
 
+/// A timeline to a stdout closed when lanes started (`>&-`) cannot be written: said, exit 2,
+/// not taken for a timeline written.
+#[test]
+fn a_timeline_on_a_stdout_closed_at_start_says_it_cannot_be_written() {
+    let out = Command::new("sh")
+        .current_dir(fixtures())
+        .arg("-c")
+        .arg("exec >&-; exec \"$0\" timeline small.jsonl -o - --format md")
+        .arg(BIN)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot write -") && stderr.contains("closed when lanes started"),
+        "{stderr}"
+    );
+}
+
 /// A report or events file on a pipe (`/dev/stdin`, `<(…)`) is drawn as the same file would
 /// be: the timeline reads its input more than once, and a pipe can be read only once. Errors
 /// name the path given.
