@@ -120,11 +120,16 @@ fn plain_prefix(key: &str) -> String {
 /// Whether `c` is shown as `\u{..}` rather than as itself: C0 and C1 controls, the bidi
 /// embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069) and marks (U+200E,
 /// U+200F, U+061C), the line and paragraph separators U+2028 and U+2029, and the characters
-/// that show as nothing between others (U+200B zero width space, U+2060 word joiner, U+FEFF
-/// byte order mark); so that a key or a command shown can neither hide, reorder nor break what
-/// follows it, and two keys that differ only by an invisible character look different (the
+/// that show as nothing (Unicode's default-ignorable code points that no script shapes with:
+/// U+200B zero width space, U+2060–U+2064 word joiner and invisible operators, U+206A–U+206F,
+/// U+FEFF byte order mark, U+00AD soft hyphen, U+034F, the Hangul fillers U+115F, U+1160,
+/// U+3164 and U+FFA0, U+17B4, U+17B5, U+180E, U+FFF9–U+FFFB, the shorthand and musical format
+/// controls, and the tags U+E0000–U+E007F); so that a key or a command shown can neither hide,
+/// reorder nor break what follows it, two keys that differ only by an invisible character look
+/// different, and no character a terminal draws wider than its width counts goes out (the
 /// bidi controls are the ones of the "Trojan Source" attack, CVE-2021-42574). The joiners
-/// U+200C and U+200D are left: scripts and emoji sequences need them.
+/// U+200C and U+200D and the variation selectors are left: scripts and emoji sequences need
+/// them.
 pub(crate) fn is_hidden(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -137,8 +142,22 @@ pub(crate) fn is_hidden(c: char) -> bool {
                 | '\u{2028}'
                 | '\u{2029}'
                 | '\u{200b}'
-                | '\u{2060}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{206a}'..='\u{206f}'
                 | '\u{feff}'
+                | '\u{00ad}'
+                | '\u{034f}'
+                | '\u{115f}'
+                | '\u{1160}'
+                | '\u{17b4}'
+                | '\u{17b5}'
+                | '\u{180e}'
+                | '\u{3164}'
+                | '\u{ffa0}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{1bca0}'..='\u{1bca3}'
+                | '\u{1d173}'..='\u{1d17a}'
+                | '\u{e0000}'..='\u{e007f}'
         )
 }
 
@@ -173,6 +192,18 @@ pub(crate) fn escape_controls(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn characters_that_show_as_nothing_are_escaped_and_the_joiners_are_not() {
+        assert_eq!(
+            escape_controls("a\u{2062}b\u{ad}c\u{3164}d\u{e0067}e\u{34f}f"),
+            "a\\u{2062}b\\u{ad}c\\u{3164}d\\u{e0067}e\\u{34f}f"
+        );
+        // Persian's ZWNJ, an emoji family's ZWJ and an emoji's presentation selector stay.
+        for kept in ["می\u{200c}خواهم", "👨\u{200d}👩\u{200d}👧", "❤\u{fe0f}"] {
+            assert_eq!(escape_controls(kept), kept);
+        }
+    }
 
     fn frame(chunks: &[&[u8]]) -> Vec<u8> {
         let mut framer = LineFramer::new(b"[k] ".to_vec());

@@ -37,8 +37,8 @@
   // Control characters, bidi embeddings, overrides, isolates and marks, and the line and
   // paragraph separators shown as \u{..}, as in the header.
   function visible(text) {
-    return String(text).replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060\u2066-\u2069\ufeff]/g, function (c) {
-      return "\\u{" + c.charCodeAt(0).toString(16) + "}";
+    return String(text).replace(/[\u0000-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b\u200e\u200f\u2028\u2029\u202a-\u202e\u2060-\u2064\u2066-\u2069\u206a-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e007f}]/gu, function (c) {
+      return "\\u{" + c.codePointAt(0).toString(16) + "}";
     });
   }
   var rows = body.rows;
