@@ -7,16 +7,27 @@ use std::time::Duration;
 use crate::core::{Outcome, RunningJob, Seq, Tick};
 
 /// The status text at `now`: a line of counts, then one line per running job,
-/// `  seq 3 [key] 4.1s try 2: COMMAND` (`stopping (REASON)` when it is being stopped);
-/// `command` gives a job's command by seq.
+/// `  seq 3 [key] 4.1s try 2: COMMAND` (`stopping (REASON)` when it is being stopped,
+/// `STOPPED (WHY)` when every process of it is stopped, as `stopped` says by seq); `command`
+/// gives a job's command by seq.
 pub(crate) fn status_text<'a>(
     running: &[RunningJob],
     queued: usize,
     now: Tick,
     command: impl Fn(Seq) -> Option<&'a str>,
+    stopped: &std::collections::HashMap<Seq, &str>,
 ) -> String {
+    let held = running
+        .iter()
+        .filter(|job| stopped.contains_key(&job.seq))
+        .count();
+    let held = if held > 0 {
+        format!(" ({held} of them stopped)")
+    } else {
+        String::new()
+    };
     let mut text = format!(
-        "lanes: status after {}: {} running, {queued} queued\n",
+        "lanes: status after {}: {} running{held}, {queued} queued\n",
         seconds(now),
         running.len()
     );
@@ -28,6 +39,11 @@ pub(crate) fn status_text<'a>(
             job.key.escape_default(),
             seconds(now.saturating_sub(job.started_at))
         );
+        // Every process of it stopped (it read the terminal, a debugger holds it): it will
+        // not end by itself.
+        if let Some(why) = stopped.get(&job.seq) {
+            let _ = write!(text, ", STOPPED ({why})");
+        }
         if job.attempt > 1 {
             let _ = write!(text, " try {}", job.attempt);
         }
@@ -76,19 +92,28 @@ mod tests {
             job(2, "a", 1, 1000, None),
             job(5, "b", 2, 2500, Some(StopReason::Timeout)),
         ];
-        let text = status_text(&running, 4, Duration::from_millis(3000), |seq| {
-            (seq == 2).then_some("make all")
-        });
+        let stopped = [(2, "SIGTTIN: waiting for terminal input")].into();
+        let text = status_text(
+            &running,
+            4,
+            Duration::from_millis(3000),
+            |seq| (seq == 2).then_some("make all"),
+            &stopped,
+        );
         assert_eq!(
             text,
-            "lanes: status after 3.0s: 2 running, 4 queued\n  \
-             seq 2 [a] running 2.0s: make all\n  \
+            "lanes: status after 3.0s: 2 running (1 of them stopped), 4 queued\n  \
+             seq 2 [a] running 2.0s, STOPPED (SIGTTIN: waiting for terminal input): make all\n  \
              seq 5 [b] running 0.5s try 2, stopping (timeout)\n"
         );
         // A command is shown as it runs: its quotes as they are, a newline escaped.
-        let text = status_text(&running[..1], 0, Duration::from_millis(3000), |_| {
-            Some("trap \"\" TERM; echo 'x'\nsleep 2")
-        });
+        let text = status_text(
+            &running[..1],
+            0,
+            Duration::from_millis(3000),
+            |_| Some("trap \"\" TERM; echo 'x'\nsleep 2"),
+            &Default::default(),
+        );
         assert!(
             text.ends_with(": trap \"\" TERM; echo 'x'\\nsleep 2\n"),
             "{text}"

@@ -1386,11 +1386,18 @@ impl Driver {
 
     /// SIGUSR1: a status of the running jobs on stderr.
     async fn on_status_request(&mut self) {
+        // Looked at now, as the display's tick would.
+        let stopped = if self.launcher.backend().is_local() {
+            super::stopped::stopped_runs(&self.runs())
+        } else {
+            HashMap::new()
+        };
         let text = crate::report::status::status_text(
             &self.core.running_jobs(),
             self.core.queued(),
             self.tick(),
             |seq| self.jobs.get(&seq).map(|job| job.command.as_str()),
+            &stopped,
         );
         let _ = self.launcher.stderr().send(text.into_bytes()).await;
     }
