@@ -182,6 +182,46 @@ fn sigusr1_writes_a_status_of_the_running_jobs_to_stderr() {
     }
 }
 
+/// A running job whose every process is stopped (here by SIGSTOP) is said so in the status,
+/// as the display says it: it will not end by itself.
+#[test]
+fn sigusr1_s_status_says_which_running_job_is_stopped() {
+    let scratch = Scratch::new();
+    let running = Run::new()
+        .scratch(&scratch)
+        .wrapper("exec 2>\"$D/stderr\"")
+        .args(["-j", "2", "--containment", "process-group"])
+        .stdin(
+            "held\techo $$ > \"$D/pid\"; kill -STOP $$\n\
+             free\t: > \"$D/up\"; while [ ! -e \"$D/go\" ]; do sleep 0.02; done\n",
+        )
+        .spawn();
+    scratch.wait_for("up", WAIT);
+    scratch.wait_for("pid", WAIT);
+    let held = scratch.pid("pid");
+    assert!(wait_until(WAIT, || state(held) == Some('T')));
+    running.signal(Signal::SIGUSR1);
+    assert!(
+        wait_until(WAIT, || scratch.read("stderr").contains("seq 2 [free]")),
+        "no status came: {}",
+        scratch.read("stderr")
+    );
+    // The job lanes started, continued by its pid.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(held), Signal::SIGCONT).unwrap();
+    scratch.write("go", "");
+    let out = running.wait();
+    out.code(0);
+    let stderr = scratch.read("stderr");
+    assert!(
+        stderr.contains(": 2 running (1 of them stopped), 0 queued"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("  seq 1 [held] running ") && stderr.contains(", STOPPED ("),
+        "{stderr}"
+    );
+}
+
 /// Whether `pid` blocks or catches SIGINT now (`SigBlk`, `SigCgt` in `/proc/PID/status`):
 /// lanes blocks it from its first instruction until its handler stands.
 pub(crate) fn blocks_or_catches_sigint(pid: i32) -> bool {
