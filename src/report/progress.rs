@@ -172,7 +172,9 @@ impl Progress {
         let frame = multi.add(ProgressBar::new_spinner());
         let drawn = Arc::clone(&board);
         frame.set_style(
-            ProgressStyle::with_template("{spinner} {frame}")
+            // The colours a job's output left set are reset first: the frame is drawn in the
+            // terminal's own.
+            ProgressStyle::with_template("\x1b[0m{spinner} {frame}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner())
                 .with_key(
                     "frame",

@@ -414,3 +414,32 @@ fn a_character_split_across_writes_and_bytes_that_are_not_utf8_pass_through_unch
         );
     }
 }
+
+/// On a terminal, colours a job's output set and never reset are reset before lanes' own
+/// display and summary: they are drawn in the terminal's colours, not the job's.
+#[test]
+fn on_a_terminal_the_summary_and_display_are_drawn_after_a_colour_reset() {
+    let scratch = Scratch::new();
+    scratch.write("jobs.tsv", "k\tprintf '\\033[1;44mblue\\n'\n");
+    let command = format!(
+        "{} --progress always {} < /dev/null",
+        sh_quote(BIN),
+        sh_quote(scratch.join("jobs.tsv").to_str().unwrap()),
+    );
+    let out = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env_remove("CI")
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script(1) runs");
+    assert!(out.status.success(), "{out:?}");
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    let blue = terminal.find("\u{1b}[1;44mblue").expect("the job's output");
+    let summary = terminal.rfind("lanes: 1 job").expect("the summary");
+    assert!(
+        terminal[blue..summary].contains("\u{1b}[0m"),
+        "no reset between the job's colours and the summary: {terminal:?}"
+    );
+}
