@@ -413,9 +413,10 @@ pub fn run(cli: Cli, hangup_ignored: bool) -> anyhow::Result<u8> {
     {
         end.summary.insert(0, '\n');
     }
-    // On a terminal, the colours a job's output left set (no reset after it) are reset first:
-    // the summary is lanes' own text, in the terminal's own colours.
-    if env.stderr_is_terminal && !end.summary.is_empty() {
+    // With colours on stderr, the colours a job's output left set (no reset after it) are
+    // reset first: the summary is lanes' own text, in the terminal's own colours. (Without,
+    // no escape code at all.)
+    if color_stderr && !end.summary.is_empty() {
         end.summary.insert_str(0, "\x1b[0m");
     }
     let summary = std::mem::take(&mut end.summary).into_bytes();
