@@ -715,6 +715,18 @@ impl RunConfig {
             _ => origins.name(false, "--coordinate", "coordinate", "coordinate"),
         };
         let mut lock_dir = cli.lock_dir.or(env_lock_dir).or(settings.lock_dir);
+        if lock_dir
+            .as_deref()
+            .is_some_and(|dir| looks_like_a_database(&dir.to_string_lossy()))
+        {
+            // Not quoted: it may hold a password. Made as a directory, it would have been
+            // written to disk, and shared no key with another host.
+            return Err(ConfigError::Usage(format!(
+                "{lock_dir_given_as} is a database's connection string, not a directory: to \
+                 share keys through PostgreSQL give it as --coordinate URL (or \
+                 LANES_COORDINATE); a lock directory is a path on this host"
+            )));
+        }
         let mut coordinate = cli.coordinate.or(env_coordinate).or(settings.coordinate);
         if cli.backend == BackendKind::Slurm {
             // The variables are defaults for runs whose jobs run on this host; a Slurm run's
@@ -1245,6 +1257,29 @@ impl Origins {
             _ => flag.to_owned(),
         }
     }
+}
+
+/// Whether `text`, given where a path goes, is a PostgreSQL connection string instead: a URL
+/// of scheme `postgres:` or `postgresql:` (any case, however many slashes follow), or
+/// libpq's `KEY=VALUE` form naming a host, database, user or password. Such text may hold a
+/// password, and is never quoted in a message.
+pub(crate) fn looks_like_a_database(text: &str) -> bool {
+    let lower = text.trim_start().to_ascii_lowercase();
+    if lower.starts_with("postgres:") || lower.starts_with("postgresql:") {
+        return true;
+    }
+    lower.split_whitespace().any(|word| {
+        [
+            "host=",
+            "hostaddr=",
+            "dbname=",
+            "user=",
+            "password=",
+            "port=",
+        ]
+        .iter()
+        .any(|key| word.starts_with(key))
+    })
 }
 
 /// A boolean setting: `--no-X` (given last, clap drops the other) turns it off, even over a

@@ -20,6 +20,7 @@ macro_rules! eprintln {
 
 pub(crate) mod arg_limit;
 pub mod cli;
+pub(crate) mod closed_stdin;
 pub(crate) mod config;
 pub(crate) mod containing_dir;
 pub mod core;
@@ -57,7 +58,7 @@ pub use run::{run, run_task};
 pub fn block_handled_signals() {
     shell::signal::hold_early();
     output::sink::note_closed_stdout();
-    shell::input::note_closed_stdin();
+    closed_stdin::note();
 }
 
 /// Process-wide set-up that must happen before any thread starts; returns whether SIGHUP was

@@ -86,7 +86,7 @@ impl Resume {
             path: name.clone(),
             error,
         };
-        if let Some(err) = crate::shell::input::closed_stdin_path(path) {
+        if let Some(err) = crate::closed_stdin::named_by(path) {
             return Err(read_error(err));
         }
         let mut reader = BufReader::new(File::open(path).map_err(read_error)?);

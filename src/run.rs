@@ -581,10 +581,10 @@ fn report_mixed_with_stderr() -> bool {
     crate::output::sink::stdout_is_stderr() && !character_device
 }
 
-/// Whether `path` is a PostgreSQL URL (`postgres://…`, `postgresql://…`) rather than a path.
+/// Whether `path` is a PostgreSQL URL rather than a path (see
+/// [`crate::config::looks_like_a_database`]).
 fn is_database_url(path: &std::path::Path) -> bool {
-    let text = path.to_string_lossy();
-    text.starts_with("postgres://") || text.starts_with("postgresql://")
+    crate::config::looks_like_a_database(&path.to_string_lossy())
 }
 
 /// A `--coordinate` error as the user gave the URL: the flag, `LANES_COORDINATE`, or the
@@ -841,7 +841,7 @@ fn is_fifo(path: &std::path::Path) -> bool {
 /// # Errors
 /// `open(2)`'s.
 fn open_input(path: &std::path::Path) -> std::io::Result<File> {
-    if let Some(err) = crate::shell::input::closed_stdin_path(path) {
+    if let Some(err) = crate::closed_stdin::named_by(path) {
         return Err(err);
     }
     if !is_fifo(path) {
@@ -1000,7 +1000,7 @@ fn feed_for(
             return Ok((Checked::Valid(checked_list(config, records)?), signals));
         }
         Source::Stdin => {
-            if let Some(why) = crate::shell::input::stdin_closed() {
+            if let Some(why) = crate::closed_stdin::refusal() {
                 anyhow::bail!("cannot read stdin: {why}");
             }
             let stdin_meta = nix::sys::stat::fstat(nix::libc::STDIN_FILENO);

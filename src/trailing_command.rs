@@ -411,6 +411,14 @@ pub(crate) fn split(
                  every job, each job's `cmd` its argument)"
             ));
         }
+        if file.as_ref().is_some_and(|file| file == "-") {
+            return Err(format!(
+                "`-` is stdin, read as jobs, so `{text}` is not expected after it; to run \
+                 `{text}` for each line of stdin (xargs' `-a -`), write `lanes [OPTIONS] -a - {} \
+                 ...`",
+                suggested_word(&text),
+            ));
+        }
         if let Some(file) = &file {
             let file = file.to_string_lossy();
             return Err(format!(

@@ -177,11 +177,11 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, ManifestError> {
     let read = if path == Path::new("-") {
         // `--manifest -`: the manifest on stdin.
         let mut bytes = Vec::new();
-        match crate::shell::input::stdin_closed() {
+        match crate::closed_stdin::refusal() {
             Some(why) => Err(std::io::Error::other(format!("stdin: {why}"))),
             None => std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes).map(|_| bytes),
         }
-    } else if let Some(err) = crate::shell::input::closed_stdin_path(path) {
+    } else if let Some(err) = crate::closed_stdin::named_by(path) {
         Err(err)
     } else {
         std::fs::read(path)

@@ -41,9 +41,17 @@ pub(crate) fn bad_job_line(entry: &Entry<'_>) -> String {
     let tail = String::from_utf8_lossy(entry.stderr_tail);
     let lines: Vec<&str> = tail.lines().filter(|l| !l.trim().is_empty()).collect();
     for text in &lines[lines.len().saturating_sub(TAIL_LINES)..] {
+        // Controls (escape sequences' ESC among them) as spaces; the other characters that
+        // hide or reorder text (bidi controls, zero-width ones) escaped, as in keys.
         let clean: String = text
             .chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
+            .map(|c| {
+                if c.is_control() {
+                    " ".to_owned()
+                } else {
+                    escape_controls(c.encode_utf8(&mut [0; 4]))
+                }
+            })
             .collect();
         let _ = write!(line, "\n      | {clean}");
     }

@@ -477,7 +477,7 @@ fn submit_lines(socket: Option<&Path>, json: bool) -> anyhow::Result<u8> {
         key: usize::MAX,
         command: usize::MAX,
     };
-    if let Some(why) = crate::shell::input::stdin_closed() {
+    if let Some(why) = crate::closed_stdin::refusal() {
         anyhow::bail!("cannot read the submissions from stdin: {why}");
     }
     let mut connection = Connection::open(socket)?;

@@ -158,8 +158,11 @@ impl<'a> Spooled<'a> {
     fn of(given: &'a Path) -> anyhow::Result<Self> {
         let cannot = || format!("cannot read {}", given.display());
         let stdin = given.as_os_str() == "-";
-        if let Some(why) = crate::shell::input::stdin_closed().filter(|_| stdin) {
+        if let Some(why) = crate::closed_stdin::refusal().filter(|_| stdin) {
             anyhow::bail!("cannot read stdin: {why}");
+        }
+        if let Some(err) = crate::closed_stdin::named_by(given) {
+            return Err(anyhow::Error::new(err).context(cannot()));
         }
         let regular =
             !stdin && std::fs::metadata(given).map_or(true, |meta| meta.is_file() || meta.is_dir());

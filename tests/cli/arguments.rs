@@ -1297,3 +1297,22 @@ fn lanes_locks_takes_a_database_url_given_as_dir_and_never_shows_its_password() 
     assert!(!stderr.contains("Secret9pw"), "{stderr}");
     assert!(stderr.contains("postgres://u@127.0.0.1:1/db"), "{stderr}");
 }
+
+/// `lanes - echo`: `-` is stdin, not a file: the usage error says so, and suggests no `./-`.
+#[test]
+fn a_word_after_stdin_as_file_suggests_reading_stdin_as_arguments() {
+    let out = Run::new()
+        .no_report()
+        .args(["-", "echo"])
+        .stdin("k\ttrue\n")
+        .run();
+    out.code(2);
+    assert!(
+        out.stderr().contains(
+            "`-` is stdin, read as jobs, so `echo` is not expected after it; to run `echo` for \
+             each line of stdin (xargs' `-a -`), write `lanes [OPTIONS] -a - echo ...`"
+        ),
+        "{}",
+        out.dump()
+    );
+}

@@ -694,6 +694,10 @@ fn a_stdin_closed_at_start_is_refused_by_whatever_would_read_it() {
             vec!["--resume", "/dev/stdin", "j.tsv"],
             "it names stdin, which was closed",
         ),
+        (
+            vec!["timeline", "--output", "t.html", "/dev/stdin"],
+            "it names stdin, which was closed",
+        ),
     ] {
         let out = closed(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -1177,3 +1177,37 @@ fn an_empty_variable_is_refused_where_it_would_be_taken_and_an_unusable_one_is_n
         out.dump()
     );
 }
+
+/// A database's connection string given as the lock directory (`--coordinate` meant) is
+/// refused, without quoting it (it may hold a password): made as a directory it would have
+/// written the password to disk and shared no key with another host.
+#[test]
+fn a_database_url_given_as_the_lock_directory_is_refused_unquoted() {
+    let scratch = Scratch::new();
+    for (flag, env) in [
+        (Some("postgres://u:Secret9pw@localhost/db"), None),
+        (None, Some("POSTGRESQL://u:Secret9pw@localhost/db")),
+        (Some("host=localhost user=u password=Secret9pw"), None),
+    ] {
+        let mut run = Run::new().no_report().cwd(scratch.path());
+        if let Some(url) = flag {
+            run = run.args(["--lock-dir", url]);
+        }
+        if let Some(url) = env {
+            run = run.env("LANES_LOCK_DIR", url);
+        }
+        let out = run.stdin("k\ttrue\n").run();
+        out.code(2);
+        let stderr = out.stderr();
+        assert!(!stderr.contains("Secret9pw"), "{stderr}");
+        assert!(
+            stderr.contains("is a database's connection string, not a directory"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(scratch.path()).unwrap().count(),
+        0,
+        "nothing was made"
+    );
+}

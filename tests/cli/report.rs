@@ -869,3 +869,23 @@ fn a_json_report_sharing_its_file_or_pipe_with_stderr_is_refused() {
         out.dump()
     );
 }
+
+/// The last lines of a failed job's stderr quoted in the summary cannot reorder or hide text:
+/// controls become spaces, bidi controls and zero-width characters are escaped, as in keys.
+#[test]
+fn a_failed_job_s_stderr_in_the_summary_shows_bidi_and_zero_width_characters_escaped() {
+    let out = Run::new()
+        .stdin("k\tprintf 'a\\033[31mb\\342\\200\\256evil\\342\\200\\213\\n' >&2; exit 3\n")
+        .run();
+    out.code(1);
+    let stderr = out.stderr();
+    let quoted = stderr
+        .lines()
+        .find(|line| line.trim_start().starts_with('|'))
+        .unwrap_or_else(|| panic!("no stderr line quoted: {}", out.dump()));
+    assert_eq!(
+        quoted.trim_start(),
+        "| a [31mb\\u{202e}evil\\u{200b}",
+        "{stderr}"
+    );
+}
