@@ -217,6 +217,21 @@ fn a_closed_report_pipe_is_not_a_crash() {
     assert!(out.elapsed < Duration::from_secs(20));
 }
 
+/// What the terminal shows of shell `command`, run on a pseudo-terminal by script(1) (`TERM`
+/// xterm, neither CI nor NO_COLOR set); it must succeed.
+fn on_a_terminal(command: &str) -> String {
+    let out = std::process::Command::new("script")
+        .args(["-qec", command, "/dev/null"])
+        .env_remove("CI")
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script(1) runs");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn each_stream_is_coloured_by_its_own_terminal_decision() {
     // stdout on a terminal (a pty from script(1)), stderr into a file: prefixes on stdout are
@@ -230,16 +245,7 @@ fn each_stream_is_coloured_by_its_own_terminal_decision() {
         "/dev/null",
         sh_quote(scratch.join("err.txt").to_str().unwrap()),
     );
-    let out = std::process::Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .env_remove("CI")
-        .env_remove("NO_COLOR")
-        .env("TERM", "xterm")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("script(1) runs");
-    assert!(out.status.success(), "{out:?}");
-    let terminal = String::from_utf8_lossy(&out.stdout);
+    let terminal = on_a_terminal(&command);
     assert!(terminal.contains("to-out"), "{terminal:?}");
     assert!(
         terminal.contains('\u{1b}'),
@@ -426,16 +432,7 @@ fn on_a_terminal_the_summary_and_display_are_drawn_after_a_colour_reset() {
         sh_quote(BIN),
         sh_quote(scratch.join("jobs.tsv").to_str().unwrap()),
     );
-    let out = std::process::Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
-        .env_remove("CI")
-        .env_remove("NO_COLOR")
-        .env("TERM", "xterm")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("script(1) runs");
-    assert!(out.status.success(), "{out:?}");
-    let terminal = String::from_utf8_lossy(&out.stdout);
+    let terminal = on_a_terminal(&command);
     let blue = terminal.find("\u{1b}[1;44mblue").expect("the job's output");
     let summary = terminal.rfind("lanes: 1 job").expect("the summary");
     assert!(
