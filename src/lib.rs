@@ -109,11 +109,7 @@ pub fn error_message(err: &anyhow::Error) -> String {
     // What it quotes of a manifest, an argument or a file (a field's name, a value) shown with
     // its control, bidi and invisible characters escaped, as keys are: an error never moves
     // the cursor or reorders the line, and `cmd\u{200b}` does not look like `cmd`.
-    let text = format!("{err:#}")
-        .split('\n')
-        .map(output::framing::escape_controls)
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = output::framing::escape_controls_by_line(&format!("{err:#}"));
     if descriptors::ran_out(err.as_ref()) && !text.contains("ulimit -n") {
         format!("{text} (raise `ulimit -n`)")
     } else {

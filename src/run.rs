@@ -470,7 +470,10 @@ pub fn run_task(task: crate::cli::Task) -> anyhow::Result<u8> {
             // A database URL given where DIR goes (`--coordinate` forgotten) is taken as the
             // database: read as a path, the error would show it, password and all.
             let (dir, coordinate) = match dir {
-                Some(dir) if is_database_url(&dir) && !dir.exists() => {
+                Some(dir)
+                    if crate::config::looks_like_a_database(&dir.to_string_lossy())
+                        && !dir.exists() =>
+                {
                     (None, Some(dir.to_string_lossy().into_owned()))
                 }
                 dir => (dir, coordinate),
@@ -579,12 +582,6 @@ fn report_mixed_with_stderr() -> bool {
     let character_device = nix::sys::stat::fstat(nix::libc::STDOUT_FILENO)
         .is_ok_and(|meta| meta.st_mode & nix::libc::S_IFMT == nix::libc::S_IFCHR);
     crate::output::sink::stdout_is_stderr() && !character_device
-}
-
-/// Whether `path` is a PostgreSQL URL rather than a path (see
-/// [`crate::config::looks_like_a_database`]).
-fn is_database_url(path: &std::path::Path) -> bool {
-    crate::config::looks_like_a_database(&path.to_string_lossy())
 }
 
 /// A `--coordinate` error as the user gave the URL: the flag, `LANES_COORDINATE`, or the

@@ -174,13 +174,7 @@ pub fn parse_task(argv: &[OsString]) -> Option<Task> {
 /// value, an unknown option) escaped as lanes escapes keys: an argument holding escape
 /// sequences does not act on the terminal, nor vanish from the message through a pipe.
 fn plain_error(err: &clap::Error) -> String {
-    err.render()
-        .ansi()
-        .to_string()
-        .split('\n')
-        .map(crate::output::framing::escape_controls)
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::output::framing::escape_controls_by_line(&err.render().ansi().to_string())
 }
 
 /// Ends the process on clap's `err`: help and the version as clap prints them (stdout,

@@ -189,6 +189,15 @@ pub(crate) fn escape_controls(key: &str) -> String {
     shown
 }
 
+/// [`escape_controls`] of each line of `text`, its line breaks kept: a message of several
+/// lines, whatever it quotes.
+pub(crate) fn escape_controls_by_line(text: &str) -> String {
+    text.split('\n')
+        .map(escape_controls)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,16 +43,7 @@ pub(crate) fn bad_job_line(entry: &Entry<'_>) -> String {
     for text in &lines[lines.len().saturating_sub(TAIL_LINES)..] {
         // Controls (escape sequences' ESC among them) as spaces; the other characters that
         // hide or reorder text (bidi controls, zero-width ones) escaped, as in keys.
-        let clean: String = text
-            .chars()
-            .map(|c| {
-                if c.is_control() {
-                    " ".to_owned()
-                } else {
-                    escape_controls(c.encode_utf8(&mut [0; 4]))
-                }
-            })
-            .collect();
+        let clean = escape_controls(&text.replace(char::is_control, " "));
         let _ = write!(line, "\n      | {clean}");
     }
     line

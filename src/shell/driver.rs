@@ -1337,14 +1337,20 @@ impl Driver {
             .collect()
     }
 
-    /// The display's tick (and the events file's): which jobs are stopped (a read of the
-    /// terminal), what changed since the last tick, and elapsed times.
-    fn redraw(&mut self) {
-        let stopped = if self.launcher.backend().is_local() {
+    /// The runs in flight whose every process is stopped now, and why
+    /// ([`super::stopped::stopped_runs`]); none under a backend whose processes are elsewhere.
+    fn stopped_runs(&self) -> HashMap<Seq, &'static str> {
+        if self.launcher.backend().is_local() {
             super::stopped::stopped_runs(&self.runs())
         } else {
             HashMap::new()
-        };
+        }
+    }
+
+    /// The display's tick (and the events file's): which jobs are stopped (a read of the
+    /// terminal), what changed since the last tick, and elapsed times.
+    fn redraw(&mut self) {
+        let stopped = self.stopped_runs();
         let now = self.tick();
         self.stopped
             .retain(|seq, _| self.controls.contains_key(seq));
@@ -1387,11 +1393,7 @@ impl Driver {
     /// SIGUSR1: a status of the running jobs on stderr.
     async fn on_status_request(&mut self) {
         // Looked at now, as the display's tick would.
-        let stopped = if self.launcher.backend().is_local() {
-            super::stopped::stopped_runs(&self.runs())
-        } else {
-            HashMap::new()
-        };
+        let stopped = self.stopped_runs();
         let text = crate::report::status::status_text(
             &self.core.running_jobs(),
             self.core.queued(),
